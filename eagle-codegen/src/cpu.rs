@@ -1,0 +1,1115 @@
+//! The CPU backend: per-device and compute functions lowered to Cranelift IR and JIT-compiled.
+//!
+//! Lowering rules:
+//! - tensors are data pointers (row-major, contiguous, constant shapes after specialization);
+//!   windows are a runtime id plus this rank's base address (from the `window_base` hook);
+//! - tiles live in stack slots; elementwise ops on tiles are loops over their elements, with
+//!   scalar operands broadcast;
+//! - loads and stores of tiles copy row by row (`memcpy` for local memory, the `get`/`put`
+//!   hooks for a peer's window);
+//! - offsets that specialization could not prove in bounds are checked at run time and report
+//!   through the `fault` hook, as are integer division by zero and slice indices;
+//! - every hook's status is checked: a non-zero status returns from the function at once.
+
+use crate::abi::{self, hook, CTX_HOOKS, CTX_RANK};
+use crate::error::CodegenError;
+use eagle_ir::{
+    print_op, BinOp, Block as IrBlock, CmpOp, Const, DType, Function, Level, Module, NotifyOp, Op,
+    OpKind, Type, UnOp, Value,
+};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, SigRef, Signature, StackSlotData,
+    StackSlotKind, Type as ClType, Value as ClValue,
+};
+use cranelift_codegen::isa::TargetFrontendConfig;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::Context;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module as _};
+use std::collections::{BTreeMap, HashMap};
+
+/// Code of one module, JIT-compiled for this machine.
+pub struct CpuCode {
+    /// Keeps the machine code alive.
+    _module: JitHolder,
+    /// Entry point of every per-device and compute function, by name.
+    pub entries: HashMap<String, abi::EntryFn>,
+    /// The Cranelift IR of every function, by name (for snapshots and `--emit-ir`).
+    pub clif: BTreeMap<String, String>,
+    /// Fault table: the message of each run-time check, by site index. `{a}` and `{b}` are
+    /// replaced by the offending value and its limit.
+    pub sites: Vec<String>,
+}
+
+impl std::fmt::Debug for CpuCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuCode")
+            .field("functions", &self.clif.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+struct JitHolder(#[allow(dead_code)] Option<JITModule>);
+// SAFETY: the JIT module is never touched after `finalize_definitions`; it only keeps the code
+// pages mapped. The entry points are plain code addresses, callable from any thread.
+unsafe impl Send for JitHolder {}
+// SAFETY: as above; no method of the module is called through a shared reference.
+unsafe impl Sync for JitHolder {}
+
+extern "C" fn eagle_exp_f32(x: f32) -> f32 {
+    x.exp()
+}
+extern "C" fn eagle_exp_f64(x: f64) -> f64 {
+    x.exp()
+}
+
+fn cl_type(d: DType) -> ClType {
+    match d {
+        DType::Bool => types::I8,
+        DType::I32 | DType::U32 => types::I32,
+        DType::I64 | DType::U64 | DType::Index => types::I64,
+        DType::F32 => types::F32,
+        DType::F64 => types::F64,
+    }
+}
+
+fn sig_kind(d: DType) -> u32 {
+    match d {
+        DType::I32 => abi::sigkind::I32,
+        DType::U32 => abi::sigkind::U32,
+        DType::U64 => abi::sigkind::U64,
+        _ => abi::sigkind::I64,
+    }
+}
+
+/// A lowered IR value.
+#[derive(Clone, Copy)]
+enum Cv {
+    /// A scalar.
+    S(ClValue),
+    /// Memory: a tensor or tile pointer.
+    Mem(ClValue),
+    /// A window: runtime id and local base address.
+    Win(ClValue, ClValue),
+    /// The device context (the function's own `ctx`).
+    Ctx,
+    /// A `let mut` variable.
+    Var(Variable),
+}
+
+fn unsupported(f: &Function, msg: impl Into<String>) -> CodegenError {
+    CodegenError::Unsupported {
+        backend: "cpu",
+        function: f.name.clone(),
+        message: msg.into(),
+    }
+}
+
+/// JIT-compiles every per-device and compute function of a specialized module.
+///
+/// # Errors
+/// [`CodegenError::Unsupported`] for a construct the backend cannot lower (for example a
+/// symbolic shape left unbound), [`CodegenError::Cranelift`] if Cranelift rejects the code.
+pub fn compile_module(m: &Module) -> Result<CpuCode, CodegenError> {
+    let mut flags = settings::builder();
+    let set = |f: &mut settings::Builder, k: &str, v: &str| {
+        f.set(k, v).map_err(|e| CodegenError::Cranelift {
+            function: String::new(),
+            message: format!("setting {k}={v}: {e}"),
+        })
+    };
+    set(&mut flags, "opt_level", "speed")?;
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(&mut flags, "is_pic", "false")?;
+    let isa_builder = cranelift_native::builder().map_err(|e| CodegenError::Cranelift {
+        function: String::new(),
+        message: format!("host machine is not supported: {e}"),
+    })?;
+    let isa = isa_builder
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| CodegenError::Cranelift {
+            function: String::new(),
+            message: e.to_string(),
+        })?;
+    let mut jb = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+    jb.symbol("eagle_exp_f32", eagle_exp_f32 as *const u8);
+    jb.symbol("eagle_exp_f64", eagle_exp_f64 as *const u8);
+    let mut module = JITModule::new(jb);
+    let ptr = module.target_config().pointer_type();
+
+    let mut entry_sig = module.make_signature();
+    entry_sig.params.push(AbiParam::new(ptr));
+    entry_sig.params.push(AbiParam::new(ptr));
+    entry_sig.returns.push(AbiParam::new(types::I32));
+
+    let mut ids: HashMap<String, FuncId> = HashMap::new();
+    let funcs: Vec<&Function> = m
+        .functions
+        .iter()
+        .filter(|f| f.level != Level::Host)
+        .collect();
+    for f in &funcs {
+        let id = module
+            .declare_function(&format!("eagle_{}", f.name), Linkage::Local, &entry_sig)
+            .map_err(|e| CodegenError::Cranelift {
+                function: f.name.clone(),
+                message: e.to_string(),
+            })?;
+        ids.insert(f.name.clone(), id);
+    }
+    let mut math = HashMap::new();
+    for (name, t) in [("eagle_exp_f32", types::F32), ("eagle_exp_f64", types::F64)] {
+        let mut s = module.make_signature();
+        s.params.push(AbiParam::new(t));
+        s.returns.push(AbiParam::new(t));
+        let id = module
+            .declare_function(name, Linkage::Import, &s)
+            .map_err(|e| CodegenError::Cranelift {
+                function: name.into(),
+                message: e.to_string(),
+            })?;
+        math.insert(t, id);
+    }
+
+    let mut clif = BTreeMap::new();
+    let mut sites = vec![];
+    let mut ctx = module.make_context();
+    let mut fctx = FunctionBuilderContext::new();
+    for f in &funcs {
+        ctx.func.signature = entry_sig.clone();
+        lower_function(&mut module, &mut ctx, &mut fctx, f, &ids, &math, &mut sites, ptr)?;
+        clif.insert(f.name.clone(), ctx.func.display().to_string());
+        module
+            .define_function(ids[&f.name], &mut ctx)
+            .map_err(|e| CodegenError::Cranelift {
+                function: f.name.clone(),
+                message: format!("{e:?}"),
+            })?;
+        module.clear_context(&mut ctx);
+    }
+    module
+        .finalize_definitions()
+        .map_err(|e| CodegenError::Cranelift {
+            function: String::new(),
+            message: e.to_string(),
+        })?;
+    let mut entries = HashMap::new();
+    for f in &funcs {
+        let p = module.get_finalized_function(ids[&f.name]);
+        // SAFETY: the function was defined with the `EntryFn` signature (two pointers in, i32
+        // out, the platform's default C calling convention) and stays mapped while `module`
+        // lives in the returned `CpuCode`.
+        let e: abi::EntryFn = unsafe { std::mem::transmute::<*const u8, abi::EntryFn>(p) };
+        entries.insert(f.name.clone(), e);
+    }
+    Ok(CpuCode {
+        _module: JitHolder(Some(module)),
+        entries,
+        clif,
+        sites,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn lower_function(
+    module: &mut JITModule,
+    ctx: &mut Context,
+    fctx: &mut FunctionBuilderContext,
+    f: &Function,
+    ids: &HashMap<String, FuncId>,
+    math: &HashMap<ClType, FuncId>,
+    sites: &mut Vec<String>,
+    ptr: ClType,
+) -> Result<(), CodegenError> {
+    for t in &f.values {
+        if t.shape().is_some_and(|s| s.consts().is_none()) {
+            return Err(unsupported(f, format!("type `{t}` still has a symbolic dim; specialize the module first")));
+        }
+    }
+    let cfg = module.target_config();
+    let mut callee_refs = HashMap::new();
+    let mut math_refs = HashMap::new();
+    let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+    for (name, id) in ids {
+        callee_refs.insert(name.clone(), module.declare_func_in_func(*id, b.func));
+    }
+    for (t, id) in math {
+        math_refs.insert(*t, module.declare_func_in_func(*id, b.func));
+    }
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    b.seal_block(entry);
+    let ctx_v = b.block_params(entry)[0];
+    let args_v = b.block_params(entry)[1];
+    let err_block = b.create_block();
+    b.append_block_param(err_block, types::I32);
+
+    let mut hook_sigs = HashMap::new();
+    let mk = |params: &[ClType], ret: Option<ClType>| {
+        let mut s = Signature::new(cfg.default_call_conv);
+        for p in params {
+            s.params.push(AbiParam::new(*p));
+        }
+        if let Some(r) = ret {
+            s.returns.push(AbiParam::new(r));
+        }
+        s
+    };
+    let i32t = types::I32;
+    let i64t = types::I64;
+    let sigs = [
+        (hook::WINDOW_BASE, mk(&[ptr, i64t], Some(ptr))),
+        (hook::PUT, mk(&[ptr, i64t, i64t, i64t, ptr, i64t], Some(i32t))),
+        (hook::GET, mk(&[ptr, i64t, i64t, i64t, ptr, i64t], Some(i32t))),
+        (hook::NOTIFY, mk(&[ptr, i64t, i64t, i64t, i32t, i64t, i32t], Some(i32t))),
+        (hook::WAIT, mk(&[ptr, i64t, i64t, i32t, i64t, i32t], Some(i32t))),
+        (hook::BARRIER, mk(&[ptr], Some(i32t))),
+        (hook::FAULT, mk(&[ptr, i32t, i64t, i64t], Some(i32t))),
+    ];
+    for (k, s) in sigs {
+        hook_sigs.insert(k, b.import_signature(s));
+    }
+    let mut lw = Lower {
+        b,
+        f,
+        cfg,
+        ptr,
+        ctx: ctx_v,
+        vals: HashMap::new(),
+        err_block,
+        hook_sigs,
+        callee_refs,
+        math_refs,
+        sites,
+    };
+    for (i, p) in f.params.iter().enumerate() {
+        let off = (i * 8) as i32;
+        let cv = match f.ty(p.value) {
+            Type::Ctx => Cv::Ctx,
+            Type::Tensor(..) | Type::Tile(..) => {
+                Cv::Mem(lw.b.ins().load(ptr, MemFlagsData::trusted(), args_v, off))
+            }
+            Type::Window(..) => {
+                let id = lw.b.ins().load(i64t, MemFlagsData::trusted(), args_v, off);
+                let base = lw.window_base(id);
+                Cv::Win(id, base)
+            }
+            Type::Scalar(d) => Cv::S(lw.b.ins().load(cl_type(*d), MemFlagsData::trusted(), args_v, off)),
+            t => return Err(unsupported(f, format!("parameter type `{t}`"))),
+        };
+        lw.vals.insert(p.value, cv);
+    }
+    lw.block(&f.body)?;
+    let zero = lw.b.ins().iconst(types::I32, 0);
+    lw.b.ins().return_(&[zero]);
+    lw.b.switch_to_block(err_block);
+    lw.b.seal_block(err_block);
+    let st = lw.b.block_params(err_block)[0];
+    lw.b.ins().return_(&[st]);
+    lw.b.seal_all_blocks();
+    lw.b.finalize(cfg);
+    Ok(())
+}
+
+struct Lower<'a, 'b> {
+    b: FunctionBuilder<'b>,
+    f: &'a Function,
+    cfg: TargetFrontendConfig,
+    ptr: ClType,
+    ctx: ClValue,
+    vals: HashMap<Value, Cv>,
+    err_block: Block,
+    hook_sigs: HashMap<usize, SigRef>,
+    callee_refs: HashMap<String, FuncRef>,
+    math_refs: HashMap<ClType, FuncRef>,
+    sites: &'a mut Vec<String>,
+}
+
+impl Lower<'_, '_> {
+    fn err(&self, msg: impl Into<String>) -> CodegenError {
+        unsupported(self.f, msg)
+    }
+
+    fn cv(&self, v: Value) -> Result<Cv, CodegenError> {
+        self.vals
+            .get(&v)
+            .copied()
+            .ok_or_else(|| self.err(format!("value %{} used before definition", v.0)))
+    }
+
+    fn scalar(&mut self, v: Value) -> Result<ClValue, CodegenError> {
+        match self.cv(v)? {
+            Cv::S(x) => Ok(x),
+            Cv::Var(var) => Ok(self.b.use_var(var)),
+            _ => Err(self.err(format!("value %{} is not a scalar", v.0))),
+        }
+    }
+
+    fn mem(&self, v: Value) -> Result<ClValue, CodegenError> {
+        match self.cv(v)? {
+            Cv::Mem(p) => Ok(p),
+            Cv::Win(_, base) => Ok(base),
+            _ => Err(self.err(format!("value %{} is not memory", v.0))),
+        }
+    }
+
+    fn win(&self, v: Value) -> Result<(ClValue, ClValue), CodegenError> {
+        match self.cv(v)? {
+            Cv::Win(id, base) => Ok((id, base)),
+            _ => Err(self.err(format!("value %{} is not a window", v.0))),
+        }
+    }
+
+    fn hook_fn(&mut self, k: usize) -> ClValue {
+        let hooks = self
+            .b
+            .ins()
+            .load(self.ptr, MemFlagsData::trusted(), self.ctx, CTX_HOOKS);
+        self.b
+            .ins()
+            .load(self.ptr, MemFlagsData::trusted(), hooks, abi::hook_offset(k))
+    }
+
+    fn call_hook(&mut self, k: usize, args: &[ClValue]) -> ClValue {
+        let fp = self.hook_fn(k);
+        let sig = self.hook_sigs[&k];
+        let mut all = vec![self.ctx];
+        all.extend_from_slice(args);
+        let inst = self.b.ins().call_indirect(sig, fp, &all);
+        self.b.inst_results(inst)[0]
+    }
+
+    /// Branches to the error exit when `status` is non-zero.
+    fn check(&mut self, status: ClValue) {
+        let cont = self.b.create_block();
+        self.b
+            .ins()
+            .brif(status, self.err_block, &[status.into()], cont, &[]);
+        self.b.switch_to_block(cont);
+        self.b.seal_block(cont);
+    }
+
+    fn window_base(&mut self, id: ClValue) -> ClValue {
+        self.call_hook(hook::WINDOW_BASE, &[id])
+    }
+
+    /// Emits `if cond { fault(site, a, b) -> return }`.
+    fn fault_if(&mut self, cond: ClValue, msg: String, a: ClValue, bv: ClValue) {
+        let site = self.sites.len() as i64;
+        self.sites.push(msg);
+        let fail = self.b.create_block();
+        let cont = self.b.create_block();
+        self.b.ins().brif(cond, fail, &[], cont, &[]);
+        self.b.switch_to_block(fail);
+        self.b.seal_block(fail);
+        let s = self.b.ins().iconst(types::I32, site);
+        let st = self.call_hook(hook::FAULT, &[s, a, bv]);
+        self.b.ins().jump(self.err_block, &[st.into()]);
+        self.b.switch_to_block(cont);
+        self.b.seal_block(cont);
+    }
+
+    fn iconst(&mut self, v: i64) -> ClValue {
+        self.b.ins().iconst(types::I64, v)
+    }
+
+    /// `for i in lo..hi { body(i) }` in Cranelift blocks.
+    fn emit_loop(
+        &mut self,
+        lo: ClValue,
+        hi: ClValue,
+        body: &mut dyn FnMut(&mut Self, ClValue) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let header = self.b.create_block();
+        self.b.append_block_param(header, types::I64);
+        let bb = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.ins().jump(header, &[lo.into()]);
+        self.b.switch_to_block(header);
+        let i = self.b.block_params(header)[0];
+        let c = self.b.ins().icmp(IntCC::SignedLessThan, i, hi);
+        self.b.ins().brif(c, bb, &[], exit, &[]);
+        self.b.switch_to_block(bb);
+        self.b.seal_block(bb);
+        body(self, i)?;
+        let next = self.b.ins().iadd_imm_s(i, 1);
+        self.b.ins().jump(header, &[next.into()]);
+        self.b.seal_block(header);
+        self.b.switch_to_block(exit);
+        self.b.seal_block(exit);
+        Ok(())
+    }
+
+    fn stack(&mut self, bytes: u64) -> ClValue {
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            bytes.max(1) as u32,
+            4,
+        ));
+        self.b.ins().stack_addr(self.ptr, slot, 0)
+    }
+
+    fn block(&mut self, blk: &IrBlock) -> Result<(), CodegenError> {
+        for op in &blk.ops {
+            self.op(op)?;
+        }
+        Ok(())
+    }
+
+    fn op_text(&self, op: &Op) -> String {
+        print_op(self.f, op).lines().next().unwrap_or("").to_string()
+    }
+
+    /// Element pointer arithmetic: `base + idx * size`.
+    fn elem_addr(&mut self, base: ClValue, idx: ClValue, size: usize) -> ClValue {
+        let off = self.b.ins().imul_imm_s(idx, size as i64);
+        self.b.ins().iadd(base, off)
+    }
+
+    fn op(&mut self, op: &Op) -> Result<(), CodegenError> {
+        let f = self.f;
+        let res_ty = op.result.map(|r| f.ty(r).clone());
+        let out = match &op.kind {
+            OpKind::Const(c) => {
+                let Some(Type::Scalar(d)) = res_ty else {
+                    return Err(self.err("constant without a scalar type"));
+                };
+                Some(Cv::S(self.constant(*c, d)))
+            }
+            OpKind::Dim(d) => {
+                let n = d
+                    .as_const()
+                    .ok_or_else(|| self.err(format!("dim `{d}` is unbound; specialize first")))?;
+                Some(Cv::S(self.iconst(n as i64)))
+            }
+            OpKind::WorldSize | OpKind::NRanks(_) => {
+                return Err(self.err("world size left unfolded; specialize the module first"));
+            }
+            OpKind::Rank(_) => Some(Cv::S(self.b.ins().load(
+                types::I64,
+                MemFlagsData::trusted(),
+                self.ctx,
+                CTX_RANK,
+            ))),
+            OpKind::Binary(..)
+            | OpKind::Unary(..)
+            | OpKind::Fma(..)
+            | OpKind::Cmp(..)
+            | OpKind::Select(..)
+            | OpKind::Cast(..) => Some(self.elementwise(op)?),
+            OpKind::Slice { src, index } => {
+                let base = self.mem(*src)?;
+                let st = f.ty(*src).clone();
+                let dims = st.shape().and_then(|s| s.consts()).unwrap_or_default();
+                let d = st.dtype().unwrap_or(DType::F32);
+                let inner: u64 = dims.iter().skip(1).product();
+                let idx = self.scalar(*index)?;
+                let extent = dims.first().copied().unwrap_or(0);
+                if !self.is_const(*index) {
+                    let bad = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, idx, extent as i64);
+                    let lim = self.iconst(extent as i64);
+                    let msg = format!("function `{}`, op `{}`: index {{a}} is outside 0..{{b}}", f.name, self.op_text(op));
+                    self.fault_if(bad, msg, idx, lim);
+                }
+                Some(Cv::Mem(self.elem_addr(base, idx, (inner as usize) * d.size())))
+            }
+            OpKind::Load { src, offsets } => {
+                let Some(Type::Tile(ts, d)) = res_ty else {
+                    return Err(self.err("load without a tile result"));
+                };
+                let tile = ts.consts().unwrap_or_default();
+                let numel: u64 = tile.iter().product();
+                let dst = self.stack(numel * d.size() as u64);
+                let src_shape = f.ty(*src).shape().and_then(|s| s.consts()).unwrap_or_default();
+                let offs = self.offsets(op, offsets, &src_shape, &tile)?;
+                let src_p = self.mem(*src)?;
+                self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
+                    let s_off = lw.linear(&src_shape, &offs, idx, d.size());
+                    let d_off = lw.linear_plain(&tile, idx, d.size());
+                    let sp = lw.b.ins().iadd(src_p, s_off);
+                    let dp = lw.b.ins().iadd(dst, d_off);
+                    let n = lw.iconst(bytes as i64);
+                    lw.b.call_memcpy(lw.cfg, dp, sp, n);
+                    Ok(())
+                })?;
+                Some(Cv::Mem(dst))
+            }
+            OpKind::Store {
+                value,
+                dst,
+                offsets,
+            } => {
+                let Type::Tile(ts, d) = f.ty(*value).clone() else {
+                    return Err(self.err("store of a non-tile"));
+                };
+                let tile = ts.consts().unwrap_or_default();
+                let dst_shape = f.ty(*dst).shape().and_then(|s| s.consts()).unwrap_or_default();
+                let offs = self.offsets(op, offsets, &dst_shape, &tile)?;
+                let src_p = self.mem(*value)?;
+                let dst_p = self.mem(*dst)?;
+                self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
+                    let d_off = lw.linear(&dst_shape, &offs, idx, d.size());
+                    let s_off = lw.linear_plain(&tile, idx, d.size());
+                    let sp = lw.b.ins().iadd(src_p, s_off);
+                    let dp = lw.b.ins().iadd(dst_p, d_off);
+                    let n = lw.iconst(bytes as i64);
+                    lw.b.call_memcpy(lw.cfg, dp, sp, n);
+                    Ok(())
+                })?;
+                None
+            }
+            OpKind::RemoteLoad { src, peer, offsets } => {
+                let Some(Type::Tile(ts, d)) = res_ty else {
+                    return Err(self.err("remote_load without a tile result"));
+                };
+                let tile = ts.consts().unwrap_or_default();
+                let numel: u64 = tile.iter().product();
+                let dst = self.stack(numel * d.size() as u64);
+                let win_shape = f.ty(*src).shape().and_then(|s| s.consts()).unwrap_or_default();
+                let offs = self.offsets(op, offsets, &win_shape, &tile)?;
+                let (id, _) = self.win(*src)?;
+                let peer = self.scalar(*peer)?;
+                self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
+                    let w_off = lw.linear(&win_shape, &offs, idx, d.size());
+                    let t_off = lw.linear_plain(&tile, idx, d.size());
+                    let dp = lw.b.ins().iadd(dst, t_off);
+                    let n = lw.iconst(bytes as i64);
+                    let st = lw.call_hook(hook::GET, &[id, peer, w_off, dp, n]);
+                    lw.check(st);
+                    Ok(())
+                })?;
+                Some(Cv::Mem(dst))
+            }
+            OpKind::RemoteStore {
+                value,
+                dst,
+                peer,
+                offsets,
+            } => {
+                let Type::Tile(ts, d) = f.ty(*value).clone() else {
+                    return Err(self.err("remote_store of a non-tile"));
+                };
+                let tile = ts.consts().unwrap_or_default();
+                let win_shape = f.ty(*dst).shape().and_then(|s| s.consts()).unwrap_or_default();
+                let offs = self.offsets(op, offsets, &win_shape, &tile)?;
+                let (id, _) = self.win(*dst)?;
+                let peer = self.scalar(*peer)?;
+                let src_p = self.mem(*value)?;
+                self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
+                    let w_off = lw.linear(&win_shape, &offs, idx, d.size());
+                    let t_off = lw.linear_plain(&tile, idx, d.size());
+                    let sp = lw.b.ins().iadd(src_p, t_off);
+                    let n = lw.iconst(bytes as i64);
+                    let st = lw.call_hook(hook::PUT, &[id, peer, w_off, sp, n]);
+                    lw.check(st);
+                    Ok(())
+                })?;
+                None
+            }
+            OpKind::Put { dst, peer, src } | OpKind::Get { dst, peer, src } => {
+                let is_put = matches!(op.kind, OpKind::Put { .. });
+                let (win, local) = if is_put { (*dst, *src) } else { (*src, *dst) };
+                let t = f.ty(win);
+                let bytes = t.shape().and_then(|s| s.numel()).unwrap_or(0)
+                    * t.dtype().map_or(0, |d| d.size() as u64);
+                let (id, _) = self.win(win)?;
+                let lp = self.mem(local)?;
+                let peer = self.scalar(*peer)?;
+                let zero = self.iconst(0);
+                let n = self.iconst(bytes as i64);
+                let k = if is_put { hook::PUT } else { hook::GET };
+                let st = self.call_hook(k, &[id, peer, zero, lp, n]);
+                self.check(st);
+                None
+            }
+            OpKind::Notify {
+                signal,
+                peer,
+                offsets,
+                value,
+                op: nop,
+            } => {
+                let t = f.ty(*signal).clone();
+                let d = t.dtype().unwrap_or(DType::I32);
+                let shape = t.shape().and_then(|s| s.consts()).unwrap_or_default();
+                let ones = vec![1; shape.len()];
+                let offs = self.offsets(op, offsets, &shape, &ones)?;
+                let zero = self.iconst(0);
+                let off = self.linear_with(&shape, &offs, &vec![zero; shape.len()], d.size());
+                let (id, _) = self.win(*signal)?;
+                let peer = self.scalar(*peer)?;
+                let v = self.scalar(*value)?;
+                let v = self.to_i64(v, d);
+                let kind = self.b.ins().iconst(types::I32, sig_kind(d) as i64);
+                let o = self.b.ins().iconst(types::I32, matches!(nop, NotifyOp::AtomicAdd) as i64);
+                let st = self.call_hook(hook::NOTIFY, &[id, peer, off, kind, v, o]);
+                self.check(st);
+                None
+            }
+            OpKind::Wait {
+                signal,
+                offsets,
+                expected,
+                cmp,
+            } => {
+                let t = f.ty(*signal).clone();
+                let d = t.dtype().unwrap_or(DType::I32);
+                let shape = t.shape().and_then(|s| s.consts()).unwrap_or_default();
+                let ones = vec![1; shape.len()];
+                let offs = self.offsets(op, offsets, &shape, &ones)?;
+                let zero = self.iconst(0);
+                let off = self.linear_with(&shape, &offs, &vec![zero; shape.len()], d.size());
+                let (id, _) = self.win(*signal)?;
+                let v = self.scalar(*expected)?;
+                let v = self.to_i64(v, d);
+                let kind = self.b.ins().iconst(types::I32, sig_kind(d) as i64);
+                let c = self.b.ins().iconst(types::I32, cmp_code(*cmp) as i64);
+                let st = self.call_hook(hook::WAIT, &[id, off, kind, v, c]);
+                self.check(st);
+                None
+            }
+            OpKind::Barrier(_) => {
+                let st = self.call_hook(hook::BARRIER, &[]);
+                self.check(st);
+                None
+            }
+            OpKind::Var(init) => {
+                let Some(Type::Ref(d)) = res_ty else {
+                    return Err(self.err("var without a ref type"));
+                };
+                let x = self.scalar(*init)?;
+                let var = self.b.declare_var(cl_type(d));
+                self.b.def_var(var, x);
+                Some(Cv::Var(var))
+            }
+            OpKind::Read(v) => Some(Cv::S(self.scalar(*v)?)),
+            OpKind::Write(v, x) => {
+                let x = self.scalar(*x)?;
+                let Cv::Var(var) = self.cv(*v)? else {
+                    return Err(self.err("write to a non-variable"));
+                };
+                self.b.def_var(var, x);
+                None
+            }
+            OpKind::For { var, lo, hi, body } => {
+                let lo = self.scalar(*lo)?;
+                let hi = self.scalar(*hi)?;
+                let var = *var;
+                self.emit_loop(lo, hi, &mut |lw, i| {
+                    lw.vals.insert(var, Cv::S(i));
+                    lw.block(body)
+                })?;
+                None
+            }
+            OpKind::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                let c = self.scalar(*cond)?;
+                let tb = self.b.create_block();
+                let eb = self.b.create_block();
+                let merge = self.b.create_block();
+                self.b.ins().brif(c, tb, &[], eb, &[]);
+                self.b.switch_to_block(tb);
+                self.b.seal_block(tb);
+                self.block(then_body)?;
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(eb);
+                self.b.seal_block(eb);
+                self.block(else_body)?;
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(merge);
+                self.b.seal_block(merge);
+                None
+            }
+            OpKind::Call { callee, args } => {
+                let callee_f = self
+                    .callee_refs
+                    .get(callee)
+                    .copied()
+                    .ok_or_else(|| self.err(format!("unknown callee `{callee}`")))?;
+                let slots = self.stack((args.len().max(1) * 8) as u64);
+                for (i, a) in args.iter().enumerate() {
+                    let v = match self.cv(*a)? {
+                        Cv::S(x) => x,
+                        Cv::Var(var) => self.b.use_var(var),
+                        Cv::Mem(p) => p,
+                        Cv::Win(id, _) => id,
+                        Cv::Ctx => self.ctx,
+                    };
+                    self.b.ins().store(MemFlagsData::trusted(), v, slots, (i * 8) as i32);
+                }
+                let inst = self.b.ins().call(callee_f, &[self.ctx, slots]);
+                let st = self.b.inst_results(inst)[0];
+                self.check(st);
+                None
+            }
+            OpKind::Dispatch { .. }
+            | OpKind::AllocWindowBuffer
+            | OpKind::Window(_) => {
+                return Err(self.err(format!("host op `{}` in a device function", self.op_text(op))))
+            }
+        };
+        if let (Some(r), Some(cv)) = (op.result, out) {
+            self.vals.insert(r, cv);
+        }
+        Ok(())
+    }
+
+    fn is_const(&self, v: Value) -> bool {
+        fn find(b: &IrBlock, v: Value) -> Option<bool> {
+            for op in &b.ops {
+                if op.result == Some(v) {
+                    return Some(matches!(op.kind, OpKind::Const(_)));
+                }
+                match &op.kind {
+                    OpKind::For { body, .. } => {
+                        if let Some(x) = find(body, v) {
+                            return Some(x);
+                        }
+                    }
+                    OpKind::If {
+                        then_body,
+                        else_body,
+                        ..
+                    } => {
+                        if let Some(x) = find(then_body, v).or_else(|| find(else_body, v)) {
+                            return Some(x);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            None
+        }
+        find(&self.f.body, v).unwrap_or(false)
+    }
+
+    /// Lowers offsets, adding run-time bounds checks for those not constant.
+    fn offsets(
+        &mut self,
+        op: &Op,
+        offsets: &[Value],
+        shape: &[u64],
+        tile: &[u64],
+    ) -> Result<Vec<ClValue>, CodegenError> {
+        let mut out = vec![];
+        for (d, &o) in offsets.iter().enumerate() {
+            let x = self.scalar(o)?;
+            if !self.is_const(o) {
+                let limit = shape[d].saturating_sub(tile[d]) as i64;
+                let bad = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, x, limit);
+                let lim = self.iconst(limit);
+                let msg = format!(
+                    "function `{}`, op `{}`: offset {d} is {{a}} but the largest offset that fits a tile of extent {} in extent {} is {{b}}",
+                    self.f.name,
+                    self.op_text(op),
+                    tile[d],
+                    shape[d]
+                );
+                self.fault_if(bad, msg, x, lim);
+            }
+            out.push(x);
+        }
+        Ok(out)
+    }
+
+    /// Calls `row(idx, bytes)` for each row of `tile` (all dims but the last), with `idx` the
+    /// row's index in every leading dim (the last index is 0).
+    fn copy_rows(
+        &mut self,
+        tile: &[u64],
+        esize: usize,
+        row: &mut dyn FnMut(&mut Self, &[ClValue], u64) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let Some((&last, lead)) = tile.split_last() else {
+            return Ok(());
+        };
+        let bytes = last * esize as u64;
+        let rows: u64 = lead.iter().product();
+        if rows == 1 {
+            let zeros: Vec<ClValue> = (0..tile.len()).map(|_| self.iconst(0)).collect();
+            return row(self, &zeros, bytes);
+        }
+        let lead = lead.to_vec();
+        let lo = self.iconst(0);
+        let hi = self.iconst(rows as i64);
+        self.emit_loop(lo, hi, &mut |lw, r| {
+            let mut idx = vec![];
+            let mut rem = r;
+            for (k, _) in lead.iter().enumerate() {
+                let stride: u64 = lead[k + 1..].iter().product();
+                let q = lw.b.ins().udiv_imm_u(rem, stride as i64);
+                rem = lw.b.ins().urem_imm_u(rem, stride as i64);
+                idx.push(q);
+            }
+            idx.push(lw.iconst(0));
+            row(lw, &idx, bytes)
+        })
+    }
+
+    /// Byte offset of `offs + idx` in a row-major array of `shape`.
+    fn linear(&mut self, shape: &[u64], offs: &[ClValue], idx: &[ClValue], esize: usize) -> ClValue {
+        self.linear_with(shape, offs, idx, esize)
+    }
+
+    fn linear_with(&mut self, shape: &[u64], offs: &[ClValue], idx: &[ClValue], esize: usize) -> ClValue {
+        let mut acc = self.iconst(0);
+        for d in 0..shape.len() {
+            let stride: u64 = shape[d + 1..].iter().product::<u64>() * esize as u64;
+            let i = self.b.ins().iadd(offs[d], idx[d]);
+            let t = self.b.ins().imul_imm_s(i, stride as i64);
+            acc = self.b.ins().iadd(acc, t);
+        }
+        acc
+    }
+
+    /// Byte offset of `idx` in a row-major array of `shape`.
+    fn linear_plain(&mut self, shape: &[u64], idx: &[ClValue], esize: usize) -> ClValue {
+        let zeros: Vec<ClValue> = (0..shape.len()).map(|_| self.iconst(0)).collect();
+        self.linear_with(shape, &zeros, idx, esize)
+    }
+
+    fn to_i64(&mut self, v: ClValue, d: DType) -> ClValue {
+        match d {
+            DType::I32 => self.b.ins().sextend(types::I64, v),
+            DType::U32 => self.b.ins().uextend(types::I64, v),
+            _ => v,
+        }
+    }
+
+    fn constant(&mut self, c: Const, d: DType) -> ClValue {
+        match (c, d) {
+            (Const::Float(x), DType::F32) => self.b.ins().f32const(x as f32),
+            (Const::Float(x), _) => self.b.ins().f64const(x),
+            (Const::Bool(x), _) => self.b.ins().iconst(types::I8, x as i64),
+            (Const::Int(i), d) => {
+                let t = cl_type(d);
+                let v = if t == types::I32 { i as u32 as i64 } else if t == types::I8 { (i != 0) as i64 } else { i as i64 };
+                self.b.ins().iconst(t, v)
+            }
+        }
+    }
+
+    /// Lowers an elementwise op over scalars, or over tiles with scalars broadcast.
+    fn elementwise(&mut self, op: &Op) -> Result<Cv, CodegenError> {
+        let f = self.f;
+        let operands = op.kind.operands();
+        let rt = op.result.map(|r| f.ty(r).clone()).ok_or_else(|| self.err("elementwise op without result"))?;
+        let in_dt: Vec<DType> = operands.iter().map(|v| f.ty(*v).dtype().unwrap_or(DType::F32)).collect();
+        match rt {
+            Type::Scalar(rd) => {
+                let xs = operands.iter().map(|v| self.scalar(*v)).collect::<Result<Vec<_>, _>>()?;
+                Ok(Cv::S(self.scalar_op(op, &xs, &in_dt, rd)?))
+            }
+            Type::Tile(shape, rd) => {
+                let numel = shape.numel().unwrap_or(0);
+                let dst = self.stack(numel * rd.size() as u64);
+                let srcs: Vec<(Cv, bool)> = operands
+                    .iter()
+                    .map(|v| Ok((self.cv(*v)?, matches!(f.ty(*v), Type::Tile(..)))))
+                    .collect::<Result<_, CodegenError>>()?;
+                let lo = self.iconst(0);
+                let hi = self.iconst(numel as i64);
+                self.emit_loop(lo, hi, &mut |lw, i| {
+                    let mut xs = vec![];
+                    for ((cv, is_tile), d) in srcs.iter().zip(&in_dt) {
+                        let x = match (cv, is_tile) {
+                            (Cv::Mem(p), true) => {
+                                let a = lw.elem_addr(*p, i, d.size());
+                                lw.b.ins().load(cl_type(*d), MemFlagsData::trusted(), a, 0)
+                            }
+                            (Cv::S(x), false) => *x,
+                            (Cv::Var(v), false) => lw.b.use_var(*v),
+                            _ => return Err(lw.err("bad elementwise operand")),
+                        };
+                        xs.push(x);
+                    }
+                    let r = lw.scalar_op(op, &xs, &in_dt, rd)?;
+                    let a = lw.elem_addr(dst, i, rd.size());
+                    lw.b.ins().store(MemFlagsData::trusted(), r, a, 0);
+                    Ok(())
+                })?;
+                Ok(Cv::Mem(dst))
+            }
+            t => Err(self.err(format!("elementwise result of type `{t}`"))),
+        }
+    }
+
+    fn scalar_op(&mut self, op: &Op, xs: &[ClValue], in_dt: &[DType], rd: DType) -> Result<ClValue, CodegenError> {
+        let d = in_dt.first().copied().unwrap_or(rd);
+        Ok(match &op.kind {
+            OpKind::Binary(bop, ..) => {
+                let (a, b) = (xs[0], xs[1]);
+                if d.is_float() {
+                    match bop {
+                        BinOp::Add => self.b.ins().fadd(a, b),
+                        BinOp::Sub => self.b.ins().fsub(a, b),
+                        BinOp::Mul => self.b.ins().fmul(a, b),
+                        BinOp::Div => self.b.ins().fdiv(a, b),
+                        BinOp::Min => self.b.ins().fmin(a, b),
+                        BinOp::Max => self.b.ins().fmax(a, b),
+                        _ => return Err(self.err(format!("`{}` on floats", bop.name()))),
+                    }
+                } else {
+                    let signed = d.is_signed();
+                    match bop {
+                        BinOp::Add => self.b.ins().iadd(a, b),
+                        BinOp::Sub => self.b.ins().isub(a, b),
+                        BinOp::Mul => self.b.ins().imul(a, b),
+                        BinOp::Div | BinOp::Rem => {
+                            let zero = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
+                            let bb = self.to_i64(b, d);
+                            let ty = self.b.func.dfg.value_type(b);
+                            let _ = ty;
+                            let lim = self.iconst(0);
+                            let msg = format!("function `{}`, op `{}`: integer division by zero", self.f.name, self.op_text(op));
+                            self.fault_if(zero, msg, bb, lim);
+                            if signed {
+                                // x / -1 and x % -1 must not trap on the minimum value.
+                                let m1 = self.b.ins().icmp_imm_s(IntCC::Equal, b, -1);
+                                let ty = self.b.func.dfg.value_type(b);
+                                let one = self.b.ins().iconst(ty, 1);
+                                let safe = self.b.ins().select(m1, one, b);
+                                if *bop == BinOp::Div {
+                                    let q = self.b.ins().sdiv(a, safe);
+                                    let n = self.b.ins().ineg(a);
+                                    self.b.ins().select(m1, n, q)
+                                } else {
+                                    let r = self.b.ins().srem(a, safe);
+                                    let z = self.b.ins().iconst(ty, 0);
+                                    self.b.ins().select(m1, z, r)
+                                }
+                            } else if *bop == BinOp::Div {
+                                self.b.ins().udiv(a, b)
+                            } else {
+                                self.b.ins().urem(a, b)
+                            }
+                        }
+                        BinOp::Min if signed => self.b.ins().smin(a, b),
+                        BinOp::Min => self.b.ins().umin(a, b),
+                        BinOp::Max if signed => self.b.ins().smax(a, b),
+                        BinOp::Max => self.b.ins().umax(a, b),
+                        BinOp::And => self.b.ins().band(a, b),
+                        BinOp::Or => self.b.ins().bor(a, b),
+                        BinOp::Xor => self.b.ins().bxor(a, b),
+                    }
+                }
+            }
+            OpKind::Unary(u, _) => {
+                let a = xs[0];
+                match (u, d.is_float()) {
+                    (UnOp::Neg, true) => self.b.ins().fneg(a),
+                    (UnOp::Neg, false) => self.b.ins().ineg(a),
+                    (UnOp::Not, _) if d == DType::Bool => self.b.ins().bxor_imm_s(a, 1),
+                    (UnOp::Not, _) => self.b.ins().bnot(a),
+                    (UnOp::Sqrt, _) => self.b.ins().sqrt(a),
+                    (UnOp::Abs, true) => self.b.ins().fabs(a),
+                    (UnOp::Abs, false) => self.b.ins().iabs(a),
+                    (UnOp::Exp, _) => {
+                        let t = cl_type(d);
+                        let fr = self.math_refs[&t];
+                        let inst = self.b.ins().call(fr, &[a]);
+                        self.b.inst_results(inst)[0]
+                    }
+                }
+            }
+            OpKind::Fma(..) => self.b.ins().fma(xs[0], xs[1], xs[2]),
+            OpKind::Cmp(c, ..) => {
+                let (a, b) = (xs[0], xs[1]);
+                if d.is_float() {
+                    let cc = match c {
+                        CmpOp::Eq => FloatCC::Equal,
+                        CmpOp::Ne => FloatCC::NotEqual,
+                        CmpOp::Lt => FloatCC::LessThan,
+                        CmpOp::Le => FloatCC::LessThanOrEqual,
+                        CmpOp::Gt => FloatCC::GreaterThan,
+                        CmpOp::Ge => FloatCC::GreaterThanOrEqual,
+                    };
+                    self.b.ins().fcmp(cc, a, b)
+                } else {
+                    let s = d.is_signed();
+                    let cc = match c {
+                        CmpOp::Eq => IntCC::Equal,
+                        CmpOp::Ne => IntCC::NotEqual,
+                        CmpOp::Lt if s => IntCC::SignedLessThan,
+                        CmpOp::Lt => IntCC::UnsignedLessThan,
+                        CmpOp::Le if s => IntCC::SignedLessThanOrEqual,
+                        CmpOp::Le => IntCC::UnsignedLessThanOrEqual,
+                        CmpOp::Gt if s => IntCC::SignedGreaterThan,
+                        CmpOp::Gt => IntCC::UnsignedGreaterThan,
+                        CmpOp::Ge if s => IntCC::SignedGreaterThanOrEqual,
+                        CmpOp::Ge => IntCC::UnsignedGreaterThanOrEqual,
+                    };
+                    self.b.ins().icmp(cc, a, b)
+                }
+            }
+            OpKind::Select(..) => self.b.ins().select(xs[0], xs[1], xs[2]),
+            OpKind::Cast(_) => self.cast(xs[0], d, rd),
+            _ => return Err(self.err("not an elementwise op")),
+        })
+    }
+
+    fn cast(&mut self, x: ClValue, from: DType, to: DType) -> ClValue {
+        let (ft, tt) = (cl_type(from), cl_type(to));
+        if from == to || (ft == tt && !from.is_float() && to != DType::Bool) {
+            return x;
+        }
+        if to == DType::Bool {
+            return if from.is_float() {
+                let z = if ft == types::F32 { self.b.ins().f32const(0.0) } else { self.b.ins().f64const(0.0) };
+                self.b.ins().fcmp(FloatCC::NotEqual, x, z)
+            } else {
+                self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
+            };
+        }
+        match (from.is_float(), to.is_float()) {
+            (true, true) => {
+                if ft == types::F32 {
+                    self.b.ins().fpromote(tt, x)
+                } else {
+                    self.b.ins().fdemote(tt, x)
+                }
+            }
+            (false, true) => {
+                if from.is_signed() {
+                    self.b.ins().fcvt_from_sint(tt, x)
+                } else {
+                    self.b.ins().fcvt_from_uint(tt, x)
+                }
+            }
+            (true, false) => {
+                if to.is_signed() {
+                    self.b.ins().fcvt_to_sint_sat(tt, x)
+                } else {
+                    self.b.ins().fcvt_to_uint_sat(tt, x)
+                }
+            }
+            (false, false) => {
+                let (fb, tb) = (ft.bits(), tt.bits());
+                if fb > tb {
+                    self.b.ins().ireduce(tt, x)
+                } else if from.is_signed() && from != DType::Bool {
+                    self.b.ins().sextend(tt, x)
+                } else {
+                    self.b.ins().uextend(tt, x)
+                }
+            }
+        }
+    }
+}
+
+fn cmp_code(c: CmpOp) -> u32 {
+    match c {
+        CmpOp::Eq => 0,
+        CmpOp::Ne => 1,
+        CmpOp::Lt => 2,
+        CmpOp::Le => 3,
+        CmpOp::Gt => 4,
+        CmpOp::Ge => 5,
+    }
+}

@@ -1,0 +1,116 @@
+use eagle_ir::IrError;
+use thiserror::Error;
+
+/// Errors of [`crate::specialize`]: the program does not fit the bindings it is specialized for.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SpecializeError {
+    /// A symbolic dim that no binding gives a value.
+    #[error("function `{function}`, {place}: dimension `{name}` has no binding; pass `{name}` in the bindings (the launcher binds dims from the argument shapes)")]
+    UnboundDim {
+        /// Function.
+        function: String,
+        /// Where the dim appears (an argument and dim index, or an op).
+        place: String,
+        /// The symbol.
+        name: String,
+    },
+    /// A constant extent where the world size belongs (tutorial seed, "Fatal pitfall").
+    #[error("function `{function}`, argument `{argument}`, dimension {dim}: the extent is pinned to the constant {extent}, but the program runs at world size {world_size} and indexes this dimension with ranks 0..{world_size}; declare the world dimension with `dynamic!`: `const NR: Dim = dynamic!(\"NR\");` and use `NR` in place of {extent} in the signature")]
+    WorldDimPinned {
+        /// Host function.
+        function: String,
+        /// The argument whose shape is pinned.
+        argument: String,
+        /// Dim index in the argument's shape.
+        dim: usize,
+        /// The constant extent written.
+        extent: u64,
+        /// The world size of the specialization.
+        world_size: u64,
+    },
+    /// A static index or offset outside its extent.
+    #[error("function `{function}`, op `{op}`: {operand} spans {lo}..={hi} but dimension {dim} has extent {extent}; keep the index below the extent (or grow the tensor)")]
+    IndexOutOfBounds {
+        /// Function.
+        function: String,
+        /// The op, as IR text.
+        op: String,
+        /// Which operand.
+        operand: String,
+        /// Dim index.
+        dim: usize,
+        /// Lowest value the index (plus the tile extent) takes.
+        lo: i128,
+        /// Highest value.
+        hi: i128,
+        /// The extent.
+        extent: u64,
+    },
+    /// Peer arithmetic that can go negative (tutorial seed: `(my_rank - 1) % nranks`).
+    #[error("function `{function}`, op `{op}`: the peer rank can be negative (it spans {lo}..={hi}); `%` keeps the sign of the dividend, so `(me - 1) % n` is -1 on rank 0; write `(me + n - 1) % n`")]
+    NegativePeer {
+        /// Function.
+        function: String,
+        /// The op, as IR text.
+        op: String,
+        /// Lowest peer value.
+        lo: i128,
+        /// Highest peer value.
+        hi: i128,
+    },
+    /// A peer or device rank that can reach the world size or beyond.
+    #[error("function `{function}`, op `{op}`: the {what} spans {lo}..={hi} but the world has ranks 0..{world_size}; reduce it modulo the world size (`% n`)")]
+    RankOutOfRange {
+        /// Function.
+        function: String,
+        /// The op, as IR text.
+        op: String,
+        /// `peer` or `device`.
+        what: String,
+        /// Lowest value.
+        lo: i128,
+        /// Highest value.
+        hi: i128,
+        /// The world size.
+        world_size: u64,
+    },
+    /// A world size that cannot run.
+    #[error("world size {0} is invalid; run on at least one device (`-d 0`)")]
+    BadWorldSize(u64),
+    /// The specialized module breaks a verifier rule (for example argument shapes that differ
+    /// once dims are bound).
+    #[error("after binding dims: {0}")]
+    Verify(#[from] IrError),
+}
+
+/// Errors of a backend.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CodegenError {
+    /// Specialization failed.
+    #[error(transparent)]
+    Specialize(#[from] SpecializeError),
+    /// The generic module is invalid.
+    #[error(transparent)]
+    Ir(#[from] IrError),
+    /// The root function is missing.
+    #[error("function `{0}` is not in the module")]
+    NoSuchFunction(String),
+    /// A construct the backend cannot lower.
+    #[error("{backend} backend: function `{function}`: {message}")]
+    Unsupported {
+        /// Backend name.
+        backend: &'static str,
+        /// Function.
+        function: String,
+        /// What is unsupported and what to do instead.
+        message: String,
+    },
+    /// Cranelift rejected the generated code (a compiler bug: please report it).
+    #[error("cranelift failed on function `{function}`: {message}")]
+    Cranelift {
+        /// Function.
+        function: String,
+        /// Cranelift's message.
+        message: String,
+    },
+}

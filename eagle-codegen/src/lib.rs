@@ -1,0 +1,29 @@
+//! eagle-codegen: specialization passes and backends.
+//!
+//! - [`specialize()`]: binds symbolic dims and the world size, folds constants, runs the range
+//!   analysis that checks static index bounds and peer arithmetic, and re-verifies.
+//! - [`cpu`]: lowers per-device and compute functions to Cranelift IR and JIT-compiles them.
+//! - [`compile`]: the artifact cache, keyed by a hash of (generic IR text, bindings, target).
+//! - [`abi`]: the calling convention between compiled code and a runtime. Compiled code reaches
+//!   the runtime only through the [`abi::Hooks`] table, so no backend knows a transport.
+
+pub mod abi;
+mod artifact;
+pub mod cpu;
+mod error;
+pub mod fold;
+mod specialize;
+
+pub use artifact::{cache_stats, clear_cache, compile, Artifact, CacheStats, Target};
+pub use error::{CodegenError, SpecializeError};
+pub use specialize::{specialize, Bindings};
+
+/// FNV-1a, 64-bit: a stable hash of text for cache keys and content hashes.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}

@@ -1,0 +1,520 @@
+//! Specialization: bind a world size and symbolic dims, fold constants, check bounds.
+
+use crate::error::SpecializeError;
+use crate::fold;
+use eagle_ir::{
+    print_op, verify_module, BinOp, Block, Const, DType, Dim, Function, Level, Module, Op, OpKind,
+    Type, Value,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// What a module is specialized for: the world size P and a value for every symbolic dim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Bindings {
+    /// Number of ranks (P).
+    pub world_size: u64,
+    /// Symbolic dim values, by name (`NR` = P for the tutorial programs).
+    pub dims: BTreeMap<String, u64>,
+}
+
+impl Bindings {
+    /// Bindings for world size `p` and no dims.
+    pub fn world(p: u64) -> Self {
+        Bindings {
+            world_size: p,
+            dims: BTreeMap::new(),
+        }
+    }
+    /// Adds a dim binding.
+    pub fn with(mut self, name: &str, value: u64) -> Self {
+        self.dims.insert(name.to_string(), value);
+        self
+    }
+    /// Canonical text, part of the cache key: `P=4 NR=4`.
+    pub fn key_text(&self) -> String {
+        let mut s = format!("P={}", self.world_size);
+        for (k, v) in &self.dims {
+            s.push_str(&format!(" {k}={v}"));
+        }
+        s
+    }
+}
+
+/// A closed integer interval, and whether it derives from the world size or a rank.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Range {
+    lo: i128,
+    hi: i128,
+    world: bool,
+}
+
+impl Range {
+    fn point(v: i128) -> Range {
+        Range {
+            lo: v,
+            hi: v,
+            world: false,
+        }
+    }
+}
+
+fn range_bin(op: BinOp, a: Range, b: Range) -> Option<Range> {
+    let world = a.world || b.world;
+    let (lo, hi) = match op {
+        BinOp::Add => (a.lo + b.lo, a.hi + b.hi),
+        BinOp::Sub => (a.lo - b.hi, a.hi - b.lo),
+        BinOp::Mul => {
+            let p = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi];
+            (*p.iter().min()?, *p.iter().max()?)
+        }
+        BinOp::Div if b.lo > 0 => {
+            let p = [a.lo / b.lo, a.lo / b.hi, a.hi / b.lo, a.hi / b.hi];
+            (*p.iter().min()?, *p.iter().max()?)
+        }
+        BinOp::Rem if b.lo > 0 => {
+            let m = b.hi - 1;
+            if a.lo >= 0 {
+                (0, a.hi.min(m))
+            } else if a.hi <= 0 {
+                (a.lo.max(-m), 0)
+            } else {
+                (a.lo.max(-m), a.hi.min(m))
+            }
+        }
+        BinOp::Min => (a.lo.min(b.lo), a.hi.min(b.hi)),
+        BinOp::Max => (a.lo.max(b.lo), a.hi.max(b.hi)),
+        _ => return None,
+    };
+    Some(Range { lo, hi, world })
+}
+
+struct Spec<'a> {
+    b: &'a Bindings,
+    consts: HashMap<Value, Const>,
+    ranges: HashMap<Value, Range>,
+    /// Tensor values that are (slices of) a parameter: (param name, dims sliced off).
+    origin: HashMap<Value, (String, usize)>,
+}
+
+impl Spec<'_> {
+    fn p(&self) -> u64 {
+        self.b.world_size
+    }
+
+    fn set_const(&mut self, v: Value, c: Const) {
+        self.consts.insert(v, c);
+        if let Const::Int(i) = c {
+            self.ranges.insert(v, Range::point(i));
+        }
+    }
+
+    fn check_rank(
+        &self,
+        f: &Function,
+        op: &Op,
+        v: Value,
+        what: &str,
+    ) -> Result<(), SpecializeError> {
+        let Some(r) = self.ranges.get(&v) else {
+            return Ok(());
+        };
+        if r.lo < 0 {
+            return Err(SpecializeError::NegativePeer {
+                function: f.name.clone(),
+                op: print_op(f, op),
+                lo: r.lo,
+                hi: r.hi,
+            });
+        }
+        if r.hi >= self.p() as i128 {
+            return Err(SpecializeError::RankOutOfRange {
+                function: f.name.clone(),
+                op: print_op(f, op),
+                what: what.into(),
+                lo: r.lo,
+                hi: r.hi,
+                world_size: self.p(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_offsets(
+        &self,
+        f: &Function,
+        op: &Op,
+        mem: Value,
+        offsets: &[Value],
+        tile: Option<Value>,
+    ) -> Result<(), SpecializeError> {
+        let extents = f.ty(mem).shape().and_then(|s| s.consts()).unwrap_or_default();
+        let tile_ext = tile
+            .and_then(|t| f.ty(t).shape().and_then(|s| s.consts()))
+            .unwrap_or_else(|| vec![1; extents.len()]);
+        for (d, (&o, (&e, &t))) in offsets.iter().zip(extents.iter().zip(&tile_ext)).enumerate() {
+            let r = self.ranges.get(&o).copied();
+            let bad = |lo: i128, hi: i128| SpecializeError::IndexOutOfBounds {
+                function: f.name.clone(),
+                op: print_op(f, op),
+                operand: if t > 1 {
+                    format!("offset {d} plus the tile extent {t}")
+                } else {
+                    format!("offset {d}")
+                },
+                dim: d,
+                lo,
+                hi,
+                extent: e,
+            };
+            if t > e {
+                return Err(bad(
+                    r.map_or(0, |r| r.lo),
+                    r.map_or(t as i128 - 1, |r| r.hi + t as i128 - 1),
+                ));
+            }
+            if let Some(r) = r {
+                if r.lo < 0 || r.hi + t as i128 > e as i128 {
+                    return Err(bad(r.lo, r.hi + t as i128 - 1));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn block(&mut self, f: &Function, b: &mut Block) -> Result<(), SpecializeError> {
+        for op in &mut b.ops {
+            self.op(f, op)?;
+        }
+        Ok(())
+    }
+
+    fn op(&mut self, f: &Function, op: &mut Op) -> Result<(), SpecializeError> {
+        let res = op.result;
+        let rdt = res.and_then(|r| f.ty(r).dtype());
+        let scalar_res = res.is_some_and(|r| matches!(f.ty(r), Type::Scalar(_)));
+        let mut fold_to: Option<Const> = None;
+        let mut recurse = false;
+        match &op.kind {
+            OpKind::Const(c) => {
+                let c = *c;
+                if let Some(r) = res {
+                    self.set_const(r, c);
+                }
+            }
+            OpKind::Dim(d) => {
+                let v = match d {
+                    Dim::Const(n) => *n,
+                    Dim::Sym(s) => *self.b.dims.get(s.as_ref()).ok_or_else(|| {
+                        SpecializeError::UnboundDim {
+                            function: f.name.clone(),
+                            place: format!("op `{}`", print_op(f, op)),
+                            name: s.to_string(),
+                        }
+                    })?,
+                };
+                fold_to = Some(Const::Int(v as i128));
+            }
+            OpKind::WorldSize | OpKind::NRanks(_) => {
+                let p = self.p() as i128;
+                fold_to = Some(Const::Int(p));
+                if let Some(r) = res {
+                    self.ranges.insert(
+                        r,
+                        Range {
+                            lo: p,
+                            hi: p,
+                            world: true,
+                        },
+                    );
+                }
+            }
+            OpKind::Rank(_) => {
+                if let Some(r) = res {
+                    self.ranges.insert(
+                        r,
+                        Range {
+                            lo: 0,
+                            hi: self.p() as i128 - 1,
+                            world: true,
+                        },
+                    );
+                }
+            }
+            OpKind::Binary(bop, a, b) => {
+                if scalar_res {
+                    if let (Some(&x), Some(&y), Some(d)) =
+                        (self.consts.get(a), self.consts.get(b), rdt)
+                    {
+                        fold_to = fold::bin(*bop, d, x, y);
+                    }
+                    if fold_to.is_none() {
+                        if let (Some(&x), Some(&y), Some(r)) =
+                            (self.ranges.get(a), self.ranges.get(b), res)
+                        {
+                            if let Some(z) = range_bin(*bop, x, y) {
+                                self.ranges.insert(r, z);
+                            }
+                        }
+                    }
+                }
+            }
+            OpKind::Unary(u, a) => {
+                if let (true, Some(&x), Some(d)) = (scalar_res, self.consts.get(a), rdt) {
+                    fold_to = fold::un(*u, d, x);
+                }
+            }
+            OpKind::Cmp(c, a, b) => {
+                if let (true, Some(&x), Some(&y)) =
+                    (scalar_res, self.consts.get(a), self.consts.get(b))
+                {
+                    fold_to = fold::cmp(*c, x, y).map(Const::Bool);
+                }
+            }
+            OpKind::Select(c, a, b) => {
+                if let (true, Some(Const::Bool(k))) = (scalar_res, self.consts.get(c)) {
+                    let pick = if *k { *a } else { *b };
+                    if let Some(&x) = self.consts.get(&pick) {
+                        fold_to = Some(x);
+                    }
+                }
+            }
+            OpKind::Cast(a) => {
+                if let (true, Some(&x), Some(d)) = (scalar_res, self.consts.get(a), rdt) {
+                    fold_to = fold::cast(x, d);
+                } else if let (Some(&x), Some(r), Some(d)) = (self.ranges.get(a), res, rdt) {
+                    if d.is_int() && f.ty(*a).dtype().is_some_and(DType::is_int) {
+                        self.ranges.insert(r, x);
+                    }
+                }
+            }
+            OpKind::Slice { src, index } => {
+                let (src, index) = (*src, *index);
+                let extent = f.ty(src).shape().and_then(|s| s.0.first()?.as_const()).unwrap_or(0);
+                let origin = self.origin.get(&src).cloned();
+                if let Some(r) = self.ranges.get(&index).copied() {
+                    if r.lo < 0 || r.hi >= extent as i128 {
+                        if let (true, Some((arg, dim)), Level::Host) = (r.world, &origin, f.level) {
+                            return Err(SpecializeError::WorldDimPinned {
+                                function: f.name.clone(),
+                                argument: arg.clone(),
+                                dim: *dim,
+                                extent,
+                                world_size: self.p(),
+                            });
+                        }
+                        return Err(SpecializeError::IndexOutOfBounds {
+                            function: f.name.clone(),
+                            op: print_op(f, op),
+                            operand: "the index".into(),
+                            dim: 0,
+                            lo: r.lo,
+                            hi: r.hi,
+                            extent,
+                        });
+                    }
+                }
+                if let (Some((arg, dim)), Some(r)) = (origin, res) {
+                    self.origin.insert(r, (arg, dim + 1));
+                }
+            }
+            OpKind::Load { src, offsets } => {
+                let (src, offsets) = (*src, offsets.clone());
+                self.check_offsets(f, op, src, &offsets, res)?;
+            }
+            OpKind::Store {
+                value,
+                dst,
+                offsets,
+            } => {
+                let (v, dst, offsets) = (*value, *dst, offsets.clone());
+                self.check_offsets(f, op, dst, &offsets, Some(v))?;
+            }
+            OpKind::RemoteLoad { src, peer, offsets } => {
+                let (src, peer, offsets) = (*src, *peer, offsets.clone());
+                self.check_rank(f, op, peer, "peer")?;
+                self.check_offsets(f, op, src, &offsets, res)?;
+            }
+            OpKind::RemoteStore {
+                value,
+                dst,
+                peer,
+                offsets,
+            } => {
+                let (v, dst, peer, offsets) = (*value, *dst, *peer, offsets.clone());
+                self.check_rank(f, op, peer, "peer")?;
+                self.check_offsets(f, op, dst, &offsets, Some(v))?;
+            }
+            OpKind::Put { peer, .. } | OpKind::Get { peer, .. } => {
+                let peer = *peer;
+                self.check_rank(f, op, peer, "peer")?;
+            }
+            OpKind::Notify {
+                signal,
+                peer,
+                offsets,
+                ..
+            } => {
+                let (s, peer, offsets) = (*signal, *peer, offsets.clone());
+                self.check_rank(f, op, peer, "peer")?;
+                self.check_offsets(f, op, s, &offsets, None)?;
+            }
+            OpKind::Wait {
+                signal, offsets, ..
+            } => {
+                let (s, offsets) = (*signal, offsets.clone());
+                self.check_offsets(f, op, s, &offsets, None)?;
+            }
+            OpKind::Dispatch { device, .. } => {
+                let d = *device;
+                self.check_rank(f, op, d, "device")?;
+            }
+            OpKind::For { var, lo, hi, .. } => {
+                if let (Some(l), Some(h)) = (self.ranges.get(lo), self.ranges.get(hi)) {
+                    let r = Range {
+                        lo: l.lo,
+                        hi: (h.hi - 1).max(l.lo),
+                        world: l.world || h.world,
+                    };
+                    self.ranges.insert(*var, r);
+                }
+                recurse = true;
+            }
+            OpKind::If { .. } => recurse = true,
+            _ => {}
+        }
+        if recurse {
+            match &mut op.kind {
+                OpKind::For { body, .. } => self.block(f, body)?,
+                OpKind::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    self.block(f, then_body)?;
+                    self.block(f, else_body)?;
+                }
+                _ => {}
+            }
+        }
+        if let (Some(c), Some(r)) = (fold_to, res) {
+            op.kind = OpKind::Const(c);
+            self.set_const(r, c);
+        }
+        Ok(())
+    }
+}
+
+fn uses(b: &Block, out: &mut HashSet<Value>) {
+    for op in &b.ops {
+        out.extend(op.kind.operands());
+        match &op.kind {
+            OpKind::For { body, .. } => uses(body, out),
+            OpKind::If {
+                then_body,
+                else_body,
+                ..
+            } => {
+                uses(then_body, out);
+                uses(else_body, out);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn dce(b: &mut Block, used: &HashSet<Value>) -> bool {
+    let before = b.ops.len();
+    b.ops
+        .retain(|op| !(op.kind.is_pure() && op.result.is_some_and(|r| !used.contains(&r))));
+    let mut changed = b.ops.len() != before;
+    for op in &mut b.ops {
+        match &mut op.kind {
+            OpKind::For { body, .. } => changed |= dce(body, used),
+            OpKind::If {
+                then_body,
+                else_body,
+                ..
+            } => {
+                changed |= dce(then_body, used);
+                changed |= dce(else_body, used);
+            }
+            _ => {}
+        }
+    }
+    changed
+}
+
+/// Specializes `m` for `b`: every symbolic dim is replaced by its binding, `world_size()` and
+/// `nranks(ctx)` become the constant P, constants are folded and dead pure ops removed. A range
+/// analysis over index arithmetic then checks slices, tile offsets, peers and dispatch devices.
+/// The result is verified again, now with every shape constant.
+///
+/// # Errors
+/// [`SpecializeError::UnboundDim`], [`SpecializeError::WorldDimPinned`] (tutorial seed: a
+/// constant where the world size belongs), [`SpecializeError::IndexOutOfBounds`],
+/// [`SpecializeError::NegativePeer`] (seed: use `(me + n - 1) % n`),
+/// [`SpecializeError::RankOutOfRange`], [`SpecializeError::BadWorldSize`] for P = 0, and
+/// [`SpecializeError::Verify`] when argument and parameter shapes differ once bound.
+pub fn specialize(m: &Module, b: &Bindings) -> Result<Module, SpecializeError> {
+    if b.world_size == 0 || b.world_size > 4096 {
+        return Err(SpecializeError::BadWorldSize(b.world_size));
+    }
+    let mut out = m.clone();
+    for f in &mut out.functions {
+        let params: HashMap<Value, String> =
+            f.params.iter().map(|p| (p.value, p.name.clone())).collect();
+        for (i, t) in f.values.iter_mut().enumerate() {
+            let mut missing: Option<(usize, String)> = None;
+            let mut idx = 0usize;
+            let nt = t.map_dims(&mut |d| {
+                let r = match d {
+                    Dim::Sym(s) => match b.dims.get(s.as_ref()) {
+                        Some(v) => Dim::Const(*v),
+                        None => {
+                            missing.get_or_insert((idx, s.to_string()));
+                            d.clone()
+                        }
+                    },
+                    d => d.clone(),
+                };
+                idx += 1;
+                r
+            });
+            if let Some((dim, name)) = missing {
+                let place = match params.get(&Value(i as u32)) {
+                    Some(p) => format!("argument `{p}`, dimension {dim}"),
+                    None => format!("a value of type `{t}`"),
+                };
+                return Err(SpecializeError::UnboundDim {
+                    function: f.name.clone(),
+                    place,
+                    name,
+                });
+            }
+            *t = nt;
+        }
+        let mut s = Spec {
+            b,
+            consts: HashMap::new(),
+            ranges: HashMap::new(),
+            origin: f
+                .params
+                .iter()
+                .map(|p| (p.value, (p.name.clone(), 0)))
+                .collect(),
+        };
+        let snapshot = f.clone();
+        let mut body = std::mem::take(&mut f.body);
+        s.block(&snapshot, &mut body)?;
+        loop {
+            let mut used = HashSet::new();
+            uses(&body, &mut used);
+            if !dce(&mut body, &used) {
+                break;
+            }
+        }
+        f.body = body;
+    }
+    verify_module(&out)?;
+    Ok(out)
+}

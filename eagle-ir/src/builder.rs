@@ -1,0 +1,707 @@
+//! Builders used by the macros (and by hand) to construct IR.
+
+use crate::error::{IrError, Result};
+use crate::ir::{
+    elem, tile_of, BinOp, Block, CmpOp, Const, Function, Level, Module, NotifyOp, Op, OpKind,
+    Param, UnOp, Value,
+};
+use crate::types::{DType, Dim, Shape, Type};
+
+/// Converts a Rust value used as an extent (`SIZE`, `64`, `NR`) into a [`Dim`].
+pub trait IntoDim {
+    /// The dim.
+    fn into_dim(self) -> Dim;
+}
+impl IntoDim for Dim {
+    fn into_dim(self) -> Dim {
+        self
+    }
+}
+impl IntoDim for &Dim {
+    fn into_dim(self) -> Dim {
+        self.clone()
+    }
+}
+macro_rules! int_dim {
+    ($($t:ty),*) => {$(
+        impl IntoDim for $t {
+            fn into_dim(self) -> Dim {
+                Dim::Const(self as u64)
+            }
+        }
+    )*};
+}
+int_dim!(usize, u64, u32, i32, i64);
+
+/// An operand as written in source: an IR value, or a Rust literal or constant whose dtype is
+/// taken from the other operand (untyped) or fixed by its Rust type (typed).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operand {
+    /// An IR value.
+    Val(Value),
+    /// An unsuffixed integer literal (`1`): takes the dtype of the other operand, else `index`.
+    Int(i128),
+    /// An unsuffixed float literal (`2.0`): takes the dtype of the other operand, else `f32`.
+    Float(f64),
+    /// A bool literal.
+    Bool(bool),
+    /// A constant with a fixed dtype (`1u32`, a Rust `const X: f64`, a `usize` constant).
+    Typed(Const, DType),
+    /// A dim used as a value (a `dynamic!` constant in a body): an `index`.
+    Dim(Dim),
+}
+
+impl From<Value> for Operand {
+    fn from(v: Value) -> Self {
+        Operand::Val(v)
+    }
+}
+impl From<&Value> for Operand {
+    fn from(v: &Value) -> Self {
+        Operand::Val(*v)
+    }
+}
+impl From<Dim> for Operand {
+    fn from(d: Dim) -> Self {
+        match d {
+            Dim::Const(n) => Operand::Typed(Const::Int(n as i128), DType::Index),
+            d => Operand::Dim(d),
+        }
+    }
+}
+impl From<bool> for Operand {
+    fn from(v: bool) -> Self {
+        Operand::Bool(v)
+    }
+}
+impl From<f32> for Operand {
+    fn from(v: f32) -> Self {
+        Operand::Typed(Const::Float(v as f64), DType::F32)
+    }
+}
+impl From<f64> for Operand {
+    fn from(v: f64) -> Self {
+        Operand::Typed(Const::Float(v), DType::F64)
+    }
+}
+macro_rules! int_operand {
+    ($($t:ty => $d:expr),*) => {$(
+        impl From<$t> for Operand {
+            fn from(v: $t) -> Self {
+                Operand::Typed(Const::Int(v as i128), $d)
+            }
+        }
+    )*};
+}
+int_operand!(usize => DType::Index, i32 => DType::I32, i64 => DType::I64, u32 => DType::U32, u64 => DType::U64);
+
+/// Builds a [`Module`]; functions are added callees first.
+#[derive(Debug, Default)]
+pub struct ModuleBuilder {
+    module: Module,
+    in_progress: Vec<String>,
+}
+
+impl ModuleBuilder {
+    /// An empty module.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether `name` is already defined.
+    pub fn contains(&self, name: &str) -> bool {
+        self.module.function(name).is_some()
+    }
+
+    /// Defines function `name` at `level` by running `body` on a fresh [`FunctionBuilder`].
+    /// Defining a name twice is a no-op.
+    ///
+    /// # Errors
+    /// [`IrError::Recursion`] when `name` is being defined already (it calls itself), and any
+    /// error `body` returns.
+    pub fn define(
+        &mut self,
+        name: &str,
+        level: Level,
+        body: impl FnOnce(&mut FunctionBuilder<'_>) -> Result<()>,
+    ) -> Result<()> {
+        if self.contains(name) {
+            return Ok(());
+        }
+        if let Some(pos) = self.in_progress.iter().position(|n| n == name) {
+            let mut chain: Vec<&str> = self.in_progress[pos..].iter().map(String::as_str).collect();
+            chain.push(name);
+            return Err(IrError::Recursion {
+                chain: chain.join(" -> "),
+            });
+        }
+        self.in_progress.push(name.to_string());
+        let mut fb = FunctionBuilder {
+            m: self,
+            func: Function {
+                name: name.to_string(),
+                level,
+                params: vec![],
+                values: vec![],
+                body: Block::default(),
+            },
+            blocks: vec![Block::default()],
+        };
+        let r = body(&mut fb);
+        let FunctionBuilder {
+            mut func, blocks, ..
+        } = fb;
+        self.in_progress.pop();
+        r?;
+        func.body = blocks.into_iter().next().unwrap_or_default();
+        self.module.functions.push(func);
+        Ok(())
+    }
+
+    /// The module built so far.
+    pub fn finish(self) -> Module {
+        self.module
+    }
+}
+
+/// Builds one function's body. Obtained from [`ModuleBuilder::define`].
+#[derive(Debug)]
+pub struct FunctionBuilder<'m> {
+    m: &'m mut ModuleBuilder,
+    func: Function,
+    blocks: Vec<Block>,
+}
+
+impl FunctionBuilder<'_> {
+    fn err<T>(&self, message: impl Into<String>) -> Result<T> {
+        Err(IrError::Build {
+            function: self.func.name.clone(),
+            message: message.into(),
+        })
+    }
+
+    /// The module builder (to define callees).
+    pub fn module(&mut self) -> &mut ModuleBuilder {
+        self.m
+    }
+
+    /// The type of `v`.
+    pub fn ty(&self, v: Value) -> &Type {
+        self.func.ty(v)
+    }
+
+    fn new_value(&mut self, ty: Type) -> Value {
+        self.func.values.push(ty);
+        Value(self.func.values.len() as u32 - 1)
+    }
+
+    fn push(&mut self, kind: OpKind, ty: Option<Type>) -> Value {
+        let result = ty.map(|t| self.new_value(t));
+        self.blocks
+            .last_mut()
+            .expect("a block is open")
+            .ops
+            .push(Op { result, kind });
+        result.unwrap_or(Value(u32::MAX))
+    }
+
+    fn push_void(&mut self, kind: OpKind) {
+        self.push(kind, None);
+    }
+
+    /// Declares a parameter.
+    pub fn param(&mut self, name: &str, ty: Type, out: bool) -> Value {
+        let value = self.new_value(ty);
+        self.func.params.push(Param {
+            name: name.to_string(),
+            value,
+            out,
+        });
+        value
+    }
+
+    /// Materialises an operand; untyped literals take `hint` (else `index` / `f32`).
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when a literal does not fit `hint` (a float literal where an integer
+    /// is expected).
+    pub fn value(&mut self, op: impl Into<Operand>, hint: Option<DType>) -> Result<Value> {
+        let (c, d) = match op.into() {
+            Operand::Val(v) => return Ok(v),
+            Operand::Dim(d) => return Ok(self.push(OpKind::Dim(d), Some(Type::Scalar(DType::Index)))),
+            Operand::Int(i) => match hint {
+                Some(h) if h.is_float() => (Const::Float(i as f64), h),
+                Some(DType::Bool) => return self.err(format!("integer literal `{i}` used where a `bool` is expected; write `true` or `false`")),
+                Some(h) => (Const::Int(i), h),
+                None => (Const::Int(i), DType::Index),
+            },
+            Operand::Float(x) => match hint {
+                Some(h) if h.is_float() => (Const::Float(x), h),
+                None => (Const::Float(x), DType::F32),
+                Some(h) => return self.err(format!("float literal `{x:?}` used where `{h}` is expected; write an integer literal or cast with `as {h}`")),
+            },
+            Operand::Bool(b) => (Const::Bool(b), DType::Bool),
+            Operand::Typed(c, d) => (c, d),
+        };
+        let c = match (c, d) {
+            (Const::Float(x), DType::F32) => Const::Float(x as f32 as f64),
+            (c, _) => c,
+        };
+        Ok(self.push(OpKind::Const(c), Some(Type::Scalar(d))))
+    }
+
+    fn hint_of(&self, op: &Operand) -> Option<DType> {
+        match op {
+            Operand::Val(v) => self.ty(*v).dtype(),
+            Operand::Typed(_, d) => Some(*d),
+            Operand::Dim(_) => Some(DType::Index),
+            Operand::Bool(_) => Some(DType::Bool),
+            _ => None,
+        }
+    }
+
+    fn pair(&mut self, a: Operand, b: Operand) -> Result<(Value, Value)> {
+        let h = self.hint_of(&a).or(self.hint_of(&b));
+        let a = self.value(a, h)?;
+        let b = self.value(b, h)?;
+        Ok((a, b))
+    }
+
+    fn elementwise_ty(&self, what: &str, vals: &[Value], dtype: Option<DType>) -> Result<Type> {
+        let mut shape: Option<&Shape> = None;
+        let mut d = None;
+        for &v in vals {
+            let t = self.ty(v);
+            let Some(e) = elem(t) else {
+                return self.err(format!(
+                    "`{what}` takes scalars or tiles, found `{t}`; load a tile first with `load(x, offsets, shape)`"
+                ));
+            };
+            d.get_or_insert(e);
+            if let Type::Tile(s, _) = t {
+                shape.get_or_insert(s);
+            }
+        }
+        let d = dtype.or(d).unwrap_or(DType::Index);
+        Ok(match shape {
+            Some(s) => Type::Tile(s.clone(), d),
+            None => Type::Scalar(d),
+        })
+    }
+
+    /// `a <op> b`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for operands that are neither scalars nor tiles.
+    pub fn bin(&mut self, op: BinOp, a: impl Into<Operand>, b: impl Into<Operand>) -> Result<Value> {
+        let (a, b) = self.pair(a.into(), b.into())?;
+        let ty = self.elementwise_ty(op.name(), &[a, b], None)?;
+        Ok(self.push(OpKind::Binary(op, a, b), Some(ty)))
+    }
+
+    /// `op a`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for an operand that is neither scalar nor tile.
+    pub fn un(&mut self, op: UnOp, a: impl Into<Operand>) -> Result<Value> {
+        let a = self.value(a, None)?;
+        let ty = self.elementwise_ty(op.name(), &[a], None)?;
+        Ok(self.push(OpKind::Unary(op, a), Some(ty)))
+    }
+
+    /// `a * b + c` with one rounding.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for operands that are neither scalars nor tiles.
+    pub fn fma(
+        &mut self,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+        c: impl Into<Operand>,
+    ) -> Result<Value> {
+        let (a, b, c) = (a.into(), b.into(), c.into());
+        let h = self.hint_of(&a).or(self.hint_of(&b)).or(self.hint_of(&c));
+        let (a, b, c) = (self.value(a, h)?, self.value(b, h)?, self.value(c, h)?);
+        let ty = self.elementwise_ty("fma", &[a, b, c], None)?;
+        Ok(self.push(OpKind::Fma(a, b, c), Some(ty)))
+    }
+
+    /// `a <cmp> b`, a `bool` (or a tile of `bool`).
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for operands that are neither scalars nor tiles.
+    pub fn cmp(&mut self, op: CmpOp, a: impl Into<Operand>, b: impl Into<Operand>) -> Result<Value> {
+        let (a, b) = self.pair(a.into(), b.into())?;
+        let ty = self.elementwise_ty(op.name(), &[a, b], Some(DType::Bool))?;
+        Ok(self.push(OpKind::Cmp(op, a, b), Some(ty)))
+    }
+
+    /// `select(cond, a, b)`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for operands that are neither scalars nor tiles.
+    pub fn select(
+        &mut self,
+        cond: impl Into<Operand>,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+    ) -> Result<Value> {
+        let c = self.value(cond, Some(DType::Bool))?;
+        let (a, b) = self.pair(a.into(), b.into())?;
+        let d = self.ty(a).dtype();
+        let ty = self.elementwise_ty("select", &[c, a, b], d)?;
+        Ok(self.push(OpKind::Select(c, a, b), Some(ty)))
+    }
+
+    /// `a as dtype`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for an operand that is neither scalar nor tile.
+    pub fn cast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
+        let a = self.value(a, Some(dtype))?;
+        let ty = self.elementwise_ty("cast", &[a], Some(dtype))?;
+        Ok(self.push(OpKind::Cast(a), Some(ty)))
+    }
+
+    /// `x[i]`: the sub-tensor at `i` of dim 0.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `src` is not a tensor of rank >= 1.
+    pub fn slice(&mut self, src: Value, index: impl Into<Operand>) -> Result<Value> {
+        let index = self.value(index, Some(DType::Index))?;
+        match self.ty(src).clone() {
+            Type::Tensor(s, d) if s.rank() >= 1 => {
+                let ty = Type::Tensor(Shape(s.0[1..].to_vec()), d);
+                Ok(self.push(OpKind::Slice { src, index }, Some(ty)))
+            }
+            t => self.err(format!(
+                "indexing `x[i]` needs a tensor of rank >= 1, found `{t}`"
+            )),
+        }
+    }
+
+    fn offsets(&mut self, offsets: Vec<Operand>) -> Result<Vec<Value>> {
+        offsets
+            .into_iter()
+            .map(|o| self.value(o, Some(DType::Index)))
+            .collect()
+    }
+
+    /// `load(src, offsets, shape)`: a tile of `shape` read at `offsets`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `src` is not a tensor or window.
+    pub fn load(&mut self, src: Value, offsets: Vec<Operand>, shape: Vec<Dim>) -> Result<Value> {
+        let offsets = self.offsets(offsets)?;
+        let t = self.ty(src).clone();
+        if !t.is_memory() {
+            return self.err(format!("`load` reads a tensor or window, found `{t}`"));
+        }
+        let d = t.dtype().unwrap_or(DType::F32);
+        Ok(self.push(OpKind::Load { src, offsets }, Some(tile_of(Shape(shape), d))))
+    }
+
+    /// `store(dst, offsets, value)`.
+    ///
+    /// # Errors
+    /// Only from materialising offsets.
+    pub fn store(&mut self, dst: Value, offsets: Vec<Operand>, value: Value) -> Result<()> {
+        let offsets = self.offsets(offsets)?;
+        self.push_void(OpKind::Store {
+            value,
+            dst,
+            offsets,
+        });
+        Ok(())
+    }
+
+    /// `let mut v = init;`
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `init` is not a scalar.
+    pub fn var(&mut self, init: impl Into<Operand>) -> Result<Value> {
+        let init = self.value(init, None)?;
+        match self.ty(init).clone() {
+            Type::Scalar(d) => Ok(self.push(OpKind::Var(init), Some(Type::Ref(d)))),
+            t => self.err(format!(
+                "`let mut` holds scalars, found `{t}`; store tiles into a tensor or window instead"
+            )),
+        }
+    }
+
+    /// Reads a variable.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `var` is not a variable.
+    pub fn read(&mut self, var: Value) -> Result<Value> {
+        match self.ty(var).clone() {
+            Type::Ref(d) => Ok(self.push(OpKind::Read(var), Some(Type::Scalar(d)))),
+            t => self.err(format!("expected a `let mut` variable, found `{t}`")),
+        }
+    }
+
+    /// Writes a variable.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `var` is not a variable.
+    pub fn write(&mut self, var: Value, value: impl Into<Operand>) -> Result<()> {
+        let Type::Ref(d) = self.ty(var).clone() else {
+            return self.err("assignment needs a `let mut` variable on the left".to_string());
+        };
+        let value = self.value(value, Some(d))?;
+        self.push_void(OpKind::Write(var, value));
+        Ok(())
+    }
+
+    /// `for i in lo..hi { body(i) }`.
+    ///
+    /// # Errors
+    /// Whatever `body` returns.
+    pub fn for_range(
+        &mut self,
+        lo: impl Into<Operand>,
+        hi: impl Into<Operand>,
+        body: impl FnOnce(&mut Self, Value) -> Result<()>,
+    ) -> Result<()> {
+        let (lo, hi) = (lo.into(), hi.into());
+        let lo = self.value(lo, Some(DType::Index))?;
+        let hi = self.value(hi, Some(DType::Index))?;
+        let var = self.new_value(Type::Scalar(DType::Index));
+        self.blocks.push(Block::default());
+        let r = body(self, var);
+        let body = self.blocks.pop().unwrap_or_default();
+        r?;
+        self.push_void(OpKind::For { var, lo, hi, body });
+        Ok(())
+    }
+
+    /// `if cond { then } else { else }`.
+    ///
+    /// # Errors
+    /// Whatever the branches return.
+    pub fn if_(
+        &mut self,
+        cond: impl Into<Operand>,
+        then_b: impl FnOnce(&mut Self) -> Result<()>,
+        else_b: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        let cond = self.value(cond, Some(DType::Bool))?;
+        self.blocks.push(Block::default());
+        let r = then_b(self);
+        let then_body = self.blocks.pop().unwrap_or_default();
+        r?;
+        self.blocks.push(Block::default());
+        let r = else_b(self);
+        let else_body = self.blocks.pop().unwrap_or_default();
+        r?;
+        self.push_void(OpKind::If {
+            cond,
+            then_body,
+            else_body,
+        });
+        Ok(())
+    }
+
+    fn callee_args(
+        &mut self,
+        callee: &str,
+        build: fn(&mut ModuleBuilder) -> Result<()>,
+        args: Vec<Operand>,
+        skip_ctx: bool,
+    ) -> Result<Vec<Value>> {
+        build(self.m)?;
+        let Some(f) = self.m.module.function(callee) else {
+            return self.err(format!("callee `{callee}` was not defined"));
+        };
+        let params: Vec<Type> = f
+            .params
+            .iter()
+            .map(|p| f.ty(p.value).clone())
+            .filter(|t| !(skip_ctx && *t == Type::Ctx))
+            .collect();
+        if params.len() != args.len() {
+            return self.err(format!(
+                "`{callee}` takes {} argument(s), found {}",
+                params.len(),
+                args.len()
+            ));
+        }
+        args.into_iter()
+            .zip(params)
+            .map(|(a, t)| self.value(a, t.dtype()))
+            .collect()
+    }
+
+    /// Calls compute kernel `callee` (defined by `build`).
+    ///
+    /// # Errors
+    /// [`IrError::Build`] on an argument count mismatch; errors from building the callee.
+    pub fn call(
+        &mut self,
+        callee: &str,
+        build: fn(&mut ModuleBuilder) -> Result<()>,
+        args: Vec<Operand>,
+    ) -> Result<()> {
+        let args = self.callee_args(callee, build, args, false)?;
+        self.push_void(OpKind::Call {
+            callee: callee.to_string(),
+            args,
+        });
+        Ok(())
+    }
+
+    /// Dispatches per-device program `callee` to rank `device`. The callee's `ctx` parameter
+    /// is not passed: the runtime supplies it.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] on an argument count mismatch; errors from building the callee.
+    pub fn dispatch(
+        &mut self,
+        callee: &str,
+        build: fn(&mut ModuleBuilder) -> Result<()>,
+        args: Vec<Operand>,
+        device: impl Into<Operand>,
+    ) -> Result<()> {
+        let args = self.callee_args(callee, build, args, true)?;
+        let device = self.value(device, Some(DType::Index))?;
+        self.push_void(OpKind::Dispatch {
+            callee: callee.to_string(),
+            args,
+            device,
+        });
+        Ok(())
+    }
+
+    /// `rank(ctx)`.
+    pub fn rank(&mut self, ctx: Value) -> Value {
+        self.push(OpKind::Rank(ctx), Some(Type::Scalar(DType::Index)))
+    }
+    /// `nranks(ctx)`.
+    pub fn nranks(&mut self, ctx: Value) -> Value {
+        self.push(OpKind::NRanks(ctx), Some(Type::Scalar(DType::Index)))
+    }
+    /// `world_size()`.
+    pub fn world_size(&mut self) -> Value {
+        self.push(OpKind::WorldSize, Some(Type::Scalar(DType::Index)))
+    }
+    /// `alloc_window_buffer(shape, dtype)`.
+    pub fn alloc_window_buffer(&mut self, shape: Vec<Dim>, dtype: DType) -> Value {
+        self.push(OpKind::AllocWindowBuffer, Some(Type::WinBuf(Shape(shape), dtype)))
+    }
+    /// `window(buf, shape, dtype)`.
+    pub fn window(&mut self, buf: Value, shape: Vec<Dim>, dtype: DType) -> Value {
+        self.push(OpKind::Window(buf), Some(Type::Window(Shape(shape), dtype)))
+    }
+    /// `put(dst, peer, src)`.
+    ///
+    /// # Errors
+    /// Only from materialising `peer`.
+    pub fn put(&mut self, dst: Value, peer: impl Into<Operand>, src: Value) -> Result<()> {
+        let peer = self.value(peer, Some(DType::Index))?;
+        self.push_void(OpKind::Put { dst, peer, src });
+        Ok(())
+    }
+    /// `get(dst, peer, src)`.
+    ///
+    /// # Errors
+    /// Only from materialising `peer`.
+    pub fn get(&mut self, dst: Value, peer: impl Into<Operand>, src: Value) -> Result<()> {
+        let peer = self.value(peer, Some(DType::Index))?;
+        self.push_void(OpKind::Get { dst, peer, src });
+        Ok(())
+    }
+    /// `remote_load(win, peer, offsets, shape)`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `src` is not a window.
+    pub fn remote_load(
+        &mut self,
+        src: Value,
+        peer: impl Into<Operand>,
+        offsets: Vec<Operand>,
+        shape: Vec<Dim>,
+    ) -> Result<Value> {
+        let peer = self.value(peer, Some(DType::Index))?;
+        let offsets = self.offsets(offsets)?;
+        let Type::Window(_, d) = self.ty(src).clone() else {
+            return self.err(format!(
+                "`remote_load` reads a window, found `{}`",
+                self.ty(src)
+            ));
+        };
+        let kind = OpKind::RemoteLoad { src, peer, offsets };
+        Ok(self.push(kind, Some(tile_of(Shape(shape), d))))
+    }
+    /// `remote_store(win, peer, offsets, value)`.
+    ///
+    /// # Errors
+    /// Only from materialising operands.
+    pub fn remote_store(
+        &mut self,
+        dst: Value,
+        peer: impl Into<Operand>,
+        offsets: Vec<Operand>,
+        value: Value,
+    ) -> Result<()> {
+        let peer = self.value(peer, Some(DType::Index))?;
+        let offsets = self.offsets(offsets)?;
+        self.push_void(OpKind::RemoteStore {
+            value,
+            dst,
+            peer,
+            offsets,
+        });
+        Ok(())
+    }
+    /// `notify(signal, peer, offsets, value, op)`.
+    ///
+    /// # Errors
+    /// Only from materialising operands.
+    pub fn notify(
+        &mut self,
+        signal: Value,
+        peer: impl Into<Operand>,
+        offsets: Vec<Operand>,
+        value: impl Into<Operand>,
+        op: NotifyOp,
+    ) -> Result<()> {
+        let peer = self.value(peer, Some(DType::Index))?;
+        let offsets = self.offsets(offsets)?;
+        let d = self.ty(signal).dtype();
+        let value = self.value(value, d)?;
+        self.push_void(OpKind::Notify {
+            signal,
+            peer,
+            offsets,
+            value,
+            op,
+        });
+        Ok(())
+    }
+    /// `wait(signal, offsets, expected, cmp)`.
+    ///
+    /// # Errors
+    /// Only from materialising operands.
+    pub fn wait(
+        &mut self,
+        signal: Value,
+        offsets: Vec<Operand>,
+        expected: impl Into<Operand>,
+        cmp: CmpOp,
+    ) -> Result<()> {
+        let offsets = self.offsets(offsets)?;
+        let d = self.ty(signal).dtype();
+        let expected = self.value(expected, d)?;
+        self.push_void(OpKind::Wait {
+            signal,
+            offsets,
+            expected,
+            cmp,
+        });
+        Ok(())
+    }
+    /// `barrier(ctx)`.
+    pub fn barrier(&mut self, ctx: Value) {
+        self.push_void(OpKind::Barrier(ctx));
+    }
+}

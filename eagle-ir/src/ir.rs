@@ -1,0 +1,535 @@
+use crate::types::{DType, Shape, Type};
+use std::fmt;
+
+/// An SSA value: an index into its function's value table ([`Function::values`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Value(pub u32);
+
+impl Value {
+    /// The table index.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// The level a function runs at (design.md, "three levels").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Level {
+    /// The host orchestrator: allocates window buffers and dispatches per-device programs.
+    Host,
+    /// A per-device program, dispatched by the host with `device = r`.
+    Device,
+    /// A compute kernel, called from a per-device program or another compute kernel.
+    Compute,
+}
+
+impl Level {
+    /// IR spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Host => "host",
+            Level::Device => "device",
+            Level::Compute => "compute",
+        }
+    }
+}
+
+/// A scalar constant. Integers are held as `i128` (wide enough for every integer dtype).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Const {
+    /// An integer of any integer dtype.
+    Int(i128),
+    /// A float; an `f32` constant holds an exactly representable value.
+    Float(f64),
+    /// A bool.
+    Bool(bool),
+}
+
+impl fmt::Display for Const {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Const::Int(v) => write!(f, "{v}"),
+            // `{:?}` is the shortest text that parses back to the same bits.
+            Const::Float(v) => write!(f, "{v:?}"),
+            Const::Bool(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// Binary arithmetic and bitwise ops (elementwise on tiles, scalars broadcast).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (integer division truncates; division by zero is a run-time error)
+    Div,
+    /// `%` (sign of the dividend, as in Rust)
+    Rem,
+    /// `min`
+    Min,
+    /// `max`
+    Max,
+    /// `&` (and `&&` on bool)
+    And,
+    /// `|` (and `||` on bool)
+    Or,
+    /// `^`
+    Xor,
+}
+
+impl BinOp {
+    /// All binary ops.
+    pub const ALL: [BinOp; 10] = [
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+        BinOp::Rem,
+        BinOp::Min,
+        BinOp::Max,
+        BinOp::And,
+        BinOp::Or,
+        BinOp::Xor,
+    ];
+    /// IR spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "mul",
+            BinOp::Div => "div",
+            BinOp::Rem => "rem",
+            BinOp::Min => "min",
+            BinOp::Max => "max",
+            BinOp::And => "and",
+            BinOp::Or => "or",
+            BinOp::Xor => "xor",
+        }
+    }
+}
+
+/// Unary ops and math intrinsics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// `-x`
+    Neg,
+    /// `!x` (bool)
+    Not,
+    /// `sqrt(x)` (float)
+    Sqrt,
+    /// `exp(x)` (float)
+    Exp,
+    /// `abs(x)`
+    Abs,
+}
+
+impl UnOp {
+    /// All unary ops.
+    pub const ALL: [UnOp; 5] = [UnOp::Neg, UnOp::Not, UnOp::Sqrt, UnOp::Exp, UnOp::Abs];
+    /// IR spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnOp::Neg => "neg",
+            UnOp::Not => "not",
+            UnOp::Sqrt => "sqrt",
+            UnOp::Exp => "exp",
+            UnOp::Abs => "abs",
+        }
+    }
+}
+
+/// Comparison predicates, for `cmp` and for `wait` (design.md: `Eq | Ne | Ge | Gt | Le | Lt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+impl CmpOp {
+    /// All predicates.
+    pub const ALL: [CmpOp; 6] = [
+        CmpOp::Eq,
+        CmpOp::Ne,
+        CmpOp::Lt,
+        CmpOp::Le,
+        CmpOp::Gt,
+        CmpOp::Ge,
+    ];
+    /// IR spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "eq",
+            CmpOp::Ne => "ne",
+            CmpOp::Lt => "lt",
+            CmpOp::Le => "le",
+            CmpOp::Gt => "gt",
+            CmpOp::Ge => "ge",
+        }
+    }
+    /// Evaluates the predicate on integers.
+    pub fn eval<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+        }
+    }
+}
+
+/// How `notify` updates the peer's signal (tutorial seed: `op = Set | AtomicAdd`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NotifyOp {
+    /// Overwrite the signal.
+    Set,
+    /// Atomically add to the signal.
+    AtomicAdd,
+}
+
+impl NotifyOp {
+    /// IR spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            NotifyOp::Set => "set",
+            NotifyOp::AtomicAdd => "atomic_add",
+        }
+    }
+}
+
+/// What an op does. Operands are [`Value`]s of the enclosing function.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpKind {
+    /// A scalar constant; the result type gives the dtype.
+    Const(Const),
+    /// The extent of a dim as an `index` value (symbolic until specialization).
+    Dim(crate::types::Dim),
+    /// Elementwise binary op on scalars or tiles.
+    Binary(BinOp, Value, Value),
+    /// Elementwise unary op.
+    Unary(UnOp, Value),
+    /// Fused multiply-add `a * b + c`, one rounding.
+    Fma(Value, Value, Value),
+    /// Comparison; the result is `bool` (or a tile of `bool`).
+    Cmp(CmpOp, Value, Value),
+    /// `select(cond, a, b)`.
+    Select(Value, Value, Value),
+    /// Conversion to the result dtype (Rust `as` semantics; float to int saturates).
+    Cast(Value),
+    /// `x[i]`: the sub-tensor at index `i` of the leading dim.
+    Slice {
+        /// Tensor sliced.
+        src: Value,
+        /// Index into dim 0.
+        index: Value,
+    },
+    /// Loads a tile (shape from the result type) at `offsets` of a tensor or window.
+    Load {
+        /// Tensor or window read.
+        src: Value,
+        /// One `index` offset per dim.
+        offsets: Vec<Value>,
+    },
+    /// Stores a tile at `offsets` of a tensor or window.
+    Store {
+        /// Tile stored.
+        value: Value,
+        /// Tensor or window written.
+        dst: Value,
+        /// One `index` offset per dim.
+        offsets: Vec<Value>,
+    },
+    /// A mutable scalar variable initialised to `init`.
+    Var(Value),
+    /// Reads a variable.
+    Read(Value),
+    /// Writes a variable.
+    Write(Value, Value),
+    /// `for var in lo..hi { body }` (step 1).
+    For {
+        /// The induction variable (`index`).
+        var: Value,
+        /// Inclusive lower bound.
+        lo: Value,
+        /// Exclusive upper bound.
+        hi: Value,
+        /// Loop body.
+        body: Block,
+    },
+    /// `if cond { then } else { else }`.
+    If {
+        /// `bool` condition.
+        cond: Value,
+        /// Taken when `cond` holds.
+        then_body: Block,
+        /// Taken otherwise.
+        else_body: Block,
+    },
+    /// Calls a compute kernel.
+    Call {
+        /// Callee name.
+        callee: String,
+        /// Arguments, one per callee param.
+        args: Vec<Value>,
+    },
+    /// Host: runs a per-device program on device `device`.
+    Dispatch {
+        /// Callee name.
+        callee: String,
+        /// Arguments, one per callee param (the `ctx` param is supplied by the runtime).
+        args: Vec<Value>,
+        /// The rank that runs it.
+        device: Value,
+    },
+    /// `rank(ctx)`: this device's rank.
+    Rank(Value),
+    /// `nranks(ctx)`: the world size seen from a device.
+    NRanks(Value),
+    /// `world_size()` on the host.
+    WorldSize,
+    /// Host: one symmetric buffer per rank; shape and dtype from the result type.
+    AllocWindowBuffer,
+    /// Host: a rank-local view of a window buffer; shape and dtype from the result type.
+    Window(Value),
+    /// `put(dst, peer, src)`: copies local `src` into `dst` on rank `peer` (push).
+    Put {
+        /// Destination window.
+        dst: Value,
+        /// Peer rank.
+        peer: Value,
+        /// Local tensor or window.
+        src: Value,
+    },
+    /// `get(dst, peer, src)`: copies `src` on rank `peer` into local `dst` (pull).
+    Get {
+        /// Local tensor or window.
+        dst: Value,
+        /// Peer rank.
+        peer: Value,
+        /// Source window.
+        src: Value,
+    },
+    /// Tile-level remote load from a peer's window.
+    RemoteLoad {
+        /// Window.
+        src: Value,
+        /// Peer rank.
+        peer: Value,
+        /// Offsets into the window.
+        offsets: Vec<Value>,
+    },
+    /// Tile-level remote store into a peer's window.
+    RemoteStore {
+        /// Tile stored.
+        value: Value,
+        /// Window.
+        dst: Value,
+        /// Peer rank.
+        peer: Value,
+        /// Offsets into the window.
+        offsets: Vec<Value>,
+    },
+    /// Updates a signal on `peer` with release semantics.
+    Notify {
+        /// Signal window (integer dtype).
+        signal: Value,
+        /// Peer rank.
+        peer: Value,
+        /// Element offsets into the signal window.
+        offsets: Vec<Value>,
+        /// Value set or added.
+        value: Value,
+        /// Set or atomic add.
+        op: NotifyOp,
+    },
+    /// Blocks until the local signal compares true against `expected` (acquire semantics).
+    Wait {
+        /// Local signal window.
+        signal: Value,
+        /// Element offsets.
+        offsets: Vec<Value>,
+        /// Compared value.
+        expected: Value,
+        /// Predicate `signal <cmp> expected`.
+        cmp: CmpOp,
+    },
+    /// All ranks reach the barrier before any leaves it.
+    Barrier(Value),
+}
+
+/// One op: an optional result and what it does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Op {
+    /// The value it defines.
+    pub result: Option<Value>,
+    /// The operation.
+    pub kind: OpKind,
+}
+
+/// A straight-line list of ops (nested blocks hang off `for` and `if`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Block {
+    /// Ops in program order.
+    pub ops: Vec<Op>,
+}
+
+/// A function parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    /// Source name.
+    pub name: String,
+    /// The value bound to it.
+    pub value: Value,
+    /// Written by the function (`Out<...>`).
+    pub out: bool,
+}
+
+/// A function: a level, parameters, a value table and a body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Function {
+    /// Name (unique in the module).
+    pub name: String,
+    /// Host, device or compute.
+    pub level: Level,
+    /// Parameters in order.
+    pub params: Vec<Param>,
+    /// Type of every value, indexed by [`Value`].
+    pub values: Vec<Type>,
+    /// The body.
+    pub body: Block,
+}
+
+impl Function {
+    /// The type of `v`.
+    pub fn ty(&self, v: Value) -> &Type {
+        &self.values[v.index()]
+    }
+    /// The type of parameter `i`.
+    pub fn param_ty(&self, i: usize) -> &Type {
+        self.ty(self.params[i].value)
+    }
+}
+
+/// A set of functions; callees are referenced by name.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Module {
+    /// Functions in definition order (callees before callers).
+    pub functions: Vec<Function>,
+}
+
+impl Module {
+    /// The function named `name`.
+    pub fn function(&self, name: &str) -> Option<&Function> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+}
+
+impl OpKind {
+    /// Every value operand, in text order (nested blocks excluded).
+    pub fn operands(&self) -> Vec<Value> {
+        use OpKind::*;
+        match self {
+            Const(_) | Dim(_) | WorldSize | AllocWindowBuffer => vec![],
+            Binary(_, a, b) | Cmp(_, a, b) | Write(a, b) => vec![*a, *b],
+            Unary(_, a) | Cast(a) | Var(a) | Read(a) | Rank(a) | NRanks(a) | Window(a)
+            | Barrier(a) => vec![*a],
+            Fma(a, b, c) | Select(a, b, c) => vec![*a, *b, *c],
+            Slice { src, index } => vec![*src, *index],
+            Load { src, offsets } => std::iter::once(*src).chain(offsets.iter().copied()).collect(),
+            Store {
+                value,
+                dst,
+                offsets,
+            } => [*value, *dst].into_iter().chain(offsets.iter().copied()).collect(),
+            For { lo, hi, .. } => vec![*lo, *hi],
+            If { cond, .. } => vec![*cond],
+            Call { args, .. } => args.clone(),
+            Dispatch { args, device, .. } => {
+                args.iter().copied().chain(std::iter::once(*device)).collect()
+            }
+            Put { dst, peer, src } | Get { dst, peer, src } => vec![*dst, *peer, *src],
+            RemoteLoad { src, peer, offsets } => [*src, *peer]
+                .into_iter()
+                .chain(offsets.iter().copied())
+                .collect(),
+            RemoteStore {
+                value,
+                dst,
+                peer,
+                offsets,
+            } => [*value, *dst, *peer]
+                .into_iter()
+                .chain(offsets.iter().copied())
+                .collect(),
+            Notify {
+                signal,
+                peer,
+                offsets,
+                value,
+                ..
+            } => [*signal, *peer]
+                .into_iter()
+                .chain(offsets.iter().copied())
+                .chain(std::iter::once(*value))
+                .collect(),
+            Wait {
+                signal,
+                offsets,
+                expected,
+                ..
+            } => std::iter::once(*signal)
+                .chain(offsets.iter().copied())
+                .chain(std::iter::once(*expected))
+                .collect(),
+        }
+    }
+
+    /// Whether the op has no effect beyond its result (safe to remove when unused).
+    pub fn is_pure(&self) -> bool {
+        use OpKind::*;
+        matches!(
+            self,
+            Const(_)
+                | Dim(_)
+                | Binary(..)
+                | Unary(..)
+                | Fma(..)
+                | Cmp(..)
+                | Select(..)
+                | Cast(_)
+                | Slice { .. }
+                | Rank(_)
+                | NRanks(_)
+                | WorldSize
+                | Window(_)
+        ) && !matches!(self, Binary(BinOp::Div | BinOp::Rem, ..))
+    }
+}
+
+/// Shorthand used by the builder and passes: a tile or scalar's element dtype.
+pub(crate) fn elem(t: &Type) -> Option<DType> {
+    match t {
+        Type::Scalar(d) | Type::Tile(_, d) => Some(*d),
+        _ => None,
+    }
+}
+
+/// A shape helper for builders of `Load` results.
+pub(crate) fn tile_of(shape: Shape, d: DType) -> Type {
+    Type::Tile(shape, d)
+}

@@ -1,0 +1,684 @@
+//! Parser for the IR text form written by [`crate::print_module`].
+
+use crate::error::{IrError, Result};
+use crate::ir::{
+    BinOp, Block, CmpOp, Function, Level, Module, NotifyOp, Op, OpKind, Param, UnOp, Value,
+};
+use crate::types::{DType, Dim, Shape, Type};
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Val(u32),
+    Func(String),
+    Num(String),
+    Punct(&'static str),
+}
+
+struct Lexer;
+
+impl Lexer {
+    fn lex(src: &str) -> Result<Vec<(Tok, usize, usize)>> {
+        let chars: Vec<char> = src.chars().collect();
+        let (mut i, mut line, mut col) = (0usize, 1usize, 1usize);
+        let mut out = vec![];
+        let err = |line, column, message: String| IrError::Parse {
+            line,
+            column,
+            message,
+        };
+        while i < chars.len() {
+            let c = chars[i];
+            let (l0, c0) = (line, col);
+            let adv = |n: usize, i: &mut usize, col: &mut usize| {
+                *i += n;
+                *col += n;
+            };
+            if c == '\n' {
+                i += 1;
+                line += 1;
+                col = 1;
+                continue;
+            }
+            if c.is_whitespace() {
+                adv(1, &mut i, &mut col);
+                continue;
+            }
+            if c == ';' {
+                // comment to end of line
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            if c == '.' && chars.get(i + 1) == Some(&'.') {
+                out.push((Tok::Punct(".."), l0, c0));
+                adv(2, &mut i, &mut col);
+                continue;
+            }
+            let punct = ["(", ")", "{", "}", "[", "]", "<", ">", ",", ":", "="];
+            if let Some(p) = punct.iter().find(|p| p.starts_with(c)) {
+                out.push((Tok::Punct(p), l0, c0));
+                adv(1, &mut i, &mut col);
+                continue;
+            }
+            if c == '%' || c == '@' {
+                let start = i + 1;
+                let mut j = start;
+                while j < chars.len() && (chars[j].is_alphanumeric() || chars[j] == '_') {
+                    if c == '%' && !chars[j].is_ascii_digit() {
+                        break;
+                    }
+                    j += 1;
+                }
+                let s: String = chars[start..j].iter().collect();
+                if s.is_empty() {
+                    return Err(err(l0, c0, format!("expected a name after `{c}`")));
+                }
+                let tok = if c == '%' {
+                    Tok::Val(s.parse().map_err(|_| err(l0, c0, format!("value number `%{s}` is too large")))?)
+                } else {
+                    Tok::Func(s)
+                };
+                out.push((tok, l0, c0));
+                adv(j - i, &mut i, &mut col);
+                continue;
+            }
+            if c.is_ascii_digit() || (c == '-' && i + 1 < chars.len() && (chars[i + 1].is_ascii_alphanumeric())) {
+                let mut j = i + 1;
+                while j < chars.len() {
+                    let d = chars[j];
+                    let ok = d.is_ascii_alphanumeric()
+                        || (d == '.' && chars.get(j + 1) != Some(&'.'))
+                        || ((d == '-' || d == '+') && matches!(chars[j - 1], 'e' | 'E'));
+                    if !ok {
+                        break;
+                    }
+                    j += 1;
+                }
+                out.push((Tok::Num(chars[i..j].iter().collect()), l0, c0));
+                adv(j - i, &mut i, &mut col);
+                continue;
+            }
+            if c.is_alphabetic() || c == '_' {
+                let mut j = i;
+                while j < chars.len() && (chars[j].is_alphanumeric() || chars[j] == '_') {
+                    j += 1;
+                }
+                out.push((Tok::Ident(chars[i..j].iter().collect()), l0, c0));
+                adv(j - i, &mut i, &mut col);
+                continue;
+            }
+            return Err(err(l0, c0, format!("unexpected character `{c}`")));
+        }
+        Ok(out)
+    }
+}
+
+struct Parser {
+    toks: Vec<(Tok, usize, usize)>,
+    pos: usize,
+    vals: HashMap<u32, Value>,
+    types: Vec<Type>,
+}
+
+fn describe(t: Option<&Tok>) -> String {
+    match t {
+        None => "end of input".into(),
+        Some(Tok::Ident(s)) => format!("`{s}`"),
+        Some(Tok::Val(n)) => format!("`%{n}`"),
+        Some(Tok::Func(s)) => format!("`@{s}`"),
+        Some(Tok::Num(s)) => format!("`{s}`"),
+        Some(Tok::Punct(p)) => format!("`{p}`"),
+    }
+}
+
+impl Parser {
+    fn err<T>(&self, message: impl Into<String>) -> Result<T> {
+        let (line, column) = self
+            .toks
+            .get(self.pos)
+            .or(self.toks.last())
+            .map(|t| (t.1, t.2))
+            .unwrap_or((1, 1));
+        Err(IrError::Parse {
+            line,
+            column,
+            message: message.into(),
+        })
+    }
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.pos).map(|t| &t.0)
+    }
+    fn next(&mut self) -> Option<Tok> {
+        let t = self.toks.get(self.pos).map(|t| t.0.clone());
+        self.pos += 1;
+        t
+    }
+    fn is_punct(&self, p: &str) -> bool {
+        matches!(self.peek(), Some(Tok::Punct(q)) if *q == p)
+    }
+    fn is_ident(&self, s: &str) -> bool {
+        matches!(self.peek(), Some(Tok::Ident(q)) if q == s)
+    }
+    fn expect_punct(&mut self, p: &str) -> Result<()> {
+        if self.is_punct(p) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            self.err(format!("expected `{p}`, found {}", describe(self.peek())))
+        }
+    }
+    fn expect_ident(&mut self, s: &str) -> Result<()> {
+        if self.is_ident(s) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            self.err(format!("expected `{s}`, found {}", describe(self.peek())))
+        }
+    }
+    fn ident(&mut self) -> Result<String> {
+        match self.peek().cloned() {
+            Some(Tok::Ident(s)) => {
+                self.pos += 1;
+                Ok(s)
+            }
+            t => self.err(format!("expected a name, found {}", describe(t.as_ref()))),
+        }
+    }
+    fn num(&mut self) -> Result<String> {
+        match self.peek().cloned() {
+            Some(Tok::Num(s)) => {
+                self.pos += 1;
+                Ok(s)
+            }
+            t => self.err(format!("expected a number, found {}", describe(t.as_ref()))),
+        }
+    }
+
+    fn dtype(&mut self) -> Result<DType> {
+        let s = self.ident()?;
+        match DType::from_name(&s) {
+            Some(d) => Ok(d),
+            None => {
+                self.pos -= 1;
+                self.err(format!(
+                    "unknown dtype `{s}`; expected one of bool, i32, i64, u32, u64, f32, f64, index"
+                ))
+            }
+        }
+    }
+
+    fn shape(&mut self) -> Result<Shape> {
+        self.expect_punct("[")?;
+        let mut dims = vec![];
+        while !self.is_punct("]") {
+            if !dims.is_empty() {
+                self.expect_punct(",")?;
+            }
+            match self.next() {
+                Some(Tok::Num(n)) => match n.parse::<u64>() {
+                    Ok(v) => dims.push(Dim::Const(v)),
+                    Err(_) => {
+                        self.pos -= 1;
+                        return self.err(format!("expected an extent, found `{n}`"));
+                    }
+                },
+                Some(Tok::Ident(s)) => dims.push(Dim::Sym(Cow::Owned(s))),
+                t => {
+                    self.pos -= 1;
+                    return self.err(format!("expected an extent, found {}", describe(t.as_ref())));
+                }
+            }
+        }
+        self.expect_punct("]")?;
+        Ok(Shape(dims))
+    }
+
+    fn ty(&mut self) -> Result<Type> {
+        let s = self.ident()?;
+        let shaped = |p: &mut Parser| -> Result<(Shape, DType)> {
+            p.expect_punct("<")?;
+            let sh = p.shape()?;
+            p.expect_punct(",")?;
+            let d = p.dtype()?;
+            p.expect_punct(">")?;
+            Ok((sh, d))
+        };
+        Ok(match s.as_str() {
+            "ctx" => Type::Ctx,
+            "tensor" => {
+                let (s, d) = shaped(self)?;
+                Type::Tensor(s, d)
+            }
+            "tile" => {
+                let (s, d) = shaped(self)?;
+                Type::Tile(s, d)
+            }
+            "window" => {
+                let (s, d) = shaped(self)?;
+                Type::Window(s, d)
+            }
+            "winbuf" => {
+                let (s, d) = shaped(self)?;
+                Type::WinBuf(s, d)
+            }
+            "ref" => {
+                self.expect_punct("<")?;
+                let d = self.dtype()?;
+                self.expect_punct(">")?;
+                Type::Ref(d)
+            }
+            other => match DType::from_name(other) {
+                Some(d) => Type::Scalar(d),
+                None => {
+                    self.pos -= 1;
+                    return self.err(format!("unknown type `{other}`"));
+                }
+            },
+        })
+    }
+
+    fn define(&mut self, n: u32, ty: Type) -> Result<Value> {
+        if self.vals.contains_key(&n) {
+            self.pos -= 1;
+            return self.err(format!("value `%{n}` is defined twice"));
+        }
+        let v = Value(self.types.len() as u32);
+        self.types.push(ty);
+        self.vals.insert(n, v);
+        Ok(v)
+    }
+
+    fn val(&mut self) -> Result<Value> {
+        match self.peek().cloned() {
+            Some(Tok::Val(n)) => match self.vals.get(&n) {
+                Some(v) => {
+                    self.pos += 1;
+                    Ok(*v)
+                }
+                None => self.err(format!("value `%{n}` is used before it is defined")),
+            },
+            t => self.err(format!("expected a value `%N`, found {}", describe(t.as_ref()))),
+        }
+    }
+
+    fn vals_until(&mut self, close: &str) -> Result<Vec<Value>> {
+        let mut vs = vec![];
+        while !self.is_punct(close) {
+            if !vs.is_empty() {
+                self.expect_punct(",")?;
+            }
+            vs.push(self.val()?);
+        }
+        self.expect_punct(close)?;
+        Ok(vs)
+    }
+
+    fn offsets(&mut self) -> Result<Vec<Value>> {
+        self.expect_punct("[")?;
+        self.vals_until("]")
+    }
+
+    fn module(&mut self) -> Result<Module> {
+        let mut m = Module::default();
+        while self.peek().is_some() {
+            m.functions.push(self.function()?);
+        }
+        Ok(m)
+    }
+
+    fn function(&mut self) -> Result<Function> {
+        self.vals.clear();
+        self.types.clear();
+        let level = match self.ident()?.as_str() {
+            "host" => Level::Host,
+            "device" => Level::Device,
+            "compute" => Level::Compute,
+            other => {
+                self.pos -= 1;
+                return self.err(format!(
+                    "expected a function level `host`, `device` or `compute`, found `{other}`"
+                ));
+            }
+        };
+        let name = match self.next() {
+            Some(Tok::Func(n)) => n,
+            t => {
+                self.pos -= 1;
+                return self.err(format!("expected `@name`, found {}", describe(t.as_ref())));
+            }
+        };
+        self.expect_punct("(")?;
+        let mut params = vec![];
+        while !self.is_punct(")") {
+            if !params.is_empty() {
+                self.expect_punct(",")?;
+            }
+            let out = self.is_ident("out");
+            if out {
+                self.pos += 1;
+            }
+            let n = match self.next() {
+                Some(Tok::Val(n)) => n,
+                t => {
+                    self.pos -= 1;
+                    return self.err(format!("expected a parameter `%N`, found {}", describe(t.as_ref())));
+                }
+            };
+            let pname = self.ident()?;
+            self.expect_punct(":")?;
+            let ty = self.ty()?;
+            let value = self.define(n, ty)?;
+            params.push(Param {
+                name: pname,
+                value,
+                out,
+            });
+        }
+        self.expect_punct(")")?;
+        let body = self.block()?;
+        Ok(Function {
+            name,
+            level,
+            params,
+            values: std::mem::take(&mut self.types),
+            body,
+        })
+    }
+
+    fn block(&mut self) -> Result<Block> {
+        self.expect_punct("{")?;
+        let mut ops = vec![];
+        while !self.is_punct("}") {
+            if self.peek().is_none() {
+                return self.err("expected `}` before the end of input");
+            }
+            ops.push(self.op()?);
+        }
+        self.expect_punct("}")?;
+        Ok(Block { ops })
+    }
+
+    fn op(&mut self) -> Result<Op> {
+        let result_num = if let Some(Tok::Val(n)) = self.peek().cloned() {
+            self.pos += 1;
+            self.expect_punct("=")?;
+            Some(n)
+        } else {
+            None
+        };
+        let name_pos = self.pos;
+        let name = self.ident()?;
+        use OpKind::*;
+        let kind = match name.as_str() {
+            "const" => {
+                let s = match self.peek().cloned() {
+                    Some(Tok::Ident(s)) => {
+                        self.pos += 1;
+                        s
+                    }
+                    _ => self.num()?,
+                };
+                let c = if s == "true" || s == "false" {
+                    crate::ir::Const::Bool(s == "true")
+                } else if let Ok(i) = s.parse::<i128>() {
+                    crate::ir::Const::Int(i)
+                } else if let Ok(x) = s.parse::<f64>() {
+                    crate::ir::Const::Float(x)
+                } else {
+                    self.pos -= 1;
+                    return self.err(format!("expected a constant, found `{s}`"));
+                };
+                Const(c)
+            }
+            "dim" => match self.next() {
+                Some(Tok::Num(n)) => match n.parse() {
+                    Ok(v) => Dim(crate::types::Dim::Const(v)),
+                    Err(_) => return self.err(format!("bad extent `{n}`")),
+                },
+                Some(Tok::Ident(s)) => Dim(crate::types::Dim::Sym(Cow::Owned(s))),
+                t => {
+                    self.pos -= 1;
+                    return self.err(format!("expected an extent, found {}", describe(t.as_ref())));
+                }
+            },
+            "fma" | "select" => {
+                let a = self.val()?;
+                self.expect_punct(",")?;
+                let b = self.val()?;
+                self.expect_punct(",")?;
+                let c = self.val()?;
+                if name == "fma" {
+                    Fma(a, b, c)
+                } else {
+                    Select(a, b, c)
+                }
+            }
+            "cmp" => {
+                let p = self.ident()?;
+                let Some(c) = CmpOp::ALL.into_iter().find(|c| c.name() == p) else {
+                    self.pos -= 1;
+                    return self.err(format!("unknown comparison `{p}`"));
+                };
+                let a = self.val()?;
+                self.expect_punct(",")?;
+                let b = self.val()?;
+                Cmp(c, a, b)
+            }
+            "cast" => Cast(self.val()?),
+            "slice" => {
+                let src = self.val()?;
+                self.expect_punct("[")?;
+                let index = self.val()?;
+                self.expect_punct("]")?;
+                Slice { src, index }
+            }
+            "load" => {
+                let src = self.val()?;
+                let offsets = self.offsets()?;
+                Load { src, offsets }
+            }
+            "store" => {
+                let value = self.val()?;
+                self.expect_punct(",")?;
+                let dst = self.val()?;
+                let offsets = self.offsets()?;
+                Store {
+                    value,
+                    dst,
+                    offsets,
+                }
+            }
+            "var" => Var(self.val()?),
+            "read" => Read(self.val()?),
+            "write" => {
+                let a = self.val()?;
+                self.expect_punct(",")?;
+                Write(a, self.val()?)
+            }
+            "for" => {
+                let n = match self.next() {
+                    Some(Tok::Val(n)) => n,
+                    t => {
+                        self.pos -= 1;
+                        return self.err(format!("expected the loop variable `%N`, found {}", describe(t.as_ref())));
+                    }
+                };
+                self.expect_ident("in")?;
+                let lo = self.val()?;
+                self.expect_punct("..")?;
+                let hi = self.val()?;
+                let var = self.define(n, Type::Scalar(DType::Index))?;
+                let body = self.block()?;
+                For { var, lo, hi, body }
+            }
+            "if" => {
+                let cond = self.val()?;
+                let then_body = self.block()?;
+                let else_body = if self.is_ident("else") {
+                    self.pos += 1;
+                    self.block()?
+                } else {
+                    Block::default()
+                };
+                If {
+                    cond,
+                    then_body,
+                    else_body,
+                }
+            }
+            "call" | "dispatch" => {
+                let callee = match self.next() {
+                    Some(Tok::Func(f)) => f,
+                    t => {
+                        self.pos -= 1;
+                        return self.err(format!("expected `@callee`, found {}", describe(t.as_ref())));
+                    }
+                };
+                self.expect_punct("(")?;
+                let args = self.vals_until(")")?;
+                if name == "call" {
+                    Call { callee, args }
+                } else {
+                    self.expect_ident("device")?;
+                    let device = self.val()?;
+                    Dispatch {
+                        callee,
+                        args,
+                        device,
+                    }
+                }
+            }
+            "rank" => Rank(self.val()?),
+            "nranks" => NRanks(self.val()?),
+            "world_size" => WorldSize,
+            "alloc_window_buffer" => AllocWindowBuffer,
+            "window" => Window(self.val()?),
+            "put" | "get" => {
+                let dst = self.val()?;
+                self.expect_punct(",")?;
+                let peer = self.val()?;
+                self.expect_punct(",")?;
+                let src = self.val()?;
+                if name == "put" {
+                    Put { dst, peer, src }
+                } else {
+                    Get { dst, peer, src }
+                }
+            }
+            "remote_load" => {
+                let src = self.val()?;
+                self.expect_punct(",")?;
+                let peer = self.val()?;
+                self.expect_punct(",")?;
+                let offsets = self.offsets()?;
+                RemoteLoad { src, peer, offsets }
+            }
+            "remote_store" => {
+                let value = self.val()?;
+                self.expect_punct(",")?;
+                let dst = self.val()?;
+                self.expect_punct(",")?;
+                let peer = self.val()?;
+                self.expect_punct(",")?;
+                let offsets = self.offsets()?;
+                RemoteStore {
+                    value,
+                    dst,
+                    peer,
+                    offsets,
+                }
+            }
+            "notify" => {
+                let signal = self.val()?;
+                self.expect_punct(",")?;
+                let peer = self.val()?;
+                self.expect_punct(",")?;
+                let offsets = self.offsets()?;
+                self.expect_punct(",")?;
+                let value = self.val()?;
+                self.expect_punct(",")?;
+                let op = match self.ident()?.as_str() {
+                    "set" => NotifyOp::Set,
+                    "atomic_add" => NotifyOp::AtomicAdd,
+                    o => {
+                        self.pos -= 1;
+                        return self.err(format!("expected `set` or `atomic_add`, found `{o}`"));
+                    }
+                };
+                Notify {
+                    signal,
+                    peer,
+                    offsets,
+                    value,
+                    op,
+                }
+            }
+            "wait" => {
+                let signal = self.val()?;
+                self.expect_punct(",")?;
+                let offsets = self.offsets()?;
+                self.expect_punct(",")?;
+                let expected = self.val()?;
+                self.expect_punct(",")?;
+                let p = self.ident()?;
+                let Some(cmp) = CmpOp::ALL.into_iter().find(|c| c.name() == p) else {
+                    self.pos -= 1;
+                    return self.err(format!("unknown comparison `{p}`"));
+                };
+                Wait {
+                    signal,
+                    offsets,
+                    expected,
+                    cmp,
+                }
+            }
+            "barrier" => Barrier(self.val()?),
+            other => {
+                if let Some(b) = BinOp::ALL.into_iter().find(|b| b.name() == other) {
+                    let a = self.val()?;
+                    self.expect_punct(",")?;
+                    Binary(b, a, self.val()?)
+                } else if let Some(u) = UnOp::ALL.into_iter().find(|u| u.name() == other) {
+                    Unary(u, self.val()?)
+                } else {
+                    self.pos = name_pos;
+                    return self.err(format!("unknown op `{other}`"));
+                }
+            }
+        };
+        let result = match result_num {
+            Some(n) => {
+                self.expect_punct(":")?;
+                let ty = self.ty()?;
+                Some(self.define(n, ty)?)
+            }
+            None => {
+                if self.is_punct(":") {
+                    return self.err(format!("op `{name}` has a type but no result `%N =`"));
+                }
+                None
+            }
+        };
+        Ok(Op { result, kind })
+    }
+}
+
+/// Parses IR text (as written by [`crate::print_module`]) into a module. Does not verify it:
+/// run [`crate::verify_module`] on the result.
+///
+/// # Errors
+/// [`IrError::Parse`] with the line, column, what was expected and what was found.
+pub fn parse_module(src: &str) -> Result<Module> {
+    let toks = Lexer::lex(src)?;
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        vals: HashMap::new(),
+        types: vec![],
+    };
+    p.module()
+}

@@ -1,0 +1,225 @@
+use std::borrow::Cow;
+use std::fmt;
+
+/// Element types. `Index` is a signed 64-bit integer used for extents, offsets and ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// `bool`, one byte in memory (0 or 1).
+    Bool,
+    /// `i32`.
+    I32,
+    /// `i64`.
+    I64,
+    /// `u32`.
+    U32,
+    /// `u64`.
+    U64,
+    /// `f32`, IEEE-754 binary32.
+    F32,
+    /// `f64`, IEEE-754 binary64.
+    F64,
+    /// `index` (Rust `usize` in kernel source), signed 64-bit in the IR.
+    Index,
+}
+
+impl DType {
+    /// All dtypes, in text order.
+    pub const ALL: [DType; 8] = [
+        DType::Bool,
+        DType::I32,
+        DType::I64,
+        DType::U32,
+        DType::U64,
+        DType::F32,
+        DType::F64,
+        DType::Index,
+    ];
+
+    /// Size in bytes of one element in memory.
+    pub fn size(self) -> usize {
+        match self {
+            DType::Bool => 1,
+            DType::I32 | DType::U32 | DType::F32 => 4,
+            DType::I64 | DType::U64 | DType::F64 | DType::Index => 8,
+        }
+    }
+    /// The IR (and Rust) spelling: `f32`, `index`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::Index => "index",
+        }
+    }
+    /// Parses an IR spelling; `usize` is accepted as the Rust spelling of `index`.
+    pub fn from_name(s: &str) -> Option<DType> {
+        if s == "usize" {
+            return Some(DType::Index);
+        }
+        DType::ALL.into_iter().find(|d| d.name() == s)
+    }
+    /// `f32` or `f64`.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64)
+    }
+    /// Any integer dtype, `index` included (not `bool`).
+    pub fn is_int(self) -> bool {
+        matches!(
+            self,
+            DType::I32 | DType::I64 | DType::U32 | DType::U64 | DType::Index
+        )
+    }
+    /// Signed integers and `index`.
+    pub fn is_signed(self) -> bool {
+        matches!(self, DType::I32 | DType::I64 | DType::Index)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One extent of a shape: a constant, or a symbol bound at specialization (`dynamic!("NR")`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Dim {
+    /// A constant extent.
+    Const(u64),
+    /// A symbolic extent, bound when the program is invoked.
+    Sym(Cow<'static, str>),
+}
+
+impl Dim {
+    /// A symbolic dim from a static name (what `dynamic!("NR")` expands to).
+    pub const fn sym_static(name: &'static str) -> Dim {
+        Dim::Sym(Cow::Borrowed(name))
+    }
+    /// The constant extent, if bound.
+    pub fn as_const(&self) -> Option<u64> {
+        match self {
+            Dim::Const(n) => Some(*n),
+            Dim::Sym(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Const(n) => write!(f, "{n}"),
+            Dim::Sym(s) => f.write_str(s),
+        }
+    }
+}
+
+/// A row-major shape.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Shape(pub Vec<Dim>);
+
+impl Shape {
+    /// A shape of constant extents.
+    pub fn of(dims: &[u64]) -> Shape {
+        Shape(dims.iter().map(|&d| Dim::Const(d)).collect())
+    }
+    /// Number of dims.
+    pub fn rank(&self) -> usize {
+        self.0.len()
+    }
+    /// The constant extents, or `None` while a dim is symbolic.
+    pub fn consts(&self) -> Option<Vec<u64>> {
+        self.0.iter().map(Dim::as_const).collect()
+    }
+    /// Element count, or `None` while a dim is symbolic.
+    pub fn numel(&self) -> Option<u64> {
+        self.consts().map(|c| c.iter().product())
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, d) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// The type of an IR value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Type {
+    /// A scalar.
+    Scalar(DType),
+    /// A tensor in device (or host) memory, row-major and contiguous.
+    Tensor(Shape, DType),
+    /// A tile: a small on-chip block of elements, the unit of load/store and elementwise math.
+    Tile(Shape, DType),
+    /// A rank-local view of a window buffer (symmetric memory): one allocation per rank.
+    Window(Shape, DType),
+    /// A window buffer handle on the host (`alloc_window_buffer`).
+    WinBuf(Shape, DType),
+    /// The device context (`ctx`): rank and world size.
+    Ctx,
+    /// A mutable scalar variable (`let mut`).
+    Ref(DType),
+}
+
+impl Type {
+    /// Element dtype of scalars, tensors, tiles, windows and refs.
+    pub fn dtype(&self) -> Option<DType> {
+        match self {
+            Type::Scalar(d) | Type::Ref(d) => Some(*d),
+            Type::Tensor(_, d) | Type::Tile(_, d) | Type::Window(_, d) | Type::WinBuf(_, d) => {
+                Some(*d)
+            }
+            Type::Ctx => None,
+        }
+    }
+    /// Shape of tensors, tiles and windows.
+    pub fn shape(&self) -> Option<&Shape> {
+        match self {
+            Type::Tensor(s, _) | Type::Tile(s, _) | Type::Window(s, _) | Type::WinBuf(s, _) => {
+                Some(s)
+            }
+            _ => None,
+        }
+    }
+    /// Whether values of this type live in addressable memory (tensor or window).
+    pub fn is_memory(&self) -> bool {
+        matches!(self, Type::Tensor(..) | Type::Window(..))
+    }
+    /// Applies `f` to every dim of the type.
+    pub fn map_dims(&self, f: &mut impl FnMut(&Dim) -> Dim) -> Type {
+        let m = |s: &Shape, f: &mut dyn FnMut(&Dim) -> Dim| Shape(s.0.iter().map(f).collect());
+        match self {
+            Type::Tensor(s, d) => Type::Tensor(m(s, f), *d),
+            Type::Tile(s, d) => Type::Tile(m(s, f), *d),
+            Type::Window(s, d) => Type::Window(m(s, f), *d),
+            Type::WinBuf(s, d) => Type::WinBuf(m(s, f), *d),
+            t => t.clone(),
+        }
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Type::Scalar(d) => write!(f, "{d}"),
+            Type::Tensor(s, d) => write!(f, "tensor<{s}, {d}>"),
+            Type::Tile(s, d) => write!(f, "tile<{s}, {d}>"),
+            Type::Window(s, d) => write!(f, "window<{s}, {d}>"),
+            Type::WinBuf(s, d) => write!(f, "winbuf<{s}, {d}>"),
+            Type::Ctx => f.write_str("ctx"),
+            Type::Ref(d) => write!(f, "ref<{d}>"),
+        }
+    }
+}

@@ -1,0 +1,558 @@
+//! The verifier: structural and typing rules of the IR.
+
+use crate::error::{IrError, Result};
+use crate::ir::{BinOp, Block, Function, Level, Module, Op, OpKind, UnOp, Value};
+use crate::print::print_op;
+use crate::types::{DType, Dim, Shape, Type};
+use std::collections::{HashMap, HashSet};
+
+/// Whether two shapes can be equal once symbols are bound: same rank, and every pair of dims
+/// equal or involving a symbol.
+fn shapes_compatible(a: &Shape, b: &Shape) -> bool {
+    a.rank() == b.rank()
+        && a.0.iter().zip(&b.0).all(|(x, y)| match (x, y) {
+            (Dim::Const(p), Dim::Const(q)) => p == q,
+            (Dim::Sym(p), Dim::Sym(q)) => p == q,
+            _ => true,
+        })
+}
+
+/// Whether an argument of type `a` may bind a parameter of type `p`.
+pub(crate) fn types_compatible(a: &Type, p: &Type) -> bool {
+    match (a, p) {
+        (Type::Tensor(s, d), Type::Tensor(t, e))
+        | (Type::Window(s, d), Type::Window(t, e))
+        | (Type::Tile(s, d), Type::Tile(t, e)) => d == e && shapes_compatible(s, t),
+        _ => a == p,
+    }
+}
+
+struct V<'a> {
+    m: &'a Module,
+    f: &'a Function,
+    scopes: Vec<HashSet<Value>>,
+}
+
+impl V<'_> {
+    fn fail<T>(&self, op: &Op, message: impl Into<String>) -> Result<T> {
+        Err(IrError::Verify {
+            function: self.f.name.clone(),
+            op: print_op(self.f, op).lines().next().unwrap_or("").to_string(),
+            message: message.into(),
+        })
+    }
+    fn ty(&self, v: Value) -> &Type {
+        self.f.ty(v)
+    }
+    fn defined(&self, v: Value) -> bool {
+        self.scopes.iter().any(|s| s.contains(&v))
+    }
+    fn define(&mut self, v: Value) {
+        if let Some(s) = self.scopes.last_mut() {
+            s.insert(v);
+        }
+    }
+
+    fn block(&mut self, b: &Block) -> Result<()> {
+        self.scopes.push(HashSet::new());
+        for op in &b.ops {
+            self.op(op)?;
+        }
+        self.scopes.pop();
+        Ok(())
+    }
+
+    fn scalar(&self, op: &Op, v: Value, what: &str, want: Option<DType>) -> Result<DType> {
+        match self.ty(v) {
+            Type::Scalar(d) if want.is_none_or(|w| w == *d) => Ok(*d),
+            t => self.fail(
+                op,
+                format!(
+                    "operand {what} must be a {} scalar, found `{t}`",
+                    want.map(|w| w.name()).unwrap_or("")
+                ),
+            ),
+        }
+    }
+
+    fn ctx(&self, op: &Op, v: Value) -> Result<()> {
+        if *self.ty(v) != Type::Ctx {
+            return self.fail(op, format!("operand must be the device context `ctx`, found `{}`", self.ty(v)));
+        }
+        if self.f.level == Level::Host {
+            return self.fail(op, "device operations are not allowed in a host function; move them into a per-device program dispatched with `device = r`");
+        }
+        Ok(())
+    }
+
+    fn offsets(&self, op: &Op, offsets: &[Value], rank: usize, what: &str) -> Result<()> {
+        if offsets.len() != rank {
+            return self.fail(op, format!("{what} has rank {rank} but {} offset(s) were given; give one offset per dim", offsets.len()));
+        }
+        for (i, &o) in offsets.iter().enumerate() {
+            self.scalar(op, o, &format!("offset {i}"), Some(DType::Index))?;
+        }
+        Ok(())
+    }
+
+    fn window(&self, op: &Op, v: Value, what: &str) -> Result<(Shape, DType)> {
+        match self.ty(v) {
+            Type::Window(s, d) => Ok((s.clone(), *d)),
+            t => self.fail(op, format!("{what} must be a window, found `{t}`; pass a `window(buf, shape, dtype)` view from the host")),
+        }
+    }
+
+    fn memory(&self, op: &Op, v: Value, what: &str) -> Result<(Shape, DType)> {
+        match self.ty(v) {
+            Type::Window(s, d) | Type::Tensor(s, d) => Ok((s.clone(), *d)),
+            t => self.fail(op, format!("{what} must be a tensor or window, found `{t}`")),
+        }
+    }
+
+    fn expect_result(&self, op: &Op, ty: &Type) -> Result<()> {
+        match op.result {
+            Some(r) if self.ty(r) == ty => Ok(()),
+            Some(r) => self.fail(op, format!("result type must be `{ty}`, found `{}`", self.ty(r))),
+            None => self.fail(op, format!("op must define a result of type `{ty}`")),
+        }
+    }
+
+    fn elementwise(&self, op: &Op, vals: &[Value]) -> Result<(Option<Shape>, DType)> {
+        let mut shape: Option<Shape> = None;
+        let mut dtype = None;
+        for (i, &v) in vals.iter().enumerate() {
+            let (s, d) = match self.ty(v) {
+                Type::Scalar(d) => (None, *d),
+                Type::Tile(s, d) => (Some(s.clone()), *d),
+                t => return self.fail(op, format!("operand {i} must be a scalar or tile, found `{t}`")),
+            };
+            if let (Some(a), Some(b)) = (&shape, &s) {
+                if !shapes_compatible(a, b) {
+                    return self.fail(op, format!("operand {i} is a tile of shape {b} but an earlier operand has shape {a}; tiles combine only with tiles of the same shape or with scalars"));
+                }
+            }
+            if shape.is_none() {
+                shape = s;
+            }
+            match dtype {
+                None => dtype = Some(d),
+                Some(e) if e != d => {
+                    return self.fail(op, format!("operand {i} has dtype `{d}` but an earlier operand has `{e}`; convert one with `as {e}`"))
+                }
+                _ => {}
+            }
+        }
+        Ok((shape, dtype.unwrap_or(DType::Index)))
+    }
+
+    fn with_shape(shape: Option<Shape>, d: DType) -> Type {
+        match shape {
+            Some(s) => Type::Tile(s, d),
+            None => Type::Scalar(d),
+        }
+    }
+
+    fn callee(&self, op: &Op, name: &str, want: Level) -> Result<&Function> {
+        let Some(c) = self.m.function(name) else {
+            return self.fail(op, format!("callee `@{name}` is not defined in the module"));
+        };
+        if c.level != want {
+            return self.fail(op, format!("callee `@{name}` is a {} function but a {} function is expected here", c.level.name(), want.name()));
+        }
+        Ok(c)
+    }
+
+    fn args(&self, op: &Op, c: &Function, args: &[Value], skip_ctx: bool) -> Result<()> {
+        let params: Vec<(&str, &Type)> = c
+            .params
+            .iter()
+            .map(|p| (p.name.as_str(), c.ty(p.value)))
+            .filter(|(_, t)| !(skip_ctx && **t == Type::Ctx))
+            .collect();
+        if params.len() != args.len() {
+            return self.fail(op, format!("`@{}` takes {} argument(s), {} given", c.name, params.len(), args.len()));
+        }
+        for ((name, pt), &a) in params.iter().zip(args) {
+            let at = self.ty(a);
+            if !types_compatible(at, pt) {
+                return self.fail(op, format!("argument `{name}` of `@{}` must be `{pt}`, found `{at}`", c.name));
+            }
+        }
+        Ok(())
+    }
+
+    fn host_only(&self, op: &Op, what: &str) -> Result<()> {
+        if self.f.level != Level::Host {
+            return self.fail(op, format!("`{what}` is a host operation; call it in the `#[eagle::host]` function and pass the result to the per-device program"));
+        }
+        Ok(())
+    }
+
+    fn not_host(&self, op: &Op, what: &str) -> Result<()> {
+        if self.f.level == Level::Host {
+            return self.fail(op, format!("`{what}` runs on a device, not on the host; move it into a per-device program dispatched with `device = r`"));
+        }
+        Ok(())
+    }
+
+    fn op(&mut self, op: &Op) -> Result<()> {
+        for (i, v) in op.kind.operands().into_iter().enumerate() {
+            if v.index() >= self.f.values.len() || !self.defined(v) {
+                return self.fail(op, format!("operand {i} is used before it is defined (or outside its scope)"));
+            }
+        }
+        use OpKind::*;
+        match &op.kind {
+            Const(c) => {
+                let Some(Type::Scalar(d)) = op.result.map(|r| self.ty(r).clone()) else {
+                    return self.fail(op, "a constant must define a scalar result");
+                };
+                let ok = match c {
+                    crate::ir::Const::Int(_) => d.is_int(),
+                    crate::ir::Const::Float(_) => d.is_float(),
+                    crate::ir::Const::Bool(_) => d == DType::Bool,
+                };
+                if !ok {
+                    return self.fail(op, format!("constant `{c}` does not fit dtype `{d}`"));
+                }
+            }
+            Dim(_) => self.expect_result(op, &Type::Scalar(DType::Index))?,
+            Binary(b, x, y) => {
+                let (s, d) = self.elementwise(op, &[*x, *y])?;
+                let logic = matches!(b, BinOp::And | BinOp::Or | BinOp::Xor);
+                if logic && d.is_float() {
+                    return self.fail(op, format!("`{}` needs integer or bool operands, found `{d}`", b.name()));
+                }
+                if !logic && d == DType::Bool {
+                    return self.fail(op, format!("`{}` needs numeric operands, found `bool`", b.name()));
+                }
+                if *b == BinOp::Rem && d.is_float() {
+                    return self.fail(op, "`%` on floats is not supported; compute `x - (x / y).floor() * y` explicitly");
+                }
+                self.expect_result(op, &Self::with_shape(s, d))?;
+            }
+            Unary(u, x) => {
+                let (s, d) = self.elementwise(op, &[*x])?;
+                let ok = match u {
+                    UnOp::Neg => d.is_float() || d.is_signed(),
+                    UnOp::Not => d == DType::Bool || d.is_int(),
+                    UnOp::Sqrt | UnOp::Exp => d.is_float(),
+                    UnOp::Abs => d.is_float() || d.is_int(),
+                };
+                if !ok {
+                    return self.fail(op, format!("`{}` is not defined on `{d}`", u.name()));
+                }
+                self.expect_result(op, &Self::with_shape(s, d))?;
+            }
+            Fma(a, b, c) => {
+                let (s, d) = self.elementwise(op, &[*a, *b, *c])?;
+                if !d.is_float() {
+                    return self.fail(op, format!("`fma` needs float operands, found `{d}`"));
+                }
+                self.expect_result(op, &Self::with_shape(s, d))?;
+            }
+            Cmp(_, a, b) => {
+                let (s, _) = self.elementwise(op, &[*a, *b])?;
+                self.expect_result(op, &Self::with_shape(s, DType::Bool))?;
+            }
+            Select(c, a, b) => {
+                let (s, d) = self.elementwise(op, &[*a, *b])?;
+                match self.ty(*c) {
+                    Type::Scalar(DType::Bool) | Type::Tile(_, DType::Bool) => {}
+                    t => return self.fail(op, format!("operand 0 (condition) must be `bool`, found `{t}`")),
+                }
+                self.expect_result(op, &Self::with_shape(s, d))?;
+            }
+            Cast(a) => {
+                let (s, _) = self.elementwise(op, &[*a])?;
+                let Some(r) = op.result else {
+                    return self.fail(op, "cast must define a result");
+                };
+                let d = match self.ty(r) {
+                    Type::Scalar(d) | Type::Tile(_, d) => *d,
+                    t => return self.fail(op, format!("cast result must be a scalar or tile, found `{t}`")),
+                };
+                self.expect_result(op, &Self::with_shape(s, d))?;
+            }
+            Slice { src, index } => {
+                self.scalar(op, *index, "index", Some(DType::Index))?;
+                match self.ty(*src) {
+                    Type::Tensor(s, d) if s.rank() >= 1 => {
+                        self.expect_result(op, &Type::Tensor(Shape(s.0[1..].to_vec()), *d))?
+                    }
+                    t => return self.fail(op, format!("operand 0 must be a tensor of rank >= 1, found `{t}`")),
+                }
+            }
+            Load { src, offsets } => {
+                let (s, d) = self.memory(op, *src, "operand 0 (source)")?;
+                self.offsets(op, offsets, s.rank(), "the source")?;
+                match op.result.map(|r| self.ty(r)) {
+                    Some(Type::Tile(ts, td)) if ts.rank() == s.rank() && *td == d => {}
+                    Some(t) => return self.fail(op, format!("result must be a tile of rank {} and dtype `{d}`, found `{t}`", s.rank())),
+                    None => return self.fail(op, "load must define a result"),
+                }
+            }
+            Store {
+                value,
+                dst,
+                offsets,
+            } => {
+                let (s, d) = self.memory(op, *dst, "operand 1 (destination)")?;
+                self.offsets(op, offsets, s.rank(), "the destination")?;
+                match self.ty(*value) {
+                    Type::Tile(ts, td) if ts.rank() == s.rank() && *td == d => {}
+                    t => return self.fail(op, format!("operand 0 (value) must be a tile of rank {} and dtype `{d}`, found `{t}`", s.rank())),
+                }
+            }
+            Var(init) => {
+                let d = self.scalar(op, *init, "0 (initial value)", None)?;
+                self.expect_result(op, &Type::Ref(d))?;
+            }
+            Read(v) => match self.ty(*v).clone() {
+                Type::Ref(d) => self.expect_result(op, &Type::Scalar(d))?,
+                t => return self.fail(op, format!("operand 0 must be a variable, found `{t}`")),
+            },
+            Write(v, x) => match self.ty(*v).clone() {
+                Type::Ref(d) => {
+                    self.scalar(op, *x, "1 (value)", Some(d))?;
+                }
+                t => return self.fail(op, format!("operand 0 must be a variable, found `{t}`")),
+            },
+            For { var, lo, hi, body } => {
+                self.scalar(op, *lo, "0 (lower bound)", Some(DType::Index))?;
+                self.scalar(op, *hi, "1 (upper bound)", Some(DType::Index))?;
+                if *self.ty(*var) != Type::Scalar(DType::Index) {
+                    return self.fail(op, "the loop variable must be an `index`");
+                }
+                self.scopes.push(HashSet::from([*var]));
+                self.block(body)?;
+                self.scopes.pop();
+            }
+            If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                self.scalar(op, *cond, "0 (condition)", Some(DType::Bool))?;
+                self.block(then_body)?;
+                self.block(else_body)?;
+            }
+            Call { callee, args } => {
+                self.not_host(op, "call")?;
+                let c = self.callee(op, callee, Level::Compute)?;
+                self.args(op, c, args, false)?;
+            }
+            Dispatch {
+                callee,
+                args,
+                device,
+            } => {
+                self.host_only(op, "dispatch")?;
+                let c = self.callee(op, callee, Level::Device)?;
+                self.args(op, c, args, true)?;
+                self.scalar(op, *device, "device", Some(DType::Index))?;
+            }
+            Rank(c) | NRanks(c) => {
+                self.ctx(op, *c)?;
+                self.expect_result(op, &Type::Scalar(DType::Index))?;
+            }
+            Barrier(c) => self.ctx(op, *c)?,
+            WorldSize => {
+                self.host_only(op, "world_size()")?;
+                self.expect_result(op, &Type::Scalar(DType::Index))?;
+            }
+            AllocWindowBuffer => {
+                self.host_only(op, "alloc_window_buffer")?;
+                match op.result.map(|r| self.ty(r)) {
+                    Some(Type::WinBuf(..)) => {}
+                    _ => return self.fail(op, "alloc_window_buffer must define a `winbuf` result"),
+                }
+            }
+            Window(b) => {
+                self.host_only(op, "window")?;
+                let Type::WinBuf(bs, bd) = self.ty(*b).clone() else {
+                    return self.fail(op, format!("operand 0 must be a window buffer from `alloc_window_buffer`, found `{}`", self.ty(*b)));
+                };
+                match op.result.map(|r| self.ty(r)) {
+                    Some(Type::Window(s, d)) => {
+                        if *d != bd || !shapes_compatible(s, &bs) {
+                            return self.fail(op, format!("window viewed as `{s}, {d}` but the buffer was allocated as `{bs}, {bd}`; view it with the allocation's shape and dtype"));
+                        }
+                    }
+                    _ => return self.fail(op, "window must define a `window` result"),
+                }
+            }
+            Put { dst, peer, src } | Get { dst, peer, src } => {
+                let put = matches!(op.kind, Put { .. });
+                self.not_host(op, if put { "put" } else { "get" })?;
+                self.scalar(op, *peer, "1 (peer)", Some(DType::Index))?;
+                let (rs, rd) = if put {
+                    self.window(op, *dst, "operand 0 (destination)")?
+                } else {
+                    self.memory(op, *dst, "operand 0 (destination)")?
+                };
+                let (ls, ld) = if put {
+                    self.memory(op, *src, "operand 2 (source)")?
+                } else {
+                    self.window(op, *src, "operand 2 (source)")?
+                };
+                if rd != ld || !shapes_compatible(&rs, &ls) {
+                    return self.fail(op, format!("destination is `{rs}, {rd}` but source is `{ls}, {ld}`; put/get copy whole buffers of the same shape and dtype"));
+                }
+            }
+            RemoteLoad { src, peer, offsets } => {
+                self.not_host(op, "remote_load")?;
+                self.scalar(op, *peer, "1 (peer)", Some(DType::Index))?;
+                let (s, d) = self.window(op, *src, "operand 0 (source)")?;
+                self.offsets(op, offsets, s.rank(), "the window")?;
+                match op.result.map(|r| self.ty(r)) {
+                    Some(Type::Tile(ts, td)) if ts.rank() == s.rank() && *td == d => {}
+                    _ => return self.fail(op, format!("result must be a tile of rank {} and dtype `{d}`", s.rank())),
+                }
+            }
+            RemoteStore {
+                value,
+                dst,
+                peer,
+                offsets,
+            } => {
+                self.not_host(op, "remote_store")?;
+                self.scalar(op, *peer, "2 (peer)", Some(DType::Index))?;
+                let (s, d) = self.window(op, *dst, "operand 1 (destination)")?;
+                self.offsets(op, offsets, s.rank(), "the window")?;
+                match self.ty(*value) {
+                    Type::Tile(ts, td) if ts.rank() == s.rank() && *td == d => {}
+                    t => return self.fail(op, format!("operand 0 (value) must be a tile of rank {} and dtype `{d}`, found `{t}`", s.rank())),
+                }
+            }
+            Notify {
+                signal,
+                offsets,
+                value,
+                ..
+            }
+            | Wait {
+                signal,
+                offsets,
+                expected: value,
+                ..
+            } => {
+                self.not_host(op, "notify/wait")?;
+                if let Notify { peer, .. } = &op.kind {
+                    self.scalar(op, *peer, "1 (peer)", Some(DType::Index))?;
+                }
+                let (s, d) = self.window(op, *signal, "operand 0 (signal)")?;
+                if !matches!(d, DType::I32 | DType::I64 | DType::U32 | DType::U64) {
+                    return self.fail(op, format!("signals must be windows of i32, i64, u32 or u64, found `{d}`"));
+                }
+                self.offsets(op, offsets, s.rank(), "the signal window")?;
+                self.scalar(op, *value, "value", Some(d))?;
+            }
+        }
+        if let Some(r) = op.result {
+            self.define(r);
+        }
+        Ok(())
+    }
+}
+
+/// Verifies every function of `m`: operands defined before use and in scope, operand and
+/// result types, ops allowed at the function's level, callees that exist at the right level
+/// with matching arguments, and no recursion.
+///
+/// # Errors
+/// [`IrError::Verify`] naming the function, the op (as IR text) and the operand at fault;
+/// [`IrError::Recursion`] for a call cycle.
+pub fn verify_module(m: &Module) -> Result<()> {
+    let mut names = HashSet::new();
+    for f in &m.functions {
+        if !names.insert(f.name.as_str()) {
+            return Err(IrError::Verify {
+                function: f.name.clone(),
+                op: format!("{} @{}", f.level.name(), f.name),
+                message: "the function is defined twice".into(),
+            });
+        }
+        let mut params = HashSet::new();
+        for p in &f.params {
+            if p.value.index() >= f.values.len() || !params.insert(p.value) {
+                return Err(IrError::Verify {
+                    function: f.name.clone(),
+                    op: format!("parameter `{}`", p.name),
+                    message: "parameter value is out of range or bound twice".into(),
+                });
+            }
+            let t = f.ty(p.value);
+            let ok = match f.level {
+                Level::Host => matches!(t, Type::Tensor(..) | Type::Scalar(_)),
+                _ => !matches!(t, Type::WinBuf(..) | Type::Ref(_)),
+            };
+            if !ok {
+                return Err(IrError::Verify {
+                    function: f.name.clone(),
+                    op: format!("parameter `{}`", p.name),
+                    message: format!("type `{t}` is not allowed for a parameter of a {} function", f.level.name()),
+                });
+            }
+        }
+        let mut v = V {
+            m,
+            f,
+            scopes: vec![params],
+        };
+        v.block(&f.body)?;
+    }
+    // Recursion: depth-first search over the call graph.
+    let mut edges: HashMap<&str, Vec<&str>> = HashMap::new();
+    fn collect<'a>(b: &'a Block, out: &mut Vec<&'a str>) {
+        for op in &b.ops {
+            match &op.kind {
+                OpKind::Call { callee, .. } | OpKind::Dispatch { callee, .. } => out.push(callee),
+                OpKind::For { body, .. } => collect(body, out),
+                OpKind::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    collect(then_body, out);
+                    collect(else_body, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    for f in &m.functions {
+        let mut out = vec![];
+        collect(&f.body, &mut out);
+        edges.insert(&f.name, out);
+    }
+    fn dfs<'a>(
+        n: &'a str,
+        edges: &HashMap<&'a str, Vec<&'a str>>,
+        stack: &mut Vec<&'a str>,
+        done: &mut HashSet<&'a str>,
+    ) -> Result<()> {
+        if let Some(p) = stack.iter().position(|s| *s == n) {
+            let mut chain = stack[p..].to_vec();
+            chain.push(n);
+            return Err(IrError::Recursion {
+                chain: chain.join(" -> "),
+            });
+        }
+        if done.contains(n) {
+            return Ok(());
+        }
+        stack.push(n);
+        for c in edges.get(n).into_iter().flatten() {
+            dfs(c, edges, stack, done)?;
+        }
+        stack.pop();
+        done.insert(n);
+        Ok(())
+    }
+    let mut done = HashSet::new();
+    for f in &m.functions {
+        dfs(&f.name, &edges, &mut vec![], &mut done)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,957 @@
+//! Procedural macros of eagle: `#[eagle::kernel]`, `#[eagle::host]` and `dynamic!`.
+//!
+//! An annotated function is replaced by a unit struct of the same name that implements
+//! `eagle::ir::EagleFn`: its `build` function re-creates the body as IR through
+//! `eagle::ir::FunctionBuilder` calls (the CubeCL shape: an IR-building `expand` next to a typed
+//! `launch`). Rust constants in scope (`SIZE`, `NR`) are evaluated when the IR is built.
+//! Every construct the DSL does not support is a `compile_error!` at its own span that names
+//! what is supported instead.
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as TS};
+use quote::{format_ident, quote, quote_spanned};
+use std::collections::HashMap;
+use syn::spanned::Spanned;
+use syn::{
+    BinOp as SynBin, Expr, FnArg, GenericArgument, ItemFn, Lit, Pat, PathArguments, Stmt, Type,
+    UnOp as SynUn,
+};
+
+type R<T> = Result<T, syn::Error>;
+
+fn err<T>(span: Span, msg: impl std::fmt::Display) -> R<T> {
+    Err(syn::Error::new(span, msg))
+}
+
+/// Marks a compute kernel (`#[eagle::kernel]`) or a per-device program
+/// (`#[eagle::kernel(device)]`).
+///
+/// Parameters: `Ctx` (the device context), `Tensor<dtype, dims...>`, `Out<Tensor<...>>`,
+/// `Window<dtype, dims...>`, `Tile<dtype, dims...>`, or a scalar (`f32`, `f64`, `i32`, `i64`,
+/// `u32`, `u64`, `bool`, `usize`). Dims are integer literals, Rust constants, `{expr}` blocks
+/// or `dynamic!` constants.
+#[proc_macro_attribute]
+pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let attr = TS::from(attr);
+    let level = match attr.to_string().as_str() {
+        "" | "compute" => Level::Compute,
+        "device" => Level::Device,
+        other => {
+            return syn::Error::new(
+                attr.span(),
+                format!("unknown kernel kind `{other}`; write `#[eagle::kernel]` for a compute kernel or `#[eagle::kernel(device)]` for a per-device program"),
+            )
+            .to_compile_error()
+            .into()
+        }
+    };
+    expand(level, item)
+}
+
+/// Marks a host orchestrator: it allocates window buffers and dispatches per-device programs
+/// with `device = r`. It gets a typed `launch` method.
+#[proc_macro_attribute]
+pub fn host(attr: TokenStream, item: TokenStream) -> TokenStream {
+    if !attr.is_empty() {
+        return syn::Error::new(TS::from(attr).span(), "`#[eagle::host]` takes no arguments")
+            .to_compile_error()
+            .into();
+    }
+    expand(Level::Host, item)
+}
+
+/// `dynamic!("NR")`: a symbolic extent, bound when the program is invoked (from the shapes of
+/// the host arguments). Use it as `const NR: eagle::Dim = eagle::dynamic!("NR");`.
+#[proc_macro]
+pub fn dynamic(input: TokenStream) -> TokenStream {
+    let input = TS::from(input);
+    let lit: syn::LitStr = match syn::parse2(input.clone()) {
+        Ok(l) => l,
+        Err(_) => {
+            return syn::Error::new(
+                input.span(),
+                "`dynamic!` takes one string literal naming the dimension, e.g. `dynamic!(\"NR\")`",
+            )
+            .to_compile_error()
+            .into()
+        }
+    };
+    let name = lit.value();
+    let ok = name.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+    if !ok {
+        return syn::Error::new(
+            lit.span(),
+            format!("dimension name `{name}` must be an identifier such as \"NR\""),
+        )
+        .to_compile_error()
+        .into();
+    }
+    quote!(::eagle::ir::Dim::sym_static(#lit)).into()
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Level {
+    Host,
+    Device,
+    Compute,
+}
+
+struct Param {
+    name: syn::Ident,
+    ty: TS,
+    out: bool,
+    /// Rust type of the launcher argument (host functions).
+    launch_ty: TS,
+}
+
+const DTYPES: [(&str, &str); 8] = [
+    ("bool", "Bool"),
+    ("i32", "I32"),
+    ("i64", "I64"),
+    ("u32", "U32"),
+    ("u64", "U64"),
+    ("f32", "F32"),
+    ("f64", "F64"),
+    ("usize", "Index"),
+];
+
+fn dtype_tokens(name: &str, span: Span) -> R<TS> {
+    match DTYPES.iter().find(|(n, _)| *n == name) {
+        Some((_, v)) => {
+            let v = format_ident!("{}", v);
+            Ok(quote_spanned!(span=> ::eagle::ir::DType::#v))
+        }
+        None => err(
+            span,
+            format!("unknown dtype `{name}`; expected one of bool, i32, i64, u32, u64, f32, f64, usize"),
+        ),
+    }
+}
+
+fn dim_tokens(arg: &GenericArgument) -> R<TS> {
+    let e: TS = match arg {
+        GenericArgument::Type(Type::Path(p)) if p.qself.is_none() => quote!(#p),
+        GenericArgument::Const(e) => quote!(#e),
+        other => {
+            return err(
+                other.span(),
+                "malformed dimension: expected an integer literal, a constant name, a `dynamic!` constant or a `{expr}` block",
+            )
+        }
+    };
+    Ok(quote_spanned!(arg.span()=> ::eagle::ir::IntoDim::into_dim(#e)))
+}
+
+const PARAM_HELP: &str = "supported parameter types: `Ctx`, `Tensor<dtype, dims...>`, `Out<Tensor<dtype, dims...>>`, `Window<dtype, dims...>`, `Tile<dtype, dims...>`, or a scalar (f32, f64, i32, i64, u32, u64, bool, usize)";
+
+/// Parses a parameter type into (IR type tokens, out, launcher Rust type).
+fn param_type(ty: &Type, level: Level) -> R<(TS, bool, TS)> {
+    let Type::Path(tp) = ty else {
+        let what = match ty {
+            Type::Reference(_) => "references (`&`, `&mut`) are not supported in eagle signatures; pass the tensor by value and mark written tensors `Out<Tensor<...>>`".to_string(),
+            _ => format!("unsupported parameter type; {PARAM_HELP}"),
+        };
+        return err(ty.span(), what);
+    };
+    let Some(seg) = tp.path.segments.last() else {
+        return err(ty.span(), PARAM_HELP);
+    };
+    let name = seg.ident.to_string();
+    let generics: Vec<&GenericArgument> = match &seg.arguments {
+        PathArguments::AngleBracketed(a) => a.args.iter().collect(),
+        PathArguments::None => vec![],
+        PathArguments::Parenthesized(p) => return err(p.span(), PARAM_HELP),
+    };
+    match name.as_str() {
+        "Out" => {
+            let inner = match generics.as_slice() {
+                [GenericArgument::Type(t)] => t,
+                _ => return err(seg.span(), "`Out` wraps one tensor type: `Out<Tensor<f32, N>>`"),
+            };
+            let (t, out, lt) = param_type(inner, level)?;
+            if out {
+                return err(inner.span(), "`Out<Out<...>>` is not meaningful; write `Out<Tensor<...>>`");
+            }
+            if !t.to_string().contains("Tensor") {
+                return err(inner.span(), "`Out` marks a written tensor: `Out<Tensor<dtype, dims...>>`");
+            }
+            let _ = lt;
+            let rust = match inner {
+                Type::Path(ip) => ip
+                    .path
+                    .segments
+                    .last()
+                    .and_then(|sg| match &sg.arguments {
+                        PathArguments::AngleBracketed(a) => a.args.first().cloned(),
+                        _ => None,
+                    }),
+                _ => None,
+            };
+            let lt = quote!(&mut ::eagle::Tensor<#rust>);
+            Ok((t, true, lt))
+        }
+        "Ctx" => {
+            if level == Level::Host {
+                return err(seg.span(), "a host function has no device context; `Ctx` belongs to per-device programs (`#[eagle::kernel(device)]`) and compute kernels");
+            }
+            Ok((quote!(::eagle::ir::Type::Ctx), false, quote!(())))
+        }
+        "Tensor" | "Window" | "Tile" => {
+            let Some((GenericArgument::Type(Type::Path(dt)), dims)) = generics.split_first().map(|(a, b)| (*a, b)) else {
+                return err(seg.span(), format!("`{name}` takes a dtype then its dims: `{name}<f32, NR, 1, SIZE>`"));
+            };
+            let dname = dt.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+            let d = dtype_tokens(&dname, dt.span())?;
+            let dims = dims.iter().map(|a| dim_tokens(a)).collect::<R<Vec<_>>>()?;
+            let kind = format_ident!("{}", name);
+            let t = quote!(::eagle::ir::Type::#kind(::eagle::ir::Shape(vec![#(#dims),*]), #d));
+            let rust = dname_rust(&dname);
+            if level == Level::Host && name != "Tensor" {
+                return err(seg.span(), format!("a host function takes tensors and scalars; `{name}` values are created inside the host body"));
+            }
+            Ok((t, false, quote!(&::eagle::Tensor<#rust>)))
+        }
+        n if DTYPES.iter().any(|(d, _)| *d == n) && generics.is_empty() => {
+            let d = dtype_tokens(n, seg.span())?;
+            let rust = dname_rust(n);
+            Ok((quote!(::eagle::ir::Type::Scalar(#d)), false, rust))
+        }
+        "String" | "Vec" | "Box" | "str" | "Rc" | "Arc" => err(
+            seg.span(),
+            format!("heap types such as `{name}` are not supported in kernels; {PARAM_HELP}"),
+        ),
+        _ => err(seg.span(), format!("unsupported parameter type `{name}`; {PARAM_HELP}")),
+    }
+}
+
+fn dname_rust(d: &str) -> TS {
+    let i = format_ident!("{}", d);
+    quote!(#i)
+}
+
+fn expand(level: Level, item: TokenStream) -> TokenStream {
+    let f: ItemFn = match syn::parse(item) {
+        Ok(f) => f,
+        Err(e) => return e.to_compile_error().into(),
+    };
+    match expand_fn(level, &f) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn expand_fn(level: Level, f: &ItemFn) -> R<TS> {
+    let sig = &f.sig;
+    if let Some(a) = &sig.asyncness {
+        return err(a.span(), "eagle functions cannot be `async`");
+    }
+    if !sig.generics.params.is_empty() {
+        return err(sig.generics.span(), "eagle functions cannot be generic; use `dynamic!` dims for shapes that vary");
+    }
+    if let syn::ReturnType::Type(_, t) = &sig.output {
+        return err(t.span(), "eagle functions return nothing; write results into an `Out<Tensor<...>>` parameter");
+    }
+    let mut params = vec![];
+    for a in &sig.inputs {
+        let FnArg::Typed(pt) = a else {
+            return err(a.span(), "eagle functions take no `self`");
+        };
+        let Pat::Ident(pi) = &*pt.pat else {
+            return err(pt.pat.span(), "parameters must be plain names");
+        };
+        if let Some(m) = &pi.mutability {
+            return err(m.span(), "parameters cannot be `mut`; copy into a `let mut` variable");
+        }
+        let (ty, out, launch_ty) = param_type(&pt.ty, level)?;
+        params.push(Param {
+            name: pi.ident.clone(),
+            ty,
+            out,
+            launch_ty,
+        });
+    }
+    let name = &sig.ident;
+    let name_str = name.to_string();
+    let vis = &f.vis;
+    let level_tok = match level {
+        Level::Host => quote!(::eagle::ir::Level::Host),
+        Level::Device => quote!(::eagle::ir::Level::Device),
+        Level::Compute => quote!(::eagle::ir::Level::Compute),
+    };
+    let mut cx = Cx {
+        scopes: vec![HashMap::new()],
+        fname: name_str.clone(),
+    };
+    let mut decls = vec![];
+    for p in &params {
+        let (n, ty, out) = (&p.name, &p.ty, p.out);
+        let ns = n.to_string();
+        decls.push(quote!(let #n: ::eagle::ir::Value = __f.param(#ns, #ty, #out);));
+        cx.bind(&ns, false);
+    }
+    let body = cx.block_stmts(&f.block.stmts)?;
+    let docs: Vec<&syn::Attribute> = f.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
+    let launcher = if level == Level::Host {
+        let args: Vec<TS> = params
+            .iter()
+            .map(|p| {
+                let (n, t) = (&p.name, &p.launch_ty);
+                quote!(#n: #t)
+            })
+            .collect();
+        let conv: Vec<TS> = params
+            .iter()
+            .map(|p| {
+                let n = &p.name;
+                quote!(::eagle::Arg::from(#n))
+            })
+            .collect();
+        quote! {
+            /// Compiles this host program for the session's world size (cached) and runs it.
+            ///
+            /// # Errors
+            /// Build, verification, specialization and run-time errors, as `eagle::Error`.
+            #[allow(clippy::too_many_arguments)]
+            pub fn launch(self, session: &::eagle::Session, #(#args),*) -> ::eagle::Result<::eagle::LaunchReport> {
+                session.launch::<Self>(vec![#(#conv),*])
+            }
+        }
+    } else {
+        quote!()
+    };
+    Ok(quote! {
+        #(#docs)*
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy, Default)]
+        #vis struct #name;
+
+        impl ::eagle::ir::EagleFn for #name {
+            const NAME: &'static str = #name_str;
+            const LEVEL: ::eagle::ir::Level = #level_tok;
+            #[allow(unused_variables, unused_mut, clippy::all)]
+            fn build(__m: &mut ::eagle::ir::ModuleBuilder) -> ::eagle::ir::Result<()> {
+                __m.define(#name_str, #level_tok, |__f| {
+                    #(#decls)*
+                    #body
+                    Ok(())
+                })
+            }
+        }
+
+        impl #name {
+            /// The generic IR text of this function and everything it calls.
+            ///
+            /// # Errors
+            /// Build and verification errors.
+            pub fn ir(self) -> ::eagle::Result<String> {
+                Ok(<Self as ::eagle::ir::EagleFn>::ir()?)
+            }
+            /// The IR specialized for `world_size` ranks with the given dim bindings.
+            ///
+            /// # Errors
+            /// Build, verification and specialization errors.
+            pub fn ir_specialized(self, world_size: u64, bindings: &[(&str, u64)]) -> ::eagle::Result<String> {
+                ::eagle::specialized_ir::<Self>(world_size, bindings)
+            }
+            #launcher
+        }
+    })
+}
+
+struct Cx {
+    /// name -> is mutable variable
+    scopes: Vec<HashMap<String, bool>>,
+    fname: String,
+}
+
+const SUPPORTED_STMTS: &str = "supported statements: `let`, `let mut`, assignment (`=`, `+=`, ...), `for i in a..b`, `if`/`else`, and calls";
+
+impl Cx {
+    fn bind(&mut self, n: &str, mutable: bool) {
+        if let Some(s) = self.scopes.last_mut() {
+            s.insert(n.to_string(), mutable);
+        }
+    }
+    fn lookup(&self, n: &str) -> Option<bool> {
+        self.scopes.iter().rev().find_map(|s| s.get(n).copied())
+    }
+
+    fn block_stmts(&mut self, stmts: &[Stmt]) -> R<TS> {
+        self.scopes.push(HashMap::new());
+        let mut out = TS::new();
+        let n = stmts.len();
+        for (i, s) in stmts.iter().enumerate() {
+            out.extend(self.stmt(s, i + 1 == n)?);
+        }
+        self.scopes.pop();
+        Ok(out)
+    }
+
+    fn stmt(&mut self, s: &Stmt, _last: bool) -> R<TS> {
+        match s {
+            Stmt::Local(l) => {
+                let (ident, mutable, ann) = match &l.pat {
+                    Pat::Ident(pi) => (pi.ident.clone(), pi.mutability.is_some(), None),
+                    Pat::Type(pt) => match &*pt.pat {
+                        Pat::Ident(pi) => (pi.ident.clone(), pi.mutability.is_some(), Some(&*pt.ty)),
+                        p => return err(p.span(), "only `let name = ...` bindings are supported (no patterns)"),
+                    },
+                    p => return err(p.span(), "only `let name = ...` bindings are supported (no tuple or struct patterns)"),
+                };
+                let Some(init) = &l.init else {
+                    return err(l.span(), "a `let` needs an initial value: `let x = ...;`");
+                };
+                if let Some((_, d)) = &init.diverge {
+                    return err(d.span(), "`let ... else` is not supported");
+                }
+                let hint = match ann {
+                    Some(Type::Path(tp)) => {
+                        let n = tp.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+                        let d = dtype_tokens(&n, tp.span())?;
+                        quote!(Some(#d))
+                    }
+                    Some(t) => return err(t.span(), "a `let` annotation must be a scalar dtype such as `f32` or `usize`"),
+                    None => quote!(None),
+                };
+                let e = self.expr(&init.expr)?;
+                let ns = ident.to_string();
+                let t = if mutable {
+                    quote!(let #ident: ::eagle::ir::Value = { let __v = { let __a0 = #e; let __a1 = #hint; __f.value(__a0, __a1)? }; { let __a0 = __v; __f.var(__a0)? } };)
+                } else {
+                    quote!(let #ident: ::eagle::ir::Value = { let __a0 = #e; let __a1 = #hint; __f.value(__a0, __a1)? };)
+                };
+                self.bind(&ns, mutable);
+                Ok(t)
+            }
+            Stmt::Item(i) => match i {
+                syn::Item::Const(_) => Ok(quote!(#i)),
+                _ => err(i.span(), "items inside a kernel are not supported (only `const`); define functions at module level with `#[eagle::kernel]`"),
+            },
+            Stmt::Expr(e, semi) => {
+                if semi.is_none() && !matches!(e, Expr::ForLoop(_) | Expr::If(_) | Expr::Block(_)) {
+                    if let Expr::Call(_) | Expr::Assign(_) | Expr::Binary(_) = e {
+                    } else {
+                        return err(e.span(), "eagle functions return nothing; end the statement with `;` and write results into an `Out` tensor");
+                    }
+                }
+                self.stmt_expr(e)
+            }
+            Stmt::Macro(m) => err(
+                m.span(),
+                format!("macros such as `{}!` are not supported inside kernels; {SUPPORTED_STMTS}", m.mac.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default()),
+            ),
+        }
+    }
+
+    fn stmt_expr(&mut self, e: &Expr) -> R<TS> {
+        match e {
+            Expr::ForLoop(fl) => {
+                let var = match &*fl.pat {
+                    Pat::Ident(pi) if pi.mutability.is_none() => pi.ident.clone(),
+                    Pat::Wild(w) => format_ident!("_", span = w.span()),
+                    p => return err(p.span(), "the loop variable must be a plain name"),
+                };
+                let Expr::Range(r) = &*fl.expr else {
+                    return err(fl.expr.span(), "`for` loops iterate over a half-open range `a..b`");
+                };
+                if let syn::RangeLimits::Closed(c) = r.limits {
+                    return err(c.span(), "inclusive ranges `a..=b` are not supported; write `a..b + 1`");
+                }
+                let (Some(lo), Some(hi)) = (&r.start, &r.end) else {
+                    return err(r.span(), "`for` ranges need both bounds: `a..b`");
+                };
+                if let Some(l) = &fl.label {
+                    return err(l.span(), "loop labels are not supported");
+                }
+                let lo = self.expr(lo)?;
+                let hi = self.expr(hi)?;
+                self.scopes.push(HashMap::new());
+                self.bind(&var.to_string(), false);
+                let body = self.block_stmts(&fl.body.stmts)?;
+                self.scopes.pop();
+                Ok(quote!({ let __lo = #lo; let __hi = #hi; __f.for_range(__lo, __hi, |__f, #var| { #body Ok(()) })?; }))
+            }
+            Expr::If(i) => self.if_stmt(i),
+            Expr::Block(b) => {
+                let body = self.block_stmts(&b.block.stmts)?;
+                Ok(quote!({ #body }))
+            }
+            Expr::Assign(a) => {
+                let v = self.mut_var(&a.left)?;
+                let rhs = self.expr(&a.right)?;
+                Ok(quote!({ let __a0 = #v; let __a1 = #rhs; __f.write(__a0, __a1)? };))
+            }
+            Expr::Binary(b) if is_compound(&b.op) => {
+                let v = self.mut_var(&b.left)?;
+                let op = compound_op(&b.op);
+                let rhs = self.expr(&b.right)?;
+                Ok(quote!({ let __r = { let __a0 = #v; __f.read(__a0)? }; let __x = { let __a0 = #op; let __a1 = __r; let __a2 = #rhs; __f.bin(__a0, __a1, __a2)? }; { let __a0 = #v; let __a1 = __x; __f.write(__a0, __a1)? }; }))
+            }
+            Expr::Call(c) => {
+                if let Some(t) = self.call_stmt(c)? {
+                    return Ok(t);
+                }
+                let e = self.expr(e)?;
+                Ok(quote!(let _ = #e;))
+            }
+            Expr::While(w) => err(w.while_token.span, format!("`while` loops are not supported (their trip count is unknown to the compiler); use `for i in a..b`; {SUPPORTED_STMTS}")),
+            Expr::Loop(l) => err(l.loop_token.span, format!("`loop` is not supported; use `for i in a..b`; {SUPPORTED_STMTS}")),
+            Expr::Match(m) => err(m.match_token.span, "`match` is not supported; use `if`/`else` on comparisons"),
+            Expr::Return(r) => err(r.return_token.span, "`return` is not supported; eagle functions run to their end (use `if` to skip work)"),
+            Expr::Break(b) => err(b.span(), "`break` is not supported; bound the loop with its range"),
+            Expr::Continue(c) => err(c.span(), "`continue` is not supported; wrap the rest of the body in an `if`"),
+            other => {
+                let e = self.expr(other)?;
+                Ok(quote!(let _ = #e;))
+            }
+        }
+    }
+
+    fn if_stmt(&mut self, i: &syn::ExprIf) -> R<TS> {
+        let c = self.expr(&i.cond)?;
+        let then_b = self.block_stmts(&i.then_branch.stmts)?;
+        let else_b = match &i.else_branch {
+            None => TS::new(),
+            Some((_, e)) => match &**e {
+                Expr::If(ei) => self.if_stmt(ei)?,
+                Expr::Block(b) => self.block_stmts(&b.block.stmts)?,
+                other => return err(other.span(), "unsupported `else` branch"),
+            },
+        };
+        Ok(quote!({ let __c = #c; __f.if_(__c, |__f| { #then_b Ok(()) }, |__f| { #else_b Ok(()) })?; }))
+    }
+
+    fn mut_var(&self, e: &Expr) -> R<syn::Ident> {
+        if let Expr::Path(p) = e {
+            if let Some(id) = p.path.get_ident() {
+                match self.lookup(&id.to_string()) {
+                    Some(true) => return Ok(id.clone()),
+                    Some(false) => return err(id.span(), format!("`{id}` is not mutable; declare it with `let mut {id} = ...`")),
+                    None => {}
+                }
+            }
+        }
+        if let Expr::Index(_) = e {
+            return err(e.span(), "element assignment `x[i] = v` is not supported; write tiles with `store(dst, [offsets], tile)`");
+        }
+        err(e.span(), "the left side of an assignment must be a `let mut` variable")
+    }
+
+    /// A call in statement position: a call or dispatch of another eagle function, or an
+    /// intrinsic with no result. Returns None for intrinsics with results.
+    fn call_stmt(&mut self, c: &syn::ExprCall) -> R<Option<TS>> {
+        let Expr::Path(p) = &*c.func else {
+            return err(c.func.span(), "only calls of named functions are supported");
+        };
+        let name = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        if p.path.segments.len() == 1 && is_intrinsic(&name) {
+            return self.intrinsic_stmt(&name, c);
+        }
+        if self.lookup(&name).is_some() {
+            return err(c.func.span(), format!("`{name}` is a value, not a function"));
+        }
+        if name == self.fname {
+            return err(c.func.span(), format!("recursion: `{name}` calls itself; eagle functions are inlined per device and cannot recurse (rewrite it as a `for` loop)"));
+        }
+        let path = &p.path;
+        let mut args = vec![];
+        let mut device = None;
+        for a in &c.args {
+            if let Expr::Assign(asg) = a {
+                if matches!(&*asg.left, Expr::Path(lp) if lp.path.is_ident("device")) {
+                    device = Some(self.expr(&asg.right)?);
+                    continue;
+                }
+                return err(a.span(), "the only keyword argument is `device = r`");
+            }
+            args.push(self.expr(a)?);
+        }
+        let callee = quote_spanned!(path.span()=> <#path as ::eagle::ir::EagleFn>);
+        Ok(Some(match device {
+            Some(d) => quote!({ let __args = vec![#(#args),*]; let __d = #d; __f.dispatch(#callee::NAME, #callee::build, __args, __d)?; }),
+            None => quote!({ let __args = vec![#(#args),*]; __f.call(#callee::NAME, #callee::build, __args)?; }),
+        }))
+    }
+
+    fn intrinsic_stmt(&mut self, name: &str, c: &syn::ExprCall) -> R<Option<TS>> {
+        let a: Vec<&Expr> = c.args.iter().collect();
+        let n = a.len();
+        let arity = |k: usize, sig: &str| -> R<()> {
+            if n != k {
+                return err(c.span(), format!("`{name}` takes {k} argument(s): `{sig}`; found {n}"));
+            }
+            Ok(())
+        };
+        Ok(Some(match name {
+            "store" => {
+                arity(3, "store(dst, [offsets], tile)")?;
+                let dst = self.val(a[0])?;
+                let offs = self.offsets(a[1])?;
+                let v = self.val(a[2])?;
+                quote!({ let __a0 = #dst; let __a1 = #offs; let __a2 = #v; __f.store(__a0, __a1, __a2)? };)
+            }
+            "put" | "get" => {
+                arity(3, &format!("{name}(dst, peer, src)"))?;
+                let dst = self.val(a[0])?;
+                let peer = self.expr(a[1])?;
+                let src = self.val(a[2])?;
+                let m = format_ident!("{}", name);
+                quote!({ let __a0 = #dst; let __a1 = #peer; let __a2 = #src; __f.#m(__a0, __a1, __a2)? };)
+            }
+            "remote_store" => {
+                arity(4, "remote_store(window, peer, [offsets], tile)")?;
+                let dst = self.val(a[0])?;
+                let peer = self.expr(a[1])?;
+                let offs = self.offsets(a[2])?;
+                let v = self.val(a[3])?;
+                quote!({ let __a0 = #dst; let __a1 = #peer; let __a2 = #offs; let __a3 = #v; __f.remote_store(__a0, __a1, __a2, __a3)? };)
+            }
+            "notify" => {
+                arity(5, "notify(signal, peer, [offsets], value, Set | AtomicAdd)")?;
+                let s = self.val(a[0])?;
+                let peer = self.expr(a[1])?;
+                let offs = self.offsets(a[2])?;
+                let v = self.expr(a[3])?;
+                let op = match path_name(a[4]).as_deref() {
+                    Some("Set") => quote!(::eagle::ir::NotifyOp::Set),
+                    Some("AtomicAdd") => quote!(::eagle::ir::NotifyOp::AtomicAdd),
+                    _ => return err(a[4].span(), "the notify op is `Set` or `AtomicAdd`"),
+                };
+                quote!({ let __a0 = #s; let __a1 = #peer; let __a2 = #offs; let __a3 = #v; let __a4 = #op; __f.notify(__a0, __a1, __a2, __a3, __a4)? };)
+            }
+            "wait" => {
+                arity(4, "wait(signal, [offsets], expected, Eq | Ne | Ge | Gt | Le | Lt)")?;
+                let s = self.val(a[0])?;
+                let offs = self.offsets(a[1])?;
+                let v = self.expr(a[2])?;
+                let cmp = cmp_tokens(a[3])?;
+                quote!({ let __a0 = #s; let __a1 = #offs; let __a2 = #v; let __a3 = #cmp; __f.wait(__a0, __a1, __a2, __a3)? };)
+            }
+            "barrier" => {
+                arity(1, "barrier(ctx)")?;
+                let cx = self.val(a[0])?;
+                quote!({ let __a0 = #cx; __f.barrier(__a0) };)
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Tokens of an expression that yields a `Value`.
+    fn val(&mut self, e: &Expr) -> R<TS> {
+        let t = self.expr(e)?;
+        Ok(quote!({ let __a0 = #t; let __a1 = None; __f.value(__a0, __a1)? }))
+    }
+
+    fn offsets(&mut self, e: &Expr) -> R<TS> {
+        let Expr::Array(arr) = e else {
+            return err(e.span(), "offsets are a list in brackets: `[0, i * SIZE]`");
+        };
+        let items = arr.elems.iter().map(|x| self.expr(x)).collect::<R<Vec<_>>>()?;
+        Ok(quote!(vec![#(#items),*]))
+    }
+
+    fn shape(&mut self, e: &Expr) -> R<TS> {
+        let Expr::Array(arr) = e else {
+            return err(e.span(), "a shape is a list of extents in brackets: `[1, SIZE]`");
+        };
+        let mut items = vec![];
+        for x in &arr.elems {
+            if let Expr::Path(p) = x {
+                if let Some(id) = p.path.get_ident() {
+                    if self.lookup(&id.to_string()).is_some() {
+                        return err(x.span(), "shape extents are compile-time constants (literals, Rust `const`s or `dynamic!` dims), not run-time values");
+                    }
+                }
+            }
+            items.push(quote_spanned!(x.span()=> ::eagle::ir::IntoDim::into_dim(#x)));
+        }
+        Ok(quote!(vec![#(#items),*]))
+    }
+
+    /// Tokens of an expression that yields an `eagle::ir::Operand`.
+    fn expr(&mut self, e: &Expr) -> R<TS> {
+        let sp = e.span();
+        Ok(match e {
+            Expr::Lit(l) => match &l.lit {
+                Lit::Int(i) => {
+                    let v: i128 = i.base10_parse().map_err(|x| syn::Error::new(i.span(), x))?;
+                    match i.suffix() {
+                        "" => quote!(::eagle::ir::Operand::Int(#v)),
+                        s => {
+                            let d = dtype_tokens(s, i.span())?;
+                            quote!(::eagle::ir::Operand::Typed(::eagle::ir::Const::Int(#v), #d))
+                        }
+                    }
+                }
+                Lit::Float(f) => {
+                    let v: f64 = f.base10_parse().map_err(|x| syn::Error::new(f.span(), x))?;
+                    match f.suffix() {
+                        "" => quote!(::eagle::ir::Operand::Float(#v)),
+                        s => {
+                            let d = dtype_tokens(s, f.span())?;
+                            quote!(::eagle::ir::Operand::Typed(::eagle::ir::Const::Float(#v), #d))
+                        }
+                    }
+                }
+                Lit::Bool(b) => {
+                    let v = b.value;
+                    quote!(::eagle::ir::Operand::Bool(#v))
+                }
+                Lit::Str(s) => return err(s.span(), "strings are not supported in kernels; eagle kernels compute on numbers, tensors and tiles"),
+                other => return err(other.span(), "unsupported literal; use integer, float or bool literals"),
+            },
+            Expr::Path(p) => {
+                if let Some(id) = p.path.get_ident() {
+                    match self.lookup(&id.to_string()) {
+                        Some(true) => return Ok(quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #id; __f.read(__a0)? }))),
+                        Some(false) => return Ok(quote_spanned!(sp=> ::eagle::ir::Operand::Val(#id))),
+                        None => {}
+                    }
+                }
+                quote_spanned!(sp=> ::eagle::ir::Operand::from(#p))
+            }
+            Expr::Paren(p) => self.expr(&p.expr)?,
+            Expr::Group(g) => self.expr(&g.expr)?,
+            Expr::Binary(b) => {
+                if is_compound(&b.op) {
+                    return err(b.op.span(), "compound assignment is a statement, not an expression");
+                }
+                let l = self.expr(&b.left)?;
+                let r = self.expr(&b.right)?;
+                let (ctor, op) = bin_tokens(&b.op)?;
+                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #l; let __a2 = #r; __f.#ctor(__a0, __a1, __a2)? }))
+            }
+            Expr::Unary(u) => {
+                let x = self.expr(&u.expr)?;
+                let op = match u.op {
+                    SynUn::Neg(_) => quote!(::eagle::ir::UnOp::Neg),
+                    SynUn::Not(_) => quote!(::eagle::ir::UnOp::Not),
+                    SynUn::Deref(d) => return err(d.span, "dereference `*` is not supported: eagle has no references"),
+                    _ => return err(u.span(), "unsupported unary operator"),
+                };
+                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #x; __f.un(__a0, __a1)? }))
+            }
+            Expr::Cast(c) => {
+                let x = self.expr(&c.expr)?;
+                let Type::Path(tp) = &*c.ty else {
+                    return err(c.ty.span(), "casts go to a scalar dtype such as `f32` or `usize`");
+                };
+                let n = tp.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+                let d = dtype_tokens(&n, tp.span())?;
+                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #x; let __a1 = #d; __f.cast(__a0, __a1)? }))
+            }
+            Expr::Index(ix) => {
+                let base = self.val(&ix.expr)?;
+                let i = self.expr(&ix.index)?;
+                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #base; let __a1 = #i; __f.slice(__a0, __a1)? }))
+            }
+            Expr::MethodCall(m) => {
+                let name = m.method.to_string();
+                let recv = self.expr(&m.receiver)?;
+                let args = m.args.iter().map(|a| self.expr(a)).collect::<R<Vec<_>>>()?;
+                match (name.as_str(), args.as_slice()) {
+                    ("sqrt" | "exp" | "abs", []) => {
+                        let op = unop(&name);
+                        quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; __f.un(__a0, __a1)? }))
+                    }
+                    ("min" | "max", [b]) => {
+                        let op = if name == "min" { quote!(::eagle::ir::BinOp::Min) } else { quote!(::eagle::ir::BinOp::Max) };
+                        quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; let __a2 = #b; __f.bin(__a0, __a1, __a2)? }))
+                    }
+                    ("mul_add", [b, c]) => quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #recv; let __a1 = #b; let __a2 = #c; __f.fma(__a0, __a1, __a2)? })),
+                    _ => return err(m.method.span(), format!("method `.{name}()` is not supported; supported methods: `.sqrt()`, `.exp()`, `.abs()`, `.min(b)`, `.max(b)`, `.mul_add(b, c)`")),
+                }
+            }
+            Expr::Call(c) => self.call_expr(c)?,
+            Expr::Closure(c) => return err(c.span(), "closures are not supported in kernels; define another `#[eagle::kernel]` function and call it"),
+            Expr::Reference(r) => return err(r.span(), "references (`&`, `&mut`) are not supported in kernels; pass tensors by value, and mark written tensors `Out<Tensor<...>>`"),
+            Expr::Macro(m) => return err(m.span(), "macros are not supported inside kernels (except in `const` items)"),
+            Expr::If(i) => return err(i.span(), "`if` is a statement in eagle; for a value use `select(cond, a, b)`"),
+            Expr::Match(m) => return err(m.match_token.span, "`match` is not supported; use `if`/`else` or `select`"),
+            Expr::Tuple(t) => return err(t.span(), "tuples are not supported; use separate `let` bindings"),
+            Expr::Array(a) => return err(a.span(), "arrays are only allowed as shapes and offsets of eagle operations"),
+            Expr::Field(f) => return err(f.span(), "field access is not supported; eagle values have no fields"),
+            Expr::Range(r) => return err(r.span(), "ranges are only allowed as the iterator of a `for` loop"),
+            Expr::Block(b) => return err(b.span(), "block expressions are not supported as values"),
+            Expr::Assign(a) => return err(a.span(), "assignment is a statement; the only keyword argument is `device = r` in a dispatch"),
+            other => return err(other.span(), format!("unsupported expression; {SUPPORTED_STMTS}")),
+        })
+    }
+
+    fn call_expr(&mut self, c: &syn::ExprCall) -> R<TS> {
+        let sp = c.span();
+        let Expr::Path(p) = &*c.func else {
+            return err(c.func.span(), "only calls of named functions are supported");
+        };
+        let name = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        let a: Vec<&Expr> = c.args.iter().collect();
+        let n = a.len();
+        let arity = |k: usize, sig: &str| -> R<()> {
+            if n != k {
+                return err(sp, format!("`{name}` takes {k} argument(s): `{sig}`; found {n}"));
+            }
+            Ok(())
+        };
+        if !(p.path.segments.len() == 1 && is_intrinsic(&name)) {
+            return err(c.span(), format!("`{name}(...)` returns nothing; eagle functions write their results into `Out` tensors, so call it as a statement"));
+        }
+        let v = |t: TS| quote_spanned!(sp=> ::eagle::ir::Operand::Val(#t));
+        Ok(match name.as_str() {
+            "rank" | "nranks" => {
+                arity(1, &format!("{name}(ctx)"))?;
+                let cx = self.val(a[0])?;
+                let m = format_ident!("{}", name);
+                v(quote!({ let __a0 = #cx; __f.#m(__a0) }))
+            }
+            "world_size" => {
+                arity(0, "world_size()")?;
+                v(quote!(__f.world_size()))
+            }
+            "sqrt" | "exp" | "abs" => {
+                arity(1, &format!("{name}(x)"))?;
+                let x = self.expr(a[0])?;
+                let op = unop(&name);
+                v(quote!({ let __a0 = #op; let __a1 = #x; __f.un(__a0, __a1)? }))
+            }
+            "min" | "max" => {
+                arity(2, &format!("{name}(a, b)"))?;
+                let (x, y) = (self.expr(a[0])?, self.expr(a[1])?);
+                let op = if name == "min" { quote!(::eagle::ir::BinOp::Min) } else { quote!(::eagle::ir::BinOp::Max) };
+                v(quote!({ let __a0 = #op; let __a1 = #x; let __a2 = #y; __f.bin(__a0, __a1, __a2)? }))
+            }
+            "fma" | "select" => {
+                arity(3, &format!("{name}(a, b, c)"))?;
+                let (x, y, z) = (self.expr(a[0])?, self.expr(a[1])?, self.expr(a[2])?);
+                let m = format_ident!("{}", name);
+                v(quote!({ let __a0 = #x; let __a1 = #y; let __a2 = #z; __f.#m(__a0, __a1, __a2)? }))
+            }
+            "load" => {
+                arity(3, "load(src, [offsets], [shape])")?;
+                let src = self.val(a[0])?;
+                let offs = self.offsets(a[1])?;
+                let shape = self.shape(a[2])?;
+                v(quote!({ let __a0 = #src; let __a1 = #offs; let __a2 = #shape; __f.load(__a0, __a1, __a2)? }))
+            }
+            "remote_load" => {
+                arity(4, "remote_load(window, peer, [offsets], [shape])")?;
+                let src = self.val(a[0])?;
+                let peer = self.expr(a[1])?;
+                let offs = self.offsets(a[2])?;
+                let shape = self.shape(a[3])?;
+                v(quote!({ let __a0 = #src; let __a1 = #peer; let __a2 = #offs; let __a3 = #shape; __f.remote_load(__a0, __a1, __a2, __a3)? }))
+            }
+            "alloc_window_buffer" | "window" => {
+                let (buf, sh, dt) = if name == "window" {
+                    arity(3, "window(buffer, [shape], dtype)")?;
+                    (Some(self.val(a[0])?), a[1], a[2])
+                } else {
+                    arity(2, "alloc_window_buffer([shape], dtype)")?;
+                    (None, a[0], a[1])
+                };
+                let shape = self.shape(sh)?;
+                let dn = path_name(dt).unwrap_or_default();
+                let d = dtype_tokens(&dn, dt.span())?;
+                match buf {
+                    Some(b) => v(quote!({ let __a0 = #b; let __a1 = #shape; let __a2 = #d; __f.window(__a0, __a1, __a2) })),
+                    None => v(quote!({ let __a0 = #shape; let __a1 = #d; __f.alloc_window_buffer(__a0, __a1) })),
+                }
+            }
+            _ => return err(c.span(), format!("`{name}(...)` returns nothing; call it as a statement")),
+        })
+    }
+}
+
+fn is_intrinsic(n: &str) -> bool {
+    matches!(
+        n,
+        "rank" | "nranks" | "world_size" | "sqrt" | "exp" | "abs" | "min" | "max" | "fma" | "select"
+            | "load" | "store" | "alloc_window_buffer" | "window" | "put" | "get" | "remote_load"
+            | "remote_store" | "notify" | "wait" | "barrier"
+    )
+}
+
+fn unop(n: &str) -> TS {
+    match n {
+        "sqrt" => quote!(::eagle::ir::UnOp::Sqrt),
+        "exp" => quote!(::eagle::ir::UnOp::Exp),
+        _ => quote!(::eagle::ir::UnOp::Abs),
+    }
+}
+
+fn path_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    }
+}
+
+fn cmp_tokens(e: &Expr) -> R<TS> {
+    let t = match path_name(e).as_deref() {
+        Some("Eq") => quote!(Eq),
+        Some("Ne") => quote!(Ne),
+        Some("Lt") => quote!(Lt),
+        Some("Le") => quote!(Le),
+        Some("Gt") => quote!(Gt),
+        Some("Ge") => quote!(Ge),
+        _ => return err(e.span(), "the comparison is one of `Eq`, `Ne`, `Lt`, `Le`, `Gt`, `Ge`"),
+    };
+    Ok(quote!(::eagle::ir::CmpOp::#t))
+}
+
+fn is_compound(op: &SynBin) -> bool {
+    matches!(
+        op,
+        SynBin::AddAssign(_)
+            | SynBin::SubAssign(_)
+            | SynBin::MulAssign(_)
+            | SynBin::DivAssign(_)
+            | SynBin::RemAssign(_)
+            | SynBin::BitAndAssign(_)
+            | SynBin::BitOrAssign(_)
+            | SynBin::BitXorAssign(_)
+            | SynBin::ShlAssign(_)
+            | SynBin::ShrAssign(_)
+    )
+}
+
+fn compound_op(op: &SynBin) -> TS {
+    match op {
+        SynBin::AddAssign(_) => quote!(::eagle::ir::BinOp::Add),
+        SynBin::SubAssign(_) => quote!(::eagle::ir::BinOp::Sub),
+        SynBin::MulAssign(_) => quote!(::eagle::ir::BinOp::Mul),
+        SynBin::DivAssign(_) => quote!(::eagle::ir::BinOp::Div),
+        SynBin::RemAssign(_) => quote!(::eagle::ir::BinOp::Rem),
+        SynBin::BitAndAssign(_) => quote!(::eagle::ir::BinOp::And),
+        SynBin::BitOrAssign(_) => quote!(::eagle::ir::BinOp::Or),
+        _ => quote!(::eagle::ir::BinOp::Xor),
+    }
+}
+
+fn bin_tokens(op: &SynBin) -> R<(syn::Ident, TS)> {
+    let b = |n: &str| (format_ident!("bin"), {
+        let i = format_ident!("{}", n);
+        quote!(::eagle::ir::BinOp::#i)
+    });
+    let c = |n: &str| (format_ident!("cmp"), {
+        let i = format_ident!("{}", n);
+        quote!(::eagle::ir::CmpOp::#i)
+    });
+    Ok(match op {
+        SynBin::Add(_) => b("Add"),
+        SynBin::Sub(_) => b("Sub"),
+        SynBin::Mul(_) => b("Mul"),
+        SynBin::Div(_) => b("Div"),
+        SynBin::Rem(_) => b("Rem"),
+        SynBin::BitAnd(_) | SynBin::And(_) => b("And"),
+        SynBin::BitOr(_) | SynBin::Or(_) => b("Or"),
+        SynBin::BitXor(_) => b("Xor"),
+        SynBin::Eq(_) => c("Eq"),
+        SynBin::Ne(_) => c("Ne"),
+        SynBin::Lt(_) => c("Lt"),
+        SynBin::Le(_) => c("Le"),
+        SynBin::Gt(_) => c("Gt"),
+        SynBin::Ge(_) => c("Ge"),
+        other => return err(other.span(), "shifts are not supported; multiply or divide by a power of two"),
+    })
+}

@@ -1,0 +1,490 @@
+//! Host-side execution: argument checking, the host-function interpreter, dispatch of
+//! per-device programs to device threads, and copy-back of outputs.
+
+use crate::error::RuntimeError;
+use crate::sim::{self, Failure, RankEnv, WindowMem, World};
+use crate::tensor::{Element, Tensor};
+use eagle_codegen::fold;
+use eagle_codegen::Artifact;
+use eagle_ir::{Block, Const, DType, Function, OpKind, Type, Value};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// A host-function argument.
+#[derive(Debug)]
+pub enum Arg<'a> {
+    /// An input tensor: shape, dtype and bytes.
+    In(Vec<usize>, DType, &'a [u8]),
+    /// An output tensor (read and written).
+    Out(Vec<usize>, DType, &'a mut [u8]),
+    /// A scalar.
+    Scalar(Const, DType),
+}
+
+impl<'a, T: Element> From<&'a Tensor<T>> for Arg<'a> {
+    fn from(t: &'a Tensor<T>) -> Self {
+        Arg::In(t.shape().to_vec(), T::DTYPE, t.bytes())
+    }
+}
+impl<'a, T: Element> From<&'a mut Tensor<T>> for Arg<'a> {
+    fn from(t: &'a mut Tensor<T>) -> Self {
+        Arg::Out(t.shape().to_vec(), T::DTYPE, t.bytes_mut())
+    }
+}
+macro_rules! scalar_arg {
+    ($($t:ty => $d:expr, $c:expr),*) => {$(
+        impl From<$t> for Arg<'_> {
+            fn from(v: $t) -> Self {
+                #[allow(clippy::redundant_closure_call)]
+                Arg::Scalar(($c)(v), $d)
+            }
+        }
+    )*};
+}
+scalar_arg!(
+    f32 => DType::F32, |v: f32| Const::Float(v as f64),
+    f64 => DType::F64, Const::Float,
+    i32 => DType::I32, |v: i32| Const::Int(v as i128),
+    i64 => DType::I64, |v: i64| Const::Int(v as i128),
+    u32 => DType::U32, |v: u32| Const::Int(v as i128),
+    u64 => DType::U64, |v: u64| Const::Int(v as i128),
+    usize => DType::Index, |v: usize| Const::Int(v as i128),
+    bool => DType::Bool, Const::Bool
+);
+
+impl Arg<'_> {
+    fn describe(&self) -> String {
+        match self {
+            Arg::In(s, d, _) => format!("an input tensor {s:?} of {d}"),
+            Arg::Out(s, d, _) => format!("a mutable tensor {s:?} of {d}"),
+            Arg::Scalar(_, d) => format!("a {d} scalar"),
+        }
+    }
+    fn shape(&self) -> Option<&[usize]> {
+        match self {
+            Arg::In(s, ..) | Arg::Out(s, ..) => Some(s),
+            Arg::Scalar(..) => None,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// Wall time from the first dispatch to the last copy-back.
+    pub run_time: Duration,
+    /// Per-device program dispatches executed.
+    pub dispatches: usize,
+}
+
+#[derive(Debug, Clone)]
+enum Hv {
+    C(Const, DType),
+    Slice { arg: usize, off: usize, bytes: usize },
+    Buf(usize),
+    Win(usize),
+}
+
+enum JobArg {
+    Tensor {
+        arg: usize,
+        off: usize,
+        bytes: usize,
+        out: bool,
+    },
+    Window(usize),
+    Scalar(u64),
+    Ctx,
+}
+
+struct Job {
+    callee: String,
+    args: Vec<JobArg>,
+    /// Device copies of tensor args (aligned to 8 bytes), in arg order.
+    buffers: Vec<Vec<u64>>,
+}
+
+struct Interp<'a> {
+    f: &'a Function,
+    art: &'a Artifact,
+    vals: HashMap<Value, Hv>,
+    windows: Vec<(usize, String)>,
+    jobs: Vec<Vec<Job>>,
+    p: usize,
+}
+
+fn const_bits(c: Const, d: DType) -> u64 {
+    match (c, d) {
+        (Const::Float(x), DType::F32) => (x as f32).to_bits() as u64,
+        (Const::Float(x), _) => x.to_bits(),
+        (Const::Int(i), _) => i as u64,
+        (Const::Bool(b), _) => b as u64,
+    }
+}
+
+impl Interp<'_> {
+    fn bad(&self, msg: impl Into<String>) -> RuntimeError {
+        RuntimeError::RankFailed {
+            rank: 0,
+            message: format!("host function `{}`: {}", self.f.name, msg.into()),
+        }
+    }
+
+    fn c(&self, v: Value) -> Result<(Const, DType), RuntimeError> {
+        match self.vals.get(&v) {
+            Some(Hv::C(c, d)) => Ok((*c, *d)),
+            _ => Err(self.bad(format!("value %{} is not a scalar", v.0))),
+        }
+    }
+
+    fn int(&self, v: Value) -> Result<i128, RuntimeError> {
+        match self.c(v)? {
+            (Const::Int(i), _) => Ok(i),
+            _ => Err(self.bad(format!("value %{} is not an integer", v.0))),
+        }
+    }
+
+    fn block(&mut self, b: &Block) -> Result<(), RuntimeError> {
+        for op in &b.ops {
+            let rd = op.result.and_then(|r| self.f.ty(r).dtype());
+            let val = match &op.kind {
+                OpKind::Const(c) => Some(Hv::C(*c, rd.unwrap_or(DType::Index))),
+                OpKind::Binary(bop, a, b2) => {
+                    let ((x, d), (y, _)) = (self.c(*a)?, self.c(*b2)?);
+                    let r = fold::bin(*bop, d, x, y)
+                        .ok_or_else(|| self.bad(format!("`{}` failed (division by zero?)", bop.name())))?;
+                    Some(Hv::C(r, d))
+                }
+                OpKind::Unary(u, a) => {
+                    let (x, d) = self.c(*a)?;
+                    let r = fold::un(*u, d, x).ok_or_else(|| self.bad(format!("`{}` is not supported on the host", u.name())))?;
+                    Some(Hv::C(r, d))
+                }
+                OpKind::Cmp(c, a, b2) => {
+                    let ((x, _), (y, _)) = (self.c(*a)?, self.c(*b2)?);
+                    let r = fold::cmp(*c, x, y).ok_or_else(|| self.bad("bad comparison"))?;
+                    Some(Hv::C(Const::Bool(r), DType::Bool))
+                }
+                OpKind::Select(c, a, b2) => {
+                    let pick = matches!(self.c(*c)?.0, Const::Bool(true));
+                    let (x, d) = self.c(if pick { *a } else { *b2 })?;
+                    Some(Hv::C(x, d))
+                }
+                OpKind::Cast(a) => {
+                    let (x, _) = self.c(*a)?;
+                    let d = rd.unwrap_or(DType::Index);
+                    Some(Hv::C(fold::cast(x, d).ok_or_else(|| self.bad("bad cast"))?, d))
+                }
+                OpKind::For { var, lo, hi, body } => {
+                    let (lo, hi) = (self.int(*lo)?, self.int(*hi)?);
+                    for i in lo..hi {
+                        self.vals.insert(*var, Hv::C(Const::Int(i), DType::Index));
+                        self.block(body)?;
+                    }
+                    None
+                }
+                OpKind::If {
+                    cond,
+                    then_body,
+                    else_body,
+                } => {
+                    if matches!(self.c(*cond)?.0, Const::Bool(true)) {
+                        self.block(then_body)?;
+                    } else {
+                        self.block(else_body)?;
+                    }
+                    None
+                }
+                OpKind::Slice { src, index } => {
+                    let i = self.int(*index)?;
+                    let st = self.f.ty(*src);
+                    let extent = st.shape().and_then(|s| s.0.first()?.as_const()).unwrap_or(0);
+                    if i < 0 || i >= extent as i128 {
+                        return Err(self.bad(format!("index {i} is outside 0..{extent}")));
+                    }
+                    let rt = op.result.map(|r| self.f.ty(r).clone());
+                    let bytes = rt
+                        .as_ref()
+                        .and_then(|t| Some(t.shape()?.numel()? as usize * t.dtype()?.size()))
+                        .unwrap_or(0);
+                    match self.vals.get(src) {
+                        Some(Hv::Slice { arg, off, .. }) => Some(Hv::Slice {
+                            arg: *arg,
+                            off: off + i as usize * bytes,
+                            bytes,
+                        }),
+                        _ => return Err(self.bad("slice of a non-tensor")),
+                    }
+                }
+                OpKind::AllocWindowBuffer => {
+                    let t = op.result.map(|r| self.f.ty(r).clone());
+                    let bytes = t
+                        .as_ref()
+                        .and_then(|t| Some(t.shape()?.numel()? as usize * t.dtype()?.size()))
+                        .unwrap_or(0);
+                    let desc = t.map(|t| t.to_string()).unwrap_or_default();
+                    self.windows.push((bytes, desc));
+                    Some(Hv::Buf(self.windows.len() - 1))
+                }
+                OpKind::Window(b2) => match self.vals.get(b2) {
+                    Some(Hv::Buf(i)) => Some(Hv::Win(*i)),
+                    _ => return Err(self.bad("window of a non-buffer")),
+                },
+                OpKind::Dispatch {
+                    callee,
+                    args,
+                    device,
+                } => {
+                    let d = self.int(*device)?;
+                    if d < 0 || d as usize >= self.p {
+                        return Err(self.bad(format!("dispatch to device {d}, outside the world 0..{}", self.p)));
+                    }
+                    let cf = self
+                        .art
+                        .module
+                        .function(callee)
+                        .ok_or_else(|| self.bad(format!("unknown callee `{callee}`")))?;
+                    let mut it = args.iter();
+                    let mut jargs = vec![];
+                    for p in &cf.params {
+                        if *cf.ty(p.value) == Type::Ctx {
+                            jargs.push(JobArg::Ctx);
+                            continue;
+                        }
+                        let a = it.next().ok_or_else(|| self.bad("too few dispatch arguments"))?;
+                        jargs.push(match self.vals.get(a).cloned() {
+                            Some(Hv::Slice { arg, off, bytes }) => JobArg::Tensor {
+                                arg,
+                                off,
+                                bytes,
+                                out: p.out,
+                            },
+                            Some(Hv::Win(w)) => JobArg::Window(w),
+                            Some(Hv::C(c, dt)) => JobArg::Scalar(const_bits(c, dt)),
+                            _ => return Err(self.bad(format!("argument `{}` of `{callee}` has no host value", p.name))),
+                        });
+                    }
+                    self.jobs[d as usize].push(Job {
+                        callee: callee.clone(),
+                        args: jargs,
+                        buffers: vec![],
+                    });
+                    None
+                }
+                _ => return Err(self.bad("device operation in a host function")),
+            };
+            if let (Some(r), Some(v)) = (op.result, val) {
+                self.vals.insert(r, v);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks `args` against the artifact's host function and returns them.
+fn check_args(f: &Function, args: &[Arg<'_>]) -> Result<(), RuntimeError> {
+    if args.len() != f.params.len() {
+        return Err(RuntimeError::Argument {
+            function: f.name.clone(),
+            argument: "(all)".into(),
+            expected: format!("{} argument(s)", f.params.len()),
+            found: format!("{}", args.len()),
+        });
+    }
+    for (p, a) in f.params.iter().zip(args) {
+        let t = f.ty(p.value);
+        let bad = |expected: String| RuntimeError::Argument {
+            function: f.name.clone(),
+            argument: p.name.clone(),
+            expected,
+            found: a.describe(),
+        };
+        match (t, a) {
+            (Type::Tensor(s, d), Arg::In(..) | Arg::Out(..)) => {
+                let want: Vec<usize> = s.consts().unwrap_or_default().iter().map(|&x| x as usize).collect();
+                let (shape, dt) = match a {
+                    Arg::In(s, d, _) | Arg::Out(s, d, _) => (s, *d),
+                    Arg::Scalar(..) => unreachable!("matched tensors above"),
+                };
+                if dt != *d || *shape != want {
+                    return Err(bad(format!("a tensor {want:?} of {d}")));
+                }
+                if p.out && !matches!(a, Arg::Out(..)) {
+                    return Err(bad(format!("a mutable tensor {want:?} of {d} (the parameter is `Out`; pass `&mut`)")));
+                }
+            }
+            (Type::Scalar(d), Arg::Scalar(_, ad)) if d == ad => {}
+            (t, _) => return Err(bad(format!("`{t}`"))),
+        }
+    }
+    Ok(())
+}
+
+/// Runs the artifact's host function on a simulated world of `p` devices with `args`.
+///
+/// # Errors
+/// [`RuntimeError::Argument`] for arguments that do not match the specialized signature;
+/// [`RuntimeError::RankFailed`] with the first failing rank's error (the other ranks are
+/// stopped); [`RuntimeError::Deadlock`] naming what every rank waits for.
+pub fn run(art: &Artifact, args: &mut [Arg<'_>], p: usize) -> Result<RunReport, RuntimeError> {
+    let f = art
+        .module
+        .function(&art.root)
+        .ok_or_else(|| RuntimeError::Argument {
+            function: art.root.clone(),
+            argument: "(root)".into(),
+            expected: "a host function".into(),
+            found: "nothing".into(),
+        })?;
+    check_args(f, args)?;
+    let mut it = Interp {
+        f,
+        art,
+        vals: HashMap::new(),
+        windows: vec![],
+        jobs: (0..p).map(|_| vec![]).collect(),
+        p,
+    };
+    for (i, (prm, a)) in f.params.iter().zip(args.iter()).enumerate() {
+        let v = match a {
+            Arg::Scalar(c, d) => Hv::C(*c, *d),
+            _ => Hv::Slice {
+                arg: i,
+                off: 0,
+                bytes: a.shape().map_or(0, |s| s.iter().product::<usize>())
+                    * f.ty(prm.value).dtype().map_or(0, DType::size),
+            },
+        };
+        it.vals.insert(prm.value, v);
+    }
+    it.block(&f.body)?;
+    let t0 = Instant::now();
+    let Interp { windows, mut jobs, .. } = it;
+    // Copy inputs to device memory.
+    for js in &mut jobs {
+        for j in js.iter_mut() {
+            for a in &j.args {
+                if let JobArg::Tensor { arg, off, bytes, .. } = a {
+                    let mut buf = vec![0u64; bytes.div_ceil(8).max(1)];
+                    let src = match &args[*arg] {
+                        Arg::In(_, _, b) => &b[*off..off + bytes],
+                        Arg::Out(_, _, b) => &b[*off..off + bytes],
+                        Arg::Scalar(..) => &[][..],
+                    };
+                    // SAFETY: `buf` holds at least `bytes` bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), buf.as_mut_ptr().cast::<u8>(), src.len()) };
+                    j.buffers.push(buf);
+                }
+            }
+        }
+    }
+    let dispatches = jobs.iter().map(Vec::len).sum();
+    let live = jobs.iter().filter(|j| !j.is_empty()).count();
+    let wins = windows
+        .into_iter()
+        .map(|(bytes, desc)| WindowMem::new(p, bytes, desc))
+        .collect();
+    let world = World::new(p, wins, art, live);
+    let results: Vec<(Vec<Job>, Option<Failure>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .into_iter()
+            .enumerate()
+            .map(|(rank, js)| {
+                let world = &world;
+                std::thread::Builder::new()
+                    .name(format!("eagle-dev{rank}"))
+                    .stack_size(16 << 20)
+                    .spawn_scoped(s, move || device_main(world, rank, js))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h.join().unwrap_or_else(|_| (vec![], Some(Failure::Error("the device thread panicked".into())))),
+                Err(e) => (vec![], Some(Failure::Error(format!("could not start a device thread: {e}")))),
+            })
+            .collect()
+    });
+    for (rank, (_, fail)) in results.iter().enumerate() {
+        if let Some(Failure::Error(m)) = fail {
+            return Err(RuntimeError::RankFailed {
+                rank,
+                message: m.clone(),
+            });
+        }
+    }
+    if let Some(report) = world.deadlock.lock().ok().and_then(|d| d.clone()) {
+        return Err(RuntimeError::Deadlock { report });
+    }
+    if results.iter().any(|(_, f)| f.is_some()) {
+        return Err(RuntimeError::RankFailed {
+            rank: 0,
+            message: "the run was aborted".into(),
+        });
+    }
+    // Copy outputs back.
+    for (js, _) in &results {
+        for j in js {
+            let mut k = 0;
+            for a in &j.args {
+                if let JobArg::Tensor { arg, off, bytes, out } = a {
+                    if *out {
+                        if let Arg::Out(_, _, dst) = &mut args[*arg] {
+                            // SAFETY: the buffer holds at least `bytes` bytes.
+                            let src = unsafe { std::slice::from_raw_parts(j.buffers[k].as_ptr().cast::<u8>(), *bytes) };
+                            dst[*off..off + bytes].copy_from_slice(src);
+                        }
+                    }
+                    k += 1;
+                }
+            }
+        }
+    }
+    Ok(RunReport {
+        run_time: t0.elapsed(),
+        dispatches,
+    })
+}
+
+fn device_main(world: &World<'_>, rank: usize, mut jobs: Vec<Job>) -> (Vec<Job>, Option<Failure>) {
+    let mut failure = None;
+    for j in &mut jobs {
+        let Some(entry) = world.artifact.code.entries.get(&j.callee).copied() else {
+            failure = Some(Failure::Error(format!("no compiled code for `{}`", j.callee)));
+            break;
+        };
+        let mut k = 0;
+        let mut slots = vec![];
+        for a in &j.args {
+            slots.push(match a {
+                JobArg::Tensor { .. } => {
+                    let p = j.buffers[k].as_mut_ptr() as u64;
+                    k += 1;
+                    p
+                }
+                JobArg::Window(w) => *w as u64,
+                JobArg::Scalar(b) => *b,
+                JobArg::Ctx => 0,
+            });
+        }
+        let mut env = RankEnv {
+            world,
+            rank,
+            error: None,
+        };
+        let mut ctx = sim::device_ctx(&mut env, world.p);
+        // SAFETY: `entry` was compiled with the `EntryFn` ABI for this callee; `slots` has one
+        // slot per parameter as the ABI requires, tensor slots point to live buffers of the
+        // parameter's size, and `ctx` outlives the call.
+        let st = unsafe { entry(&mut ctx, slots.as_ptr()) };
+        if st != 0 {
+            failure = Some(env.error.take().unwrap_or(Failure::Error(format!("`{}` returned status {st}", j.callee))));
+            break;
+        }
+    }
+    if matches!(failure, Some(Failure::Error(_))) {
+        world.abort_all();
+    }
+    world.retire();
+    (jobs, failure)
+}

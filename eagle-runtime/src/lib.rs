@@ -1,0 +1,59 @@
+//! eagle-runtime: worlds of devices that run compiled artifacts.
+//!
+//! - [`Tensor`]: host tensors (row-major, contiguous) passed to host programs.
+//! - [`run`]: interprets an artifact's host function, dispatches its per-device programs and
+//!   serves their hooks (window buffers, put/get, notify/wait, barrier).
+//! - Platform `sim`: P simulated devices in one process, one thread per device, each with its
+//!   own memory; window buffers are one allocation per rank.
+//!
+//! Invariant: the runtime executes artifacts; it never builds or rewrites IR.
+
+mod error;
+mod host;
+mod sim;
+mod tensor;
+
+pub use error::RuntimeError;
+pub use host::{run, Arg, RunReport};
+pub use tensor::{Element, Tensor};
+
+/// Where device programs run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Platform {
+    /// Simulated devices in this process (the default; needs nothing but Rust).
+    Sim,
+    /// The host CPU; runs like `sim` in one process.
+    Cpu,
+    /// NVIDIA GPUs through CUDA.
+    Cuda,
+}
+
+impl Platform {
+    /// Parses `sim`, `cpu` or `cuda`.
+    ///
+    /// # Errors
+    /// [`RuntimeError::UnknownPlatform`] naming the accepted values.
+    pub fn parse(s: &str) -> Result<Platform, RuntimeError> {
+        match s {
+            "sim" => Ok(Platform::Sim),
+            "cpu" => Ok(Platform::Cpu),
+            "cuda" => Ok(Platform::Cuda),
+            other => Err(RuntimeError::UnknownPlatform(other.to_string())),
+        }
+    }
+    /// Name as given on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Platform::Sim => "sim",
+            Platform::Cpu => "cpu",
+            Platform::Cuda => "cuda",
+        }
+    }
+    /// How many devices the platform offers.
+    pub fn max_devices(self) -> usize {
+        match self {
+            Platform::Sim | Platform::Cpu => sim::MAX_DEVICES,
+            Platform::Cuda => 0,
+        }
+    }
+}

@@ -1,0 +1,441 @@
+//! The `sim` platform's world: per-rank window memory, signals and barrier, served to compiled
+//! code through the [`Hooks`] table.
+
+use eagle_codegen::abi::{sigkind, DeviceCtx, Hooks};
+use eagle_codegen::Artifact;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Most devices a simulated world offers.
+pub const MAX_DEVICES: usize = 64;
+
+/// One window buffer: an allocation of `bytes` per rank.
+pub(crate) struct WindowMem {
+    pub(crate) bytes: usize,
+    pub(crate) desc: String,
+    mem: Vec<Vec<u64>>,
+    ptrs: Vec<usize>,
+}
+
+impl WindowMem {
+    pub(crate) fn new(p: usize, bytes: usize, desc: String) -> WindowMem {
+        let mut mem: Vec<Vec<u64>> = (0..p).map(|_| vec![0u64; bytes.div_ceil(8).max(1)]).collect();
+        let ptrs = mem.iter_mut().map(|m| m.as_mut_ptr() as usize).collect();
+        WindowMem {
+            bytes,
+            desc,
+            mem,
+            ptrs,
+        }
+    }
+    fn ptr(&self, rank: usize) -> *mut u8 {
+        let _ = &self.mem;
+        self.ptrs[rank] as *mut u8
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Blocked {
+    Wait {
+        win: usize,
+        off: usize,
+        kind: u32,
+        expected: i64,
+        cmp: u32,
+    },
+    Barrier {
+        gen: u64,
+    },
+}
+
+struct SyncState {
+    blocked: Vec<Option<Blocked>>,
+    live: usize,
+    barrier_arrived: usize,
+    barrier_gen: u64,
+}
+
+/// What ended a rank's run early.
+#[derive(Debug, Clone)]
+pub(crate) enum Failure {
+    /// The rank's own error.
+    Error(String),
+    /// Stopped because another rank failed or the world deadlocked.
+    Aborted,
+}
+
+pub(crate) struct World<'a> {
+    pub(crate) p: usize,
+    pub(crate) windows: Vec<WindowMem>,
+    pub(crate) artifact: &'a Artifact,
+    sync: Mutex<SyncState>,
+    cv: Condvar,
+    abort: AtomicBool,
+    pub(crate) deadlock: Mutex<Option<String>>,
+    timeout: Duration,
+}
+
+// SAFETY: window memory is reached only through raw pointers whose use is synchronised by the
+// program (put/get data) or by atomics under `sync` (signals); the rest is Sync already.
+unsafe impl Sync for World<'_> {}
+
+/// Per-rank state behind `DeviceCtx::env`.
+pub(crate) struct RankEnv<'w, 'a> {
+    pub(crate) world: &'w World<'a>,
+    pub(crate) rank: usize,
+    pub(crate) error: Option<Failure>,
+}
+
+fn read_signal(p: *mut u8, kind: u32) -> i128 {
+    // SAFETY: callers pass an in-bounds, naturally aligned signal address inside a live window.
+    unsafe {
+        match kind {
+            sigkind::I32 => AtomicI32::from_ptr(p.cast()).load(Ordering::SeqCst) as i128,
+            sigkind::U32 => AtomicI32::from_ptr(p.cast()).load(Ordering::SeqCst) as u32 as i128,
+            sigkind::U64 => AtomicI64::from_ptr(p.cast()).load(Ordering::SeqCst) as u64 as i128,
+            _ => AtomicI64::from_ptr(p.cast()).load(Ordering::SeqCst) as i128,
+        }
+    }
+}
+
+fn expected_of(v: i64, kind: u32) -> i128 {
+    match kind {
+        sigkind::I32 => v as i32 as i128,
+        sigkind::U32 => v as u32 as i128,
+        sigkind::U64 => v as u64 as i128,
+        _ => v as i128,
+    }
+}
+
+fn cmp_holds(cmp: u32, a: i128, b: i128) -> bool {
+    match cmp {
+        0 => a == b,
+        1 => a != b,
+        2 => a < b,
+        3 => a <= b,
+        4 => a > b,
+        _ => a >= b,
+    }
+}
+
+const CMP_TEXT: [&str; 6] = ["==", "!=", "<", "<=", ">", ">="];
+
+fn width(kind: u32) -> usize {
+    if matches!(kind, sigkind::I32 | sigkind::U32) {
+        4
+    } else {
+        8
+    }
+}
+
+impl<'a> World<'a> {
+    pub(crate) fn new(p: usize, windows: Vec<WindowMem>, artifact: &'a Artifact, live: usize) -> Self {
+        let timeout = std::env::var("EAGLE_WAIT_TIMEOUT_S")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .map_or(Duration::from_secs(60), Duration::from_secs);
+        World {
+            p,
+            windows,
+            artifact,
+            sync: Mutex::new(SyncState {
+                blocked: vec![None; p],
+                live,
+                barrier_arrived: 0,
+                barrier_gen: 0,
+            }),
+            cv: Condvar::new(),
+            abort: AtomicBool::new(false),
+            deadlock: Mutex::new(None),
+            timeout,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SyncState> {
+        self.sync.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stops every rank (after a failure).
+    pub(crate) fn abort_all(&self) {
+        let _g = self.lock();
+        self.abort.store(true, Ordering::SeqCst);
+        self.cv.notify_all();
+    }
+
+    /// A rank finished its work.
+    pub(crate) fn retire(&self) {
+        let mut g = self.lock();
+        g.live = g.live.saturating_sub(1);
+        self.check_deadlock(&mut g);
+        self.cv.notify_all();
+    }
+
+    fn satisfied(&self, s: &SyncState, rank: usize, b: Blocked) -> bool {
+        match b {
+            Blocked::Wait {
+                win,
+                off,
+                kind,
+                expected,
+                cmp,
+            } => {
+                let p = self.windows[win].ptr(rank).wrapping_add(off);
+                cmp_holds(cmp, read_signal(p, kind), expected_of(expected, kind))
+            }
+            Blocked::Barrier { gen } => s.barrier_gen != gen,
+        }
+    }
+
+    /// Under the lock: when every live rank is blocked on a condition that does not hold,
+    /// records the report and aborts.
+    fn check_deadlock(&self, s: &mut SyncState) -> bool {
+        let blocked: Vec<(usize, Blocked)> = s
+            .blocked
+            .iter()
+            .enumerate()
+            .filter_map(|(r, b)| b.map(|b| (r, b)))
+            .collect();
+        if s.live == 0 || blocked.len() < s.live {
+            return false;
+        }
+        if blocked.iter().any(|(r, b)| self.satisfied(s, *r, *b)) {
+            return false;
+        }
+        let mut lines = vec![];
+        for (r, b) in blocked {
+            lines.push(match b {
+                Blocked::Wait {
+                    win,
+                    off,
+                    kind,
+                    expected,
+                    cmp,
+                } => {
+                    let p = self.windows[win].ptr(r).wrapping_add(off);
+                    format!(
+                        "  rank {r} waits for signal window #{win} ({}) element {} {} {}, but it holds {}",
+                        self.windows[win].desc,
+                        off / width(kind),
+                        CMP_TEXT[cmp.min(5) as usize],
+                        expected_of(expected, kind),
+                        read_signal(p, kind)
+                    )
+                }
+                Blocked::Barrier { .. } => format!(
+                    "  rank {r} waits in a barrier ({} of {} ranks arrived)",
+                    s.barrier_arrived, self.p
+                ),
+            });
+        }
+        if let Ok(mut d) = self.deadlock.lock() {
+            d.get_or_insert(lines.join("\n"));
+        }
+        self.abort.store(true, Ordering::SeqCst);
+        self.cv.notify_all();
+        true
+    }
+
+    fn block_until(&self, rank: usize, b: Blocked) -> Result<(), Failure> {
+        let start = Instant::now();
+        let mut g = self.lock();
+        loop {
+            if self.abort.load(Ordering::SeqCst) {
+                g.blocked[rank] = None;
+                return Err(Failure::Aborted);
+            }
+            if self.satisfied(&g, rank, b) {
+                g.blocked[rank] = None;
+                return Ok(());
+            }
+            g.blocked[rank] = Some(b);
+            if self.check_deadlock(&mut g) {
+                g.blocked[rank] = None;
+                return Err(Failure::Aborted);
+            }
+            if start.elapsed() > self.timeout {
+                g.blocked[rank] = None;
+                return Err(Failure::Error(format!(
+                    "a wait did not complete within {} s (EAGLE_WAIT_TIMEOUT_S)",
+                    self.timeout.as_secs()
+                )));
+            }
+            g = self
+                .cv
+                .wait_timeout(g, Duration::from_millis(100))
+                .map(|r| r.0)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+}
+
+// SAFETY (all hooks): `ctx` is the `DeviceCtx` the runtime passed to the entry point, and its
+// `env` points to a live `RankEnv` owned by the calling device thread.
+unsafe fn env<'r>(ctx: *mut DeviceCtx) -> &'r mut RankEnv<'r, 'r> {
+    unsafe { &mut *((*ctx).env as *mut RankEnv<'r, 'r>) }
+}
+
+fn fail(e: &mut RankEnv<'_, '_>, msg: String) -> i32 {
+    e.error.get_or_insert(Failure::Error(msg));
+    1
+}
+
+fn check_region(e: &RankEnv<'_, '_>, what: &str, win: u64, peer: i64, off: u64, n: u64) -> Result<usize, String> {
+    let w = e.world;
+    if peer < 0 || peer as usize >= w.p {
+        return Err(format!("{what}: peer rank {peer} is outside the world 0..{}", w.p));
+    }
+    let Some(wm) = w.windows.get(win as usize) else {
+        return Err(format!("{what}: unknown window #{win}"));
+    };
+    if off.checked_add(n).is_none_or(|end| end > wm.bytes as u64) {
+        return Err(format!(
+            "{what}: bytes {off}..{} of window #{win} ({}) are outside its {} bytes",
+            off.saturating_add(n),
+            wm.desc,
+            wm.bytes
+        ));
+    }
+    Ok(peer as usize)
+}
+
+unsafe extern "C" fn h_window_base(ctx: *mut DeviceCtx, win: u64) -> *mut u8 {
+    let e = unsafe { env(ctx) };
+    match e.world.windows.get(win as usize) {
+        Some(w) => w.ptr(e.rank),
+        None => std::ptr::null_mut(),
+    }
+}
+
+unsafe extern "C" fn h_put(ctx: *mut DeviceCtx, win: u64, peer: i64, off: u64, src: *const u8, n: u64) -> i32 {
+    let e = unsafe { env(ctx) };
+    match check_region(e, "put", win, peer, off, n) {
+        Ok(p) => {
+            let dst = e.world.windows[win as usize].ptr(p).wrapping_add(off as usize);
+            // SAFETY: the region was bounds-checked above; `src` spans `n` bytes of the caller's
+            // memory (checked by the compiler's shape rules).
+            unsafe { std::ptr::copy(src, dst, n as usize) };
+            0
+        }
+        Err(m) => fail(e, m),
+    }
+}
+
+unsafe extern "C" fn h_get(ctx: *mut DeviceCtx, win: u64, peer: i64, off: u64, dst: *mut u8, n: u64) -> i32 {
+    let e = unsafe { env(ctx) };
+    match check_region(e, "get", win, peer, off, n) {
+        Ok(p) => {
+            let src = e.world.windows[win as usize].ptr(p).wrapping_add(off as usize);
+            // SAFETY: as in `h_put`.
+            unsafe { std::ptr::copy(src, dst, n as usize) };
+            0
+        }
+        Err(m) => fail(e, m),
+    }
+}
+
+unsafe extern "C" fn h_notify(ctx: *mut DeviceCtx, win: u64, peer: i64, off: u64, kind: u32, value: i64, op: u32) -> i32 {
+    let e = unsafe { env(ctx) };
+    let peer = match check_region(e, "notify", win, peer, off, width(kind) as u64) {
+        Ok(p) => p,
+        Err(m) => return fail(e, m),
+    };
+    let w = e.world;
+    let p = w.windows[win as usize].ptr(peer).wrapping_add(off as usize);
+    let _g = w.lock();
+    // SAFETY: in bounds (checked) and naturally aligned (offsets are element multiples of an
+    // 8-byte-aligned allocation).
+    unsafe {
+        if width(kind) == 4 {
+            let a = AtomicI32::from_ptr(p.cast());
+            if op == 1 {
+                a.fetch_add(value as i32, Ordering::SeqCst);
+            } else {
+                a.store(value as i32, Ordering::SeqCst);
+            }
+        } else {
+            let a = AtomicI64::from_ptr(p.cast());
+            if op == 1 {
+                a.fetch_add(value, Ordering::SeqCst);
+            } else {
+                a.store(value, Ordering::SeqCst);
+            }
+        }
+    }
+    w.cv.notify_all();
+    0
+}
+
+unsafe extern "C" fn h_wait(ctx: *mut DeviceCtx, win: u64, off: u64, kind: u32, expected: i64, cmp: u32) -> i32 {
+    let e = unsafe { env(ctx) };
+    let rank = e.rank as i64;
+    if let Err(m) = check_region(e, "wait", win, rank, off, width(kind) as u64) {
+        return fail(e, m);
+    }
+    let b = Blocked::Wait {
+        win: win as usize,
+        off: off as usize,
+        kind,
+        expected,
+        cmp,
+    };
+    match e.world.block_until(e.rank, b) {
+        Ok(()) => 0,
+        Err(f) => {
+            e.error.get_or_insert(f);
+            1
+        }
+    }
+}
+
+unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx) -> i32 {
+    let e = unsafe { env(ctx) };
+    let w = e.world;
+    let gen = {
+        let mut g = w.lock();
+        let gen = g.barrier_gen;
+        g.barrier_arrived += 1;
+        if g.barrier_arrived == w.p {
+            g.barrier_arrived = 0;
+            g.barrier_gen += 1;
+            w.cv.notify_all();
+            return 0;
+        }
+        gen
+    };
+    match w.block_until(e.rank, Blocked::Barrier { gen }) {
+        Ok(()) => 0,
+        Err(f) => {
+            e.error.get_or_insert(f);
+            1
+        }
+    }
+}
+
+unsafe extern "C" fn h_fault(ctx: *mut DeviceCtx, site: u32, a: i64, b: i64) -> i32 {
+    let e = unsafe { env(ctx) };
+    let msg = e.world.artifact.fault_message(site, a, b);
+    fail(e, msg)
+}
+
+/// The hook table of the `sim` platform.
+pub(crate) static HOOKS: Hooks = Hooks {
+    window_base: h_window_base,
+    put: h_put,
+    get: h_get,
+    notify: h_notify,
+    wait: h_wait,
+    barrier: h_barrier,
+    fault: h_fault,
+};
+
+/// Builds the context for one call on `rank`.
+pub(crate) fn device_ctx(env: &mut RankEnv<'_, '_>, p: usize) -> DeviceCtx {
+    DeviceCtx {
+        rank: env.rank as u64,
+        nranks: p as u64,
+        hooks: &HOOKS,
+        env: env as *mut RankEnv<'_, '_> as *mut c_void,
+    }
+}

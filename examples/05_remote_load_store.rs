@@ -1,0 +1,78 @@
+//! Step 05: ring shift with tile-level remote load (`--mode load`: pull from the next rank)
+//! and remote store (`--mode store`: push to the next rank).
+//!
+//! `cargo run --example 05_remote_load_store -- -d 0,1,2 --mode store`
+use eagle::prelude::*;
+
+const SIZE: usize = 64;
+const NR: Dim = dynamic!("NR");
+
+/// Pull: publish `x` in my window, synchronise, load the next rank's window.
+#[eagle::kernel(device)]
+fn shift_load(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>, win: Window<f32, 1, SIZE>) {
+    let next = (rank(ctx) + 1) % nranks(ctx);
+    store(win, [0, 0], load(x, [0, 0], [1, SIZE]));
+    barrier(ctx);
+    let t = remote_load(win, next, [0, 0], [1, SIZE]);
+    store(y, [0, 0], t);
+}
+
+/// Push: store `x` into the next rank's window, synchronise, read my own window.
+#[eagle::kernel(device)]
+fn shift_store(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>, win: Window<f32, 1, SIZE>) {
+    let next = (rank(ctx) + 1) % nranks(ctx);
+    remote_store(win, next, [0, 0], load(x, [0, 0], [1, SIZE]));
+    barrier(ctx);
+    store(y, [0, 0], load(win, [0, 0], [1, SIZE]));
+}
+
+/// Host for the load mode.
+#[eagle::host]
+fn ring_load(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        shift_load(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+/// Host for the store mode.
+#[eagle::host]
+fn ring_store(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        shift_store(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+/// Runs the step: load gives `y[r] = x[(r + 1) % P]`, store gives `y[r] = x[(r + P - 1) % P]`.
+pub fn run(s: &Session) -> eagle::Result<()> {
+    let p = s.world_size();
+    let x = eagle::random_tensor(&[p, 1, SIZE], 5);
+    let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
+    let src = |r: usize| -> usize {
+        if s.mode() == Some("store") {
+            (r + p - 1) % p
+        } else {
+            (r + 1) % p
+        }
+    };
+    if s.mode() == Some("store") {
+        ring_store.launch(s, &x, &mut y)?;
+    } else {
+        ring_load.launch(s, &x, &mut y)?;
+    }
+    let want: Vec<f32> = (0..p).flat_map(|r| x.row(src(r)).to_vec()).collect();
+    eagle::check_bits("y", y.data(), &want)
+}
+
+/// The step, for the runner.
+pub const STEP: eagle::Step = eagle::Step {
+    number: 5,
+    name: "remote_load_store",
+    modes: &["load", "store"],
+    run,
+};
+
+fn main() -> std::process::ExitCode {
+    eagle::example_main(STEP)
+}

@@ -1,0 +1,157 @@
+//! Command-line plumbing shared by the runner (`src/main.rs`) and the tutorial examples.
+
+use crate::{Error, Platform, Result, Session};
+use clap::Parser;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// A tutorial step: a number, a name, its modes and the function that runs and checks it.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    /// Step number (01..).
+    pub number: u32,
+    /// Short name (`dynamic_rank_count`).
+    pub name: &'static str,
+    /// Modes (`--mode`), first is the default; empty when the step has none.
+    pub modes: &'static [&'static str],
+    /// Runs the step on a session and checks its golden.
+    pub run: fn(&Session) -> Result<()>,
+}
+
+/// The outcome of one step in one mode.
+#[derive(Debug)]
+pub struct StepOutcome {
+    /// Compile time over all launches, in milliseconds.
+    pub compile_ms: f64,
+    /// Run time over all launches, in milliseconds.
+    pub run_ms: f64,
+    /// OK, or the error.
+    pub result: Result<()>,
+}
+
+impl Step {
+    /// Runs the step on `session` (whose mode selects the variant) and times it.
+    pub fn execute(&self, session: &Session) -> StepOutcome {
+        session.take_reports();
+        let t0 = Instant::now();
+        let result = (self.run)(session);
+        let total = t0.elapsed().as_secs_f64() * 1e3;
+        let reports = session.take_reports();
+        let compile_ms: f64 = reports.iter().map(|r| r.compile_time.as_secs_f64() * 1e3).sum();
+        let run_ms: f64 = reports.iter().map(|r| r.run.run_time.as_secs_f64() * 1e3).sum();
+        let _ = total;
+        StepOutcome {
+            compile_ms,
+            run_ms,
+            result,
+        }
+    }
+
+    /// Checks `mode` against the step's modes.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] naming the accepted modes.
+    pub fn check_mode(&self, mode: Option<&str>) -> Result<()> {
+        match mode {
+            None => Ok(()),
+            Some(m) if self.modes.contains(&m) => Ok(()),
+            Some(m) if self.modes.is_empty() => Err(Error::Usage(format!(
+                "argument `--mode`: step {:02} has no modes, found `{m}`; drop `--mode`",
+                self.number
+            ))),
+            Some(m) => Err(Error::Usage(format!(
+                "argument `--mode`: step {:02} accepts {}, found `{m}`",
+                self.number,
+                self.modes.join(" | ")
+            ))),
+        }
+    }
+}
+
+/// Parses a device list such as `0,1,2,3`.
+///
+/// # Errors
+/// [`Error::Usage`] for an empty list, an entry that is not a non-negative integer, or a
+/// repeated id, naming the entry and the expected form.
+pub fn parse_devices(s: &str) -> Result<Vec<usize>> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err(Error::Usage(
+            "argument `-d/--devices`: the list is empty; expected comma-separated device ids such as `0,1,2,3`".into(),
+        ));
+    }
+    let mut out = vec![];
+    for (i, part) in s.split(',').enumerate() {
+        let p = part.trim();
+        let d: usize = p.parse().map_err(|_| {
+            Error::Usage(format!(
+                "argument `-d/--devices`: entry {i} is `{p}`, not a device id; expected comma-separated non-negative integers such as `0,1,2,3`"
+            ))
+        })?;
+        if out.contains(&d) {
+            return Err(Error::Usage(format!(
+                "argument `-d/--devices`: device {d} is listed twice; each rank needs its own device, e.g. `0,1,2,3`"
+            )));
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
+#[derive(Parser, Debug)]
+#[command(about = "Run one eagle tutorial step at the world size given by -d")]
+struct ExampleArgs {
+    /// Platform: sim (default), cpu or cuda.
+    #[arg(short, long, default_value = "sim")]
+    platform: String,
+    /// Comma-separated device ids; the world size is their count.
+    #[arg(short, long, default_value = "0,1")]
+    devices: String,
+    /// Step mode (see the step's page).
+    #[arg(long)]
+    mode: Option<String>,
+    /// Print the generic and specialized IR of every launch.
+    #[arg(long)]
+    emit_ir: bool,
+}
+
+/// Builds a session from command-line values.
+///
+/// # Errors
+/// [`Error::Usage`] or [`Error::Runtime`] for a bad platform or device list.
+pub fn session_from(platform: &str, devices: &str, mode: Option<String>, emit_ir: bool) -> Result<Session> {
+    let platform = Platform::parse(platform)?;
+    let devices = parse_devices(devices)?;
+    Ok(Session::new(platform, devices)?.with_mode(mode).with_emit_ir(emit_ir))
+}
+
+/// Whether an error is the user's input (exit code 2) rather than a failed run (exit code 1).
+pub fn is_usage(e: &Error) -> bool {
+    use eagle_runtime::RuntimeError as R;
+    matches!(
+        e,
+        Error::Usage(_)
+            | Error::Runtime(R::UnknownPlatform(_) | R::Devices(_) | R::PlatformUnavailable { .. })
+    )
+}
+
+/// `main` of a tutorial example: parses `-p`, `-d`, `--mode`, `--emit-ir`, runs the step and
+/// prints `OK` (exit 0), or the error (exit 2 for bad input, 1 for a failed run).
+pub fn example_main(step: Step) -> ExitCode {
+    let args = ExampleArgs::parse();
+    let run = || -> Result<()> {
+        step.check_mode(args.mode.as_deref())?;
+        let s = session_from(&args.platform, &args.devices, args.mode.clone(), args.emit_ir)?;
+        (step.run)(&s)
+    };
+    match run() {
+        Ok(()) => {
+            println!("OK");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(if is_usage(&e) { 2 } else { 1 })
+        }
+    }
+}

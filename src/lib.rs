@@ -1,0 +1,332 @@
+//! # eagle
+//!
+//! A Rust embedded DSL and compiler for compute kernels that run across ranks and devices.
+//!
+//! Write kernels as Rust functions marked [`kernel`] and [`host`]; give shapes with constants and
+//! symbolic dims ([`dynamic!`]); run the same source at any world size. The pipeline:
+//!
+//! ```text
+//! source -> macro -> generic IR -> specialize(P) -> verified concrete IR -> Cranelift -> Artifact -> runtime
+//! ```
+//!
+//! ```
+//! use eagle::prelude::*;
+//!
+//! const SIZE: usize = 8;
+//! const NR: Dim = dynamic!("NR");
+//!
+//! #[eagle::kernel(device)]
+//! fn add_rank(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
+//!     let t = load(x, [0, 0], [1, SIZE]);
+//!     store(y, [0, 0], t + rank(ctx) as f32);
+//! }
+//!
+//! #[eagle::host]
+//! fn hello(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+//!     for r in 0..world_size() {
+//!         add_rank(x[r], y[r], device = r);
+//!     }
+//! }
+//!
+//! # fn main() -> eagle::Result<()> {
+//! let session = Session::sim(3)?;
+//! let x = Tensor::<f32>::from_vec(&[3, 1, SIZE], vec![1.0; 3 * SIZE])?;
+//! let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
+//! hello.launch(&session, &x, &mut y)?;
+//! assert_eq!(y.row(2), &[3.0; SIZE]);
+//! // The IR is text you can snapshot-test:
+//! assert!(hello.ir()?.contains("dispatch @add_rank"));
+//! # Ok(())
+//! # }
+//! ```
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub use eagle_codegen as codegen;
+pub use eagle_ir as ir;
+pub use eagle_ir::Dim;
+pub use eagle_macros::{dynamic, host, kernel};
+pub use eagle_runtime as runtime;
+pub use eagle_runtime::{Arg, Platform, RunReport, Tensor};
+
+mod cli;
+mod random;
+pub use cli::{example_main, is_usage, parse_devices, session_from, Step, StepOutcome};
+pub use random::random_tensor;
+
+/// Everything a kernel file needs: `use eagle::prelude::*;`.
+pub mod prelude {
+    pub use crate::{dynamic, host, kernel, Dim, Result, Session, Tensor};
+}
+
+/// Every error eagle returns.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Building or verifying IR failed.
+    #[error(transparent)]
+    Ir(#[from] eagle_ir::IrError),
+    /// Specialization or a backend failed.
+    #[error(transparent)]
+    Codegen(#[from] eagle_codegen::CodegenError),
+    /// Running failed.
+    #[error(transparent)]
+    Runtime(#[from] eagle_runtime::RuntimeError),
+    /// A result did not match its golden.
+    #[error("result check failed: {0}")]
+    Check(String),
+    /// A bad command line.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl From<eagle_codegen::SpecializeError> for Error {
+    fn from(e: eagle_codegen::SpecializeError) -> Self {
+        Error::Codegen(e.into())
+    }
+}
+
+/// eagle's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What one launch did.
+#[derive(Debug, Clone)]
+pub struct LaunchReport {
+    /// Time spent compiling (zero on a cache hit).
+    pub compile_time: Duration,
+    /// Whether the artifact came from the cache.
+    pub cache_hit: bool,
+    /// The run.
+    pub run: RunReport,
+}
+
+/// A world of devices on a platform, and the options of a run.
+#[derive(Debug)]
+pub struct Session {
+    platform: Platform,
+    devices: Vec<usize>,
+    emit_ir: bool,
+    mode: Option<String>,
+    reports: Mutex<Vec<LaunchReport>>,
+}
+
+impl Session {
+    /// A session on `platform` with one rank per entry of `devices` (rank r uses `devices[r]`).
+    ///
+    /// # Errors
+    /// [`Error::Runtime`] when the device list is empty, repeats an id, names a device the
+    /// platform lacks, or the platform is unavailable.
+    pub fn new(platform: Platform, devices: Vec<usize>) -> Result<Session> {
+        use eagle_runtime::RuntimeError as E;
+        if platform == Platform::Cuda {
+            return Err(E::PlatformUnavailable {
+                platform: "cuda".into(),
+                reason: "this build has no CUDA backend yet".into(),
+            }
+            .into());
+        }
+        if devices.is_empty() {
+            return Err(E::Devices("the device list is empty; give at least one id, e.g. `-d 0,1`".into()).into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for &d in &devices {
+            if !seen.insert(d) {
+                return Err(E::Devices(format!("device {d} appears twice; each rank needs its own device, e.g. `-d 0,1,2`")).into());
+            }
+            if d >= platform.max_devices() {
+                return Err(E::Devices(format!(
+                    "device {d} does not exist: platform `{}` has devices 0..{}",
+                    platform.name(),
+                    platform.max_devices()
+                ))
+                .into());
+            }
+        }
+        Ok(Session {
+            platform,
+            devices,
+            emit_ir: false,
+            mode: None,
+            reports: Mutex::new(vec![]),
+        })
+    }
+
+    /// A `sim` session of `p` devices `0..p`.
+    ///
+    /// # Errors
+    /// As [`Session::new`] (for example `p = 0`).
+    pub fn sim(p: usize) -> Result<Session> {
+        Session::new(Platform::Sim, (0..p).collect())
+    }
+
+    /// Prints the generic and specialized IR of every launch to stdout.
+    pub fn with_emit_ir(mut self, on: bool) -> Self {
+        self.emit_ir = on;
+        self
+    }
+    /// Sets the step mode (`--mode`).
+    pub fn with_mode(mut self, mode: Option<String>) -> Self {
+        self.mode = mode;
+        self
+    }
+    /// The step mode, if any.
+    pub fn mode(&self) -> Option<&str> {
+        self.mode.as_deref()
+    }
+    /// The world size P.
+    pub fn world_size(&self) -> usize {
+        self.devices.len()
+    }
+    /// The device ids, by rank.
+    pub fn devices(&self) -> &[usize] {
+        &self.devices
+    }
+    /// The platform.
+    pub fn platform(&self) -> Platform {
+        self.platform
+    }
+
+    /// Reports of every launch so far, and clears them.
+    pub fn take_reports(&self) -> Vec<LaunchReport> {
+        self.reports
+            .lock()
+            .map(|mut r| std::mem::take(&mut *r))
+            .unwrap_or_default()
+    }
+
+    /// Compiles host function `F` for this world (bindings from the argument shapes; cached)
+    /// and runs it with `args`.
+    ///
+    /// # Errors
+    /// Build, verification and specialization errors; [`eagle_runtime::RuntimeError`] for
+    /// arguments that do not match and for failures while running.
+    pub fn launch<F: ir::EagleFn>(&self, mut args: Vec<Arg<'_>>) -> Result<LaunchReport> {
+        let module = F::module()?;
+        let bindings = bindings_from_args(&module, F::NAME, self.world_size(), &args)?;
+        let before = codegen::cache_stats();
+        let art = codegen::compile(&module, F::NAME, &bindings, codegen::Target::Cpu)?;
+        let cache_hit = codegen::cache_stats().hits > before.hits;
+        if self.emit_ir {
+            println!(";; ---- generic IR of `{}` ----\n{}", F::NAME, ir::print_module(&module));
+            println!(";; ---- specialized IR of `{}` ({}) ----\n{}", F::NAME, bindings.key_text(), art.ir);
+        }
+        let run = eagle_runtime::run(&art, &mut args, self.world_size())?;
+        let report = LaunchReport {
+            compile_time: if cache_hit { Duration::ZERO } else { art.compile_time },
+            cache_hit,
+            run,
+        };
+        if let Ok(mut r) = self.reports.lock() {
+            r.push(report.clone());
+        }
+        Ok(report)
+    }
+}
+
+/// Binds every symbolic dim of `root`'s tensor parameters from the argument shapes.
+fn bindings_from_args(
+    m: &ir::Module,
+    root: &str,
+    p: usize,
+    args: &[Arg<'_>],
+) -> Result<codegen::Bindings> {
+    use eagle_runtime::RuntimeError as E;
+    let f = m.function(root).ok_or_else(|| Error::Usage(format!("no function `{root}`")))?;
+    let mut b = codegen::Bindings::world(p as u64);
+    if args.len() != f.params.len() {
+        return Err(E::Argument {
+            function: root.into(),
+            argument: "(all)".into(),
+            expected: format!("{} argument(s)", f.params.len()),
+            found: args.len().to_string(),
+        }
+        .into());
+    }
+    for (prm, a) in f.params.iter().zip(args) {
+        let (Some(shape), Some(actual)) = (f.ty(prm.value).shape(), match a {
+            Arg::In(s, ..) | Arg::Out(s, ..) => Some(s),
+            Arg::Scalar(..) => None,
+        }) else {
+            continue;
+        };
+        if shape.rank() != actual.len() {
+            return Err(E::Argument {
+                function: root.into(),
+                argument: prm.name.clone(),
+                expected: format!("a tensor of rank {} with shape {shape}", shape.rank()),
+                found: format!("shape {actual:?}"),
+            }
+            .into());
+        }
+        for (i, (d, &n)) in shape.0.iter().zip(actual).enumerate() {
+            if let Dim::Sym(s) = d {
+                match b.dims.get(s.as_ref()) {
+                    Some(&prev) if prev != n as u64 => {
+                        return Err(E::Argument {
+                            function: root.into(),
+                            argument: prm.name.clone(),
+                            expected: format!("dimension {i} = {s} = {prev} (bound by an earlier argument)"),
+                            found: format!("{n}"),
+                        }
+                        .into())
+                    }
+                    _ => {
+                        b.dims.insert(s.to_string(), n as u64);
+                    }
+                }
+            }
+        }
+    }
+    Ok(b)
+}
+
+/// The IR of host or kernel function `F` specialized for `world_size` and `bindings`, for
+/// snapshot tests. Called by the generated `ir_specialized` methods.
+///
+/// # Errors
+/// Build, verification and specialization errors.
+pub fn specialized_ir<F: ir::EagleFn>(world_size: u64, bindings: &[(&str, u64)]) -> Result<String> {
+    let module = F::module()?;
+    let mut b = codegen::Bindings::world(world_size);
+    for (k, v) in bindings {
+        b.dims.insert((*k).to_string(), *v);
+    }
+    Ok(ir::print_module(&codegen::specialize(&module, &b)?))
+}
+
+/// The Cranelift IR of every device and compute function of host program `F` compiled for
+/// `world_size` and `bindings`, for snapshot tests.
+///
+/// # Errors
+/// Build, verification, specialization and backend errors.
+pub fn cranelift_ir<F: ir::EagleFn>(world_size: u64, bindings: &[(&str, u64)]) -> Result<String> {
+    let module = F::module()?;
+    let mut b = codegen::Bindings::world(world_size);
+    for (k, v) in bindings {
+        b.dims.insert((*k).to_string(), *v);
+    }
+    let art = codegen::compile(&module, F::NAME, &b, codegen::Target::Cpu)?;
+    Ok(art
+        .code
+        .clif
+        .iter()
+        .map(|(k, v)| format!(";; {k}\n{v}"))
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+/// Compares `got` with `want` bit for bit and names the first differing element.
+///
+/// # Errors
+/// [`Error::Check`] naming `what`, the flat index, and both values.
+pub fn check_bits(what: &str, got: &[f32], want: &[f32]) -> Result<()> {
+    if got.len() != want.len() {
+        return Err(Error::Check(format!("{what}: {} elements, expected {}", got.len(), want.len())));
+    }
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if g.to_bits() != w.to_bits() {
+            return Err(Error::Check(format!("{what}[{i}] = {g:?}, expected {w:?}")));
+        }
+    }
+    Ok(())
+}

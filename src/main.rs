@@ -1,0 +1,123 @@
+//! The eagle runner: runs every tutorial step at the world size given by `-d`.
+//!
+//! `cargo run --release -- -d 0,1,2,3` prints one line per step and mode (step, P, compile ms,
+//! run ms, OK or FAILED with the reason) and exits non-zero if any fails.
+
+use clap::Parser;
+use std::process::ExitCode;
+
+macro_rules! steps {
+    ($($m:ident = $path:literal),* $(,)?) => {
+        $(
+            #[allow(dead_code)]
+            #[path = $path]
+            mod $m;
+        )*
+        fn all_steps() -> Vec<eagle::Step> {
+            vec![$($m::STEP),*]
+        }
+    };
+}
+
+steps! {
+    step01 = "../examples/01_hello_rank.rs",
+    step02 = "../examples/02_three_levels.rs",
+    step03 = "../examples/03_window_buffer.rs",
+    step04 = "../examples/04_barrier.rs",
+    step05 = "../examples/05_remote_load_store.rs",
+    step06 = "../examples/06_put_get.rs",
+    step07 = "../examples/07_dynamic_rank_count.rs",
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "eagle", version, about = "Run the eagle tutorial steps at any world size")]
+struct Cli {
+    /// Platform: sim (default; simulated devices in this process), cpu or cuda.
+    #[arg(short, long, default_value = "sim")]
+    platform: String,
+    /// Comma-separated device ids; the world size P is their count (e.g. 0,1,2,3).
+    #[arg(short, long, default_value = "0,1")]
+    devices: String,
+    /// Run only step NN (e.g. 07).
+    #[arg(long, value_name = "NN")]
+    step: Option<String>,
+    /// Run only this mode of the step(s) that have it.
+    #[arg(long)]
+    mode: Option<String>,
+    /// Print the generic and specialized IR of every launch.
+    #[arg(long)]
+    emit_ir: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let steps = all_steps();
+    let selected: Vec<eagle::Step> = match &cli.step {
+        None => steps,
+        Some(s) => match s.trim().parse::<u32>() {
+            Ok(n) if steps.iter().any(|st| st.number == n) => {
+                steps.into_iter().filter(|st| st.number == n).collect()
+            }
+            _ => {
+                let known: Vec<String> = steps.iter().map(|s| format!("{:02}", s.number)).collect();
+                eprintln!("error: argument `--step`: unknown step `{s}`; expected one of {}", known.join(", "));
+                return ExitCode::from(2);
+            }
+        },
+    };
+    // Validate platform and devices once, before any step runs.
+    if let Err(e) = eagle::session_from(&cli.platform, &cli.devices, None, false) {
+        eprintln!("error: {e}");
+        return ExitCode::from(if eagle::is_usage(&e) { 2 } else { 1 });
+    }
+    let mut failed = 0;
+    let mut total = 0;
+    for st in &selected {
+        let modes: Vec<Option<&str>> = match (&cli.mode, st.modes.is_empty()) {
+            (Some(m), false) => {
+                if let Err(e) = st.check_mode(Some(m)) {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+                vec![Some(m.as_str())]
+            }
+            (_, true) => vec![None],
+            (None, false) => st.modes.iter().map(|m| Some(*m)).collect(),
+        };
+        for mode in modes {
+            total += 1;
+            let label = match mode {
+                Some(m) => format!("{:02} {} [{m}]", st.number, st.name),
+                None => format!("{:02} {}", st.number, st.name),
+            };
+            let session = match eagle::session_from(&cli.platform, &cli.devices, mode.map(String::from), cli.emit_ir) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let out = st.execute(&session);
+            let p = session.world_size();
+            match out.result {
+                Ok(()) => println!(
+                    "step {label:<36} P={p:<2} compile {:>8.2} ms  run {:>8.2} ms  OK",
+                    out.compile_ms, out.run_ms
+                ),
+                Err(e) => {
+                    failed += 1;
+                    println!(
+                        "step {label:<36} P={p:<2} compile {:>8.2} ms  run {:>8.2} ms  FAILED: {e}",
+                        out.compile_ms, out.run_ms
+                    );
+                }
+            }
+        }
+    }
+    if failed > 0 {
+        eprintln!("{failed} of {total} step runs failed");
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
