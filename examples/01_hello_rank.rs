@@ -8,7 +8,7 @@ const NR: Dim = dynamic!("NR");
 
 /// Per-device program: `y = x + rank`.
 #[eagle::kernel(device)]
-fn hello(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
+pub fn hello(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
     let me = rank(ctx);
     let t = load(x, [0, 0], [1, SIZE]);
     store(y, [0, 0], t + me as f32);
@@ -16,7 +16,7 @@ fn hello(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
 
 /// Host: one dispatch per rank.
 #[eagle::host]
-fn hello_rank(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+pub fn hello_rank(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
     for r in 0..world_size() {
         hello(x[r], y[r], device = r);
     }

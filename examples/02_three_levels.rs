@@ -9,7 +9,7 @@ const NR: Dim = dynamic!("NR");
 
 /// Compute kernel: `y = sqrt(|x|) * a + b`.
 #[eagle::kernel]
-fn scale_shift(x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>, a: f32, b: f32) {
+pub fn scale_shift(x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>, a: f32, b: f32) {
     let t = load(x, [0, 0], [1, SIZE]);
     let u = sqrt(abs(t)) * a + b;
     store(y, [0, 0], u);
@@ -17,14 +17,14 @@ fn scale_shift(x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>, a: f32, b:
 
 /// Per-device program: picks the scalars from the rank, calls the compute kernel.
 #[eagle::kernel(device)]
-fn per_device(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
+pub fn per_device(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
     let me = rank(ctx) as f32;
     scale_shift(x, y, 2.0, me);
 }
 
 /// Host orchestrator.
 #[eagle::host]
-fn three_levels(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+pub fn three_levels(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
     for r in 0..world_size() {
         per_device(x[r], y[r], device = r);
     }
@@ -37,7 +37,11 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
     three_levels.launch(s, &x, &mut y)?;
     let want: Vec<f32> = (0..p)
-        .flat_map(|r| x.row(r).iter().map(move |v| v.abs().sqrt() * 2.0 + r as f32))
+        .flat_map(|r| {
+            x.row(r)
+                .iter()
+                .map(move |v| v.abs().sqrt() * 2.0 + r as f32)
+        })
         .collect();
     eagle::check_bits("y", y.data(), &want)
 }

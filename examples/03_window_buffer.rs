@@ -9,21 +9,21 @@ const NR: Dim = dynamic!("NR");
 
 /// Writes `x * 3` into this rank's window.
 #[eagle::kernel(device)]
-fn fill(ctx: Ctx, x: Tensor<f32, 1, SIZE>, win: Window<f32, 1, SIZE>) {
+pub fn fill(ctx: Ctx, x: Tensor<f32, 1, SIZE>, win: Window<f32, 1, SIZE>) {
     let t = load(x, [0, 0], [1, SIZE]);
     store(win, [0, 0], t * 3.0);
 }
 
 /// Reads this rank's window and adds one.
 #[eagle::kernel(device)]
-fn drain(ctx: Ctx, win: Window<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
+pub fn drain(ctx: Ctx, win: Window<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
     let t = load(win, [0, 0], [1, SIZE]);
     store(y, [0, 0], t + 1.0);
 }
 
 /// Host: the window outlives the first dispatch.
 #[eagle::host]
-fn window_buffer(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+pub fn window_buffer(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
     let buf = alloc_window_buffer([1, SIZE], f32);
     for r in 0..world_size() {
         let w = window(buf, [1, SIZE], f32);

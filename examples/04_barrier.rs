@@ -10,7 +10,7 @@ const NR: Dim = dynamic!("NR");
 /// Barrier from signals: every rank adds 1 to every rank's counter, then waits until its own
 /// counter has heard from all `n` ranks.
 #[eagle::kernel]
-fn signal_barrier(ctx: Ctx, sig: Window<i32, 1, 1>) {
+pub fn signal_barrier(ctx: Ctx, sig: Window<i32, 1, 1>) {
     let n = nranks(ctx);
     for peer in 0..n {
         notify(sig, peer, [0, 0], 1, AtomicAdd);
@@ -20,7 +20,7 @@ fn signal_barrier(ctx: Ctx, sig: Window<i32, 1, 1>) {
 
 /// Publish `x`, synchronise, read the next rank's window.
 #[eagle::kernel(device)]
-fn exchange(
+pub fn exchange(
     ctx: Ctx,
     x: Tensor<f32, 1, SIZE>,
     y: Out<Tensor<f32, 1, SIZE>>,
@@ -42,7 +42,7 @@ fn exchange(
 
 /// Host.
 #[eagle::host]
-fn barrier_step(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>, builtin: bool) {
+pub fn barrier_step(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>, builtin: bool) {
     let data = alloc_window_buffer([1, SIZE], f32);
     let signals = alloc_window_buffer([1, 1], i32);
     for r in 0..world_size() {

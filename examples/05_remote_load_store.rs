@@ -9,7 +9,12 @@ const NR: Dim = dynamic!("NR");
 
 /// Pull: publish `x` in my window, synchronise, load the next rank's window.
 #[eagle::kernel(device)]
-fn shift_load(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>, win: Window<f32, 1, SIZE>) {
+pub fn shift_load(
+    ctx: Ctx,
+    x: Tensor<f32, 1, SIZE>,
+    y: Out<Tensor<f32, 1, SIZE>>,
+    win: Window<f32, 1, SIZE>,
+) {
     let next = (rank(ctx) + 1) % nranks(ctx);
     store(win, [0, 0], load(x, [0, 0], [1, SIZE]));
     barrier(ctx);
@@ -19,7 +24,12 @@ fn shift_load(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>, w
 
 /// Push: store `x` into the next rank's window, synchronise, read my own window.
 #[eagle::kernel(device)]
-fn shift_store(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>, win: Window<f32, 1, SIZE>) {
+pub fn shift_store(
+    ctx: Ctx,
+    x: Tensor<f32, 1, SIZE>,
+    y: Out<Tensor<f32, 1, SIZE>>,
+    win: Window<f32, 1, SIZE>,
+) {
     let next = (rank(ctx) + 1) % nranks(ctx);
     remote_store(win, next, [0, 0], load(x, [0, 0], [1, SIZE]));
     barrier(ctx);
@@ -28,7 +38,7 @@ fn shift_store(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>, 
 
 /// Host for the load mode.
 #[eagle::host]
-fn ring_load(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+pub fn ring_load(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
     let buf = alloc_window_buffer([1, SIZE], f32);
     for r in 0..world_size() {
         shift_load(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
@@ -37,7 +47,7 @@ fn ring_load(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
 
 /// Host for the store mode.
 #[eagle::host]
-fn ring_store(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+pub fn ring_store(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
     let buf = alloc_window_buffer([1, SIZE], f32);
     for r in 0..world_size() {
         shift_store(x[r], y[r], window(buf, [1, SIZE], f32), device = r);

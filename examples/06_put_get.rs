@@ -13,7 +13,7 @@ const NR: Dim = dynamic!("NR");
 
 /// Pull mode.
 #[eagle::kernel(device)]
-fn pull(
+pub fn pull(
     ctx: Ctx,
     x: Tensor<f32, 1, SIZE>,
     y: Out<Tensor<f32, 1, SIZE>>,
@@ -30,7 +30,7 @@ fn pull(
 
 /// Push mode.
 #[eagle::kernel(device)]
-fn push(
+pub fn push(
     ctx: Ctx,
     x: Tensor<f32, 1, SIZE>,
     y: Out<Tensor<f32, 1, SIZE>>,
@@ -46,7 +46,7 @@ fn push(
 
 /// Host: `pull_mode` selects the per-device program.
 #[eagle::host]
-fn put_get(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>, pull_mode: bool) {
+pub fn put_get(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>, pull_mode: bool) {
     let data = alloc_window_buffer([1, SIZE], f32);
     let signals = alloc_window_buffer([1, 1], i32);
     for r in 0..world_size() {
@@ -67,7 +67,13 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     let x = eagle::random_tensor(&[p, 1, SIZE], 6);
     let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
     put_get.launch(s, &x, &mut y, pull_mode)?;
-    let src = |r: usize| if pull_mode { (r + 1) % p } else { (r + p - 1) % p };
+    let src = |r: usize| {
+        if pull_mode {
+            (r + 1) % p
+        } else {
+            (r + p - 1) % p
+        }
+    };
     let want: Vec<f32> = (0..p).flat_map(|r| x.row(src(r)).to_vec()).collect();
     eagle::check_bits("y", y.data(), &want)
 }

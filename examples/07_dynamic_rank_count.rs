@@ -89,7 +89,13 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     } else {
         ring_put.launch(s, &x, &mut y)?;
     }
-    let src = |r: usize| if get_mode { (r + 1) % p } else { (r + p - 1) % p };
+    let src = |r: usize| {
+        if get_mode {
+            (r + 1) % p
+        } else {
+            (r + p - 1) % p
+        }
+    };
     let want: Vec<f32> = (0..p).flat_map(|r| x.row(src(r)).to_vec()).collect();
     eagle::check_bits("y", y.data(), &want)
 }

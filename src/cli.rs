@@ -37,8 +37,14 @@ impl Step {
         let result = (self.run)(session);
         let total = t0.elapsed().as_secs_f64() * 1e3;
         let reports = session.take_reports();
-        let compile_ms: f64 = reports.iter().map(|r| r.compile_time.as_secs_f64() * 1e3).sum();
-        let run_ms: f64 = reports.iter().map(|r| r.run.run_time.as_secs_f64() * 1e3).sum();
+        let compile_ms: f64 = reports
+            .iter()
+            .map(|r| r.compile_time.as_secs_f64() * 1e3)
+            .sum();
+        let run_ms: f64 = reports
+            .iter()
+            .map(|r| r.run.run_time.as_secs_f64() * 1e3)
+            .sum();
         let _ = total;
         StepOutcome {
             compile_ms,
@@ -119,10 +125,17 @@ struct ExampleArgs {
 ///
 /// # Errors
 /// [`Error::Usage`] or [`Error::Runtime`] for a bad platform or device list.
-pub fn session_from(platform: &str, devices: &str, mode: Option<String>, emit_ir: bool) -> Result<Session> {
+pub fn session_from(
+    platform: &str,
+    devices: &str,
+    mode: Option<String>,
+    emit_ir: bool,
+) -> Result<Session> {
     let platform = Platform::parse(platform)?;
     let devices = parse_devices(devices)?;
-    Ok(Session::new(platform, devices)?.with_mode(mode).with_emit_ir(emit_ir))
+    Ok(Session::new(platform, devices)?
+        .with_mode(mode)
+        .with_emit_ir(emit_ir))
 }
 
 /// Whether an error is the user's input (exit code 2) rather than a failed run (exit code 1).
@@ -141,7 +154,12 @@ pub fn example_main(step: Step) -> ExitCode {
     let args = ExampleArgs::parse();
     let run = || -> Result<()> {
         step.check_mode(args.mode.as_deref())?;
-        let s = session_from(&args.platform, &args.devices, args.mode.clone(), args.emit_ir)?;
+        let s = session_from(
+            &args.platform,
+            &args.devices,
+            args.mode.clone(),
+            args.emit_ir,
+        )?;
         (step.run)(&s)
     };
     match run() {

@@ -96,6 +96,8 @@ pub struct LaunchReport {
     pub compile_time: Duration,
     /// Whether the artifact came from the cache.
     pub cache_hit: bool,
+    /// The artifact's cache key.
+    pub artifact_key: u64,
     /// The run.
     pub run: RunReport,
 }
@@ -126,12 +128,18 @@ impl Session {
             .into());
         }
         if devices.is_empty() {
-            return Err(E::Devices("the device list is empty; give at least one id, e.g. `-d 0,1`".into()).into());
+            return Err(E::Devices(
+                "the device list is empty; give at least one id, e.g. `-d 0,1`".into(),
+            )
+            .into());
         }
         let mut seen = std::collections::HashSet::new();
         for &d in &devices {
             if !seen.insert(d) {
-                return Err(E::Devices(format!("device {d} appears twice; each rank needs its own device, e.g. `-d 0,1,2`")).into());
+                return Err(E::Devices(format!(
+                    "device {d} appears twice; each rank needs its own device, e.g. `-d 0,1,2`"
+                ))
+                .into());
             }
             if d >= platform.max_devices() {
                 return Err(E::Devices(format!(
@@ -203,17 +211,29 @@ impl Session {
     pub fn launch<F: ir::EagleFn>(&self, mut args: Vec<Arg<'_>>) -> Result<LaunchReport> {
         let module = F::module()?;
         let bindings = bindings_from_args(&module, F::NAME, self.world_size(), &args)?;
-        let before = codegen::cache_stats();
-        let art = codegen::compile(&module, F::NAME, &bindings, codegen::Target::Cpu)?;
-        let cache_hit = codegen::cache_stats().hits > before.hits;
+        let (art, cache_hit) = codegen::compile(&module, F::NAME, &bindings, codegen::Target::Cpu)?;
         if self.emit_ir {
-            println!(";; ---- generic IR of `{}` ----\n{}", F::NAME, ir::print_module(&module));
-            println!(";; ---- specialized IR of `{}` ({}) ----\n{}", F::NAME, bindings.key_text(), art.ir);
+            println!(
+                ";; ---- generic IR of `{}` ----\n{}",
+                F::NAME,
+                ir::print_module(&module)
+            );
+            println!(
+                ";; ---- specialized IR of `{}` ({}) ----\n{}",
+                F::NAME,
+                bindings.key_text(),
+                art.ir
+            );
         }
         let run = eagle_runtime::run(&art, &mut args, self.world_size())?;
         let report = LaunchReport {
-            compile_time: if cache_hit { Duration::ZERO } else { art.compile_time },
+            compile_time: if cache_hit {
+                Duration::ZERO
+            } else {
+                art.compile_time
+            },
             cache_hit,
+            artifact_key: art.key,
             run,
         };
         if let Ok(mut r) = self.reports.lock() {
@@ -231,7 +251,9 @@ fn bindings_from_args(
     args: &[Arg<'_>],
 ) -> Result<codegen::Bindings> {
     use eagle_runtime::RuntimeError as E;
-    let f = m.function(root).ok_or_else(|| Error::Usage(format!("no function `{root}`")))?;
+    let f = m
+        .function(root)
+        .ok_or_else(|| Error::Usage(format!("no function `{root}`")))?;
     let mut b = codegen::Bindings::world(p as u64);
     if args.len() != f.params.len() {
         return Err(E::Argument {
@@ -243,10 +265,13 @@ fn bindings_from_args(
         .into());
     }
     for (prm, a) in f.params.iter().zip(args) {
-        let (Some(shape), Some(actual)) = (f.ty(prm.value).shape(), match a {
-            Arg::In(s, ..) | Arg::Out(s, ..) => Some(s),
-            Arg::Scalar(..) => None,
-        }) else {
+        let (Some(shape), Some(actual)) = (
+            f.ty(prm.value).shape(),
+            match a {
+                Arg::In(s, ..) | Arg::Out(s, ..) => Some(s),
+                Arg::Scalar(..) => None,
+            },
+        ) else {
             continue;
         };
         if shape.rank() != actual.len() {
@@ -265,7 +290,9 @@ fn bindings_from_args(
                         return Err(E::Argument {
                             function: root.into(),
                             argument: prm.name.clone(),
-                            expected: format!("dimension {i} = {s} = {prev} (bound by an earlier argument)"),
+                            expected: format!(
+                                "dimension {i} = {s} = {prev} (bound by an earlier argument)"
+                            ),
                             found: format!("{n}"),
                         }
                         .into())
@@ -305,7 +332,7 @@ pub fn cranelift_ir<F: ir::EagleFn>(world_size: u64, bindings: &[(&str, u64)]) -
     for (k, v) in bindings {
         b.dims.insert((*k).to_string(), *v);
     }
-    let art = codegen::compile(&module, F::NAME, &b, codegen::Target::Cpu)?;
+    let (art, _) = codegen::compile(&module, F::NAME, &b, codegen::Target::Cpu)?;
     Ok(art
         .code
         .clif
@@ -321,7 +348,11 @@ pub fn cranelift_ir<F: ir::EagleFn>(world_size: u64, bindings: &[(&str, u64)]) -
 /// [`Error::Check`] naming `what`, the flat index, and both values.
 pub fn check_bits(what: &str, got: &[f32], want: &[f32]) -> Result<()> {
     if got.len() != want.len() {
-        return Err(Error::Check(format!("{what}: {} elements, expected {}", got.len(), want.len())));
+        return Err(Error::Check(format!(
+            "{what}: {} elements, expected {}",
+            got.len(),
+            want.len()
+        )));
     }
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         if g.to_bits() != w.to_bits() {

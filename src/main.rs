@@ -30,7 +30,11 @@ steps! {
 }
 
 #[derive(Parser, Debug)]
-#[command(name = "eagle", version, about = "Run the eagle tutorial steps at any world size")]
+#[command(
+    name = "eagle",
+    version,
+    about = "Run the eagle tutorial steps at any world size"
+)]
 struct Cli {
     /// Platform: sim (default; simulated devices in this process), cpu or cuda.
     #[arg(short, long, default_value = "sim")]
@@ -60,7 +64,10 @@ fn main() -> ExitCode {
             }
             _ => {
                 let known: Vec<String> = steps.iter().map(|s| format!("{:02}", s.number)).collect();
-                eprintln!("error: argument `--step`: unknown step `{s}`; expected one of {}", known.join(", "));
+                eprintln!(
+                    "error: argument `--step`: unknown step `{s}`; expected one of {}",
+                    known.join(", ")
+                );
                 return ExitCode::from(2);
             }
         },
@@ -90,7 +97,12 @@ fn main() -> ExitCode {
                 Some(m) => format!("{:02} {} [{m}]", st.number, st.name),
                 None => format!("{:02} {}", st.number, st.name),
             };
-            let session = match eagle::session_from(&cli.platform, &cli.devices, mode.map(String::from), cli.emit_ir) {
+            let session = match eagle::session_from(
+                &cli.platform,
+                &cli.devices,
+                mode.map(String::from),
+                cli.emit_ir,
+            ) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");

@@ -53,7 +53,10 @@ impl Artifact {
         self.code
             .sites
             .get(site as usize)
-            .map(|m| m.replace("{a}", &a.to_string()).replace("{b}", &b.to_string()))
+            .map(|m| {
+                m.replace("{a}", &a.to_string())
+                    .replace("{b}", &b.to_string())
+            })
             .unwrap_or_else(|| format!("run-time check {site} failed ({a}, {b})"))
     }
 }
@@ -91,7 +94,8 @@ pub fn clear_cache() {
 }
 
 /// Specializes `m` (rooted at host function `root`) for `b` and compiles it for `target`,
-/// or returns the cached artifact for the same (generic IR text, bindings, target).
+/// or returns the cached artifact for the same (generic IR text, bindings, target). The flag
+/// is `true` when the artifact came from the cache.
 ///
 /// # Errors
 /// [`CodegenError::NoSuchFunction`], the verifier's and specialization's errors, and backend
@@ -101,16 +105,20 @@ pub fn compile(
     root: &str,
     b: &Bindings,
     target: Target,
-) -> Result<Arc<Artifact>, CodegenError> {
+) -> Result<(Arc<Artifact>, bool), CodegenError> {
     if m.function(root).is_none() {
         return Err(CodegenError::NoSuchFunction(root.to_string()));
     }
     let text = print_module(m);
-    let key_text = format!("{text}\n;; root={root} {} target={}", b.key_text(), target.name());
+    let key_text = format!(
+        "{text}\n;; root={root} {} target={}",
+        b.key_text(),
+        target.name()
+    );
     let key = crate::fnv1a(key_text.as_bytes());
     if let Some(a) = cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
         HITS.fetch_add(1, Ordering::Relaxed);
-        return Ok(a);
+        return Ok((a, true));
     }
     let t0 = Instant::now();
     verify_module(m)?;
@@ -130,5 +138,5 @@ pub fn compile(
     if let Ok(mut c) = cache().lock() {
         c.insert(key, a.clone());
     }
-    Ok(a)
+    Ok((a, false))
 }

@@ -13,10 +13,6 @@
 
 use crate::abi::{self, hook, CTX_HOOKS, CTX_RANK};
 use crate::error::CodegenError;
-use eagle_ir::{
-    print_op, BinOp, Block as IrBlock, CmpOp, Const, DType, Function, Level, Module, NotifyOp, Op,
-    OpKind, Type, UnOp, Value,
-};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, SigRef, Signature, StackSlotData,
@@ -28,6 +24,10 @@ use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module as _};
+use eagle_ir::{
+    print_op, BinOp, Block as IrBlock, CmpOp, Const, DType, Function, Level, Module, NotifyOp, Op,
+    OpKind, Type, UnOp, Value,
+};
 use std::collections::{BTreeMap, HashMap};
 
 /// Code of one module, JIT-compiled for this machine.
@@ -179,7 +179,16 @@ pub fn compile_module(m: &Module) -> Result<CpuCode, CodegenError> {
     let mut fctx = FunctionBuilderContext::new();
     for f in &funcs {
         ctx.func.signature = entry_sig.clone();
-        lower_function(&mut module, &mut ctx, &mut fctx, f, &ids, &math, &mut sites, ptr)?;
+        lower_function(
+            &mut module,
+            &mut ctx,
+            &mut fctx,
+            f,
+            &ids,
+            &math,
+            &mut sites,
+            ptr,
+        )?;
         clif.insert(f.name.clone(), ctx.func.display().to_string());
         module
             .define_function(ids[&f.name], &mut ctx)
@@ -225,7 +234,10 @@ fn lower_function(
 ) -> Result<(), CodegenError> {
     for t in &f.values {
         if t.shape().is_some_and(|s| s.consts().is_none()) {
-            return Err(unsupported(f, format!("type `{t}` still has a symbolic dim; specialize the module first")));
+            return Err(unsupported(
+                f,
+                format!("type `{t}` still has a symbolic dim; specialize the module first"),
+            ));
         }
     }
     let cfg = module.target_config();
@@ -262,10 +274,22 @@ fn lower_function(
     let i64t = types::I64;
     let sigs = [
         (hook::WINDOW_BASE, mk(&[ptr, i64t], Some(ptr))),
-        (hook::PUT, mk(&[ptr, i64t, i64t, i64t, ptr, i64t], Some(i32t))),
-        (hook::GET, mk(&[ptr, i64t, i64t, i64t, ptr, i64t], Some(i32t))),
-        (hook::NOTIFY, mk(&[ptr, i64t, i64t, i64t, i32t, i64t, i32t], Some(i32t))),
-        (hook::WAIT, mk(&[ptr, i64t, i64t, i32t, i64t, i32t], Some(i32t))),
+        (
+            hook::PUT,
+            mk(&[ptr, i64t, i64t, i64t, ptr, i64t], Some(i32t)),
+        ),
+        (
+            hook::GET,
+            mk(&[ptr, i64t, i64t, i64t, ptr, i64t], Some(i32t)),
+        ),
+        (
+            hook::NOTIFY,
+            mk(&[ptr, i64t, i64t, i64t, i32t, i64t, i32t], Some(i32t)),
+        ),
+        (
+            hook::WAIT,
+            mk(&[ptr, i64t, i64t, i32t, i64t, i32t], Some(i32t)),
+        ),
         (hook::BARRIER, mk(&[ptr], Some(i32t))),
         (hook::FAULT, mk(&[ptr, i32t, i64t, i64t], Some(i32t))),
     ];
@@ -297,7 +321,12 @@ fn lower_function(
                 let base = lw.window_base(id);
                 Cv::Win(id, base)
             }
-            Type::Scalar(d) => Cv::S(lw.b.ins().load(cl_type(*d), MemFlagsData::trusted(), args_v, off)),
+            Type::Scalar(d) => {
+                Cv::S(
+                    lw.b.ins()
+                        .load(cl_type(*d), MemFlagsData::trusted(), args_v, off),
+                )
+            }
             t => return Err(unsupported(f, format!("parameter type `{t}`"))),
         };
         lw.vals.insert(p.value, cv);
@@ -368,9 +397,12 @@ impl Lower<'_, '_> {
             .b
             .ins()
             .load(self.ptr, MemFlagsData::trusted(), self.ctx, CTX_HOOKS);
-        self.b
-            .ins()
-            .load(self.ptr, MemFlagsData::trusted(), hooks, abi::hook_offset(k))
+        self.b.ins().load(
+            self.ptr,
+            MemFlagsData::trusted(),
+            hooks,
+            abi::hook_offset(k),
+        )
     }
 
     fn call_hook(&mut self, k: usize, args: &[ClValue]) -> ClValue {
@@ -460,7 +492,11 @@ impl Lower<'_, '_> {
     }
 
     fn op_text(&self, op: &Op) -> String {
-        print_op(self.f, op).lines().next().unwrap_or("").to_string()
+        print_op(self.f, op)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string()
     }
 
     /// Element pointer arithmetic: `base + idx * size`.
@@ -509,12 +545,24 @@ impl Lower<'_, '_> {
                 let idx = self.scalar(*index)?;
                 let extent = dims.first().copied().unwrap_or(0);
                 if !self.is_const(*index) {
-                    let bad = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, idx, extent as i64);
+                    let bad = self.b.ins().icmp_imm_s(
+                        IntCC::UnsignedGreaterThanOrEqual,
+                        idx,
+                        extent as i64,
+                    );
                     let lim = self.iconst(extent as i64);
-                    let msg = format!("function `{}`, op `{}`: index {{a}} is outside 0..{{b}}", f.name, self.op_text(op));
+                    let msg = format!(
+                        "function `{}`, op `{}`: index {{a}} is outside 0..{{b}}",
+                        f.name,
+                        self.op_text(op)
+                    );
                     self.fault_if(bad, msg, idx, lim);
                 }
-                Some(Cv::Mem(self.elem_addr(base, idx, (inner as usize) * d.size())))
+                Some(Cv::Mem(self.elem_addr(
+                    base,
+                    idx,
+                    (inner as usize) * d.size(),
+                )))
             }
             OpKind::Load { src, offsets } => {
                 let Some(Type::Tile(ts, d)) = res_ty else {
@@ -523,7 +571,11 @@ impl Lower<'_, '_> {
                 let tile = ts.consts().unwrap_or_default();
                 let numel: u64 = tile.iter().product();
                 let dst = self.stack(numel * d.size() as u64);
-                let src_shape = f.ty(*src).shape().and_then(|s| s.consts()).unwrap_or_default();
+                let src_shape = f
+                    .ty(*src)
+                    .shape()
+                    .and_then(|s| s.consts())
+                    .unwrap_or_default();
                 let offs = self.offsets(op, offsets, &src_shape, &tile)?;
                 let src_p = self.mem(*src)?;
                 self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
@@ -546,7 +598,11 @@ impl Lower<'_, '_> {
                     return Err(self.err("store of a non-tile"));
                 };
                 let tile = ts.consts().unwrap_or_default();
-                let dst_shape = f.ty(*dst).shape().and_then(|s| s.consts()).unwrap_or_default();
+                let dst_shape = f
+                    .ty(*dst)
+                    .shape()
+                    .and_then(|s| s.consts())
+                    .unwrap_or_default();
                 let offs = self.offsets(op, offsets, &dst_shape, &tile)?;
                 let src_p = self.mem(*value)?;
                 let dst_p = self.mem(*dst)?;
@@ -568,7 +624,11 @@ impl Lower<'_, '_> {
                 let tile = ts.consts().unwrap_or_default();
                 let numel: u64 = tile.iter().product();
                 let dst = self.stack(numel * d.size() as u64);
-                let win_shape = f.ty(*src).shape().and_then(|s| s.consts()).unwrap_or_default();
+                let win_shape = f
+                    .ty(*src)
+                    .shape()
+                    .and_then(|s| s.consts())
+                    .unwrap_or_default();
                 let offs = self.offsets(op, offsets, &win_shape, &tile)?;
                 let (id, _) = self.win(*src)?;
                 let peer = self.scalar(*peer)?;
@@ -593,7 +653,11 @@ impl Lower<'_, '_> {
                     return Err(self.err("remote_store of a non-tile"));
                 };
                 let tile = ts.consts().unwrap_or_default();
-                let win_shape = f.ty(*dst).shape().and_then(|s| s.consts()).unwrap_or_default();
+                let win_shape = f
+                    .ty(*dst)
+                    .shape()
+                    .and_then(|s| s.consts())
+                    .unwrap_or_default();
                 let offs = self.offsets(op, offsets, &win_shape, &tile)?;
                 let (id, _) = self.win(*dst)?;
                 let peer = self.scalar(*peer)?;
@@ -642,9 +706,12 @@ impl Lower<'_, '_> {
                 let (id, _) = self.win(*signal)?;
                 let peer = self.scalar(*peer)?;
                 let v = self.scalar(*value)?;
-                let v = self.to_i64(v, d);
+                let v = self.widen_i64(v, d);
                 let kind = self.b.ins().iconst(types::I32, sig_kind(d) as i64);
-                let o = self.b.ins().iconst(types::I32, matches!(nop, NotifyOp::AtomicAdd) as i64);
+                let o = self
+                    .b
+                    .ins()
+                    .iconst(types::I32, matches!(nop, NotifyOp::AtomicAdd) as i64);
                 let st = self.call_hook(hook::NOTIFY, &[id, peer, off, kind, v, o]);
                 self.check(st);
                 None
@@ -664,7 +731,7 @@ impl Lower<'_, '_> {
                 let off = self.linear_with(&shape, &offs, &vec![zero; shape.len()], d.size());
                 let (id, _) = self.win(*signal)?;
                 let v = self.scalar(*expected)?;
-                let v = self.to_i64(v, d);
+                let v = self.widen_i64(v, d);
                 let kind = self.b.ins().iconst(types::I32, sig_kind(d) as i64);
                 let c = self.b.ins().iconst(types::I32, cmp_code(*cmp) as i64);
                 let st = self.call_hook(hook::WAIT, &[id, off, kind, v, c]);
@@ -741,17 +808,20 @@ impl Lower<'_, '_> {
                         Cv::Win(id, _) => id,
                         Cv::Ctx => self.ctx,
                     };
-                    self.b.ins().store(MemFlagsData::trusted(), v, slots, (i * 8) as i32);
+                    self.b
+                        .ins()
+                        .store(MemFlagsData::trusted(), v, slots, (i * 8) as i32);
                 }
                 let inst = self.b.ins().call(callee_f, &[self.ctx, slots]);
                 let st = self.b.inst_results(inst)[0];
                 self.check(st);
                 None
             }
-            OpKind::Dispatch { .. }
-            | OpKind::AllocWindowBuffer
-            | OpKind::Window(_) => {
-                return Err(self.err(format!("host op `{}` in a device function", self.op_text(op))))
+            OpKind::Dispatch { .. } | OpKind::AllocWindowBuffer | OpKind::Window(_) => {
+                return Err(self.err(format!(
+                    "host op `{}` in a device function",
+                    self.op_text(op)
+                )))
             }
         };
         if let (Some(r), Some(cv)) = (op.result, out) {
@@ -802,7 +872,10 @@ impl Lower<'_, '_> {
             let x = self.scalar(o)?;
             if !self.is_const(o) {
                 let limit = shape[d].saturating_sub(tile[d]) as i64;
-                let bad = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, x, limit);
+                let bad = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::UnsignedGreaterThan, x, limit);
                 let lim = self.iconst(limit);
                 let msg = format!(
                     "function `{}`, op `{}`: offset {d} is {{a}} but the largest offset that fits a tile of extent {} in extent {} is {{b}}",
@@ -824,7 +897,7 @@ impl Lower<'_, '_> {
         &mut self,
         tile: &[u64],
         esize: usize,
-        row: &mut dyn FnMut(&mut Self, &[ClValue], u64) -> Result<(), CodegenError>,
+        row: &mut RowFn<'_, Self>,
     ) -> Result<(), CodegenError> {
         let Some((&last, lead)) = tile.split_last() else {
             return Ok(());
@@ -853,11 +926,23 @@ impl Lower<'_, '_> {
     }
 
     /// Byte offset of `offs + idx` in a row-major array of `shape`.
-    fn linear(&mut self, shape: &[u64], offs: &[ClValue], idx: &[ClValue], esize: usize) -> ClValue {
+    fn linear(
+        &mut self,
+        shape: &[u64],
+        offs: &[ClValue],
+        idx: &[ClValue],
+        esize: usize,
+    ) -> ClValue {
         self.linear_with(shape, offs, idx, esize)
     }
 
-    fn linear_with(&mut self, shape: &[u64], offs: &[ClValue], idx: &[ClValue], esize: usize) -> ClValue {
+    fn linear_with(
+        &mut self,
+        shape: &[u64],
+        offs: &[ClValue],
+        idx: &[ClValue],
+        esize: usize,
+    ) -> ClValue {
         let mut acc = self.iconst(0);
         for d in 0..shape.len() {
             let stride: u64 = shape[d + 1..].iter().product::<u64>() * esize as u64;
@@ -874,7 +959,7 @@ impl Lower<'_, '_> {
         self.linear_with(shape, &zeros, idx, esize)
     }
 
-    fn to_i64(&mut self, v: ClValue, d: DType) -> ClValue {
+    fn widen_i64(&mut self, v: ClValue, d: DType) -> ClValue {
         match d {
             DType::I32 => self.b.ins().sextend(types::I64, v),
             DType::U32 => self.b.ins().uextend(types::I64, v),
@@ -889,7 +974,13 @@ impl Lower<'_, '_> {
             (Const::Bool(x), _) => self.b.ins().iconst(types::I8, x as i64),
             (Const::Int(i), d) => {
                 let t = cl_type(d);
-                let v = if t == types::I32 { i as u32 as i64 } else if t == types::I8 { (i != 0) as i64 } else { i as i64 };
+                let v = if t == types::I32 {
+                    i as u32 as i64
+                } else if t == types::I8 {
+                    (i != 0) as i64
+                } else {
+                    i as i64
+                };
                 self.b.ins().iconst(t, v)
             }
         }
@@ -899,11 +990,20 @@ impl Lower<'_, '_> {
     fn elementwise(&mut self, op: &Op) -> Result<Cv, CodegenError> {
         let f = self.f;
         let operands = op.kind.operands();
-        let rt = op.result.map(|r| f.ty(r).clone()).ok_or_else(|| self.err("elementwise op without result"))?;
-        let in_dt: Vec<DType> = operands.iter().map(|v| f.ty(*v).dtype().unwrap_or(DType::F32)).collect();
+        let rt = op
+            .result
+            .map(|r| f.ty(r).clone())
+            .ok_or_else(|| self.err("elementwise op without result"))?;
+        let in_dt: Vec<DType> = operands
+            .iter()
+            .map(|v| f.ty(*v).dtype().unwrap_or(DType::F32))
+            .collect();
         match rt {
             Type::Scalar(rd) => {
-                let xs = operands.iter().map(|v| self.scalar(*v)).collect::<Result<Vec<_>, _>>()?;
+                let xs = operands
+                    .iter()
+                    .map(|v| self.scalar(*v))
+                    .collect::<Result<Vec<_>, _>>()?;
                 Ok(Cv::S(self.scalar_op(op, &xs, &in_dt, rd)?))
             }
             Type::Tile(shape, rd) => {
@@ -940,7 +1040,13 @@ impl Lower<'_, '_> {
         }
     }
 
-    fn scalar_op(&mut self, op: &Op, xs: &[ClValue], in_dt: &[DType], rd: DType) -> Result<ClValue, CodegenError> {
+    fn scalar_op(
+        &mut self,
+        op: &Op,
+        xs: &[ClValue],
+        in_dt: &[DType],
+        rd: DType,
+    ) -> Result<ClValue, CodegenError> {
         let d = in_dt.first().copied().unwrap_or(rd);
         Ok(match &op.kind {
             OpKind::Binary(bop, ..) => {
@@ -963,11 +1069,15 @@ impl Lower<'_, '_> {
                         BinOp::Mul => self.b.ins().imul(a, b),
                         BinOp::Div | BinOp::Rem => {
                             let zero = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
-                            let bb = self.to_i64(b, d);
+                            let bb = self.widen_i64(b, d);
                             let ty = self.b.func.dfg.value_type(b);
                             let _ = ty;
                             let lim = self.iconst(0);
-                            let msg = format!("function `{}`, op `{}`: integer division by zero", self.f.name, self.op_text(op));
+                            let msg = format!(
+                                "function `{}`, op `{}`: integer division by zero",
+                                self.f.name,
+                                self.op_text(op)
+                            );
                             self.fault_if(zero, msg, bb, lim);
                             if signed {
                                 // x / -1 and x % -1 must not trap on the minimum value.
@@ -1061,7 +1171,11 @@ impl Lower<'_, '_> {
         }
         if to == DType::Bool {
             return if from.is_float() {
-                let z = if ft == types::F32 { self.b.ins().f32const(0.0) } else { self.b.ins().f64const(0.0) };
+                let z = if ft == types::F32 {
+                    self.b.ins().f32const(0.0)
+                } else {
+                    self.b.ins().f64const(0.0)
+                };
                 self.b.ins().fcmp(FloatCC::NotEqual, x, z)
             } else {
                 self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
@@ -1102,6 +1216,9 @@ impl Lower<'_, '_> {
         }
     }
 }
+
+/// Emits the copy of one row: (lowering, row index per dim, row bytes).
+type RowFn<'r, L> = dyn FnMut(&mut L, &[ClValue], u64) -> Result<(), CodegenError> + 'r;
 
 fn cmp_code(c: CmpOp) -> u32 {
     match c {

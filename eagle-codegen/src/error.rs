@@ -88,7 +88,7 @@ pub enum SpecializeError {
 pub enum CodegenError {
     /// Specialization failed.
     #[error(transparent)]
-    Specialize(#[from] SpecializeError),
+    Specialize(Box<SpecializeError>),
     /// The generic module is invalid.
     #[error(transparent)]
     Ir(#[from] IrError),
@@ -113,4 +113,10 @@ pub enum CodegenError {
         /// Cranelift's message.
         message: String,
     },
+}
+
+impl From<SpecializeError> for CodegenError {
+    fn from(e: SpecializeError) -> Self {
+        CodegenError::Specialize(Box::new(e))
+    }
 }

@@ -104,7 +104,14 @@ impl Spec<'_> {
     fn set_const(&mut self, v: Value, c: Const) {
         self.consts.insert(v, c);
         if let Const::Int(i) = c {
-            self.ranges.insert(v, Range::point(i));
+            let world = self.ranges.get(&v).is_some_and(|r| r.world);
+            self.ranges.insert(
+                v,
+                Range {
+                    world,
+                    ..Range::point(i)
+                },
+            );
         }
     }
 
@@ -147,11 +154,19 @@ impl Spec<'_> {
         offsets: &[Value],
         tile: Option<Value>,
     ) -> Result<(), SpecializeError> {
-        let extents = f.ty(mem).shape().and_then(|s| s.consts()).unwrap_or_default();
+        let extents = f
+            .ty(mem)
+            .shape()
+            .and_then(|s| s.consts())
+            .unwrap_or_default();
         let tile_ext = tile
             .and_then(|t| f.ty(t).shape().and_then(|s| s.consts()))
             .unwrap_or_else(|| vec![1; extents.len()]);
-        for (d, (&o, (&e, &t))) in offsets.iter().zip(extents.iter().zip(&tile_ext)).enumerate() {
+        for (d, (&o, (&e, &t))) in offsets
+            .iter()
+            .zip(extents.iter().zip(&tile_ext))
+            .enumerate()
+        {
             let r = self.ranges.get(&o).copied();
             let bad = |lo: i128, hi: i128| SpecializeError::IndexOutOfBounds {
                 function: f.name.clone(),
@@ -202,16 +217,17 @@ impl Spec<'_> {
                 }
             }
             OpKind::Dim(d) => {
-                let v = match d {
-                    Dim::Const(n) => *n,
-                    Dim::Sym(s) => *self.b.dims.get(s.as_ref()).ok_or_else(|| {
-                        SpecializeError::UnboundDim {
-                            function: f.name.clone(),
-                            place: format!("op `{}`", print_op(f, op)),
-                            name: s.to_string(),
-                        }
-                    })?,
-                };
+                let v =
+                    match d {
+                        Dim::Const(n) => *n,
+                        Dim::Sym(s) => *self.b.dims.get(s.as_ref()).ok_or_else(|| {
+                            SpecializeError::UnboundDim {
+                                function: f.name.clone(),
+                                place: format!("op `{}`", print_op(f, op)),
+                                name: s.to_string(),
+                            }
+                        })?,
+                    };
                 fold_to = Some(Const::Int(v as i128));
             }
             OpKind::WorldSize | OpKind::NRanks(_) => {
@@ -240,20 +256,17 @@ impl Spec<'_> {
                     );
                 }
             }
-            OpKind::Binary(bop, a, b) => {
-                if scalar_res {
-                    if let (Some(&x), Some(&y), Some(d)) =
-                        (self.consts.get(a), self.consts.get(b), rdt)
+            OpKind::Binary(bop, a, b) if scalar_res => {
+                if let (Some(&x), Some(&y), Some(d)) = (self.consts.get(a), self.consts.get(b), rdt)
+                {
+                    fold_to = fold::bin(*bop, d, x, y);
+                }
+                if fold_to.is_none() {
+                    if let (Some(&x), Some(&y), Some(r)) =
+                        (self.ranges.get(a), self.ranges.get(b), res)
                     {
-                        fold_to = fold::bin(*bop, d, x, y);
-                    }
-                    if fold_to.is_none() {
-                        if let (Some(&x), Some(&y), Some(r)) =
-                            (self.ranges.get(a), self.ranges.get(b), res)
-                        {
-                            if let Some(z) = range_bin(*bop, x, y) {
-                                self.ranges.insert(r, z);
-                            }
+                        if let Some(z) = range_bin(*bop, x, y) {
+                            self.ranges.insert(r, z);
                         }
                     }
                 }
@@ -289,7 +302,11 @@ impl Spec<'_> {
             }
             OpKind::Slice { src, index } => {
                 let (src, index) = (*src, *index);
-                let extent = f.ty(src).shape().and_then(|s| s.0.first()?.as_const()).unwrap_or(0);
+                let extent = f
+                    .ty(src)
+                    .shape()
+                    .and_then(|s| s.0.first()?.as_const())
+                    .unwrap_or(0);
                 let origin = self.origin.get(&src).cloned();
                 if let Some(r) = self.ranges.get(&index).copied() {
                     if r.lo < 0 || r.hi >= extent as i128 {

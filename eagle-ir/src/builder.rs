@@ -293,7 +293,12 @@ impl FunctionBuilder<'_> {
     ///
     /// # Errors
     /// [`IrError::Build`] for operands that are neither scalars nor tiles.
-    pub fn bin(&mut self, op: BinOp, a: impl Into<Operand>, b: impl Into<Operand>) -> Result<Value> {
+    pub fn bin(
+        &mut self,
+        op: BinOp,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+    ) -> Result<Value> {
         let (a, b) = self.pair(a.into(), b.into())?;
         let ty = self.elementwise_ty(op.name(), &[a, b], None)?;
         Ok(self.push(OpKind::Binary(op, a, b), Some(ty)))
@@ -330,7 +335,12 @@ impl FunctionBuilder<'_> {
     ///
     /// # Errors
     /// [`IrError::Build`] for operands that are neither scalars nor tiles.
-    pub fn cmp(&mut self, op: CmpOp, a: impl Into<Operand>, b: impl Into<Operand>) -> Result<Value> {
+    pub fn cmp(
+        &mut self,
+        op: CmpOp,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+    ) -> Result<Value> {
         let (a, b) = self.pair(a.into(), b.into())?;
         let ty = self.elementwise_ty(op.name(), &[a, b], Some(DType::Bool))?;
         Ok(self.push(OpKind::Cmp(op, a, b), Some(ty)))
@@ -398,7 +408,10 @@ impl FunctionBuilder<'_> {
             return self.err(format!("`load` reads a tensor or window, found `{t}`"));
         }
         let d = t.dtype().unwrap_or(DType::F32);
-        Ok(self.push(OpKind::Load { src, offsets }, Some(tile_of(Shape(shape), d))))
+        Ok(self.push(
+            OpKind::Load { src, offsets },
+            Some(tile_of(Shape(shape), d)),
+        ))
     }
 
     /// `store(dst, offsets, value)`.
@@ -586,7 +599,10 @@ impl FunctionBuilder<'_> {
     }
     /// `alloc_window_buffer(shape, dtype)`.
     pub fn alloc_window_buffer(&mut self, shape: Vec<Dim>, dtype: DType) -> Value {
-        self.push(OpKind::AllocWindowBuffer, Some(Type::WinBuf(Shape(shape), dtype)))
+        self.push(
+            OpKind::AllocWindowBuffer,
+            Some(Type::WinBuf(Shape(shape), dtype)),
+        )
     }
     /// `window(buf, shape, dtype)`.
     pub fn window(&mut self, buf: Value, shape: Vec<Dim>, dtype: DType) -> Value {

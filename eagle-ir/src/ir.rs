@@ -446,22 +446,35 @@ impl OpKind {
         match self {
             Const(_) | Dim(_) | WorldSize | AllocWindowBuffer => vec![],
             Binary(_, a, b) | Cmp(_, a, b) | Write(a, b) => vec![*a, *b],
-            Unary(_, a) | Cast(a) | Var(a) | Read(a) | Rank(a) | NRanks(a) | Window(a)
+            Unary(_, a)
+            | Cast(a)
+            | Var(a)
+            | Read(a)
+            | Rank(a)
+            | NRanks(a)
+            | Window(a)
             | Barrier(a) => vec![*a],
             Fma(a, b, c) | Select(a, b, c) => vec![*a, *b, *c],
             Slice { src, index } => vec![*src, *index],
-            Load { src, offsets } => std::iter::once(*src).chain(offsets.iter().copied()).collect(),
+            Load { src, offsets } => std::iter::once(*src)
+                .chain(offsets.iter().copied())
+                .collect(),
             Store {
                 value,
                 dst,
                 offsets,
-            } => [*value, *dst].into_iter().chain(offsets.iter().copied()).collect(),
+            } => [*value, *dst]
+                .into_iter()
+                .chain(offsets.iter().copied())
+                .collect(),
             For { lo, hi, .. } => vec![*lo, *hi],
             If { cond, .. } => vec![*cond],
             Call { args, .. } => args.clone(),
-            Dispatch { args, device, .. } => {
-                args.iter().copied().chain(std::iter::once(*device)).collect()
-            }
+            Dispatch { args, device, .. } => args
+                .iter()
+                .copied()
+                .chain(std::iter::once(*device))
+                .collect(),
             Put { dst, peer, src } | Get { dst, peer, src } => vec![*dst, *peer, *src],
             RemoteLoad { src, peer, offsets } => [*src, *peer]
                 .into_iter()

@@ -77,16 +77,21 @@ impl Lexer {
                 if s.is_empty() {
                     return Err(err(l0, c0, format!("expected a name after `{c}`")));
                 }
-                let tok = if c == '%' {
-                    Tok::Val(s.parse().map_err(|_| err(l0, c0, format!("value number `%{s}` is too large")))?)
-                } else {
-                    Tok::Func(s)
-                };
+                let tok =
+                    if c == '%' {
+                        Tok::Val(s.parse().map_err(|_| {
+                            err(l0, c0, format!("value number `%{s}` is too large"))
+                        })?)
+                    } else {
+                        Tok::Func(s)
+                    };
                 out.push((tok, l0, c0));
                 adv(j - i, &mut i, &mut col);
                 continue;
             }
-            if c.is_ascii_digit() || (c == '-' && i + 1 < chars.len() && (chars[i + 1].is_ascii_alphanumeric())) {
+            if c.is_ascii_digit()
+                || (c == '-' && i + 1 < chars.len() && (chars[i + 1].is_ascii_alphanumeric()))
+            {
                 let mut j = i + 1;
                 while j < chars.len() {
                     let d = chars[j];
@@ -229,7 +234,10 @@ impl Parser {
                 Some(Tok::Ident(s)) => dims.push(Dim::Sym(Cow::Owned(s))),
                 t => {
                     self.pos -= 1;
-                    return self.err(format!("expected an extent, found {}", describe(t.as_ref())));
+                    return self.err(format!(
+                        "expected an extent, found {}",
+                        describe(t.as_ref())
+                    ));
                 }
             }
         }
@@ -301,7 +309,10 @@ impl Parser {
                 }
                 None => self.err(format!("value `%{n}` is used before it is defined")),
             },
-            t => self.err(format!("expected a value `%N`, found {}", describe(t.as_ref()))),
+            t => self.err(format!(
+                "expected a value `%N`, found {}",
+                describe(t.as_ref())
+            )),
         }
     }
 
@@ -365,7 +376,10 @@ impl Parser {
                 Some(Tok::Val(n)) => n,
                 t => {
                     self.pos -= 1;
-                    return self.err(format!("expected a parameter `%N`, found {}", describe(t.as_ref())));
+                    return self.err(format!(
+                        "expected a parameter `%N`, found {}",
+                        describe(t.as_ref())
+                    ));
                 }
             };
             let pname = self.ident()?;
@@ -442,7 +456,10 @@ impl Parser {
                 Some(Tok::Ident(s)) => Dim(crate::types::Dim::Sym(Cow::Owned(s))),
                 t => {
                     self.pos -= 1;
-                    return self.err(format!("expected an extent, found {}", describe(t.as_ref())));
+                    return self.err(format!(
+                        "expected an extent, found {}",
+                        describe(t.as_ref())
+                    ));
                 }
             },
             "fma" | "select" => {
@@ -504,7 +521,10 @@ impl Parser {
                     Some(Tok::Val(n)) => n,
                     t => {
                         self.pos -= 1;
-                        return self.err(format!("expected the loop variable `%N`, found {}", describe(t.as_ref())));
+                        return self.err(format!(
+                            "expected the loop variable `%N`, found {}",
+                            describe(t.as_ref())
+                        ));
                     }
                 };
                 self.expect_ident("in")?;
@@ -535,7 +555,10 @@ impl Parser {
                     Some(Tok::Func(f)) => f,
                     t => {
                         self.pos -= 1;
-                        return self.err(format!("expected `@callee`, found {}", describe(t.as_ref())));
+                        return self.err(format!(
+                            "expected `@callee`, found {}",
+                            describe(t.as_ref())
+                        ));
                     }
                 };
                 self.expect_punct("(")?;

@@ -81,7 +81,13 @@ pub fn print_function(f: &Function) -> String {
             )
         })
         .collect();
-    let _ = writeln!(s, "{} @{}({}) {{", f.level.name(), f.name, params.join(", "));
+    let _ = writeln!(
+        s,
+        "{} @{}({}) {{",
+        f.level.name(),
+        f.name,
+        params.join(", ")
+    );
     print_block(f, &names, &f.body, 1, &mut s);
     s.push_str("}\n");
     s
@@ -157,7 +163,11 @@ fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String)
             callee,
             args,
             device,
-        } => format!("dispatch @{callee}({}) device {}", n.list(args), n.v(*device)),
+        } => format!(
+            "dispatch @{callee}({}) device {}",
+            n.list(args),
+            n.v(*device)
+        ),
         Rank(c) => format!("rank {}", n.v(*c)),
         NRanks(c) => format!("nranks {}", n.v(*c)),
         WorldSize => "world_size".to_string(),
@@ -166,7 +176,12 @@ fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String)
         Put { dst, peer, src } => format!("put {}", n.list(&[*dst, *peer, *src])),
         Get { dst, peer, src } => format!("get {}", n.list(&[*dst, *peer, *src])),
         RemoteLoad { src, peer, offsets } => {
-            format!("remote_load {}, {}, {}", n.v(*src), n.v(*peer), offs(offsets))
+            format!(
+                "remote_load {}, {}, {}",
+                n.v(*src),
+                n.v(*peer),
+                offs(offsets)
+            )
         }
         RemoteStore {
             value,

@@ -37,7 +37,11 @@ impl V<'_> {
     fn fail<T>(&self, op: &Op, message: impl Into<String>) -> Result<T> {
         Err(IrError::Verify {
             function: self.f.name.clone(),
-            op: print_op(self.f, op).lines().next().unwrap_or("").to_string(),
+            op: print_op(self.f, op)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string(),
             message: message.into(),
         })
     }
@@ -77,7 +81,13 @@ impl V<'_> {
 
     fn ctx(&self, op: &Op, v: Value) -> Result<()> {
         if *self.ty(v) != Type::Ctx {
-            return self.fail(op, format!("operand must be the device context `ctx`, found `{}`", self.ty(v)));
+            return self.fail(
+                op,
+                format!(
+                    "operand must be the device context `ctx`, found `{}`",
+                    self.ty(v)
+                ),
+            );
         }
         if self.f.level == Level::Host {
             return self.fail(op, "device operations are not allowed in a host function; move them into a per-device program dispatched with `device = r`");
@@ -87,7 +97,13 @@ impl V<'_> {
 
     fn offsets(&self, op: &Op, offsets: &[Value], rank: usize, what: &str) -> Result<()> {
         if offsets.len() != rank {
-            return self.fail(op, format!("{what} has rank {rank} but {} offset(s) were given; give one offset per dim", offsets.len()));
+            return self.fail(
+                op,
+                format!(
+                    "{what} has rank {rank} but {} offset(s) were given; give one offset per dim",
+                    offsets.len()
+                ),
+            );
         }
         for (i, &o) in offsets.iter().enumerate() {
             self.scalar(op, o, &format!("offset {i}"), Some(DType::Index))?;
@@ -105,14 +121,20 @@ impl V<'_> {
     fn memory(&self, op: &Op, v: Value, what: &str) -> Result<(Shape, DType)> {
         match self.ty(v) {
             Type::Window(s, d) | Type::Tensor(s, d) => Ok((s.clone(), *d)),
-            t => self.fail(op, format!("{what} must be a tensor or window, found `{t}`")),
+            t => self.fail(
+                op,
+                format!("{what} must be a tensor or window, found `{t}`"),
+            ),
         }
     }
 
     fn expect_result(&self, op: &Op, ty: &Type) -> Result<()> {
         match op.result {
             Some(r) if self.ty(r) == ty => Ok(()),
-            Some(r) => self.fail(op, format!("result type must be `{ty}`, found `{}`", self.ty(r))),
+            Some(r) => self.fail(
+                op,
+                format!("result type must be `{ty}`, found `{}`", self.ty(r)),
+            ),
             None => self.fail(op, format!("op must define a result of type `{ty}`")),
         }
     }
@@ -124,7 +146,12 @@ impl V<'_> {
             let (s, d) = match self.ty(v) {
                 Type::Scalar(d) => (None, *d),
                 Type::Tile(s, d) => (Some(s.clone()), *d),
-                t => return self.fail(op, format!("operand {i} must be a scalar or tile, found `{t}`")),
+                t => {
+                    return self.fail(
+                        op,
+                        format!("operand {i} must be a scalar or tile, found `{t}`"),
+                    )
+                }
             };
             if let (Some(a), Some(b)) = (&shape, &s) {
                 if !shapes_compatible(a, b) {
@@ -157,7 +184,14 @@ impl V<'_> {
             return self.fail(op, format!("callee `@{name}` is not defined in the module"));
         };
         if c.level != want {
-            return self.fail(op, format!("callee `@{name}` is a {} function but a {} function is expected here", c.level.name(), want.name()));
+            return self.fail(
+                op,
+                format!(
+                    "callee `@{name}` is a {} function but a {} function is expected here",
+                    c.level.name(),
+                    want.name()
+                ),
+            );
         }
         Ok(c)
     }
@@ -170,12 +204,26 @@ impl V<'_> {
             .filter(|(_, t)| !(skip_ctx && **t == Type::Ctx))
             .collect();
         if params.len() != args.len() {
-            return self.fail(op, format!("`@{}` takes {} argument(s), {} given", c.name, params.len(), args.len()));
+            return self.fail(
+                op,
+                format!(
+                    "`@{}` takes {} argument(s), {} given",
+                    c.name,
+                    params.len(),
+                    args.len()
+                ),
+            );
         }
         for ((name, pt), &a) in params.iter().zip(args) {
             let at = self.ty(a);
             if !types_compatible(at, pt) {
-                return self.fail(op, format!("argument `{name}` of `@{}` must be `{pt}`, found `{at}`", c.name));
+                return self.fail(
+                    op,
+                    format!(
+                        "argument `{name}` of `@{}` must be `{pt}`, found `{at}`",
+                        c.name
+                    ),
+                );
             }
         }
         Ok(())
@@ -198,7 +246,10 @@ impl V<'_> {
     fn op(&mut self, op: &Op) -> Result<()> {
         for (i, v) in op.kind.operands().into_iter().enumerate() {
             if v.index() >= self.f.values.len() || !self.defined(v) {
-                return self.fail(op, format!("operand {i} is used before it is defined (or outside its scope)"));
+                return self.fail(
+                    op,
+                    format!("operand {i} is used before it is defined (or outside its scope)"),
+                );
             }
         }
         use OpKind::*;
@@ -221,10 +272,16 @@ impl V<'_> {
                 let (s, d) = self.elementwise(op, &[*x, *y])?;
                 let logic = matches!(b, BinOp::And | BinOp::Or | BinOp::Xor);
                 if logic && d.is_float() {
-                    return self.fail(op, format!("`{}` needs integer or bool operands, found `{d}`", b.name()));
+                    return self.fail(
+                        op,
+                        format!("`{}` needs integer or bool operands, found `{d}`", b.name()),
+                    );
                 }
                 if !logic && d == DType::Bool {
-                    return self.fail(op, format!("`{}` needs numeric operands, found `bool`", b.name()));
+                    return self.fail(
+                        op,
+                        format!("`{}` needs numeric operands, found `bool`", b.name()),
+                    );
                 }
                 if *b == BinOp::Rem && d.is_float() {
                     return self.fail(op, "`%` on floats is not supported; compute `x - (x / y).floor() * y` explicitly");
@@ -259,7 +316,12 @@ impl V<'_> {
                 let (s, d) = self.elementwise(op, &[*a, *b])?;
                 match self.ty(*c) {
                     Type::Scalar(DType::Bool) | Type::Tile(_, DType::Bool) => {}
-                    t => return self.fail(op, format!("operand 0 (condition) must be `bool`, found `{t}`")),
+                    t => {
+                        return self.fail(
+                            op,
+                            format!("operand 0 (condition) must be `bool`, found `{t}`"),
+                        )
+                    }
                 }
                 self.expect_result(op, &Self::with_shape(s, d))?;
             }
@@ -270,7 +332,12 @@ impl V<'_> {
                 };
                 let d = match self.ty(r) {
                     Type::Scalar(d) | Type::Tile(_, d) => *d,
-                    t => return self.fail(op, format!("cast result must be a scalar or tile, found `{t}`")),
+                    t => {
+                        return self.fail(
+                            op,
+                            format!("cast result must be a scalar or tile, found `{t}`"),
+                        )
+                    }
                 };
                 self.expect_result(op, &Self::with_shape(s, d))?;
             }
@@ -280,7 +347,12 @@ impl V<'_> {
                     Type::Tensor(s, d) if s.rank() >= 1 => {
                         self.expect_result(op, &Type::Tensor(Shape(s.0[1..].to_vec()), *d))?
                     }
-                    t => return self.fail(op, format!("operand 0 must be a tensor of rank >= 1, found `{t}`")),
+                    t => {
+                        return self.fail(
+                            op,
+                            format!("operand 0 must be a tensor of rank >= 1, found `{t}`"),
+                        )
+                    }
                 }
             }
             Load { src, offsets } => {
@@ -288,7 +360,15 @@ impl V<'_> {
                 self.offsets(op, offsets, s.rank(), "the source")?;
                 match op.result.map(|r| self.ty(r)) {
                     Some(Type::Tile(ts, td)) if ts.rank() == s.rank() && *td == d => {}
-                    Some(t) => return self.fail(op, format!("result must be a tile of rank {} and dtype `{d}`, found `{t}`", s.rank())),
+                    Some(t) => {
+                        return self.fail(
+                            op,
+                            format!(
+                                "result must be a tile of rank {} and dtype `{d}`, found `{t}`",
+                                s.rank()
+                            ),
+                        )
+                    }
                     None => return self.fail(op, "load must define a result"),
                 }
             }
@@ -407,7 +487,12 @@ impl V<'_> {
                 self.offsets(op, offsets, s.rank(), "the window")?;
                 match op.result.map(|r| self.ty(r)) {
                     Some(Type::Tile(ts, td)) if ts.rank() == s.rank() && *td == d => {}
-                    _ => return self.fail(op, format!("result must be a tile of rank {} and dtype `{d}`", s.rank())),
+                    _ => {
+                        return self.fail(
+                            op,
+                            format!("result must be a tile of rank {} and dtype `{d}`", s.rank()),
+                        )
+                    }
                 }
             }
             RemoteStore {
@@ -443,7 +528,10 @@ impl V<'_> {
                 }
                 let (s, d) = self.window(op, *signal, "operand 0 (signal)")?;
                 if !matches!(d, DType::I32 | DType::I64 | DType::U32 | DType::U64) {
-                    return self.fail(op, format!("signals must be windows of i32, i64, u32 or u64, found `{d}`"));
+                    return self.fail(
+                        op,
+                        format!("signals must be windows of i32, i64, u32 or u64, found `{d}`"),
+                    );
                 }
                 self.offsets(op, offsets, s.rank(), "the signal window")?;
                 self.scalar(op, *value, "value", Some(d))?;
@@ -491,7 +579,10 @@ pub fn verify_module(m: &Module) -> Result<()> {
                 return Err(IrError::Verify {
                     function: f.name.clone(),
                     op: format!("parameter `{}`", p.name),
-                    message: format!("type `{t}` is not allowed for a parameter of a {} function", f.level.name()),
+                    message: format!(
+                        "type `{t}` is not allowed for a parameter of a {} function",
+                        f.level.name()
+                    ),
                 });
             }
         }

@@ -65,19 +65,21 @@ pub fn host(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn dynamic(input: TokenStream) -> TokenStream {
     let input = TS::from(input);
-    let lit: syn::LitStr = match syn::parse2(input.clone()) {
-        Ok(l) => l,
-        Err(_) => {
-            return syn::Error::new(
+    let lit: syn::LitStr =
+        match syn::parse2(input.clone()) {
+            Ok(l) => l,
+            Err(_) => return syn::Error::new(
                 input.span(),
                 "`dynamic!` takes one string literal naming the dimension, e.g. `dynamic!(\"NR\")`",
             )
             .to_compile_error()
-            .into()
-        }
-    };
+            .into(),
+        };
     let name = lit.value();
-    let ok = name.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+    let ok = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_alphanumeric() || c == '_');
     if !ok {
         return syn::Error::new(
@@ -124,7 +126,9 @@ fn dtype_tokens(name: &str, span: Span) -> R<TS> {
         }
         None => err(
             span,
-            format!("unknown dtype `{name}`; expected one of bool, i32, i64, u32, u64, f32, f64, usize"),
+            format!(
+                "unknown dtype `{name}`; expected one of bool, i32, i64, u32, u64, f32, f64, usize"
+            ),
         ),
     }
 }
@@ -167,25 +171,32 @@ fn param_type(ty: &Type, level: Level) -> R<(TS, bool, TS)> {
         "Out" => {
             let inner = match generics.as_slice() {
                 [GenericArgument::Type(t)] => t,
-                _ => return err(seg.span(), "`Out` wraps one tensor type: `Out<Tensor<f32, N>>`"),
+                _ => {
+                    return err(
+                        seg.span(),
+                        "`Out` wraps one tensor type: `Out<Tensor<f32, N>>`",
+                    )
+                }
             };
             let (t, out, lt) = param_type(inner, level)?;
             if out {
-                return err(inner.span(), "`Out<Out<...>>` is not meaningful; write `Out<Tensor<...>>`");
+                return err(
+                    inner.span(),
+                    "`Out<Out<...>>` is not meaningful; write `Out<Tensor<...>>`",
+                );
             }
             if !t.to_string().contains("Tensor") {
-                return err(inner.span(), "`Out` marks a written tensor: `Out<Tensor<dtype, dims...>>`");
+                return err(
+                    inner.span(),
+                    "`Out` marks a written tensor: `Out<Tensor<dtype, dims...>>`",
+                );
             }
             let _ = lt;
             let rust = match inner {
-                Type::Path(ip) => ip
-                    .path
-                    .segments
-                    .last()
-                    .and_then(|sg| match &sg.arguments {
-                        PathArguments::AngleBracketed(a) => a.args.first().cloned(),
-                        _ => None,
-                    }),
+                Type::Path(ip) => ip.path.segments.last().and_then(|sg| match &sg.arguments {
+                    PathArguments::AngleBracketed(a) => a.args.first().cloned(),
+                    _ => None,
+                }),
                 _ => None,
             };
             let lt = quote!(&mut ::eagle::Tensor<#rust>);
@@ -198,10 +209,19 @@ fn param_type(ty: &Type, level: Level) -> R<(TS, bool, TS)> {
             Ok((quote!(::eagle::ir::Type::Ctx), false, quote!(())))
         }
         "Tensor" | "Window" | "Tile" => {
-            let Some((GenericArgument::Type(Type::Path(dt)), dims)) = generics.split_first().map(|(a, b)| (*a, b)) else {
-                return err(seg.span(), format!("`{name}` takes a dtype then its dims: `{name}<f32, NR, 1, SIZE>`"));
+            let Some((GenericArgument::Type(Type::Path(dt)), dims)) =
+                generics.split_first().map(|(a, b)| (*a, b))
+            else {
+                return err(
+                    seg.span(),
+                    format!("`{name}` takes a dtype then its dims: `{name}<f32, NR, 1, SIZE>`"),
+                );
             };
-            let dname = dt.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+            let dname = dt
+                .path
+                .get_ident()
+                .map(|i| i.to_string())
+                .unwrap_or_default();
             let d = dtype_tokens(&dname, dt.span())?;
             let dims = dims.iter().map(|a| dim_tokens(a)).collect::<R<Vec<_>>>()?;
             let kind = format_ident!("{}", name);
@@ -221,7 +241,10 @@ fn param_type(ty: &Type, level: Level) -> R<(TS, bool, TS)> {
             seg.span(),
             format!("heap types such as `{name}` are not supported in kernels; {PARAM_HELP}"),
         ),
-        _ => err(seg.span(), format!("unsupported parameter type `{name}`; {PARAM_HELP}")),
+        _ => err(
+            seg.span(),
+            format!("unsupported parameter type `{name}`; {PARAM_HELP}"),
+        ),
     }
 }
 
@@ -247,10 +270,16 @@ fn expand_fn(level: Level, f: &ItemFn) -> R<TS> {
         return err(a.span(), "eagle functions cannot be `async`");
     }
     if !sig.generics.params.is_empty() {
-        return err(sig.generics.span(), "eagle functions cannot be generic; use `dynamic!` dims for shapes that vary");
+        return err(
+            sig.generics.span(),
+            "eagle functions cannot be generic; use `dynamic!` dims for shapes that vary",
+        );
     }
     if let syn::ReturnType::Type(_, t) = &sig.output {
-        return err(t.span(), "eagle functions return nothing; write results into an `Out<Tensor<...>>` parameter");
+        return err(
+            t.span(),
+            "eagle functions return nothing; write results into an `Out<Tensor<...>>` parameter",
+        );
     }
     let mut params = vec![];
     for a in &sig.inputs {
@@ -261,7 +290,10 @@ fn expand_fn(level: Level, f: &ItemFn) -> R<TS> {
             return err(pt.pat.span(), "parameters must be plain names");
         };
         if let Some(m) = &pi.mutability {
-            return err(m.span(), "parameters cannot be `mut`; copy into a `let mut` variable");
+            return err(
+                m.span(),
+                "parameters cannot be `mut`; copy into a `let mut` variable",
+            );
         }
         let (ty, out, launch_ty) = param_type(&pt.ty, level)?;
         params.push(Param {
@@ -291,7 +323,11 @@ fn expand_fn(level: Level, f: &ItemFn) -> R<TS> {
         cx.bind(&ns, false);
     }
     let body = cx.block_stmts(&f.block.stmts)?;
-    let docs: Vec<&syn::Attribute> = f.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
+    let docs: Vec<&syn::Attribute> = f
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .collect();
     let launcher = if level == Level::Host {
         let args: Vec<TS> = params
             .iter()
@@ -519,7 +555,9 @@ impl Cx {
                 other => return err(other.span(), "unsupported `else` branch"),
             },
         };
-        Ok(quote!({ let __c = #c; __f.if_(__c, |__f| { #then_b Ok(()) }, |__f| { #else_b Ok(()) })?; }))
+        Ok(
+            quote!({ let __c = #c; __f.if_(__c, |__f| { #then_b Ok(()) }, |__f| { #else_b Ok(()) })?; }),
+        )
     }
 
     fn mut_var(&self, e: &Expr) -> R<syn::Ident> {
@@ -527,7 +565,12 @@ impl Cx {
             if let Some(id) = p.path.get_ident() {
                 match self.lookup(&id.to_string()) {
                     Some(true) => return Ok(id.clone()),
-                    Some(false) => return err(id.span(), format!("`{id}` is not mutable; declare it with `let mut {id} = ...`")),
+                    Some(false) => {
+                        return err(
+                            id.span(),
+                            format!("`{id}` is not mutable; declare it with `let mut {id} = ...`"),
+                        )
+                    }
                     None => {}
                 }
             }
@@ -535,7 +578,10 @@ impl Cx {
         if let Expr::Index(_) = e {
             return err(e.span(), "element assignment `x[i] = v` is not supported; write tiles with `store(dst, [offsets], tile)`");
         }
-        err(e.span(), "the left side of an assignment must be a `let mut` variable")
+        err(
+            e.span(),
+            "the left side of an assignment must be a `let mut` variable",
+        )
     }
 
     /// A call in statement position: a call or dispatch of another eagle function, or an
@@ -544,12 +590,20 @@ impl Cx {
         let Expr::Path(p) = &*c.func else {
             return err(c.func.span(), "only calls of named functions are supported");
         };
-        let name = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        let name = p
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
         if p.path.segments.len() == 1 && is_intrinsic(&name) {
             return self.intrinsic_stmt(&name, c);
         }
         if self.lookup(&name).is_some() {
-            return err(c.func.span(), format!("`{name}` is a value, not a function"));
+            return err(
+                c.func.span(),
+                format!("`{name}` is a value, not a function"),
+            );
         }
         if name == self.fname {
             return err(c.func.span(), format!("recursion: `{name}` calls itself; eagle functions are inlined per device and cannot recurse (rewrite it as a `for` loop)"));
@@ -569,8 +623,12 @@ impl Cx {
         }
         let callee = quote_spanned!(path.span()=> <#path as ::eagle::ir::EagleFn>);
         Ok(Some(match device {
-            Some(d) => quote!({ let __args = vec![#(#args),*]; let __d = #d; __f.dispatch(#callee::NAME, #callee::build, __args, __d)?; }),
-            None => quote!({ let __args = vec![#(#args),*]; __f.call(#callee::NAME, #callee::build, __args)?; }),
+            Some(d) => {
+                quote!({ let __args = vec![#(#args),*]; let __d = #d; __f.dispatch(#callee::NAME, #callee::build, __args, __d)?; })
+            }
+            None => {
+                quote!({ let __args = vec![#(#args),*]; __f.call(#callee::NAME, #callee::build, __args)?; })
+            }
         }))
     }
 
@@ -579,7 +637,10 @@ impl Cx {
         let n = a.len();
         let arity = |k: usize, sig: &str| -> R<()> {
             if n != k {
-                return err(c.span(), format!("`{name}` takes {k} argument(s): `{sig}`; found {n}"));
+                return err(
+                    c.span(),
+                    format!("`{name}` takes {k} argument(s): `{sig}`; found {n}"),
+                );
             }
             Ok(())
         };
@@ -621,7 +682,10 @@ impl Cx {
                 quote!({ let __a0 = #s; let __a1 = #peer; let __a2 = #offs; let __a3 = #v; let __a4 = #op; __f.notify(__a0, __a1, __a2, __a3, __a4)? };)
             }
             "wait" => {
-                arity(4, "wait(signal, [offsets], expected, Eq | Ne | Ge | Gt | Le | Lt)")?;
+                arity(
+                    4,
+                    "wait(signal, [offsets], expected, Eq | Ne | Ge | Gt | Le | Lt)",
+                )?;
                 let s = self.val(a[0])?;
                 let offs = self.offsets(a[1])?;
                 let v = self.expr(a[2])?;
@@ -647,13 +711,20 @@ impl Cx {
         let Expr::Array(arr) = e else {
             return err(e.span(), "offsets are a list in brackets: `[0, i * SIZE]`");
         };
-        let items = arr.elems.iter().map(|x| self.expr(x)).collect::<R<Vec<_>>>()?;
+        let items = arr
+            .elems
+            .iter()
+            .map(|x| self.expr(x))
+            .collect::<R<Vec<_>>>()?;
         Ok(quote!(vec![#(#items),*]))
     }
 
     fn shape(&mut self, e: &Expr) -> R<TS> {
         let Expr::Array(arr) = e else {
-            return err(e.span(), "a shape is a list of extents in brackets: `[1, SIZE]`");
+            return err(
+                e.span(),
+                "a shape is a list of extents in brackets: `[1, SIZE]`",
+            );
         };
         let mut items = vec![];
         for x in &arr.elems {
@@ -784,12 +855,20 @@ impl Cx {
         let Expr::Path(p) = &*c.func else {
             return err(c.func.span(), "only calls of named functions are supported");
         };
-        let name = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        let name = p
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
         let a: Vec<&Expr> = c.args.iter().collect();
         let n = a.len();
         let arity = |k: usize, sig: &str| -> R<()> {
             if n != k {
-                return err(sp, format!("`{name}` takes {k} argument(s): `{sig}`; found {n}"));
+                return err(
+                    sp,
+                    format!("`{name}` takes {k} argument(s): `{sig}`; found {n}"),
+                );
             }
             Ok(())
         };
@@ -817,21 +896,31 @@ impl Cx {
             "min" | "max" => {
                 arity(2, &format!("{name}(a, b)"))?;
                 let (x, y) = (self.expr(a[0])?, self.expr(a[1])?);
-                let op = if name == "min" { quote!(::eagle::ir::BinOp::Min) } else { quote!(::eagle::ir::BinOp::Max) };
-                v(quote!({ let __a0 = #op; let __a1 = #x; let __a2 = #y; __f.bin(__a0, __a1, __a2)? }))
+                let op = if name == "min" {
+                    quote!(::eagle::ir::BinOp::Min)
+                } else {
+                    quote!(::eagle::ir::BinOp::Max)
+                };
+                v(
+                    quote!({ let __a0 = #op; let __a1 = #x; let __a2 = #y; __f.bin(__a0, __a1, __a2)? }),
+                )
             }
             "fma" | "select" => {
                 arity(3, &format!("{name}(a, b, c)"))?;
                 let (x, y, z) = (self.expr(a[0])?, self.expr(a[1])?, self.expr(a[2])?);
                 let m = format_ident!("{}", name);
-                v(quote!({ let __a0 = #x; let __a1 = #y; let __a2 = #z; __f.#m(__a0, __a1, __a2)? }))
+                v(
+                    quote!({ let __a0 = #x; let __a1 = #y; let __a2 = #z; __f.#m(__a0, __a1, __a2)? }),
+                )
             }
             "load" => {
                 arity(3, "load(src, [offsets], [shape])")?;
                 let src = self.val(a[0])?;
                 let offs = self.offsets(a[1])?;
                 let shape = self.shape(a[2])?;
-                v(quote!({ let __a0 = #src; let __a1 = #offs; let __a2 = #shape; __f.load(__a0, __a1, __a2)? }))
+                v(
+                    quote!({ let __a0 = #src; let __a1 = #offs; let __a2 = #shape; __f.load(__a0, __a1, __a2)? }),
+                )
             }
             "remote_load" => {
                 arity(4, "remote_load(window, peer, [offsets], [shape])")?;
@@ -839,7 +928,9 @@ impl Cx {
                 let peer = self.expr(a[1])?;
                 let offs = self.offsets(a[2])?;
                 let shape = self.shape(a[3])?;
-                v(quote!({ let __a0 = #src; let __a1 = #peer; let __a2 = #offs; let __a3 = #shape; __f.remote_load(__a0, __a1, __a2, __a3)? }))
+                v(
+                    quote!({ let __a0 = #src; let __a1 = #peer; let __a2 = #offs; let __a3 = #shape; __f.remote_load(__a0, __a1, __a2, __a3)? }),
+                )
             }
             "alloc_window_buffer" | "window" => {
                 let (buf, sh, dt) = if name == "window" {
@@ -853,11 +944,20 @@ impl Cx {
                 let dn = path_name(dt).unwrap_or_default();
                 let d = dtype_tokens(&dn, dt.span())?;
                 match buf {
-                    Some(b) => v(quote!({ let __a0 = #b; let __a1 = #shape; let __a2 = #d; __f.window(__a0, __a1, __a2) })),
-                    None => v(quote!({ let __a0 = #shape; let __a1 = #d; __f.alloc_window_buffer(__a0, __a1) })),
+                    Some(b) => v(
+                        quote!({ let __a0 = #b; let __a1 = #shape; let __a2 = #d; __f.window(__a0, __a1, __a2) }),
+                    ),
+                    None => v(
+                        quote!({ let __a0 = #shape; let __a1 = #d; __f.alloc_window_buffer(__a0, __a1) }),
+                    ),
                 }
             }
-            _ => return err(c.span(), format!("`{name}(...)` returns nothing; call it as a statement")),
+            _ => {
+                return err(
+                    c.span(),
+                    format!("`{name}(...)` returns nothing; call it as a statement"),
+                )
+            }
         })
     }
 }
@@ -865,9 +965,27 @@ impl Cx {
 fn is_intrinsic(n: &str) -> bool {
     matches!(
         n,
-        "rank" | "nranks" | "world_size" | "sqrt" | "exp" | "abs" | "min" | "max" | "fma" | "select"
-            | "load" | "store" | "alloc_window_buffer" | "window" | "put" | "get" | "remote_load"
-            | "remote_store" | "notify" | "wait" | "barrier"
+        "rank"
+            | "nranks"
+            | "world_size"
+            | "sqrt"
+            | "exp"
+            | "abs"
+            | "min"
+            | "max"
+            | "fma"
+            | "select"
+            | "load"
+            | "store"
+            | "alloc_window_buffer"
+            | "window"
+            | "put"
+            | "get"
+            | "remote_load"
+            | "remote_store"
+            | "notify"
+            | "wait"
+            | "barrier"
     )
 }
 
@@ -894,7 +1012,12 @@ fn cmp_tokens(e: &Expr) -> R<TS> {
         Some("Le") => quote!(Le),
         Some("Gt") => quote!(Gt),
         Some("Ge") => quote!(Ge),
-        _ => return err(e.span(), "the comparison is one of `Eq`, `Ne`, `Lt`, `Le`, `Gt`, `Ge`"),
+        _ => {
+            return err(
+                e.span(),
+                "the comparison is one of `Eq`, `Ne`, `Lt`, `Le`, `Gt`, `Ge`",
+            )
+        }
     };
     Ok(quote!(::eagle::ir::CmpOp::#t))
 }
@@ -929,14 +1052,18 @@ fn compound_op(op: &SynBin) -> TS {
 }
 
 fn bin_tokens(op: &SynBin) -> R<(syn::Ident, TS)> {
-    let b = |n: &str| (format_ident!("bin"), {
-        let i = format_ident!("{}", n);
-        quote!(::eagle::ir::BinOp::#i)
-    });
-    let c = |n: &str| (format_ident!("cmp"), {
-        let i = format_ident!("{}", n);
-        quote!(::eagle::ir::CmpOp::#i)
-    });
+    let b = |n: &str| {
+        (format_ident!("bin"), {
+            let i = format_ident!("{}", n);
+            quote!(::eagle::ir::BinOp::#i)
+        })
+    };
+    let c = |n: &str| {
+        (format_ident!("cmp"), {
+            let i = format_ident!("{}", n);
+            quote!(::eagle::ir::CmpOp::#i)
+        })
+    };
     Ok(match op {
         SynBin::Add(_) => b("Add"),
         SynBin::Sub(_) => b("Sub"),
@@ -952,6 +1079,11 @@ fn bin_tokens(op: &SynBin) -> R<(syn::Ident, TS)> {
         SynBin::Le(_) => c("Le"),
         SynBin::Gt(_) => c("Gt"),
         SynBin::Ge(_) => c("Ge"),
-        other => return err(other.span(), "shifts are not supported; multiply or divide by a power of two"),
+        other => {
+            return err(
+                other.span(),
+                "shifts are not supported; multiply or divide by a power of two",
+            )
+        }
     })
 }

@@ -7,7 +7,9 @@ pub enum RuntimeError {
     #[error("unknown platform `{0}`; expected `sim` (default), `cpu` or `cuda`")]
     UnknownPlatform(String),
     /// A platform this build cannot run.
-    #[error("platform `{platform}` is not available: {reason}; run on the simulator with `-p sim`")]
+    #[error(
+        "platform `{platform}` is not available: {reason}; run on the simulator with `-p sim`"
+    )]
     PlatformUnavailable {
         /// Platform name.
         platform: String,
@@ -18,7 +20,9 @@ pub enum RuntimeError {
     #[error("argument `--devices`: {0}")]
     Devices(String),
     /// A host argument that does not match the host function's signature.
-    #[error("host function `{function}`, argument `{argument}`: expected {expected}, found {found}")]
+    #[error(
+        "host function `{function}`, argument `{argument}`: expected {expected}, found {found}"
+    )]
     Argument {
         /// Host function.
         function: String,

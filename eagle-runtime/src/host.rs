@@ -80,7 +80,11 @@ pub struct RunReport {
 #[derive(Debug, Clone)]
 enum Hv {
     C(Const, DType),
-    Slice { arg: usize, off: usize, bytes: usize },
+    Slice {
+        arg: usize,
+        off: usize,
+        bytes: usize,
+    },
     Buf(usize),
     Win(usize),
 }
@@ -151,13 +155,16 @@ impl Interp<'_> {
                 OpKind::Const(c) => Some(Hv::C(*c, rd.unwrap_or(DType::Index))),
                 OpKind::Binary(bop, a, b2) => {
                     let ((x, d), (y, _)) = (self.c(*a)?, self.c(*b2)?);
-                    let r = fold::bin(*bop, d, x, y)
-                        .ok_or_else(|| self.bad(format!("`{}` failed (division by zero?)", bop.name())))?;
+                    let r = fold::bin(*bop, d, x, y).ok_or_else(|| {
+                        self.bad(format!("`{}` failed (division by zero?)", bop.name()))
+                    })?;
                     Some(Hv::C(r, d))
                 }
                 OpKind::Unary(u, a) => {
                     let (x, d) = self.c(*a)?;
-                    let r = fold::un(*u, d, x).ok_or_else(|| self.bad(format!("`{}` is not supported on the host", u.name())))?;
+                    let r = fold::un(*u, d, x).ok_or_else(|| {
+                        self.bad(format!("`{}` is not supported on the host", u.name()))
+                    })?;
                     Some(Hv::C(r, d))
                 }
                 OpKind::Cmp(c, a, b2) => {
@@ -173,7 +180,10 @@ impl Interp<'_> {
                 OpKind::Cast(a) => {
                     let (x, _) = self.c(*a)?;
                     let d = rd.unwrap_or(DType::Index);
-                    Some(Hv::C(fold::cast(x, d).ok_or_else(|| self.bad("bad cast"))?, d))
+                    Some(Hv::C(
+                        fold::cast(x, d).ok_or_else(|| self.bad("bad cast"))?,
+                        d,
+                    ))
                 }
                 OpKind::For { var, lo, hi, body } => {
                     let (lo, hi) = (self.int(*lo)?, self.int(*hi)?);
@@ -198,7 +208,10 @@ impl Interp<'_> {
                 OpKind::Slice { src, index } => {
                     let i = self.int(*index)?;
                     let st = self.f.ty(*src);
-                    let extent = st.shape().and_then(|s| s.0.first()?.as_const()).unwrap_or(0);
+                    let extent = st
+                        .shape()
+                        .and_then(|s| s.0.first()?.as_const())
+                        .unwrap_or(0);
                     if i < 0 || i >= extent as i128 {
                         return Err(self.bad(format!("index {i} is outside 0..{extent}")));
                     }
@@ -237,7 +250,10 @@ impl Interp<'_> {
                 } => {
                     let d = self.int(*device)?;
                     if d < 0 || d as usize >= self.p {
-                        return Err(self.bad(format!("dispatch to device {d}, outside the world 0..{}", self.p)));
+                        return Err(self.bad(format!(
+                            "dispatch to device {d}, outside the world 0..{}",
+                            self.p
+                        )));
                     }
                     let cf = self
                         .art
@@ -251,7 +267,9 @@ impl Interp<'_> {
                             jargs.push(JobArg::Ctx);
                             continue;
                         }
-                        let a = it.next().ok_or_else(|| self.bad("too few dispatch arguments"))?;
+                        let a = it
+                            .next()
+                            .ok_or_else(|| self.bad("too few dispatch arguments"))?;
                         jargs.push(match self.vals.get(a).cloned() {
                             Some(Hv::Slice { arg, off, bytes }) => JobArg::Tensor {
                                 arg,
@@ -261,7 +279,12 @@ impl Interp<'_> {
                             },
                             Some(Hv::Win(w)) => JobArg::Window(w),
                             Some(Hv::C(c, dt)) => JobArg::Scalar(const_bits(c, dt)),
-                            _ => return Err(self.bad(format!("argument `{}` of `{callee}` has no host value", p.name))),
+                            _ => {
+                                return Err(self.bad(format!(
+                                    "argument `{}` of `{callee}` has no host value",
+                                    p.name
+                                )))
+                            }
                         });
                     }
                     self.jobs[d as usize].push(Job {
@@ -301,7 +324,12 @@ fn check_args(f: &Function, args: &[Arg<'_>]) -> Result<(), RuntimeError> {
         };
         match (t, a) {
             (Type::Tensor(s, d), Arg::In(..) | Arg::Out(..)) => {
-                let want: Vec<usize> = s.consts().unwrap_or_default().iter().map(|&x| x as usize).collect();
+                let want: Vec<usize> = s
+                    .consts()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|&x| x as usize)
+                    .collect();
                 let (shape, dt) = match a {
                     Arg::In(s, d, _) | Arg::Out(s, d, _) => (s, *d),
                     Arg::Scalar(..) => unreachable!("matched tensors above"),
@@ -310,7 +338,9 @@ fn check_args(f: &Function, args: &[Arg<'_>]) -> Result<(), RuntimeError> {
                     return Err(bad(format!("a tensor {want:?} of {d}")));
                 }
                 if p.out && !matches!(a, Arg::Out(..)) {
-                    return Err(bad(format!("a mutable tensor {want:?} of {d} (the parameter is `Out`; pass `&mut`)")));
+                    return Err(bad(format!(
+                        "a mutable tensor {want:?} of {d} (the parameter is `Out`; pass `&mut`)"
+                    )));
                 }
             }
             (Type::Scalar(d), Arg::Scalar(_, ad)) if d == ad => {}
@@ -359,12 +389,17 @@ pub fn run(art: &Artifact, args: &mut [Arg<'_>], p: usize) -> Result<RunReport, 
     }
     it.block(&f.body)?;
     let t0 = Instant::now();
-    let Interp { windows, mut jobs, .. } = it;
+    let Interp {
+        windows, mut jobs, ..
+    } = it;
     // Copy inputs to device memory.
     for js in &mut jobs {
         for j in js.iter_mut() {
             for a in &j.args {
-                if let JobArg::Tensor { arg, off, bytes, .. } = a {
+                if let JobArg::Tensor {
+                    arg, off, bytes, ..
+                } = a
+                {
                     let mut buf = vec![0u64; bytes.div_ceil(8).max(1)];
                     let src = match &args[*arg] {
                         Arg::In(_, _, b) => &b[*off..off + bytes],
@@ -372,7 +407,13 @@ pub fn run(art: &Artifact, args: &mut [Arg<'_>], p: usize) -> Result<RunReport, 
                         Arg::Scalar(..) => &[][..],
                     };
                     // SAFETY: `buf` holds at least `bytes` bytes.
-                    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), buf.as_mut_ptr().cast::<u8>(), src.len()) };
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            src.as_ptr(),
+                            buf.as_mut_ptr().cast::<u8>(),
+                            src.len(),
+                        )
+                    };
                     j.buffers.push(buf);
                 }
             }
@@ -400,8 +441,18 @@ pub fn run(art: &Artifact, args: &mut [Arg<'_>], p: usize) -> Result<RunReport, 
         handles
             .into_iter()
             .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| (vec![], Some(Failure::Error("the device thread panicked".into())))),
-                Err(e) => (vec![], Some(Failure::Error(format!("could not start a device thread: {e}")))),
+                Ok(h) => h.join().unwrap_or_else(|_| {
+                    (
+                        vec![],
+                        Some(Failure::Error("the device thread panicked".into())),
+                    )
+                }),
+                Err(e) => (
+                    vec![],
+                    Some(Failure::Error(format!(
+                        "could not start a device thread: {e}"
+                    ))),
+                ),
             })
             .collect()
     });
@@ -427,11 +478,22 @@ pub fn run(art: &Artifact, args: &mut [Arg<'_>], p: usize) -> Result<RunReport, 
         for j in js {
             let mut k = 0;
             for a in &j.args {
-                if let JobArg::Tensor { arg, off, bytes, out } = a {
+                if let JobArg::Tensor {
+                    arg,
+                    off,
+                    bytes,
+                    out,
+                } = a
+                {
                     if *out {
                         if let Arg::Out(_, _, dst) = &mut args[*arg] {
                             // SAFETY: the buffer holds at least `bytes` bytes.
-                            let src = unsafe { std::slice::from_raw_parts(j.buffers[k].as_ptr().cast::<u8>(), *bytes) };
+                            let src = unsafe {
+                                std::slice::from_raw_parts(
+                                    j.buffers[k].as_ptr().cast::<u8>(),
+                                    *bytes,
+                                )
+                            };
                             dst[*off..off + bytes].copy_from_slice(src);
                         }
                     }
@@ -450,7 +512,10 @@ fn device_main(world: &World<'_>, rank: usize, mut jobs: Vec<Job>) -> (Vec<Job>,
     let mut failure = None;
     for j in &mut jobs {
         let Some(entry) = world.artifact.code.entries.get(&j.callee).copied() else {
-            failure = Some(Failure::Error(format!("no compiled code for `{}`", j.callee)));
+            failure = Some(Failure::Error(format!(
+                "no compiled code for `{}`",
+                j.callee
+            )));
             break;
         };
         let mut k = 0;
@@ -478,7 +543,10 @@ fn device_main(world: &World<'_>, rank: usize, mut jobs: Vec<Job>) -> (Vec<Job>,
         // parameter's size, and `ctx` outlives the call.
         let st = unsafe { entry(&mut ctx, slots.as_ptr()) };
         if st != 0 {
-            failure = Some(env.error.take().unwrap_or(Failure::Error(format!("`{}` returned status {st}", j.callee))));
+            failure = Some(env.error.take().unwrap_or(Failure::Error(format!(
+                "`{}` returned status {st}",
+                j.callee
+            ))));
             break;
         }
     }

@@ -21,7 +21,9 @@ pub(crate) struct WindowMem {
 
 impl WindowMem {
     pub(crate) fn new(p: usize, bytes: usize, desc: String) -> WindowMem {
-        let mut mem: Vec<Vec<u64>> = (0..p).map(|_| vec![0u64; bytes.div_ceil(8).max(1)]).collect();
+        let mut mem: Vec<Vec<u64>> = (0..p)
+            .map(|_| vec![0u64; bytes.div_ceil(8).max(1)])
+            .collect();
         let ptrs = mem.iter_mut().map(|m| m.as_mut_ptr() as usize).collect();
         WindowMem {
             bytes,
@@ -131,7 +133,12 @@ fn width(kind: u32) -> usize {
 }
 
 impl<'a> World<'a> {
-    pub(crate) fn new(p: usize, windows: Vec<WindowMem>, artifact: &'a Artifact, live: usize) -> Self {
+    pub(crate) fn new(
+        p: usize,
+        windows: Vec<WindowMem>,
+        artifact: &'a Artifact,
+        live: usize,
+    ) -> Self {
         let timeout = std::env::var("EAGLE_WAIT_TIMEOUT_S")
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
@@ -281,10 +288,20 @@ fn fail(e: &mut RankEnv<'_, '_>, msg: String) -> i32 {
     1
 }
 
-fn check_region(e: &RankEnv<'_, '_>, what: &str, win: u64, peer: i64, off: u64, n: u64) -> Result<usize, String> {
+fn check_region(
+    e: &RankEnv<'_, '_>,
+    what: &str,
+    win: u64,
+    peer: i64,
+    off: u64,
+    n: u64,
+) -> Result<usize, String> {
     let w = e.world;
     if peer < 0 || peer as usize >= w.p {
-        return Err(format!("{what}: peer rank {peer} is outside the world 0..{}", w.p));
+        return Err(format!(
+            "{what}: peer rank {peer} is outside the world 0..{}",
+            w.p
+        ));
     }
     let Some(wm) = w.windows.get(win as usize) else {
         return Err(format!("{what}: unknown window #{win}"));
@@ -308,11 +325,20 @@ unsafe extern "C" fn h_window_base(ctx: *mut DeviceCtx, win: u64) -> *mut u8 {
     }
 }
 
-unsafe extern "C" fn h_put(ctx: *mut DeviceCtx, win: u64, peer: i64, off: u64, src: *const u8, n: u64) -> i32 {
+unsafe extern "C" fn h_put(
+    ctx: *mut DeviceCtx,
+    win: u64,
+    peer: i64,
+    off: u64,
+    src: *const u8,
+    n: u64,
+) -> i32 {
     let e = unsafe { env(ctx) };
     match check_region(e, "put", win, peer, off, n) {
         Ok(p) => {
-            let dst = e.world.windows[win as usize].ptr(p).wrapping_add(off as usize);
+            let dst = e.world.windows[win as usize]
+                .ptr(p)
+                .wrapping_add(off as usize);
             // SAFETY: the region was bounds-checked above; `src` spans `n` bytes of the caller's
             // memory (checked by the compiler's shape rules).
             unsafe { std::ptr::copy(src, dst, n as usize) };
@@ -322,11 +348,20 @@ unsafe extern "C" fn h_put(ctx: *mut DeviceCtx, win: u64, peer: i64, off: u64, s
     }
 }
 
-unsafe extern "C" fn h_get(ctx: *mut DeviceCtx, win: u64, peer: i64, off: u64, dst: *mut u8, n: u64) -> i32 {
+unsafe extern "C" fn h_get(
+    ctx: *mut DeviceCtx,
+    win: u64,
+    peer: i64,
+    off: u64,
+    dst: *mut u8,
+    n: u64,
+) -> i32 {
     let e = unsafe { env(ctx) };
     match check_region(e, "get", win, peer, off, n) {
         Ok(p) => {
-            let src = e.world.windows[win as usize].ptr(p).wrapping_add(off as usize);
+            let src = e.world.windows[win as usize]
+                .ptr(p)
+                .wrapping_add(off as usize);
             // SAFETY: as in `h_put`.
             unsafe { std::ptr::copy(src, dst, n as usize) };
             0
@@ -335,7 +370,15 @@ unsafe extern "C" fn h_get(ctx: *mut DeviceCtx, win: u64, peer: i64, off: u64, d
     }
 }
 
-unsafe extern "C" fn h_notify(ctx: *mut DeviceCtx, win: u64, peer: i64, off: u64, kind: u32, value: i64, op: u32) -> i32 {
+unsafe extern "C" fn h_notify(
+    ctx: *mut DeviceCtx,
+    win: u64,
+    peer: i64,
+    off: u64,
+    kind: u32,
+    value: i64,
+    op: u32,
+) -> i32 {
     let e = unsafe { env(ctx) };
     let peer = match check_region(e, "notify", win, peer, off, width(kind) as u64) {
         Ok(p) => p,
@@ -367,7 +410,14 @@ unsafe extern "C" fn h_notify(ctx: *mut DeviceCtx, win: u64, peer: i64, off: u64
     0
 }
 
-unsafe extern "C" fn h_wait(ctx: *mut DeviceCtx, win: u64, off: u64, kind: u32, expected: i64, cmp: u32) -> i32 {
+unsafe extern "C" fn h_wait(
+    ctx: *mut DeviceCtx,
+    win: u64,
+    off: u64,
+    kind: u32,
+    expected: i64,
+    cmp: u32,
+) -> i32 {
     let e = unsafe { env(ctx) };
     let rank = e.rank as i64;
     if let Err(m) = check_region(e, "wait", win, rank, off, width(kind) as u64) {

@@ -1,0 +1,347 @@
+//! Bad programs and bad input: each is an error value with a precise message, never a panic
+//! or a hang.
+
+use eagle::codegen::{CodegenError, SpecializeError};
+use eagle::ir::{parse_module, verify_module, EagleFn, IrError};
+use eagle::prelude::*;
+use eagle::runtime::RuntimeError;
+use eagle::Error;
+
+const SIZE: usize = 64;
+const N_RANKS: usize = 2;
+
+#[eagle::kernel(device)]
+pub fn copy_next(
+    ctx: Ctx,
+    x: Tensor<f32, 1, SIZE>,
+    y: Out<Tensor<f32, 1, SIZE>>,
+    win: Window<f32, 1, SIZE>,
+) {
+    store(win, [0, 0], load(x, [0, 0], [1, SIZE]));
+    barrier(ctx);
+    store(
+        y,
+        [0, 0],
+        remote_load(win, (rank(ctx) + 1) % nranks(ctx), [0, 0], [1, SIZE]),
+    );
+}
+
+/// Step 07 with the world dimension pinned to the constant 2 (the seed's "fatal pitfall").
+#[eagle::host]
+pub fn pinned(x: Tensor<f32, N_RANKS, 1, SIZE>, y: Out<Tensor<f32, N_RANKS, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        copy_next(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+fn specialize_err(e: Error) -> SpecializeError {
+    match e {
+        Error::Codegen(CodegenError::Specialize(s)) => *s,
+        other => panic!("expected a specialization error, got {other:?}"),
+    }
+}
+
+#[test]
+fn pinned_world_dim_is_a_specialization_error() {
+    let s = Session::sim(4).unwrap();
+    let x = eagle::random_tensor(&[4, 1, SIZE], 1);
+    let mut y = Tensor::<f32>::zeros(&[4, 1, SIZE]);
+    let e = specialize_err(pinned.launch(&s, &x, &mut y).unwrap_err());
+    assert_eq!(
+        e,
+        SpecializeError::WorldDimPinned {
+            function: "pinned".into(),
+            argument: "x".into(),
+            dim: 0,
+            extent: 2,
+            world_size: 4,
+        }
+    );
+    let msg = e.to_string();
+    for needle in [
+        "argument `x`",
+        "dimension 0",
+        "constant 2",
+        "world size 4",
+        "dynamic!",
+    ] {
+        assert!(msg.contains(needle), "message lacks {needle:?}: {msg}");
+    }
+    // At P = 2 the pinned program still runs: the constant happens to match.
+    let s2 = Session::sim(2).unwrap();
+    let x2 = eagle::random_tensor(&[2, 1, SIZE], 2);
+    let mut y2 = Tensor::<f32>::zeros(&[2, 1, SIZE]);
+    pinned.launch(&s2, &x2, &mut y2).unwrap();
+    assert_eq!(y2.row(0), x2.row(1));
+}
+
+#[eagle::kernel(device)]
+pub fn wrong_peer(ctx: Ctx, win: Window<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
+    let me = rank(ctx);
+    let n = nranks(ctx);
+    store(y, [0, 0], remote_load(win, (me - 1) % n, [0, 0], [1, SIZE]));
+}
+
+#[eagle::host]
+pub fn negative_peer(y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        wrong_peer(window(buf, [1, SIZE], f32), y[r], device = r);
+    }
+}
+
+const NR: Dim = dynamic!("NR");
+
+#[test]
+fn negative_peer_arithmetic_is_flagged_before_running() {
+    let s = Session::sim(3).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
+    let e = specialize_err(negative_peer.launch(&s, &mut y).unwrap_err());
+    match &e {
+        SpecializeError::NegativePeer {
+            function, lo, hi, ..
+        } => {
+            assert_eq!(function, "wrong_peer");
+            assert_eq!((*lo, *hi), (-1, 1));
+        }
+        other => panic!("expected NegativePeer, got {other:?}"),
+    }
+    assert!(e.to_string().contains("(me + n - 1) % n"));
+}
+
+#[eagle::kernel(device)]
+pub fn past_the_end(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
+    store(y, [0, 0], load(x, [0, 8], [1, SIZE]));
+}
+
+#[eagle::host]
+pub fn static_oob(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    for r in 0..world_size() {
+        past_the_end(x[r], y[r], device = r);
+    }
+}
+
+#[test]
+fn static_out_of_bounds_tile_is_a_specialization_error() {
+    let s = Session::sim(2).unwrap();
+    let x = eagle::random_tensor(&[2, 1, SIZE], 3);
+    let mut y = Tensor::<f32>::zeros(&[2, 1, SIZE]);
+    let e = specialize_err(static_oob.launch(&s, &x, &mut y).unwrap_err());
+    match e {
+        SpecializeError::IndexOutOfBounds {
+            function,
+            dim,
+            lo,
+            hi,
+            extent,
+            ..
+        } => {
+            assert_eq!(
+                (function.as_str(), dim, lo, hi, extent),
+                ("past_the_end", 1, 8, 71, 64)
+            );
+        }
+        other => panic!("expected IndexOutOfBounds, got {other:?}"),
+    }
+}
+
+#[eagle::kernel(device)]
+pub fn dynamic_offset(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
+    let mut off = 0;
+    off = rank(ctx) * 8;
+    store(y, [0, 0], load(x, [0, off], [1, 8]));
+}
+
+#[eagle::host]
+pub fn runtime_oob(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    for r in 0..world_size() {
+        dynamic_offset(x[r], y[r], device = r);
+    }
+}
+
+#[test]
+fn dynamic_out_of_bounds_offset_fails_at_run_time_with_the_rank() {
+    // Offsets rank * 8 fit for ranks 0..=7 and fail on rank 8 (8 * 8 + 8 > 64).
+    let s = Session::sim(9).unwrap();
+    let x = eagle::random_tensor(&[9, 1, SIZE], 4);
+    let mut y = Tensor::<f32>::zeros(&[9, 1, SIZE]);
+    match runtime_oob.launch(&s, &x, &mut y).unwrap_err() {
+        Error::Runtime(RuntimeError::RankFailed { rank, message }) => {
+            assert_eq!(rank, 8);
+            assert!(message.contains("offset 1 is 64"), "{message}");
+            assert!(message.contains("dynamic_offset"), "{message}");
+        }
+        other => panic!("expected RankFailed, got {other:?}"),
+    }
+    // At P = 8 every offset fits and the copy is exact.
+    let s8 = Session::sim(8).unwrap();
+    let x8 = eagle::random_tensor(&[8, 1, SIZE], 5);
+    let mut y8 = Tensor::<f32>::zeros(&[8, 1, SIZE]);
+    runtime_oob.launch(&s8, &x8, &mut y8).unwrap();
+    assert_eq!(&y8.row(3)[..8], &x8.row(3)[24..32]);
+}
+
+#[eagle::kernel(device)]
+pub fn wait_forever(ctx: Ctx, sig: Window<i32, 1, 1>) {
+    wait(sig, [0, 0], 1, Eq);
+}
+
+#[eagle::host]
+pub fn deadlock() {
+    let buf = alloc_window_buffer([1, 1], i32);
+    for r in 0..world_size() {
+        wait_forever(window(buf, [1, 1], i32), device = r);
+    }
+}
+
+#[test]
+fn deadlock_is_reported_with_every_rank() {
+    let s = Session::sim(3).unwrap();
+    match deadlock.launch(&s).unwrap_err() {
+        Error::Runtime(RuntimeError::Deadlock { report }) => {
+            for r in 0..3 {
+                assert!(
+                    report.contains(&format!("rank {r} waits for signal window #0")),
+                    "{report}"
+                );
+            }
+            assert!(report.contains("== 1, but it holds 0"), "{report}");
+        }
+        other => panic!("expected Deadlock, got {other:?}"),
+    }
+}
+
+#[test]
+fn host_argument_of_the_wrong_shape_is_named() {
+    let s = Session::sim(2).unwrap();
+    let x = eagle::random_tensor(&[2, 1, SIZE], 6);
+    let mut y = Tensor::<f32>::zeros(&[2, 1, 32]);
+    match runtime_oob.launch(&s, &x, &mut y).unwrap_err() {
+        Error::Runtime(RuntimeError::Argument {
+            argument,
+            expected,
+            found,
+            ..
+        }) => {
+            assert_eq!(argument, "y");
+            assert!(expected.contains("[2, 1, 64]"), "{expected}");
+            assert!(found.contains("[2, 1, 32]"), "{found}");
+        }
+        other => panic!("expected Argument, got {other:?}"),
+    }
+}
+
+#[test]
+fn conflicting_symbolic_dims_are_named() {
+    let s = Session::sim(2).unwrap();
+    let x = eagle::random_tensor(&[2, 1, SIZE], 7);
+    let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
+    match runtime_oob.launch(&s, &x, &mut y).unwrap_err() {
+        Error::Runtime(RuntimeError::Argument {
+            argument,
+            expected,
+            found,
+            ..
+        }) => {
+            assert_eq!(argument, "y");
+            assert!(expected.contains("NR = 2"), "{expected}");
+            assert_eq!(found, "3");
+        }
+        other => panic!("expected Argument, got {other:?}"),
+    }
+}
+
+#[test]
+fn session_rejects_bad_device_lists() {
+    assert!(matches!(
+        Session::new(eagle::Platform::Sim, vec![]).unwrap_err(),
+        Error::Runtime(RuntimeError::Devices(m)) if m.contains("empty")
+    ));
+    assert!(matches!(
+        Session::new(eagle::Platform::Sim, vec![0, 1, 0]).unwrap_err(),
+        Error::Runtime(RuntimeError::Devices(m)) if m.contains("device 0 appears twice")
+    ));
+    assert!(matches!(
+        Session::new(eagle::Platform::Sim, vec![0, 999]).unwrap_err(),
+        Error::Runtime(RuntimeError::Devices(m)) if m.contains("device 999 does not exist")
+    ));
+    assert!(matches!(
+        eagle::parse_devices("0,x").unwrap_err(),
+        Error::Usage(m) if m.contains("entry 1 is `x`")
+    ));
+}
+
+#[test]
+fn verifier_names_function_op_and_operand() {
+    let text =
+        "device @k(%0 x: tensor<[4], f32>) {\n  %1 = const 1 : index\n  %2 = add %1, %1 : f32\n}\n";
+    let m = parse_module(text).unwrap();
+    match verify_module(&m).unwrap_err() {
+        IrError::Verify {
+            function,
+            op,
+            message,
+        } => {
+            assert_eq!(function, "k");
+            assert_eq!(op, "%2 = add %1, %1 : f32");
+            assert_eq!(message, "result type must be `index`, found `f32`");
+        }
+        other => panic!("expected Verify, got {other:?}"),
+    }
+    let text = "device @k(%0 x: tensor<[4], f32>) {\n  %1 = load %0[%9] : tile<[4], f32>\n}\n";
+    assert!(matches!(
+        parse_module(text).unwrap_err(),
+        IrError::Parse { line: 2, message, .. } if message.contains("`%9` is used before it is defined")
+    ));
+}
+
+#[test]
+fn parser_reports_line_and_column() {
+    match parse_module("host @h() {\n  %0 = frobnicate : index\n}\n").unwrap_err() {
+        IrError::Parse {
+            line,
+            column,
+            message,
+        } => {
+            assert_eq!((line, column), (2, 8));
+            assert_eq!(message, "unknown op `frobnicate`");
+        }
+        other => panic!("expected Parse, got {other:?}"),
+    }
+}
+
+#[eagle::kernel]
+pub fn ping(x: Tensor<f32, 4>) {
+    pong(x);
+}
+#[eagle::kernel]
+pub fn pong(x: Tensor<f32, 4>) {
+    ping(x);
+}
+
+#[test]
+fn mutual_recursion_is_an_error() {
+    match ping::module().unwrap_err() {
+        IrError::Recursion { chain } => assert_eq!(chain, "ping -> pong -> ping"),
+        other => panic!("expected Recursion, got {other:?}"),
+    }
+}
+
+#[eagle::kernel(device)]
+pub fn mixes_types(ctx: Ctx, y: Out<Tensor<f32, 1, SIZE>>) {
+    let t = load(y, [0, 0], [1, SIZE]);
+    store(y, [0, 0], t + rank(ctx));
+}
+
+#[test]
+fn mixing_dtypes_names_the_fix() {
+    let e = mixes_types::module().unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("mixes_types"), "{msg}");
+    assert!(
+        msg.contains("operand 1 has dtype `index` but an earlier operand has `f32`"),
+        "{msg}"
+    );
+    assert!(msg.contains("as f32"), "{msg}");
+}

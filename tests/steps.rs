@@ -1,0 +1,167 @@
+//! Every tutorial step at several world sizes, the IR text round trip, and the snapshots.
+
+#[path = "../examples/01_hello_rank.rs"]
+#[allow(dead_code)]
+mod step01;
+#[path = "../examples/02_three_levels.rs"]
+#[allow(dead_code)]
+mod step02;
+#[path = "../examples/03_window_buffer.rs"]
+#[allow(dead_code)]
+mod step03;
+#[path = "../examples/04_barrier.rs"]
+#[allow(dead_code)]
+mod step04;
+#[path = "../examples/05_remote_load_store.rs"]
+#[allow(dead_code)]
+mod step05;
+#[path = "../examples/06_put_get.rs"]
+#[allow(dead_code)]
+mod step06;
+#[path = "../examples/07_dynamic_rank_count.rs"]
+#[allow(dead_code)]
+mod step07;
+
+use eagle::ir::{parse_module, print_module, verify_module, EagleFn, Module};
+use eagle::{codegen, Session};
+
+fn steps() -> Vec<eagle::Step> {
+    vec![
+        step01::STEP,
+        step02::STEP,
+        step03::STEP,
+        step04::STEP,
+        step05::STEP,
+        step06::STEP,
+        step07::STEP,
+    ]
+}
+
+/// Every host module the examples build, by name.
+fn modules() -> Vec<(&'static str, Module)> {
+    vec![
+        ("01_hello_rank", step01::hello_rank::module().unwrap()),
+        ("02_three_levels", step02::three_levels::module().unwrap()),
+        ("03_window_buffer", step03::window_buffer::module().unwrap()),
+        ("04_barrier", step04::barrier_step::module().unwrap()),
+        ("05_ring_load", step05::ring_load::module().unwrap()),
+        ("05_ring_store", step05::ring_store::module().unwrap()),
+        ("06_put_get", step06::put_get::module().unwrap()),
+        ("07_ring_get", step07::ring_get::module().unwrap()),
+        ("07_ring_put", step07::ring_put::module().unwrap()),
+    ]
+}
+
+#[test]
+fn every_step_passes_at_world_sizes_1_to_5() {
+    for p in 1..=5 {
+        for st in steps() {
+            let modes: Vec<Option<String>> = if st.modes.is_empty() {
+                vec![None]
+            } else {
+                st.modes.iter().map(|m| Some(m.to_string())).collect()
+            };
+            for mode in modes {
+                let s = Session::sim(p).unwrap().with_mode(mode.clone());
+                let out = st.execute(&s);
+                assert!(
+                    out.result.is_ok(),
+                    "step {:02} {:?} at P={p}: {:?}",
+                    st.number,
+                    mode,
+                    out.result
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn step07_passes_at_world_size_8() {
+    for mode in ["get", "put"] {
+        let s = Session::sim(8).unwrap().with_mode(Some(mode.into()));
+        (step07::STEP.run)(&s).unwrap();
+    }
+}
+
+/// Print, parse, print: the text must be identical, and the parsed module must verify, for
+/// every generic module and every specialization at P = 1..=4.
+#[test]
+fn ir_text_round_trips() {
+    for (name, m) in modules() {
+        let mut texts = vec![print_module(&m)];
+        for p in 1..=4u64 {
+            let b = codegen::Bindings::world(p).with("NR", p);
+            texts.push(print_module(&codegen::specialize(&m, &b).unwrap()));
+        }
+        for text in texts {
+            let parsed = parse_module(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+            verify_module(&parsed).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(print_module(&parsed), text, "{name} does not round-trip");
+        }
+    }
+}
+
+#[test]
+fn generic_ir_snapshots() {
+    for (name, m) in modules() {
+        insta::assert_snapshot!(format!("generic_{name}"), print_module(&m));
+    }
+}
+
+#[test]
+fn step07_specialized_snapshots() {
+    for p in 2..=4u64 {
+        let text = step07::ring_get.ir_specialized(p, &[("NR", p)]).unwrap();
+        assert!(text.contains(&format!("tensor<[{p}, 1, 64], f32>")));
+        insta::assert_snapshot!(format!("specialized_07_ring_get_p{p}"), text);
+    }
+}
+
+#[test]
+fn step07_cranelift_snapshot() {
+    let all = eagle::cranelift_ir::<step07::ring_get>(4, &[("NR", 4)]).unwrap();
+    let per_rank: String = all
+        .split(";; ")
+        .find(|s| s.starts_with("per_rank_get\n"))
+        .expect("per_rank_get is compiled")
+        .to_string();
+    insta::assert_snapshot!("cranelift_07_per_rank_get_p4", per_rank);
+}
+
+#[test]
+fn second_launch_at_same_world_size_hits_the_cache() {
+    let s = Session::sim(4).unwrap();
+    let x = eagle::random_tensor(&[4, 1, 64], 70);
+    let mut y = eagle::Tensor::<f32>::zeros(&[4, 1, 64]);
+    // Clear first so this test's first launch compiles even if another test ran P = 4.
+    let first = step07::ring_get.launch(&s, &x, &mut y).unwrap();
+    let second = step07::ring_get.launch(&s, &x, &mut y).unwrap();
+    assert!(
+        second.cache_hit,
+        "the second launch at P = 4 must not recompile"
+    );
+    assert_eq!(first.artifact_key, second.artifact_key);
+    assert_eq!(second.compile_time, std::time::Duration::ZERO);
+    // A different world size is a different artifact.
+    let s3 = Session::sim(3).unwrap();
+    let x3 = eagle::random_tensor(&[3, 1, 64], 71);
+    let mut y3 = eagle::Tensor::<f32>::zeros(&[3, 1, 64]);
+    let third = step07::ring_get.launch(&s3, &x3, &mut y3).unwrap();
+    assert_ne!(third.artifact_key, second.artifact_key);
+}
+
+#[test]
+fn repeated_runs_give_identical_bits() {
+    let s = Session::sim(4).unwrap();
+    let x = eagle::random_tensor(&[4, 1, 64], 72);
+    let mut a = eagle::Tensor::<f32>::zeros(&[4, 1, 64]);
+    let mut b = eagle::Tensor::<f32>::zeros(&[4, 1, 64]);
+    step02::three_levels.launch(&s, &x, &mut a).unwrap();
+    step02::three_levels.launch(&s, &x, &mut b).unwrap();
+    let bits = |t: &eagle::Tensor<f32>| t.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a), bits(&b));
+    // A known element: sqrt(|x|) * 2 + rank, checked against the host formula bit for bit.
+    let want = x.row(3)[5].abs().sqrt() * 2.0 + 3.0;
+    assert_eq!(a.row(3)[5].to_bits(), want.to_bits());
+}
