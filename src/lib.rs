@@ -361,3 +361,8 @@ pub fn check_bits(what: &str, got: &[f32], want: &[f32]) -> Result<()> {
     }
     Ok(())
 }
+
+/// The README's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
