@@ -91,8 +91,9 @@ enum Cv {
     S(ClValue),
     /// Memory: a tensor or tile pointer.
     Mem(ClValue),
-    /// A window: runtime id and local base address.
-    Win(ClValue, ClValue),
+    /// A window: runtime id, local base address (view start) and the view's byte offset in
+    /// the allocation.
+    Win(ClValue, ClValue, ClValue),
     /// The device context (the function's own `ctx`).
     Ctx,
     /// A `let mut` variable.
@@ -317,9 +318,13 @@ fn lower_function(
                 Cv::Mem(lw.b.ins().load(ptr, MemFlagsData::trusted(), args_v, off))
             }
             Type::Window(..) => {
-                let id = lw.b.ins().load(i64t, MemFlagsData::trusted(), args_v, off);
-                let base = lw.window_base(id);
-                Cv::Win(id, base)
+                // Slot: window id in the low 16 bits, the view's byte offset above them.
+                let slot = lw.b.ins().load(i64t, MemFlagsData::trusted(), args_v, off);
+                let id = lw.b.ins().band_imm_s(slot, 0xffff);
+                let woff = lw.b.ins().ushr_imm_u(slot, 16);
+                let alloc = lw.window_base(id);
+                let base = lw.b.ins().iadd(alloc, woff);
+                Cv::Win(id, base, woff)
             }
             Type::Scalar(d) => {
                 Cv::S(
@@ -380,14 +385,15 @@ impl Lower<'_, '_> {
     fn mem(&self, v: Value) -> Result<ClValue, CodegenError> {
         match self.cv(v)? {
             Cv::Mem(p) => Ok(p),
-            Cv::Win(_, base) => Ok(base),
+            Cv::Win(_, base, _) => Ok(base),
             _ => Err(self.err(format!("value %{} is not memory", v.0))),
         }
     }
 
+    /// A window's id and the byte offset of the view in the allocation.
     fn win(&self, v: Value) -> Result<(ClValue, ClValue), CodegenError> {
         match self.cv(v)? {
-            Cv::Win(id, base) => Ok((id, base)),
+            Cv::Win(id, _, woff) => Ok((id, woff)),
             _ => Err(self.err(format!("value %{} is not a window", v.0))),
         }
     }
@@ -630,10 +636,11 @@ impl Lower<'_, '_> {
                     .and_then(|s| s.consts())
                     .unwrap_or_default();
                 let offs = self.offsets(op, offsets, &win_shape, &tile)?;
-                let (id, _) = self.win(*src)?;
+                let (id, woff) = self.win(*src)?;
                 let peer = self.scalar(*peer)?;
                 self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
-                    let w_off = lw.linear(&win_shape, &offs, idx, d.size());
+                    let w_rel = lw.linear(&win_shape, &offs, idx, d.size());
+                    let w_off = lw.b.ins().iadd(w_rel, woff);
                     let t_off = lw.linear_plain(&tile, idx, d.size());
                     let dp = lw.b.ins().iadd(dst, t_off);
                     let n = lw.iconst(bytes as i64);
@@ -659,11 +666,12 @@ impl Lower<'_, '_> {
                     .and_then(|s| s.consts())
                     .unwrap_or_default();
                 let offs = self.offsets(op, offsets, &win_shape, &tile)?;
-                let (id, _) = self.win(*dst)?;
+                let (id, woff) = self.win(*dst)?;
                 let peer = self.scalar(*peer)?;
                 let src_p = self.mem(*value)?;
                 self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
-                    let w_off = lw.linear(&win_shape, &offs, idx, d.size());
+                    let w_rel = lw.linear(&win_shape, &offs, idx, d.size());
+                    let w_off = lw.b.ins().iadd(w_rel, woff);
                     let t_off = lw.linear_plain(&tile, idx, d.size());
                     let sp = lw.b.ins().iadd(src_p, t_off);
                     let n = lw.iconst(bytes as i64);
@@ -679,13 +687,12 @@ impl Lower<'_, '_> {
                 let t = f.ty(win);
                 let bytes = t.shape().and_then(|s| s.numel()).unwrap_or(0)
                     * t.dtype().map_or(0, |d| d.size() as u64);
-                let (id, _) = self.win(win)?;
+                let (id, woff) = self.win(win)?;
                 let lp = self.mem(local)?;
                 let peer = self.scalar(*peer)?;
-                let zero = self.iconst(0);
                 let n = self.iconst(bytes as i64);
                 let k = if is_put { hook::PUT } else { hook::GET };
-                let st = self.call_hook(k, &[id, peer, zero, lp, n]);
+                let st = self.call_hook(k, &[id, peer, woff, lp, n]);
                 self.check(st);
                 None
             }
@@ -702,8 +709,9 @@ impl Lower<'_, '_> {
                 let ones = vec![1; shape.len()];
                 let offs = self.offsets(op, offsets, &shape, &ones)?;
                 let zero = self.iconst(0);
-                let off = self.linear_with(&shape, &offs, &vec![zero; shape.len()], d.size());
-                let (id, _) = self.win(*signal)?;
+                let rel = self.linear_with(&shape, &offs, &vec![zero; shape.len()], d.size());
+                let (id, woff) = self.win(*signal)?;
+                let off = self.b.ins().iadd(rel, woff);
                 let peer = self.scalar(*peer)?;
                 let v = self.scalar(*value)?;
                 let v = self.widen_i64(v, d);
@@ -728,8 +736,9 @@ impl Lower<'_, '_> {
                 let ones = vec![1; shape.len()];
                 let offs = self.offsets(op, offsets, &shape, &ones)?;
                 let zero = self.iconst(0);
-                let off = self.linear_with(&shape, &offs, &vec![zero; shape.len()], d.size());
-                let (id, _) = self.win(*signal)?;
+                let rel = self.linear_with(&shape, &offs, &vec![zero; shape.len()], d.size());
+                let (id, woff) = self.win(*signal)?;
+                let off = self.b.ins().iadd(rel, woff);
                 let v = self.scalar(*expected)?;
                 let v = self.widen_i64(v, d);
                 let kind = self.b.ins().iconst(types::I32, sig_kind(d) as i64);
@@ -805,7 +814,10 @@ impl Lower<'_, '_> {
                         Cv::S(x) => x,
                         Cv::Var(var) => self.b.use_var(var),
                         Cv::Mem(p) => p,
-                        Cv::Win(id, _) => id,
+                        Cv::Win(id, _, woff) => {
+                            let hi = self.b.ins().ishl_imm_u(woff, 16);
+                            self.b.ins().bor(hi, id)
+                        }
                         Cv::Ctx => self.ctx,
                     };
                     self.b
@@ -816,6 +828,52 @@ impl Lower<'_, '_> {
                 let st = self.b.inst_results(inst)[0];
                 self.check(st);
                 None
+            }
+            OpKind::Subview { src, offset } => {
+                let st = f.ty(*src).clone();
+                let dims = st.shape().and_then(|s| s.consts()).unwrap_or_default();
+                let d = st.dtype().unwrap_or(DType::F32);
+                let len = res_ty
+                    .as_ref()
+                    .and_then(|t| t.shape()?.0.first()?.as_const())
+                    .unwrap_or(0);
+                let row_bytes = dims.iter().skip(1).product::<u64>() as usize * d.size();
+                let off = self.scalar(*offset)?;
+                let extent = dims.first().copied().unwrap_or(0);
+                if !self.is_const(*offset) {
+                    let limit = extent.saturating_sub(len) as i64;
+                    let bad = self
+                        .b
+                        .ins()
+                        .icmp_imm_s(IntCC::UnsignedGreaterThan, off, limit);
+                    let lim = self.iconst(limit);
+                    let msg = format!(
+                        "function `{}`, op `{}`: offset {{a}} is past the last start {{b}} that fits {len} rows in extent {extent}",
+                        f.name,
+                        self.op_text(op)
+                    );
+                    self.fault_if(bad, msg, off, lim);
+                }
+                let delta = self.b.ins().imul_imm_s(off, row_bytes as i64);
+                Some(match self.cv(*src)? {
+                    Cv::Mem(p) => Cv::Mem(self.b.ins().iadd(p, delta)),
+                    Cv::Win(id, base, woff) => {
+                        let b2 = self.b.ins().iadd(base, delta);
+                        let o2 = self.b.ins().iadd(woff, delta);
+                        Cv::Win(id, b2, o2)
+                    }
+                    _ => return Err(self.err("subview of a non-buffer")),
+                })
+            }
+            OpKind::Broadcast { .. }
+            | OpKind::AllGather { .. }
+            | OpKind::ReduceScatter { .. }
+            | OpKind::AllReduce { .. }
+            | OpKind::AllToAll { .. } => {
+                return Err(self.err(format!(
+                    "collective `{}` was not lowered; specialize the module first",
+                    self.op_text(op)
+                )))
             }
             OpKind::Dispatch { .. } | OpKind::AllocWindowBuffer | OpKind::Window(_) => {
                 return Err(self.err(format!(

@@ -74,6 +74,16 @@ pub enum SpecializeError {
         /// The world size.
         world_size: u64,
     },
+    /// A collective whose buffers do not fit the world size.
+    #[error("function `{function}`, op `{op}`: {message}")]
+    CollectiveShape {
+        /// Function.
+        function: String,
+        /// The collective.
+        op: String,
+        /// What was expected, what was found, and the fix.
+        message: String,
+    },
     /// A world size that cannot run.
     #[error("world size {0} is invalid; run on at least one device (`-d 0`)")]
     BadWorldSize(u64),

@@ -12,6 +12,7 @@ mod artifact;
 pub mod cpu;
 mod error;
 pub mod fold;
+pub mod lower;
 mod specialize;
 
 pub use artifact::{cache_stats, clear_cache, compile, Artifact, CacheStats, Target};

@@ -94,6 +94,9 @@ struct Spec<'a> {
     ranges: HashMap<Value, Range>,
     /// Tensor values that are (slices of) a parameter: (param name, dims sliced off).
     origin: HashMap<Value, (String, usize)>,
+    /// Depth of `if` bodies around the op: there the range analysis (which is not
+    /// path-sensitive) cannot prove a violation, so checks are left to run time.
+    guarded: usize,
 }
 
 impl Spec<'_> {
@@ -115,6 +118,16 @@ impl Spec<'_> {
         }
     }
 
+    /// The range of `v` where it is certain enough to report a violation: everywhere outside
+    /// `if` bodies, and inside them only for constants (the analysis is not path-sensitive, so
+    /// a guarded range may include values the guard excludes; those are checked at run time).
+    fn known(&self, v: Value) -> Option<Range> {
+        self.ranges
+            .get(&v)
+            .copied()
+            .filter(|r| self.guarded == 0 || r.lo == r.hi)
+    }
+
     fn check_rank(
         &self,
         f: &Function,
@@ -122,7 +135,7 @@ impl Spec<'_> {
         v: Value,
         what: &str,
     ) -> Result<(), SpecializeError> {
-        let Some(r) = self.ranges.get(&v) else {
+        let Some(r) = self.known(v) else {
             return Ok(());
         };
         if r.lo < 0 {
@@ -167,7 +180,7 @@ impl Spec<'_> {
             .zip(extents.iter().zip(&tile_ext))
             .enumerate()
         {
-            let r = self.ranges.get(&o).copied();
+            let r = self.known(o);
             let bad = |lo: i128, hi: i128| SpecializeError::IndexOutOfBounds {
                 function: f.name.clone(),
                 op: print_op(f, op),
@@ -308,7 +321,7 @@ impl Spec<'_> {
                     .and_then(|s| s.0.first()?.as_const())
                     .unwrap_or(0);
                 let origin = self.origin.get(&src).cloned();
-                if let Some(r) = self.ranges.get(&index).copied() {
+                if let Some(r) = self.known(index) {
                     if r.lo < 0 || r.hi >= extent as i128 {
                         if let (true, Some((arg, dim)), Level::Host) = (r.world, &origin, f.level) {
                             return Err(SpecializeError::WorldDimPinned {
@@ -333,6 +346,33 @@ impl Spec<'_> {
                 if let (Some((arg, dim)), Some(r)) = (origin, res) {
                     self.origin.insert(r, (arg, dim + 1));
                 }
+            }
+            OpKind::Subview { src, offset } => {
+                let extent = f
+                    .ty(*src)
+                    .shape()
+                    .and_then(|s| s.0.first()?.as_const())
+                    .unwrap_or(0);
+                let len = res
+                    .and_then(|r| f.ty(r).shape()?.0.first()?.as_const())
+                    .unwrap_or(0);
+                if let Some(r) = self.known(*offset) {
+                    if r.lo < 0 || r.hi + len as i128 > extent as i128 {
+                        return Err(SpecializeError::IndexOutOfBounds {
+                            function: f.name.clone(),
+                            op: print_op(f, op),
+                            operand: format!("the subview offset plus its length {len}"),
+                            dim: 0,
+                            lo: r.lo,
+                            hi: r.hi + len as i128 - 1,
+                            extent,
+                        });
+                    }
+                }
+            }
+            OpKind::Broadcast { root, .. } => {
+                let root = *root;
+                self.check_rank(f, op, root, "root")?;
             }
             OpKind::Load { src, offsets } => {
                 let (src, offsets) = (*src, offsets.clone());
@@ -407,8 +447,12 @@ impl Spec<'_> {
                     else_body,
                     ..
                 } => {
-                    self.block(f, then_body)?;
-                    self.block(f, else_body)?;
+                    self.guarded += 1;
+                    let r = self
+                        .block(f, then_body)
+                        .and_then(|()| self.block(f, else_body));
+                    self.guarded -= 1;
+                    r?;
                 }
                 _ => {}
             }
@@ -510,19 +554,28 @@ pub fn specialize(m: &Module, b: &Bindings) -> Result<Module, SpecializeError> {
             }
             *t = nt;
         }
-        let mut s = Spec {
-            b,
-            consts: HashMap::new(),
-            ranges: HashMap::new(),
-            origin: f
-                .params
-                .iter()
-                .map(|p| (p.value, (p.name.clone(), 0)))
-                .collect(),
-        };
-        let snapshot = f.clone();
         let mut body = std::mem::take(&mut f.body);
-        s.block(&snapshot, &mut body)?;
+        for pass in 0..2 {
+            if pass == 1 {
+                f.body = std::mem::take(&mut body);
+                crate::lower::lower_collectives(f, b.world_size)?;
+                body = std::mem::take(&mut f.body);
+            }
+            let mut s = Spec {
+                b,
+                consts: HashMap::new(),
+                ranges: HashMap::new(),
+                origin: f
+                    .params
+                    .iter()
+                    .map(|p| (p.value, (p.name.clone(), 0)))
+                    .collect(),
+                guarded: 0,
+            };
+            let mut snapshot = f.clone();
+            snapshot.body = body.clone();
+            s.block(&snapshot, &mut body)?;
+        }
         loop {
             let mut used = HashSet::new();
             uses(&body, &mut used);

@@ -716,6 +716,80 @@ impl FunctionBuilder<'_> {
         });
         Ok(())
     }
+    /// `subview(src, offset, len)`: rows `offset..offset + len` of dim 0.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `src` is not a tensor or window of rank >= 1.
+    pub fn subview(&mut self, src: Value, offset: impl Into<Operand>, len: Dim) -> Result<Value> {
+        let offset = self.value(offset, Some(DType::Index))?;
+        let ty = match self.ty(src).clone() {
+            Type::Tensor(s, d) if s.rank() >= 1 => {
+                let mut dims = s.0.clone();
+                dims[0] = len;
+                Type::Tensor(Shape(dims), d)
+            }
+            Type::Window(s, d) if s.rank() >= 1 => {
+                let mut dims = s.0.clone();
+                dims[0] = len;
+                Type::Window(Shape(dims), d)
+            }
+            t => {
+                return self.err(format!(
+                    "`subview` takes a tensor or window of rank >= 1, found `{t}`"
+                ))
+            }
+        };
+        Ok(self.push(OpKind::Subview { src, offset }, Some(ty)))
+    }
+    /// `broadcast(ctx, src, dst, root)`.
+    ///
+    /// # Errors
+    /// Only from materialising `root`.
+    pub fn broadcast(
+        &mut self,
+        ctx: Value,
+        src: Value,
+        dst: Value,
+        root: impl Into<Operand>,
+    ) -> Result<()> {
+        let root = self.value(root, Some(DType::Index))?;
+        self.push_void(OpKind::Broadcast {
+            ctx,
+            src,
+            dst,
+            root,
+        });
+        Ok(())
+    }
+    /// `allgather(ctx, src, dst)`.
+    pub fn allgather(&mut self, ctx: Value, src: Value, dst: Value) {
+        self.push_void(OpKind::AllGather { ctx, src, dst });
+    }
+    /// `all_to_all(ctx, src, dst)`.
+    pub fn all_to_all(&mut self, ctx: Value, src: Value, dst: Value) {
+        self.push_void(OpKind::AllToAll { ctx, src, dst });
+    }
+    /// `reduce_scatter(ctx, src, dst, op)`.
+    pub fn reduce_scatter(&mut self, ctx: Value, src: Value, dst: Value, op: crate::ir::ReduceOp) {
+        self.push_void(OpKind::ReduceScatter { ctx, src, dst, op });
+    }
+    /// `allreduce(ctx, src, dst, op, mode)`.
+    pub fn allreduce(
+        &mut self,
+        ctx: Value,
+        src: Value,
+        dst: Value,
+        op: crate::ir::ReduceOp,
+        mode: crate::ir::AllreduceMode,
+    ) {
+        self.push_void(OpKind::AllReduce {
+            ctx,
+            src,
+            dst,
+            op,
+            mode,
+        });
+    }
     /// `barrier(ctx)`.
     pub fn barrier(&mut self, ctx: Value) {
         self.push_void(OpKind::Barrier(ctx));

@@ -212,6 +212,70 @@ impl NotifyOp {
     }
 }
 
+/// The combining operation of a reduction collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// `+`
+    Sum,
+    /// `*`
+    Prod,
+    /// `max`
+    Max,
+    /// `min`
+    Min,
+}
+
+impl ReduceOp {
+    /// All reduce ops.
+    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
+    /// IR spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        }
+    }
+    /// The elementwise binary op that combines two partials.
+    pub fn bin_op(self) -> BinOp {
+        match self {
+            ReduceOp::Sum => BinOp::Add,
+            ReduceOp::Prod => BinOp::Mul,
+            ReduceOp::Max => BinOp::Max,
+            ReduceOp::Min => BinOp::Min,
+        }
+    }
+}
+
+/// The algorithm of a built-in allreduce (design.md: mesh, two-phase, ring).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AllreduceMode {
+    /// Every rank reads every peer and combines locally, in rank order.
+    Mesh,
+    /// Reduce-scatter (rank c combines chunk c in rank order), then allgather.
+    TwoPhase,
+    /// Chunked ring: P - 1 reduce steps then P - 1 gather steps.
+    Ring,
+}
+
+impl AllreduceMode {
+    /// All modes.
+    pub const ALL: [AllreduceMode; 3] = [
+        AllreduceMode::Mesh,
+        AllreduceMode::TwoPhase,
+        AllreduceMode::Ring,
+    ];
+    /// IR spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            AllreduceMode::Mesh => "mesh",
+            AllreduceMode::TwoPhase => "two_phase",
+            AllreduceMode::Ring => "ring",
+        }
+    }
+}
+
 /// What an op does. Operands are [`Value`]s of the enclosing function.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OpKind {
@@ -237,6 +301,70 @@ pub enum OpKind {
         src: Value,
         /// Index into dim 0.
         index: Value,
+    },
+    /// `x[offset..offset + len]` along dim 0 (len from the result type): a view of the same
+    /// kind (tensor or window), dtype and trailing dims.
+    Subview {
+        /// Tensor or window.
+        src: Value,
+        /// First index of dim 0.
+        offset: Value,
+    },
+    /// Built-in broadcast: `dst` = `src` of rank `root`, on every rank.
+    Broadcast {
+        /// Device context.
+        ctx: Value,
+        /// Window read on the root.
+        src: Value,
+        /// Local tensor or window written.
+        dst: Value,
+        /// Root rank.
+        root: Value,
+    },
+    /// Built-in allgather: chunk `q` of `dst` = chunk `q` of rank `q`'s `src` (1-D buffers of N
+    /// elements in P contiguous chunks, the first `N % P` one element longer).
+    AllGather {
+        /// Device context.
+        ctx: Value,
+        /// Window.
+        src: Value,
+        /// Local tensor or window.
+        dst: Value,
+    },
+    /// Built-in reduce-scatter: on rank `r`, chunk `r` of `dst` = the reduction over ranks
+    /// (in rank order) of chunk `r` of `src`.
+    ReduceScatter {
+        /// Device context.
+        ctx: Value,
+        /// Window.
+        src: Value,
+        /// Local tensor or window.
+        dst: Value,
+        /// Combining op.
+        op: ReduceOp,
+    },
+    /// Built-in allreduce: `dst` = the reduction over ranks of `src`, bit-identical on every
+    /// rank.
+    AllReduce {
+        /// Device context.
+        ctx: Value,
+        /// Window.
+        src: Value,
+        /// Window (read by peers in two-phase and ring modes).
+        dst: Value,
+        /// Combining op.
+        op: ReduceOp,
+        /// Algorithm.
+        mode: AllreduceMode,
+    },
+    /// Built-in all-to-all on `[P, M]` buffers: row `q` of `dst` = row `r` of rank `q`'s `src`.
+    AllToAll {
+        /// Device context.
+        ctx: Value,
+        /// Window.
+        src: Value,
+        /// Local tensor or window.
+        dst: Value,
     },
     /// Loads a tile (shape from the result type) at `offsets` of a tensor or window.
     Load {
@@ -456,6 +584,17 @@ impl OpKind {
             | Barrier(a) => vec![*a],
             Fma(a, b, c) | Select(a, b, c) => vec![*a, *b, *c],
             Slice { src, index } => vec![*src, *index],
+            Subview { src, offset } => vec![*src, *offset],
+            Broadcast {
+                ctx,
+                src,
+                dst,
+                root,
+            } => vec![*ctx, *src, *dst, *root],
+            AllGather { ctx, src, dst }
+            | ReduceScatter { ctx, src, dst, .. }
+            | AllReduce { ctx, src, dst, .. }
+            | AllToAll { ctx, src, dst } => vec![*ctx, *src, *dst],
             Load { src, offsets } => std::iter::once(*src)
                 .chain(offsets.iter().copied())
                 .collect(),
@@ -526,6 +665,7 @@ impl OpKind {
                 | Select(..)
                 | Cast(_)
                 | Slice { .. }
+                | Subview { .. }
                 | Rank(_)
                 | NRanks(_)
                 | WorldSize

@@ -24,7 +24,8 @@ mod verify;
 pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand};
 pub use error::{IrError, Result};
 pub use ir::{
-    BinOp, Block, CmpOp, Const, Function, Level, Module, NotifyOp, Op, OpKind, Param, UnOp, Value,
+    AllreduceMode, BinOp, Block, CmpOp, Const, Function, Level, Module, NotifyOp, Op, OpKind,
+    Param, ReduceOp, UnOp, Value,
 };
 pub use parse::parse_module;
 pub use print::{print_function, print_module, print_op};

@@ -2,7 +2,8 @@
 
 use crate::error::{IrError, Result};
 use crate::ir::{
-    BinOp, Block, CmpOp, Function, Level, Module, NotifyOp, Op, OpKind, Param, UnOp, Value,
+    AllreduceMode, BinOp, Block, CmpOp, Function, Level, Module, NotifyOp, Op, OpKind, Param,
+    ReduceOp, UnOp, Value,
 };
 use crate::types::{DType, Dim, Shape, Type};
 use std::borrow::Cow;
@@ -492,6 +493,63 @@ impl Parser {
                 let index = self.val()?;
                 self.expect_punct("]")?;
                 Slice { src, index }
+            }
+            "subview" => {
+                let src = self.val()?;
+                self.expect_punct("[")?;
+                let offset = self.val()?;
+                self.expect_punct("..")?;
+                self.expect_punct("]")?;
+                Subview { src, offset }
+            }
+            "broadcast" | "allgather" | "reduce_scatter" | "allreduce" | "all_to_all" => {
+                let ctx = self.val()?;
+                self.expect_punct(",")?;
+                let src = self.val()?;
+                self.expect_punct(",")?;
+                let dst = self.val()?;
+                match name.as_str() {
+                    "broadcast" => {
+                        self.expect_punct(",")?;
+                        let root = self.val()?;
+                        Broadcast {
+                            ctx,
+                            src,
+                            dst,
+                            root,
+                        }
+                    }
+                    "allgather" => AllGather { ctx, src, dst },
+                    "all_to_all" => AllToAll { ctx, src, dst },
+                    _ => {
+                        self.expect_punct(",")?;
+                        let o = self.ident()?;
+                        let Some(op) = ReduceOp::ALL.into_iter().find(|r| r.name() == o) else {
+                            self.pos -= 1;
+                            return self.err(format!(
+                                "unknown reduce op `{o}`; expected sum, prod, max or min"
+                            ));
+                        };
+                        if name == "reduce_scatter" {
+                            ReduceScatter { ctx, src, dst, op }
+                        } else {
+                            self.expect_punct(",")?;
+                            let m = self.ident()?;
+                            let Some(mode) = AllreduceMode::ALL.into_iter().find(|x| x.name() == m)
+                            else {
+                                self.pos -= 1;
+                                return self.err(format!("unknown allreduce mode `{m}`; expected mesh, two_phase or ring"));
+                            };
+                            AllReduce {
+                                ctx,
+                                src,
+                                dst,
+                                op,
+                                mode,
+                            }
+                        }
+                    }
+                }
             }
             "load" => {
                 let src = self.val()?;

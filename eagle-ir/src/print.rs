@@ -128,6 +128,34 @@ fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String)
         Cast(a) => format!("cast {}", n.v(*a)),
         Slice { src, index } => format!("slice {}[{}]", n.v(*src), n.v(*index)),
         Load { src, offsets } => format!("load {}{}", n.v(*src), offs(offsets)),
+        Subview { src, offset } => format!("subview {}[{}..]", n.v(*src), n.v(*offset)),
+        Broadcast {
+            ctx,
+            src,
+            dst,
+            root,
+        } => format!("broadcast {}", n.list(&[*ctx, *src, *dst, *root])),
+        AllGather { ctx, src, dst } => format!("allgather {}", n.list(&[*ctx, *src, *dst])),
+        ReduceScatter { ctx, src, dst, op } => {
+            format!(
+                "reduce_scatter {}, {}",
+                n.list(&[*ctx, *src, *dst]),
+                op.name()
+            )
+        }
+        AllReduce {
+            ctx,
+            src,
+            dst,
+            op,
+            mode,
+        } => format!(
+            "allreduce {}, {}, {}",
+            n.list(&[*ctx, *src, *dst]),
+            op.name(),
+            mode.name()
+        ),
+        AllToAll { ctx, src, dst } => format!("all_to_all {}", n.list(&[*ctx, *src, *dst])),
         Store {
             value,
             dst,

@@ -128,6 +128,31 @@ impl V<'_> {
         }
     }
 
+    /// Checks the send window and receive buffer of a collective; returns the dtype.
+    fn collective_buffers(&self, op: &Op, src: Value, dst: Value, rows: bool) -> Result<DType> {
+        self.not_host(op, "collective")?;
+        let (ss, sd) = self.window(op, src, "operand 1 (send buffer)")?;
+        let (ds, dd) = self.memory(op, dst, "operand 2 (receive buffer)")?;
+        let want_rank = if rows { 2 } else { 1 };
+        if ss.rank() != want_rank {
+            return self.fail(
+                op,
+                format!(
+                    "the send buffer must have rank {want_rank}{}, found shape {ss}",
+                    if rows {
+                        " ([P, M]: one row per rank)"
+                    } else {
+                        " (a flat buffer of N elements)"
+                    }
+                ),
+            );
+        }
+        if sd != dd || !shapes_compatible(&ss, &ds) {
+            return self.fail(op, format!("the receive buffer is `{ds}, {dd}` but the send buffer is `{ss}, {sd}`; give both the same shape and dtype"));
+        }
+        Ok(sd)
+    }
+
     fn expect_result(&self, op: &Op, ty: &Type) -> Result<()> {
         match op.result {
             Some(r) if self.ty(r) == ty => Ok(()),
@@ -352,6 +377,72 @@ impl V<'_> {
                             op,
                             format!("operand 0 must be a tensor of rank >= 1, found `{t}`"),
                         )
+                    }
+                }
+            }
+            Subview { src, offset } => {
+                self.scalar(op, *offset, "1 (offset)", Some(DType::Index))?;
+                let st = self.ty(*src).clone();
+                let rt = op.result.map(|r| self.ty(r).clone());
+                let ok = match (&st, &rt) {
+                    (Type::Tensor(s, d), Some(Type::Tensor(t, e)))
+                    | (Type::Window(s, d), Some(Type::Window(t, e))) => {
+                        d == e
+                            && s.rank() >= 1
+                            && s.rank() == t.rank()
+                            && shapes_compatible(
+                                &Shape(s.0[1..].to_vec()),
+                                &Shape(t.0[1..].to_vec()),
+                            )
+                            && match (s.0[0].as_const(), t.0[0].as_const()) {
+                                (Some(a), Some(b)) => b <= a,
+                                _ => true,
+                            }
+                    }
+                    _ => false,
+                };
+                if !ok {
+                    return self.fail(op, format!("a subview of `{st}` must be a tensor or window of the same dtype and trailing dims, no longer than the source along dim 0"));
+                }
+            }
+            Broadcast {
+                ctx,
+                src,
+                dst,
+                root,
+            } => {
+                self.ctx(op, *ctx)?;
+                self.scalar(op, *root, "3 (root)", Some(DType::Index))?;
+                self.collective_buffers(op, *src, *dst, false)?;
+            }
+            AllGather { ctx, src, dst } | AllToAll { ctx, src, dst } => {
+                self.ctx(op, *ctx)?;
+                let a2a = matches!(op.kind, AllToAll { .. });
+                self.collective_buffers(op, *src, *dst, a2a)?;
+            }
+            ReduceScatter {
+                ctx,
+                src,
+                dst,
+                op: r,
+            }
+            | AllReduce {
+                ctx,
+                src,
+                dst,
+                op: r,
+                ..
+            } => {
+                self.ctx(op, *ctx)?;
+                let d = self.collective_buffers(op, *src, *dst, false)?;
+                if d == DType::Bool {
+                    return self.fail(op, format!("reduce op `{}` does not fit dtype `bool`; reduce integers or floats (or cast the flags to `i32`)", r.name()));
+                }
+                if let AllReduce { mode, .. } = op.kind {
+                    if mode != crate::ir::AllreduceMode::Mesh
+                        && !matches!(self.ty(*dst), Type::Window(..))
+                    {
+                        return self.fail(op, format!("operand 2 (destination) of a `{}` allreduce must be a window (peers read it), found `{}`", mode.name(), self.ty(*dst)));
                     }
                 }
             }

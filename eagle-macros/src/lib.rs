@@ -692,6 +692,44 @@ impl Cx {
                 let cmp = cmp_tokens(a[3])?;
                 quote!({ let __a0 = #s; let __a1 = #offs; let __a2 = #v; let __a3 = #cmp; __f.wait(__a0, __a1, __a2, __a3)? };)
             }
+            "broadcast" => {
+                arity(4, "broadcast(ctx, src_window, dst, root)")?;
+                let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
+                let root = self.expr(a[3])?;
+                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; let __a3 = #root; __f.broadcast(__a0, __a1, __a2, __a3)?; })
+            }
+            "allgather" | "all_to_all" => {
+                arity(3, &format!("{name}(ctx, src_window, dst)"))?;
+                let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
+                let m = format_ident!("{}", name);
+                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; __f.#m(__a0, __a1, __a2); })
+            }
+            "reduce_scatter" => {
+                arity(
+                    4,
+                    "reduce_scatter(ctx, src_window, dst, Sum | Prod | Max | Min)",
+                )?;
+                let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
+                let op = reduce_tokens(a[3])?;
+                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; __f.reduce_scatter(__a0, __a1, __a2, #op); })
+            }
+            "allreduce" => {
+                arity(5, "allreduce(ctx, src_window, dst_window, Sum | Prod | Max | Min, Mesh | TwoPhase | Ring)")?;
+                let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
+                let op = reduce_tokens(a[3])?;
+                let mode = match path_name(a[4]).as_deref() {
+                    Some("Mesh") => quote!(::eagle::ir::AllreduceMode::Mesh),
+                    Some("TwoPhase") => quote!(::eagle::ir::AllreduceMode::TwoPhase),
+                    Some("Ring") => quote!(::eagle::ir::AllreduceMode::Ring),
+                    _ => {
+                        return err(
+                            a[4].span(),
+                            "the allreduce mode is `Mesh`, `TwoPhase` or `Ring`",
+                        )
+                    }
+                };
+                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; __f.allreduce(__a0, __a1, __a2, #op, #mode); })
+            }
             "barrier" => {
                 arity(1, "barrier(ctx)")?;
                 let cx = self.val(a[0])?;
@@ -932,6 +970,22 @@ impl Cx {
                     quote!({ let __a0 = #src; let __a1 = #peer; let __a2 = #offs; let __a3 = #shape; __f.remote_load(__a0, __a1, __a2, __a3)? }),
                 )
             }
+            "subview" => {
+                arity(3, "subview(x, offset, LEN)")?;
+                let src = self.val(a[0])?;
+                let off = self.expr(a[1])?;
+                let len = a[2];
+                if let Expr::Path(p) = len {
+                    if let Some(id) = p.path.get_ident() {
+                        if self.lookup(&id.to_string()).is_some() {
+                            return err(len.span(), "the length of a subview is a compile-time constant (a literal, Rust `const` or `dynamic!` dim), not a run-time value");
+                        }
+                    }
+                }
+                v(
+                    quote!({ let __a0 = #src; let __a1 = #off; __f.subview(__a0, __a1, ::eagle::ir::IntoDim::into_dim(#len))? }),
+                )
+            }
             "alloc_window_buffer" | "window" => {
                 let (buf, sh, dt) = if name == "window" {
                     arity(3, "window(buffer, [shape], dtype)")?;
@@ -986,6 +1040,12 @@ fn is_intrinsic(n: &str) -> bool {
             | "notify"
             | "wait"
             | "barrier"
+            | "subview"
+            | "broadcast"
+            | "allgather"
+            | "reduce_scatter"
+            | "allreduce"
+            | "all_to_all"
     )
 }
 
@@ -1002,6 +1062,22 @@ fn path_name(e: &Expr) -> Option<String> {
         Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
         _ => None,
     }
+}
+
+fn reduce_tokens(e: &Expr) -> R<TS> {
+    let t = match path_name(e).as_deref() {
+        Some("Sum") => quote!(Sum),
+        Some("Prod") => quote!(Prod),
+        Some("Max") => quote!(Max),
+        Some("Min") => quote!(Min),
+        _ => {
+            return err(
+                e.span(),
+                "the reduce op is one of `Sum`, `Prod`, `Max`, `Min`",
+            )
+        }
+    };
+    Ok(quote!(::eagle::ir::ReduceOp::#t))
 }
 
 fn cmp_tokens(e: &Expr) -> R<TS> {

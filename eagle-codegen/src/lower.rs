@@ -1,0 +1,427 @@
+//! Lowering of built-in collectives into eagle IR primitives (barrier, get, remote_load,
+//! load, store, elementwise ops, `for`, `if`), once the world size P is known.
+//!
+//! Buffers are flat (`[N]`) and cut into P contiguous chunks, the first `N % P` one element
+//! longer (the same rule as the rank partition of the multi-GPU seed). Large chunks are
+//! processed in tiles of [`BLOCK`] elements. Every reduction is a left fold in a fixed rank
+//! order, documented per mode in `docs/collectives.md`.
+
+use crate::error::SpecializeError;
+use eagle_ir::{
+    AllreduceMode, BinOp, Block, CmpOp, Const, DType, Function, Op, OpKind, ReduceOp, Shape, Type,
+    Value,
+};
+
+/// Elements per tile in lowered reductions.
+pub const BLOCK: u64 = 1024;
+
+/// Offset and length of chunk `c` of `n` elements over `p` ranks.
+pub fn chunk(n: u64, p: u64, c: u64) -> (u64, u64) {
+    let (q, r) = (n / p, n % p);
+    (c * q + c.min(r), q + u64::from(c < r))
+}
+
+struct Em<'a> {
+    values: &'a mut Vec<Type>,
+    blocks: Vec<Vec<Op>>,
+}
+
+impl Em<'_> {
+    fn val(&mut self, t: Type) -> Value {
+        self.values.push(t);
+        Value(self.values.len() as u32 - 1)
+    }
+    fn push(&mut self, kind: OpKind, ty: Option<Type>) -> Value {
+        let result = ty.map(|t| self.val(t));
+        if let Some(b) = self.blocks.last_mut() {
+            b.push(Op { result, kind });
+        }
+        result.unwrap_or(Value(u32::MAX))
+    }
+    fn idx(&mut self, c: u64) -> Value {
+        self.push(
+            OpKind::Const(Const::Int(c as i128)),
+            Some(Type::Scalar(DType::Index)),
+        )
+    }
+    fn ibin(&mut self, op: BinOp, a: Value, b: Value) -> Value {
+        self.push(OpKind::Binary(op, a, b), Some(Type::Scalar(DType::Index)))
+    }
+    fn rank(&mut self, ctx: Value) -> Value {
+        self.push(OpKind::Rank(ctx), Some(Type::Scalar(DType::Index)))
+    }
+    fn barrier(&mut self, ctx: Value) {
+        self.push(OpKind::Barrier(ctx), None);
+    }
+    fn ty(&self, v: Value) -> Type {
+        self.values[v.index()].clone()
+    }
+    fn subview(&mut self, src: Value, off: Value, len: u64) -> Value {
+        let t = match self.ty(src) {
+            Type::Tensor(s, d) => {
+                let mut dims = s.0.clone();
+                dims[0] = eagle_ir::Dim::Const(len);
+                Type::Tensor(Shape(dims), d)
+            }
+            Type::Window(s, d) => {
+                let mut dims = s.0.clone();
+                dims[0] = eagle_ir::Dim::Const(len);
+                Type::Window(Shape(dims), d)
+            }
+            t => t,
+        };
+        self.push(OpKind::Subview { src, offset: off }, Some(t))
+    }
+    fn tile(&self, v: Value, len: u64) -> Type {
+        Type::Tile(Shape::of(&[len]), self.ty(v).dtype().unwrap_or(DType::F32))
+    }
+    fn rload(&mut self, win: Value, peer: Value, off: Value, len: u64) -> Value {
+        let t = self.tile(win, len);
+        self.push(
+            OpKind::RemoteLoad {
+                src: win,
+                peer,
+                offsets: vec![off],
+            },
+            Some(t),
+        )
+    }
+    fn load(&mut self, mem: Value, off: Value, len: u64) -> Value {
+        let t = self.tile(mem, len);
+        self.push(
+            OpKind::Load {
+                src: mem,
+                offsets: vec![off],
+            },
+            Some(t),
+        )
+    }
+    fn store(&mut self, tile: Value, mem: Value, off: Value) {
+        self.push(
+            OpKind::Store {
+                value: tile,
+                dst: mem,
+                offsets: vec![off],
+            },
+            None,
+        );
+    }
+    fn tbin(&mut self, op: BinOp, a: Value, b: Value) -> Value {
+        let t = self.ty(a);
+        self.push(OpKind::Binary(op, a, b), Some(t))
+    }
+    fn get(&mut self, dst: Value, peer: Value, src: Value) {
+        self.push(OpKind::Get { dst, peer, src }, None);
+    }
+    fn nested(&mut self, body: impl FnOnce(&mut Self)) -> Block {
+        self.blocks.push(vec![]);
+        body(self);
+        Block {
+            ops: self.blocks.pop().unwrap_or_default(),
+        }
+    }
+    fn for_(&mut self, lo: u64, hi: u64, body: impl FnOnce(&mut Self, Value)) {
+        let (l, h) = (self.idx(lo), self.idx(hi));
+        let var = self.val(Type::Scalar(DType::Index));
+        let body = self.nested(|e| body(e, var));
+        self.push(
+            OpKind::For {
+                var,
+                lo: l,
+                hi: h,
+                body,
+            },
+            None,
+        );
+    }
+    fn if_(&mut self, cond: Value, then_b: impl FnOnce(&mut Self), else_b: impl FnOnce(&mut Self)) {
+        let then_body = self.nested(then_b);
+        let else_body = self.nested(else_b);
+        self.push(
+            OpKind::If {
+                cond,
+                then_body,
+                else_body,
+            },
+            None,
+        );
+    }
+    fn cmp(&mut self, op: CmpOp, a: Value, b: Value) -> Value {
+        self.push(OpKind::Cmp(op, a, b), Some(Type::Scalar(DType::Bool)))
+    }
+
+    /// Runs `body(offset, len)` for the chunk `c` (a run-time rank expression) of `n` over `p`:
+    /// `offset = c * q + min(c, n % p)`, and a branch per static length.
+    fn dyn_chunk(&mut self, c: Value, n: u64, p: u64, body: &dyn Fn(&mut Self, Value, u64)) {
+        let (q, r) = (n / p, n % p);
+        let qv = self.idx(q);
+        let base = self.ibin(BinOp::Mul, c, qv);
+        if r == 0 {
+            if q > 0 {
+                body(self, base, q);
+            }
+            return;
+        }
+        let rv = self.idx(r);
+        let extra = self.ibin(BinOp::Min, c, rv);
+        let off = self.ibin(BinOp::Add, base, extra);
+        let long = self.cmp(CmpOp::Lt, c, rv);
+        self.if_(
+            long,
+            |e| body(e, off, q + 1),
+            |e| {
+                if q > 0 {
+                    body(e, off, q)
+                }
+            },
+        );
+    }
+
+    /// Runs `body(offset, len)` over `[off, off + len)` in tiles of at most [`BLOCK`].
+    fn blocks(&mut self, off: Value, len: u64, body: &dyn Fn(&mut Self, Value, u64)) {
+        let nb = len / BLOCK;
+        if nb == 1 {
+            body(self, off, BLOCK);
+        } else if nb > 1 {
+            self.for_(0, nb, |e, i| {
+                let b = e.idx(BLOCK);
+                let o = e.ibin(BinOp::Mul, i, b);
+                let abs = e.ibin(BinOp::Add, off, o);
+                body(e, abs, BLOCK);
+            });
+        }
+        let tail = len % BLOCK;
+        if tail > 0 {
+            let t = self.idx(nb * BLOCK);
+            let abs = self.ibin(BinOp::Add, off, t);
+            body(self, abs, tail);
+        }
+    }
+
+    /// `dst[off..off+len] = fold(op, src of ranks `order`)`.
+    fn reduce_block(
+        &mut self,
+        src: Value,
+        dst: Value,
+        order: &[Value],
+        off: Value,
+        len: u64,
+        op: ReduceOp,
+    ) {
+        let mut acc = self.rload(src, order[0], off, len);
+        for &p in &order[1..] {
+            let t = self.rload(src, p, off, len);
+            acc = self.tbin(op.bin_op(), acc, t);
+        }
+        self.store(acc, dst, off);
+    }
+}
+
+fn numel(t: &Type) -> u64 {
+    t.shape().and_then(Shape::numel).unwrap_or(0)
+}
+
+fn lower_block(
+    f_name: &str,
+    values: &mut Vec<Type>,
+    b: &mut Block,
+    p: u64,
+) -> Result<(), SpecializeError> {
+    let ops = std::mem::take(&mut b.ops);
+    let mut out = Vec::with_capacity(ops.len());
+    for mut op in ops {
+        let mut em = Em {
+            values: &mut *values,
+            blocks: vec![vec![]],
+        };
+        let lowered = match op.kind.clone() {
+            OpKind::Broadcast {
+                ctx,
+                src,
+                dst,
+                root,
+            } => {
+                em.barrier(ctx);
+                em.get(dst, root, src);
+                em.barrier(ctx);
+                true
+            }
+            OpKind::AllGather { ctx, src, dst } => {
+                let n = numel(&em.ty(src));
+                em.barrier(ctx);
+                for q in 0..p {
+                    let (off, len) = chunk(n, p, q);
+                    if len == 0 {
+                        continue;
+                    }
+                    let o = em.idx(off);
+                    let peer = em.idx(q);
+                    let d = em.subview(dst, o, len);
+                    let s = em.subview(src, o, len);
+                    em.get(d, peer, s);
+                }
+                em.barrier(ctx);
+                true
+            }
+            OpKind::AllToAll { ctx, src, dst } => {
+                let rows = em
+                    .ty(src)
+                    .shape()
+                    .and_then(|s| s.0.first()?.as_const())
+                    .unwrap_or(0);
+                if rows != p {
+                    return Err(SpecializeError::CollectiveShape {
+                        function: f_name.to_string(),
+                        op: "all_to_all".into(),
+                        message: format!("the buffers have {rows} rows but the world has {p} ranks; give them shape [NR, M] with `NR = dynamic!(\"NR\")`"),
+                    });
+                }
+                em.barrier(ctx);
+                let me = em.rank(ctx);
+                for q in 0..p {
+                    let qv = em.idx(q);
+                    let d = em.subview(dst, qv, 1);
+                    let s = em.subview(src, me, 1);
+                    em.get(d, qv, s);
+                }
+                em.barrier(ctx);
+                true
+            }
+            OpKind::ReduceScatter {
+                ctx,
+                src,
+                dst,
+                op: r,
+            } => {
+                let n = numel(&em.ty(src));
+                em.barrier(ctx);
+                let me = em.rank(ctx);
+                let order: Vec<Value> = (0..p).map(|q| em.idx(q)).collect();
+                em.dyn_chunk(me, n, p, &|e, off, len| {
+                    e.blocks(off, len, &|e, o, b| {
+                        e.reduce_block(src, dst, &order, o, b, r)
+                    });
+                });
+                em.barrier(ctx);
+                true
+            }
+            OpKind::AllReduce {
+                ctx,
+                src,
+                dst,
+                op: r,
+                mode,
+            } => {
+                let n = numel(&em.ty(src));
+                em.barrier(ctx);
+                let order: Vec<Value> = (0..p).map(|q| em.idx(q)).collect();
+                match mode {
+                    AllreduceMode::Mesh => {
+                        let zero = em.idx(0);
+                        em.blocks(zero, n, &|e, o, b| {
+                            e.reduce_block(src, dst, &order, o, b, r)
+                        });
+                    }
+                    AllreduceMode::TwoPhase => {
+                        let me = em.rank(ctx);
+                        em.dyn_chunk(me, n, p, &|e, off, len| {
+                            e.blocks(off, len, &|e, o, b| {
+                                e.reduce_block(src, dst, &order, o, b, r)
+                            });
+                        });
+                        em.barrier(ctx);
+                        for q in 0..p {
+                            let (off, len) = chunk(n, p, q);
+                            if len == 0 {
+                                continue;
+                            }
+                            let qv = order[q as usize];
+                            let other = em.cmp(CmpOp::Ne, me, qv);
+                            em.if_(
+                                other,
+                                |e| {
+                                    let o = e.idx(off);
+                                    let d = e.subview(dst, o, len);
+                                    e.get(d, qv, d);
+                                },
+                                |_| {},
+                            );
+                        }
+                    }
+                    AllreduceMode::Ring if p == 1 => {
+                        let me = em.rank(ctx);
+                        em.get(dst, me, src);
+                    }
+                    AllreduceMode::Ring => {
+                        let me = em.rank(ctx);
+                        let pm1 = em.idx(p - 1);
+                        let pv = em.idx(p);
+                        let t = em.ibin(BinOp::Add, me, pm1);
+                        let prev = em.ibin(BinOp::Rem, t, pv);
+                        for s in 0..p - 1 {
+                            let k = em.idx(p - s - 1);
+                            let t = em.ibin(BinOp::Add, me, k);
+                            let c = em.ibin(BinOp::Rem, t, pv);
+                            let partial = if s == 0 { src } else { dst };
+                            em.dyn_chunk(c, n, p, &|e, off, len| {
+                                e.blocks(off, len, &|e, o, b| {
+                                    let from_prev = e.rload(partial, prev, o, b);
+                                    let mine = e.load(src, o, b);
+                                    let acc = e.tbin(r.bin_op(), from_prev, mine);
+                                    e.store(acc, dst, o);
+                                });
+                            });
+                            em.barrier(ctx);
+                        }
+                        for s in 0..p - 1 {
+                            let k = em.idx(p - s);
+                            let t = em.ibin(BinOp::Add, me, k);
+                            let c = em.ibin(BinOp::Rem, t, pv);
+                            em.dyn_chunk(c, n, p, &|e, off, len| {
+                                let d = e.subview(dst, off, len);
+                                e.get(d, prev, d);
+                            });
+                            if s + 2 < p {
+                                em.barrier(ctx);
+                            }
+                        }
+                    }
+                }
+                em.barrier(ctx);
+                true
+            }
+            _ => false,
+        };
+        if lowered {
+            let ops = em.blocks.pop().unwrap_or_default();
+            out.extend(ops);
+        } else {
+            match &mut op.kind {
+                OpKind::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    lower_block(f_name, values, then_body, p)?;
+                    lower_block(f_name, values, else_body, p)?;
+                }
+                OpKind::For { body, .. } => lower_block(f_name, values, body, p)?,
+                _ => {}
+            }
+            out.push(op);
+        }
+    }
+    b.ops = out;
+    Ok(())
+}
+
+/// Replaces every built-in collective of `f` by its expansion for world size `p`.
+///
+/// # Errors
+/// [`SpecializeError::CollectiveShape`] when an all-to-all buffer does not have P rows.
+pub fn lower_collectives(f: &mut Function, p: u64) -> Result<(), SpecializeError> {
+    let mut body = std::mem::take(&mut f.body);
+    let r = lower_block(&f.name, &mut f.values, &mut body, p);
+    f.body = body;
+    r
+}
