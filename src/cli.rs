@@ -3,7 +3,6 @@
 use crate::{Error, Platform, Result, Session};
 use clap::Parser;
 use std::process::ExitCode;
-use std::time::Instant;
 
 /// A tutorial step: a number, a name, its modes and the function that runs and checks it.
 #[derive(Debug, Clone, Copy)]
@@ -33,19 +32,15 @@ impl Step {
     /// Runs the step on `session` (whose mode selects the variant) and times it.
     pub fn execute(&self, session: &Session) -> StepOutcome {
         session.take_reports();
-        let t0 = Instant::now();
         let result = (self.run)(session);
-        let total = t0.elapsed().as_secs_f64() * 1e3;
         let reports = session.take_reports();
-        let compile_ms: f64 = reports
-            .iter()
-            .map(|r| r.compile_time.as_secs_f64() * 1e3)
-            .sum();
-        let run_ms: f64 = reports
-            .iter()
-            .map(|r| r.run.run_time.as_secs_f64() * 1e3)
-            .sum();
-        let _ = total;
+        let ms = |f: &dyn Fn(&crate::LaunchReport) -> std::time::Duration| {
+            reports
+                .iter()
+                .fold(0.0, |a, r| a + f(r).as_secs_f64() * 1e3)
+        };
+        let compile_ms = ms(&|r| r.compile_time);
+        let run_ms = ms(&|r| r.run.run_time);
         StepOutcome {
             compile_ms,
             run_ms,

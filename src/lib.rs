@@ -51,6 +51,7 @@ pub use eagle_runtime as runtime;
 pub use eagle_runtime::{Arg, Platform, RunReport, Tensor};
 
 mod cli;
+pub mod golden;
 mod random;
 pub use cli::{example_main, is_usage, parse_devices, session_from, Step, StepOutcome};
 pub use random::random_tensor;

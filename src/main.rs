@@ -27,6 +27,15 @@ steps! {
     step05 = "../examples/05_remote_load_store.rs",
     step06 = "../examples/06_put_get.rs",
     step07 = "../examples/07_dynamic_rank_count.rs",
+    step08 = "../examples/08_allreduce_mesh.rs",
+    step09 = "../examples/09_allreduce_two_phase.rs",
+    step10 = "../examples/10_allreduce_ring.rs",
+    step11 = "../examples/11_builtin_allreduce.rs",
+    step12 = "../examples/12_broadcast.rs",
+    step13 = "../examples/13_allgather.rs",
+    step14 = "../examples/14_reduce_scatter.rs",
+    step15 = "../examples/15_all_to_all.rs",
+    step16 = "../examples/16_several_collectives.rs",
 }
 
 #[derive(Parser, Debug)]

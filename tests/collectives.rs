@@ -208,3 +208,228 @@ fn mesh_and_two_phase_agree_bit_for_bit() {
         b.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>()
     );
 }
+
+#[eagle::kernel(device)]
+pub fn bcast_d(
+    ctx: Ctx,
+    x: Tensor<f32, N>,
+    y: Out<Tensor<f32, N>>,
+    src: Window<f32, N>,
+    root: usize,
+) {
+    put(src, rank(ctx), x);
+    broadcast(ctx, src, y, root);
+}
+#[eagle::host]
+pub fn bcast(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, root: usize) {
+    let s = alloc_window_buffer([N], f32);
+    for r in 0..world_size() {
+        bcast_d(x[r], y[r], window(s, [N], f32), root, device = r);
+    }
+}
+
+#[eagle::kernel(device)]
+pub fn gather_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>, src: Window<f32, N>) {
+    put(src, rank(ctx), x);
+    allgather(ctx, src, y);
+}
+#[eagle::host]
+pub fn gather(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>) {
+    let s = alloc_window_buffer([N], f32);
+    for r in 0..world_size() {
+        gather_d(x[r], y[r], window(s, [N], f32), device = r);
+    }
+}
+
+#[eagle::kernel(device)]
+pub fn rs_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>, src: Window<f32, N>) {
+    put(src, rank(ctx), x);
+    reduce_scatter(ctx, src, y, Sum);
+}
+#[eagle::host]
+pub fn rs(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>) {
+    let s = alloc_window_buffer([N], f32);
+    for r in 0..world_size() {
+        rs_d(x[r], y[r], window(s, [N], f32), device = r);
+    }
+}
+
+const M: Dim = dynamic!("M");
+
+#[eagle::kernel(device)]
+pub fn a2a_d(ctx: Ctx, x: Tensor<f32, NR, M>, y: Out<Tensor<f32, NR, M>>, src: Window<f32, NR, M>) {
+    put(src, rank(ctx), x);
+    all_to_all(ctx, src, y);
+}
+#[eagle::host]
+pub fn a2a(x: Tensor<f32, NR, NR, M>, y: Out<Tensor<f32, NR, NR, M>>) {
+    let s = alloc_window_buffer([NR, M], f32);
+    for r in 0..world_size() {
+        a2a_d(x[r], y[r], window(s, [NR, M], f32), device = r);
+    }
+}
+
+#[test]
+fn broadcast_allgather_reduce_scatter_all_to_all_at_ragged_sizes() {
+    for &(p, n) in SIZES {
+        let s = Session::sim(p).unwrap();
+        let x = inputs::<f32>(p, n, (p + 31 * n) as u64);
+        // broadcast from every root
+        for root in 0..p {
+            let mut y = Tensor::<f32>::zeros(&[p, n]);
+            bcast.launch(&s, &x, &mut y, root).unwrap();
+            for r in 0..p {
+                assert_eq!(y.row(r), x.row(root), "broadcast P={p} N={n} root={root}");
+            }
+        }
+        // allgather: element j from its owner
+        let mut y = Tensor::<f32>::zeros(&[p, n]);
+        gather.launch(&s, &x, &mut y).unwrap();
+        let want: Vec<f32> = (0..n)
+            .map(|j| x.row(eagle::golden::owner(n, p, j))[j])
+            .collect();
+        for r in 0..p {
+            assert_eq!(y.row(r), &want[..], "allgather P={p} N={n} rank {r}");
+        }
+        // reduce-scatter: my chunk holds the rank-order sum, the rest keeps its old value
+        let mut y = Tensor::<f32>::from_vec(&[p, n], vec![-7.0; p * n]).unwrap();
+        rs.launch(&s, &x, &mut y).unwrap();
+        let sum = eagle::golden::allreduce(&x, |a, b| a + b, false);
+        for r in 0..p {
+            let mine = eagle::golden::chunk(n, p, r);
+            for j in 0..n {
+                let want = if mine.contains(&j) { sum[j] } else { -7.0 };
+                assert_eq!(
+                    y.row(r)[j].to_bits(),
+                    want.to_bits(),
+                    "reduce_scatter P={p} N={n} rank {r} element {j}"
+                );
+            }
+        }
+        // all-to-all with rows of n elements
+        let xa = inputs::<f32>(p * p, n, 77);
+        let xa = Tensor::from_vec(&[p, p, n], xa.data().to_vec()).unwrap();
+        let mut ya = Tensor::<f32>::zeros(&[p, p, n]);
+        a2a.launch(&s, &xa, &mut ya).unwrap();
+        for r in 0..p {
+            for q in 0..p {
+                let got = &ya.data()[(r * p + q) * n..(r * p + q + 1) * n];
+                let want = &xa.data()[(q * p + r) * n..(q * p + r + 1) * n];
+                assert_eq!(got, want, "all_to_all P={p} N={n} y[{r}][{q}]");
+            }
+        }
+    }
+}
+
+#[eagle::kernel(device)]
+pub fn bad_root_d(ctx: Ctx, y: Out<Tensor<f32, 8>>, src: Window<f32, 8>) {
+    broadcast(ctx, src, y, 5);
+}
+#[eagle::host]
+pub fn bad_root(y: Out<Tensor<f32, NR, 8>>) {
+    let s = alloc_window_buffer([8], f32);
+    for r in 0..world_size() {
+        bad_root_d(y[r], window(s, [8], f32), device = r);
+    }
+}
+
+#[test]
+fn broadcast_root_out_of_range_is_an_error_before_running() {
+    use eagle::codegen::{CodegenError, SpecializeError};
+    let s = Session::sim(3).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[3, 8]);
+    match bad_root.launch(&s, &mut y).unwrap_err() {
+        eagle::Error::Codegen(CodegenError::Specialize(e)) => match *e {
+            SpecializeError::RankOutOfRange {
+                what,
+                lo,
+                hi,
+                world_size,
+                ..
+            } => {
+                assert_eq!((what.as_str(), lo, hi, world_size), ("root", 5, 5, 3));
+            }
+            other => panic!("expected RankOutOfRange, got {other:?}"),
+        },
+        other => panic!("expected a specialization error, got {other:?}"),
+    }
+    // A root only known at run time fails on the ranks, with the root named.
+    let x = inputs::<f32>(3, 10, 1);
+    let mut y = Tensor::<f32>::zeros(&[3, 10]);
+    let e = bcast.launch(&s, &x, &mut y, 9).unwrap_err().to_string();
+    assert!(e.contains("peer rank 9 is outside the world 0..3"), "{e}");
+}
+
+#[eagle::kernel(device)]
+pub fn bool_max_d(ctx: Ctx, src: Window<bool, 8>, dst: Window<bool, 8>) {
+    allreduce(ctx, src, dst, Max, Mesh);
+}
+
+#[eagle::kernel(device)]
+pub fn short_recv_d(ctx: Ctx, src: Window<f32, 10>, dst: Window<f32, 8>) {
+    allgather(ctx, src, dst);
+}
+
+#[test]
+fn reduce_op_on_bool_and_wrong_receive_shape_are_named() {
+    use eagle::ir::EagleFn;
+    let e = bool_max_d::module().unwrap_err().to_string();
+    assert!(
+        e.contains("reduce op `max` does not fit dtype `bool`"),
+        "{e}"
+    );
+    let e = short_recv_d::module().unwrap_err().to_string();
+    assert!(
+        e.contains("the receive buffer is `[8], f32` but the send buffer is `[10], f32`"),
+        "{e}"
+    );
+}
+
+#[eagle::kernel(device)]
+pub fn a2a_rows_d(ctx: Ctx, src: Window<f32, 3, 4>, dst: Window<f32, 3, 4>) {
+    all_to_all(ctx, src, dst);
+}
+#[eagle::host]
+pub fn a2a_rows() {
+    let s = alloc_window_buffer([3, 4], f32);
+    let d = alloc_window_buffer([3, 4], f32);
+    for r in 0..world_size() {
+        a2a_rows_d(window(s, [3, 4], f32), window(d, [3, 4], f32), device = r);
+    }
+}
+
+#[test]
+fn all_to_all_needs_one_row_per_rank() {
+    let s = Session::sim(4).unwrap();
+    let e = a2a_rows.launch(&s).unwrap_err().to_string();
+    assert!(
+        e.contains("the buffers have 3 rows but the world has 4 ranks"),
+        "{e}"
+    );
+}
+
+/// The IR of every built-in collective, specialized at P = 4 with N = 10 (ragged chunks 3, 3,
+/// 2, 2), as the lowering pass produces it.
+#[test]
+fn builtin_collective_snapshots_at_p4() {
+    let b: &[(&str, u64)] = &[("NR", 4), ("N", 10), ("M", 3)];
+    insta::assert_snapshot!(
+        "lowered_allreduce_mesh_p4",
+        ar_sum_mesh.ir_specialized(4, b).unwrap()
+    );
+    insta::assert_snapshot!(
+        "lowered_allreduce_two_phase_p4",
+        ar_sum_two.ir_specialized(4, b).unwrap()
+    );
+    insta::assert_snapshot!(
+        "lowered_allreduce_ring_p4",
+        ar_sum_ring.ir_specialized(4, b).unwrap()
+    );
+    insta::assert_snapshot!("lowered_broadcast_p4", bcast.ir_specialized(4, b).unwrap());
+    insta::assert_snapshot!("lowered_allgather_p4", gather.ir_specialized(4, b).unwrap());
+    insta::assert_snapshot!(
+        "lowered_reduce_scatter_p4",
+        rs.ir_specialized(4, b).unwrap()
+    );
+    insta::assert_snapshot!("lowered_all_to_all_p4", a2a.ir_specialized(4, b).unwrap());
+}

@@ -21,6 +21,33 @@ mod step06;
 #[path = "../examples/07_dynamic_rank_count.rs"]
 #[allow(dead_code)]
 mod step07;
+#[path = "../examples/08_allreduce_mesh.rs"]
+#[allow(dead_code)]
+mod step08;
+#[path = "../examples/09_allreduce_two_phase.rs"]
+#[allow(dead_code)]
+mod step09;
+#[path = "../examples/10_allreduce_ring.rs"]
+#[allow(dead_code)]
+mod step10;
+#[path = "../examples/11_builtin_allreduce.rs"]
+#[allow(dead_code)]
+mod step11;
+#[path = "../examples/12_broadcast.rs"]
+#[allow(dead_code)]
+mod step12;
+#[path = "../examples/13_allgather.rs"]
+#[allow(dead_code)]
+mod step13;
+#[path = "../examples/14_reduce_scatter.rs"]
+#[allow(dead_code)]
+mod step14;
+#[path = "../examples/15_all_to_all.rs"]
+#[allow(dead_code)]
+mod step15;
+#[path = "../examples/16_several_collectives.rs"]
+#[allow(dead_code)]
+mod step16;
 
 use eagle::ir::{parse_module, print_module, verify_module, EagleFn, Module};
 use eagle::{codegen, Session};
@@ -34,6 +61,15 @@ fn steps() -> Vec<eagle::Step> {
         step05::STEP,
         step06::STEP,
         step07::STEP,
+        step08::STEP,
+        step09::STEP,
+        step10::STEP,
+        step11::STEP,
+        step12::STEP,
+        step13::STEP,
+        step14::STEP,
+        step15::STEP,
+        step16::STEP,
     ]
 }
 
@@ -49,6 +85,32 @@ fn modules() -> Vec<(&'static str, Module)> {
         ("06_put_get", step06::put_get::module().unwrap()),
         ("07_ring_get", step07::ring_get::module().unwrap()),
         ("07_ring_put", step07::ring_put::module().unwrap()),
+        (
+            "08_allreduce_mesh",
+            step08::allreduce_mesh::module().unwrap(),
+        ),
+        (
+            "09_allreduce_two_phase",
+            step09::allreduce_two_phase::module().unwrap(),
+        ),
+        (
+            "10_allreduce_ring",
+            step10::allreduce_ring::module().unwrap(),
+        ),
+        ("11_builtin_mesh", step11::builtin_mesh::module().unwrap()),
+        (
+            "11_builtin_two_phase",
+            step11::builtin_two_phase::module().unwrap(),
+        ),
+        ("11_builtin_ring", step11::builtin_ring::module().unwrap()),
+        ("12_broadcast", step12::broadcast_step::module().unwrap()),
+        ("13_allgather", step13::allgather_step::module().unwrap()),
+        (
+            "14_reduce_scatter",
+            step14::reduce_scatter_step::module().unwrap(),
+        ),
+        ("15_all_to_all", step15::all_to_all_step::module().unwrap()),
+        ("16_several_collectives", step16::several::module().unwrap()),
     ]
 }
 
@@ -74,6 +136,28 @@ fn every_step_passes_at_world_sizes_1_to_5() {
             }
         }
     }
+}
+
+/// Steps 08-11 specialized at P = 4: the hand-written algorithms and the lowered built-ins.
+#[test]
+fn collective_steps_specialized_snapshots() {
+    let b: &[(&str, u64)] = &[("NR", 4)];
+    insta::assert_snapshot!(
+        "specialized_08_p4",
+        step08::allreduce_mesh.ir_specialized(4, b).unwrap()
+    );
+    insta::assert_snapshot!(
+        "specialized_09_p4",
+        step09::allreduce_two_phase.ir_specialized(4, b).unwrap()
+    );
+    insta::assert_snapshot!(
+        "specialized_10_p4",
+        step10::allreduce_ring.ir_specialized(4, b).unwrap()
+    );
+    insta::assert_snapshot!(
+        "specialized_11_ring_p4",
+        step11::builtin_ring.ir_specialized(4, b).unwrap()
+    );
 }
 
 #[test]

@@ -191,7 +191,9 @@ impl Em<'_> {
             });
         }
         let tail = len % BLOCK;
-        if tail > 0 {
+        if tail > 0 && nb == 0 {
+            body(self, off, tail);
+        } else if tail > 0 {
             let t = self.idx(nb * BLOCK);
             let abs = self.ibin(BinOp::Add, off, t);
             body(self, abs, tail);

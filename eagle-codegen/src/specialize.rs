@@ -97,6 +97,8 @@ struct Spec<'a> {
     /// Depth of `if` bodies around the op: there the range analysis (which is not
     /// path-sensitive) cannot prove a violation, so checks are left to run time.
     guarded: usize,
+    /// Depth of provably empty loops around the op: nothing there runs, nothing is checked.
+    dead: usize,
 }
 
 impl Spec<'_> {
@@ -125,7 +127,7 @@ impl Spec<'_> {
         self.ranges
             .get(&v)
             .copied()
-            .filter(|r| self.guarded == 0 || r.lo == r.hi)
+            .filter(|r| self.dead == 0 && (self.guarded == 0 || r.lo == r.hi))
     }
 
     fn check_rank(
@@ -167,6 +169,9 @@ impl Spec<'_> {
         offsets: &[Value],
         tile: Option<Value>,
     ) -> Result<(), SpecializeError> {
+        if self.dead > 0 {
+            return Ok(());
+        }
         let extents = f
             .ty(mem)
             .shape()
@@ -441,7 +446,16 @@ impl Spec<'_> {
         }
         if recurse {
             match &mut op.kind {
-                OpKind::For { body, .. } => self.block(f, body)?,
+                OpKind::For { lo, hi, body, .. } => {
+                    let empty = matches!(
+                        (self.consts.get(lo), self.consts.get(hi)),
+                        (Some(Const::Int(l)), Some(Const::Int(h))) if h <= l
+                    );
+                    self.dead += usize::from(empty);
+                    let r = self.block(f, body);
+                    self.dead -= usize::from(empty);
+                    r?;
+                }
                 OpKind::If {
                     then_body,
                     else_body,
@@ -571,6 +585,7 @@ pub fn specialize(m: &Module, b: &Bindings) -> Result<Module, SpecializeError> {
                     .map(|p| (p.value, (p.name.clone(), 0)))
                     .collect(),
                 guarded: 0,
+                dead: 0,
             };
             let mut snapshot = f.clone();
             snapshot.body = body.clone();
