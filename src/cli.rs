@@ -85,8 +85,13 @@ pub fn parse_devices(s: &str) -> Result<Vec<usize>> {
     for (i, part) in s.split(',').enumerate() {
         let p = part.trim();
         let d: usize = p.parse().map_err(|_| {
+            let what = if !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()) {
+                "too large to be a device id"
+            } else {
+                "not a device id"
+            };
             Error::Usage(format!(
-                "argument `-d/--devices`: entry {i} is `{p}`, not a device id; expected comma-separated non-negative integers such as `0,1,2,3`"
+                "argument `-d/--devices`: entry {i} is `{p}`, {what}; expected comma-separated non-negative integers such as `0,1,2,3`"
             ))
         })?;
         if out.contains(&d) {
@@ -159,7 +164,8 @@ pub fn example_main(step: Step) -> ExitCode {
     };
     match run() {
         Ok(()) => {
-            println!("OK");
+            use std::io::Write;
+            let _ = writeln!(std::io::stdout(), "OK");
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -214,13 +214,13 @@ impl Session {
         let bindings = bindings_from_args(&module, F::NAME, self.world_size(), &args)?;
         let (art, cache_hit) = codegen::compile(&module, F::NAME, &bindings, codegen::Target::Cpu)?;
         if self.emit_ir {
-            println!(
-                ";; ---- generic IR of `{}` ----\n{}",
+            use std::io::Write;
+            // Ignore write errors: a closed stdout must not turn into a panic.
+            let _ = writeln!(
+                std::io::stdout(),
+                ";; ---- generic IR of `{}` ----\n{}\n;; ---- specialized IR of `{}` ({}) ----\n{}",
                 F::NAME,
-                ir::print_module(&module)
-            );
-            println!(
-                ";; ---- specialized IR of `{}` ({}) ----\n{}",
+                ir::print_module(&module),
                 F::NAME,
                 bindings.key_text(),
                 art.ir

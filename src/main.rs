@@ -4,6 +4,7 @@
 //! run ms, OK or FAILED with the reason) and exits non-zero if any fails.
 
 use clap::Parser;
+use std::io::Write;
 use std::process::ExitCode;
 
 macro_rules! steps {
@@ -86,19 +87,39 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(if eagle::is_usage(&e) { 2 } else { 1 });
     }
-    let mut failed = 0;
-    let mut total = 0;
-    for st in &selected {
-        let modes: Vec<Option<&str>> = match (&cli.mode, st.modes.is_empty()) {
-            (Some(m), false) => {
+    // `--mode M` runs mode M of the selected steps that have it; naming a step that lacks it,
+    // or a mode no selected step has, is a usage error.
+    if let Some(m) = &cli.mode {
+        if cli.step.is_some() {
+            if let Some(st) = selected.first() {
                 if let Err(e) = st.check_mode(Some(m)) {
                     eprintln!("error: {e}");
                     return ExitCode::from(2);
                 }
-                vec![Some(m.as_str())]
             }
-            (_, true) => vec![None],
-            (None, false) => st.modes.iter().map(|m| Some(*m)).collect(),
+        } else if !selected.iter().any(|st| st.modes.contains(&m.as_str())) {
+            let mut all: Vec<&str> = selected
+                .iter()
+                .flat_map(|st| st.modes.iter().copied())
+                .collect();
+            all.sort_unstable();
+            all.dedup();
+            eprintln!(
+                "error: argument `--mode`: no step has mode `{m}`; modes are {}",
+                all.join(", ")
+            );
+            return ExitCode::from(2);
+        }
+    }
+    let mut failed = 0;
+    let mut total = 0;
+    let mut out = std::io::stdout().lock();
+    for st in &selected {
+        let modes: Vec<Option<&str>> = match &cli.mode {
+            Some(m) if st.modes.contains(&m.as_str()) => vec![Some(m.as_str())],
+            Some(_) => continue,
+            None if st.modes.is_empty() => vec![None],
+            None => st.modes.iter().map(|m| Some(*m)).collect(),
         };
         for mode in modes {
             total += 1;
@@ -118,21 +139,21 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let out = st.execute(&session);
+            let outcome = st.execute(&session);
             let p = session.world_size();
-            match out.result {
-                Ok(()) => println!(
-                    "step {label:<36} P={p:<2} compile {:>8.2} ms  run {:>8.2} ms  OK",
-                    out.compile_ms, out.run_ms
-                ),
+            let status = match &outcome.result {
+                Ok(()) => "OK".to_string(),
                 Err(e) => {
                     failed += 1;
-                    println!(
-                        "step {label:<36} P={p:<2} compile {:>8.2} ms  run {:>8.2} ms  FAILED: {e}",
-                        out.compile_ms, out.run_ms
-                    );
+                    format!("FAILED: {e}")
                 }
-            }
+            };
+            // A closed stdout (`eagle | head`) must not panic: stop printing, keep the exit code.
+            let _ = writeln!(
+                out,
+                "step {label:<36} P={p:<2} compile {:>8.2} ms  run {:>8.2} ms  {status}",
+                outcome.compile_ms, outcome.run_ms
+            );
         }
     }
     if failed > 0 {

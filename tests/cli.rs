@@ -20,7 +20,7 @@ fn runner_prints_ok_for_every_step_and_mode() {
         let stdout = text(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
         let lines: Vec<&str> = stdout.lines().collect();
-        assert_eq!(lines.len(), 11, "{stdout}");
+        assert_eq!(lines.len(), 27, "{stdout}");
         for l in &lines {
             assert!(l.ends_with("OK"), "{l}");
             assert!(l.contains(&format!("P={p} ")), "{l}");
@@ -70,4 +70,16 @@ fn bad_command_lines_exit_with_code_2_and_a_message() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn mode_without_step_runs_that_mode_of_every_step_that_has_it() {
+    let out = eagle(&["-d", "0,1,2", "--mode", "builtin"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let steps: Vec<&str> = stdout.lines().map(|l| &l[5..7]).collect();
+    assert_eq!(steps, ["04", "12", "13", "14", "15", "16"], "{stdout}");
+    assert!(stdout
+        .lines()
+        .all(|l| l.contains("[builtin]") && l.ends_with("OK")));
 }

@@ -132,8 +132,11 @@ fn golden<T: Combine + eagle::runtime::Element>(
         .collect()
 }
 
+/// Launches a host program on (session, input, output).
+type Launch<T> = dyn Fn(&Session, &Tensor<T>, &mut Tensor<T>) -> eagle::Result<eagle::LaunchReport>;
+
 fn check_allreduce<T: Combine + eagle::runtime::Element>(
-    launch: &dyn Fn(&Session, &Tensor<T>, &mut Tensor<T>) -> eagle::Result<eagle::LaunchReport>,
+    launch: &Launch<T>,
     p: usize,
     n: usize,
     op: &str,
@@ -297,8 +300,8 @@ fn broadcast_allgather_reduce_scatter_all_to_all_at_ragged_sizes() {
         let sum = eagle::golden::allreduce(&x, |a, b| a + b, false);
         for r in 0..p {
             let mine = eagle::golden::chunk(n, p, r);
-            for j in 0..n {
-                let want = if mine.contains(&j) { sum[j] } else { -7.0 };
+            for (j, &total) in sum.iter().enumerate() {
+                let want = if mine.contains(&j) { total } else { -7.0 };
                 assert_eq!(
                     y.row(r)[j].to_bits(),
                     want.to_bits(),

@@ -169,7 +169,7 @@ fn dynamic_out_of_bounds_offset_fails_at_run_time_with_the_rank() {
     match runtime_oob.launch(&s, &x, &mut y).unwrap_err() {
         Error::Runtime(RuntimeError::RankFailed { rank, message }) => {
             assert_eq!(rank, 8);
-            assert!(message.contains("offset 1 is 64"), "{message}");
+            assert!(message.contains("the offset in dim 1 is 64"), "{message}");
             assert!(message.contains("dynamic_offset"), "{message}");
         }
         other => panic!("expected RankFailed, got {other:?}"),
@@ -344,4 +344,137 @@ fn mixing_dtypes_names_the_fix() {
         "{msg}"
     );
     assert!(msg.contains("as f32"), "{msg}");
+}
+
+#[eagle::kernel(device)]
+pub fn writes_input(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
+    store(x, [0, 0], load(x, [0, 0], [1, SIZE]) * 0.0);
+    store(y, [0, 0], load(x, [0, 0], [1, SIZE]));
+}
+
+#[test]
+fn writing_an_input_tensor_asks_for_out() {
+    let e = writes_input::module().unwrap_err().to_string();
+    assert!(
+        e.contains("the store writes `x`, an input tensor; mark the parameter `Out<Tensor<...>>`"),
+        "{e}"
+    );
+}
+
+#[eagle::kernel(device)]
+pub fn big_literal(ctx: Ctx, y: Out<Tensor<f32, 1, SIZE>>) {
+    let a: i32 = 99999999999;
+    store(y, [0, 0], load(y, [0, 0], [1, SIZE]) * (a as f32));
+}
+
+#[eagle::kernel(device)]
+pub fn negative_unsigned(ctx: Ctx, y: Out<Tensor<f32, 1, SIZE>>) {
+    let b: u32 = -1;
+    store(y, [0, 0], load(y, [0, 0], [1, SIZE]) * (b as f32));
+}
+
+#[eagle::kernel(device)]
+pub fn mistyped_let(ctx: Ctx, y: Out<Tensor<f32, 1, SIZE>>) {
+    let c: usize = 3;
+    let d: f32 = c;
+    store(y, [0, 0], load(y, [0, 0], [1, SIZE]) * d);
+}
+
+#[test]
+fn literals_and_let_annotations_are_checked() {
+    let e = big_literal::module().unwrap_err().to_string();
+    assert!(
+        e.contains("integer literal `99999999999` does not fit `i32`"),
+        "{e}"
+    );
+    let e = negative_unsigned::module().unwrap_err().to_string();
+    assert!(e.contains("integer literal `-1` does not fit `u32`"), "{e}");
+    let e = mistyped_let::module().unwrap_err().to_string();
+    assert!(
+        e.contains("`let d: f32` is given a value of dtype `index`; convert it with `as f32`"),
+        "{e}"
+    );
+}
+
+#[eagle::kernel]
+pub fn compute_only(x: Tensor<f32, 1, SIZE>) {
+    let t = load(x, [0, 0], [1, SIZE]);
+}
+
+#[eagle::host]
+pub fn dispatches_compute(x: Tensor<f32, NR, 1, SIZE>) {
+    for r in 0..world_size() {
+        compute_only(x[r], device = r);
+    }
+}
+
+#[eagle::host]
+pub fn forgets_device(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    for r in 0..world_size() {
+        past_the_end(x[r], y[r]);
+    }
+}
+
+#[test]
+fn dispatch_and_call_levels_are_explained() {
+    let e = dispatches_compute::module().unwrap_err().to_string();
+    assert!(
+        e.contains("`compute_only` is a compute kernel; call it (without `device =`)"),
+        "{e}"
+    );
+    let e = forgets_device::module().unwrap_err().to_string();
+    assert!(e.contains("`past_the_end` is a per-device program; dispatch it to a rank with `past_the_end(..., device = r)`"), "{e}");
+}
+
+const BIG: usize = 2 * 1024 * 1024;
+
+#[eagle::kernel(device)]
+pub fn huge_tile(ctx: Ctx, x: Tensor<f32, 1, BIG>, y: Out<Tensor<f32, 1, BIG>>) {
+    store(y, [0, 0], load(x, [0, 0], [1, BIG]) * 2.0);
+}
+
+#[eagle::host]
+pub fn huge(x: Tensor<f32, NR, 1, BIG>, y: Out<Tensor<f32, NR, 1, BIG>>) {
+    for r in 0..world_size() {
+        huge_tile(x[r], y[r], device = r);
+    }
+}
+
+#[test]
+fn oversized_tiles_are_a_compile_error_not_a_stack_overflow() {
+    let s = Session::sim(1).unwrap();
+    let x = Tensor::<f32>::zeros(&[1, 1, BIG]);
+    let mut y = Tensor::<f32>::zeros(&[1, 1, BIG]);
+    let e = huge.launch(&s, &x, &mut y).unwrap_err().to_string();
+    assert!(e.contains("function `huge_tile`"), "{e}");
+    assert!(
+        e.contains("more than the 4194304 bytes a device function may use"),
+        "{e}"
+    );
+}
+
+#[eagle::kernel(device)]
+pub fn rank0_waits(ctx: Ctx, sig: Window<i32, 1, 1>) {
+    if rank(ctx) == 0 {
+        wait(sig, [0, 0], 1, Eq);
+    }
+}
+
+#[eagle::host]
+pub fn partial_deadlock() {
+    let buf = alloc_window_buffer([1, 1], i32);
+    for r in 0..world_size() {
+        rank0_waits(window(buf, [1, 1], i32), device = r);
+    }
+}
+
+#[test]
+fn a_deadlock_names_the_ranks_that_finished() {
+    let s = Session::sim(3).unwrap();
+    let e = partial_deadlock.launch(&s).unwrap_err().to_string();
+    assert!(e.contains("rank 0 waits for signal window #0"), "{e}");
+    assert!(
+        e.contains("rank(s) 1, 2 finished without satisfying these waits"),
+        "{e}"
+    );
 }

@@ -58,6 +58,10 @@ unsafe impl Send for JitHolder {}
 // SAFETY: as above; no method of the module is called through a shared reference.
 unsafe impl Sync for JitHolder {}
 
+/// Most bytes of tile storage one device or compute function may use (device threads run on
+/// 16 MiB stacks).
+pub const MAX_TILE_BYTES: u64 = 4 << 20;
+
 extern "C" fn eagle_exp_f32(x: f32) -> f32 {
     x.exp()
 }
@@ -145,7 +149,7 @@ pub fn compile_module(m: &Module) -> Result<CpuCode, CodegenError> {
     entry_sig.params.push(AbiParam::new(ptr));
     entry_sig.returns.push(AbiParam::new(types::I32));
 
-    let mut ids: HashMap<String, FuncId> = HashMap::new();
+    let mut ids: BTreeMap<String, FuncId> = BTreeMap::new();
     let funcs: Vec<&Function> = m
         .functions
         .iter()
@@ -160,7 +164,7 @@ pub fn compile_module(m: &Module) -> Result<CpuCode, CodegenError> {
             })?;
         ids.insert(f.name.clone(), id);
     }
-    let mut math = HashMap::new();
+    let mut math = BTreeMap::new();
     for (name, t) in [("eagle_exp_f32", types::F32), ("eagle_exp_f64", types::F64)] {
         let mut s = module.make_signature();
         s.params.push(AbiParam::new(t));
@@ -171,7 +175,7 @@ pub fn compile_module(m: &Module) -> Result<CpuCode, CodegenError> {
                 function: name.into(),
                 message: e.to_string(),
             })?;
-        math.insert(t, id);
+        math.insert(name, (t, id));
     }
 
     let mut clif = BTreeMap::new();
@@ -228,8 +232,8 @@ fn lower_function(
     ctx: &mut Context,
     fctx: &mut FunctionBuilderContext,
     f: &Function,
-    ids: &HashMap<String, FuncId>,
-    math: &HashMap<ClType, FuncId>,
+    ids: &BTreeMap<String, FuncId>,
+    math: &BTreeMap<&'static str, (ClType, FuncId)>,
     sites: &mut Vec<String>,
     ptr: ClType,
 ) -> Result<(), CodegenError> {
@@ -248,7 +252,7 @@ fn lower_function(
     for (name, id) in ids {
         callee_refs.insert(name.clone(), module.declare_func_in_func(*id, b.func));
     }
-    for (t, id) in math {
+    for (t, id) in math.values() {
         math_refs.insert(*t, module.declare_func_in_func(*id, b.func));
     }
     let entry = b.create_block();
@@ -309,6 +313,7 @@ fn lower_function(
         callee_refs,
         math_refs,
         sites,
+        stack_bytes: 0,
     };
     for (i, p) in f.params.iter().enumerate() {
         let off = (i * 8) as i32;
@@ -337,6 +342,15 @@ fn lower_function(
         lw.vals.insert(p.value, cv);
     }
     lw.block(&f.body)?;
+    if lw.stack_bytes > MAX_TILE_BYTES {
+        return Err(unsupported(
+            f,
+            format!(
+                "its tiles need {} bytes of on-chip storage, more than the {} bytes a device function may use; tiles are small blocks: process the tensor in a `for` loop over tiles of a few thousand elements",
+                lw.stack_bytes, MAX_TILE_BYTES
+            ),
+        ));
+    }
     let zero = lw.b.ins().iconst(types::I32, 0);
     lw.b.ins().return_(&[zero]);
     lw.b.switch_to_block(err_block);
@@ -360,6 +374,8 @@ struct Lower<'a, 'b> {
     callee_refs: HashMap<String, FuncRef>,
     math_refs: HashMap<ClType, FuncRef>,
     sites: &'a mut Vec<String>,
+    /// Bytes of tile storage (stack slots) so far.
+    stack_bytes: u64,
 }
 
 impl Lower<'_, '_> {
@@ -482,6 +498,7 @@ impl Lower<'_, '_> {
     }
 
     fn stack(&mut self, bytes: u64) -> ClValue {
+        self.stack_bytes += bytes;
         let slot = self.b.create_sized_stack_slot(StackSlotData::new(
             StackSlotKind::ExplicitSlot,
             bytes.max(1) as u32,
@@ -936,7 +953,7 @@ impl Lower<'_, '_> {
                     .icmp_imm_s(IntCC::UnsignedGreaterThan, x, limit);
                 let lim = self.iconst(limit);
                 let msg = format!(
-                    "function `{}`, op `{}`: offset {d} is {{a}} but the largest offset that fits a tile of extent {} in extent {} is {{b}}",
+                    "function `{}`, op `{}`: the offset in dim {d} is {{a}} but the largest offset that fits a tile of extent {} in extent {} is {{b}}",
                     self.f.name,
                     self.op_text(op),
                     tile[d],

@@ -190,9 +190,9 @@ impl Spec<'_> {
                 function: f.name.clone(),
                 op: print_op(f, op),
                 operand: if t > 1 {
-                    format!("offset {d} plus the tile extent {t}")
+                    format!("the offset in dim {d} plus the tile extent {t}")
                 } else {
-                    format!("offset {d}")
+                    format!("the offset in dim {d}")
                 },
                 dim: d,
                 lo,

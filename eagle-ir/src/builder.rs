@@ -238,7 +238,8 @@ impl FunctionBuilder<'_> {
             Operand::Float(x) => match hint {
                 Some(h) if h.is_float() => (Const::Float(x), h),
                 None => (Const::Float(x), DType::F32),
-                Some(h) => return self.err(format!("float literal `{x:?}` used where `{h}` is expected; write an integer literal or cast with `as {h}`")),
+                Some(DType::Bool) => return self.err(format!("float literal `{x:?}` used where a `bool` is expected; write `true` or `false`, or compare (`x != 0.0`)")),
+                Some(h) => return self.err(format!("float literal `{x:?}` used where `{}` is expected; write an integer literal or cast with `as {}`", rust_name(h), rust_name(h))),
             },
             Operand::Bool(b) => (Const::Bool(b), DType::Bool),
             Operand::Typed(c, d) => (c, d),
@@ -247,7 +248,41 @@ impl FunctionBuilder<'_> {
             (Const::Float(x), DType::F32) => Const::Float(x as f32 as f64),
             (c, _) => c,
         };
+        if let Const::Int(i) = c {
+            let (lo, hi): (i128, i128) = match d {
+                DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+                DType::U32 => (0, u32::MAX.into()),
+                DType::U64 => (0, u64::MAX.into()),
+                _ => (i64::MIN.into(), i64::MAX.into()),
+            };
+            if i < lo || i > hi {
+                return self.err(format!(
+                    "integer literal `{i}` does not fit `{d}` (range {lo}..={hi}); use a wider type or a smaller value"
+                ));
+            }
+        }
         Ok(self.push(OpKind::Const(c), Some(Type::Scalar(d))))
+    }
+
+    /// `let name: dtype = op;` — materialises `op` as `dtype` and checks that it is one.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when the value has another dtype, naming both and the `as` fix.
+    pub fn let_typed(&mut self, name: &str, op: impl Into<Operand>, dtype: DType) -> Result<Value> {
+        let v = self.value(op, Some(dtype))?;
+        match self.ty(v).dtype() {
+            Some(d) if d == dtype => Ok(v),
+            Some(d) => self.err(format!(
+                "`let {name}: {}` is given a value of dtype `{d}`; convert it with `as {}`",
+                rust_name(dtype),
+                rust_name(dtype)
+            )),
+            None => self.err(format!(
+                "`let {name}: {}` is given a `{}`",
+                rust_name(dtype),
+                self.ty(v)
+            )),
+        }
     }
 
     fn hint_of(&self, op: &Operand) -> Option<DType> {
@@ -526,6 +561,18 @@ impl FunctionBuilder<'_> {
         let Some(f) = self.m.module.function(callee) else {
             return self.err(format!("callee `{callee}` was not defined"));
         };
+        let here = self.func.level;
+        let problem = match (skip_ctx, f.level) {
+            (_, Level::Host) => Some(format!("`{callee}` is a host function; host functions are launched from Rust (`{callee}.launch(&session, ...)`), not called from eagle code")),
+            (false, Level::Device) if here == Level::Host => Some(format!("`{callee}` is a per-device program; dispatch it to a rank with `{callee}(..., device = r)`")),
+            (false, Level::Device) => Some(format!("`{callee}` is a per-device program; only a host function can start it, with `device = r`")),
+            (true, Level::Compute) => Some(format!("`{callee}` is a compute kernel; call it (without `device =`) from a per-device program, or mark it `#[eagle::kernel(device)]` to dispatch it")),
+            (true, Level::Device) if here != Level::Host => Some(format!("`device = ...` dispatches belong in a host function; call `{callee}` from the host")),
+            _ => None,
+        };
+        if let Some(m) = problem {
+            return self.err(m);
+        }
         let params: Vec<Type> = f
             .params
             .iter()
@@ -793,5 +840,14 @@ impl FunctionBuilder<'_> {
     /// `barrier(ctx)`.
     pub fn barrier(&mut self, ctx: Value) {
         self.push_void(OpKind::Barrier(ctx));
+    }
+}
+
+/// The Rust spelling of a dtype as written in kernel source (`usize` for `index`).
+fn rust_name(d: DType) -> &'static str {
+    if d == DType::Index {
+        "usize"
+    } else {
+        d.name()
     }
 }

@@ -31,6 +31,8 @@ struct V<'a> {
     m: &'a Module,
     f: &'a Function,
     scopes: Vec<HashSet<Value>>,
+    /// The parameter each tensor value views (parameters, slices and subviews of them).
+    roots: HashMap<Value, usize>,
 }
 
 impl V<'_> {
@@ -48,6 +50,17 @@ impl V<'_> {
     fn ty(&self, v: Value) -> &Type {
         self.f.ty(v)
     }
+    /// Fails when `dst` views a tensor parameter that is not `Out`.
+    fn writable(&self, op: &Op, dst: Value, what: &str) -> Result<()> {
+        if let Some(&i) = self.roots.get(&dst) {
+            let p = &self.f.params[i];
+            if !p.out && matches!(self.ty(p.value), Type::Tensor(..)) {
+                return self.fail(op, format!("{what} writes `{}`, an input tensor; mark the parameter `Out<Tensor<...>>` to write it", p.name));
+            }
+        }
+        Ok(())
+    }
+
     fn defined(&self, v: Value) -> bool {
         self.scopes.iter().any(|s| s.contains(&v))
     }
@@ -72,8 +85,9 @@ impl V<'_> {
             t => self.fail(
                 op,
                 format!(
-                    "operand {what} must be a {} scalar, found `{t}`",
-                    want.map(|w| w.name()).unwrap_or("")
+                    "operand {what} must be {}, found `{t}`",
+                    want.map(|w| format!("an `{}` scalar", w.name()))
+                        .unwrap_or_else(|| "a scalar".into())
                 ),
             ),
         }
@@ -131,6 +145,7 @@ impl V<'_> {
     /// Checks the send window and receive buffer of a collective; returns the dtype.
     fn collective_buffers(&self, op: &Op, src: Value, dst: Value, rows: bool) -> Result<DType> {
         self.not_host(op, "collective")?;
+        self.writable(op, dst, "the collective")?;
         let (ss, sd) = self.window(op, src, "operand 1 (send buffer)")?;
         let (ds, dd) = self.memory(op, dst, "operand 2 (receive buffer)")?;
         let want_rank = if rows { 2 } else { 1 };
@@ -222,11 +237,11 @@ impl V<'_> {
     }
 
     fn args(&self, op: &Op, c: &Function, args: &[Value], skip_ctx: bool) -> Result<()> {
-        let params: Vec<(&str, &Type)> = c
+        let params: Vec<(&str, &Type, bool)> = c
             .params
             .iter()
-            .map(|p| (p.name.as_str(), c.ty(p.value)))
-            .filter(|(_, t)| !(skip_ctx && **t == Type::Ctx))
+            .map(|p| (p.name.as_str(), c.ty(p.value), p.out))
+            .filter(|(_, t, _)| !(skip_ctx && **t == Type::Ctx))
             .collect();
         if params.len() != args.len() {
             return self.fail(
@@ -239,7 +254,7 @@ impl V<'_> {
                 ),
             );
         }
-        for ((name, pt), &a) in params.iter().zip(args) {
+        for ((name, pt, out), &a) in params.iter().zip(args) {
             let at = self.ty(a);
             if !types_compatible(at, pt) {
                 return self.fail(
@@ -249,6 +264,13 @@ impl V<'_> {
                         c.name
                     ),
                 );
+            }
+            if *out {
+                self.writable(
+                    op,
+                    a,
+                    &format!("passing it as `Out` argument `{name}` of `@{}`", c.name),
+                )?;
             }
         }
         Ok(())
@@ -468,6 +490,7 @@ impl V<'_> {
                 dst,
                 offsets,
             } => {
+                self.writable(op, *dst, "the store")?;
                 let (s, d) = self.memory(op, *dst, "operand 1 (destination)")?;
                 self.offsets(op, offsets, s.rank(), "the destination")?;
                 match self.ty(*value) {
@@ -555,6 +578,9 @@ impl V<'_> {
             }
             Put { dst, peer, src } | Get { dst, peer, src } => {
                 let put = matches!(op.kind, Put { .. });
+                if !put {
+                    self.writable(op, *dst, "the get")?;
+                }
                 self.not_host(op, if put { "put" } else { "get" })?;
                 self.scalar(op, *peer, "1 (peer)", Some(DType::Index))?;
                 let (rs, rd) = if put {
@@ -630,6 +656,11 @@ impl V<'_> {
         }
         if let Some(r) = op.result {
             self.define(r);
+            if let Slice { src, .. } | Subview { src, .. } = &op.kind {
+                if let Some(&i) = self.roots.get(src) {
+                    self.roots.insert(r, i);
+                }
+            }
         }
         Ok(())
     }
@@ -681,6 +712,12 @@ pub fn verify_module(m: &Module) -> Result<()> {
             m,
             f,
             scopes: vec![params],
+            roots: f
+                .params
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.value, i))
+                .collect(),
         };
         v.block(&f.body)?;
     }

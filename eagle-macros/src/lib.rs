@@ -248,6 +248,29 @@ fn param_type(ty: &Type, level: Level) -> R<(TS, bool, TS)> {
     }
 }
 
+/// Shape extents are compile-time values; a parameter name there is a run-time value.
+fn check_dims_not_params(ty: &Type, names: &[String]) -> R<()> {
+    if let Type::Path(tp) = ty {
+        for seg in &tp.path.segments {
+            if let PathArguments::AngleBracketed(a) = &seg.arguments {
+                for g in &a.args {
+                    if let GenericArgument::Type(t) = g {
+                        if let Type::Path(ip) = t {
+                            if let Some(id) = ip.path.get_ident() {
+                                if names.iter().any(|n| id == n) {
+                                    return err(id.span(), format!("`{id}` is a parameter, a run-time value; shape extents are compile-time constants (literals, Rust `const`s or `dynamic!` dims)"));
+                                }
+                            }
+                        }
+                        check_dims_not_params(t, names)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn dname_rust(d: &str) -> TS {
     let i = format_ident!("{}", d);
     quote!(#i)
@@ -280,6 +303,22 @@ fn expand_fn(level: Level, f: &ItemFn) -> R<TS> {
             t.span(),
             "eagle functions return nothing; write results into an `Out<Tensor<...>>` parameter",
         );
+    }
+    let names: Vec<String> = sig
+        .inputs
+        .iter()
+        .filter_map(|a| match a {
+            FnArg::Typed(pt) => match &*pt.pat {
+                Pat::Ident(pi) => Some(pi.ident.to_string()),
+                _ => None,
+            },
+            FnArg::Receiver(_) => None,
+        })
+        .collect();
+    for a in &sig.inputs {
+        if let FnArg::Typed(pt) = a {
+            check_dims_not_params(&pt.ty, &names)?;
+        }
     }
     let mut params = vec![];
     for a in &sig.inputs {
@@ -401,6 +440,8 @@ struct Cx {
     fname: String,
 }
 
+const OFFSET_SIGS: &str = "`load(src, [offsets], [shape])`, `store(dst, [offsets], tile)`, `remote_load(window, peer, [offsets], [shape])`, `remote_store(window, peer, [offsets], tile)`, `notify(signal, peer, [offsets], value, op)` and `wait(signal, [offsets], expected, cmp)`";
+
 const SUPPORTED_STMTS: &str = "supported statements: `let`, `let mut`, assignment (`=`, `+=`, ...), `for i in a..b`, `if`/`else`, and calls";
 
 impl Cx {
@@ -441,21 +482,21 @@ impl Cx {
                 if let Some((_, d)) = &init.diverge {
                     return err(d.span(), "`let ... else` is not supported");
                 }
-                let hint = match ann {
+                let ns = ident.to_string();
+                let e = self.expr(&init.expr)?;
+                let value = match ann {
                     Some(Type::Path(tp)) => {
                         let n = tp.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
                         let d = dtype_tokens(&n, tp.span())?;
-                        quote!(Some(#d))
+                        quote!({ let __a0 = #e; __f.let_typed(#ns, __a0, #d)? })
                     }
                     Some(t) => return err(t.span(), "a `let` annotation must be a scalar dtype such as `f32` or `usize`"),
-                    None => quote!(None),
+                    None => quote!({ let __a0 = #e; __f.value(__a0, None)? }),
                 };
-                let e = self.expr(&init.expr)?;
-                let ns = ident.to_string();
                 let t = if mutable {
-                    quote!(let #ident: ::eagle::ir::Value = { let __v = { let __a0 = #e; let __a1 = #hint; __f.value(__a0, __a1)? }; { let __a0 = __v; __f.var(__a0)? } };)
+                    quote!(let #ident: ::eagle::ir::Value = { let __v = #value; __f.var(__v)? };)
                 } else {
-                    quote!(let #ident: ::eagle::ir::Value = { let __a0 = #e; let __a1 = #hint; __f.value(__a0, __a1)? };)
+                    quote!(let #ident: ::eagle::ir::Value = #value;)
                 };
                 self.bind(&ns, mutable);
                 Ok(t)
@@ -465,11 +506,13 @@ impl Cx {
                 _ => err(i.span(), "items inside a kernel are not supported (only `const`); define functions at module level with `#[eagle::kernel]`"),
             },
             Stmt::Expr(e, semi) => {
-                if semi.is_none() && !matches!(e, Expr::ForLoop(_) | Expr::If(_) | Expr::Block(_)) {
-                    if let Expr::Call(_) | Expr::Assign(_) | Expr::Binary(_) = e {
-                    } else {
-                        return err(e.span(), "eagle functions return nothing; end the statement with `;` and write results into an `Out` tensor");
-                    }
+                // A trailing value (`x + 1` without `;`) would be a return value in Rust.
+                let value_like = matches!(
+                    e,
+                    Expr::Lit(_) | Expr::Path(_) | Expr::Unary(_) | Expr::Cast(_) | Expr::Index(_) | Expr::MethodCall(_) | Expr::Paren(_)
+                ) || matches!(e, Expr::Binary(b) if !is_compound(&b.op));
+                if semi.is_none() && value_like {
+                    return err(e.span(), "eagle functions return nothing; end the statement with `;` and write results into an `Out` tensor");
                 }
                 self.stmt_expr(e)
             }
@@ -747,7 +790,7 @@ impl Cx {
 
     fn offsets(&mut self, e: &Expr) -> R<TS> {
         let Expr::Array(arr) = e else {
-            return err(e.span(), "offsets are a list in brackets: `[0, i * SIZE]`");
+            return err(e.span(), format!("expected offsets here, a list in brackets such as `[0, i * SIZE]`; the operations with offsets are {OFFSET_SIGS}"));
         };
         let items = arr
             .elems
@@ -831,6 +874,33 @@ impl Cx {
                 let (ctor, op) = bin_tokens(&b.op)?;
                 quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #l; let __a2 = #r; __f.#ctor(__a0, __a1, __a2)? }))
             }
+            Expr::Unary(syn::ExprUnary { op: SynUn::Neg(_), expr, .. }) if matches!(&**expr, Expr::Lit(l) if matches!(l.lit, Lit::Int(_) | Lit::Float(_))) => {
+                // `-5` is a literal of its own, so that `let b: u32 = -1` is caught as out of range.
+                let Expr::Lit(l) = &**expr else { unreachable!("matched above") };
+                match &l.lit {
+                    Lit::Int(i) => {
+                        let v: i128 = -i.base10_parse::<i128>().map_err(|x| syn::Error::new(i.span(), x))?;
+                        match i.suffix() {
+                            "" => quote!(::eagle::ir::Operand::Int(#v)),
+                            sfx => {
+                                let d = dtype_tokens(sfx, i.span())?;
+                                quote!(::eagle::ir::Operand::Typed(::eagle::ir::Const::Int(#v), #d))
+                            }
+                        }
+                    }
+                    Lit::Float(f) => {
+                        let v: f64 = -f.base10_parse::<f64>().map_err(|x| syn::Error::new(f.span(), x))?;
+                        match f.suffix() {
+                            "" => quote!(::eagle::ir::Operand::Float(#v)),
+                            sfx => {
+                                let d = dtype_tokens(sfx, f.span())?;
+                                quote!(::eagle::ir::Operand::Typed(::eagle::ir::Const::Float(#v), #d))
+                            }
+                        }
+                    }
+                    _ => unreachable!("matched above"),
+                }
+            }
             Expr::Unary(u) => {
                 let x = self.expr(&u.expr)?;
                 let op = match u.op {
@@ -911,7 +981,7 @@ impl Cx {
             Ok(())
         };
         if !(p.path.segments.len() == 1 && is_intrinsic(&name)) {
-            return err(c.span(), format!("`{name}(...)` returns nothing; eagle functions write their results into `Out` tensors, so call it as a statement"));
+            return err(c.func.span(), format!("`{name}` is not an eagle intrinsic with a result; the intrinsics with results are rank, nranks, world_size, load, remote_load, subview, window, alloc_window_buffer, sqrt, exp, abs, min, max, fma and select. Other eagle functions (`#[eagle::kernel]`) return nothing: call them as statements and pass an `Out` tensor for the result; plain Rust functions cannot be called from kernels"));
         }
         let v = |t: TS| quote_spanned!(sp=> ::eagle::ir::Operand::Val(#t));
         Ok(match name.as_str() {

@@ -17,7 +17,7 @@ pub enum RuntimeError {
         reason: String,
     },
     /// A bad device list.
-    #[error("argument `--devices`: {0}")]
+    #[error("device list (`-d/--devices`): {0}")]
     Devices(String),
     /// A host argument that does not match the host function's signature.
     #[error(
@@ -42,7 +42,7 @@ pub enum RuntimeError {
         message: String,
     },
     /// Every live rank waits on a condition that no rank can satisfy.
-    #[error("deadlock: every rank is blocked and none can make progress:\n{report}")]
+    #[error("deadlock: no rank can make progress; every rank still running is blocked:\n{report}")]
     Deadlock {
         /// One line per rank: what it waits for.
         report: String,

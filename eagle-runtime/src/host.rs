@@ -553,6 +553,6 @@ fn device_main(world: &World<'_>, rank: usize, mut jobs: Vec<Job>) -> (Vec<Job>,
     if matches!(failure, Some(Failure::Error(_))) {
         world.abort_all();
     }
-    world.retire();
+    world.retire(rank);
     (jobs, failure)
 }

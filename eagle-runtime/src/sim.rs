@@ -54,6 +54,7 @@ enum Blocked {
 
 struct SyncState {
     blocked: Vec<Option<Blocked>>,
+    finished: Vec<bool>,
     live: usize,
     barrier_arrived: usize,
     barrier_gen: u64,
@@ -149,6 +150,7 @@ impl<'a> World<'a> {
             artifact,
             sync: Mutex::new(SyncState {
                 blocked: vec![None; p],
+                finished: vec![false; p],
                 live,
                 barrier_arrived: 0,
                 barrier_gen: 0,
@@ -171,9 +173,12 @@ impl<'a> World<'a> {
         self.cv.notify_all();
     }
 
-    /// A rank finished its work.
-    pub(crate) fn retire(&self) {
+    /// Rank `rank` finished its work.
+    pub(crate) fn retire(&self, rank: usize) {
         let mut g = self.lock();
+        if let Some(f) = g.finished.get_mut(rank) {
+            *f = true;
+        }
         g.live = g.live.saturating_sub(1);
         self.check_deadlock(&mut g);
         self.cv.notify_all();
@@ -235,6 +240,19 @@ impl<'a> World<'a> {
                     s.barrier_arrived, self.p
                 ),
             });
+        }
+        let done: Vec<String> = s
+            .finished
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| **f)
+            .map(|(r, _)| r.to_string())
+            .collect();
+        if !done.is_empty() {
+            lines.push(format!(
+                "  rank(s) {} finished without satisfying these waits",
+                done.join(", ")
+            ));
         }
         if let Ok(mut d) = self.deadlock.lock() {
             d.get_or_insert(lines.join("\n"));
