@@ -1088,7 +1088,13 @@ impl Lower<'_, '_> {
                     .iter()
                     .map(|v| Ok((self.cv(*v)?, matches!(f.ty(*v), Type::Tile(..)))))
                     .collect::<Result<_, CodegenError>>()?;
-                let lo = self.iconst(0);
+                // SIMD main loop (16-byte vectors) where the op has an exact lane-wise
+                // equivalent, then a scalar tail: results are bit-identical to the scalar path.
+                let start = match &op.kind {
+                    OpKind::Binary(bop, ..) => self.simd_binary(*bop, rd, numel, &srcs, dst)?,
+                    _ => 0,
+                };
+                let lo = self.iconst(start as i64);
                 let hi = self.iconst(numel as i64);
                 self.emit_loop(lo, hi, &mut |lw, i| {
                     let mut xs = vec![];
@@ -1113,6 +1119,82 @@ impl Lower<'_, '_> {
             }
             t => Err(self.err(format!("elementwise result of type `{t}`"))),
         }
+    }
+
+    /// Emits `dst = a <op> b` over whole 16-byte vectors of a tile; returns how many elements
+    /// it covered (0 when the op or dtype has no exact SIMD form).
+    fn simd_binary(
+        &mut self,
+        op: BinOp,
+        d: DType,
+        numel: u64,
+        srcs: &[(Cv, bool)],
+        dst: ClValue,
+    ) -> Result<u64, CodegenError> {
+        let ok = match op {
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Min | BinOp::Max | BinOp::Div => {
+                d.is_float()
+            }
+            BinOp::And | BinOp::Or | BinOp::Xor => d.is_int(),
+            BinOp::Rem => false,
+        } || (matches!(op, BinOp::Add | BinOp::Sub) && d.is_int());
+        let lanes = (16 / d.size()) as u64;
+        let nvec = numel / lanes;
+        if !ok || nvec == 0 || d == DType::Bool {
+            return Ok(0);
+        }
+        let vty = cl_type(d)
+            .by(lanes as u32)
+            .ok_or_else(|| self.err("no vector type"))?;
+        let flags = MemFlagsData::new().with_notrap();
+        // Scalars are splatted once, before the loop.
+        let mut splats = vec![];
+        for (cv, is_tile) in srcs {
+            splats.push(match (cv, is_tile) {
+                (Cv::S(x), false) => Some(self.b.ins().splat(vty, *x)),
+                (Cv::Var(v), false) => {
+                    let x = self.b.use_var(*v);
+                    Some(self.b.ins().splat(vty, x))
+                }
+                _ => None,
+            });
+        }
+        let srcs = srcs.to_vec();
+        let lo = self.iconst(0);
+        let hi = self.iconst(nvec as i64);
+        self.emit_loop(lo, hi, &mut |lw, i| {
+            let off = lw.b.ins().imul_imm_s(i, 16);
+            let mut xs = vec![];
+            for ((cv, _), sp) in srcs.iter().zip(&splats) {
+                xs.push(match (cv, sp) {
+                    (_, Some(v)) => *v,
+                    (Cv::Mem(p), None) => {
+                        let a = lw.b.ins().iadd(*p, off);
+                        lw.b.ins().load(vty, flags, a, 0)
+                    }
+                    _ => return Err(lw.err("bad SIMD operand")),
+                });
+            }
+            let (a, b) = (xs[0], xs[1]);
+            let ins = lw.b.ins();
+            let r = match (op, d.is_float()) {
+                (BinOp::Add, true) => ins.fadd(a, b),
+                (BinOp::Sub, true) => ins.fsub(a, b),
+                (BinOp::Mul, true) => ins.fmul(a, b),
+                (BinOp::Div, true) => ins.fdiv(a, b),
+                (BinOp::Min, true) => ins.fmin(a, b),
+                (BinOp::Max, true) => ins.fmax(a, b),
+                (BinOp::Add, false) => ins.iadd(a, b),
+                (BinOp::Sub, false) => ins.isub(a, b),
+                (BinOp::And, _) => ins.band(a, b),
+                (BinOp::Or, _) => ins.bor(a, b),
+                _ => ins.bxor(a, b),
+            };
+            let a = lw.b.ins().iadd(dst, off);
+            lw.b.ins().store(flags, r, a, 0);
+            Ok(())
+        })?;
+        Ok(nvec * lanes)
     }
 
     fn scalar_op(

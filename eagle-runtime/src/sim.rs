@@ -4,9 +4,12 @@
 use eagle_codegen::abi::{sigkind, DeviceCtx, Hooks};
 use eagle_codegen::Artifact;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// How many times a waiting rank yields before it blocks on the condition variable.
+const SPIN_YIELDS: usize = 64;
 
 /// Most devices a simulated world offers.
 pub const MAX_DEVICES: usize = 64;
@@ -22,7 +25,16 @@ pub(crate) struct WindowMem {
 impl WindowMem {
     pub(crate) fn new(p: usize, bytes: usize, desc: String) -> WindowMem {
         let mut mem: Vec<Vec<u64>> = (0..p)
-            .map(|_| vec![0u64; bytes.div_ceil(8).max(1)])
+            .map(|_| {
+                let mut m = vec![0u64; bytes.div_ceil(8).max(1)];
+                // Device memory is ready when allocated: touch every page now (the zeroed
+                // allocation is lazy), so the first access inside a kernel does not fault.
+                for w in m.iter_mut().step_by(512) {
+                    // SAFETY: `w` is a valid, aligned element of `m`.
+                    unsafe { std::ptr::write_volatile(w, 0) };
+                }
+                m
+            })
             .collect();
         let ptrs = mem.iter_mut().map(|m| m.as_mut_ptr() as usize).collect();
         WindowMem {
@@ -78,6 +90,8 @@ pub(crate) struct World<'a> {
     abort: AtomicBool,
     pub(crate) deadlock: Mutex<Option<String>>,
     timeout: Duration,
+    /// Mirror of the barrier generation, readable without the lock (spin fast path).
+    barrier_gen: AtomicU64,
 }
 
 // SAFETY: window memory is reached only through raw pointers whose use is synchronised by the
@@ -159,6 +173,7 @@ impl<'a> World<'a> {
             abort: AtomicBool::new(false),
             deadlock: Mutex::new(None),
             timeout,
+            barrier_gen: AtomicU64::new(0),
         }
     }
 
@@ -262,7 +277,36 @@ impl<'a> World<'a> {
         true
     }
 
+    /// Whether `b` holds, read without the lock (atomics only).
+    fn satisfied_now(&self, rank: usize, b: Blocked) -> bool {
+        match b {
+            Blocked::Wait {
+                win,
+                off,
+                kind,
+                expected,
+                cmp,
+            } => {
+                let p = self.windows[win].ptr(rank).wrapping_add(off);
+                cmp_holds(cmp, read_signal(p, kind), expected_of(expected, kind))
+            }
+            Blocked::Barrier { gen } => self.barrier_gen.load(Ordering::SeqCst) != gen,
+        }
+    }
+
     fn block_until(&self, rank: usize, b: Blocked) -> Result<(), Failure> {
+        // Fast path: yield a little while the condition is likely to flip soon (the common
+        // case in a collective); the signal and generation are atomics with SeqCst ordering, so
+        // a true read here is an acquire of the matching notify or barrier arrival.
+        for _ in 0..SPIN_YIELDS {
+            if self.satisfied_now(rank, b) {
+                return Ok(());
+            }
+            if self.abort.load(Ordering::SeqCst) {
+                return Err(Failure::Aborted);
+            }
+            std::thread::yield_now();
+        }
         let start = Instant::now();
         let mut g = self.lock();
         loop {
@@ -467,6 +511,7 @@ unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx) -> i32 {
         if g.barrier_arrived == w.p {
             g.barrier_arrived = 0;
             g.barrier_gen += 1;
+            w.barrier_gen.store(g.barrier_gen, Ordering::SeqCst);
             w.cv.notify_all();
             return 0;
         }
