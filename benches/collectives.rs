@@ -68,6 +68,8 @@ bench_host!(two, two_d);
 bench_host!(ring, ring_d);
 
 type Launch = fn(&Session, &Tensor<f32>, usize) -> eagle::Result<eagle::LaunchReport>;
+/// (name, launcher, bytes each rank moves per byte of buffer at world size P).
+type Case = (&'static str, Launch, fn(f64) -> f64);
 
 fn time_it(f: &dyn Fn() -> eagle::Result<()>) -> f64 {
     let t0 = Instant::now();
@@ -95,7 +97,7 @@ fn main() {
         .map(|k| 1024usize << (2 * k))
         .filter(|&s| !quick || s <= 1 << 20)
         .collect();
-    let cases: [(&str, Launch, fn(f64) -> f64); 4] = [
+    let cases: [Case; 4] = [
         ("allgather", |s, x, i| ag.launch(s, x, i), |p| (p - 1.0) / p),
         (
             "allreduce mesh",
