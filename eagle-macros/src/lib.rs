@@ -353,6 +353,12 @@ fn expand_fn(level: Level, f: &ItemFn) -> R<TS> {
     let mut cx = Cx {
         scopes: vec![HashMap::new()],
         fname: name_str.clone(),
+        level,
+        inputs: params
+            .iter()
+            .filter(|p| !p.out && p.ty.to_string().contains("Tensor"))
+            .map(|p| p.name.to_string())
+            .collect(),
     };
     let mut decls = vec![];
     for p in &params {
@@ -438,6 +444,9 @@ struct Cx {
     /// name -> is mutable variable
     scopes: Vec<HashMap<String, bool>>,
     fname: String,
+    level: Level,
+    /// Tensor parameters that are inputs (not `Out`): writing them is an error.
+    inputs: Vec<String>,
 }
 
 const OFFSET_SIGS: &str = "`load(src, [offsets], [shape])`, `store(dst, [offsets], tile)`, `remote_load(window, peer, [offsets], [shape])`, `remote_store(window, peer, [offsets], tile)`, `notify(signal, peer, [offsets], value, op)` and `wait(signal, [offsets], expected, cmp)`";
@@ -664,6 +673,12 @@ impl Cx {
             }
             args.push(self.expr(a)?);
         }
+        if device.is_none() && self.level == Level::Host {
+            return err(c.span(), format!("a host function runs per-device programs on ranks: dispatch `{name}` with `{name}(..., device = r)`"));
+        }
+        if device.is_some() && self.level != Level::Host {
+            return err(c.span(), "`device = r` dispatches belong in `#[eagle::host]` functions; here, call the function without `device =`");
+        }
         let callee = quote_spanned!(path.span()=> <#path as ::eagle::ir::EagleFn>);
         Ok(Some(match device {
             Some(d) => {
@@ -675,8 +690,30 @@ impl Cx {
         }))
     }
 
+    /// `dst` must not name an input tensor parameter.
+    fn check_writable(&self, dst: &Expr, what: &str) -> R<()> {
+        if let Expr::Path(p) = dst {
+            if let Some(id) = p.path.get_ident() {
+                let n = id.to_string();
+                // A `let` of the same name shadows the parameter.
+                let shadowed = self.scopes.iter().skip(1).any(|s| s.contains_key(&n));
+                if !shadowed && self.inputs.contains(&n) {
+                    return err(id.span(), format!("{what} writes `{n}`, an input tensor; declare the parameter `{n}: Out<Tensor<...>>` to write it"));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn intrinsic_stmt(&mut self, name: &str, c: &syn::ExprCall) -> R<Option<TS>> {
         let a: Vec<&Expr> = c.args.iter().collect();
+        match name {
+            "store" | "get" if !a.is_empty() => self.check_writable(a[0], &format!("`{name}`"))?,
+            "broadcast" | "allgather" | "reduce_scatter" | "allreduce" | "all_to_all" if a.len() > 2 => {
+                self.check_writable(a[2], &format!("`{name}`"))?
+            }
+            _ => {}
+        }
         let n = a.len();
         let arity = |k: usize, sig: &str| -> R<()> {
             if n != k {

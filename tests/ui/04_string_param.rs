@@ -1,0 +1,10 @@
+use eagle::prelude::*;
+
+const SIZE: usize = 8;
+#[allow(dead_code)]
+const NR: Dim = dynamic!("NR");
+
+#[eagle::kernel]
+pub fn k(name: String) {}
+
+fn main() {}

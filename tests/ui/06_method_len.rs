@@ -1,0 +1,12 @@
+use eagle::prelude::*;
+
+const SIZE: usize = 8;
+#[allow(dead_code)]
+const NR: Dim = dynamic!("NR");
+
+#[eagle::kernel]
+pub fn k(x: Tensor<f32, SIZE>) {
+    let n = x.len();
+}
+
+fn main() {}
