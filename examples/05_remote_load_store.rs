@@ -59,20 +59,13 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
     let x = eagle::random_tensor(&[p, 1, SIZE], 5);
     let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
-    let src = |r: usize| -> usize {
-        if s.mode() == Some("store") {
-            (r + p - 1) % p
-        } else {
-            (r + 1) % p
-        }
-    };
-    if s.mode() == Some("store") {
+    let push = s.mode() == Some("store");
+    if push {
         ring_store.launch(s, &x, &mut y)?;
     } else {
         ring_load.launch(s, &x, &mut y)?;
     }
-    let want: Vec<f32> = (0..p).flat_map(|r| x.row(src(r)).to_vec()).collect();
-    eagle::check_bits("y", y.data(), &want)
+    eagle::golden::check_ring_shift(&y, &x, if push { -1 } else { 1 })
 }
 
 /// The step, for the runner.

@@ -67,15 +67,7 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     let x = eagle::random_tensor(&[p, 1, SIZE], 6);
     let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
     put_get.launch(s, &x, &mut y, pull_mode)?;
-    let src = |r: usize| {
-        if pull_mode {
-            (r + 1) % p
-        } else {
-            (r + p - 1) % p
-        }
-    };
-    let want: Vec<f32> = (0..p).flat_map(|r| x.row(src(r)).to_vec()).collect();
-    eagle::check_bits("y", y.data(), &want)
+    eagle::golden::check_ring_shift(&y, &x, if pull_mode { 1 } else { -1 })
 }
 
 /// The step, for the runner.

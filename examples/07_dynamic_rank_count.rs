@@ -89,15 +89,7 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     } else {
         ring_put.launch(s, &x, &mut y)?;
     }
-    let src = |r: usize| {
-        if get_mode {
-            (r + 1) % p
-        } else {
-            (r + p - 1) % p
-        }
-    };
-    let want: Vec<f32> = (0..p).flat_map(|r| x.row(src(r)).to_vec()).collect();
-    eagle::check_bits("y", y.data(), &want)
+    eagle::golden::check_ring_shift(&y, &x, if get_mode { 1 } else { -1 })
 }
 
 /// The step, for the runner.

@@ -104,38 +104,53 @@ pub fn parse_devices(s: &str) -> Result<Vec<usize>> {
     Ok(out)
 }
 
+/// Options shared by the runner and the examples.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// Platform: sim (default; simulated devices in this process), cpu or cuda.
+    #[arg(short, long, default_value = "sim")]
+    pub platform: String,
+    /// Comma-separated device ids; the world size P is their count (e.g. 0,1,2,3).
+    #[arg(short, long, default_value = "0,1")]
+    pub devices: String,
+    /// Print the generic and specialized IR of every launch.
+    #[arg(long)]
+    pub emit_ir: bool,
+    /// Turn off the simulator's race detector (on by default).
+    #[arg(long)]
+    pub no_race_check: bool,
+    /// Seconds a rank may block in one wait or barrier before the run fails (default 60).
+    #[arg(long, value_name = "SECS")]
+    pub wait_timeout: Option<u64>,
+}
+
+impl CommonArgs {
+    /// A session from these options, in step mode `mode`.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] or [`Error::Runtime`] for a bad platform or device list.
+    pub fn session(&self, mode: Option<String>) -> Result<Session> {
+        let platform = Platform::parse(&self.platform)?;
+        let devices = parse_devices(&self.devices)?;
+        let mut s = Session::new(platform, devices)?
+            .with_mode(mode)
+            .with_emit_ir(self.emit_ir)
+            .with_race_check(!self.no_race_check);
+        if let Some(t) = self.wait_timeout {
+            s = s.with_wait_timeout(std::time::Duration::from_secs(t));
+        }
+        Ok(s)
+    }
+}
+
 #[derive(Parser, Debug)]
 #[command(about = "Run one eagle tutorial step at the world size given by -d")]
 struct ExampleArgs {
-    /// Platform: sim (default), cpu or cuda.
-    #[arg(short, long, default_value = "sim")]
-    platform: String,
-    /// Comma-separated device ids; the world size is their count.
-    #[arg(short, long, default_value = "0,1")]
-    devices: String,
+    #[command(flatten)]
+    common: CommonArgs,
     /// Step mode (see the step's page).
     #[arg(long)]
     mode: Option<String>,
-    /// Print the generic and specialized IR of every launch.
-    #[arg(long)]
-    emit_ir: bool,
-}
-
-/// Builds a session from command-line values.
-///
-/// # Errors
-/// [`Error::Usage`] or [`Error::Runtime`] for a bad platform or device list.
-pub fn session_from(
-    platform: &str,
-    devices: &str,
-    mode: Option<String>,
-    emit_ir: bool,
-) -> Result<Session> {
-    let platform = Platform::parse(platform)?;
-    let devices = parse_devices(devices)?;
-    Ok(Session::new(platform, devices)?
-        .with_mode(mode)
-        .with_emit_ir(emit_ir))
 }
 
 /// Whether an error is the user's input (exit code 2) rather than a failed run (exit code 1).
@@ -154,12 +169,7 @@ pub fn example_main(step: Step) -> ExitCode {
     let args = ExampleArgs::parse();
     let run = || -> Result<()> {
         step.check_mode(args.mode.as_deref())?;
-        let s = session_from(
-            &args.platform,
-            &args.devices,
-            args.mode.clone(),
-            args.emit_ir,
-        )?;
+        let s = args.common.session(args.mode.clone())?;
         (step.run)(&s)
     };
     match run() {

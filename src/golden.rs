@@ -28,3 +28,50 @@ pub fn allreduce(x: &Tensor<f32>, op: fn(f32, f32) -> f32, ring: bool) -> Vec<f3
         })
         .collect()
 }
+
+/// Checks that row r of `y` is row `(r + shift) mod P` of `x` (`shift = 1`: pull / get mode,
+/// `y[r] = x[(r+1) % P]`; `shift = -1`: push / put mode, `y[r] = x[(r-1+P) % P]`), bit for bit.
+///
+/// When the check fails it says which shift the result does match, so the tutorial seed's
+/// "golden is one step behind" symptom (pull and push confused) is reported as such.
+///
+/// # Errors
+/// [`crate::Error::Check`] naming the expected and the observed shift, or the first
+/// differing element.
+pub fn check_ring_shift(y: &Tensor<f32>, x: &Tensor<f32>, shift: isize) -> crate::Result<()> {
+    let p = x.shape().first().copied().unwrap_or(0);
+    let src = |r: usize, s: isize| (r as isize + s).rem_euclid(p.max(1) as isize) as usize;
+    let matches = |s: isize| {
+        (0..p).all(|r| {
+            y.row(r)
+                .iter()
+                .zip(x.row(src(r, s)))
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        })
+    };
+    if matches(shift) {
+        return Ok(());
+    }
+    let name = |s: isize| match s {
+        1 => "y[r] = x[(r + 1) % P] (pull / get mode)".to_string(),
+        -1 => "y[r] = x[(r + P - 1) % P] (push / put mode)".to_string(),
+        0 => "y[r] = x[r] (nothing moved)".to_string(),
+        s => format!("y[r] = x[(r {s:+}) mod P]"),
+    };
+    if let Some(seen) = (-(p as isize)..=p as isize).find(|&s| s != shift && matches(s)) {
+        let hint = if seen == -shift {
+            "; the golden is one step behind: pull and push are confused (get reads the next rank, put writes the next rank)"
+        } else {
+            ""
+        };
+        return Err(crate::Error::Check(format!(
+            "the result is {} but the golden expects {}{hint}",
+            name(seen),
+            name(shift)
+        )));
+    }
+    for r in 0..p {
+        crate::check_bits(&format!("y[{r}]"), y.row(r), x.row(src(r, shift)))?;
+    }
+    Ok(())
+}

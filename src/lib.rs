@@ -53,7 +53,7 @@ pub use eagle_runtime::{Arg, Platform, RunReport, Tensor};
 mod cli;
 pub mod golden;
 mod random;
-pub use cli::{example_main, is_usage, parse_devices, session_from, Step, StepOutcome};
+pub use cli::{example_main, is_usage, parse_devices, CommonArgs, Step, StepOutcome};
 pub use random::random_tensor;
 
 /// Everything a kernel file needs: `use eagle::prelude::*;`.
@@ -110,6 +110,7 @@ pub struct Session {
     devices: Vec<usize>,
     emit_ir: bool,
     mode: Option<String>,
+    options: eagle_runtime::RunOptions,
     reports: Mutex<Vec<LaunchReport>>,
 }
 
@@ -156,6 +157,7 @@ impl Session {
             devices,
             emit_ir: false,
             mode: None,
+            options: eagle_runtime::RunOptions::default(),
             reports: Mutex::new(vec![]),
         })
     }
@@ -171,6 +173,16 @@ impl Session {
     /// Prints the generic and specialized IR of every launch to stdout.
     pub fn with_emit_ir(mut self, on: bool) -> Self {
         self.emit_ir = on;
+        self
+    }
+    /// Turns the `sim` race detector on or off (default on; see [`eagle_runtime::RunOptions`]).
+    pub fn with_race_check(mut self, on: bool) -> Self {
+        self.options.race_check = on;
+        self
+    }
+    /// Sets how long a rank may block in one wait or barrier before the run fails.
+    pub fn with_wait_timeout(mut self, t: Duration) -> Self {
+        self.options.wait_timeout = t;
         self
     }
     /// Sets the step mode (`--mode`).
@@ -226,7 +238,7 @@ impl Session {
                 art.ir
             );
         }
-        let run = eagle_runtime::run(&art, &mut args, self.world_size())?;
+        let run = eagle_runtime::run_with(&art, &mut args, self.world_size(), &self.options)?;
         let report = LaunchReport {
             compile_time: if cache_hit {
                 Duration::ZERO

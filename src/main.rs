@@ -46,21 +46,14 @@ steps! {
     about = "Run the eagle tutorial steps at any world size"
 )]
 struct Cli {
-    /// Platform: sim (default; simulated devices in this process), cpu or cuda.
-    #[arg(short, long, default_value = "sim")]
-    platform: String,
-    /// Comma-separated device ids; the world size P is their count (e.g. 0,1,2,3).
-    #[arg(short, long, default_value = "0,1")]
-    devices: String,
+    #[command(flatten)]
+    common: eagle::CommonArgs,
     /// Run only step NN (e.g. 07).
     #[arg(long, value_name = "NN")]
     step: Option<String>,
-    /// Run only this mode of the step(s) that have it.
+    /// Run only this mode of the selected steps that have it.
     #[arg(long)]
     mode: Option<String>,
-    /// Print the generic and specialized IR of every launch.
-    #[arg(long)]
-    emit_ir: bool,
 }
 
 fn main() -> ExitCode {
@@ -83,7 +76,7 @@ fn main() -> ExitCode {
         },
     };
     // Validate platform and devices once, before any step runs.
-    if let Err(e) = eagle::session_from(&cli.platform, &cli.devices, None, false) {
+    if let Err(e) = cli.common.session(None) {
         eprintln!("error: {e}");
         return ExitCode::from(if eagle::is_usage(&e) { 2 } else { 1 });
     }
@@ -127,12 +120,7 @@ fn main() -> ExitCode {
                 Some(m) => format!("{:02} {} [{m}]", st.number, st.name),
                 None => format!("{:02} {}", st.number, st.name),
             };
-            let session = match eagle::session_from(
-                &cli.platform,
-                &cli.devices,
-                mode.map(String::from),
-                cli.emit_ir,
-            ) {
+            let session = match cli.common.session(mode.map(String::from)) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");

@@ -472,3 +472,144 @@ fn a_deadlock_names_the_ranks_that_finished() {
         "{e}"
     );
 }
+
+/// Step 07's get mode with the wrong handshake of the tutorial seed's symptom table: it
+/// notifies the rank it reads from (next) instead of the rank that reads it (previous).
+#[eagle::kernel(device)]
+pub fn wrong_handshake_get(
+    ctx: Ctx,
+    x: Tensor<f32, 1, SIZE>,
+    y: Out<Tensor<f32, 1, SIZE>>,
+    src: Window<f32, 1, SIZE>,
+    dst: Window<f32, 1, SIZE>,
+    signal: Window<i32, 1, 1>,
+) {
+    let me = rank(ctx);
+    let n = nranks(ctx);
+    let next = (me + 1) % n;
+    store(src, [0, 0], load(x, [0, 0], [1, SIZE]));
+    notify(signal, next, [0, 0], 1, Set);
+    wait(signal, [0, 0], 1, Eq);
+    get(dst, next, src);
+    store(y, [0, 0], load(dst, [0, 0], [1, SIZE]));
+}
+
+#[eagle::host]
+pub fn wrong_handshake(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let src = alloc_window_buffer([1, SIZE], f32);
+    let dst = alloc_window_buffer([1, SIZE], f32);
+    let sig = alloc_window_buffer([1, 1], i32);
+    for r in 0..world_size() {
+        wrong_handshake_get(
+            x[r],
+            y[r],
+            window(src, [1, SIZE], f32),
+            window(dst, [1, SIZE], f32),
+            window(sig, [1, 1], i32),
+            device = r,
+        );
+    }
+}
+
+#[test]
+fn wrong_handshake_is_reported_as_a_race_on_every_run() {
+    let s = Session::sim(3).unwrap();
+    let x = eagle::random_tensor(&[3, 1, SIZE], 11);
+    for run in 0..25 {
+        let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
+        match wrong_handshake.launch(&s, &x, &mut y).unwrap_err() {
+            Error::Runtime(RuntimeError::RankFailed { rank, message }) => {
+                let next = (rank + 1) % 3;
+                assert!(
+                    message.contains(&format!(
+                        "data race: rank {rank} reads window #0 ([1, 64] f32) elements 0..64 on rank {next}, which rank {next} wrote"
+                    )),
+                    "run {run}: {message}"
+                );
+                assert!(
+                    message.contains("notify the rank that reads you"),
+                    "{message}"
+                );
+            }
+            other => panic!("run {run}: expected a race report, got {other:?}"),
+        }
+    }
+    // With the detector off the same program runs (its result depends on timing).
+    let quiet = Session::sim(3).unwrap().with_race_check(false);
+    let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
+    wrong_handshake.launch(&quiet, &x, &mut y).unwrap();
+}
+
+#[eagle::kernel(device)]
+pub fn no_barrier(
+    ctx: Ctx,
+    x: Tensor<f32, 1, SIZE>,
+    y: Out<Tensor<f32, 1, SIZE>>,
+    win: Window<f32, 1, SIZE>,
+) {
+    store(win, [0, 0], load(x, [0, 0], [1, SIZE]));
+    store(
+        y,
+        [0, 0],
+        remote_load(win, (rank(ctx) + 1) % nranks(ctx), [0, 0], [1, SIZE]),
+    );
+}
+
+#[eagle::host]
+pub fn unsynchronised(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        no_barrier(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+#[test]
+fn remote_load_without_synchronisation_is_a_race() {
+    let s = Session::sim(2).unwrap();
+    let x = eagle::random_tensor(&[2, 1, SIZE], 12);
+    let mut y = Tensor::<f32>::zeros(&[2, 1, SIZE]);
+    let e = unsynchronised
+        .launch(&s, &x, &mut y)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("data race: rank"), "{e}");
+    assert!(
+        e.contains("with no notify -> wait (or barrier) ordering"),
+        "{e}"
+    );
+}
+
+#[eagle::kernel(device)]
+pub fn busy_or_waiting(ctx: Ctx, sig: Window<i32, 1, 1>) {
+    if rank(ctx) == 0 {
+        wait(sig, [0, 0], 1, Eq);
+    } else {
+        let mut k = 0;
+        for i in 0..20000000 {
+            k += 1;
+        }
+    }
+}
+
+#[eagle::host]
+pub fn slow_peer() {
+    let buf = alloc_window_buffer([1, 1], i32);
+    for r in 0..world_size() {
+        busy_or_waiting(window(buf, [1, 1], i32), device = r);
+    }
+}
+
+#[test]
+fn wait_timeout_is_configurable() {
+    // Rank 1 is busy (not blocked), so this is no deadlock; the timeout ends rank 0's wait.
+    let s = Session::sim(2)
+        .unwrap()
+        .with_wait_timeout(std::time::Duration::from_secs(0));
+    match slow_peer.launch(&s).unwrap_err() {
+        Error::Runtime(RuntimeError::RankFailed { rank, message }) => {
+            assert_eq!(rank, 0);
+            assert!(message.contains("did not complete within 0 s"), "{message}");
+        }
+        other => panic!("expected a timeout on rank 0, got {other:?}"),
+    }
+}

@@ -249,3 +249,23 @@ fn repeated_runs_give_identical_bits() {
     let want = x.row(3)[5].abs().sqrt() * 2.0 + 3.0;
     assert_eq!(a.row(3)[5].to_bits(), want.to_bits());
 }
+
+/// The seed's "golden is one step behind" symptom: a push result checked against the pull
+/// golden is reported as pull/push confusion, not as a bare element mismatch.
+#[test]
+fn golden_one_step_behind_is_diagnosed() {
+    let s = Session::sim(4).unwrap();
+    let x = eagle::random_tensor(&[4, 1, 64], 73);
+    let mut y = eagle::Tensor::<f32>::zeros(&[4, 1, 64]);
+    step07::ring_put.launch(&s, &x, &mut y).unwrap();
+    eagle::golden::check_ring_shift(&y, &x, -1).unwrap();
+    match eagle::golden::check_ring_shift(&y, &x, 1).unwrap_err() {
+        eagle::Error::Check(m) => {
+            assert_eq!(
+                m,
+                "the result is y[r] = x[(r + P - 1) % P] (push / put mode) but the golden expects y[r] = x[(r + 1) % P] (pull / get mode); the golden is one step behind: pull and push are confused (get reads the next rank, put writes the next rank)"
+            );
+        }
+        other => panic!("expected a Check error, got {other:?}"),
+    }
+}

@@ -97,6 +97,11 @@ pub struct Hooks {
     /// Reports a failed run-time check: `site` indexes the artifact's fault table, `a` and `b`
     /// are the offending value and its limit. Returns the (non-zero) status to propagate.
     pub fault: unsafe extern "C" fn(ctx: *mut DeviceCtx, site: u32, a: i64, b: i64) -> i32,
+    /// Compiled code wrote `nbytes` at offset `off` of this rank's allocation of window `win`
+    /// with a plain store (put/get/remote stores go through the hooks already). A runtime may
+    /// ignore it or use it to check synchronisation (the `sim` race detector does).
+    pub track_write:
+        unsafe extern "C" fn(ctx: *mut DeviceCtx, win: u64, off: u64, nbytes: u64) -> i32,
 }
 
 /// Byte offset of hook `k` (in declaration order) in [`Hooks`].
@@ -120,6 +125,8 @@ pub mod hook {
     pub const BARRIER: usize = 5;
     /// `fault`
     pub const FAULT: usize = 6;
+    /// `track_write`
+    pub const TRACK_WRITE: usize = 7;
 }
 
 /// A compiled entry point.

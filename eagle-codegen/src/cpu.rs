@@ -297,6 +297,7 @@ fn lower_function(
         ),
         (hook::BARRIER, mk(&[ptr], Some(i32t))),
         (hook::FAULT, mk(&[ptr, i32t, i64t, i64t], Some(i32t))),
+        (hook::TRACK_WRITE, mk(&[ptr, i64t, i64t, i64t], Some(i32t))),
     ];
     for (k, s) in sigs {
         hook_sigs.insert(k, b.import_signature(s));
@@ -629,6 +630,7 @@ impl Lower<'_, '_> {
                 let offs = self.offsets(op, offsets, &dst_shape, &tile)?;
                 let src_p = self.mem(*value)?;
                 let dst_p = self.mem(*dst)?;
+                let window = self.win(*dst).ok();
                 self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
                     let d_off = lw.linear(&dst_shape, &offs, idx, d.size());
                     let s_off = lw.linear_plain(&tile, idx, d.size());
@@ -636,6 +638,12 @@ impl Lower<'_, '_> {
                     let dp = lw.b.ins().iadd(dst_p, d_off);
                     let n = lw.iconst(bytes as i64);
                     lw.b.call_memcpy(lw.cfg, dp, sp, n);
+                    if let Some((id, woff)) = window {
+                        // A local write into symmetric memory: the runtime may track it.
+                        let at = lw.b.ins().iadd(woff, d_off);
+                        let st = lw.call_hook(hook::TRACK_WRITE, &[id, at, n]);
+                        lw.check(st);
+                    }
                     Ok(())
                 })?;
                 None
@@ -711,6 +719,10 @@ impl Lower<'_, '_> {
                 let k = if is_put { hook::PUT } else { hook::GET };
                 let st = self.call_hook(k, &[id, peer, woff, lp, n]);
                 self.check(st);
+                if let (false, Ok((lid, loff))) = (is_put, self.win(local)) {
+                    let st = self.call_hook(hook::TRACK_WRITE, &[lid, loff, n]);
+                    self.check(st);
+                }
                 None
             }
             OpKind::Notify {

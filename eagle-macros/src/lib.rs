@@ -709,7 +709,9 @@ impl Cx {
         let a: Vec<&Expr> = c.args.iter().collect();
         match name {
             "store" | "get" if !a.is_empty() => self.check_writable(a[0], &format!("`{name}`"))?,
-            "broadcast" | "allgather" | "reduce_scatter" | "allreduce" | "all_to_all" if a.len() > 2 => {
+            "broadcast" | "allgather" | "reduce_scatter" | "allreduce" | "all_to_all"
+                if a.len() > 2 =>
+            {
                 self.check_writable(a[2], &format!("`{name}`"))?
             }
             _ => {}

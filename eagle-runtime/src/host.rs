@@ -68,6 +68,31 @@ impl Arg<'_> {
     }
 }
 
+/// Options of a run on `sim`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOptions {
+    /// Check every `get` / `remote_load` of a peer window against the notify -> wait and barrier
+    /// ordering of the writes it reads (default: on; `EAGLE_RACE_CHECK=0` turns it off).
+    pub race_check: bool,
+    /// How long a rank may wait on one signal or barrier before the run fails (default 60 s,
+    /// or `EAGLE_WAIT_TIMEOUT_S`). True deadlocks are reported at once, whatever this is.
+    pub wait_timeout: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        let env_num = |k: &str| {
+            std::env::var(k)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+        };
+        RunOptions {
+            race_check: env_num("EAGLE_RACE_CHECK") != Some(0),
+            wait_timeout: Duration::from_secs(env_num("EAGLE_WAIT_TIMEOUT_S").unwrap_or(60)),
+        }
+    }
+}
+
 /// What a run did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunReport {
@@ -112,7 +137,7 @@ struct Interp<'a> {
     f: &'a Function,
     art: &'a Artifact,
     vals: HashMap<Value, Hv>,
-    windows: Vec<(usize, String)>,
+    windows: Vec<(usize, usize, String)>,
     jobs: Vec<Vec<Job>>,
     p: usize,
 }
@@ -235,8 +260,14 @@ impl Interp<'_> {
                         .as_ref()
                         .and_then(|t| Some(t.shape()?.numel()? as usize * t.dtype()?.size()))
                         .unwrap_or(0);
-                    let desc = t.map(|t| t.to_string()).unwrap_or_default();
-                    self.windows.push((bytes, desc));
+                    let elem = t.as_ref().and_then(Type::dtype).map_or(1, DType::size);
+                    let desc = t
+                        .map(|t| match t.shape() {
+                            Some(s) => format!("{s} {}", t.dtype().map_or("", DType::name)),
+                            None => t.to_string(),
+                        })
+                        .unwrap_or_default();
+                    self.windows.push((bytes, elem, desc));
                     Some(Hv::Buf(self.windows.len() - 1))
                 }
                 OpKind::Window(b2) => match self.vals.get(b2) {
@@ -357,6 +388,20 @@ fn check_args(f: &Function, args: &[Arg<'_>]) -> Result<(), RuntimeError> {
 /// [`RuntimeError::RankFailed`] with the first failing rank's error (the other ranks are
 /// stopped); [`RuntimeError::Deadlock`] naming what every rank waits for.
 pub fn run(art: &Artifact, args: &mut [Arg<'_>], p: usize) -> Result<RunReport, RuntimeError> {
+    run_with(art, args, p, &RunOptions::default())
+}
+
+/// [`run`] with explicit [`RunOptions`].
+///
+/// # Errors
+/// As [`run`]; with `race_check`, a data race is [`RuntimeError::RankFailed`] on the reading
+/// rank, naming both ranks, the window and the elements.
+pub fn run_with(
+    art: &Artifact,
+    args: &mut [Arg<'_>],
+    p: usize,
+    opts: &RunOptions,
+) -> Result<RunReport, RuntimeError> {
     let f = art
         .module
         .function(&art.root)
@@ -423,9 +468,9 @@ pub fn run(art: &Artifact, args: &mut [Arg<'_>], p: usize) -> Result<RunReport, 
     let live = jobs.iter().filter(|j| !j.is_empty()).count();
     let wins = windows
         .into_iter()
-        .map(|(bytes, desc)| WindowMem::new(p, bytes, desc))
+        .map(|(bytes, elem, desc)| WindowMem::new(p, bytes, elem, desc))
         .collect();
-    let world = World::new(p, wins, art, live);
+    let world = World::new(p, wins, art, live, opts);
     let results: Vec<(Vec<Job>, Option<Failure>)> = std::thread::scope(|s| {
         let handles: Vec<_> = jobs
             .into_iter()

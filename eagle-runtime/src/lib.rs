@@ -10,11 +10,12 @@
 
 mod error;
 mod host;
+mod race;
 mod sim;
 mod tensor;
 
 pub use error::RuntimeError;
-pub use host::{run, Arg, RunReport};
+pub use host::{run, run_with, Arg, RunOptions, RunReport};
 pub use tensor::{Element, Tensor};
 
 /// Where device programs run.

@@ -17,13 +17,15 @@ pub const MAX_DEVICES: usize = 64;
 /// One window buffer: an allocation of `bytes` per rank.
 pub(crate) struct WindowMem {
     pub(crate) bytes: usize,
+    /// Element size in bytes (for reports in elements).
+    pub(crate) elem: usize,
     pub(crate) desc: String,
     mem: Vec<Vec<u64>>,
     ptrs: Vec<usize>,
 }
 
 impl WindowMem {
-    pub(crate) fn new(p: usize, bytes: usize, desc: String) -> WindowMem {
+    pub(crate) fn new(p: usize, bytes: usize, elem: usize, desc: String) -> WindowMem {
         let mut mem: Vec<Vec<u64>> = (0..p)
             .map(|_| {
                 let mut m = vec![0u64; bytes.div_ceil(8).max(1)];
@@ -39,6 +41,7 @@ impl WindowMem {
         let ptrs = mem.iter_mut().map(|m| m.as_mut_ptr() as usize).collect();
         WindowMem {
             bytes,
+            elem: elem.max(1),
             desc,
             mem,
             ptrs,
@@ -92,6 +95,8 @@ pub(crate) struct World<'a> {
     timeout: Duration,
     /// Mirror of the barrier generation, readable without the lock (spin fast path).
     barrier_gen: AtomicU64,
+    /// The race detector, when enabled.
+    pub(crate) race: Option<crate::race::Race>,
 }
 
 // SAFETY: window memory is reached only through raw pointers whose use is synchronised by the
@@ -153,12 +158,14 @@ impl<'a> World<'a> {
         windows: Vec<WindowMem>,
         artifact: &'a Artifact,
         live: usize,
+        opts: &crate::host::RunOptions,
     ) -> Self {
-        let timeout = std::env::var("EAGLE_WAIT_TIMEOUT_S")
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-            .map_or(Duration::from_secs(60), Duration::from_secs);
+        let timeout = opts.wait_timeout;
+        let race = opts
+            .race_check
+            .then(|| crate::race::Race::new(p, windows.len()));
         World {
+            race,
             p,
             windows,
             artifact,
@@ -421,6 +428,26 @@ unsafe extern "C" fn h_get(
     let e = unsafe { env(ctx) };
     match check_region(e, "get", win, peer, off, n) {
         Ok(p) => {
+            if let Some(rep) = e
+                .world
+                .race
+                .as_ref()
+                .and_then(|r| r.read(win as usize, p, off, n, e.rank))
+            {
+                let w = &e.world.windows[win as usize];
+                let msg = format!(
+                    "data race: rank {} reads window #{win} ({}) elements {}..{} on rank {p}, which rank {} wrote with no notify -> wait (or barrier) ordering that write before this read; after writing, have rank {} notify rank {} and make rank {} wait for that signal before it reads (notify the rank that reads you; wait for the rank you read)",
+                    e.rank,
+                    w.desc,
+                    rep.start / w.elem as u64,
+                    rep.end / w.elem as u64,
+                    rep.writer,
+                    rep.writer,
+                    e.rank,
+                    e.rank
+                );
+                return fail(e, msg);
+            }
             let src = e.world.windows[win as usize]
                 .ptr(p)
                 .wrapping_add(off as usize);
@@ -449,6 +476,9 @@ unsafe extern "C" fn h_notify(
     let w = e.world;
     let p = w.windows[win as usize].ptr(peer).wrapping_add(off as usize);
     let _g = w.lock();
+    if let Some(r) = &w.race {
+        r.release(win as usize, peer, off, e.rank);
+    }
     // SAFETY: in bounds (checked) and naturally aligned (offsets are element multiples of an
     // 8-byte-aligned allocation).
     unsafe {
@@ -493,12 +523,29 @@ unsafe extern "C" fn h_wait(
         cmp,
     };
     match e.world.block_until(e.rank, b) {
-        Ok(()) => 0,
+        Ok(()) => {
+            if let Some(r) = &e.world.race {
+                r.acquire(win as usize, off, e.rank);
+            }
+            0
+        }
         Err(f) => {
             e.error.get_or_insert(f);
             1
         }
     }
+}
+
+unsafe extern "C" fn h_track_write(ctx: *mut DeviceCtx, win: u64, off: u64, n: u64) -> i32 {
+    let e = unsafe { env(ctx) };
+    let rank = e.rank as i64;
+    if let Err(m) = check_region(e, "store", win, rank, off, n) {
+        return fail(e, m);
+    }
+    if let Some(r) = &e.world.race {
+        r.write(win as usize, e.rank, off, n, e.rank);
+    }
+    0
 }
 
 unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx) -> i32 {
@@ -508,17 +555,29 @@ unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx) -> i32 {
         let mut g = w.lock();
         let gen = g.barrier_gen;
         g.barrier_arrived += 1;
-        if g.barrier_arrived == w.p {
+        let last = g.barrier_arrived == w.p;
+        if let Some(r) = &w.race {
+            r.barrier_arrive(e.rank, last);
+        }
+        if last {
             g.barrier_arrived = 0;
             g.barrier_gen += 1;
             w.barrier_gen.store(g.barrier_gen, Ordering::SeqCst);
             w.cv.notify_all();
+            if let Some(r) = &w.race {
+                r.barrier_leave(e.rank);
+            }
             return 0;
         }
         gen
     };
     match w.block_until(e.rank, Blocked::Barrier { gen }) {
-        Ok(()) => 0,
+        Ok(()) => {
+            if let Some(r) = &w.race {
+                r.barrier_leave(e.rank);
+            }
+            0
+        }
         Err(f) => {
             e.error.get_or_insert(f);
             1
@@ -541,6 +600,7 @@ pub(crate) static HOOKS: Hooks = Hooks {
     wait: h_wait,
     barrier: h_barrier,
     fault: h_fault,
+    track_write: h_track_write,
 };
 
 /// Builds the context for one call on `rank`.
