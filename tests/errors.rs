@@ -613,3 +613,68 @@ fn wait_timeout_is_configurable() {
         other => panic!("expected a timeout on rank 0, got {other:?}"),
     }
 }
+
+#[test]
+fn unbound_and_oversized_dims_are_named() {
+    use eagle::codegen::{specialize, Bindings};
+    let m = pinned::module().unwrap();
+    // `runtime_oob` uses NR; specializing without it names the argument and the dim.
+    let m2 = runtime_oob::module().unwrap();
+    match specialize(&m2, &Bindings::world(2)).unwrap_err() {
+        SpecializeError::UnboundDim {
+            function,
+            place,
+            name,
+        } => {
+            assert_eq!(
+                (function.as_str(), place.as_str(), name.as_str()),
+                ("runtime_oob", "argument `x`, dimension 0", "NR")
+            );
+        }
+        other => panic!("expected UnboundDim, got {other:?}"),
+    }
+    match specialize(&m2, &Bindings::world(2).with("NR", 1 << 40)).unwrap_err() {
+        SpecializeError::TooLarge {
+            function,
+            what,
+            limit,
+            ..
+        } => {
+            assert_eq!(
+                (function.as_str(), what.as_str(), limit),
+                ("runtime_oob", "a tensor or window", 1 << 40)
+            );
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert!(specialize(&m, &Bindings::world(2)).is_ok());
+}
+
+#[eagle::kernel(device)]
+pub fn put_mismatch(ctx: Ctx, x: Tensor<f32, 1, 32>, win: Window<f32, 1, SIZE>) {
+    put(win, 0, x);
+}
+
+#[eagle::host]
+pub fn wrong_view(y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        copy_next(y[r], y[r], window(buf, [1, SIZE], i32), device = r);
+    }
+}
+
+#[test]
+fn mismatched_put_and_window_views_are_named() {
+    let e = put_mismatch::module().unwrap_err().to_string();
+    assert!(
+        e.contains("destination is `[1, 64], f32` but source is `[1, 32], f32`; put/get copy whole buffers of the same shape and dtype"),
+        "{e}"
+    );
+    let e = wrong_view::module().unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "window viewed as `[1, 64], i32` but the buffer was allocated as `[1, 64], f32`"
+        ),
+        "{e}"
+    );
+}

@@ -238,6 +238,14 @@ fn lower_function(
     ptr: ClType,
 ) -> Result<(), CodegenError> {
     for t in &f.values {
+        if t.shape()
+            .is_some_and(|s| s.consts().is_some() && s.numel().is_none())
+        {
+            return Err(unsupported(
+                f,
+                format!("type `{t}` has more elements than fit in 64 bits"),
+            ));
+        }
         if t.shape().is_some_and(|s| s.consts().is_none()) {
             return Err(unsupported(
                 f,

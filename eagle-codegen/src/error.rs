@@ -84,6 +84,22 @@ pub enum SpecializeError {
         /// What was expected, what was found, and the fix.
         message: String,
     },
+    /// A buffer or tile too large for the target.
+    #[error("function `{function}`: {what} of type `{ty}` needs {bytes} bytes, more than the limit of {limit} bytes; {fix}")]
+    TooLarge {
+        /// Function.
+        function: String,
+        /// `a tile` or `a tensor`.
+        what: String,
+        /// The type, bound.
+        ty: String,
+        /// Bytes needed (`u64::MAX` when the count overflows).
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+        /// What to do instead.
+        fix: String,
+    },
     /// A world size that cannot run.
     #[error("world size {0} is invalid; run on at least one device (`-d 0`)")]
     BadWorldSize(u64),

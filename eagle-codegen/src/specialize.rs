@@ -4,9 +4,12 @@ use crate::error::SpecializeError;
 use crate::fold;
 use eagle_ir::{
     print_op, verify_module, BinOp, Block, Const, DType, Dim, Function, Level, Module, Op, OpKind,
-    Type, Value,
+    Shape, Type, Value,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Largest tensor or window (bytes) a specialization accepts: 1 TiB.
+pub const MAX_BUFFER_BYTES: u64 = 1 << 40;
 
 /// What a module is specialized for: the world size P and a value for every symbolic dim.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -564,6 +567,33 @@ pub fn specialize(m: &Module, b: &Bindings) -> Result<Module, SpecializeError> {
                     function: f.name.clone(),
                     place,
                     name,
+                });
+            }
+            let bytes = nt
+                .shape()
+                .and_then(Shape::numel)
+                .and_then(|n| n.checked_mul(nt.dtype().map_or(1, |d| d.size() as u64)))
+                .unwrap_or(u64::MAX);
+            let (what, limit, fix) = match nt {
+                Type::Tile(..) => (
+                    "a tile",
+                    crate::cpu::MAX_TILE_BYTES,
+                    "tiles are small on-chip blocks: loop over smaller tiles",
+                ),
+                _ => (
+                    "a tensor or window",
+                    MAX_BUFFER_BYTES,
+                    "use smaller extents",
+                ),
+            };
+            if nt.shape().is_some() && bytes > limit {
+                return Err(SpecializeError::TooLarge {
+                    function: f.name.clone(),
+                    what: what.into(),
+                    ty: nt.to_string(),
+                    bytes,
+                    limit,
+                    fix: fix.into(),
                 });
             }
             *t = nt;

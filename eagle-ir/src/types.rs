@@ -135,9 +135,11 @@ impl Shape {
     pub fn consts(&self) -> Option<Vec<u64>> {
         self.0.iter().map(Dim::as_const).collect()
     }
-    /// Element count, or `None` while a dim is symbolic.
+    /// Element count, or `None` while a dim is symbolic or when the count overflows `u64`.
     pub fn numel(&self) -> Option<u64> {
-        self.consts().map(|c| c.iter().product())
+        self.consts()?
+            .iter()
+            .try_fold(1u64, |a, &b| a.checked_mul(b))
     }
 }
 
