@@ -442,7 +442,7 @@ fn oversized_tiles_are_a_compile_error_not_a_stack_overflow() {
     let e = huge.launch(&s, &x, &mut y).unwrap_err().to_string();
     assert!(e.contains("function `huge_tile`"), "{e}");
     assert!(
-        e.contains("more than the 4194304 bytes a device function may use"),
+        e.contains("a tile of type `tile<[1, 2097152], f32>` needs 8388608 bytes, more than the limit of 4194304 bytes"),
         "{e}"
     );
 }
@@ -580,22 +580,24 @@ fn remote_load_without_synchronisation_is_a_race() {
 }
 
 #[eagle::kernel(device)]
-pub fn busy_or_waiting(ctx: Ctx, sig: Window<i32, 1, 1>) {
+pub fn busy_or_waiting(ctx: Ctx, sig: Window<i32, 1, 1>, out: Out<Tensor<f32, 1>>) {
     if rank(ctx) == 0 {
         wait(sig, [0, 0], 1, Eq);
     } else {
+        // Busy for a while (the result is stored, so the loop is real work).
         let mut k = 0;
-        for i in 0..20000000 {
-            k += 1;
+        for i in 0..200000000 {
+            k += i % 7;
         }
+        store(out, [0], load(out, [0], [1]) + k as f32);
     }
 }
 
 #[eagle::host]
-pub fn slow_peer() {
+pub fn slow_peer(out: Out<Tensor<f32, NR, 1>>) {
     let buf = alloc_window_buffer([1, 1], i32);
     for r in 0..world_size() {
-        busy_or_waiting(window(buf, [1, 1], i32), device = r);
+        busy_or_waiting(window(buf, [1, 1], i32), out[r], device = r);
     }
 }
 
@@ -605,7 +607,8 @@ fn wait_timeout_is_configurable() {
     let s = Session::sim(2)
         .unwrap()
         .with_wait_timeout(std::time::Duration::from_secs(0));
-    match slow_peer.launch(&s).unwrap_err() {
+    let mut out = Tensor::<f32>::zeros(&[2, 1]);
+    match slow_peer.launch(&s, &mut out).unwrap_err() {
         Error::Runtime(RuntimeError::RankFailed { rank, message }) => {
             assert_eq!(rank, 0);
             assert!(message.contains("did not complete within 0 s"), "{message}");
