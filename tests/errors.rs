@@ -681,3 +681,33 @@ fn mismatched_put_and_window_views_are_named() {
         "{e}"
     );
 }
+
+#[eagle::kernel(device)]
+pub fn unsigned_peer(ctx: Ctx, win: Window<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
+    let me = rank(ctx) as u32;
+    let n = nranks(ctx) as u32;
+    let peer = (me - 1) % n;
+    store(y, [0, 0], remote_load(win, peer as usize, [0, 0], [1, SIZE]));
+}
+
+#[eagle::host]
+pub fn unsigned_negative_peer(y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        unsigned_peer(window(buf, [1, SIZE], f32), y[r], device = r);
+    }
+}
+
+#[test]
+fn negative_peer_on_unsigned_values_is_flagged_too() {
+    // `(me - 1) % n` on u32 wraps on rank 0 instead of going negative; the range analysis
+    // works on the mathematical values, so it is flagged the same way, before anything runs.
+    let s = Session::sim(4).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[4, 1, SIZE]);
+    match specialize_err(unsigned_negative_peer.launch(&s, &mut y).unwrap_err()) {
+        SpecializeError::NegativePeer { function, lo, .. } => {
+            assert_eq!((function.as_str(), lo), ("unsigned_peer", -1));
+        }
+        other => panic!("expected NegativePeer, got {other:?}"),
+    }
+}

@@ -47,7 +47,7 @@ pub enum SpecializeError {
         extent: u64,
     },
     /// Peer arithmetic that can go negative (tutorial seed: `(my_rank - 1) % nranks`).
-    #[error("function `{function}`, op `{op}`: the peer rank can be negative (it spans {lo}..={hi}); `%` keeps the sign of the dividend, so `(me - 1) % n` is -1 on rank 0; write `(me + n - 1) % n`")]
+    #[error("function `{function}`, op `{op}`: the peer rank can be negative (it spans {lo}..={hi}); `%` keeps the sign of the dividend (and unsigned values wrap around instead), so `(me - 1) % n` is not the previous rank on rank 0; write `(me + n - 1) % n`")]
     NegativePeer {
         /// Function.
         function: String,
