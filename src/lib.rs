@@ -52,6 +52,7 @@ pub use eagle_runtime::{Arg, Platform, RunReport, Tensor};
 
 mod cli;
 pub mod golden;
+pub mod plan;
 mod random;
 pub use cli::{example_main, is_usage, parse_devices, CommonArgs, Step, StepOutcome};
 pub use random::random_tensor;

@@ -687,7 +687,11 @@ pub fn unsigned_peer(ctx: Ctx, win: Window<f32, 1, SIZE>, y: Out<Tensor<f32, 1, 
     let me = rank(ctx) as u32;
     let n = nranks(ctx) as u32;
     let peer = (me - 1) % n;
-    store(y, [0, 0], remote_load(win, peer as usize, [0, 0], [1, SIZE]));
+    store(
+        y,
+        [0, 0],
+        remote_load(win, peer as usize, [0, 0], [1, SIZE]),
+    );
 }
 
 #[eagle::host]

@@ -621,6 +621,36 @@ impl Lower<'_, '_> {
                 })?;
                 Some(Cv::Mem(dst))
             }
+            OpKind::Elem { src, indices } => {
+                let t = f.ty(*src).clone();
+                let addr = self.elem_addr_of(op, *src, &t, indices)?;
+                let d = t.dtype().unwrap_or(DType::F32);
+                Some(Cv::S(self.b.ins().load(
+                    cl_type(d),
+                    MemFlagsData::trusted(),
+                    addr,
+                    0,
+                )))
+            }
+            OpKind::SetElem {
+                value,
+                dst,
+                indices,
+            } => {
+                let t = f.ty(*dst).clone();
+                let addr = self.elem_addr_of(op, *dst, &t, indices)?;
+                let x = self.scalar(*value)?;
+                self.b.ins().store(MemFlagsData::trusted(), x, addr, 0);
+                if let Ok((id, woff)) = self.win(*dst) {
+                    let base = self.mem(*dst)?;
+                    let rel = self.b.ins().isub(addr, base);
+                    let at = self.b.ins().iadd(woff, rel);
+                    let n = self.iconst(t.dtype().map_or(1, DType::size) as i64);
+                    let st = self.call_hook(hook::TRACK_WRITE, &[id, at, n]);
+                    self.check(st);
+                }
+                None
+            }
             OpKind::Store {
                 value,
                 dst,
@@ -952,6 +982,24 @@ impl Lower<'_, '_> {
             None
         }
         find(&self.f.body, v).unwrap_or(false)
+    }
+
+    /// Address of element `indices` of tensor or window `v` (bounds-checked when not constant).
+    fn elem_addr_of(
+        &mut self,
+        op: &Op,
+        v: Value,
+        t: &Type,
+        indices: &[Value],
+    ) -> Result<ClValue, CodegenError> {
+        let shape = t.shape().and_then(|s| s.consts()).unwrap_or_default();
+        let ones = vec![1; shape.len()];
+        let idx = self.offsets(op, indices, &shape, &ones)?;
+        let esize = t.dtype().map_or(1, DType::size);
+        let zero: Vec<ClValue> = (0..shape.len()).map(|_| self.iconst(0)).collect();
+        let off = self.linear_with(&shape, &idx, &zero, esize);
+        let base = self.mem(v)?;
+        Ok(self.b.ins().iadd(base, off))
     }
 
     /// Lowers offsets, adding run-time bounds checks for those not constant.

@@ -382,6 +382,14 @@ impl Spec<'_> {
                 let root = *root;
                 self.check_rank(f, op, root, "root")?;
             }
+            OpKind::Elem { src, indices } => {
+                let (src, indices) = (*src, indices.clone());
+                self.check_offsets(f, op, src, &indices, None)?;
+            }
+            OpKind::SetElem { dst, indices, .. } => {
+                let (dst, indices) = (*dst, indices.clone());
+                self.check_offsets(f, op, dst, &indices, None)?;
+            }
             OpKind::Load { src, offsets } => {
                 let (src, offsets) = (*src, offsets.clone());
                 self.check_offsets(f, op, src, &offsets, res)?;

@@ -158,6 +158,28 @@ impl ModuleBuilder {
         Ok(())
     }
 
+    /// Checks that sample kernel `name` has the access category `declared` (its text form,
+    /// e.g. `mapreduce(sum)`).
+    ///
+    /// # Errors
+    /// [`IrError::Build`] naming the declared and the inferred category.
+    pub fn check_category(&self, name: &str, declared: &str) -> Result<()> {
+        let Some(f) = self.module.function(name) else {
+            return Ok(());
+        };
+        let info = crate::analysis::access_category(f)?;
+        if info.category.to_string() != declared {
+            return Err(IrError::Build {
+                function: name.to_string(),
+                message: format!(
+                    "declared category `{declared}` but the body is `{}`; fix the declaration or the accesses",
+                    info.category
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The module built so far.
     pub fn finish(self) -> Module {
         self.module
@@ -430,6 +452,58 @@ impl FunctionBuilder<'_> {
             .into_iter()
             .map(|o| self.value(o, Some(DType::Index)))
             .collect()
+    }
+
+    /// `x[i]` in source: in device, compute and sample functions, an element of a rank-1 tensor
+    /// or window (a scalar); otherwise (rank >= 2, or on the host) the sub-tensor at `i`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `base` cannot be indexed.
+    pub fn index(&mut self, base: Value, i: impl Into<Operand>) -> Result<Value> {
+        let t = self.ty(base).clone();
+        match (&t, self.func.level) {
+            (Type::Tensor(s, d) | Type::Window(s, d), l) if s.rank() == 1 && l != Level::Host => {
+                let d = *d;
+                let i = self.value(i, Some(DType::Index))?;
+                Ok(self.push(
+                    OpKind::Elem {
+                        src: base,
+                        indices: vec![i],
+                    },
+                    Some(Type::Scalar(d)),
+                ))
+            }
+            _ => self.slice(base, i),
+        }
+    }
+
+    /// `x[i] = v` in source: writes one element of a rank-1 tensor or window.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `base` is not a rank-1 tensor or window.
+    pub fn set_index(
+        &mut self,
+        base: Value,
+        i: impl Into<Operand>,
+        v: impl Into<Operand>,
+    ) -> Result<()> {
+        let t = self.ty(base).clone();
+        match &t {
+            Type::Tensor(s, d) | Type::Window(s, d) if s.rank() == 1 && self.func.level != Level::Host => {
+                let d = *d;
+                let i = self.value(i, Some(DType::Index))?;
+                let value = self.value(v, Some(d))?;
+                self.push_void(OpKind::SetElem {
+                    value,
+                    dst: base,
+                    indices: vec![i],
+                });
+                Ok(())
+            }
+            _ => self.err(format!(
+                "element assignment `x[i] = v` needs a rank-1 tensor or window in a kernel (index every dim: `y[c][s] = v`), found `{t}`"
+            )),
+        }
     }
 
     /// `load(src, offsets, shape)`: a tile of `shape` read at `offsets`.

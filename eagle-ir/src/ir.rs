@@ -21,6 +21,9 @@ pub enum Level {
     Device,
     /// A compute kernel, called from a per-device program or another compute kernel.
     Compute,
+    /// A sample kernel: its first parameter is the sample index; an execution plan runs it
+    /// once per sample (multi-GPU seed).
+    Sample,
 }
 
 impl Level {
@@ -30,6 +33,7 @@ impl Level {
             Level::Host => "host",
             Level::Device => "device",
             Level::Compute => "compute",
+            Level::Sample => "sample",
         }
     }
 }
@@ -366,6 +370,22 @@ pub enum OpKind {
         /// Local tensor or window.
         dst: Value,
     },
+    /// Reads one element (`x[i, j]`) of a tensor or window: a scalar.
+    Elem {
+        /// Tensor or window.
+        src: Value,
+        /// One `index` per dim.
+        indices: Vec<Value>,
+    },
+    /// Writes one element of a tensor or window.
+    SetElem {
+        /// The scalar written.
+        value: Value,
+        /// Tensor or window.
+        dst: Value,
+        /// One `index` per dim.
+        indices: Vec<Value>,
+    },
     /// Loads a tile (shape from the result type) at `offsets` of a tensor or window.
     Load {
         /// Tensor or window read.
@@ -595,8 +615,20 @@ impl OpKind {
             | ReduceScatter { ctx, src, dst, .. }
             | AllReduce { ctx, src, dst, .. }
             | AllToAll { ctx, src, dst } => vec![*ctx, *src, *dst],
-            Load { src, offsets } => std::iter::once(*src)
+            Load { src, offsets }
+            | Elem {
+                src,
+                indices: offsets,
+            } => std::iter::once(*src)
                 .chain(offsets.iter().copied())
+                .collect(),
+            SetElem {
+                value,
+                dst,
+                indices,
+            } => [*value, *dst]
+                .into_iter()
+                .chain(indices.iter().copied())
                 .collect(),
             Store {
                 value,

@@ -13,6 +13,7 @@
 //!
 //! Invariant: this crate knows no backend, platform or transport.
 
+mod analysis;
 mod builder;
 mod error;
 mod ir;
@@ -21,6 +22,7 @@ mod print;
 mod types;
 mod verify;
 
+pub use analysis::{access_category, AccessCategory, AccessInfo, ReduceKind};
 pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand};
 pub use error::{IrError, Result};
 pub use ir::{

@@ -349,10 +349,11 @@ impl Parser {
             "host" => Level::Host,
             "device" => Level::Device,
             "compute" => Level::Compute,
+            "sample" => Level::Sample,
             other => {
                 self.pos -= 1;
                 return self.err(format!(
-                    "expected a function level `host`, `device` or `compute`, found `{other}`"
+                    "expected a function level `host`, `device`, `compute` or `sample`, found `{other}`"
                 ));
             }
         };
@@ -549,6 +550,22 @@ impl Parser {
                             }
                         }
                     }
+                }
+            }
+            "elem" => {
+                let src = self.val()?;
+                let indices = self.offsets()?;
+                Elem { src, indices }
+            }
+            "set_elem" => {
+                let value = self.val()?;
+                self.expect_punct(",")?;
+                let dst = self.val()?;
+                let indices = self.offsets()?;
+                SetElem {
+                    value,
+                    dst,
+                    indices,
                 }
             }
             "load" => {

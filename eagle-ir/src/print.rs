@@ -128,6 +128,12 @@ fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String)
         Cast(a) => format!("cast {}", n.v(*a)),
         Slice { src, index } => format!("slice {}[{}]", n.v(*src), n.v(*index)),
         Load { src, offsets } => format!("load {}{}", n.v(*src), offs(offsets)),
+        Elem { src, indices } => format!("elem {}{}", n.v(*src), offs(indices)),
+        SetElem {
+            value,
+            dst,
+            indices,
+        } => format!("set_elem {}, {}{}", n.v(*value), n.v(*dst), offs(indices)),
         Subview { src, offset } => format!("subview {}[{}..]", n.v(*src), n.v(*offset)),
         Broadcast {
             ctx,

@@ -468,6 +468,21 @@ impl V<'_> {
                     }
                 }
             }
+            Elem { src, indices } => {
+                let (s, d) = self.memory(op, *src, "operand 0 (source)")?;
+                self.offsets(op, indices, s.rank(), "the source")?;
+                self.expect_result(op, &Type::Scalar(d))?;
+            }
+            SetElem {
+                value,
+                dst,
+                indices,
+            } => {
+                self.writable(op, *dst, "the element assignment")?;
+                let (s, d) = self.memory(op, *dst, "operand 1 (destination)")?;
+                self.offsets(op, indices, s.rank(), "the destination")?;
+                self.scalar(op, *value, "0 (value)", Some(d))?;
+            }
             Load { src, offsets } => {
                 let (s, d) = self.memory(op, *src, "operand 0 (source)")?;
                 self.offsets(op, offsets, s.rank(), "the source")?;
@@ -533,7 +548,10 @@ impl V<'_> {
             }
             Call { callee, args } => {
                 self.not_host(op, "call")?;
-                let c = self.callee(op, callee, Level::Compute)?;
+                let c = match self.m.function(callee) {
+                    Some(c) if c.level == Level::Sample => c,
+                    _ => self.callee(op, callee, Level::Compute)?,
+                };
                 self.args(op, c, args, false)?;
             }
             Dispatch {

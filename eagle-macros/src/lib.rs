@@ -9,7 +9,7 @@
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TS};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
 use std::collections::HashMap;
 use syn::spanned::Spanned;
 use syn::{
@@ -33,19 +33,55 @@ fn err<T>(span: Span, msg: impl std::fmt::Display) -> R<T> {
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     let attr = TS::from(attr);
-    let level = match attr.to_string().as_str() {
-        "" | "compute" => Level::Compute,
-        "device" => Level::Device,
-        other => {
-            return syn::Error::new(
-                attr.span(),
-                format!("unknown kernel kind `{other}`; write `#[eagle::kernel]` for a compute kernel or `#[eagle::kernel(device)]` for a per-device program"),
-            )
-            .to_compile_error()
-            .into()
-        }
+    let parsed = syn::parse::Parser::parse2(
+        syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+        attr.clone(),
+    );
+    let metas: Vec<syn::Meta> = match parsed {
+        Ok(p) => p.into_iter().collect(),
+        Err(e) => return e.to_compile_error().into(),
     };
-    expand(level, item)
+    let mut level = Level::Compute;
+    let mut category = None;
+    for m in &metas {
+        match m {
+            syn::Meta::Path(p) if p.is_ident("compute") => level = Level::Compute,
+            syn::Meta::Path(p) if p.is_ident("device") => level = Level::Device,
+            syn::Meta::Path(p) if p.is_ident("sample") => level = Level::Sample,
+            syn::Meta::NameValue(nv) if nv.path.is_ident("category") => {
+                let ok = match &nv.value {
+                    Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => {
+                        let v = s.value();
+                        let known = ["sample_local", "cross_sample_read", "cross_sample_write", "mapreduce(sum)", "mapreduce(times)", "mapreduce(max)", "mapreduce(land)"];
+                        known.contains(&v.as_str()).then_some(v)
+                    }
+                    _ => None,
+                };
+                match ok {
+                    Some(v) => category = Some(v),
+                    None => {
+                        return syn::Error::new(nv.value.span(), "the category is one of \"sample_local\", \"cross_sample_read\", \"cross_sample_write\", \"mapreduce(sum)\", \"mapreduce(times)\", \"mapreduce(max)\", \"mapreduce(land)\"")
+                            .to_compile_error()
+                            .into()
+                    }
+                }
+            }
+            other => {
+                return syn::Error::new(
+                    other.span(),
+                    format!("unknown kernel kind `{}`; write `#[eagle::kernel]` for a compute kernel, `#[eagle::kernel(device)]` for a per-device program or `#[eagle::kernel(sample)]` for a sample kernel", other.to_token_stream()),
+                )
+                .to_compile_error()
+                .into()
+            }
+        }
+    }
+    if category.is_some() && level != Level::Sample {
+        return syn::Error::new(attr.span(), "`category = ...` applies to sample kernels: `#[eagle::kernel(sample, category = \"...\")]`")
+            .to_compile_error()
+            .into();
+    }
+    expand(level, category, item)
 }
 
 /// Marks a host orchestrator: it allocates window buffers and dispatches per-device programs
@@ -57,7 +93,7 @@ pub fn host(attr: TokenStream, item: TokenStream) -> TokenStream {
             .to_compile_error()
             .into();
     }
-    expand(Level::Host, item)
+    expand(Level::Host, None, item)
 }
 
 /// `dynamic!("NR")`: a symbolic extent, bound when the program is invoked (from the shapes of
@@ -97,6 +133,7 @@ enum Level {
     Host,
     Device,
     Compute,
+    Sample,
 }
 
 struct Param {
@@ -276,18 +313,18 @@ fn dname_rust(d: &str) -> TS {
     quote!(#i)
 }
 
-fn expand(level: Level, item: TokenStream) -> TokenStream {
+fn expand(level: Level, category: Option<String>, item: TokenStream) -> TokenStream {
     let f: ItemFn = match syn::parse(item) {
         Ok(f) => f,
         Err(e) => return e.to_compile_error().into(),
     };
-    match expand_fn(level, &f) {
+    match expand_fn(level, category, &f) {
         Ok(t) => t.into(),
         Err(e) => e.to_compile_error().into(),
     }
 }
 
-fn expand_fn(level: Level, f: &ItemFn) -> R<TS> {
+fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
     let sig = &f.sig;
     if let Some(a) = &sig.asyncness {
         return err(a.span(), "eagle functions cannot be `async`");
@@ -349,6 +386,7 @@ fn expand_fn(level: Level, f: &ItemFn) -> R<TS> {
         Level::Host => quote!(::eagle::ir::Level::Host),
         Level::Device => quote!(::eagle::ir::Level::Device),
         Level::Compute => quote!(::eagle::ir::Level::Compute),
+        Level::Sample => quote!(::eagle::ir::Level::Sample),
     };
     let mut cx = Cx {
         scopes: vec![HashMap::new()],
@@ -368,6 +406,10 @@ fn expand_fn(level: Level, f: &ItemFn) -> R<TS> {
         cx.bind(&ns, false);
     }
     let body = cx.block_stmts(&f.block.stmts)?;
+    let check_category = match &category {
+        Some(c) => quote!(__m.check_category(#name_str, #c)?;),
+        None => quote!(),
+    };
     let docs: Vec<&syn::Attribute> = f
         .attrs
         .iter()
@@ -416,7 +458,9 @@ fn expand_fn(level: Level, f: &ItemFn) -> R<TS> {
                     #(#decls)*
                     #body
                     Ok(())
-                })
+                })?;
+                #check_category
+                Ok(())
             }
         }
 
@@ -564,6 +608,31 @@ impl Cx {
             Expr::Block(b) => {
                 let body = self.block_stmts(&b.block.stmts)?;
                 Ok(quote!({ #body }))
+            }
+            Expr::Assign(a) if matches!(&*a.left, Expr::Index(_)) => {
+                let Expr::Index(ix) = &*a.left else { unreachable!("matched above") };
+                self.check_writable(&ix.expr, "the element assignment")?;
+                let base = self.val(&ix.expr)?;
+                let i = self.expr(&ix.index)?;
+                let rhs = self.expr(&a.right)?;
+                Ok(quote!({ let __a0 = #base; let __a1 = #i; let __a2 = #rhs; __f.set_index(__a0, __a1, __a2)?; }))
+            }
+            Expr::Binary(b) if is_compound(&b.op) && matches!(&*b.left, Expr::Index(_)) => {
+                let Expr::Index(ix) = &*b.left else { unreachable!("matched above") };
+                self.check_writable(&ix.expr, "the element update")?;
+                let base = self.val(&ix.expr)?;
+                let i = self.expr(&ix.index)?;
+                let op = compound_op(&b.op);
+                let rhs = self.expr(&b.right)?;
+                Ok(quote!({
+                    let __b = #base;
+                    let __i0 = #i;
+                    let __i = __f.value(__i0, Some(::eagle::ir::DType::Index))?;
+                    let __old = __f.index(__b, __i)?;
+                    let __r = #rhs;
+                    let __new = __f.bin(#op, __old, __r)?;
+                    __f.set_index(__b, __i, __new)?;
+                }))
             }
             Expr::Assign(a) => {
                 let v = self.mut_var(&a.left)?;
@@ -962,7 +1031,7 @@ impl Cx {
             Expr::Index(ix) => {
                 let base = self.val(&ix.expr)?;
                 let i = self.expr(&ix.index)?;
-                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #base; let __a1 = #i; __f.slice(__a0, __a1)? }))
+                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #base; let __a1 = #i; __f.index(__a0, __a1)? }))
             }
             Expr::MethodCall(m) => {
                 let name = m.method.to_string();

@@ -601,3 +601,41 @@ fn device_main(world: &World<'_>, rank: usize, mut jobs: Vec<Job>) -> (Vec<Job>,
     world.retire(rank);
     (jobs, failure)
 }
+
+/// Calls compiled function `name` of `art` once, on one device of a one-rank world with no
+/// window buffers (what an execution plan does for each share of samples). `slots` holds one
+/// ABI slot per parameter (pointers for tensors, bits for scalars).
+///
+/// # Errors
+/// [`RuntimeError::RankFailed`] (rank 0) when the function has no compiled code or a run-time
+/// check fails (the message names the function, the op and the values).
+pub fn call_entry(art: &Artifact, name: &str, slots: &[u64]) -> Result<(), RuntimeError> {
+    let fail = |message: String| RuntimeError::RankFailed { rank: 0, message };
+    let entry = art
+        .code
+        .entries
+        .get(name)
+        .copied()
+        .ok_or_else(|| fail(format!("no compiled code for `{name}`")))?;
+    let opts = RunOptions {
+        race_check: false,
+        ..RunOptions::default()
+    };
+    let world = World::new(1, vec![], art, 1, &opts);
+    let mut env = RankEnv {
+        world: &world,
+        rank: 0,
+        error: None,
+    };
+    let mut ctx = sim::device_ctx(&mut env, 1);
+    // SAFETY: `entry` was compiled with the `EntryFn` ABI; the caller passes one slot per
+    // parameter, tensor slots pointing to live buffers of the parameter's size.
+    let st = unsafe { entry(&mut ctx, slots.as_ptr()) };
+    if st != 0 {
+        return Err(match env.error.take() {
+            Some(Failure::Error(m)) => fail(m),
+            _ => fail(format!("`{name}` returned status {st}")),
+        });
+    }
+    Ok(())
+}

@@ -15,7 +15,7 @@ mod sim;
 mod tensor;
 
 pub use error::RuntimeError;
-pub use host::{run, run_with, Arg, RunOptions, RunReport};
+pub use host::{call_entry, run, run_with, Arg, RunOptions, RunReport};
 pub use tensor::{Element, Tensor};
 
 /// Where device programs run.

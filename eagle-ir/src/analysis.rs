@@ -1,0 +1,270 @@
+//! Analyses over the IR: the access category of a sample kernel (multi-GPU seed).
+
+use crate::error::{IrError, Result};
+use crate::ir::{BinOp, Block, Function, Level, OpKind, Value};
+use crate::types::{DType, Type};
+use std::collections::HashMap;
+use std::fmt;
+
+/// How a mapreduce kernel combines contributions (seed: `sum | times | max | land`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    /// `+`
+    Sum,
+    /// `*`
+    Times,
+    /// `max`
+    Max,
+    /// logical and (`&` on bool)
+    Land,
+}
+
+impl ReduceKind {
+    /// Seed spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceKind::Sum => "sum",
+            ReduceKind::Times => "times",
+            ReduceKind::Max => "max",
+            ReduceKind::Land => "land",
+        }
+    }
+    /// Parses the seed spelling.
+    pub fn from_name(s: &str) -> Option<ReduceKind> {
+        [
+            ReduceKind::Sum,
+            ReduceKind::Times,
+            ReduceKind::Max,
+            ReduceKind::Land,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
+    }
+}
+
+/// What a sample kernel reads and writes, inferred from its IR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AccessCategory {
+    /// Reads and writes only its own sample.
+    SampleLocal,
+    /// Reads other samples' inputs; writes only its own sample.
+    CrossSampleRead,
+    /// Writes other samples.
+    CrossSampleWrite,
+    /// Its outputs are reductions over samples (one value or an array of cells).
+    Mapreduce(ReduceKind),
+}
+
+impl fmt::Display for AccessCategory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AccessCategory::SampleLocal => f.write_str("sample_local"),
+            AccessCategory::CrossSampleRead => f.write_str("cross_sample_read"),
+            AccessCategory::CrossSampleWrite => f.write_str("cross_sample_write"),
+            AccessCategory::Mapreduce(k) => write!(f, "mapreduce({})", k.name()),
+        }
+    }
+}
+
+impl AccessCategory {
+    /// Parses `sample_local`, `cross_sample_read`, `cross_sample_write` or `mapreduce(op)`.
+    pub fn parse(s: &str) -> Option<AccessCategory> {
+        match s.trim() {
+            "sample_local" => Some(AccessCategory::SampleLocal),
+            "cross_sample_read" => Some(AccessCategory::CrossSampleRead),
+            "cross_sample_write" => Some(AccessCategory::CrossSampleWrite),
+            other => other
+                .strip_prefix("mapreduce(")
+                .and_then(|r| r.strip_suffix(')'))
+                .and_then(ReduceKind::from_name)
+                .map(AccessCategory::Mapreduce),
+        }
+    }
+}
+
+/// The category of a sample kernel and the parameters that are reduction outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessInfo {
+    /// The inferred category.
+    pub category: AccessCategory,
+    /// Indices (into the parameter list) of the outputs combined by the reduction.
+    pub reduction_outputs: Vec<usize>,
+}
+
+#[derive(Default)]
+struct Walk {
+    local_write: bool,
+    cross_write: bool,
+    cross_read: bool,
+    reductions: Vec<(usize, ReduceKind)>,
+}
+
+/// Infers the access category of sample kernel `f` (its first parameter is the sample index;
+/// the sample dimension of a plane is its last dimension).
+///
+/// - A write `y[..][s] = v` is sample-local; a write at any other index is cross-sample.
+/// - A write `y[i] = y[i] <op> v` (or `v <op> y[i]`) is a reduction contribution with `op`
+///   `+` (sum), `*` (times), `max` or `&` on bool (land).
+/// - A read `x[..][i]` with `i` other than `s` is a cross-sample read. Tile loads and stores of
+///   planes, and planes passed to calls, count as cross-sample (conservatively).
+///
+/// # Errors
+/// [`IrError::Build`] when `f` is not a sample kernel, or when it mixes reduction outputs with
+/// per-sample outputs or mixes reduction ops.
+pub fn access_category(f: &Function) -> Result<AccessInfo> {
+    let err = |m: String| IrError::Build {
+        function: f.name.clone(),
+        message: m,
+    };
+    if f.level != Level::Sample || f.params.is_empty() {
+        return Err(err("access categories are defined for sample kernels (`#[eagle::kernel(sample)]`, first parameter the sample index)".into()));
+    }
+    let s = f.params[0].value;
+    if *f.ty(s) != Type::Scalar(DType::Index) {
+        return Err(err(format!(
+            "the first parameter `{}` of a sample kernel is the sample index and must be `usize`",
+            f.params[0].name
+        )));
+    }
+    // Defining op of every value, and the parameter each view comes from.
+    let mut defs: HashMap<Value, OpKind> = HashMap::new();
+    fn collect(b: &Block, defs: &mut HashMap<Value, OpKind>) {
+        for op in &b.ops {
+            if let Some(r) = op.result {
+                defs.insert(r, op.kind.clone());
+            }
+            match &op.kind {
+                OpKind::For { body, .. } => collect(body, defs),
+                OpKind::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    collect(then_body, defs);
+                    collect(else_body, defs);
+                }
+                _ => {}
+            }
+        }
+    }
+    collect(&f.body, &mut defs);
+    let param_of = |v: Value| -> Option<usize> {
+        let mut v = v;
+        loop {
+            if let Some(i) = f.params.iter().position(|p| p.value == v) {
+                return Some(i);
+            }
+            match defs.get(&v) {
+                Some(OpKind::Slice { src, .. } | OpKind::Subview { src, .. }) => v = *src,
+                _ => return None,
+            }
+        }
+    };
+    let mut w = Walk::default();
+    fn walk(
+        b: &Block,
+        f: &Function,
+        s: Value,
+        defs: &HashMap<Value, OpKind>,
+        param_of: &dyn Fn(Value) -> Option<usize>,
+        w: &mut Walk,
+    ) {
+        for op in &b.ops {
+            match &op.kind {
+                OpKind::Elem { src, indices }
+                    if param_of(*src).is_some() && indices.last() != Some(&s) =>
+                {
+                    w.cross_read = true;
+                }
+                OpKind::SetElem {
+                    value,
+                    dst,
+                    indices,
+                } => {
+                    let reduce = match defs.get(value) {
+                        Some(OpKind::Binary(bop, a, c)) => {
+                            // The same index: the same value, or equal constants.
+                            let eq = |a: &Value, b: &Value| {
+                                a == b
+                                    || matches!((defs.get(a), defs.get(b)), (Some(OpKind::Const(x)), Some(OpKind::Const(y))) if x == y)
+                            };
+                            let same = |x: &Value| {
+                                matches!(defs.get(x), Some(OpKind::Elem { src, indices: i2 })
+                                    if src == dst && i2.len() == indices.len() && i2.iter().zip(indices).all(|(a, b)| eq(a, b)))
+                            };
+                            if same(a) || same(c) {
+                                match bop {
+                                    BinOp::Add => Some(ReduceKind::Sum),
+                                    BinOp::Mul => Some(ReduceKind::Times),
+                                    BinOp::Max => Some(ReduceKind::Max),
+                                    BinOp::And if f.ty(*value).dtype() == Some(DType::Bool) => {
+                                        Some(ReduceKind::Land)
+                                    }
+                                    _ => None,
+                                }
+                            } else {
+                                None
+                            }
+                        }
+                        _ => None,
+                    };
+                    match (reduce, param_of(*dst)) {
+                        (Some(k), Some(p)) => w.reductions.push((p, k)),
+                        _ if indices.last() == Some(&s) => w.local_write = true,
+                        _ => w.cross_write = true,
+                    }
+                }
+                OpKind::Load { src, .. } if param_of(*src).is_some() => w.cross_read = true,
+                OpKind::Store { dst, .. } if param_of(*dst).is_some() => w.cross_write = true,
+                OpKind::Call { args, .. } => {
+                    for a in args {
+                        if let Some(p) = param_of(*a) {
+                            if f.params[p].out {
+                                w.cross_write = true;
+                            } else {
+                                w.cross_read = true;
+                            }
+                        }
+                    }
+                }
+                OpKind::For { body, .. } => walk(body, f, s, defs, param_of, w),
+                OpKind::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    walk(then_body, f, s, defs, param_of, w);
+                    walk(else_body, f, s, defs, param_of, w);
+                }
+                _ => {}
+            }
+        }
+    }
+    walk(&f.body, f, s, &defs, &param_of, &mut w);
+    let mut outs: Vec<usize> = w.reductions.iter().map(|(p, _)| *p).collect();
+    outs.sort_unstable();
+    outs.dedup();
+    let category = if let Some(&(_, k)) = w.reductions.first() {
+        if let Some((_, k2)) = w.reductions.iter().find(|(_, k2)| *k2 != k) {
+            return Err(err(format!(
+                "the kernel combines outputs with both `{}` and `{}`; a mapreduce kernel uses one op",
+                k.name(),
+                k2.name()
+            )));
+        }
+        if w.local_write || w.cross_write {
+            return Err(err("the kernel writes per-sample outputs and reduction outputs; split it into a sample kernel and a mapreduce kernel".into()));
+        }
+        AccessCategory::Mapreduce(k)
+    } else if w.cross_write {
+        AccessCategory::CrossSampleWrite
+    } else if w.cross_read {
+        AccessCategory::CrossSampleRead
+    } else {
+        AccessCategory::SampleLocal
+    };
+    Ok(AccessInfo {
+        category,
+        reduction_outputs: outs,
+    })
+}

@@ -1,0 +1,673 @@
+//! Execution plans for sample kernels (the multi-GPU seed's model, in Rust).
+//!
+//! A sample kernel (`#[eagle::kernel(sample)]`) runs its body once per sample `s` in `0..n`.
+//! Its inputs and outputs are named *planes*: `[n]`, or `[w, n]` for a plane of width `w`
+//! (component-major). [`plan()`] fixes which structure runs which samples:
+//!
+//! - [`Structure::HostTeam`]: CPU threads over the samples (the default);
+//! - [`Structure::DeviceKernel`]: one device runs them all (the CPU backend stands in for a GPU
+//!   until the CUDA backend lands);
+//! - [`Structure::RankPartition`]: ranks each take a contiguous block of samples (the first
+//!   `n % R` one extra), run it through the `inner` structure, and every rank ends with the
+//!   whole output, gathered. Inputs are replicated, outputs must be `f64`, and
+//!   `cross_sample_write` kernels are refused at any world size.
+//!
+//! Mapreduce kernels are bit-exact at every world size and thread count: partials are formed
+//! per row of [`ROW`] samples in sample order, rows are dealt whole, and the row partials are
+//! folded in row order (see `docs/determinism.md`).
+
+use crate::ir::{self, AccessCategory, AccessInfo, DType, EagleFn, Level, ReduceKind, Type};
+use crate::{codegen, Arg, Error, Result, Tensor};
+use eagle_runtime::Element;
+use std::ops::Range;
+
+/// Samples per partial of a mapreduce (a "row").
+pub const ROW: usize = 32;
+
+/// What runs a share of the samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Structure {
+    /// CPU threads over the samples (the default).
+    HostTeam,
+    /// One device runs all of its samples.
+    DeviceKernel,
+    /// Ranks split the samples; `inner` runs each rank's share.
+    RankPartition,
+}
+
+impl Structure {
+    /// Name in messages and manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            Structure::HostTeam => "HostTeam",
+            Structure::DeviceKernel => "DeviceKernel",
+            Structure::RankPartition => "RankPartition",
+        }
+    }
+}
+
+/// The named planes of one run: inputs by shared reference, outputs by mutable reference.
+#[derive(Debug, Default)]
+pub struct Planes<'a> {
+    items: Vec<(String, Arg<'a>)>,
+}
+
+impl<'a> Planes<'a> {
+    /// No planes yet.
+    pub fn new() -> Self {
+        Planes { items: vec![] }
+    }
+    /// Adds input plane `name`.
+    pub fn input<T: Element>(mut self, name: &str, t: &'a Tensor<T>) -> Self {
+        self.items.push((name.to_string(), Arg::from(t)));
+        self
+    }
+    /// Adds output plane `name`.
+    pub fn output<T: Element>(mut self, name: &str, t: &'a mut Tensor<T>) -> Self {
+        self.items.push((name.to_string(), Arg::from(t)));
+        self
+    }
+}
+
+/// A contiguous block partition of `n` items over `parts` ranks: the first `n % parts` blocks
+/// are one longer (seed rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partition {
+    /// Items.
+    pub n: usize,
+    /// Ranks.
+    pub parts: usize,
+}
+
+impl Partition {
+    /// `n` items over `parts` ranks.
+    pub fn new(n: usize, parts: usize) -> Partition {
+        Partition {
+            n,
+            parts: parts.max(1),
+        }
+    }
+    /// The items of rank `r`.
+    pub fn share(&self, r: usize) -> Range<usize> {
+        let (q, rem) = (self.n / self.parts, self.n % self.parts);
+        let lo = r * q + r.min(rem);
+        lo..(lo + q + usize::from(r < rem)).min(self.n.max(lo))
+    }
+}
+
+/// The MPI world of a rank partition. Without the `mpi` cargo feature there is none.
+pub struct RankPartition;
+
+impl RankPartition {
+    /// Whether this build can run over MPI (`mpi` cargo feature).
+    pub fn available() -> bool {
+        false
+    }
+    /// `(rank, size)` of this process: `(0, 1)` when not launched by `mpirun` (always, in a
+    /// build without the `mpi` feature).
+    pub fn world() -> (usize, usize) {
+        (0, 1)
+    }
+    /// This process's share of `partition`.
+    pub fn local(partition: &Partition) -> Range<usize> {
+        partition.share(Self::world().0)
+    }
+    /// Gathers each rank's share of a plane so every rank holds all of it, over MPI.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] naming the `mpi` feature, in a build without it.
+    pub fn allgather_plane(_local: &[f64], _partition: &Partition) -> Result<Vec<f64>> {
+        Err(no_mpi("RankPartition::allgather_plane"))
+    }
+    /// Gathers every rank's row partials and folds them in row order, over MPI.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] naming the `mpi` feature, in a build without it.
+    pub fn allgather_fold(_local: &[f64], _rows: &Partition, _op: ReduceKind) -> Result<Vec<f64>> {
+        Err(no_mpi("RankPartition::allgather_fold"))
+    }
+}
+
+fn no_mpi(what: &str) -> Error {
+    Error::Usage(format!(
+        "{what} needs MPI, and this build has no `mpi` feature; rebuild with `cargo build --release --features mpi` (OpenMPI or MPICH and libclang installed), or simulate ranks in-process with `Plan::with_simulated_ranks(R)`"
+    ))
+}
+
+#[derive(Debug, Clone)]
+struct PlaneParam {
+    name: String,
+    out: bool,
+    dtype: DType,
+    rank: usize,
+    reduction: bool,
+}
+
+/// A sample kernel with a structure: describes the run at any world size.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    kernel: String,
+    wrapper: String,
+    module: ir::Module,
+    info: AccessInfo,
+    structure: Structure,
+    inner: Structure,
+    threads: usize,
+    ranks: Option<usize>,
+    planes: Vec<PlaneParam>,
+}
+
+/// Plans sample kernel `kernel` on `structure`; `inner` is what each rank's share runs
+/// through when `structure` is [`Structure::RankPartition`] (ignored otherwise).
+///
+/// # Errors
+/// [`Error::Ir`] when `kernel` is not a sample kernel or does not build; [`Error::Usage`] when
+/// a `cross_sample_write` kernel is rank-partitioned, or `inner` is itself `RankPartition`.
+pub fn plan<K: EagleFn>(_kernel: K, structure: Structure, inner: Structure) -> Result<Plan> {
+    let mut mb = ir::ModuleBuilder::new();
+    K::build(&mut mb)?;
+    let generic = mb.finish();
+    let f = generic
+        .function(K::NAME)
+        .ok_or_else(|| Error::Usage(format!("kernel `{}` did not build", K::NAME)))?
+        .clone();
+    if f.level != Level::Sample {
+        return Err(Error::Usage(format!(
+            "argument `kernel`: `{}` is a {} function; plans run sample kernels, declared `#[eagle::kernel(sample)]` with the sample index as first parameter",
+            K::NAME,
+            f.level.name()
+        )));
+    }
+    let info = ir::access_category(&f)?;
+    if structure == Structure::RankPartition && info.category == AccessCategory::CrossSampleWrite {
+        return Err(Error::Usage(format!(
+            "kernel `{}` is cross_sample_write (it writes other samples), so it cannot be rank-partitioned at any world size: a rank would write samples another rank owns; plan it with HostTeam or DeviceKernel",
+            K::NAME
+        )));
+    }
+    if structure == Structure::RankPartition && inner == Structure::RankPartition {
+        return Err(Error::Usage(
+            "argument `inner`: a rank's share runs through HostTeam or DeviceKernel, not RankPartition".into(),
+        ));
+    }
+    let planes: Vec<PlaneParam> = f.params[1..]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let t = f.ty(p.value);
+            PlaneParam {
+                name: p.name.clone(),
+                out: p.out,
+                dtype: t.dtype().unwrap_or(DType::F64),
+                rank: t.shape().map_or(0, |s| s.rank()),
+                reduction: info.reduction_outputs.contains(&(i + 1)),
+            }
+        })
+        .collect();
+    for p in &planes {
+        if p.rank == 0 || p.rank > 2 {
+            return Err(Error::Usage(format!(
+                "plane `{}` of `{}` has rank {}; planes are `[n]` or `[w, n]` (component-major)",
+                p.name,
+                K::NAME,
+                p.rank
+            )));
+        }
+    }
+    // The wrapper: a device function that runs the kernel for s in lo..hi.
+    let wrapper = format!("__plan_{}", K::NAME);
+    let mut mb = ir::ModuleBuilder::new();
+    let fparams = f.params.clone();
+    let ftypes: Vec<Type> = fparams.iter().map(|p| f.ty(p.value).clone()).collect();
+    mb.define(&wrapper, Level::Device, |fb| {
+        let lo = fb.param("lo", Type::Scalar(DType::Index), false);
+        let hi = fb.param("hi", Type::Scalar(DType::Index), false);
+        let vals: Vec<ir::Value> = fparams[1..]
+            .iter()
+            .zip(&ftypes[1..])
+            .map(|(p, t)| fb.param(&p.name, t.clone(), p.out))
+            .collect();
+        fb.for_range(lo, hi, |fb, s| {
+            let mut args = vec![ir::Operand::Val(s)];
+            args.extend(vals.iter().map(|v| ir::Operand::Val(*v)));
+            fb.call(K::NAME, K::build, args)
+        })
+    })?;
+    let module = mb.finish();
+    ir::verify_module(&module)?;
+    Ok(Plan {
+        kernel: K::NAME.to_string(),
+        wrapper,
+        module,
+        info,
+        structure,
+        inner,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        ranks: None,
+        planes,
+    })
+}
+
+/// Raw plane buffer addresses, shareable across the worker threads of one run.
+#[derive(Clone, Copy)]
+struct Ptr(u64);
+// SAFETY: the addresses point into buffers that outlive the scoped threads of a run; workers
+// write disjoint samples (or disjoint partial buffers), as the access category guarantees.
+unsafe impl Send for Ptr {}
+unsafe impl Sync for Ptr {}
+
+fn identity(kind: ReduceKind, d: DType) -> Vec<u8> {
+    match (kind, d) {
+        (ReduceKind::Sum, d) => vec![0; d.size()],
+        (ReduceKind::Times, DType::F64) => 1f64.to_le_bytes().to_vec(),
+        (ReduceKind::Times, DType::F32) => 1f32.to_le_bytes().to_vec(),
+        (ReduceKind::Times, d) => {
+            let mut v = vec![0; d.size()];
+            v[0] = 1;
+            v
+        }
+        (ReduceKind::Max, DType::F64) => f64::NEG_INFINITY.to_le_bytes().to_vec(),
+        (ReduceKind::Max, DType::F32) => f32::NEG_INFINITY.to_le_bytes().to_vec(),
+        (ReduceKind::Max, DType::I32) => i32::MIN.to_le_bytes().to_vec(),
+        (ReduceKind::Max, DType::I64 | DType::Index) => i64::MIN.to_le_bytes().to_vec(),
+        (ReduceKind::Max, d) => vec![0; d.size()],
+        (ReduceKind::Land, d) => {
+            let mut v = vec![0; d.size()];
+            v[0] = 1;
+            v
+        }
+    }
+}
+
+/// `acc = acc <kind> x`, elementwise, in dtype `d` (the same arithmetic as compiled code).
+fn combine(kind: ReduceKind, d: DType, acc: &mut [u8], x: &[u8]) {
+    macro_rules! go {
+        ($t:ty, $f:expr) => {{
+            let w = std::mem::size_of::<$t>();
+            for (a, b) in acc.chunks_exact_mut(w).zip(x.chunks_exact(w)) {
+                let av = <$t>::from_le_bytes(a.try_into().unwrap_or_default());
+                let bv = <$t>::from_le_bytes(b.try_into().unwrap_or_default());
+                let f: fn($t, $t) -> $t = $f;
+                a.copy_from_slice(&f(av, bv).to_le_bytes());
+            }
+        }};
+    }
+    match (kind, d) {
+        (ReduceKind::Sum, DType::F64) => go!(f64, |a, b| a + b),
+        (ReduceKind::Times, DType::F64) => go!(f64, |a, b| a * b),
+        (ReduceKind::Max, DType::F64) => go!(f64, f64::max),
+        (ReduceKind::Sum, DType::F32) => go!(f32, |a, b| a + b),
+        (ReduceKind::Times, DType::F32) => go!(f32, |a, b| a * b),
+        (ReduceKind::Max, DType::F32) => go!(f32, f32::max),
+        (ReduceKind::Sum, DType::I64 | DType::Index) => go!(i64, i64::wrapping_add),
+        (ReduceKind::Times, DType::I64 | DType::Index) => go!(i64, i64::wrapping_mul),
+        (ReduceKind::Max, DType::I64 | DType::Index) => go!(i64, i64::max),
+        (ReduceKind::Sum, DType::I32) => go!(i32, i32::wrapping_add),
+        (ReduceKind::Times, DType::I32) => go!(i32, i32::wrapping_mul),
+        (ReduceKind::Max, DType::I32) => go!(i32, i32::max),
+        (_, _) => go!(u8, |a, b| a & b),
+    }
+}
+
+impl Plan {
+    /// Uses `n` worker threads for `HostTeam` (default: the machine's parallelism).
+    pub fn with_threads(mut self, n: usize) -> Self {
+        self.threads = n.max(1);
+        self
+    }
+    /// Runs a `RankPartition` plan over `r` ranks simulated in this process (each rank a
+    /// worker with its own copy of the outputs), instead of MPI. For tests and for machines
+    /// without MPI.
+    pub fn with_simulated_ranks(mut self, r: usize) -> Self {
+        self.ranks = Some(r);
+        self
+    }
+    /// The inferred access category.
+    pub fn category(&self) -> AccessCategory {
+        self.info.category
+    }
+    /// The IR of the plan (the kernel and its sample-loop wrapper), generic.
+    pub fn ir(&self) -> String {
+        ir::print_module(&self.module)
+    }
+
+    /// Runs the plan on `planes`; every output plane holds the whole result afterwards (on every
+    /// rank, for `RankPartition`).
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for a missing, extra or mis-shaped plane (every per-sample plane must
+    /// have `n` samples along its last dim), a non-`f64` output under `RankPartition`, a device
+    /// the platform lacks, or a `RankPartition` without MPI and without simulated ranks;
+    /// build, specialization and run-time errors otherwise.
+    pub fn run(&self, device: usize, planes: &mut Planes<'_>) -> Result<()> {
+        if device >= eagle_runtime::Platform::Sim.max_devices() {
+            return Err(Error::Usage(format!(
+                "argument `device`: device {device} does not exist; the CPU platform has devices 0..{}",
+                eagle_runtime::Platform::Sim.max_devices()
+            )));
+        }
+        // Match planes to parameters by name.
+        for (name, _) in &planes.items {
+            if !self.planes.iter().any(|p| &p.name == name) {
+                return Err(Error::Usage(format!(
+                    "plane `{name}` is not a parameter of `{}`; its planes are {}",
+                    self.kernel,
+                    self.plane_names()
+                )));
+            }
+        }
+        let mut order = vec![];
+        for p in &self.planes {
+            let Some(i) = planes.items.iter().position(|(n, _)| n == &p.name) else {
+                return Err(Error::Usage(format!(
+                    "plane `{}` of `{}` is missing; pass every plane: {}",
+                    p.name,
+                    self.kernel,
+                    self.plane_names()
+                )));
+            };
+            order.push(i);
+        }
+        // n from the per-sample planes.
+        let mut n = None;
+        for (p, &i) in self.planes.iter().zip(&order) {
+            let arg = &planes.items[i].1;
+            let (shape, dt, is_out) = match arg {
+                Arg::In(s, d, _) => (s.clone(), *d, false),
+                Arg::Out(s, d, _) => (s.clone(), *d, true),
+                Arg::Scalar(..) => unreachable!("planes are tensors"),
+            };
+            if p.out && !is_out {
+                return Err(Error::Usage(format!(
+                    "plane `{}` is an output; pass it with `Planes::output`",
+                    p.name
+                )));
+            }
+            if dt != p.dtype {
+                return Err(Error::Usage(format!(
+                    "plane `{}` has dtype {dt}, expected {} as `{}` declares",
+                    p.name, p.dtype, self.kernel
+                )));
+            }
+            if self.structure == Structure::RankPartition && p.out && dt != DType::F64 {
+                return Err(Error::Usage(format!(
+                    "RankPartition gathers outputs as f64: output plane `{}` is {dt}; declare it `f64`",
+                    p.name
+                )));
+            }
+            if shape.len() != p.rank {
+                return Err(Error::Usage(format!(
+                    "plane `{}` has shape {shape:?}; `{}` declares rank {}",
+                    p.name, self.kernel, p.rank
+                )));
+            }
+            if !p.reduction {
+                let len = *shape.last().unwrap_or(&0);
+                match n {
+                    None => n = Some(len),
+                    Some(m) if m != len => {
+                        return Err(Error::Usage(format!(
+                            "plane `{}` has {len} samples along its last dim, but an earlier plane has n = {m}; every per-sample plane has n samples",
+                            p.name
+                        )))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let n = n.unwrap_or(0);
+        if n == 0 {
+            // No samples: nothing runs; a reduction's outputs hold its identity.
+            if let AccessCategory::Mapreduce(kind) = self.info.category {
+                for (p, &i) in self.planes.iter().zip(&order) {
+                    if let (true, Arg::Out(_, d, b)) = (p.reduction, &mut planes.items[i].1) {
+                        let id = identity(kind, *d);
+                        for chunk in b.chunks_exact_mut(id.len()) {
+                            chunk.copy_from_slice(&id);
+                        }
+                    }
+                }
+            }
+            return Ok(());
+        }
+        // Bind the kernel's symbolic dims from the plane shapes and compile (cached).
+        let f = self
+            .module
+            .function(&self.kernel)
+            .ok_or_else(|| Error::Usage("kernel missing".into()))?;
+        let mut b = codegen::Bindings::world(1);
+        for (p, &i) in f.params[1..].iter().zip(&order) {
+            let shape = match &planes.items[i].1 {
+                Arg::In(s, ..) | Arg::Out(s, ..) => s.clone(),
+                Arg::Scalar(..) => vec![],
+            };
+            if let Some(decl) = f.ty(p.value).shape() {
+                for (d, &len) in decl.0.iter().zip(&shape) {
+                    match d {
+                        ir::Dim::Sym(name) => match b.dims.get(name.as_ref()) {
+                            Some(&prev) if prev != len as u64 => {
+                                return Err(Error::Usage(format!(
+                                    "plane `{}`: dimension `{name}` is {len} here but {prev} in an earlier plane",
+                                    p.name
+                                )))
+                            }
+                            _ => {
+                                b.dims.insert(name.to_string(), len as u64);
+                            }
+                        },
+                        ir::Dim::Const(c) if *c != len as u64 => {
+                            return Err(Error::Usage(format!(
+                                "plane `{}` has shape {shape:?} but `{}` declares {}",
+                                p.name,
+                                self.kernel,
+                                decl
+                            )))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let (art, _) = codegen::compile(&self.module, &self.wrapper, &b, codegen::Target::Cpu)?;
+        // Raw buffers in parameter order.
+        let bufs: Vec<(Ptr, usize)> = order
+            .iter()
+            .map(|&i| match &mut planes.items[i].1 {
+                Arg::In(_, _, b) => (Ptr(b.as_ptr() as u64), b.len()),
+                Arg::Out(_, _, b) => (Ptr(b.as_mut_ptr() as u64), b.len()),
+                Arg::Scalar(..) => (Ptr(0), 0),
+            })
+            .collect();
+        let exec = Exec {
+            plan: self,
+            art: &art,
+            n,
+        };
+        match self.info.category {
+            AccessCategory::Mapreduce(kind) => exec.mapreduce(kind, &bufs),
+            _ => exec.samplewise(&bufs),
+        }
+    }
+
+    fn plane_names(&self) -> String {
+        self.planes
+            .iter()
+            .map(|p| format!("`{}`", p.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+struct Exec<'p> {
+    plan: &'p Plan,
+    art: &'p codegen::Artifact,
+    n: usize,
+}
+
+impl Exec<'_> {
+    /// Runs samples `lo..hi` with the given buffer addresses.
+    fn call(&self, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
+        let mut slots = vec![lo as u64, hi as u64];
+        slots.extend(bufs.iter().map(|p| p.0));
+        Ok(eagle_runtime::call_entry(
+            self.art,
+            &self.plan.wrapper,
+            &slots,
+        )?)
+    }
+
+    /// Runs `units` (samples or rows) through `structure` with `threads` workers: contiguous
+    /// blocks of units per worker; `work(range)` runs one block.
+    fn team(
+        &self,
+        structure: Structure,
+        units: Range<usize>,
+        work: &(dyn Fn(Range<usize>) -> Result<()> + Sync),
+    ) -> Result<()> {
+        let single = structure == Structure::DeviceKernel
+            || self.plan.info.category == AccessCategory::CrossSampleWrite;
+        let t = if single {
+            1
+        } else {
+            self.plan.threads.min(units.len().max(1))
+        };
+        if t <= 1 {
+            return work(units);
+        }
+        let part = Partition::new(units.len(), t);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..t)
+                .map(|i| {
+                    let r = part.share(i);
+                    let r = units.start + r.start..units.start + r.end;
+                    s.spawn(move || work(r))
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Usage("a worker thread panicked".into())))
+                })
+                .collect::<Result<Vec<()>>>()
+                .map(|_| ())
+        })
+    }
+
+    fn ranks(&self) -> Result<usize> {
+        match self.plan.ranks {
+            Some(r) if r >= 1 => Ok(r),
+            Some(_) => Err(Error::Usage(
+                "argument `ranks`: simulate at least one rank".into(),
+            )),
+            None => Err(no_mpi("RankPartition::run")),
+        }
+    }
+
+    fn samplewise(&self, bufs: &[(Ptr, usize)]) -> Result<()> {
+        let ptrs: Vec<Ptr> = bufs.iter().map(|b| b.0).collect();
+        if self.plan.structure != Structure::RankPartition {
+            return self.team(self.plan.structure, 0..self.n, &|r| {
+                self.call(r.start, r.end, &ptrs)
+            });
+        }
+        // Each simulated rank computes its block into its own copy of the outputs (NaN
+        // sentinel elsewhere); the gather assembles every rank's block.
+        let r = self.ranks()?;
+        let part = Partition::new(self.n, r);
+        let outs: Vec<usize> = (0..self.plan.planes.len())
+            .filter(|&i| self.plan.planes[i].out)
+            .collect();
+        let mut gathered: Vec<Vec<f64>> = outs
+            .iter()
+            .map(|&i| vec![f64::NAN; bufs[i].1 / 8])
+            .collect();
+        for rank in 0..r {
+            let share = part.share(rank);
+            let mut copies: Vec<Vec<f64>> = outs
+                .iter()
+                .map(|&i| vec![f64::NAN; bufs[i].1 / 8])
+                .collect();
+            let mut ptrs = ptrs.clone();
+            for (k, &i) in outs.iter().enumerate() {
+                ptrs[i] = Ptr(copies[k].as_mut_ptr() as u64);
+            }
+            self.team(self.plan.inner, share.clone(), &|sub| {
+                self.call(sub.start, sub.end, &ptrs)
+            })?;
+            // allgather_plane: take this rank's samples of every component.
+            for k in 0..outs.len() {
+                let width = copies[k].len() / self.n.max(1);
+                for c in 0..width {
+                    let row = c * self.n;
+                    gathered[k][row + share.start..row + share.end]
+                        .copy_from_slice(&copies[k][row + share.start..row + share.end]);
+                }
+            }
+        }
+        for (k, &i) in outs.iter().enumerate() {
+            // SAFETY: `bufs[i]` is the output plane's storage, `bufs[i].1` bytes long.
+            let dst =
+                unsafe { std::slice::from_raw_parts_mut(bufs[i].0 .0 as *mut f64, bufs[i].1 / 8) };
+            dst.copy_from_slice(&gathered[k]);
+        }
+        Ok(())
+    }
+
+    fn mapreduce(&self, kind: ReduceKind, bufs: &[(Ptr, usize)]) -> Result<()> {
+        let rows = self.n.div_ceil(ROW);
+        let outs: Vec<usize> = (0..self.plan.planes.len())
+            .filter(|&i| self.plan.planes[i].reduction)
+            .collect();
+        let ident: Vec<Vec<u8>> = outs
+            .iter()
+            .map(|&i| {
+                let d = self.plan.planes[i].dtype;
+                identity(kind, d).repeat(bufs[i].1 / d.size())
+            })
+            .collect();
+        // partials[row][k]: the partial of output k over the samples of `row`.
+        let partials: Vec<std::sync::Mutex<Vec<Vec<u8>>>> =
+            (0..rows).map(|_| std::sync::Mutex::new(vec![])).collect();
+        let base: Vec<Ptr> = bufs.iter().map(|b| b.0).collect();
+        let do_rows = |rr: Range<usize>| -> Result<()> {
+            for row in rr {
+                let mut mine: Vec<Vec<u8>> = ident.clone();
+                let mut ptrs = base.clone();
+                for (k, &i) in outs.iter().enumerate() {
+                    ptrs[i] = Ptr(mine[k].as_mut_ptr() as u64);
+                }
+                let lo = row * ROW;
+                self.call(lo, (lo + ROW).min(self.n), &ptrs)?;
+                *partials[row].lock().unwrap_or_else(|e| e.into_inner()) =
+                    std::mem::take(&mut mine);
+            }
+            Ok(())
+        };
+        if self.plan.structure == Structure::RankPartition {
+            // Rows are dealt to ranks whole; each rank forms the partials of its rows through
+            // `inner`; allgather_fold then collects every row's partial.
+            let r = self.ranks()?;
+            let part = Partition::new(rows, r);
+            for rank in 0..r {
+                self.team(self.plan.inner, part.share(rank), &do_rows)?;
+            }
+        } else {
+            self.team(self.plan.structure, 0..rows, &do_rows)?;
+        }
+        // Fold the row partials in row order, whatever ran them.
+        for (k, &i) in outs.iter().enumerate() {
+            let d = self.plan.planes[i].dtype;
+            let mut acc = ident[k].clone();
+            for p in &partials {
+                let p = p.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(x) = p.get(k) {
+                    combine(kind, d, &mut acc, x);
+                }
+            }
+            // SAFETY: `bufs[i]` is the output plane's storage, `bufs[i].1` bytes long.
+            let dst = unsafe { std::slice::from_raw_parts_mut(bufs[i].0 .0 as *mut u8, bufs[i].1) };
+            dst.copy_from_slice(&acc);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,344 @@
+//! Execution plans: access categories, HostTeam / DeviceKernel / RankPartition (simulated
+//! ranks), bit-exact mapreduce at every world size and thread count, and bad input.
+
+use eagle::ir::{AccessCategory, EagleFn, ReduceKind};
+use eagle::plan::{plan, Partition, Planes, RankPartition, Structure, ROW};
+use eagle::prelude::*;
+
+const N: Dim = dynamic!("N");
+
+/// Sum of all samples: a mapreduce with one cell.
+#[eagle::kernel(sample)]
+pub fn total(s: usize, x: Tensor<f64, N>, out: Out<Tensor<f64, 1>>) {
+    out[0] = out[0] + x[s];
+}
+
+/// `y = 2x + 1`, and the norm of a width-2 plane: sample-local.
+#[eagle::kernel(sample, category = "sample_local")]
+pub fn affine(
+    s: usize,
+    x: Tensor<f64, N>,
+    v: Tensor<f64, 2, N>,
+    y: Out<Tensor<f64, N>>,
+    norm: Out<Tensor<f64, N>>,
+) {
+    y[s] = x[s] * 2.0 + 1.0;
+    norm[s] = sqrt(v[0][s] * v[0][s] + v[1][s] * v[1][s]);
+}
+
+/// Three-point periodic stencil: reads its neighbours, a cross-sample read.
+#[eagle::kernel(sample)]
+pub fn stencil(s: usize, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
+    let left = (s + N - 1) % N;
+    let right = (s + 1) % N;
+    y[s] = x[left] + x[s] + x[right];
+}
+
+/// A 16-bin histogram of values in [0, 1): a mapreduce over an array of cells.
+#[eagle::kernel(sample, category = "mapreduce(sum)")]
+pub fn histogram(s: usize, x: Tensor<f64, N>, hist: Out<Tensor<f64, 16>>) {
+    let b = (x[s] * 16.0) as usize;
+    hist[b] += 1.0;
+}
+
+/// Writes its neighbour: cross-sample write.
+#[eagle::kernel(sample)]
+pub fn scatter(s: usize, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
+    y[(s + 1) % N] = x[s];
+}
+
+/// Declares the wrong category.
+#[eagle::kernel(sample, category = "sample_local")]
+pub fn mislabeled(s: usize, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
+    y[s] = x[(s + 1) % N];
+}
+
+/// f32 output.
+#[eagle::kernel(sample)]
+pub fn narrow(s: usize, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>) {
+    y[s] = x[s];
+}
+
+fn wide_values(n: usize) -> Vec<f64> {
+    // Magnitudes from 1e-300 to 1e300, mixed signs: a sum whose value depends on the order.
+    (0..n)
+        .map(|i| {
+            let e = (i * 7919 % 601) as i32 - 300;
+            let m = 1.0 + (i % 97) as f64 / 97.0;
+            let sign = if (i * 31) % 3 == 0 { -1.0 } else { 1.0 };
+            sign * m * 10f64.powi(e)
+        })
+        .collect()
+}
+
+/// The documented order: rows of 32 folded left to right from 0.0, rows folded in order.
+fn reference_sum(x: &[f64], drop_rows: Option<std::ops::Range<usize>>) -> f64 {
+    let mut acc = 0.0;
+    for (r, row) in x.chunks(ROW).enumerate() {
+        if drop_rows.as_ref().is_some_and(|d| d.contains(&r)) {
+            continue;
+        }
+        acc += row.iter().fold(0.0, |a, v| a + v);
+    }
+    acc
+}
+
+#[test]
+fn categories_are_inferred_from_the_ir() {
+    let cat = |m: eagle::ir::Module, name: &str| {
+        eagle::ir::access_category(m.function(name).unwrap())
+            .unwrap()
+            .category
+    };
+    assert_eq!(
+        cat(total::module().unwrap(), "total"),
+        AccessCategory::Mapreduce(ReduceKind::Sum)
+    );
+    assert_eq!(
+        cat(affine::module().unwrap(), "affine"),
+        AccessCategory::SampleLocal
+    );
+    assert_eq!(
+        cat(stencil::module().unwrap(), "stencil"),
+        AccessCategory::CrossSampleRead
+    );
+    assert_eq!(
+        cat(histogram::module().unwrap(), "histogram"),
+        AccessCategory::Mapreduce(ReduceKind::Sum)
+    );
+    assert_eq!(
+        cat(scatter::module().unwrap(), "scatter"),
+        AccessCategory::CrossSampleWrite
+    );
+    let e = mislabeled::module().unwrap_err().to_string();
+    assert!(
+        e.contains("declared category `sample_local` but the body is `cross_sample_read`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn mapreduce_sum_is_bit_identical_at_every_world_size_and_thread_count() {
+    let n = 1_000_000;
+    let x = Tensor::from_vec(&[n], wide_values(n)).unwrap();
+    let want = reference_sum(x.data(), None);
+    let mut seen = vec![];
+    for threads in 1..=4 {
+        let p = plan(total, Structure::HostTeam, Structure::HostTeam)
+            .unwrap()
+            .with_threads(threads);
+        let mut out = Tensor::<f64>::zeros(&[1]);
+        p.run(0, &mut Planes::new().input("x", &x).output("out", &mut out))
+            .unwrap();
+        seen.push(out.data()[0].to_bits());
+    }
+    for r in 1..=8 {
+        for threads in [1, 3] {
+            let p = plan(total, Structure::RankPartition, Structure::HostTeam)
+                .unwrap()
+                .with_threads(threads)
+                .with_simulated_ranks(r);
+            let mut out = Tensor::<f64>::zeros(&[1]);
+            p.run(0, &mut Planes::new().input("x", &x).output("out", &mut out))
+                .unwrap();
+            seen.push(out.data()[0].to_bits());
+        }
+    }
+    let p = plan(total, Structure::DeviceKernel, Structure::HostTeam).unwrap();
+    let mut out = Tensor::<f64>::zeros(&[1]);
+    p.run(0, &mut Planes::new().input("x", &x).output("out", &mut out))
+        .unwrap();
+    seen.push(out.data()[0].to_bits());
+    assert!(
+        seen.iter().all(|&b| b == want.to_bits()),
+        "{seen:?} vs {}",
+        want.to_bits()
+    );
+    // The check is sensitive: dropping one rank's rows (rank 3 of 8) changes the bits.
+    let rows = n.div_ceil(ROW);
+    let dropped = reference_sum(x.data(), Some(Partition::new(rows, 8).share(3)));
+    assert_ne!(dropped.to_bits(), want.to_bits());
+}
+
+#[test]
+fn sample_local_stencil_and_histogram_match_their_goldens_everywhere() {
+    let n = 1001;
+    let x = eagle::random_tensor(&[n], 40);
+    let x64 = Tensor::from_vec(
+        &[n],
+        x.data().iter().map(|&v| (v as f64 + 1.0) / 2.0).collect(),
+    )
+    .unwrap();
+    let v = Tensor::from_vec(&[2, n], (0..2 * n).map(|i| i as f64 * 0.5 - 3.0).collect()).unwrap();
+    let structures = [
+        (Structure::HostTeam, None),
+        (Structure::DeviceKernel, None),
+        (Structure::RankPartition, Some(1)),
+        (Structure::RankPartition, Some(3)),
+        (Structure::RankPartition, Some(8)),
+    ];
+    for (st, ranks) in structures {
+        let with = |p: eagle::plan::Plan| match ranks {
+            Some(r) => p.with_simulated_ranks(r).with_threads(2),
+            None => p.with_threads(2),
+        };
+        // sample-local
+        let mut y = Tensor::<f64>::zeros(&[n]);
+        let mut norm = Tensor::<f64>::zeros(&[n]);
+        with(plan(affine, st, Structure::HostTeam).unwrap())
+            .run(
+                0,
+                &mut Planes::new()
+                    .input("x", &x64)
+                    .input("v", &v)
+                    .output("y", &mut y)
+                    .output("norm", &mut norm),
+            )
+            .unwrap();
+        for s in 0..n {
+            assert_eq!(
+                y.data()[s].to_bits(),
+                (x64.data()[s] * 2.0 + 1.0).to_bits(),
+                "{st:?} {ranks:?} y[{s}]"
+            );
+            let (a, b) = (v.data()[s], v.data()[n + s]);
+            assert_eq!(norm.data()[s].to_bits(), (a * a + b * b).sqrt().to_bits());
+        }
+        // cross-sample read
+        let mut y = Tensor::<f64>::zeros(&[n]);
+        with(plan(stencil, st, Structure::DeviceKernel).unwrap())
+            .run(0, &mut Planes::new().input("x", &x64).output("y", &mut y))
+            .unwrap();
+        for s in 0..n {
+            let d = x64.data();
+            let want = d[(s + n - 1) % n] + d[s] + d[(s + 1) % n];
+            assert_eq!(
+                y.data()[s].to_bits(),
+                want.to_bits(),
+                "{st:?} {ranks:?} stencil[{s}]"
+            );
+        }
+        // histogram mapreduce
+        let mut hist = Tensor::<f64>::zeros(&[16]);
+        with(plan(histogram, st, Structure::HostTeam).unwrap())
+            .run(
+                0,
+                &mut Planes::new().input("x", &x64).output("hist", &mut hist),
+            )
+            .unwrap();
+        let mut want = [0.0f64; 16];
+        for &val in x64.data() {
+            want[(val * 16.0) as usize] += 1.0;
+        }
+        assert_eq!(hist.data(), &want, "{st:?} {ranks:?}");
+        assert_eq!(hist.data().iter().sum::<f64>(), n as f64);
+    }
+}
+
+#[test]
+fn rank_partition_rules_and_bad_input() {
+    // Contiguous blocks, the first n % R ranks take one extra.
+    let p = Partition::new(10, 4);
+    assert_eq!(
+        (0..4).map(|r| p.share(r)).collect::<Vec<_>>(),
+        vec![0..3, 3..6, 6..8, 8..10]
+    );
+    assert_eq!(Partition::new(2, 4).share(3), 2..2);
+    assert_eq!(RankPartition::world(), (0, 1));
+    assert!(!RankPartition::available());
+    assert_eq!(RankPartition::local(&p), 0..3);
+    let e = RankPartition::allgather_plane(&[1.0], &p)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`mpi` feature") && e.contains("--features mpi"),
+        "{e}"
+    );
+    // cross_sample_write is refused by the plan itself, whatever the world size.
+    let e = plan(scatter, Structure::RankPartition, Structure::HostTeam)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cross_sample_write")
+            && e.contains("cannot be rank-partitioned at any world size"),
+        "{e}"
+    );
+    // ... but runs (single-threaded, in sample order) on a HostTeam.
+    let x = Tensor::from_vec(&[5], vec![1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+    let mut y = Tensor::<f64>::zeros(&[5]);
+    plan(scatter, Structure::HostTeam, Structure::HostTeam)
+        .unwrap()
+        .with_threads(4)
+        .run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .unwrap();
+    assert_eq!(y.data(), &[5.0, 1.0, 2.0, 3.0, 4.0]);
+    // f32 outputs are refused by name before anything launches.
+    let xf = Tensor::<f32>::zeros(&[4]);
+    let mut yf = Tensor::<f32>::zeros(&[4]);
+    let e = plan(narrow, Structure::RankPartition, Structure::HostTeam)
+        .unwrap()
+        .with_simulated_ranks(2)
+        .run(0, &mut Planes::new().input("x", &xf).output("y", &mut yf))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("output plane `y` is f32"), "{e}");
+    // RankPartition without MPI and without simulated ranks names the feature.
+    let mut y = Tensor::<f64>::zeros(&[5]);
+    let e = plan(stencil, Structure::RankPartition, Structure::HostTeam)
+        .unwrap()
+        .run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`mpi` feature"), "{e}");
+    // Missing, extra and mis-sized planes.
+    let st = plan(stencil, Structure::HostTeam, Structure::HostTeam).unwrap();
+    let e = st
+        .run(0, &mut Planes::new().input("x", &x))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("plane `y` of `stencil` is missing"), "{e}");
+    let mut y = Tensor::<f64>::zeros(&[5]);
+    let e = st
+        .run(
+            0,
+            &mut Planes::new()
+                .input("x", &x)
+                .output("y", &mut y)
+                .input("z", &x),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("plane `z` is not a parameter of `stencil`"),
+        "{e}"
+    );
+    let mut y4 = Tensor::<f64>::zeros(&[4]);
+    let e = st
+        .run(0, &mut Planes::new().input("x", &x).output("y", &mut y4))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("plane `y` has 4 samples along its last dim, but an earlier plane has n = 5"),
+        "{e}"
+    );
+    // n = 0 and n < R run, with empty shares.
+    let x0 = Tensor::<f64>::zeros(&[0]);
+    let mut out = Tensor::<f64>::zeros(&[1]);
+    plan(total, Structure::RankPartition, Structure::HostTeam)
+        .unwrap()
+        .with_simulated_ranks(4)
+        .run(
+            0,
+            &mut Planes::new().input("x", &x0).output("out", &mut out),
+        )
+        .unwrap();
+    assert_eq!(out.data(), &[0.0]);
+    let x2 = Tensor::from_vec(&[2], vec![3.0, 4.0]).unwrap();
+    let mut y2 = Tensor::<f64>::zeros(&[2]);
+    plan(stencil, Structure::RankPartition, Structure::HostTeam)
+        .unwrap()
+        .with_simulated_ranks(5)
+        .run(0, &mut Planes::new().input("x", &x2).output("y", &mut y2))
+        .unwrap();
+    assert_eq!(y2.data(), &[11.0, 10.0]);
+}
