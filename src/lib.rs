@@ -53,6 +53,7 @@ pub use eagle_runtime::{Arg, Platform, RunReport, Tensor};
 mod cli;
 pub mod golden;
 pub mod plan;
+pub mod plugin;
 mod random;
 pub use cli::{example_main, is_usage, parse_devices, CommonArgs, Step, StepOutcome};
 pub use random::random_tensor;

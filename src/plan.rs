@@ -17,6 +17,7 @@
 //! folded in row order (see `docs/determinism.md`).
 
 use crate::ir::{self, AccessCategory, AccessInfo, DType, EagleFn, Level, ReduceKind, Type};
+
 use crate::{codegen, Arg, Error, Result, Tensor};
 use eagle_runtime::Element;
 use std::ops::Range;
@@ -166,23 +167,29 @@ pub struct Plan {
 pub fn plan<K: EagleFn>(_kernel: K, structure: Structure, inner: Structure) -> Result<Plan> {
     let mut mb = ir::ModuleBuilder::new();
     K::build(&mut mb)?;
-    let generic = mb.finish();
+    plan_module(&mb.finish(), K::NAME, structure, inner)
+}
+
+/// [`plan()`] for a sample kernel given as IR (`module` holds kernel `name` and its callees),
+/// such as a kernel loaded from a plugin.
+///
+/// # Errors
+/// As [`plan()`].
+pub fn plan_module(generic: &ir::Module, name: &str, structure: Structure, inner: Structure) -> Result<Plan> {
     let f = generic
-        .function(K::NAME)
-        .ok_or_else(|| Error::Usage(format!("kernel `{}` did not build", K::NAME)))?
+        .function(name)
+        .ok_or_else(|| Error::Usage(format!("argument `kernel`: no function `{name}` in the module")))?
         .clone();
     if f.level != Level::Sample {
         return Err(Error::Usage(format!(
-            "argument `kernel`: `{}` is a {} function; plans run sample kernels, declared `#[eagle::kernel(sample)]` with the sample index as first parameter",
-            K::NAME,
+            "argument `kernel`: `{name}` is a {} function; plans run sample kernels, declared `#[eagle::kernel(sample)]` with the sample index as first parameter",
             f.level.name()
         )));
     }
     let info = ir::access_category(&f)?;
     if structure == Structure::RankPartition && info.category == AccessCategory::CrossSampleWrite {
         return Err(Error::Usage(format!(
-            "kernel `{}` is cross_sample_write (it writes other samples), so it cannot be rank-partitioned at any world size: a rank would write samples another rank owns; plan it with HostTeam or DeviceKernel",
-            K::NAME
+            "kernel `{name}` is cross_sample_write (it writes other samples), so it cannot be rank-partitioned at any world size: a rank would write samples another rank owns; plan it with HostTeam or DeviceKernel"
         )));
     }
     if structure == Structure::RankPartition && inner == Structure::RankPartition {
@@ -207,16 +214,15 @@ pub fn plan<K: EagleFn>(_kernel: K, structure: Structure, inner: Structure) -> R
     for p in &planes {
         if p.rank == 0 || p.rank > 2 {
             return Err(Error::Usage(format!(
-                "plane `{}` of `{}` has rank {}; planes are `[n]` or `[w, n]` (component-major)",
-                p.name,
-                K::NAME,
-                p.rank
+                "plane `{}` of `{name}` has rank {}; planes are `[n]` or `[w, n]` (component-major)",
+                p.name, p.rank
             )));
         }
     }
-    // The wrapper: a device function that runs the kernel for s in lo..hi.
-    let wrapper = format!("__plan_{}", K::NAME);
-    let mut mb = ir::ModuleBuilder::new();
+    // The wrapper: a device function that runs the kernel for s in lo..hi. The kernel and its
+    // callees are copied from `generic`.
+    let wrapper = format!("__plan_{name}");
+    let mut mb = ir::ModuleBuilder::from_module(generic.clone());
     let fparams = f.params.clone();
     let ftypes: Vec<Type> = fparams.iter().map(|p| f.ty(p.value).clone()).collect();
     mb.define(&wrapper, Level::Device, |fb| {
@@ -230,13 +236,13 @@ pub fn plan<K: EagleFn>(_kernel: K, structure: Structure, inner: Structure) -> R
         fb.for_range(lo, hi, |fb, s| {
             let mut args = vec![ir::Operand::Val(s)];
             args.extend(vals.iter().map(|v| ir::Operand::Val(*v)));
-            fb.call(K::NAME, K::build, args)
+            fb.call(name, |_| Ok(()), args)
         })
     })?;
     let module = mb.finish();
     ir::verify_module(&module)?;
     Ok(Plan {
-        kernel: K::NAME.to_string(),
+        kernel: name.to_string(),
         wrapper,
         module,
         info,
@@ -329,6 +335,18 @@ impl Plan {
     /// The IR of the plan (the kernel and its sample-loop wrapper), generic.
     pub fn ir(&self) -> String {
         ir::print_module(&self.module)
+    }
+    /// The kernel's name.
+    pub fn kernel(&self) -> &str {
+        &self.kernel
+    }
+    /// The generic module (kernel, callees and wrapper).
+    pub fn module(&self) -> &ir::Module {
+        &self.module
+    }
+    /// The inferred access information (category and reduction outputs).
+    pub fn access(&self) -> &AccessInfo {
+        &self.info
     }
 
     /// Runs the plan on `planes`; every output plane holds the whole result afterwards (on every

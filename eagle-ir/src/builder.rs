@@ -108,6 +108,14 @@ impl ModuleBuilder {
         Self::default()
     }
 
+    /// A builder that extends an existing module.
+    pub fn from_module(module: Module) -> Self {
+        ModuleBuilder {
+            module,
+            in_progress: vec![],
+        }
+    }
+
     /// Whether `name` is already defined.
     pub fn contains(&self, name: &str) -> bool {
         self.module.function(name).is_some()
