@@ -381,3 +381,23 @@ pub fn check_bits(what: &str, got: &[f32], want: &[f32]) -> Result<()> {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// [`check_bits`] for `f64`.
+///
+/// # Errors
+/// [`Error::Check`] naming `what`, the flat index, and both values.
+pub fn check_bits_f64(what: &str, got: &[f64], want: &[f64]) -> Result<()> {
+    if got.len() != want.len() {
+        return Err(Error::Check(format!(
+            "{what}: {} elements, expected {}",
+            got.len(),
+            want.len()
+        )));
+    }
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if g.to_bits() != w.to_bits() {
+            return Err(Error::Check(format!("{what}[{i}] = {g:?}, expected {w:?}")));
+        }
+    }
+    Ok(())
+}

@@ -175,10 +175,19 @@ pub fn plan<K: EagleFn>(_kernel: K, structure: Structure, inner: Structure) -> R
 ///
 /// # Errors
 /// As [`plan()`].
-pub fn plan_module(generic: &ir::Module, name: &str, structure: Structure, inner: Structure) -> Result<Plan> {
+pub fn plan_module(
+    generic: &ir::Module,
+    name: &str,
+    structure: Structure,
+    inner: Structure,
+) -> Result<Plan> {
     let f = generic
         .function(name)
-        .ok_or_else(|| Error::Usage(format!("argument `kernel`: no function `{name}` in the module")))?
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "argument `kernel`: no function `{name}` in the module"
+            ))
+        })?
         .clone();
     if f.level != Level::Sample {
         return Err(Error::Usage(format!(

@@ -86,7 +86,9 @@ fn signature(plan: &Plan) -> Vec<PlaneSig> {
                 PlaneSig {
                     name: p.name.clone(),
                     dtype: t.dtype().map_or("?", |d| d.name()).to_string(),
-                    shape: t.shape().map_or(vec![], |s| s.0.iter().map(|d| d.to_string()).collect()),
+                    shape: t
+                        .shape()
+                        .map_or(vec![], |s| s.0.iter().map(|d| d.to_string()).collect()),
                     out: p.out,
                 }
             })
@@ -186,25 +188,45 @@ pub fn load(dir: &Path, name: &str) -> Result<Loaded> {
     let st = std::fs::read_to_string(&sp).map_err(|e| io("cannot read", &sp, e))?;
     let sidecar: Sidecar = serde_json::from_str(&st).map_err(|e| io("malformed", &sp, e))?;
     if sidecar.name != name {
-        return Err(field("name", format!("`{name}`"), format!("`{}`", sidecar.name)));
+        return Err(field(
+            "name",
+            format!("`{name}`"),
+            format!("`{}`", sidecar.name),
+        ));
     }
     if !sidecar.targets.iter().any(|t| t == "cpu") {
-        return Err(field("targets", "a list with \"cpu\"", format!("{:?}", sidecar.targets)));
+        return Err(field(
+            "targets",
+            "a list with \"cpu\"",
+            format!("{:?}", sidecar.targets),
+        ));
     }
     let ap = dir.join("cpu").join(format!("{name}.eir"));
     let art = std::fs::read_to_string(&ap).map_err(|e| io("cannot read", &ap, e))?;
     let h = hash_of(&art);
     if h != sidecar.content_hash {
-        return Err(field("content_hash", format!("`{h}` (the hash of cpu/{name}.eir)"), format!("`{}`", sidecar.content_hash)));
+        return Err(field(
+            "content_hash",
+            format!("`{h}` (the hash of cpu/{name}.eir)"),
+            format!("`{}`", sidecar.content_hash),
+        ));
     }
     let module = parse_module(&art)?;
     verify_module(&module)?;
-    let f = module
-        .function(name)
-        .ok_or_else(|| field("name", format!("a function `{name}` in the artifact"), "none"))?;
+    let f = module.function(name).ok_or_else(|| {
+        field(
+            "name",
+            format!("a function `{name}` in the artifact"),
+            "none",
+        )
+    })?;
     let category = ir::access_category(f)?.category;
     if category.to_string() != sidecar.category {
-        return Err(field("category", format!("`{category}` (inferred from the artifact)"), format!("`{}`", sidecar.category)));
+        return Err(field(
+            "category",
+            format!("`{category}` (inferred from the artifact)"),
+            format!("`{}`", sidecar.category),
+        ));
     }
     let op = match category {
         AccessCategory::Mapreduce(k) => Some(k.name().to_string()),
@@ -221,7 +243,11 @@ pub fn load(dir: &Path, name: &str) -> Result<Loaded> {
     let plan = loaded.plan(Structure::HostTeam, Structure::HostTeam)?;
     let sig = signature(&plan);
     if sig != loaded.sidecar.signature {
-        return Err(field("signature", format!("{sig:?}"), format!("{:?}", loaded.sidecar.signature)));
+        return Err(field(
+            "signature",
+            format!("{sig:?}"),
+            format!("{:?}", loaded.sidecar.signature),
+        ));
     }
     Ok(loaded)
 }

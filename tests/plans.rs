@@ -348,12 +348,30 @@ fn plugins_deploy_load_run_and_refuse_tampering() {
     use eagle::plugin::{deploy, load};
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-histogram");
     let _ = std::fs::remove_dir_all(&dir);
-    deploy(&plan(histogram, Structure::HostTeam, Structure::HostTeam).unwrap(), &dir).unwrap();
-    deploy(&plan(stencil, Structure::HostTeam, Structure::HostTeam).unwrap(), &dir).unwrap();
+    deploy(
+        &plan(histogram, Structure::HostTeam, Structure::HostTeam).unwrap(),
+        &dir,
+    )
+    .unwrap();
+    deploy(
+        &plan(stencil, Structure::HostTeam, Structure::HostTeam).unwrap(),
+        &dir,
+    )
+    .unwrap();
     let manifest = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
-    assert!(manifest.contains("\"histogram\"") && manifest.contains("\"stencil\""), "{manifest}");
+    assert!(
+        manifest.contains("\"histogram\"") && manifest.contains("\"stencil\""),
+        "{manifest}"
+    );
     let sidecar = std::fs::read_to_string(dir.join("histogram.json")).unwrap();
-    for f in ["\"category\": \"mapreduce(sum)\"", "\"op\": \"sum\"", "\"world_size\": \"any\"", "\"targets\"", "\"content_hash\": \"fnv1a:", "\"dtype\": \"f64\""] {
+    for f in [
+        "\"category\": \"mapreduce(sum)\"",
+        "\"op\": \"sum\"",
+        "\"world_size\": \"any\"",
+        "\"targets\"",
+        "\"content_hash\": \"fnv1a:",
+        "\"dtype\": \"f64\"",
+    ] {
         assert!(sidecar.contains(f), "{f} missing from {sidecar}");
     }
     // Loaded without its source, it plans and runs like the original.
@@ -362,10 +380,15 @@ fn plugins_deploy_load_run_and_refuse_tampering() {
     let x = Tensor::from_vec(&[n], (0..n).map(|i| (i as f64 * 0.618).fract()).collect()).unwrap();
     let mut a = Tensor::<f64>::zeros(&[16]);
     let mut b = Tensor::<f64>::zeros(&[16]);
-    k.plan(Structure::RankPartition, Structure::HostTeam).unwrap().with_simulated_ranks(3)
-        .run(0, &mut Planes::new().input("x", &x).output("hist", &mut a)).unwrap();
-    plan(histogram, Structure::HostTeam, Structure::HostTeam).unwrap()
-        .run(0, &mut Planes::new().input("x", &x).output("hist", &mut b)).unwrap();
+    k.plan(Structure::RankPartition, Structure::HostTeam)
+        .unwrap()
+        .with_simulated_ranks(3)
+        .run(0, &mut Planes::new().input("x", &x).output("hist", &mut a))
+        .unwrap();
+    plan(histogram, Structure::HostTeam, Structure::HostTeam)
+        .unwrap()
+        .run(0, &mut Planes::new().input("x", &x).output("hist", &mut b))
+        .unwrap();
     assert_eq!(a.data(), b.data());
     // Unknown kernel.
     let e = load(&dir, "nope").unwrap_err().to_string();
@@ -378,10 +401,22 @@ fn plugins_deploy_load_run_and_refuse_tampering() {
     assert!(e.contains("field `content_hash`"), "{e}");
     std::fs::write(&art, &text).unwrap();
     // A sidecar whose category disagrees with the artifact is refused by field.
-    std::fs::write(dir.join("histogram.json"), sidecar.replace("mapreduce(sum)", "sample_local")).unwrap();
+    std::fs::write(
+        dir.join("histogram.json"),
+        sidecar.replace("mapreduce(sum)", "sample_local"),
+    )
+    .unwrap();
     let e = load(&dir, "histogram").unwrap_err().to_string();
-    assert!(e.contains("field `category`") && e.contains("`mapreduce(sum)` (inferred from the artifact)"), "{e}");
-    std::fs::write(dir.join("histogram.json"), sidecar.replace("\"dtype\": \"f64\"", "\"dtype\": \"f32\"")).unwrap();
+    assert!(
+        e.contains("field `category`")
+            && e.contains("`mapreduce(sum)` (inferred from the artifact)"),
+        "{e}"
+    );
+    std::fs::write(
+        dir.join("histogram.json"),
+        sidecar.replace("\"dtype\": \"f64\"", "\"dtype\": \"f32\""),
+    )
+    .unwrap();
     let e = load(&dir, "histogram").unwrap_err().to_string();
     assert!(e.contains("field `signature`"), "{e}");
     std::fs::write(dir.join("histogram.json"), &sidecar).unwrap();
