@@ -27,8 +27,9 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     )?;
     let mut counts = Tensor::<f64>::zeros(&[64]);
     let p = match s.mode() {
-        Some("rank_partition") => plan(histogram, Structure::RankPartition, Structure::HostTeam)?
-            .with_simulated_ranks(s.world_size()),
+        Some("rank_partition") => {
+            plan(histogram, Structure::RankPartition, Structure::HostTeam)?.on_world(s.world_size())
+        }
         _ => plan(histogram, Structure::HostTeam, Structure::HostTeam)?,
     };
     p.run(

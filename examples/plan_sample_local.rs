@@ -28,8 +28,9 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     let mut r = Tensor::<f64>::zeros(&[n]);
     let mut r2 = Tensor::<f64>::zeros(&[n]);
     let p = match s.mode() {
-        Some("rank_partition") => plan(polar, Structure::RankPartition, Structure::HostTeam)?
-            .with_simulated_ranks(s.world_size()),
+        Some("rank_partition") => {
+            plan(polar, Structure::RankPartition, Structure::HostTeam)?.on_world(s.world_size())
+        }
         _ => plan(polar, Structure::HostTeam, Structure::HostTeam)?,
     };
     p.run(

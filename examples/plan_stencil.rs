@@ -30,7 +30,7 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     let mut y = Tensor::<f64>::zeros(&[n]);
     let p = match s.mode() {
         Some("rank_partition") => plan(smooth, Structure::RankPartition, Structure::DeviceKernel)?
-            .with_simulated_ranks(s.world_size()),
+            .on_world(s.world_size()),
         _ => plan(smooth, Structure::HostTeam, Structure::HostTeam)?,
     };
     p.run(

@@ -167,17 +167,23 @@ pub fn is_usage(e: &Error) -> bool {
 /// prints `OK` (exit 0), or the error (exit 2 for bad input, 1 for a failed run).
 pub fn example_main(step: Step) -> ExitCode {
     let args = ExampleArgs::parse();
+    let mpi = crate::MpiGuard::init();
     let run = || -> Result<()> {
         step.check_mode(args.mode.as_deref())?;
         let s = args.common.session(args.mode.clone())?;
         (step.run)(&s)
     };
-    match run() {
-        Ok(()) => {
+    let result = run();
+    let ok = mpi.all_ok(result.is_ok());
+    match result {
+        Ok(()) if ok => {
             use std::io::Write;
-            let _ = writeln!(std::io::stdout(), "OK");
+            if mpi.is_root() {
+                let _ = writeln!(std::io::stdout(), "OK");
+            }
             ExitCode::SUCCESS
         }
+        Ok(()) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(if is_usage(&e) { 2 } else { 1 })

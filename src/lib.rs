@@ -137,6 +137,18 @@ impl Session {
             )
             .into());
         }
+        #[cfg(feature = "mpi")]
+        {
+            let (_, size) = eagle_runtime::mpi_rt::world();
+            if size > 1 && devices.len() != size {
+                return Err(E::Devices(format!(
+                    "mpirun started {size} process(es) but {} device(s) were given; give one device per process, e.g. `mpirun -np {size} eagle -d {}`",
+                    devices.len(),
+                    (0..size).map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+                ))
+                .into());
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         for &d in &devices {
             if !seen.insert(d) {
@@ -400,4 +412,45 @@ pub fn check_bits_f64(what: &str, got: &[f64], want: &[f64]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Starts MPI when the process was launched by `mpirun` (feature `mpi`) and finalises it when
+/// dropped; without the feature, or without `mpirun`, the world is one rank. Hold it for the
+/// whole of `main`.
+#[derive(Debug)]
+pub struct MpiGuard {
+    /// This process's rank.
+    pub rank: usize,
+    /// The number of processes.
+    pub size: usize,
+}
+
+impl MpiGuard {
+    /// Initialises MPI if launched under `mpirun`.
+    pub fn init() -> MpiGuard {
+        #[cfg(feature = "mpi")]
+        let (rank, size) = eagle_runtime::mpi_rt::init();
+        #[cfg(not(feature = "mpi"))]
+        let (rank, size) = (0, 1);
+        MpiGuard { rank, size }
+    }
+    /// Whether this process prints (rank 0).
+    pub fn is_root(&self) -> bool {
+        self.rank == 0
+    }
+    /// Whether `ok` holds on every rank (ranks agree on success before they report it).
+    pub fn all_ok(&self, ok: bool) -> bool {
+        #[cfg(feature = "mpi")]
+        if self.size > 1 {
+            return eagle_runtime::mpi_rt::all_ok(ok);
+        }
+        ok
+    }
+}
+
+impl Drop for MpiGuard {
+    fn drop(&mut self) {
+        #[cfg(feature = "mpi")]
+        eagle_runtime::mpi_rt::finalize();
+    }
 }

@@ -58,6 +58,9 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Under `mpirun` (feature `mpi`) every process runs every step for its own rank; rank 0
+    // prints, and the ranks agree on success before anyone reports it.
+    let mpi = eagle::MpiGuard::init();
     let steps = all_steps();
     let selected: Vec<eagle::Step> = match &cli.step {
         None => steps,
@@ -137,6 +140,9 @@ fn main() -> ExitCode {
                 }
             };
             // A closed stdout (`eagle | head`) must not panic: stop printing, keep the exit code.
+            if !mpi.is_root() {
+                continue;
+            }
             let _ = writeln!(
                 out,
                 "step {label:<36} P={p:<2} compile {:>8.2} ms  run {:>8.2} ms  {status}",
@@ -144,8 +150,11 @@ fn main() -> ExitCode {
             );
         }
     }
-    if failed > 0 {
-        eprintln!("{failed} of {total} step runs failed");
+    let ok = mpi.all_ok(failed == 0);
+    if !ok || failed > 0 {
+        if mpi.is_root() {
+            eprintln!("{failed} of {total} step runs failed");
+        }
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -102,30 +102,93 @@ pub struct RankPartition;
 impl RankPartition {
     /// Whether this build can run over MPI (`mpi` cargo feature).
     pub fn available() -> bool {
-        false
+        cfg!(feature = "mpi")
     }
     /// `(rank, size)` of this process: `(0, 1)` when not launched by `mpirun` (always, in a
     /// build without the `mpi` feature).
     pub fn world() -> (usize, usize) {
+        #[cfg(feature = "mpi")]
+        return eagle_runtime::mpi_rt::world();
+        #[cfg(not(feature = "mpi"))]
         (0, 1)
     }
     /// This process's share of `partition`.
     pub fn local(partition: &Partition) -> Range<usize> {
         partition.share(Self::world().0)
     }
-    /// Gathers each rank's share of a plane so every rank holds all of it, over MPI.
+    /// Gathers each rank's share of a plane (`local`, this rank's samples of `partition`) so
+    /// every rank holds all of it, in sample order, over MPI (an all-gather-varcount).
     ///
     /// # Errors
-    /// [`Error::Usage`] naming the `mpi` feature, in a build without it.
-    pub fn allgather_plane(_local: &[f64], _partition: &Partition) -> Result<Vec<f64>> {
-        Err(no_mpi("RankPartition::allgather_plane"))
+    /// [`Error::Usage`] naming the `mpi` feature, in a build without it, or when `local` does not
+    /// have this rank's share length.
+    pub fn allgather_plane(local: &[f64], partition: &Partition) -> Result<Vec<f64>> {
+        let (me, size) = Self::world();
+        if !Self::available() {
+            return Err(no_mpi("RankPartition::allgather_plane"));
+        }
+        if partition.parts != size || local.len() != partition.share(me).len() {
+            return Err(Error::Usage(format!(
+                "argument `local`: rank {me} of {size} holds {} values but its share of {partition:?} is {}",
+                local.len(),
+                partition.share(me).len()
+            )));
+        }
+        let counts: Vec<usize> = (0..size).map(|q| partition.share(q).len() * 8).collect();
+        Ok(bytes_f64(&allgather(&f64_bytes(local), &counts)?))
     }
-    /// Gathers every rank's row partials and folds them in row order, over MPI.
+    /// Gathers every rank's row partials (`local`: `cells` values per row, for this rank's rows
+    /// of `rows`, in row order) and folds all rows in row order with `op`, over MPI: every rank
+    /// gets the same `cells` values, whatever the world size.
     ///
     /// # Errors
-    /// [`Error::Usage`] naming the `mpi` feature, in a build without it.
-    pub fn allgather_fold(_local: &[f64], _rows: &Partition, _op: ReduceKind) -> Result<Vec<f64>> {
-        Err(no_mpi("RankPartition::allgather_fold"))
+    /// [`Error::Usage`] naming the `mpi` feature, in a build without it, or for a `local` of
+    /// the wrong length.
+    pub fn allgather_fold(
+        local: &[f64],
+        rows: &Partition,
+        cells: usize,
+        op: ReduceKind,
+    ) -> Result<Vec<f64>> {
+        let (me, size) = Self::world();
+        if !Self::available() {
+            return Err(no_mpi("RankPartition::allgather_fold"));
+        }
+        if rows.parts != size || local.len() != rows.share(me).len() * cells {
+            return Err(Error::Usage(format!(
+                "argument `local`: rank {me} holds {} values, expected {} rows x {cells} cells",
+                local.len(),
+                rows.share(me).len()
+            )));
+        }
+        let counts: Vec<usize> = (0..size).map(|q| rows.share(q).len() * cells * 8).collect();
+        let all = allgather(&f64_bytes(local), &counts)?;
+        let mut acc = identity(op, DType::F64).repeat(cells);
+        for row in all.chunks_exact((cells * 8).max(1)) {
+            combine(op, DType::F64, &mut acc, row);
+        }
+        Ok(bytes_f64(&acc))
+    }
+}
+
+fn f64_bytes(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn bytes_f64(b: &[u8]) -> Vec<f64> {
+    b.chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect()
+}
+
+/// An all-gather-varcount of bytes over MPI.
+fn allgather(mine: &[u8], counts: &[usize]) -> Result<Vec<u8>> {
+    #[cfg(feature = "mpi")]
+    return Ok(eagle_runtime::mpi_rt::allgather_bytes(mine, counts));
+    #[cfg(not(feature = "mpi"))]
+    {
+        let _ = (mine, counts);
+        Err(no_mpi("RankPartition"))
     }
 }
 
@@ -336,6 +399,15 @@ impl Plan {
     pub fn with_simulated_ranks(mut self, r: usize) -> Self {
         self.ranks = Some(r);
         self
+    }
+    /// For `RankPartition`: runs over the MPI world when this process was launched by `mpirun`
+    /// with more than one process, else over `r` simulated ranks in this process.
+    pub fn on_world(self, r: usize) -> Self {
+        if RankPartition::world().1 > 1 {
+            self
+        } else {
+            self.with_simulated_ranks(r)
+        }
     }
     /// The inferred access category.
     pub fn category(&self) -> AccessCategory {
@@ -580,12 +652,18 @@ impl Exec<'_> {
         })
     }
 
-    fn ranks(&self) -> Result<usize> {
+    /// The ranks this process computes, the world size, and whether the world is MPI: all of
+    /// `0..R` when simulating R ranks in-process, or this process's rank of the MPI world.
+    fn ranks(&self) -> Result<(Vec<usize>, usize, bool)> {
         match self.plan.ranks {
-            Some(r) if r >= 1 => Ok(r),
+            Some(r) if r >= 1 => Ok(((0..r).collect(), r, false)),
             Some(_) => Err(Error::Usage(
                 "argument `ranks`: simulate at least one rank".into(),
             )),
+            None if RankPartition::available() => {
+                let (me, size) = RankPartition::world();
+                Ok((vec![me], size, true))
+            }
             None => Err(no_mpi("RankPartition::run")),
         }
     }
@@ -599,7 +677,7 @@ impl Exec<'_> {
         }
         // Each simulated rank computes its block into its own copy of the outputs (NaN
         // sentinel elsewhere); the gather assembles every rank's block.
-        let r = self.ranks()?;
+        let (mine, r, mpi) = self.ranks()?;
         let part = Partition::new(self.n, r);
         let outs: Vec<usize> = (0..self.plan.planes.len())
             .filter(|&i| self.plan.planes[i].out)
@@ -608,7 +686,7 @@ impl Exec<'_> {
             .iter()
             .map(|&i| vec![f64::NAN; bufs[i].1 / 8])
             .collect();
-        for rank in 0..r {
+        for &rank in &mine {
             let share = part.share(rank);
             let mut copies: Vec<Vec<f64>> = outs
                 .iter()
@@ -626,8 +704,13 @@ impl Exec<'_> {
                 let width = copies[k].len() / self.n.max(1);
                 for c in 0..width {
                     let row = c * self.n;
-                    gathered[k][row + share.start..row + share.end]
-                        .copy_from_slice(&copies[k][row + share.start..row + share.end]);
+                    let src = &copies[k][row + share.start..row + share.end];
+                    if mpi {
+                        let all = RankPartition::allgather_plane(src, &part)?;
+                        gathered[k][row..row + self.n].copy_from_slice(&all);
+                    } else {
+                        gathered[k][row + share.start..row + share.end].copy_from_slice(src);
+                    }
                 }
             }
         }
@@ -673,10 +756,34 @@ impl Exec<'_> {
         if self.plan.structure == Structure::RankPartition {
             // Rows are dealt to ranks whole; each rank forms the partials of its rows through
             // `inner`; allgather_fold then collects every row's partial.
-            let r = self.ranks()?;
+            let (mine, r, mpi) = self.ranks()?;
             let part = Partition::new(rows, r);
-            for rank in 0..r {
+            for &rank in &mine {
                 self.team(self.plan.inner, part.share(rank), &do_rows)?;
+            }
+            if mpi {
+                // allgather_fold: every rank contributes the partials of its rows, row-major;
+                // the fold below then runs on every rank in row order.
+                let me = mine[0];
+                let row_bytes: usize = ident.iter().map(Vec::len).sum();
+                let mut local = Vec::with_capacity(part.share(me).len() * row_bytes);
+                for row in part.share(me) {
+                    let p = partials[row].lock().unwrap_or_else(|e| e.into_inner());
+                    for v in p.iter() {
+                        local.extend_from_slice(v);
+                    }
+                }
+                let counts: Vec<usize> = (0..r).map(|q| part.share(q).len() * row_bytes).collect();
+                let all = allgather(&local, &counts)?;
+                for (row, chunk) in all.chunks_exact(row_bytes.max(1)).enumerate().take(rows) {
+                    let mut at = 0;
+                    let mut v = vec![];
+                    for id in &ident {
+                        v.push(chunk[at..at + id.len()].to_vec());
+                        at += id.len();
+                    }
+                    *partials[row].lock().unwrap_or_else(|e| e.into_inner()) = v;
+                }
             }
         } else {
             self.team(self.plan.structure, 0..rows, &do_rows)?;

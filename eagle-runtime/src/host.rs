@@ -437,6 +437,10 @@ pub fn run_with(
     let Interp {
         windows, mut jobs, ..
     } = it;
+    #[cfg(feature = "mpi")]
+    if crate::mpi_rt::active() {
+        return run_mpi(art, args, p, jobs, windows, opts, t0);
+    }
     // Copy inputs to device memory.
     for js in &mut jobs {
         for j in js.iter_mut() {
@@ -638,4 +642,185 @@ pub fn call_entry(art: &Artifact, name: &str, slots: &[u64]) -> Result<(), Runti
         });
     }
     Ok(())
+}
+
+/// Copies the tensor arguments of `j` from the host into fresh device buffers.
+#[cfg(feature = "mpi")]
+fn copy_in(j: &mut Job, args: &[Arg<'_>]) {
+    for a in &j.args {
+        if let JobArg::Tensor {
+            arg, off, bytes, ..
+        } = a
+        {
+            let mut buf = vec![0u64; bytes.div_ceil(8).max(1)];
+            let src = match &args[*arg] {
+                Arg::In(_, _, b) => &b[*off..off + bytes],
+                Arg::Out(_, _, b) => &b[*off..off + bytes],
+                Arg::Scalar(..) => &[][..],
+            };
+            // SAFETY: `buf` holds at least `bytes` bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src.as_ptr(),
+                    buf.as_mut_ptr().cast::<u8>(),
+                    src.len(),
+                )
+            };
+            j.buffers.push(buf);
+        }
+    }
+}
+
+/// The host program under MPI: this process runs the dispatches of its own rank, then the
+/// ranks exchange the output slices they wrote so that every rank holds the whole output.
+#[cfg(feature = "mpi")]
+fn run_mpi(
+    art: &Artifact,
+    args: &mut [Arg<'_>],
+    p: usize,
+    mut jobs: Vec<Vec<Job>>,
+    windows: Vec<(usize, usize, String)>,
+    opts: &RunOptions,
+    t0: Instant,
+) -> Result<RunReport, RuntimeError> {
+    use crate::mpi_rt;
+    let (rank, size) = mpi_rt::world();
+    if p != size {
+        return Err(RuntimeError::Devices(format!(
+            "mpirun started {size} process(es) but the device list has {p} device(s); give one device per process, e.g. `mpirun -np {p} eagle -d ...` with {p} ids"
+        )));
+    }
+    // Every rank must allocate the same windows: compare the lists before allocating.
+    let mine: Vec<u8> = std::iter::once(windows.len() as u64)
+        .chain(windows.iter().map(|w| w.0 as u64))
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let lens = mpi_rt::allgather_bytes(&(mine.len() as u64).to_le_bytes(), &vec![8; size]);
+    let counts: Vec<usize> = lens
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()) as usize)
+        .collect();
+    let all = mpi_rt::allgather_bytes(&mine, &counts);
+    let mut at = 0;
+    for (q, &c) in counts.iter().enumerate() {
+        if all[at..at + c] != mine[..] {
+            let theirs: Vec<u64> = all[at..at + c]
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                .collect();
+            return Err(RuntimeError::RankFailed {
+                rank,
+                message: format!(
+                    "the window buffers differ between ranks: rank {rank} allocates {} window(s) of {:?} bytes, rank {q} allocates {} of {:?}; every rank must run the host program with the same shapes",
+                    windows.len(),
+                    windows.iter().map(|w| w.0).collect::<Vec<_>>(),
+                    theirs.first().copied().unwrap_or(0),
+                    theirs.get(1..).unwrap_or(&[])
+                ),
+            });
+        }
+        at += c;
+    }
+    let wins = mpi_rt::Windows::allocate(&windows.iter().map(|w| w.0).collect::<Vec<_>>());
+    let dispatches = jobs.iter().map(Vec::len).sum();
+    for j in jobs[rank].iter_mut() {
+        copy_in(j, args);
+        let Some(entry) = art.code.entries.get(&j.callee).copied() else {
+            mpi_rt::fail_job(
+                rank,
+                &RuntimeError::RankFailed {
+                    rank,
+                    message: format!("no compiled code for `{}`", j.callee),
+                },
+            );
+        };
+        let mut k = 0;
+        let mut slots = vec![];
+        for a in &j.args {
+            slots.push(match a {
+                JobArg::Tensor { .. } => {
+                    let p = j.buffers[k].as_mut_ptr() as u64;
+                    k += 1;
+                    p
+                }
+                JobArg::Window(w) => *w as u64,
+                JobArg::Scalar(b) => *b,
+                JobArg::Ctx => 0,
+            });
+        }
+        let mut env = mpi_rt::MpiEnv {
+            wins: &wins,
+            art,
+            rank,
+            size,
+            timeout: opts.wait_timeout,
+            error: None,
+        };
+        let mut ctx = mpi_rt::device_ctx(&mut env);
+        // SAFETY: as in `device_main`: the ABI slots match the callee's parameters.
+        let st = unsafe { entry(&mut ctx, slots.as_ptr()) };
+        if st != 0 {
+            let message = env
+                .error
+                .take()
+                .unwrap_or_else(|| format!("`{}` returned status {st}", j.callee));
+            mpi_rt::fail_job(rank, &RuntimeError::RankFailed { rank, message });
+        }
+    }
+    mpi_rt::barrier();
+    // Every rank knows which output slices every rank wrote (all ran the same host program).
+    let outs: Vec<usize> = (0..args.len())
+        .filter(|&a| matches!(args[a], Arg::Out(..)))
+        .collect();
+    for a in outs {
+        let ranges = |q: usize| -> Vec<(usize, usize, usize, usize)> {
+            // (job, buffer index, offset, bytes)
+            let mut v = vec![];
+            for (ji, j) in jobs[q].iter().enumerate() {
+                let mut k = 0;
+                for ja in &j.args {
+                    if let JobArg::Tensor {
+                        arg,
+                        off,
+                        bytes,
+                        out,
+                    } = ja
+                    {
+                        if *arg == a && *out {
+                            v.push((ji, k, *off, *bytes));
+                        }
+                        k += 1;
+                    }
+                }
+            }
+            v
+        };
+        let counts: Vec<usize> = (0..size)
+            .map(|q| ranges(q).iter().map(|r| r.3).sum())
+            .collect();
+        let mut mine = Vec::with_capacity(counts[rank]);
+        for (ji, k, _, bytes) in ranges(rank) {
+            // SAFETY: the buffer holds at least `bytes` bytes.
+            let b = unsafe {
+                std::slice::from_raw_parts(jobs[rank][ji].buffers[k].as_ptr().cast::<u8>(), bytes)
+            };
+            mine.extend_from_slice(b);
+        }
+        let all = mpi_rt::allgather_bytes(&mine, &counts);
+        let mut at = 0;
+        if let Arg::Out(_, _, dst) = &mut args[a] {
+            for q in 0..size {
+                for (_, _, off, bytes) in ranges(q) {
+                    dst[off..off + bytes].copy_from_slice(&all[at..at + bytes]);
+                    at += bytes;
+                }
+            }
+        }
+    }
+    drop(wins);
+    let _ = &mut jobs;
+    Ok(RunReport {
+        run_time: t0.elapsed(),
+        dispatches,
+    })
 }

@@ -10,6 +10,9 @@
 
 mod error;
 mod host;
+/// The MPI transport (feature `mpi`).
+#[cfg(feature = "mpi")]
+pub mod mpi_rt;
 mod race;
 mod sim;
 mod tensor;
