@@ -26,6 +26,8 @@ pub struct StepOutcome {
     pub run_ms: f64,
     /// OK, or the error.
     pub result: Result<()>,
+    /// FNV-1a over the output digests of every launch of the step.
+    pub digest: u64,
 }
 
 impl Step {
@@ -39,9 +41,15 @@ impl Step {
                 .iter()
                 .fold(0.0, |a, r| a + f(r).as_secs_f64() * 1e3)
         };
+        let digests: Vec<u8> = reports
+            .iter()
+            .flat_map(|r| r.digest.to_le_bytes())
+            .collect();
+        let digest = eagle_codegen::fnv1a(&digests);
         let compile_ms = ms(&|r| r.compile_time);
         let run_ms = ms(&|r| r.run.run_time);
         StepOutcome {
+            digest,
             compile_ms,
             run_ms,
             result,

@@ -103,6 +103,9 @@ pub struct LaunchReport {
     pub artifact_key: u64,
     /// The run.
     pub run: RunReport,
+    /// FNV-1a of the bytes of every output tensor after the run: equal digests mean
+    /// bit-identical outputs (compare platforms, transports and ranks with it).
+    pub digest: u64,
 }
 
 /// A world of devices on a platform, and the options of a run.
@@ -253,7 +256,15 @@ impl Session {
             );
         }
         let run = eagle_runtime::run_with(&art, &mut args, self.world_size(), &self.options)?;
+        let mut bytes = vec![];
+        for a in &args {
+            if let Arg::Out(_, _, b) = a {
+                bytes.extend_from_slice(b);
+            }
+        }
+        let digest = codegen::fnv1a(&bytes);
         let report = LaunchReport {
+            digest,
             compile_time: if cache_hit {
                 Duration::ZERO
             } else {
@@ -437,6 +448,21 @@ impl MpiGuard {
     /// Whether this process prints (rank 0).
     pub fn is_root(&self) -> bool {
         self.rank == 0
+    }
+    /// The first rank whose `digest` differs from rank 0's (always `None` on one rank).
+    pub fn rank_differing(&self, digest: u64) -> Option<usize> {
+        #[cfg(feature = "mpi")]
+        if self.size > 1 {
+            let all =
+                eagle_runtime::mpi_rt::allgather_bytes(&digest.to_le_bytes(), &vec![8; self.size]);
+            let d: Vec<u64> = all
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+                .collect();
+            return d.iter().position(|x| *x != d[0]);
+        }
+        let _ = digest;
+        None
     }
     /// Whether `ok` holds on every rank (ranks agree on success before they report it).
     pub fn all_ok(&self, ok: bool) -> bool {

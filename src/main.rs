@@ -54,6 +54,10 @@ struct Cli {
     /// Run only this mode of the selected steps that have it.
     #[arg(long)]
     mode: Option<String>,
+    /// Print a digest of each step's outputs (equal digests: bit-identical outputs). Under
+    /// `mpirun`, every rank's digest is compared with rank 0's.
+    #[arg(long)]
+    digest: bool,
 }
 
 fn main() -> ExitCode {
@@ -130,8 +134,13 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let outcome = st.execute(&session);
+            let mut outcome = st.execute(&session);
             let p = session.world_size();
+            if let Some(q) = mpi.rank_differing(outcome.digest) {
+                outcome.result = Err(eagle::Error::Check(format!(
+                    "rank {q}'s outputs differ from rank 0's (digest)"
+                )));
+            }
             let status = match &outcome.result {
                 Ok(()) => "OK".to_string(),
                 Err(e) => {
@@ -143,9 +152,14 @@ fn main() -> ExitCode {
             if !mpi.is_root() {
                 continue;
             }
+            let digest = if cli.digest {
+                format!("  digest={:016x}", outcome.digest)
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "step {label:<36} P={p:<2} compile {:>8.2} ms  run {:>8.2} ms  {status}",
+                "step {label:<36} P={p:<2} compile {:>8.2} ms  run {:>8.2} ms  {status}{digest}",
                 outcome.compile_ms, outcome.run_ms
             );
         }

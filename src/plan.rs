@@ -134,8 +134,42 @@ impl RankPartition {
                 partition.share(me).len()
             )));
         }
-        let counts: Vec<usize> = (0..size).map(|q| partition.share(q).len() * 8).collect();
-        Ok(bytes_f64(&allgather(&f64_bytes(local), &counts)?))
+        let mut out = vec![0f64; partition.n];
+        Self::allgather_plane_into(local, partition, &mut out)?;
+        Ok(out)
+    }
+    /// [`RankPartition::allgather_plane`] into a caller's buffer of `partition.n` values (no
+    /// allocation: the form to use in a loop).
+    ///
+    /// # Errors
+    /// As [`RankPartition::allgather_plane`], and when `out` does not hold `partition.n` values.
+    pub fn allgather_plane_into(
+        local: &[f64],
+        partition: &Partition,
+        out: &mut [f64],
+    ) -> Result<()> {
+        let (me, size) = Self::world();
+        if !Self::available() {
+            return Err(no_mpi("RankPartition::allgather_plane"));
+        }
+        if partition.parts != size
+            || local.len() != partition.share(me).len()
+            || out.len() != partition.n
+        {
+            return Err(Error::Usage(format!(
+                "RankPartition::allgather_plane_into: rank {me} of {size} holds {} values (its share of {partition:?} is {}) and an output of {} values (expected {})",
+                local.len(),
+                partition.share(me).len(),
+                out.len(),
+                partition.n
+            )));
+        }
+        let counts: Vec<usize> = (0..size).map(|q| partition.share(q).len()).collect();
+        #[cfg(feature = "mpi")]
+        eagle_runtime::mpi_rt::allgather_f64_into(local, &counts, out);
+        #[cfg(not(feature = "mpi"))]
+        let _ = counts;
+        Ok(())
     }
     /// Gathers every rank's row partials (`local`: `cells` values per row, for this rank's rows
     /// of `rows`, in row order) and folds all rows in row order with `op`, over MPI: every rank
@@ -706,8 +740,12 @@ impl Exec<'_> {
                     let row = c * self.n;
                     let src = &copies[k][row + share.start..row + share.end];
                     if mpi {
-                        let all = RankPartition::allgather_plane(src, &part)?;
-                        gathered[k][row..row + self.n].copy_from_slice(&all);
+                        let src = src.to_vec();
+                        RankPartition::allgather_plane_into(
+                            &src,
+                            &part,
+                            &mut gathered[k][row..row + self.n],
+                        )?;
                     } else {
                         gathered[k][row + share.start..row + share.end].copy_from_slice(src);
                     }

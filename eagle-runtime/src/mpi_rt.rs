@@ -17,6 +17,9 @@
 //! 5. A failure on any rank prints that rank's error and calls `MPI_Abort`, which ends every
 //!    rank within seconds: no rank is left waiting for a peer that is gone.
 
+/// The rsmpi crate, for programs that also call MPI directly (benchmarks compare against it).
+pub use mpi;
+
 use crate::error::RuntimeError;
 use eagle_codegen::abi::{sigkind, DeviceCtx, Hooks};
 use eagle_codegen::Artifact;
@@ -515,4 +518,19 @@ pub(crate) fn device_ctx(env: &mut MpiEnv<'_>) -> DeviceCtx {
         hooks: &HOOKS,
         env: env as *mut MpiEnv<'_> as *mut c_void,
     }
+}
+
+/// Gathers `mine` (this rank's values) from every rank into `out`, in rank order, given every
+/// rank's count: an all-gather-varcount of `f64` with no staging copies.
+pub fn allgather_f64_into(mine: &[f64], counts: &[usize], out: &mut [f64]) {
+    use mpi::datatype::PartitionMut;
+    use mpi::traits::CommunicatorCollectives;
+    let c: Vec<i32> = counts.iter().map(|&x| x as i32).collect();
+    let mut displs = vec![0i32; counts.len()];
+    for i in 1..counts.len() {
+        displs[i] = displs[i - 1] + c[i - 1];
+    }
+    let world = mpi::topology::SimpleCommunicator::world();
+    let mut p = PartitionMut::new(out, &c[..], &displs[..]);
+    world.all_gather_varcount_into(mine, &mut p);
 }
