@@ -1,0 +1,377 @@
+//! eagle kernels against the same loops compiled by rustc, on the same seeded inputs in the
+//! same process, plus compile latency and launch overhead. Prints markdown tables and writes
+//! `docs/perf-ratios.svg`.
+//!
+//! `cargo bench --bench kernels`
+//!
+//! Each eagle kernel runs inside one per-device program, `iters` times in a loop, and the time
+//! of the same program with 0 iterations (dispatch, copies) is subtracted, so the figure is the
+//! kernel's own. Each Rust kernel is timed over the same number of iterations.
+
+use eagle::plan::{plan, Planes, Structure};
+use eagle::prelude::*;
+use std::hint::black_box;
+use std::time::Instant;
+
+const N: usize = 1 << 16;
+const B: usize = 1024;
+const H: usize = 256;
+const W: usize = 256;
+const M: usize = 64;
+const NR: Dim = dynamic!("NR");
+const S: Dim = dynamic!("S");
+
+/// y = a * x + y (f32), in tiles of B.
+#[eagle::kernel(device)]
+pub fn saxpy32_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>, a: f32, iters: usize) {
+    for it in 0..iters {
+        for i in 0..N / B {
+            store(y, [i * B], load(x, [i * B], [B]) * a + load(y, [i * B], [B]));
+        }
+    }
+}
+#[eagle::host]
+pub fn saxpy32(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, a: f32, iters: usize) {
+    for r in 0..world_size() {
+        saxpy32_d(x[r], y[r], a, iters, device = r);
+    }
+}
+
+/// y = a * x + y (f64).
+#[eagle::kernel(device)]
+pub fn saxpy64_d(ctx: Ctx, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>, a: f64, iters: usize) {
+    for it in 0..iters {
+        for i in 0..N / B {
+            store(y, [i * B], load(x, [i * B], [B]) * a + load(y, [i * B], [B]));
+        }
+    }
+}
+#[eagle::host]
+pub fn saxpy64(x: Tensor<f64, NR, N>, y: Out<Tensor<f64, NR, N>>, a: f64, iters: usize) {
+    for r in 0..world_size() {
+        saxpy64_d(x[r], y[r], a, iters, device = r);
+    }
+}
+
+/// Five-point stencil on the interior of an H x W grid, one row tile at a time.
+#[eagle::kernel(device)]
+pub fn stencil_d(ctx: Ctx, u: Tensor<f32, H, W>, v: Out<Tensor<f32, H, W>>, iters: usize) {
+    for it in 0..iters {
+        for i in 1..H - 1 {
+            let c = load(u, [i, 1], [1, W - 2]);
+            let n = load(u, [i - 1, 1], [1, W - 2]);
+            let s = load(u, [i + 1, 1], [1, W - 2]);
+            let w = load(u, [i, 0], [1, W - 2]);
+            let e = load(u, [i, 2], [1, W - 2]);
+            store(v, [i, 1], (c + n + s + w + e) * 0.2);
+        }
+    }
+}
+#[eagle::host]
+pub fn stencil(u: Tensor<f32, NR, H, W>, v: Out<Tensor<f32, NR, H, W>>, iters: usize) {
+    for r in 0..world_size() {
+        stencil_d(u[r], v[r], iters, device = r);
+    }
+}
+
+/// Dot product: B lane partials accumulated tile by tile (in order), then summed in order.
+#[eagle::kernel(device)]
+pub fn dot_d(ctx: Ctx, x: Tensor<f32, N>, y: Tensor<f32, N>, acc: Out<Tensor<f32, B>>, out: Out<Tensor<f32, 1>>, iters: usize) {
+    for it in 0..iters {
+        store(acc, [0], load(x, [0], [B]) * load(y, [0], [B]));
+        for i in 1..N / B {
+            store(acc, [0], fma(load(x, [i * B], [B]), load(y, [i * B], [B]), load(acc, [0], [B])));
+        }
+        let mut s = 0.0f32;
+        for j in 0..B {
+            s += acc[j];
+        }
+        out[0] = s;
+    }
+}
+#[eagle::host]
+pub fn dot(x: Tensor<f32, NR, N>, y: Tensor<f32, NR, N>, acc: Out<Tensor<f32, NR, B>>, out: Out<Tensor<f32, NR, 1>>, iters: usize) {
+    for r in 0..world_size() {
+        dot_d(x[r], y[r], acc[r], out[r], iters, device = r);
+    }
+}
+
+/// C = A B for 64 x 64 f32 matrices: row i of C accumulates A[i][k] * row k of B.
+#[eagle::kernel(device)]
+pub fn matmul_d(ctx: Ctx, a: Tensor<f32, M, M>, b: Tensor<f32, M, M>, c: Out<Tensor<f32, M, M>>, iters: usize) {
+    for it in 0..iters {
+        for i in 0..M {
+            store(c, [i, 0], load(b, [0, 0], [1, M]) * a[i][0]);
+            for k in 1..M {
+                store(c, [i, 0], fma(load(b, [k, 0], [1, M]), a[i][k], load(c, [i, 0], [1, M])));
+            }
+        }
+    }
+}
+#[eagle::host]
+pub fn matmul(a: Tensor<f32, NR, M, M>, b: Tensor<f32, NR, M, M>, c: Out<Tensor<f32, NR, M, M>>, iters: usize) {
+    for r in 0..world_size() {
+        matmul_d(a[r], b[r], c[r], iters, device = r);
+    }
+}
+
+/// A sample kernel: y = sqrt(x * x + 1).
+#[eagle::kernel(sample)]
+pub fn hyp(s: usize, x: Tensor<f64, S>, y: Out<Tensor<f64, S>>) {
+    y[s] = sqrt(x[s] * x[s] + 1.0);
+}
+
+/// An empty per-device program, for launch overhead.
+#[eagle::kernel(device)]
+pub fn nop_d(ctx: Ctx) {}
+#[eagle::host]
+pub fn nop() {
+    for r in 0..world_size() {
+        nop_d(device = r);
+    }
+}
+
+fn secs(f: &mut dyn FnMut()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64()
+}
+
+fn best(k: usize, f: &mut dyn FnMut()) -> f64 {
+    (0..k).map(|_| secs(f)).fold(f64::MAX, f64::min)
+}
+
+/// Time per iteration of an eagle kernel: (run with `iters`) - (run with 0), best of 5.
+fn eagle_time(iters: usize, run: &mut dyn FnMut(usize)) -> f64 {
+    run(1);
+    let base = best(5, &mut || run(0));
+    let full = best(5, &mut || run(iters));
+    ((full - base) / iters as f64).max(1e-12)
+}
+
+struct Row {
+    name: &'static str,
+    unit: &'static str,
+    work: f64,
+    eagle: f64,
+    rust: f64,
+}
+
+fn main() {
+    let s = Session::sim(1).expect("session").with_race_check(false);
+    let mut rows: Vec<Row> = vec![];
+    let iters = 200;
+
+    // saxpy f32
+    let x = eagle::random_tensor(&[1, N], 1);
+    let y0 = eagle::random_tensor(&[1, N], 2);
+    let mut y = y0.clone();
+    let te = eagle_time(iters, &mut |k| {
+        saxpy32.launch(&s, &x, &mut y, 1.5, k).expect("saxpy32");
+    });
+    let (xs, mut ys) = (x.data().to_vec(), y0.data().to_vec());
+    let tr = best(5, &mut || {
+        for _ in 0..iters {
+            for (yv, xv) in ys.iter_mut().zip(black_box(&xs)) {
+                *yv = xv * 1.5 + *yv;
+            }
+            black_box(&mut ys);
+        }
+    }) / iters as f64;
+    rows.push(Row { name: "saxpy f32 (64K)", unit: "GB/s", work: (3 * 4 * N) as f64, eagle: te, rust: tr });
+
+    // saxpy f64
+    let x64 = Tensor::from_vec(&[1, N], x.data().iter().map(|v| *v as f64).collect()).expect("x64");
+    let mut y64 = Tensor::from_vec(&[1, N], y0.data().iter().map(|v| *v as f64).collect()).expect("y64");
+    let te = eagle_time(iters, &mut |k| {
+        saxpy64.launch(&s, &x64, &mut y64, 1.5, k).expect("saxpy64");
+    });
+    let (xs, mut ys) = (x64.data().to_vec(), y64.data().to_vec());
+    let tr = best(5, &mut || {
+        for _ in 0..iters {
+            for (yv, xv) in ys.iter_mut().zip(black_box(&xs)) {
+                *yv = xv * 1.5 + *yv;
+            }
+            black_box(&mut ys);
+        }
+    }) / iters as f64;
+    rows.push(Row { name: "saxpy f64 (64K)", unit: "GB/s", work: (3 * 8 * N) as f64, eagle: te, rust: tr });
+
+    // stencil
+    let u = eagle::random_tensor(&[1, H, W], 3);
+    let mut v = Tensor::<f32>::zeros(&[1, H, W]);
+    let te = eagle_time(iters, &mut |k| {
+        stencil.launch(&s, &u, &mut v, k).expect("stencil");
+    });
+    let us = u.data().to_vec();
+    let mut vs = vec![0f32; H * W];
+    let tr = best(5, &mut || {
+        for _ in 0..iters {
+            let us = black_box(&us);
+            for i in 1..H - 1 {
+                for j in 1..W - 1 {
+                    let c = us[i * W + j];
+                    vs[i * W + j] = (c + us[(i - 1) * W + j] + us[(i + 1) * W + j] + us[i * W + j - 1] + us[i * W + j + 1]) * 0.2;
+                }
+            }
+            black_box(&mut vs);
+        }
+    }) / iters as f64;
+    rows.push(Row { name: "5-point stencil f32 (256x256)", unit: "GFLOP/s", work: (5 * (H - 2) * (W - 2)) as f64, eagle: te, rust: tr });
+
+    // dot
+    let y1 = eagle::random_tensor(&[1, N], 4);
+    let mut acc = Tensor::<f32>::zeros(&[1, B]);
+    let mut out = Tensor::<f32>::zeros(&[1, 1]);
+    let te = eagle_time(iters, &mut |k| {
+        dot.launch(&s, &x, &y1, &mut acc, &mut out, k).expect("dot");
+    });
+    let (xs, ys2) = (x.data().to_vec(), y1.data().to_vec());
+    let mut lanes = vec![0f32; B];
+    let mut dot_rust = 0f32;
+    let tr = best(5, &mut || {
+        for _ in 0..iters {
+            let (xs, ys2) = (black_box(&xs), black_box(&ys2));
+            for j in 0..B {
+                lanes[j] = xs[j] * ys2[j];
+            }
+            for i in 1..N / B {
+                for j in 0..B {
+                    lanes[j] = xs[i * B + j].mul_add(ys2[i * B + j], lanes[j]);
+                }
+            }
+            dot_rust = lanes.iter().fold(0.0, |a, b| a + b);
+            black_box(dot_rust);
+        }
+    }) / iters as f64;
+    rows.push(Row { name: "dot f32 (64K)", unit: "GFLOP/s", work: (2 * N) as f64, eagle: te, rust: tr });
+    let same_dot = out.data()[0].to_bits() == dot_rust.to_bits();
+
+    // matmul
+    let a = eagle::random_tensor(&[1, M, M], 5);
+    let b = eagle::random_tensor(&[1, M, M], 6);
+    let mut c = Tensor::<f32>::zeros(&[1, M, M]);
+    let te = eagle_time(iters, &mut |k| {
+        matmul.launch(&s, &a, &b, &mut c, k).expect("matmul");
+    });
+    let (am, bm) = (a.data().to_vec(), b.data().to_vec());
+    let mut cm = vec![0f32; M * M];
+    let tr = best(5, &mut || {
+        for _ in 0..iters {
+            let (am, bm) = (black_box(&am), black_box(&bm));
+            for i in 0..M {
+                for j in 0..M {
+                    cm[i * M + j] = bm[j] * am[i * M];
+                }
+                for k in 1..M {
+                    let aik = am[i * M + k];
+                    for j in 0..M {
+                        cm[i * M + j] = bm[k * M + j].mul_add(aik, cm[i * M + j]);
+                    }
+                }
+            }
+            black_box(&mut cm);
+        }
+    }) / iters as f64;
+    rows.push(Row { name: "matmul f32 (64x64)", unit: "GFLOP/s", work: (2 * M * M * M) as f64, eagle: te, rust: tr });
+    let same_mm = c.data().iter().zip(&cm).all(|(p, q)| p.to_bits() == q.to_bits());
+
+    // sample kernel through HostTeam (1 thread)
+    let ns = 1 << 20;
+    let xs: Vec<f64> = (0..ns).map(|i| i as f64 * 1e-3).collect();
+    let xt = Tensor::from_vec(&[ns], xs.clone()).expect("xs");
+    let mut yt = Tensor::<f64>::zeros(&[ns]);
+    let p = plan(hyp, Structure::HostTeam, Structure::HostTeam).expect("plan").with_threads(1);
+    p.run(0, &mut Planes::new().input("x", &xt).output("y", &mut yt)).expect("warm");
+    let te = best(5, &mut || {
+        p.run(0, &mut Planes::new().input("x", &xt).output("y", &mut yt)).expect("hyp");
+    });
+    let mut yr = vec![0f64; ns];
+    let tr = best(5, &mut || {
+        for (o, v) in yr.iter_mut().zip(black_box(&xs)) {
+            *o = (v * v + 1.0).sqrt();
+        }
+        black_box(&mut yr);
+    });
+    rows.push(Row { name: "sample kernel hyp f64 (1M, HostTeam x1)", unit: "GB/s", work: (2 * 8 * ns) as f64, eagle: te, rust: tr });
+
+    println!("| kernel | eagle | rustc | eagle / rustc |");
+    println!("|---|---|---|---|");
+    let mut logsum = 0.0;
+    for r in &rows {
+        let (e, q) = (r.work / r.eagle / 1e9, r.work / r.rust / 1e9);
+        logsum += (e / q).ln();
+        println!("| {} | {e:.2} {} | {q:.2} {} | {:.2} |", r.name, r.unit, r.unit, e / q);
+    }
+    let geo = (logsum / rows.len() as f64).exp();
+    println!("| **geomean** | | | **{geo:.2}** |");
+    println!();
+    println!("dot bit-identical to the same-order Rust loop: {same_dot}; matmul bit-identical: {same_mm}");
+
+    // compile latency, launch overhead, runner
+    println!();
+    println!("| what | time |");
+    println!("|---|---|");
+    use eagle::ir::EagleFn;
+    let m = saxpy32::module().expect("module");
+    let bnd = eagle::codegen::Bindings::world(1).with("NR", 1);
+    let cold = best(20, &mut || {
+        eagle::codegen::clear_cache();
+        eagle::codegen::compile(&m, "saxpy32", &bnd, eagle::codegen::Target::Cpu).expect("compile");
+    });
+    let hit = best(20, &mut || {
+        eagle::codegen::compile(&m, "saxpy32", &bnd, eagle::codegen::Target::Cpu).expect("compile");
+    });
+    println!("| compile one per-device function (saxpy f32), cold | {:.0} us |", cold * 1e6);
+    println!("| compile, cache hit | {:.1} us |", hit * 1e6);
+    for p in [1usize, 4] {
+        let s = Session::sim(p).expect("session").with_race_check(false);
+        nop.launch(&s).expect("warm");
+        let t = best(50, &mut || {
+            nop.launch(&s).expect("nop");
+        });
+        println!("| launch of an empty host program, P = {p} ({p} dispatches) | {:.1} us ({:.1} us per dispatch) |", t * 1e6, t * 1e6 / p as f64);
+    }
+
+    // plot
+    let svg = plot(&rows, geo);
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/perf-ratios.svg");
+    if std::fs::write(path, svg).is_ok() {
+        println!();
+        println!("wrote docs/perf-ratios.svg");
+    }
+}
+
+/// A bar chart of eagle / rustc per kernel, as SVG.
+fn plot(rows: &[Row], geo: f64) -> String {
+    use plotters::prelude::*;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (760, 360)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let n = rows.len() as i32;
+        let max = rows.iter().map(|r| r.rust / r.eagle).fold(1.2f64, f64::max) * 1.1;
+        let Ok(mut chart) = ChartBuilder::on(&root)
+            .caption(format!("eagle / rustc throughput (geomean {geo:.2})"), ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(40)
+            .build_cartesian_2d(0..n, 0f64..max)
+        else {
+            return String::new();
+        };
+        let _ = chart
+            .configure_mesh()
+            .x_labels(rows.len())
+            .x_label_formatter(&|i| (*i as usize).checked_sub(0).and_then(|i| rows.get(i)).map_or(String::new(), |r| r.name.split(' ').next().unwrap_or("").to_string()))
+            .y_desc("ratio")
+            .draw();
+        let _ = chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
+            let v = r.rust / r.eagle;
+            Rectangle::new([(i as i32, 0.0), (i as i32 + 1, v)], BLUE.mix(0.6).filled())
+        }));
+        let _ = chart.draw_series(LineSeries::new(vec![(0, 1.0), (n, 1.0)], &RED));
+        let _ = root.present();
+    }
+    out
+}
