@@ -26,7 +26,11 @@ const S: Dim = dynamic!("S");
 pub fn saxpy32_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>, a: f32, iters: usize) {
     for it in 0..iters {
         for i in 0..N / B {
-            store(y, [i * B], load(x, [i * B], [B]) * a + load(y, [i * B], [B]));
+            store(
+                y,
+                [i * B],
+                load(x, [i * B], [B]) * a + load(y, [i * B], [B]),
+            );
         }
     }
 }
@@ -42,7 +46,11 @@ pub fn saxpy32(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, a: f32, iters:
 pub fn saxpy64_d(ctx: Ctx, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>, a: f64, iters: usize) {
     for it in 0..iters {
         for i in 0..N / B {
-            store(y, [i * B], load(x, [i * B], [B]) * a + load(y, [i * B], [B]));
+            store(
+                y,
+                [i * B],
+                load(x, [i * B], [B]) * a + load(y, [i * B], [B]),
+            );
         }
     }
 }
@@ -76,11 +84,22 @@ pub fn stencil(u: Tensor<f32, NR, H, W>, v: Out<Tensor<f32, NR, H, W>>, iters: u
 
 /// Dot product: B lane partials accumulated tile by tile (in order), then summed in order.
 #[eagle::kernel(device)]
-pub fn dot_d(ctx: Ctx, x: Tensor<f32, N>, y: Tensor<f32, N>, acc: Out<Tensor<f32, B>>, out: Out<Tensor<f32, 1>>, iters: usize) {
+pub fn dot_d(
+    ctx: Ctx,
+    x: Tensor<f32, N>,
+    y: Tensor<f32, N>,
+    acc: Out<Tensor<f32, B>>,
+    out: Out<Tensor<f32, 1>>,
+    iters: usize,
+) {
     for it in 0..iters {
         store(acc, [0], load(x, [0], [B]) * load(y, [0], [B]));
         for i in 1..N / B {
-            store(acc, [0], fma(load(x, [i * B], [B]), load(y, [i * B], [B]), load(acc, [0], [B])));
+            store(
+                acc,
+                [0],
+                load(acc, [0], [B]) + load(x, [i * B], [B]) * load(y, [i * B], [B]),
+            );
         }
         let mut s = 0.0f32;
         for j in 0..B {
@@ -90,7 +109,13 @@ pub fn dot_d(ctx: Ctx, x: Tensor<f32, N>, y: Tensor<f32, N>, acc: Out<Tensor<f32
     }
 }
 #[eagle::host]
-pub fn dot(x: Tensor<f32, NR, N>, y: Tensor<f32, NR, N>, acc: Out<Tensor<f32, NR, B>>, out: Out<Tensor<f32, NR, 1>>, iters: usize) {
+pub fn dot(
+    x: Tensor<f32, NR, N>,
+    y: Tensor<f32, NR, N>,
+    acc: Out<Tensor<f32, NR, B>>,
+    out: Out<Tensor<f32, NR, 1>>,
+    iters: usize,
+) {
     for r in 0..world_size() {
         dot_d(x[r], y[r], acc[r], out[r], iters, device = r);
     }
@@ -98,18 +123,33 @@ pub fn dot(x: Tensor<f32, NR, N>, y: Tensor<f32, NR, N>, acc: Out<Tensor<f32, NR
 
 /// C = A B for 64 x 64 f32 matrices: row i of C accumulates A[i][k] * row k of B.
 #[eagle::kernel(device)]
-pub fn matmul_d(ctx: Ctx, a: Tensor<f32, M, M>, b: Tensor<f32, M, M>, c: Out<Tensor<f32, M, M>>, iters: usize) {
+pub fn matmul_d(
+    ctx: Ctx,
+    a: Tensor<f32, M, M>,
+    b: Tensor<f32, M, M>,
+    c: Out<Tensor<f32, M, M>>,
+    iters: usize,
+) {
     for it in 0..iters {
         for i in 0..M {
             store(c, [i, 0], load(b, [0, 0], [1, M]) * a[i][0]);
             for k in 1..M {
-                store(c, [i, 0], fma(load(b, [k, 0], [1, M]), a[i][k], load(c, [i, 0], [1, M])));
+                store(
+                    c,
+                    [i, 0],
+                    load(c, [i, 0], [1, M]) + load(b, [k, 0], [1, M]) * a[i][k],
+                );
             }
         }
     }
 }
 #[eagle::host]
-pub fn matmul(a: Tensor<f32, NR, M, M>, b: Tensor<f32, NR, M, M>, c: Out<Tensor<f32, NR, M, M>>, iters: usize) {
+pub fn matmul(
+    a: Tensor<f32, NR, M, M>,
+    b: Tensor<f32, NR, M, M>,
+    c: Out<Tensor<f32, NR, M, M>>,
+    iters: usize,
+) {
     for r in 0..world_size() {
         matmul_d(a[r], b[r], c[r], iters, device = r);
     }
@@ -173,16 +213,23 @@ fn main() {
     let tr = best(5, &mut || {
         for _ in 0..iters {
             for (yv, xv) in ys.iter_mut().zip(black_box(&xs)) {
-                *yv = xv * 1.5 + *yv;
+                *yv += xv * 1.5;
             }
             black_box(&mut ys);
         }
     }) / iters as f64;
-    rows.push(Row { name: "saxpy f32 (64K)", unit: "GB/s", work: (3 * 4 * N) as f64, eagle: te, rust: tr });
+    rows.push(Row {
+        name: "saxpy f32 (64K)",
+        unit: "GB/s",
+        work: (3 * 4 * N) as f64,
+        eagle: te,
+        rust: tr,
+    });
 
     // saxpy f64
     let x64 = Tensor::from_vec(&[1, N], x.data().iter().map(|v| *v as f64).collect()).expect("x64");
-    let mut y64 = Tensor::from_vec(&[1, N], y0.data().iter().map(|v| *v as f64).collect()).expect("y64");
+    let mut y64 =
+        Tensor::from_vec(&[1, N], y0.data().iter().map(|v| *v as f64).collect()).expect("y64");
     let te = eagle_time(iters, &mut |k| {
         saxpy64.launch(&s, &x64, &mut y64, 1.5, k).expect("saxpy64");
     });
@@ -190,12 +237,18 @@ fn main() {
     let tr = best(5, &mut || {
         for _ in 0..iters {
             for (yv, xv) in ys.iter_mut().zip(black_box(&xs)) {
-                *yv = xv * 1.5 + *yv;
+                *yv += xv * 1.5;
             }
             black_box(&mut ys);
         }
     }) / iters as f64;
-    rows.push(Row { name: "saxpy f64 (64K)", unit: "GB/s", work: (3 * 8 * N) as f64, eagle: te, rust: tr });
+    rows.push(Row {
+        name: "saxpy f64 (64K)",
+        unit: "GB/s",
+        work: (3 * 8 * N) as f64,
+        eagle: te,
+        rust: tr,
+    });
 
     // stencil
     let u = eagle::random_tensor(&[1, H, W], 3);
@@ -209,15 +262,33 @@ fn main() {
         for _ in 0..iters {
             let us = black_box(&us);
             for i in 1..H - 1 {
-                for j in 1..W - 1 {
-                    let c = us[i * W + j];
-                    vs[i * W + j] = (c + us[(i - 1) * W + j] + us[(i + 1) * W + j] + us[i * W + j - 1] + us[i * W + j + 1]) * 0.2;
+                let (row, up, down) = (
+                    &us[i * W..(i + 1) * W],
+                    &us[(i - 1) * W..i * W],
+                    &us[(i + 1) * W..(i + 2) * W],
+                );
+                let out = &mut vs[i * W + 1..(i + 1) * W - 1];
+                let it = out
+                    .iter_mut()
+                    .zip(&row[1..W - 1])
+                    .zip(&up[1..W - 1])
+                    .zip(&down[1..W - 1])
+                    .zip(&row[..W - 2])
+                    .zip(&row[2..]);
+                for (((((o, c), n), so), w), e) in it {
+                    *o = (c + n + so + w + e) * 0.2;
                 }
             }
             black_box(&mut vs);
         }
     }) / iters as f64;
-    rows.push(Row { name: "5-point stencil f32 (256x256)", unit: "GFLOP/s", work: (5 * (H - 2) * (W - 2)) as f64, eagle: te, rust: tr });
+    rows.push(Row {
+        name: "5-point stencil f32 (256x256)",
+        unit: "GFLOP/s",
+        work: (5 * (H - 2) * (W - 2)) as f64,
+        eagle: te,
+        rust: tr,
+    });
 
     // dot
     let y1 = eagle::random_tensor(&[1, N], 4);
@@ -232,19 +303,25 @@ fn main() {
     let tr = best(5, &mut || {
         for _ in 0..iters {
             let (xs, ys2) = (black_box(&xs), black_box(&ys2));
-            for j in 0..B {
-                lanes[j] = xs[j] * ys2[j];
+            for ((l, a), b) in lanes.iter_mut().zip(&xs[..B]).zip(&ys2[..B]) {
+                *l = a * b;
             }
-            for i in 1..N / B {
-                for j in 0..B {
-                    lanes[j] = xs[i * B + j].mul_add(ys2[i * B + j], lanes[j]);
+            for (xc, yc) in xs[B..].chunks_exact(B).zip(ys2[B..].chunks_exact(B)) {
+                for ((l, a), b) in lanes.iter_mut().zip(xc).zip(yc) {
+                    *l += a * b;
                 }
             }
             dot_rust = lanes.iter().fold(0.0, |a, b| a + b);
             black_box(dot_rust);
         }
     }) / iters as f64;
-    rows.push(Row { name: "dot f32 (64K)", unit: "GFLOP/s", work: (2 * N) as f64, eagle: te, rust: tr });
+    rows.push(Row {
+        name: "dot f32 (64K)",
+        unit: "GFLOP/s",
+        work: (2 * N) as f64,
+        eagle: te,
+        rust: tr,
+    });
     let same_dot = out.data()[0].to_bits() == dot_rust.to_bits();
 
     // matmul
@@ -259,32 +336,47 @@ fn main() {
     let tr = best(5, &mut || {
         for _ in 0..iters {
             let (am, bm) = (black_box(&am), black_box(&bm));
-            for i in 0..M {
-                for j in 0..M {
-                    cm[i * M + j] = bm[j] * am[i * M];
+            for (i, crow) in cm.chunks_exact_mut(M).enumerate() {
+                let arow = &am[i * M..(i + 1) * M];
+                for (c, b) in crow.iter_mut().zip(&bm[..M]) {
+                    *c = b * arow[0];
                 }
-                for k in 1..M {
-                    let aik = am[i * M + k];
-                    for j in 0..M {
-                        cm[i * M + j] = bm[k * M + j].mul_add(aik, cm[i * M + j]);
+                for (k, brow) in bm.chunks_exact(M).enumerate().skip(1) {
+                    let aik = arow[k];
+                    for (c, b) in crow.iter_mut().zip(brow) {
+                        *c += b * aik;
                     }
                 }
             }
             black_box(&mut cm);
         }
     }) / iters as f64;
-    rows.push(Row { name: "matmul f32 (64x64)", unit: "GFLOP/s", work: (2 * M * M * M) as f64, eagle: te, rust: tr });
-    let same_mm = c.data().iter().zip(&cm).all(|(p, q)| p.to_bits() == q.to_bits());
+    rows.push(Row {
+        name: "matmul f32 (64x64)",
+        unit: "GFLOP/s",
+        work: (2 * M * M * M) as f64,
+        eagle: te,
+        rust: tr,
+    });
+    let same_mm = c
+        .data()
+        .iter()
+        .zip(&cm)
+        .all(|(p, q)| p.to_bits() == q.to_bits());
 
     // sample kernel through HostTeam (1 thread)
     let ns = 1 << 20;
     let xs: Vec<f64> = (0..ns).map(|i| i as f64 * 1e-3).collect();
     let xt = Tensor::from_vec(&[ns], xs.clone()).expect("xs");
     let mut yt = Tensor::<f64>::zeros(&[ns]);
-    let p = plan(hyp, Structure::HostTeam, Structure::HostTeam).expect("plan").with_threads(1);
-    p.run(0, &mut Planes::new().input("x", &xt).output("y", &mut yt)).expect("warm");
+    let p = plan(hyp, Structure::HostTeam, Structure::HostTeam)
+        .expect("plan")
+        .with_threads(1);
+    p.run(0, &mut Planes::new().input("x", &xt).output("y", &mut yt))
+        .expect("warm");
     let te = best(5, &mut || {
-        p.run(0, &mut Planes::new().input("x", &xt).output("y", &mut yt)).expect("hyp");
+        p.run(0, &mut Planes::new().input("x", &xt).output("y", &mut yt))
+            .expect("hyp");
     });
     let mut yr = vec![0f64; ns];
     let tr = best(5, &mut || {
@@ -293,7 +385,13 @@ fn main() {
         }
         black_box(&mut yr);
     });
-    rows.push(Row { name: "sample kernel hyp f64 (1M, HostTeam x1)", unit: "GB/s", work: (2 * 8 * ns) as f64, eagle: te, rust: tr });
+    rows.push(Row {
+        name: "sample kernel hyp f64 (1M, HostTeam x1)",
+        unit: "GB/s",
+        work: (2 * 8 * ns) as f64,
+        eagle: te,
+        rust: tr,
+    });
 
     println!("| kernel | eagle | rustc | eagle / rustc |");
     println!("|---|---|---|---|");
@@ -301,7 +399,13 @@ fn main() {
     for r in &rows {
         let (e, q) = (r.work / r.eagle / 1e9, r.work / r.rust / 1e9);
         logsum += (e / q).ln();
-        println!("| {} | {e:.2} {} | {q:.2} {} | {:.2} |", r.name, r.unit, r.unit, e / q);
+        println!(
+            "| {} | {e:.2} {} | {q:.2} {} | {:.2} |",
+            r.name,
+            r.unit,
+            r.unit,
+            e / q
+        );
     }
     let geo = (logsum / rows.len() as f64).exp();
     println!("| **geomean** | | | **{geo:.2}** |");
@@ -322,7 +426,10 @@ fn main() {
     let hit = best(20, &mut || {
         eagle::codegen::compile(&m, "saxpy32", &bnd, eagle::codegen::Target::Cpu).expect("compile");
     });
-    println!("| compile one per-device function (saxpy f32), cold | {:.0} us |", cold * 1e6);
+    println!(
+        "| compile one per-device function (saxpy f32), cold | {:.0} us |",
+        cold * 1e6
+    );
     println!("| compile, cache hit | {:.1} us |", hit * 1e6);
     for p in [1usize, 4] {
         let s = Session::sim(p).expect("session").with_race_check(false);
@@ -352,7 +459,10 @@ fn plot(rows: &[Row], geo: f64) -> String {
         let n = rows.len() as i32;
         let max = rows.iter().map(|r| r.rust / r.eagle).fold(1.2f64, f64::max) * 1.1;
         let Ok(mut chart) = ChartBuilder::on(&root)
-            .caption(format!("eagle / rustc throughput (geomean {geo:.2})"), ("sans-serif", 18))
+            .caption(
+                format!("eagle / rustc throughput (geomean {geo:.2})"),
+                ("sans-serif", 18),
+            )
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(40)
@@ -363,7 +473,14 @@ fn plot(rows: &[Row], geo: f64) -> String {
         let _ = chart
             .configure_mesh()
             .x_labels(rows.len())
-            .x_label_formatter(&|i| (*i as usize).checked_sub(0).and_then(|i| rows.get(i)).map_or(String::new(), |r| r.name.split(' ').next().unwrap_or("").to_string()))
+            .x_label_formatter(&|i| {
+                (*i as usize)
+                    .checked_sub(0)
+                    .and_then(|i| rows.get(i))
+                    .map_or(String::new(), |r| {
+                        r.name.split(' ').next().unwrap_or("").to_string()
+                    })
+            })
             .y_desc("ratio")
             .draw();
         let _ = chart.draw_series(rows.iter().enumerate().map(|(i, r)| {

@@ -339,10 +339,11 @@ pub fn plan_module(
             .zip(&ftypes[1..])
             .map(|(p, t)| fb.param(&p.name, t.clone(), p.out))
             .collect();
+        // The kernel body is inlined into the sample loop: no call per sample.
         fb.for_range(lo, hi, |fb, s| {
-            let mut args = vec![ir::Operand::Val(s)];
-            args.extend(vals.iter().map(|v| ir::Operand::Val(*v)));
-            fb.call(name, |_| Ok(()), args)
+            let mut args = vec![s];
+            args.extend(vals.iter().copied());
+            fb.inline(&f, &args)
         })
     })?;
     let module = mb.finish();

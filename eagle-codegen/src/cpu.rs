@@ -28,7 +28,7 @@ use eagle_ir::{
     print_op, BinOp, Block as IrBlock, CmpOp, Const, DType, Function, Level, Module, NotifyOp, Op,
     OpKind, Type, UnOp, Value,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Code of one module, JIT-compiled for this machine.
 pub struct CpuCode {
@@ -323,6 +323,11 @@ fn lower_function(
         math_refs,
         sites,
         stack_bytes: 0,
+        uses: use_counts(&f.body),
+        ranges: HashMap::new(),
+        plan: BlockPlan::default(),
+        lazy_ops: HashMap::new(),
+        stored: HashSet::new(),
     };
     for (i, p) in f.params.iter().enumerate() {
         let off = (i * 8) as i32;
@@ -385,6 +390,16 @@ struct Lower<'a, 'b> {
     sites: &'a mut Vec<String>,
     /// Bytes of tile storage (stack slots) so far.
     stack_bytes: u64,
+    /// Use counts of every value of the function.
+    uses: HashMap<Value, usize>,
+    /// Known ranges of index values (constants, loop variables, their arithmetic).
+    ranges: HashMap<Value, (i128, i128)>,
+    /// Views, fused ops and in-place stores of the blocks lowered so far.
+    plan: BlockPlan,
+    /// Elementwise ops by result, for the fused-tree evaluators.
+    lazy_ops: HashMap<Value, Op>,
+    /// Elementwise results already written by their op into the store's destination.
+    stored: HashSet<Value>,
 }
 
 impl Lower<'_, '_> {
@@ -517,6 +532,10 @@ impl Lower<'_, '_> {
     }
 
     fn block(&mut self, blk: &IrBlock) -> Result<(), CodegenError> {
+        let plan = BlockPlan::of(self.f, blk, &self.uses);
+        self.plan.views.extend(plan.views);
+        self.plan.lazy.extend(plan.lazy);
+        self.plan.direct.extend(plan.direct);
         for op in &blk.ops {
             self.op(op)?;
         }
@@ -545,6 +564,9 @@ impl Lower<'_, '_> {
                 let Some(Type::Scalar(d)) = res_ty else {
                     return Err(self.err("constant without a scalar type"));
                 };
+                if let (Const::Int(i), Some(r)) = (c, op.result) {
+                    self.ranges.insert(r, (*i, *i));
+                }
                 Some(Cv::S(self.constant(*c, d)))
             }
             OpKind::Dim(d) => {
@@ -562,6 +584,30 @@ impl Lower<'_, '_> {
                 self.ctx,
                 CTX_RANK,
             ))),
+            OpKind::Binary(b, x, y) if matches!(res_ty, Some(Type::Scalar(DType::Index))) => {
+                if let (Some(&(a0, a1)), Some(&(b0, b1)), Some(r)) =
+                    (self.ranges.get(x), self.ranges.get(y), op.result)
+                {
+                    let range = match b {
+                        BinOp::Add => Some((a0 + b0, a1 + b1)),
+                        BinOp::Sub => Some((a0 - b1, a1 - b0)),
+                        BinOp::Mul => {
+                            let p = [a0 * b0, a0 * b1, a1 * b0, a1 * b1];
+                            Some((
+                                p.iter().copied().min().unwrap_or(0),
+                                p.iter().copied().max().unwrap_or(0),
+                            ))
+                        }
+                        BinOp::Min => Some((a0.min(b0), a1.min(b1))),
+                        BinOp::Max => Some((a0.max(b0), a1.max(b1))),
+                        _ => None,
+                    };
+                    if let Some(rg) = range {
+                        self.ranges.insert(r, rg);
+                    }
+                }
+                Some(self.elementwise(op)?)
+            }
             OpKind::Binary(..)
             | OpKind::Unary(..)
             | OpKind::Fma(..)
@@ -595,6 +641,21 @@ impl Lower<'_, '_> {
                     idx,
                     (inner as usize) * d.size(),
                 )))
+            }
+            OpKind::Load { src, offsets }
+                if op.result.is_some_and(|r| self.plan.views.contains(&r)) =>
+            {
+                // A view: the tile is read in place by the ops that use it (BlockPlan).
+                let (Some(Type::Tile(ts, d)), Some(ss)) = (res_ty, f.ty(*src).shape()) else {
+                    return Err(self.err("load without a tile result"));
+                };
+                let tile = ts.consts().unwrap_or_default();
+                let src_shape = ss.consts().unwrap_or_default();
+                let offs = self.offsets(op, offsets, &src_shape, &tile)?;
+                let zero: Vec<ClValue> = (0..tile.len()).map(|_| self.iconst(0)).collect();
+                let off = self.linear_with(&src_shape, &offs, &zero, d.size());
+                let base = self.mem(*src)?;
+                Some(Cv::Mem(self.b.ins().iadd(base, off)))
             }
             OpKind::Load { src, offsets } => {
                 let Some(Type::Tile(ts, d)) = res_ty else {
@@ -649,6 +710,10 @@ impl Lower<'_, '_> {
                     let st = self.call_hook(hook::TRACK_WRITE, &[id, at, n]);
                     self.check(st);
                 }
+                None
+            }
+            OpKind::Store { value, .. } if self.stored.contains(value) => {
+                // Already written in place by the elementwise op that computed `value`.
                 None
             }
             OpKind::Store {
@@ -838,6 +903,11 @@ impl Lower<'_, '_> {
                 None
             }
             OpKind::For { var, lo, hi, body } => {
+                if let (Some(&(l, _)), Some(&(_, h))) = (self.ranges.get(lo), self.ranges.get(hi)) {
+                    if h > l {
+                        self.ranges.insert(*var, (l, h - 1));
+                    }
+                }
                 let lo = self.scalar(*lo)?;
                 let hi = self.scalar(*hi)?;
                 let var = *var;
@@ -1013,8 +1083,14 @@ impl Lower<'_, '_> {
         let mut out = vec![];
         for (d, &o) in offsets.iter().enumerate() {
             let x = self.scalar(o)?;
-            if !self.is_const(o) {
-                let limit = shape[d].saturating_sub(tile[d]) as i64;
+            let limit = shape[d].saturating_sub(tile[d]) as i64;
+            // Proven in bounds by the ranges of constants, loop variables and their sums and
+            // products: no run-time check (specialization has checked the same ranges).
+            let proven = self
+                .ranges
+                .get(&o)
+                .is_some_and(|&(lo, hi)| lo >= 0 && hi <= limit as i128 && tile[d] <= shape[d]);
+            if !self.is_const(o) && !proven {
                 let bad = self
                     .b
                     .ins()
@@ -1130,13 +1206,19 @@ impl Lower<'_, '_> {
     }
 
     /// Lowers an elementwise op over scalars, or over tiles with scalars broadcast.
+    /// Lowers an elementwise op: a scalar op on scalars; on tiles, one loop (SIMD where every
+    /// op of the fused tree has an exact lane-wise form, then a scalar tail) that evaluates the
+    /// op and every single-use elementwise op feeding it ([`BlockPlan`]), reading loaded tiles
+    /// in place where they are views, and writing straight into the store's destination when
+    /// the op feeds exactly one contiguous store. Lane-wise IEEE arithmetic, so the results are
+    /// bit-identical to the scalar path.
     fn elementwise(&mut self, op: &Op) -> Result<Cv, CodegenError> {
         let f = self.f;
         let operands = op.kind.operands();
-        let rt = op
+        let r = op
             .result
-            .map(|r| f.ty(r).clone())
             .ok_or_else(|| self.err("elementwise op without result"))?;
+        let rt = f.ty(r).clone();
         let in_dt: Vec<DType> = operands
             .iter()
             .map(|v| f.ty(*v).dtype().unwrap_or(DType::F32))
@@ -1150,119 +1232,197 @@ impl Lower<'_, '_> {
                 Ok(Cv::S(self.scalar_op(op, &xs, &in_dt, rd)?))
             }
             Type::Tile(shape, rd) => {
+                if self.plan.lazy.contains(&r) {
+                    // Evaluated inside its consumer's loop.
+                    self.lazy_ops.insert(r, op.clone());
+                    return Ok(Cv::Mem(self.iconst(0)));
+                }
                 let numel = shape.numel().unwrap_or(0);
-                let dst = self.stack(numel * rd.size() as u64);
-                let srcs: Vec<(Cv, bool)> = operands
-                    .iter()
-                    .map(|v| Ok((self.cv(*v)?, matches!(f.ty(*v), Type::Tile(..)))))
-                    .collect::<Result<_, CodegenError>>()?;
-                // SIMD main loop (16-byte vectors) where the op has an exact lane-wise
-                // equivalent, then a scalar tail: results are bit-identical to the scalar path.
-                let start = match &op.kind {
-                    OpKind::Binary(bop, ..) => self.simd_binary(*bop, rd, numel, &srcs, dst)?,
-                    _ => 0,
-                };
-                let lo = self.iconst(start as i64);
-                let hi = self.iconst(numel as i64);
-                self.emit_loop(lo, hi, &mut |lw, i| {
-                    let mut xs = vec![];
-                    for ((cv, is_tile), d) in srcs.iter().zip(&in_dt) {
-                        let x = match (cv, is_tile) {
-                            (Cv::Mem(p), true) => {
-                                let a = lw.elem_addr(*p, i, d.size());
-                                lw.b.ins().load(cl_type(*d), MemFlagsData::trusted(), a, 0)
-                            }
-                            (Cv::S(x), false) => *x,
-                            (Cv::Var(v), false) => lw.b.use_var(*v),
-                            _ => return Err(lw.err("bad elementwise operand")),
-                        };
-                        xs.push(x);
+                let dst = match self.plan.direct.get(&r).cloned() {
+                    Some((store, dv, offsets)) => {
+                        let dst_shape = f
+                            .ty(dv)
+                            .shape()
+                            .and_then(|s| s.consts())
+                            .unwrap_or_default();
+                        let tile = shape.consts().unwrap_or_default();
+                        let offs = self.offsets(&store, &offsets, &dst_shape, &tile)?;
+                        let zero: Vec<ClValue> = (0..tile.len()).map(|_| self.iconst(0)).collect();
+                        let off = self.linear_with(&dst_shape, &offs, &zero, rd.size());
+                        let base = self.mem(dv)?;
+                        self.stored.insert(r);
+                        self.b.ins().iadd(base, off)
                     }
-                    let r = lw.scalar_op(op, &xs, &in_dt, rd)?;
-                    let a = lw.elem_addr(dst, i, rd.size());
-                    lw.b.ins().store(MemFlagsData::trusted(), r, a, 0);
-                    Ok(())
-                })?;
+                    None => self.stack(numel * rd.size() as u64),
+                };
+                self.lazy_ops.insert(r, op.clone());
+                let lanes = (16 / rd.size()) as u64;
+                let nvec = if rd != DType::Bool && self.vectorizable(r) {
+                    numel / lanes
+                } else {
+                    0
+                };
+                let mut done = 0;
+                if nvec > 0 {
+                    let vty = cl_type(rd)
+                        .by(lanes as u32)
+                        .ok_or_else(|| self.err("no vector type"))?;
+                    let mut splats = HashMap::new();
+                    self.hoist_splats(r, vty, &mut splats)?;
+                    // Unrolled by UNROLL vectors, then the remaining whole vectors.
+                    const UNROLL: u64 = 4;
+                    let groups = nvec / UNROLL;
+                    let emit = |lw: &mut Self, first: u64, count: u64, per: u64| {
+                        let lo = lw.iconst(0);
+                        let hi = lw.iconst(count as i64);
+                        lw.emit_loop(lo, hi, &mut |lw, i| {
+                            let step = lw.b.ins().imul_imm_s(i, (16 * per) as i64);
+                            let base = lw.b.ins().iadd_imm_s(step, (16 * first) as i64);
+                            for u in 0..per {
+                                let off = lw.b.ins().iadd_imm_s(base, (16 * u) as i64);
+                                let x = lw.eval_vec(r, off, vty, &splats)?;
+                                let a = lw.b.ins().iadd(dst, off);
+                                lw.b.ins().store(MemFlagsData::new().with_notrap(), x, a, 0);
+                            }
+                            Ok(())
+                        })
+                    };
+                    if groups > 0 {
+                        emit(self, 0, groups, UNROLL)?;
+                    }
+                    if nvec % UNROLL > 0 {
+                        emit(self, groups * UNROLL, nvec % UNROLL, 1)?;
+                    }
+                    done = nvec * lanes;
+                }
+                if done < numel {
+                    let lo = self.iconst(done as i64);
+                    let hi = self.iconst(numel as i64);
+                    self.emit_loop(lo, hi, &mut |lw, i| {
+                        let x = lw.eval_scalar(r, i)?;
+                        let a = lw.elem_addr(dst, i, rd.size());
+                        lw.b.ins().store(MemFlagsData::trusted(), x, a, 0);
+                        Ok(())
+                    })?;
+                }
+                // Materialised: later uses read the tile, they do not re-evaluate the tree.
+                self.lazy_ops.remove(&r);
                 Ok(Cv::Mem(dst))
             }
             t => Err(self.err(format!("elementwise result of type `{t}`"))),
         }
     }
 
-    /// Emits `dst = a <op> b` over whole 16-byte vectors of a tile; returns how many elements
-    /// it covered (0 when the op or dtype has no exact SIMD form).
-    fn simd_binary(
+    /// Whether the fused tree rooted at elementwise result `v` has an exact SIMD form.
+    fn vectorizable(&self, v: Value) -> bool {
+        let Some(op) = self.lazy_ops.get(&v) else {
+            return true; // a leaf: a tile in memory or a scalar
+        };
+        let d = self.f.ty(v).dtype().unwrap_or(DType::Bool);
+        let ok = match &op.kind {
+            OpKind::Binary(b, ..) => match b {
+                BinOp::Add | BinOp::Sub => d.is_float() || d.is_int(),
+                BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max => d.is_float(),
+                BinOp::And | BinOp::Or | BinOp::Xor => d.is_int(),
+                BinOp::Rem => false,
+            },
+            OpKind::Unary(u, _) => d.is_float() && matches!(u, UnOp::Neg | UnOp::Abs | UnOp::Sqrt),
+            _ => false,
+        };
+        ok && op
+            .kind
+            .operands()
+            .iter()
+            .all(|o| self.f.ty(*o).dtype() == Some(d) && self.vectorizable(*o))
+    }
+
+    fn hoist_splats(
         &mut self,
-        op: BinOp,
-        d: DType,
-        numel: u64,
-        srcs: &[(Cv, bool)],
-        dst: ClValue,
-    ) -> Result<u64, CodegenError> {
-        let ok = match op {
-            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Min | BinOp::Max | BinOp::Div => {
-                d.is_float()
+        v: Value,
+        vty: ClType,
+        out: &mut HashMap<Value, ClValue>,
+    ) -> Result<(), CodegenError> {
+        if let Some(op) = self.lazy_ops.get(&v).cloned() {
+            for o in op.kind.operands() {
+                self.hoist_splats(o, vty, out)?;
             }
-            BinOp::And | BinOp::Or | BinOp::Xor => d.is_int(),
-            BinOp::Rem => false,
-        } || (matches!(op, BinOp::Add | BinOp::Sub) && d.is_int());
-        let lanes = (16 / d.size()) as u64;
-        let nvec = numel / lanes;
-        if !ok || nvec == 0 || d == DType::Bool {
-            return Ok(0);
+        } else if matches!(self.f.ty(v), Type::Scalar(_)) && !out.contains_key(&v) {
+            let x = self.scalar(v)?;
+            let sp = self.b.ins().splat(vty, x);
+            out.insert(v, sp);
         }
-        let vty = cl_type(d)
-            .by(lanes as u32)
-            .ok_or_else(|| self.err("no vector type"))?;
-        let flags = MemFlagsData::new().with_notrap();
-        // Scalars are splatted once, before the loop.
-        let mut splats = vec![];
-        for (cv, is_tile) in srcs {
-            splats.push(match (cv, is_tile) {
-                (Cv::S(x), false) => Some(self.b.ins().splat(vty, *x)),
-                (Cv::Var(v), false) => {
-                    let x = self.b.use_var(*v);
-                    Some(self.b.ins().splat(vty, x))
+        Ok(())
+    }
+
+    /// The vector of lanes at byte offset `off` of the fused tree rooted at `v`.
+    fn eval_vec(
+        &mut self,
+        v: Value,
+        off: ClValue,
+        vty: ClType,
+        splats: &HashMap<Value, ClValue>,
+    ) -> Result<ClValue, CodegenError> {
+        if let Some(sp) = splats.get(&v) {
+            return Ok(*sp);
+        }
+        let Some(op) = self.lazy_ops.get(&v).cloned() else {
+            let p = self.mem(v)?;
+            let a = self.b.ins().iadd(p, off);
+            return Ok(self
+                .b
+                .ins()
+                .load(vty, MemFlagsData::new().with_notrap(), a, 0));
+        };
+        let xs = op
+            .kind
+            .operands()
+            .into_iter()
+            .map(|o| self.eval_vec(o, off, vty, splats))
+            .collect::<Result<Vec<_>, _>>()?;
+        let d = self.f.ty(v).dtype().unwrap_or(DType::F32);
+        let ins = self.b.ins();
+        Ok(match (&op.kind, d.is_float()) {
+            (OpKind::Binary(BinOp::Add, ..), true) => ins.fadd(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Sub, ..), true) => ins.fsub(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Mul, ..), true) => ins.fmul(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Div, ..), true) => ins.fdiv(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Min, ..), true) => ins.fmin(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Max, ..), true) => ins.fmax(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Add, ..), false) => ins.iadd(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Sub, ..), false) => ins.isub(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::And, ..), _) => ins.band(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Or, ..), _) => ins.bor(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Xor, ..), _) => ins.bxor(xs[0], xs[1]),
+            (OpKind::Unary(UnOp::Neg, _), _) => ins.fneg(xs[0]),
+            (OpKind::Unary(UnOp::Abs, _), _) => ins.fabs(xs[0]),
+            (OpKind::Unary(UnOp::Sqrt, _), _) => ins.sqrt(xs[0]),
+            _ => return Err(self.err("op has no SIMD form")),
+        })
+    }
+
+    /// Element `i` of the fused tree rooted at `v`.
+    fn eval_scalar(&mut self, v: Value, i: ClValue) -> Result<ClValue, CodegenError> {
+        let Some(op) = self.lazy_ops.get(&v).cloned() else {
+            return match (self.cv(v)?, self.f.ty(v)) {
+                (Cv::Mem(p), Type::Tile(_, d)) => {
+                    let d = *d;
+                    let a = self.elem_addr(p, i, d.size());
+                    Ok(self.b.ins().load(cl_type(d), MemFlagsData::trusted(), a, 0))
                 }
-                _ => None,
-            });
-        }
-        let srcs = srcs.to_vec();
-        let lo = self.iconst(0);
-        let hi = self.iconst(nvec as i64);
-        self.emit_loop(lo, hi, &mut |lw, i| {
-            let off = lw.b.ins().imul_imm_s(i, 16);
-            let mut xs = vec![];
-            for ((cv, _), sp) in srcs.iter().zip(&splats) {
-                xs.push(match (cv, sp) {
-                    (_, Some(v)) => *v,
-                    (Cv::Mem(p), None) => {
-                        let a = lw.b.ins().iadd(*p, off);
-                        lw.b.ins().load(vty, flags, a, 0)
-                    }
-                    _ => return Err(lw.err("bad SIMD operand")),
-                });
-            }
-            let (a, b) = (xs[0], xs[1]);
-            let ins = lw.b.ins();
-            let r = match (op, d.is_float()) {
-                (BinOp::Add, true) => ins.fadd(a, b),
-                (BinOp::Sub, true) => ins.fsub(a, b),
-                (BinOp::Mul, true) => ins.fmul(a, b),
-                (BinOp::Div, true) => ins.fdiv(a, b),
-                (BinOp::Min, true) => ins.fmin(a, b),
-                (BinOp::Max, true) => ins.fmax(a, b),
-                (BinOp::Add, false) => ins.iadd(a, b),
-                (BinOp::Sub, false) => ins.isub(a, b),
-                (BinOp::And, _) => ins.band(a, b),
-                (BinOp::Or, _) => ins.bor(a, b),
-                _ => ins.bxor(a, b),
+                _ => self.scalar(v),
             };
-            let a = lw.b.ins().iadd(dst, off);
-            lw.b.ins().store(flags, r, a, 0);
-            Ok(())
-        })?;
-        Ok(nvec * lanes)
+        };
+        let operands = op.kind.operands();
+        let in_dt: Vec<DType> = operands
+            .iter()
+            .map(|o| self.f.ty(*o).dtype().unwrap_or(DType::F32))
+            .collect();
+        let xs = operands
+            .into_iter()
+            .map(|o| self.eval_scalar(o, i))
+            .collect::<Result<Vec<_>, _>>()?;
+        let rd = self.f.ty(v).dtype().unwrap_or(DType::F32);
+        self.scalar_op(&op, &xs, &in_dt, rd)
     }
 
     fn scalar_op(
@@ -1453,5 +1613,229 @@ fn cmp_code(c: CmpOp) -> u32 {
         CmpOp::Le => 3,
         CmpOp::Gt => 4,
         CmpOp::Ge => 5,
+    }
+}
+
+fn use_counts(b: &IrBlock) -> HashMap<Value, usize> {
+    fn walk(b: &IrBlock, out: &mut HashMap<Value, usize>) {
+        for op in &b.ops {
+            for v in op.kind.operands() {
+                *out.entry(v).or_default() += 1;
+            }
+            match &op.kind {
+                OpKind::For { body, .. } => walk(body, out),
+                OpKind::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    walk(then_body, out);
+                    walk(else_body, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    walk(b, &mut out);
+    out
+}
+
+fn is_elementwise(k: &OpKind) -> bool {
+    matches!(
+        k,
+        OpKind::Binary(..)
+            | OpKind::Unary(..)
+            | OpKind::Fma(..)
+            | OpKind::Cmp(..)
+            | OpKind::Select(..)
+            | OpKind::Cast(..)
+    )
+}
+
+/// Whether an op may write memory (or let a peer write it): nothing may be read in place across it.
+fn may_write(k: &OpKind) -> bool {
+    !(is_elementwise(k)
+        || matches!(
+            k,
+            OpKind::Const(_)
+                | OpKind::Dim(_)
+                | OpKind::Slice { .. }
+                | OpKind::Subview { .. }
+                | OpKind::Load { .. }
+                | OpKind::RemoteLoad { .. }
+                | OpKind::Elem { .. }
+                | OpKind::Rank(_)
+                | OpKind::NRanks(_)
+                | OpKind::Var(_)
+                | OpKind::Read(_)
+                | OpKind::Write(..)
+        ))
+}
+
+/// Whether a `tile` region of an array of `shape` is one contiguous run of memory.
+fn contiguous(tile: &[u64], shape: &[u64]) -> bool {
+    if tile.len() != shape.len() {
+        return false;
+    }
+    match tile.iter().position(|&t| t > 1) {
+        None => true,
+        Some(first) => (first + 1..tile.len()).all(|d| tile[d] == shape[d]),
+    }
+}
+
+/// How the tiles of one block are lowered without copies:
+/// - `views`: loads read in place (contiguous, used only by elementwise ops of the block before
+///   any op that may write memory);
+/// - `lazy`: single-use elementwise ops evaluated inside their consumer's loop;
+/// - `direct`: elementwise results written straight into the destination of the contiguous
+///   tensor store that immediately follows them (when no view of the same tensor at other
+///   offsets feeds them).
+#[derive(Debug, Default)]
+struct BlockPlan {
+    views: HashSet<Value>,
+    lazy: HashSet<Value>,
+    direct: HashMap<Value, (Op, Value, Vec<Value>)>,
+}
+
+impl BlockPlan {
+    fn of(f: &Function, b: &IrBlock, uses: &HashMap<Value, usize>) -> BlockPlan {
+        let ops = &b.ops;
+        let mut users: HashMap<Value, Vec<usize>> = HashMap::new();
+        for (k, op) in ops.iter().enumerate() {
+            for v in op.kind.operands() {
+                users.entry(v).or_default().push(k);
+            }
+        }
+        let writes_between = |a: usize, z: usize| (a + 1..z).any(|k| may_write(&ops[k].kind));
+        let tile_of = |v: Value| matches!(f.ty(v), Type::Tile(..));
+        let mut plan = BlockPlan::default();
+        // Single-use elementwise ops feeding another elementwise op of the block.
+        for (k, op) in ops.iter().enumerate() {
+            let Some(r) = op.result else { continue };
+            if !is_elementwise(&op.kind) || !tile_of(r) || uses.get(&r) != Some(&1) {
+                continue;
+            }
+            if let Some(&[c]) = users.get(&r).map(Vec::as_slice) {
+                if is_elementwise(&ops[c].kind) && !writes_between(k, c) {
+                    plan.lazy.insert(r);
+                }
+            }
+        }
+        // Where each elementwise result is materialised (its own op, or its consumer's).
+        let mut mat: HashMap<Value, usize> = HashMap::new();
+        for (k, op) in ops.iter().enumerate().rev() {
+            if let Some(r) = op.result {
+                if is_elementwise(&op.kind) {
+                    let at = if plan.lazy.contains(&r) {
+                        users
+                            .get(&r)
+                            .and_then(|u| u.first())
+                            .and_then(|&c| ops[c].result)
+                            .and_then(|c| mat.get(&c).copied())
+                            .unwrap_or(k)
+                    } else {
+                        k
+                    };
+                    mat.insert(r, at);
+                }
+            }
+        }
+        // Loads read in place.
+        for (k, op) in ops.iter().enumerate() {
+            let (Some(r), OpKind::Load { src, .. }) = (op.result, &op.kind) else {
+                continue;
+            };
+            let (Some(ts), Some(ss)) = (
+                f.ty(r).shape().and_then(|s| s.consts()),
+                f.ty(*src).shape().and_then(|s| s.consts()),
+            ) else {
+                continue;
+            };
+            let us = users.get(&r).cloned().unwrap_or_default();
+            if us.is_empty()
+                || uses.get(&r).copied().unwrap_or(0) != us.len()
+                || !contiguous(&ts, &ss)
+            {
+                continue;
+            }
+            let mut last = k;
+            let mut ok = true;
+            for &u in &us {
+                match ops[u]
+                    .result
+                    .filter(|_| is_elementwise(&ops[u].kind))
+                    .and_then(|x| mat.get(&x))
+                {
+                    Some(&m) => last = last.max(m),
+                    None => ok = false,
+                }
+            }
+            if ok && !writes_between(k, last) {
+                plan.views.insert(r);
+            }
+        }
+        // In-place stores.
+        let base = |mut v: Value| -> Value {
+            let defs: HashMap<Value, &OpKind> = ops
+                .iter()
+                .filter_map(|o| o.result.map(|r| (r, &o.kind)))
+                .collect();
+            while let Some(OpKind::Slice { src, .. } | OpKind::Subview { src, .. }) = defs.get(&v) {
+                v = *src;
+            }
+            v
+        };
+        for (k, op) in ops.iter().enumerate() {
+            let Some(r) = op.result else { continue };
+            if !is_elementwise(&op.kind)
+                || !tile_of(r)
+                || plan.lazy.contains(&r)
+                || uses.get(&r) != Some(&1)
+            {
+                continue;
+            }
+            let Some(next) = ops.get(k + 1) else { continue };
+            let OpKind::Store {
+                value,
+                dst,
+                offsets,
+            } = &next.kind
+            else {
+                continue;
+            };
+            if *value != r || !matches!(f.ty(*dst), Type::Tensor(..)) {
+                continue;
+            }
+            let (Some(ts), Some(ds)) = (
+                f.ty(r).shape().and_then(|s| s.consts()),
+                f.ty(*dst).shape().and_then(|s| s.consts()),
+            ) else {
+                continue;
+            };
+            if !contiguous(&ts, &ds) {
+                continue;
+            }
+            // Leaves of the fused tree that are views of the same tensor at other offsets
+            // would be overwritten before they are read.
+            let mut stack = vec![r];
+            let mut safe = true;
+            while let Some(v) = stack.pop() {
+                let Some(d) = ops.iter().find(|o| o.result == Some(v)) else {
+                    continue;
+                };
+                if plan.lazy.contains(&v) || v == r {
+                    stack.extend(d.kind.operands());
+                } else if let OpKind::Load { src, offsets: lo } = &d.kind {
+                    if plan.views.contains(&v) && base(*src) == base(*dst) && lo != offsets {
+                        safe = false;
+                    }
+                }
+            }
+            if safe {
+                plan.direct.insert(r, (next.clone(), *dst, offsets.clone()));
+            }
+        }
+        plan
     }
 }

@@ -692,6 +692,40 @@ impl FunctionBuilder<'_> {
         Ok(())
     }
 
+    /// Inlines the body of `callee` here, with its parameters bound to `args` (one per
+    /// parameter, types as the parameters'): the call without the call.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] on an argument count mismatch.
+    pub fn inline(&mut self, callee: &Function, args: &[Value]) -> Result<()> {
+        if callee.params.len() != args.len() {
+            return self.err(format!(
+                "inlining `{}`: {} argument(s) for {} parameter(s)",
+                callee.name,
+                args.len(),
+                callee.params.len()
+            ));
+        }
+        let mut map: std::collections::HashMap<Value, Value> = callee
+            .params
+            .iter()
+            .map(|p| p.value)
+            .zip(args.iter().copied())
+            .collect();
+        let mut fresh = |v: Value, fb: &mut Function| -> Value {
+            *map.entry(v).or_insert_with(|| {
+                fb.values.push(callee.ty(v).clone());
+                Value(fb.values.len() as u32 - 1)
+            })
+        };
+        let func = &mut self.func;
+        let body = callee.body.map_values(&mut |v| fresh(v, func));
+        if let Some(b) = self.blocks.last_mut() {
+            b.ops.extend(body.ops);
+        }
+        Ok(())
+    }
+
     /// Dispatches per-device program `callee` to rank `device`. The callee's `ctx` parameter
     /// is not passed: the runtime supplies it.
     ///

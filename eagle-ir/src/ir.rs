@@ -587,7 +587,207 @@ impl Module {
     }
 }
 
+impl Block {
+    /// A copy with every value (operands, results, loop variables, nested blocks) renamed by
+    /// `f`.
+    pub fn map_values(&self, f: &mut dyn FnMut(Value) -> Value) -> Block {
+        Block {
+            ops: self
+                .ops
+                .iter()
+                .map(|op| Op {
+                    result: op.result.map(&mut *f),
+                    kind: op.kind.map_values(f),
+                })
+                .collect(),
+        }
+    }
+}
+
 impl OpKind {
+    /// A copy with every value renamed by `f` (nested blocks and loop variables included).
+    pub fn map_values(&self, f: &mut dyn FnMut(Value) -> Value) -> OpKind {
+        use OpKind::*;
+        let mut m = |v: &Value| f(*v);
+        match self {
+            Const(c) => Const(*c),
+            Dim(d) => Dim(d.clone()),
+            Binary(o, a, b) => Binary(*o, m(a), m(b)),
+            Unary(o, a) => Unary(*o, m(a)),
+            Fma(a, b, c) => Fma(m(a), m(b), m(c)),
+            Cmp(o, a, b) => Cmp(*o, m(a), m(b)),
+            Select(a, b, c) => Select(m(a), m(b), m(c)),
+            Cast(a) => Cast(m(a)),
+            Slice { src, index } => Slice {
+                src: m(src),
+                index: m(index),
+            },
+            Subview { src, offset } => Subview {
+                src: m(src),
+                offset: m(offset),
+            },
+            Elem { src, indices } => Elem {
+                src: m(src),
+                indices: indices.iter().map(&mut m).collect(),
+            },
+            SetElem {
+                value,
+                dst,
+                indices,
+            } => SetElem {
+                value: m(value),
+                dst: m(dst),
+                indices: indices.iter().map(&mut m).collect(),
+            },
+            Load { src, offsets } => Load {
+                src: m(src),
+                offsets: offsets.iter().map(&mut m).collect(),
+            },
+            Store {
+                value,
+                dst,
+                offsets,
+            } => Store {
+                value: m(value),
+                dst: m(dst),
+                offsets: offsets.iter().map(&mut m).collect(),
+            },
+            Var(a) => Var(m(a)),
+            Read(a) => Read(m(a)),
+            Write(a, b) => Write(m(a), m(b)),
+            For { var, lo, hi, body } => {
+                let (var, lo, hi) = (m(var), m(lo), m(hi));
+                For {
+                    var,
+                    lo,
+                    hi,
+                    body: body.map_values(f),
+                }
+            }
+            If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                let cond = m(cond);
+                If {
+                    cond,
+                    then_body: then_body.map_values(f),
+                    else_body: else_body.map_values(f),
+                }
+            }
+            Call { callee, args } => Call {
+                callee: callee.clone(),
+                args: args.iter().map(&mut m).collect(),
+            },
+            Dispatch {
+                callee,
+                args,
+                device,
+            } => Dispatch {
+                callee: callee.clone(),
+                args: args.iter().map(&mut m).collect(),
+                device: m(device),
+            },
+            Rank(c) => Rank(m(c)),
+            NRanks(c) => NRanks(m(c)),
+            WorldSize => WorldSize,
+            AllocWindowBuffer => AllocWindowBuffer,
+            Window(b) => Window(m(b)),
+            Put { dst, peer, src } => Put {
+                dst: m(dst),
+                peer: m(peer),
+                src: m(src),
+            },
+            Get { dst, peer, src } => Get {
+                dst: m(dst),
+                peer: m(peer),
+                src: m(src),
+            },
+            RemoteLoad { src, peer, offsets } => RemoteLoad {
+                src: m(src),
+                peer: m(peer),
+                offsets: offsets.iter().map(&mut m).collect(),
+            },
+            RemoteStore {
+                value,
+                dst,
+                peer,
+                offsets,
+            } => RemoteStore {
+                value: m(value),
+                dst: m(dst),
+                peer: m(peer),
+                offsets: offsets.iter().map(&mut m).collect(),
+            },
+            Notify {
+                signal,
+                peer,
+                offsets,
+                value,
+                op,
+            } => Notify {
+                signal: m(signal),
+                peer: m(peer),
+                offsets: offsets.iter().map(&mut m).collect(),
+                value: m(value),
+                op: *op,
+            },
+            Wait {
+                signal,
+                offsets,
+                expected,
+                cmp,
+            } => Wait {
+                signal: m(signal),
+                offsets: offsets.iter().map(&mut m).collect(),
+                expected: m(expected),
+                cmp: *cmp,
+            },
+            Barrier(c) => Barrier(m(c)),
+            Broadcast {
+                ctx,
+                src,
+                dst,
+                root,
+            } => Broadcast {
+                ctx: m(ctx),
+                src: m(src),
+                dst: m(dst),
+                root: m(root),
+            },
+            AllGather { ctx, src, dst } => AllGather {
+                ctx: m(ctx),
+                src: m(src),
+                dst: m(dst),
+            },
+            ReduceScatter { ctx, src, dst, op } => ReduceScatter {
+                ctx: m(ctx),
+                src: m(src),
+                dst: m(dst),
+                op: *op,
+            },
+            AllReduce {
+                ctx,
+                src,
+                dst,
+                op,
+                mode,
+            } => AllReduce {
+                ctx: m(ctx),
+                src: m(src),
+                dst: m(dst),
+                op: *op,
+                mode: *mode,
+            },
+            AllToAll { ctx, src, dst } => AllToAll {
+                ctx: m(ctx),
+                src: m(src),
+                dst: m(dst),
+            },
+        }
+    }
+
     /// Every value operand, in text order (nested blocks excluded).
     pub fn operands(&self) -> Vec<Value> {
         use OpKind::*;
