@@ -475,36 +475,20 @@ pub fn run_with(
         .map(|(bytes, elem, desc)| WindowMem::new(p, bytes, elem, desc))
         .collect();
     let world = World::new(p, wins, art, live, opts);
-    let results: Vec<(Vec<Job>, Option<Failure>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .into_iter()
-            .enumerate()
-            .map(|(rank, js)| {
-                let world = &world;
-                std::thread::Builder::new()
-                    .name(format!("eagle-dev{rank}"))
-                    .stack_size(16 << 20)
-                    .spawn_scoped(s, move || device_main(world, rank, js))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| {
-                    (
-                        vec![],
-                        Some(Failure::Error("the device thread panicked".into())),
-                    )
-                }),
-                Err(e) => (
-                    vec![],
-                    Some(Failure::Error(format!(
-                        "could not start a device thread: {e}"
-                    ))),
-                ),
-            })
-            .collect()
-    });
+    let world_ref = &world;
+    let tasks: Vec<Box<dyn FnOnce() -> (Vec<Job>, Option<Failure>) + Send + '_>> = jobs
+        .into_iter()
+        .enumerate()
+        .map(|(rank, js)| {
+            let t: Box<dyn FnOnce() -> (Vec<Job>, Option<Failure>) + Send + '_> =
+                Box::new(move || device_main(world_ref, rank, js));
+            t
+        })
+        .collect();
+    let results: Vec<(Vec<Job>, Option<Failure>)> = crate::pool::run_all(tasks, 16 << 20)
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|m| (vec![], Some(Failure::Error(m)))))
+        .collect();
     for (rank, (_, fail)) in results.iter().enumerate() {
         if let Some(Failure::Error(m)) = fail {
             return Err(RuntimeError::RankFailed {

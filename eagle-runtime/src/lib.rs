@@ -13,6 +13,7 @@ mod host;
 /// The MPI transport (feature `mpi`).
 #[cfg(feature = "mpi")]
 pub mod mpi_rt;
+mod pool;
 mod race;
 mod sim;
 mod tensor;
