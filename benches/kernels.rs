@@ -452,11 +452,19 @@ fn main() {
 /// A bar chart of eagle / rustc per kernel, as SVG.
 fn plot(rows: &[Row], geo: f64) -> String {
     use plotters::prelude::*;
+    const SHORT: [&str; 6] = [
+        "saxpy f32",
+        "saxpy f64",
+        "stencil",
+        "dot",
+        "matmul",
+        "sample (plan)",
+    ];
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (760, 360)).into_drawing_area();
         let _ = root.fill(&WHITE);
-        let n = rows.len() as i32;
+        let n = rows.len() as u32;
         let max = rows.iter().map(|r| r.rust / r.eagle).fold(1.2f64, f64::max) * 1.1;
         let Ok(mut chart) = ChartBuilder::on(&root)
             .caption(
@@ -466,28 +474,35 @@ fn plot(rows: &[Row], geo: f64) -> String {
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(40)
-            .build_cartesian_2d(0..n, 0f64..max)
+            .build_cartesian_2d((0u32..n).into_segmented(), 0f64..max)
         else {
             return String::new();
         };
         let _ = chart
             .configure_mesh()
-            .x_labels(rows.len())
-            .x_label_formatter(&|i| {
-                (*i as usize)
-                    .checked_sub(0)
-                    .and_then(|i| rows.get(i))
-                    .map_or(String::new(), |r| {
-                        r.name.split(' ').next().unwrap_or("").to_string()
-                    })
+            .disable_x_mesh()
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => {
+                    SHORT.get(*i as usize).copied().unwrap_or("").to_string()
+                }
+                _ => String::new(),
             })
-            .y_desc("ratio")
+            .y_desc("eagle / rustc")
             .draw();
-        let _ = chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
-            let v = r.rust / r.eagle;
-            Rectangle::new([(i as i32, 0.0), (i as i32 + 1, v)], BLUE.mix(0.6).filled())
-        }));
-        let _ = chart.draw_series(LineSeries::new(vec![(0, 1.0), (n, 1.0)], &RED));
+        let _ = chart.draw_series(
+            Histogram::vertical(&chart)
+                .margin(12)
+                .style(BLUE.mix(0.6).filled())
+                .data(
+                    rows.iter()
+                        .enumerate()
+                        .map(|(i, r)| (i as u32, r.rust / r.eagle)),
+                ),
+        );
+        let _ = chart.draw_series(LineSeries::new(
+            vec![(SegmentValue::Exact(0), 1.0), (SegmentValue::Exact(n), 1.0)],
+            &RED,
+        ));
         let _ = root.present();
     }
     out

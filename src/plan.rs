@@ -331,6 +331,7 @@ pub fn plan_module(
     let mut mb = ir::ModuleBuilder::from_module(generic.clone());
     let fparams = f.params.clone();
     let ftypes: Vec<Type> = fparams.iter().map(|p| f.ty(p.value).clone()).collect();
+    let reduction: Vec<bool> = planes.iter().map(|p| p.reduction).collect();
     mb.define(&wrapper, Level::Device, |fb| {
         let lo = fb.param("lo", Type::Scalar(DType::Index), false);
         let hi = fb.param("hi", Type::Scalar(DType::Index), false);
@@ -339,8 +340,25 @@ pub fn plan_module(
             .zip(&ftypes[1..])
             .map(|(p, t)| fb.param(&p.name, t.clone(), p.out))
             .collect();
-        // The kernel body is inlined into the sample loop: no call per sample.
+        // The executor only runs 0 <= lo <= s < hi <= n (and never n = 0), so clamping the
+        // sample index to 0..n changes nothing and lets the backend prove every `x[s]` in
+        // bounds: no run-time check per access.
+        let n_dim = fparams[1..]
+            .iter()
+            .zip(&ftypes[1..])
+            .zip(&reduction)
+            .find(|(_, red)| !**red)
+            .and_then(|((_, t), _)| t.shape().and_then(|s| s.0.last().cloned()));
         fb.for_range(lo, hi, |fb, s| {
+            let s = match &n_dim {
+                Some(d) => {
+                    let n = fb.value(ir::Operand::from(d.clone()), Some(DType::Index))?;
+                    let last = fb.bin(ir::BinOp::Sub, n, ir::Operand::Int(1))?;
+                    let upper = fb.bin(ir::BinOp::Min, s, last)?;
+                    fb.bin(ir::BinOp::Max, upper, ir::Operand::Int(0))?
+                }
+                None => s,
+            };
             let mut args = vec![s];
             args.extend(vals.iter().copied());
             fb.inline(&f, &args)

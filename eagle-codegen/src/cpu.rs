@@ -585,9 +585,12 @@ impl Lower<'_, '_> {
                 CTX_RANK,
             ))),
             OpKind::Binary(b, x, y) if matches!(res_ty, Some(Type::Scalar(DType::Index))) => {
-                if let (Some(&(a0, a1)), Some(&(b0, b1)), Some(r)) =
-                    (self.ranges.get(x), self.ranges.get(y), op.result)
-                {
+                // min and max bound a value even when the other operand is unknown (a clamp).
+                let full = (i128::from(i64::MIN), i128::from(i64::MAX));
+                let clamp = matches!(b, BinOp::Min | BinOp::Max);
+                let rx = self.ranges.get(x).copied().or(clamp.then_some(full));
+                let ry = self.ranges.get(y).copied().or(clamp.then_some(full));
+                if let (Some((a0, a1)), Some((b0, b1)), Some(r)) = (rx, ry, op.result) {
                     let range = match b {
                         BinOp::Add => Some((a0 + b0, a1 + b1)),
                         BinOp::Sub => Some((a0 - b1, a1 - b0)),

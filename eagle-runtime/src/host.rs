@@ -476,12 +476,11 @@ pub fn run_with(
         .collect();
     let world = World::new(p, wins, art, live, opts);
     let world_ref = &world;
-    let tasks: Vec<Box<dyn FnOnce() -> (Vec<Job>, Option<Failure>) + Send + '_>> = jobs
+    let tasks: Vec<DeviceTask<'_>> = jobs
         .into_iter()
         .enumerate()
         .map(|(rank, js)| {
-            let t: Box<dyn FnOnce() -> (Vec<Job>, Option<Failure>) + Send + '_> =
-                Box::new(move || device_main(world_ref, rank, js));
+            let t: DeviceTask<'_> = Box::new(move || device_main(world_ref, rank, js));
             t
         })
         .collect();
@@ -540,6 +539,9 @@ pub fn run_with(
         dispatches,
     })
 }
+
+/// One device's run: its jobs back (with their buffers) and how it ended.
+type DeviceTask<'a> = Box<dyn FnOnce() -> (Vec<Job>, Option<Failure>) + Send + 'a>;
 
 fn device_main(world: &World<'_>, rank: usize, mut jobs: Vec<Job>) -> (Vec<Job>, Option<Failure>) {
     let mut failure = None;

@@ -8,6 +8,9 @@ use std::sync::{Arc, Condvar, Mutex};
 
 type Task = Box<dyn FnOnce() + Send + 'static>;
 
+/// One result slot per task.
+type Slots<T> = Vec<Mutex<Option<Result<T, String>>>>;
+
 struct Worker {
     tx: Sender<Task>,
 }
@@ -49,8 +52,7 @@ pub(crate) fn run_all<'a, T: Send + 'a>(
             None => break,
         }
     }
-    let results: Arc<Vec<Mutex<Option<Result<T, String>>>>> =
-        Arc::new((0..n).map(|_| Mutex::new(None)).collect());
+    let results: Arc<Slots<T>> = Arc::new((0..n).map(|_| Mutex::new(None)).collect());
     let latch = Arc::new((Mutex::new(n), Condvar::new()));
     for (i, task) in tasks.into_iter().enumerate() {
         let Some(w) = workers.get(i) else {
