@@ -238,10 +238,12 @@ impl Session {
     /// # Errors
     /// Build, verification and specialization errors; [`eagle_runtime::RuntimeError`] for
     /// arguments that do not match and for failures while running.
-    pub fn launch<F: ir::EagleFn>(&self, mut args: Vec<Arg<'_>>) -> Result<LaunchReport> {
-        let module = F::module()?;
+    pub fn launch<F: ir::EagleFn + 'static>(&self, mut args: Vec<Arg<'_>>) -> Result<LaunchReport> {
+        // The generic module of `F` and the hash of its text are built once per process.
+        let (module, text_hash) = generic_of::<F>()?;
         let bindings = bindings_from_args(&module, F::NAME, self.world_size(), &args)?;
-        let (art, cache_hit) = codegen::compile(&module, F::NAME, &bindings, codegen::Target::Cpu)?;
+        let (art, cache_hit) =
+            codegen::compile_hashed(&module, text_hash, F::NAME, &bindings, codegen::Target::Cpu)?;
         if self.emit_ir {
             use std::io::Write;
             // Ignore write errors: a closed stdout must not turn into a panic.
@@ -279,6 +281,29 @@ impl Session {
         }
         Ok(report)
     }
+}
+
+/// The generic module of `F` and the FNV-1a hash of its text, built once per process.
+fn generic_of<F: ir::EagleFn + 'static>() -> Result<(std::sync::Arc<ir::Module>, u64)> {
+    use std::any::TypeId;
+    use std::collections::HashMap;
+    use std::sync::{Arc, OnceLock};
+    type Cache = Mutex<HashMap<TypeId, (Arc<ir::Module>, u64)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(hit) = cache
+        .lock()
+        .ok()
+        .and_then(|c| c.get(&TypeId::of::<F>()).cloned())
+    {
+        return Ok(hit);
+    }
+    let m = Arc::new(F::module()?);
+    let h = codegen::fnv1a(ir::print_module(&m).as_bytes());
+    if let Ok(mut c) = cache.lock() {
+        c.insert(TypeId::of::<F>(), (Arc::clone(&m), h));
+    }
+    Ok((m, h))
 }
 
 /// Binds every symbolic dim of `root`'s tensor parameters from the argument shapes.

@@ -106,12 +106,27 @@ pub fn compile(
     b: &Bindings,
     target: Target,
 ) -> Result<(Arc<Artifact>, bool), CodegenError> {
+    let text_hash = crate::fnv1a(print_module(m).as_bytes());
+    compile_hashed(m, text_hash, root, b, target)
+}
+
+/// [`compile`] for a module whose IR text hash (`fnv1a(print_module(m))`) the caller already
+/// knows: a cache hit then costs a hash of the bindings and a lookup.
+///
+/// # Errors
+/// As [`compile`].
+pub fn compile_hashed(
+    m: &Module,
+    text_hash: u64,
+    root: &str,
+    b: &Bindings,
+    target: Target,
+) -> Result<(Arc<Artifact>, bool), CodegenError> {
     if m.function(root).is_none() {
         return Err(CodegenError::NoSuchFunction(root.to_string()));
     }
-    let text = print_module(m);
     let key_text = format!(
-        "{text}\n;; root={root} {} target={}",
+        "{text_hash:016x};; root={root} {} target={}",
         b.key_text(),
         target.name()
     );

@@ -15,7 +15,9 @@ pub mod fold;
 pub mod lower;
 mod specialize;
 
-pub use artifact::{cache_stats, clear_cache, compile, Artifact, CacheStats, Target};
+pub use artifact::{
+    cache_stats, clear_cache, compile, compile_hashed, Artifact, CacheStats, Target,
+};
 pub use error::{CodegenError, SpecializeError};
 pub use specialize::{specialize, Bindings};
 
