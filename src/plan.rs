@@ -426,10 +426,35 @@ fn combine(kind: ReduceKind, d: DType, acc: &mut [u8], x: &[u8]) {
     match (kind, d) {
         (ReduceKind::Sum, DType::F64) => go!(f64, |a, b| a + b),
         (ReduceKind::Times, DType::F64) => go!(f64, |a, b| a * b),
-        (ReduceKind::Max, DType::F64) => go!(f64, f64::max),
+        (ReduceKind::Max, DType::F64) => go!(f64, |a, b| {
+            // IEEE 754-2019 maximum, as the compiled `max`: NaN wins, +0 > -0.
+            if a.is_nan() || b.is_nan() {
+                f64::NAN
+            } else if a == b {
+                if a.is_sign_negative() {
+                    b
+                } else {
+                    a
+                }
+            } else {
+                a.max(b)
+            }
+        }),
         (ReduceKind::Sum, DType::F32) => go!(f32, |a, b| a + b),
         (ReduceKind::Times, DType::F32) => go!(f32, |a, b| a * b),
-        (ReduceKind::Max, DType::F32) => go!(f32, f32::max),
+        (ReduceKind::Max, DType::F32) => go!(f32, |a, b| {
+            if a.is_nan() || b.is_nan() {
+                f32::NAN
+            } else if a == b {
+                if a.is_sign_negative() {
+                    b
+                } else {
+                    a
+                }
+            } else {
+                a.max(b)
+            }
+        }),
         (ReduceKind::Sum, DType::I64 | DType::Index) => go!(i64, i64::wrapping_add),
         (ReduceKind::Times, DType::I64 | DType::Index) => go!(i64, i64::wrapping_mul),
         (ReduceKind::Max, DType::I64 | DType::Index) => go!(i64, i64::max),
@@ -741,9 +766,24 @@ impl Exec<'_> {
             .collect();
         for &rank in &mine {
             let share = part.share(rank);
+            // Outside its share a rank's copy holds the NaN sentinel; inside, the output's
+            // current values (a kernel may write conditionally or read-modify-write).
             let mut copies: Vec<Vec<f64>> = outs
                 .iter()
-                .map(|&i| vec![f64::NAN; bufs[i].1 / 8])
+                .map(|&i| {
+                    let mut c = vec![f64::NAN; bufs[i].1 / 8];
+                    // SAFETY: `bufs[i]` is the output plane's storage, `bufs[i].1` bytes long.
+                    let orig = unsafe {
+                        std::slice::from_raw_parts(bufs[i].0 .0 as *const f64, bufs[i].1 / 8)
+                    };
+                    let width = c.len() / self.n.max(1);
+                    for comp in 0..width {
+                        let row = comp * self.n;
+                        c[row + share.start..row + share.end]
+                            .copy_from_slice(&orig[row + share.start..row + share.end]);
+                    }
+                    c
+                })
                 .collect();
             let mut ptrs = ptrs.clone();
             for (k, &i) in outs.iter().enumerate() {

@@ -103,7 +103,8 @@ struct Walk {
 /// the sample dimension of a plane is its last dimension).
 ///
 /// - A write `y[..][s] = v` is sample-local; a write at any other index is cross-sample.
-/// - A write `y[i] = y[i] <op> v` (or `v <op> y[i]`) is a reduction contribution with `op`
+/// - A write `y[i] = y[i] <op> v` (or `v <op> y[i]`) at an index `i` other than `s` is a
+///   reduction contribution with `op`
 ///   `+` (sum), `*` (times), `max` or `&` on bool (land).
 /// - A read `x[..][i]` with `i` other than `s` is a cross-sample read. Tile loads and stores of
 ///   planes, and planes passed to calls, count as cross-sample (conservatively).
@@ -208,9 +209,11 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
                         }
                         _ => None,
                     };
+                    // A write at the sample's own index is sample-local even when it reads the
+                    // old value (`y[s] += x[s]`): only cells indexed otherwise are reductions.
                     match (reduce, param_of(*dst)) {
-                        (Some(k), Some(p)) => w.reductions.push((p, k)),
                         _ if indices.last() == Some(&s) => w.local_write = true,
+                        (Some(k), Some(p)) => w.reductions.push((p, k)),
                         _ => w.cross_write = true,
                     }
                 }
