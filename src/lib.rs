@@ -143,7 +143,7 @@ impl Session {
         #[cfg(feature = "mpi")]
         {
             let (_, size) = eagle_runtime::mpi_rt::world();
-            if size > 1 && devices.len() != size {
+            if eagle_runtime::mpi_rt::active() && devices.len() != size {
                 return Err(E::Devices(format!(
                     "mpirun started {size} process(es) but {} device(s) were given; give one device per process, e.g. `mpirun -np {size} eagle -d {}`",
                     devices.len(),
@@ -162,9 +162,9 @@ impl Session {
             }
             if d >= platform.max_devices() {
                 return Err(E::Devices(format!(
-                    "device {d} does not exist: platform `{}` has devices 0..{}",
+                    "device {d} does not exist: platform `{}` has devices 0 to {}",
                     platform.name(),
-                    platform.max_devices()
+                    platform.max_devices() - 1
                 ))
                 .into());
             }

@@ -328,7 +328,11 @@ pub fn plan_module(
     // The wrapper: a device function that runs the kernel for s in lo..hi. The kernel and its
     // callees are copied from `generic`.
     let wrapper = format!("__plan_{name}");
-    let mut mb = ir::ModuleBuilder::from_module(generic.clone());
+    // A module from a plugin may carry a stored wrapper: drop it and build our own, so the
+    // executor only ever runs code derived from the kernel itself.
+    let mut base = generic.clone();
+    base.functions.retain(|g| g.name != wrapper);
+    let mut mb = ir::ModuleBuilder::from_module(base);
     let fparams = f.params.clone();
     let ftypes: Vec<Type> = fparams.iter().map(|p| f.ty(p.value).clone()).collect();
     let reduction: Vec<bool> = planes.iter().map(|p| p.reduction).collect();
@@ -516,15 +520,39 @@ impl Plan {
     /// have `n` samples along its last dim), a non-`f64` output under `RankPartition`, a device
     /// the platform lacks, or a `RankPartition` without MPI and without simulated ranks;
     /// build, specialization and run-time errors otherwise.
+    ///
+    /// Under MPI (`RankPartition` without simulated ranks, world size > 1) a failure on any rank
+    /// prints that rank's error and ends the whole job with `MPI_Abort` (exit status 1), since
+    /// the other ranks would otherwise wait forever in the gather.
     pub fn run(&self, device: usize, planes: &mut Planes<'_>) -> Result<()> {
+        let r = self.run_inner(device, planes);
+        #[cfg(feature = "mpi")]
+        if let Err(e) = &r {
+            if self.structure == Structure::RankPartition
+                && self.ranks.is_none()
+                && eagle_runtime::mpi_rt::world().1 > 1
+            {
+                eagle_runtime::mpi_rt::abort_with(&e.to_string());
+            }
+        }
+        r
+    }
+
+    fn run_inner(&self, device: usize, planes: &mut Planes<'_>) -> Result<()> {
         if device >= eagle_runtime::Platform::Sim.max_devices() {
             return Err(Error::Usage(format!(
-                "argument `device`: device {device} does not exist; the CPU platform has devices 0..{}",
-                eagle_runtime::Platform::Sim.max_devices()
+                "argument `device`: device {device} does not exist; the CPU platform has devices 0 to {}",
+                eagle_runtime::Platform::Sim.max_devices() - 1
             )));
         }
         // Match planes to parameters by name.
-        for (name, _) in &planes.items {
+        for (k, (name, _)) in planes.items.iter().enumerate() {
+            if planes.items[..k].iter().any(|(m, _)| m == name) {
+                return Err(Error::Usage(format!(
+                    "plane `{name}` is passed twice; pass each plane of `{}` once",
+                    self.kernel
+                )));
+            }
             if !self.planes.iter().any(|p| &p.name == name) {
                 return Err(Error::Usage(format!(
                     "plane `{name}` is not a parameter of `{}`; its planes are {}",
@@ -560,6 +588,12 @@ impl Plan {
                     p.name
                 )));
             }
+            if !p.out && is_out {
+                return Err(Error::Usage(format!(
+                    "plane `{}` is an input of `{}`; pass it with `Planes::input`",
+                    p.name, self.kernel
+                )));
+            }
             if dt != p.dtype {
                 return Err(Error::Usage(format!(
                     "plane `{}` has dtype {dt}, expected {} as `{}` declares",
@@ -592,7 +626,12 @@ impl Plan {
                 }
             }
         }
-        let n = n.unwrap_or(0);
+        let Some(n) = n else {
+            return Err(Error::Usage(format!(
+                "kernel `{}` has no per-sample plane, so the number of samples n is unknown; give it a plane of shape [n] or [w, n] (an input is enough)",
+                self.kernel
+            )));
+        };
         if n == 0 {
             // No samples: nothing runs; a reduction's outputs hold its identity.
             if let AccessCategory::Mapreduce(kind) = self.info.category {
@@ -682,15 +721,28 @@ struct Exec<'p> {
 }
 
 impl Exec<'_> {
-    /// Runs samples `lo..hi` with the given buffer addresses.
-    fn call(&self, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
+    /// Runs samples `lo..hi` for `rank` with the given buffer addresses. A failure names the
+    /// rank, the sample kernel (not its internal wrapper) and the samples that were running.
+    fn call(&self, rank: usize, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
         let mut slots = vec![lo as u64, hi as u64];
         slots.extend(bufs.iter().map(|p| p.0));
-        Ok(eagle_runtime::call_entry(
-            self.art,
-            &self.plan.wrapper,
-            &slots,
-        )?)
+        eagle_runtime::call_entry(self.art, &self.plan.wrapper, &slots).map_err(|e| match e {
+            eagle_runtime::RuntimeError::RankFailed { message, .. } => {
+                let message = message.replace(
+                    &format!("function `{}`", self.plan.wrapper),
+                    &format!("sample kernel `{}`", self.plan.kernel),
+                );
+                let message = message.replace(
+                    &format!("`{}`", self.plan.wrapper),
+                    &format!("`{}`", self.plan.kernel),
+                );
+                Error::Runtime(eagle_runtime::RuntimeError::RankFailed {
+                    rank,
+                    message: format!("{message} (while running samples {lo}..{hi})"),
+                })
+            }
+            other => Error::Runtime(other),
+        })
     }
 
     /// Runs `units` (samples or rows) through `structure` with `threads` workers: contiguous
@@ -750,7 +802,7 @@ impl Exec<'_> {
         let ptrs: Vec<Ptr> = bufs.iter().map(|b| b.0).collect();
         if self.plan.structure != Structure::RankPartition {
             return self.team(self.plan.structure, 0..self.n, &|r| {
-                self.call(r.start, r.end, &ptrs)
+                self.call(0, r.start, r.end, &ptrs)
             });
         }
         // Each simulated rank computes its block into its own copy of the outputs (NaN
@@ -790,7 +842,7 @@ impl Exec<'_> {
                 ptrs[i] = Ptr(copies[k].as_mut_ptr() as u64);
             }
             self.team(self.plan.inner, share.clone(), &|sub| {
-                self.call(sub.start, sub.end, &ptrs)
+                self.call(rank, sub.start, sub.end, &ptrs)
             })?;
             // allgather_plane: take this rank's samples of every component.
             for k in 0..outs.len() {
@@ -836,7 +888,7 @@ impl Exec<'_> {
         let partials: Vec<std::sync::Mutex<Vec<Vec<u8>>>> =
             (0..rows).map(|_| std::sync::Mutex::new(vec![])).collect();
         let base: Vec<Ptr> = bufs.iter().map(|b| b.0).collect();
-        let do_rows = |rr: Range<usize>| -> Result<()> {
+        let do_rows = |rank: usize, rr: Range<usize>| -> Result<()> {
             for row in rr {
                 let mut mine: Vec<Vec<u8>> = ident.clone();
                 let mut ptrs = base.clone();
@@ -844,7 +896,7 @@ impl Exec<'_> {
                     ptrs[i] = Ptr(mine[k].as_mut_ptr() as u64);
                 }
                 let lo = row * ROW;
-                self.call(lo, (lo + ROW).min(self.n), &ptrs)?;
+                self.call(rank, lo, (lo + ROW).min(self.n), &ptrs)?;
                 *partials[row].lock().unwrap_or_else(|e| e.into_inner()) =
                     std::mem::take(&mut mine);
             }
@@ -856,7 +908,7 @@ impl Exec<'_> {
             let (mine, r, mpi) = self.ranks()?;
             let part = Partition::new(rows, r);
             for &rank in &mine {
-                self.team(self.plan.inner, part.share(rank), &do_rows)?;
+                self.team(self.plan.inner, part.share(rank), &|rr| do_rows(rank, rr))?;
             }
             if mpi {
                 // allgather_fold: every rank contributes the partials of its rows, row-major;
@@ -883,7 +935,7 @@ impl Exec<'_> {
                 }
             }
         } else {
-            self.team(self.plan.structure, 0..rows, &do_rows)?;
+            self.team(self.plan.structure, 0..rows, &|rr| do_rows(0, rr))?;
         }
         // Fold the row partials in row order, whatever ran them.
         for (k, &i) in outs.iter().enumerate() {

@@ -428,3 +428,168 @@ fn plugins_deploy_load_run_and_refuse_tampering() {
     std::fs::write(dir.join("histogram.json"), &sidecar).unwrap();
     assert!(load(&dir, "histogram").is_ok());
 }
+
+/// Read-modify-write of the sample's own cell: sample-local, old values kept.
+#[eagle::kernel(sample, category = "sample_local")]
+pub fn accumulate(s: usize, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
+    y[s] += x[s];
+}
+
+/// Writes only positive samples: the others keep their values.
+#[eagle::kernel(sample)]
+pub fn positives(s: usize, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
+    if x[s] > 0.0 {
+        y[s] = x[s];
+    }
+}
+
+/// The largest sample: a max mapreduce.
+#[eagle::kernel(sample, category = "mapreduce(max)")]
+pub fn peak(s: usize, x: Tensor<f64, N>, m: Out<Tensor<f64, 1>>) {
+    m[0] = max(m[0], x[s]);
+}
+
+/// Reads one past its sample: fails at the last sample.
+#[eagle::kernel(sample)]
+pub fn overrun(s: usize, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
+    y[s] = x[s + 1];
+}
+
+#[test]
+fn outputs_keep_the_values_a_kernel_does_not_overwrite() {
+    let x = Tensor::from_vec(&[5], vec![10.0, -20.0, 30.0, -40.0, 50.0]).unwrap();
+    let start = vec![1.0, 2.0, 3.0, 4.0, 5.0];
+    for (structure, ranks) in [
+        (Structure::HostTeam, None),
+        (Structure::DeviceKernel, None),
+        (Structure::RankPartition, Some(1)),
+        (Structure::RankPartition, Some(2)),
+        (Structure::RankPartition, Some(3)),
+    ] {
+        let with = |p: eagle::plan::Plan| match ranks {
+            Some(r) => p.with_simulated_ranks(r),
+            None => p,
+        };
+        let mut y = Tensor::from_vec(&[5], start.clone()).unwrap();
+        with(plan(accumulate, structure, Structure::HostTeam).unwrap())
+            .run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+            .unwrap();
+        assert_eq!(
+            y.data(),
+            &[11.0, -18.0, 33.0, -36.0, 55.0],
+            "{structure:?} {ranks:?}"
+        );
+        let mut y = Tensor::from_vec(&[5], start.clone()).unwrap();
+        with(plan(positives, structure, Structure::HostTeam).unwrap())
+            .run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+            .unwrap();
+        assert_eq!(
+            y.data(),
+            &[10.0, 2.0, 30.0, 4.0, 50.0],
+            "{structure:?} {ranks:?}"
+        );
+    }
+}
+
+#[test]
+fn max_mapreduce_propagates_nan_like_the_compiled_max() {
+    let mut v: Vec<f64> = (0..100).map(|i| (i as f64 * 0.37).sin()).collect();
+    let want = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    for ranks in [1, 3] {
+        let x = Tensor::from_vec(&[100], v.clone()).unwrap();
+        let mut m = Tensor::<f64>::zeros(&[1]);
+        plan(peak, Structure::RankPartition, Structure::HostTeam)
+            .unwrap()
+            .with_simulated_ranks(ranks)
+            .run(0, &mut Planes::new().input("x", &x).output("m", &mut m))
+            .unwrap();
+        assert_eq!(m.data()[0].to_bits(), want.to_bits(), "{ranks} ranks");
+    }
+    // A NaN in a late row wins, whatever row holds the maximum.
+    v[70] = f64::NAN;
+    let x = Tensor::from_vec(&[100], v).unwrap();
+    let mut m = Tensor::<f64>::zeros(&[1]);
+    plan(peak, Structure::HostTeam, Structure::HostTeam)
+        .unwrap()
+        .run(0, &mut Planes::new().input("x", &x).output("m", &mut m))
+        .unwrap();
+    assert!(m.data()[0].is_nan(), "{}", m.data()[0]);
+}
+
+#[test]
+fn plane_mistakes_and_kernel_failures_are_named() {
+    let x = Tensor::from_vec(&[3], vec![1.0, 2.0, 3.0]).unwrap();
+    let mut y = Tensor::<f64>::zeros(&[3]);
+    let mut y2 = Tensor::<f64>::zeros(&[3]);
+    let p = plan(accumulate, Structure::HostTeam, Structure::HostTeam).unwrap();
+    let e = p
+        .run(
+            0,
+            &mut Planes::new()
+                .input("x", &x)
+                .output("y", &mut y)
+                .output("y", &mut y2),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("plane `y` is passed twice"), "{e}");
+    let mut x_out = Tensor::from_vec(&[3], vec![1.0, 2.0, 3.0]).unwrap();
+    let e = p
+        .run(
+            0,
+            &mut Planes::new().output("x", &mut x_out).output("y", &mut y),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("plane `x` is an input of `accumulate`; pass it with `Planes::input`"),
+        "{e}"
+    );
+    let e = p
+        .run(64, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("device 64 does not exist"), "{e}");
+    assert!(e.contains("devices 0 to 63"), "{e}");
+    // A run-time failure names the sample kernel, the rank and the samples.
+    let e = plan(overrun, Structure::RankPartition, Structure::HostTeam)
+        .unwrap()
+        .with_simulated_ranks(3)
+        .run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("rank 2 failed: "), "{e}");
+    assert!(e.contains("`overrun`"), "{e}");
+    assert!(!e.contains("__plan_"), "{e}");
+    assert!(e.ends_with("(while running samples 2..3)"), "{e}");
+}
+
+#[test]
+fn a_stored_wrapper_in_a_module_is_replaced() {
+    use eagle::ir::{DType, Level, ModuleBuilder, Type};
+    // A module whose `__plan_accumulate` does nothing: plan_module must build its own.
+    let m = accumulate::module().unwrap();
+    let f = m.function("accumulate").unwrap().clone();
+    let mut mb = ModuleBuilder::from_module(m);
+    mb.define("__plan_accumulate", Level::Device, |fb| {
+        fb.param("lo", Type::Scalar(DType::Index), false);
+        fb.param("hi", Type::Scalar(DType::Index), false);
+        for p in &f.params[1..] {
+            fb.param(&p.name, f.ty(p.value).clone(), p.out);
+        }
+        Ok(())
+    })
+    .unwrap();
+    let p = eagle::plan::plan_module(
+        &mb.finish(),
+        "accumulate",
+        Structure::HostTeam,
+        Structure::HostTeam,
+    )
+    .unwrap();
+    let x = Tensor::from_vec(&[3], vec![1.0, 2.0, 3.0]).unwrap();
+    let mut y = Tensor::<f64>::zeros(&[3]);
+    p.run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .unwrap();
+    assert_eq!(y.data(), &[1.0, 2.0, 3.0]);
+}

@@ -97,6 +97,14 @@ pub fn abort(code: i32) -> ! {
     std::process::exit(code)
 }
 
+/// Prints `message` as this rank's error and ends every rank of the job (exit status 1): for
+/// failures detected outside a host program (an execution plan's share), after which the other
+/// ranks would wait forever in the next collective.
+pub fn abort_with(message: &str) -> ! {
+    eprintln!("error: rank {}: {message}", world().0);
+    abort(1)
+}
+
 /// Prints `e` as rank `rank`'s error and ends the job.
 pub fn fail_job(rank: usize, e: &RuntimeError) -> ! {
     let _ = rank;

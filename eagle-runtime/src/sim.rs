@@ -333,7 +333,7 @@ impl<'a> World<'a> {
             if start.elapsed() > self.timeout {
                 g.blocked[rank] = None;
                 return Err(Failure::Error(format!(
-                    "a wait did not complete within {} s (EAGLE_WAIT_TIMEOUT_S)",
+                    "a wait did not complete within {} s; if the peer is just slow, raise the limit with `--wait-timeout <secs>`, `Session::with_wait_timeout` or EAGLE_WAIT_TIMEOUT_S",
                     self.timeout.as_secs()
                 )));
             }
