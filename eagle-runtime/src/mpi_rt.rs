@@ -9,7 +9,9 @@
 //! 2. A `put` or `get` is followed by `MPI_Win_flush` to its target: it is complete at the
 //!    target when the hook returns. So a `notify` (an `MPI_Accumulate`, flushed) issued after
 //!    puts is seen only after their data (notify is a release).
-//! 3. `wait` polls its own signal with `MPI_Fetch_and_op(SUM, 0)` (an atomic read) and, once it
+//! 3. Signals are touched only by atomic accumulates: notify `Set` is `MPI_Accumulate(REPLACE)`,
+//!    `Add` is `MPI_Accumulate(SUM)`, and `wait` polls its own signal with
+//!    `MPI_Fetch_and_op(NO_OP)` (an atomic read that writes nothing back) and, once it
 //!    holds, calls `MPI_Win_sync` on every window before the kernel reads window memory with
 //!    plain loads (wait is an acquire). A barrier (`MPI_Barrier`) is followed by the same sync.
 //! 4. Reductions never go to MPI: built-in collectives are lowered to put/get/barrier by the
@@ -362,6 +364,18 @@ unsafe extern "C" fn h_get(
     }
 }
 
+/// `MPI_REPLACE`. rsmpi exports no constant for it; this is Open MPI's predefined handle (the
+/// transport is built and tested against Open MPI, see docs/mpi.md).
+fn op_replace() -> ffi::MPI_Op {
+    // The address of a predefined, never-freed Open MPI object; not dereferenced here.
+    ffi::MPI_Op(std::ptr::addr_of_mut!(ffi::ompi_mpi_op_replace).cast())
+}
+
+/// `MPI_NO_OP` (Open MPI's predefined handle, as [`op_replace`]).
+fn op_no_op() -> ffi::MPI_Op {
+    ffi::MPI_Op(std::ptr::addr_of_mut!(ffi::ompi_mpi_op_no_op).cast())
+}
+
 unsafe extern "C" fn h_notify(
     ctx: *mut DeviceCtx,
     win: u64,
@@ -386,33 +400,29 @@ unsafe extern "C" fn h_notify(
             } else {
                 (&value as *const i64).cast()
             };
+            // A signal is only ever touched by atomic accumulate operations (invariant 3): `Set`
+            // is `MPI_REPLACE`, `Add` is `MPI_SUM`, and `wait` reads with `MPI_NO_OP`. A plain
+            // `MPI_Put` here would race with the waiter's read (MPI calls that conflicting
+            // access erroneous; Open MPI's shared-memory windows lose the update).
+            let mpi_op = if op == 1 {
+                ffi::RSMPI_SUM
+            } else {
+                op_replace()
+            };
             // SAFETY: one element of `kind` at an in-bounds, aligned offset; flushed.
             unsafe {
                 ffi::MPI_Win_sync(w);
-                if op == 1 {
-                    ffi::MPI_Accumulate(
-                        src,
-                        1,
-                        dtype(kind),
-                        p as i32,
-                        off as ffi::MPI_Aint,
-                        1,
-                        dtype(kind),
-                        ffi::RSMPI_SUM,
-                        w,
-                    );
-                } else {
-                    ffi::MPI_Put(
-                        src,
-                        1,
-                        dtype(kind),
-                        p as i32,
-                        off as ffi::MPI_Aint,
-                        1,
-                        dtype(kind),
-                        w,
-                    );
-                }
+                ffi::MPI_Accumulate(
+                    src,
+                    1,
+                    dtype(kind),
+                    p as i32,
+                    off as ffi::MPI_Aint,
+                    1,
+                    dtype(kind),
+                    mpi_op,
+                    w,
+                );
                 ffi::MPI_Win_flush(p as i32, w);
             }
             0
@@ -450,7 +460,8 @@ unsafe extern "C" fn h_wait(
     loop {
         let zero = 0i64;
         let mut got = 0i64;
-        // SAFETY: an atomic read (add 0) of one element of our own window.
+        // SAFETY: an atomic read (`MPI_NO_OP`: fetch without writing back, so a concurrent
+        // notify cannot be lost) of one element of our own window.
         unsafe {
             ffi::MPI_Fetch_and_op(
                 (&zero as *const i64).cast(),
@@ -458,7 +469,7 @@ unsafe extern "C" fn h_wait(
                 dtype(kind),
                 e.rank as i32,
                 off as ffi::MPI_Aint,
-                ffi::RSMPI_SUM,
+                op_no_op(),
                 w,
             );
             ffi::MPI_Win_flush(e.rank as i32, w);
