@@ -410,6 +410,16 @@ pub fn cranelift_ir<F: ir::EagleFn>(world_size: u64, bindings: &[(&str, u64)]) -
 /// # Errors
 /// [`Error::Check`] naming `what`, the flat index, and both values.
 pub fn check_bits(what: &str, got: &[f32], want: &[f32]) -> Result<()> {
+    first_difference(what, got, want, |v| u64::from(v.to_bits()))
+}
+
+/// The bit comparison behind [`check_bits`] and [`check_bits_f64`].
+fn first_difference<T: Copy + std::fmt::Debug>(
+    what: &str,
+    got: &[T],
+    want: &[T],
+    bits: impl Fn(T) -> u64,
+) -> Result<()> {
     if got.len() != want.len() {
         return Err(Error::Check(format!(
             "{what}: {} elements, expected {}",
@@ -417,8 +427,8 @@ pub fn check_bits(what: &str, got: &[f32], want: &[f32]) -> Result<()> {
             want.len()
         )));
     }
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        if g.to_bits() != w.to_bits() {
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        if bits(g) != bits(w) {
             return Err(Error::Check(format!("{what}[{i}] = {g:?}, expected {w:?}")));
         }
     }
@@ -435,19 +445,7 @@ pub struct ReadmeDoctests;
 /// # Errors
 /// [`Error::Check`] naming `what`, the flat index, and both values.
 pub fn check_bits_f64(what: &str, got: &[f64], want: &[f64]) -> Result<()> {
-    if got.len() != want.len() {
-        return Err(Error::Check(format!(
-            "{what}: {} elements, expected {}",
-            got.len(),
-            want.len()
-        )));
-    }
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        if g.to_bits() != w.to_bits() {
-            return Err(Error::Check(format!("{what}[{i}] = {g:?}, expected {w:?}")));
-        }
-    }
-    Ok(())
+    first_difference(what, got, want, f64::to_bits)
 }
 
 /// Starts MPI when the process was launched by `mpirun` (feature `mpi`) and finalises it when

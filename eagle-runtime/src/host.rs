@@ -444,28 +444,7 @@ pub fn run_with(
     // Copy inputs to device memory.
     for js in &mut jobs {
         for j in js.iter_mut() {
-            for a in &j.args {
-                if let JobArg::Tensor {
-                    arg, off, bytes, ..
-                } = a
-                {
-                    let mut buf = vec![0u64; bytes.div_ceil(8).max(1)];
-                    let src = match &args[*arg] {
-                        Arg::In(_, _, b) => &b[*off..off + bytes],
-                        Arg::Out(_, _, b) => &b[*off..off + bytes],
-                        Arg::Scalar(..) => &[][..],
-                    };
-                    // SAFETY: `buf` holds at least `bytes` bytes.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            src.as_ptr(),
-                            buf.as_mut_ptr().cast::<u8>(),
-                            src.len(),
-                        )
-                    };
-                    j.buffers.push(buf);
-                }
-            }
+            copy_in(j, args);
         }
     }
     let dispatches = jobs.iter().map(Vec::len).sum();
@@ -631,7 +610,6 @@ pub fn call_entry(art: &Artifact, name: &str, slots: &[u64]) -> Result<(), Runti
 }
 
 /// Copies the tensor arguments of `j` from the host into fresh device buffers.
-#[cfg(feature = "mpi")]
 fn copy_in(j: &mut Job, args: &[Arg<'_>]) {
     for a in &j.args {
         if let JobArg::Tensor {
