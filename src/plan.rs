@@ -612,7 +612,10 @@ impl Plan {
                     p.name, self.kernel, p.rank
                 )));
             }
-            if !p.reduction {
+            // n comes from the per-sample planes: every plane but reduction outputs, and, for a
+            // cross_sample_write kernel (whose outputs may be cells of any size), the inputs.
+            let sequential_out = p.out && self.info.category == AccessCategory::CrossSampleWrite;
+            if !p.reduction && !sequential_out {
                 let len = *shape.last().unwrap_or(&0);
                 match n {
                     None => n = Some(len),

@@ -593,3 +593,87 @@ fn a_stored_wrapper_in_a_module_is_replaced() {
         .unwrap();
     assert_eq!(y.data(), &[1.0, 2.0, 3.0]);
 }
+
+/// The added value reads the output: order-dependent, so not a mapreduce.
+#[eagle::kernel(sample)]
+pub fn doubling(s: usize, x: Tensor<f64, N>, t: Out<Tensor<f64, 1>>) {
+    t[0] = t[0] + (x[s] + t[0]);
+}
+
+/// One cell's contribution reads another cell: order-dependent.
+#[eagle::kernel(sample)]
+pub fn chained(s: usize, x: Tensor<f64, N>, c: Out<Tensor<f64, 2>>) {
+    c[1] = c[1] + c[0];
+    c[0] = c[0] + x[s];
+}
+
+/// `f64 as usize` with Rust's saturating semantics.
+#[eagle::kernel(sample)]
+pub fn to_index(s: usize, x: Tensor<f64, N>, y: Out<Tensor<i64, N>>) {
+    y[s] = (x[s] as usize) as i64;
+}
+
+#[test]
+fn contributions_that_read_the_output_run_in_sample_order() {
+    let cat = |m: eagle::ir::Module, name: &str| {
+        eagle::ir::access_category(m.function(name).unwrap())
+            .unwrap()
+            .category
+    };
+    assert_eq!(
+        cat(doubling::module().unwrap(), "doubling"),
+        AccessCategory::CrossSampleWrite
+    );
+    assert_eq!(
+        cat(chained::module().unwrap(), "chained"),
+        AccessCategory::CrossSampleWrite
+    );
+    // Sequential results, bit for bit, on a HostTeam of 2 threads.
+    let x = Tensor::from_vec(&[70], vec![1.0; 70]).unwrap();
+    let mut t = Tensor::<f64>::zeros(&[1]);
+    plan(doubling, Structure::HostTeam, Structure::HostTeam)
+        .unwrap()
+        .with_threads(2)
+        .run(0, &mut Planes::new().input("x", &x).output("t", &mut t))
+        .unwrap();
+    let mut want = 0.0f64;
+    for _ in 0..70 {
+        want = want + (1.0 + want);
+    }
+    assert_eq!(t.data()[0].to_bits(), want.to_bits());
+    let mut c = Tensor::<f64>::zeros(&[2]);
+    plan(chained, Structure::HostTeam, Structure::HostTeam)
+        .unwrap()
+        .run(0, &mut Planes::new().input("x", &x).output("c", &mut c))
+        .unwrap();
+    assert_eq!(c.data(), &[70.0, 2415.0]);
+    // And RankPartition refuses it, as any cross_sample_write kernel.
+    let e = plan(doubling, Structure::RankPartition, Structure::HostTeam)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cross_sample_write"), "{e}");
+}
+
+#[test]
+fn float_to_usize_casts_saturate_like_rust() {
+    let xs = vec![-1.0, f64::NAN, 1e300, 2.7, -0.5, 7.0];
+    let x = Tensor::from_vec(&[6], xs.clone()).unwrap();
+    let mut y = Tensor::<i64>::zeros(&[6]);
+    plan(to_index, Structure::HostTeam, Structure::HostTeam)
+        .unwrap()
+        .run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .unwrap();
+    let want: Vec<i64> = xs.iter().map(|&v| (v as usize) as i64).collect();
+    assert_eq!(want, vec![0, 0, -1, 2, 0, 7]);
+    assert_eq!(y.data(), &want[..]);
+    // The constant folder agrees with the compiled cast.
+    use eagle::codegen::fold::cast;
+    use eagle::ir::{Const, DType};
+    for (v, w) in xs.iter().zip(&want) {
+        assert_eq!(
+            cast(Const::Float(*v), DType::Index),
+            Some(Const::Int(*w as i128)),
+            "{v}"
+        );
+    }
+}

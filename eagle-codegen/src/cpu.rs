@@ -1585,7 +1585,9 @@ impl Lower<'_, '_> {
                 }
             }
             (true, false) => {
-                if to.is_signed() {
+                // Rust `as`: saturating, NaN to 0. `usize` (Index) saturates as an unsigned
+                // type, so a negative float becomes index 0, as in Rust.
+                if to.is_signed() && to != DType::Index {
                     self.b.ins().fcvt_to_sint_sat(tt, x)
                 } else {
                     self.b.ins().fcvt_to_uint_sat(tt, x)

@@ -126,6 +126,8 @@ pub fn cast(a: Const, to: DType) -> Option<Const> {
             DType::I32 => x as i32 as i128,
             DType::U32 => x as u32 as i128,
             DType::U64 => x as u64 as i128,
+            // `usize`: saturates as unsigned (a negative float is 0), held as i64 bits.
+            DType::Index => x as u64 as i64 as i128,
             _ => x as i64 as i128,
         }),
         (Const::Bool(x), d) if d.is_int() => Const::Int(x as i128),

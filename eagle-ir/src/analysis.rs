@@ -97,6 +97,10 @@ struct Walk {
     cross_write: bool,
     cross_read: bool,
     reductions: Vec<(usize, ReduceKind)>,
+    /// The old-value reads `y[i]` consumed by reduction writes `y[i] = y[i] op v`.
+    consumed: Vec<Value>,
+    /// Every element or tile read of an output plane: (parameter, the read's value).
+    out_reads: Vec<(usize, Option<Value>)>,
 }
 
 /// Infers the access category of sample kernel `f` (its first parameter is the sample index;
@@ -108,6 +112,10 @@ struct Walk {
 ///   `+` (sum), `*` (times), `max` or `&` on bool (land).
 /// - A read `x[..][i]` with `i` other than `s` is a cross-sample read. Tile loads and stores of
 ///   planes, and planes passed to calls, count as cross-sample (conservatively).
+/// - A reduction output may be read only as the old value of its own reduction write, used
+///   once. A contribution that depends on a reduction output (`t[0] = t[0] + (x[s] + t[0])`,
+///   or `c[1] += c[0]`) depends on the order samples run in, so the kernel is
+///   `cross_sample_write` (sequential, in sample order) rather than a mapreduce.
 ///
 /// # Errors
 /// [`IrError::Build`] when `f` is not a sample kernel, or when it mixes reduction outputs with
@@ -149,6 +157,28 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
         }
     }
     collect(&f.body, &mut defs);
+    // How many times each value is used as an operand.
+    let mut uses: HashMap<Value, usize> = HashMap::new();
+    fn count(b: &Block, uses: &mut HashMap<Value, usize>) {
+        for op in &b.ops {
+            for v in op.kind.operands() {
+                *uses.entry(v).or_default() += 1;
+            }
+            match &op.kind {
+                OpKind::For { body, .. } => count(body, uses),
+                OpKind::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    count(then_body, uses);
+                    count(else_body, uses);
+                }
+                _ => {}
+            }
+        }
+    }
+    count(&f.body, &mut uses);
     let param_of = |v: Value| -> Option<usize> {
         let mut v = v;
         loop {
@@ -171,6 +201,11 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
         w: &mut Walk,
     ) {
         for op in &b.ops {
+            if let OpKind::Elem { src, .. } | OpKind::Load { src, .. } = &op.kind {
+                if let Some(p) = param_of(*src).filter(|&p| f.params[p].out) {
+                    w.out_reads.push((p, op.result));
+                }
+            }
             match &op.kind {
                 OpKind::Elem { src, indices }
                     if param_of(*src).is_some() && indices.last() != Some(&s) =>
@@ -194,6 +229,7 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
                                     if src == dst && i2.len() == indices.len() && i2.iter().zip(indices).all(|(a, b)| eq(a, b)))
                             };
                             if same(a) || same(c) {
+                                w.consumed.push(if same(a) { *a } else { *c });
                                 match bop {
                                     BinOp::Add => Some(ReduceKind::Sum),
                                     BinOp::Mul => Some(ReduceKind::Times),
@@ -244,6 +280,16 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
         }
     }
     walk(&f.body, f, s, &defs, &param_of, &mut w);
+    // A reduction output read other than as its write's old value (used once) makes the
+    // contributions order-dependent: not a mapreduce.
+    let order_dependent = w.out_reads.iter().any(|(p, r)| {
+        w.reductions.iter().any(|(q, _)| q == p)
+            && !r.is_some_and(|r| w.consumed.contains(&r) && uses.get(&r) == Some(&1))
+    });
+    if order_dependent {
+        w.reductions.clear();
+        w.cross_write = true;
+    }
     let mut outs: Vec<usize> = w.reductions.iter().map(|(p, _)| *p).collect();
     outs.sort_unstable();
     outs.dedup();
