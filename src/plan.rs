@@ -470,7 +470,8 @@ fn combine(kind: ReduceKind, d: DType, acc: &mut [u8], x: &[u8]) {
 }
 
 impl Plan {
-    /// Uses `n` worker threads for `HostTeam` (default: the machine's parallelism).
+    /// Uses `n` worker threads for `HostTeam` (default: the machine's parallelism; 0 is taken as
+    /// 1). Each run starts at most `n` threads, and never more than there are blocks of work.
     pub fn with_threads(mut self, n: usize) -> Self {
         self.threads = n.max(1);
         self
