@@ -561,6 +561,12 @@ fn plane_mistakes_and_kernel_failures_are_named() {
     assert!(e.starts_with("rank 2 failed: "), "{e}");
     assert!(e.contains("`overrun`"), "{e}");
     assert!(!e.contains("__plan_"), "{e}");
+    assert!(
+        e.contains(
+            "index 3 in dim 0 is out of range; dim 0 has 3 elements, so the largest index is 2"
+        ),
+        "{e}"
+    );
     assert!(e.ends_with("(while running samples 2..3)"), "{e}");
 }
 

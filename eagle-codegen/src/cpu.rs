@@ -1099,13 +1099,23 @@ impl Lower<'_, '_> {
                     .ins()
                     .icmp_imm_s(IntCC::UnsignedGreaterThan, x, limit);
                 let lim = self.iconst(limit);
-                let msg = format!(
-                    "function `{}`, op `{}`: the offset in dim {d} is {{a}} but the largest offset that fits a tile of extent {} in extent {} is {{b}}",
-                    self.f.name,
-                    self.op_text(op),
-                    tile[d],
-                    shape[d]
-                );
+                let msg = if tile[d] == 1 {
+                    // An element access: say it as an index.
+                    format!(
+                        "function `{}`, op `{}`: index {{a}} in dim {d} is out of range; dim {d} has {} elements, so the largest index is {{b}}",
+                        self.f.name,
+                        self.op_text(op),
+                        shape[d]
+                    )
+                } else {
+                    format!(
+                        "function `{}`, op `{}`: the offset in dim {d} is {{a}} but the largest offset that fits a tile of extent {} in extent {} is {{b}}",
+                        self.f.name,
+                        self.op_text(op),
+                        tile[d],
+                        shape[d]
+                    )
+                };
                 self.fault_if(bad, msg, x, lim);
             }
             out.push(x);
