@@ -730,8 +730,8 @@ impl Exec<'_> {
     fn call(&self, rank: usize, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
         let mut slots = vec![lo as u64, hi as u64];
         slots.extend(bufs.iter().map(|p| p.0));
-        eagle_runtime::call_entry(self.art, &self.plan.wrapper, &slots).map_err(|e| match e {
-            eagle_runtime::RuntimeError::RankFailed { message, .. } => {
+        eagle_runtime::call_entry(self.art, &self.plan.wrapper, rank, &slots).map_err(|e| match e {
+            eagle_runtime::RuntimeError::RankFailed { rank, message } => {
                 let message = message.replace(
                     &format!("function `{}`", self.plan.wrapper),
                     &format!("sample kernel `{}`", self.plan.kernel),

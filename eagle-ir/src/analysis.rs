@@ -135,50 +135,32 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
             f.params[0].name
         )));
     }
-    // Defining op of every value, and the parameter each view comes from.
+    // Defining op of every value, and how many times each value is used as an operand.
     let mut defs: HashMap<Value, OpKind> = HashMap::new();
-    fn collect(b: &Block, defs: &mut HashMap<Value, OpKind>) {
+    let mut uses: HashMap<Value, usize> = HashMap::new();
+    fn collect(b: &Block, defs: &mut HashMap<Value, OpKind>, uses: &mut HashMap<Value, usize>) {
         for op in &b.ops {
             if let Some(r) = op.result {
                 defs.insert(r, op.kind.clone());
             }
-            match &op.kind {
-                OpKind::For { body, .. } => collect(body, defs),
-                OpKind::If {
-                    then_body,
-                    else_body,
-                    ..
-                } => {
-                    collect(then_body, defs);
-                    collect(else_body, defs);
-                }
-                _ => {}
-            }
-        }
-    }
-    collect(&f.body, &mut defs);
-    // How many times each value is used as an operand.
-    let mut uses: HashMap<Value, usize> = HashMap::new();
-    fn count(b: &Block, uses: &mut HashMap<Value, usize>) {
-        for op in &b.ops {
             for v in op.kind.operands() {
                 *uses.entry(v).or_default() += 1;
             }
             match &op.kind {
-                OpKind::For { body, .. } => count(body, uses),
+                OpKind::For { body, .. } => collect(body, defs, uses),
                 OpKind::If {
                     then_body,
                     else_body,
                     ..
                 } => {
-                    count(then_body, uses);
-                    count(else_body, uses);
+                    collect(then_body, defs, uses);
+                    collect(else_body, defs, uses);
                 }
                 _ => {}
             }
         }
     }
-    count(&f.body, &mut uses);
+    collect(&f.body, &mut defs, &mut uses);
     let param_of = |v: Value| -> Option<usize> {
         let mut v = v;
         loop {

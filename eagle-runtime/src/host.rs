@@ -572,14 +572,20 @@ fn device_main(world: &World<'_>, rank: usize, mut jobs: Vec<Job>) -> (Vec<Job>,
 }
 
 /// Calls compiled function `name` of `art` once, on one device of a one-rank world with no
-/// window buffers (what an execution plan does for each share of samples). `slots` holds one
-/// ABI slot per parameter (pointers for tensors, bits for scalars).
+/// window buffers (what an execution plan does for each share of samples), on behalf of
+/// `rank` (the rank its errors name). `slots` holds one ABI slot per parameter (pointers for
+/// tensors, bits for scalars).
 ///
 /// # Errors
-/// [`RuntimeError::RankFailed`] (rank 0) when the function has no compiled code or a run-time
-/// check fails (the message names the function, the op and the values).
-pub fn call_entry(art: &Artifact, name: &str, slots: &[u64]) -> Result<(), RuntimeError> {
-    let fail = |message: String| RuntimeError::RankFailed { rank: 0, message };
+/// [`RuntimeError::RankFailed`] (naming `rank`) when the function has no compiled code or a
+/// run-time check fails (the message names the function, the op and the values).
+pub fn call_entry(
+    art: &Artifact,
+    name: &str,
+    rank: usize,
+    slots: &[u64],
+) -> Result<(), RuntimeError> {
+    let fail = |message: String| RuntimeError::RankFailed { rank, message };
     let entry = art
         .code
         .entries
