@@ -28,6 +28,8 @@ pub struct StepOutcome {
     pub result: Result<()>,
     /// FNV-1a over the output digests of every launch of the step.
     pub digest: u64,
+    /// The report of every launch, in order.
+    pub reports: Vec<crate::LaunchReport>,
 }
 
 impl Step {
@@ -53,6 +55,7 @@ impl Step {
             compile_ms,
             run_ms,
             result,
+            reports,
         }
     }
 
@@ -83,6 +86,15 @@ impl Step {
 /// [`Error::Usage`] for an empty list, an entry that is not a non-negative integer, or a
 /// repeated id, naming the entry and the expected form.
 pub fn parse_devices(s: &str) -> Result<Vec<usize>> {
+    parse_devices_on(Platform::Sim, s)
+}
+
+/// [`parse_devices`] for `platform`: on `cuda` an id may repeat (several ranks share one GPU,
+/// e.g. `-d 0,0,0,0` runs four ranks on GPU 0).
+///
+/// # Errors
+/// As [`parse_devices`], except repeats on `cuda`.
+pub fn parse_devices_on(platform: Platform, s: &str) -> Result<Vec<usize>> {
     let s = s.trim();
     if s.is_empty() {
         return Err(Error::Usage(
@@ -102,9 +114,9 @@ pub fn parse_devices(s: &str) -> Result<Vec<usize>> {
                 "argument `-d/--devices`: entry {i} is `{p}`, {what}; expected comma-separated non-negative integers such as `0,1,2,3`"
             ))
         })?;
-        if out.contains(&d) {
+        if out.contains(&d) && platform != Platform::Cuda {
             return Err(Error::Usage(format!(
-                "argument `-d/--devices`: device {d} is listed twice; each rank needs its own device, e.g. `0,1,2,3`"
+                "argument `-d/--devices`: device {d} is listed twice; each rank needs its own device, e.g. `0,1,2,3` (only `-p cuda` lets ranks share a device)"
             )));
         }
         out.push(d);
@@ -124,6 +136,9 @@ pub struct CommonArgs {
     /// Print the generic and specialized IR of every launch.
     #[arg(long)]
     pub emit_ir: bool,
+    /// Print the CUDA C of every launch (compiled for the cuda target; runs on any platform).
+    #[arg(long)]
+    pub emit_cuda: bool,
     /// Turn off the simulator's race detector (on by default).
     #[arg(long)]
     pub no_race_check: bool,
@@ -139,10 +154,11 @@ impl CommonArgs {
     /// [`Error::Usage`] or [`Error::Runtime`] for a bad platform or device list.
     pub fn session(&self, mode: Option<String>) -> Result<Session> {
         let platform = Platform::parse(&self.platform)?;
-        let devices = parse_devices(&self.devices)?;
+        let devices = parse_devices_on(platform, &self.devices)?;
         let mut s = Session::new(platform, devices)?
             .with_mode(mode)
             .with_emit_ir(self.emit_ir)
+            .with_emit_cuda(self.emit_cuda)
             .with_race_check(!self.no_race_check);
         if let Some(t) = self.wait_timeout {
             s = s.with_wait_timeout(std::time::Duration::from_secs(t));
@@ -167,7 +183,12 @@ pub fn is_usage(e: &Error) -> bool {
     matches!(
         e,
         Error::Usage(_)
-            | Error::Runtime(R::UnknownPlatform(_) | R::Devices(_) | R::PlatformUnavailable { .. })
+            | Error::Runtime(
+                R::UnknownPlatform(_)
+                    | R::Devices(_)
+                    | R::PlatformUnavailable { .. }
+                    | R::NoCudaDriver { .. }
+            )
     )
 }
 

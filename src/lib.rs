@@ -55,7 +55,9 @@ pub mod golden;
 pub mod plan;
 pub mod plugin;
 mod random;
-pub use cli::{example_main, is_usage, parse_devices, CommonArgs, Step, StepOutcome};
+pub use cli::{
+    example_main, is_usage, parse_devices, parse_devices_on, CommonArgs, Step, StepOutcome,
+};
 pub use random::random_tensor;
 
 /// Everything a kernel file needs: `use eagle::prelude::*;`.
@@ -106,6 +108,34 @@ pub struct LaunchReport {
     /// FNV-1a of the bytes of every output tensor after the run: equal digests mean
     /// bit-identical outputs (compare platforms, transports and ranks with it).
     pub digest: u64,
+    /// The artifact that ran (its specialized IR, and its CUDA C when compiled for `cuda`).
+    pub artifact: std::sync::Arc<codegen::Artifact>,
+}
+
+/// Checks that platform `cuda` can run on `devices`: a driver is present and every id names a
+/// GPU of this machine (ids may repeat: ranks can share a GPU).
+fn cuda_devices(devices: &[usize]) -> Result<()> {
+    #[cfg(feature = "cuda")]
+    {
+        let n = eagle_runtime::cuda::device_count()?;
+        if let Some(&d) = devices.iter().find(|&&d| d >= n) {
+            return Err(eagle_runtime::RuntimeError::Devices(format!(
+                "device {d} does not exist: this machine has {n} CUDA device(s), 0 to {}; several ranks may share one, e.g. `-p cuda -d 0,0,0,0`",
+                n.saturating_sub(1)
+            ))
+            .into());
+        }
+        Ok(())
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = devices;
+        Err(eagle_runtime::RuntimeError::PlatformUnavailable {
+            platform: "cuda".into(),
+            reason: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
+        }
+        .into())
+    }
 }
 
 /// A world of devices on a platform, and the options of a run.
@@ -114,6 +144,8 @@ pub struct Session {
     platform: Platform,
     devices: Vec<usize>,
     emit_ir: bool,
+    emit_cuda: bool,
+    target: codegen::Target,
     mode: Option<String>,
     options: eagle_runtime::RunOptions,
     reports: Mutex<Vec<LaunchReport>>,
@@ -127,13 +159,6 @@ impl Session {
     /// platform lacks, or the platform is unavailable.
     pub fn new(platform: Platform, devices: Vec<usize>) -> Result<Session> {
         use eagle_runtime::RuntimeError as E;
-        if platform == Platform::Cuda {
-            return Err(E::PlatformUnavailable {
-                platform: "cuda".into(),
-                reason: "this build has no CUDA backend yet".into(),
-            }
-            .into());
-        }
         if devices.is_empty() {
             return Err(E::Devices(
                 "the device list is empty; give at least one id, e.g. `-d 0,1`".into(),
@@ -152,8 +177,14 @@ impl Session {
                 .into());
             }
         }
+        if platform == Platform::Cuda {
+            cuda_devices(&devices)?;
+        }
         let mut seen = std::collections::HashSet::new();
         for &d in &devices {
+            if platform == Platform::Cuda {
+                continue;
+            }
             if !seen.insert(d) {
                 return Err(E::Devices(format!(
                     "device {d} appears twice; each rank needs its own device, e.g. `-d 0,1,2`"
@@ -169,12 +200,23 @@ impl Session {
                 .into());
             }
         }
+        let options = eagle_runtime::RunOptions {
+            platform,
+            devices: devices.clone(),
+            ..eagle_runtime::RunOptions::default()
+        };
         Ok(Session {
             platform,
             devices,
             emit_ir: false,
+            emit_cuda: false,
+            target: if platform == Platform::Cuda {
+                codegen::Target::Cuda
+            } else {
+                codegen::Target::Cpu
+            },
             mode: None,
-            options: eagle_runtime::RunOptions::default(),
+            options,
             reports: Mutex::new(vec![]),
         })
     }
@@ -190,6 +232,21 @@ impl Session {
     /// Prints the generic and specialized IR of every launch to stdout.
     pub fn with_emit_ir(mut self, on: bool) -> Self {
         self.emit_ir = on;
+        self
+    }
+    /// Also compiles every launch for the `cuda` target and prints its CUDA C to stdout (on any
+    /// platform; on `sim` the program still runs on the CPU).
+    pub fn with_emit_cuda(mut self, on: bool) -> Self {
+        self.emit_cuda = on;
+        self
+    }
+    /// Compiles every launch for `target` (on `sim`, [`codegen::Target::Cuda`] also emits CUDA C
+    /// into the artifact while the program runs on the CPU; see [`LaunchReport::artifact`]).
+    /// Platform `cuda` always compiles for `cuda`.
+    pub fn with_target(mut self, target: codegen::Target) -> Self {
+        if self.platform != Platform::Cuda {
+            self.target = target;
+        }
         self
     }
     /// Turns the `sim` race detector on or off (default on; see [`eagle_runtime::RunOptions`]).
@@ -242,8 +299,23 @@ impl Session {
         // The generic module of `F` and the hash of its text are built once per process.
         let (module, text_hash) = generic_of::<F>()?;
         let bindings = bindings_from_args(&module, F::NAME, self.world_size(), &args)?;
+        let target = if self.emit_cuda {
+            codegen::Target::Cuda
+        } else {
+            self.target
+        };
         let (art, cache_hit) =
-            codegen::compile_hashed(&module, text_hash, F::NAME, &bindings, codegen::Target::Cpu)?;
+            codegen::compile_hashed(&module, text_hash, F::NAME, &bindings, target)?;
+        if let (true, Some(c)) = (self.emit_cuda, &art.cuda) {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stdout(),
+                ";; ---- CUDA C of `{}` ({}) ----\n{}",
+                F::NAME,
+                bindings.key_text(),
+                c.kernels()
+            );
+        }
         if self.emit_ir {
             use std::io::Write;
             // Ignore write errors: a closed stdout must not turn into a panic.
@@ -275,6 +347,7 @@ impl Session {
             cache_hit,
             artifact_key: art.key,
             run,
+            artifact: art.clone(),
         };
         if let Ok(mut r) = self.reports.lock() {
             r.push(report.clone());
@@ -403,6 +476,26 @@ pub fn cranelift_ir<F: ir::EagleFn>(world_size: u64, bindings: &[(&str, u64)]) -
         .map(|(k, v)| format!(";; {k}\n{v}"))
         .collect::<Vec<_>>()
         .join("\n"))
+}
+
+/// The CUDA C (prelude left out) of every device, compute and sample function of host program
+/// or kernel `F` specialized for `world_size` and `bindings`, for snapshot tests and review.
+///
+/// # Errors
+/// Build, verification, specialization and backend errors (for example
+/// [`codegen::CodegenError::Unsupported`] with backend `cuda`).
+pub fn cuda_c<F: ir::EagleFn>(world_size: u64, bindings: &[(&str, u64)]) -> Result<String> {
+    let module = F::module()?;
+    let mut b = codegen::Bindings::world(world_size);
+    for (k, v) in bindings {
+        b.dims.insert((*k).to_string(), *v);
+    }
+    let (art, _) = codegen::compile(&module, F::NAME, &b, codegen::Target::Cuda)?;
+    Ok(art
+        .cuda
+        .as_ref()
+        .map(|c| c.kernels().to_string())
+        .unwrap_or_default())
 }
 
 /// Compares `got` with `want` bit for bit and names the first differing element.

@@ -226,6 +226,14 @@ fn allgather(mine: &[u8], counts: &[usize]) -> Result<Vec<u8>> {
     }
 }
 
+#[cfg(not(feature = "cuda"))]
+fn no_cuda() -> Error {
+    Error::Runtime(eagle_runtime::RuntimeError::PlatformUnavailable {
+        platform: "cuda".into(),
+        reason: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
+    })
+}
+
 fn no_mpi(what: &str) -> Error {
     Error::Usage(format!(
         "{what} needs MPI, and this build has no `mpi` feature; rebuild with `cargo build --release --features mpi` (OpenMPI or MPICH and libclang installed), or simulate ranks in-process with `Plan::with_simulated_ranks(R)`"
@@ -253,6 +261,7 @@ pub struct Plan {
     threads: usize,
     ranks: Option<usize>,
     planes: Vec<PlaneParam>,
+    platform: eagle_runtime::Platform,
 }
 
 /// Plans sample kernel `kernel` on `structure`; `inner` is what each rank's share runs
@@ -380,6 +389,7 @@ pub fn plan_module(
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         ranks: None,
         planes,
+        platform: eagle_runtime::Platform::Sim,
     })
 }
 
@@ -491,6 +501,18 @@ impl Plan {
         } else {
             self.with_simulated_ranks(r)
         }
+    }
+    /// Where `DeviceKernel` runs (also as the `inner` of `RankPartition`): `Sim`/`Cpu` (the
+    /// default) on the CPU backend, `Cuda` on GPU `device` of [`Plan::run`], one thread per
+    /// sample (one per row of [`ROW`] samples for a mapreduce, folded on the host in row order,
+    /// so the bits match the CPU's). `HostTeam` always runs on CPU threads.
+    pub fn with_platform(mut self, platform: eagle_runtime::Platform) -> Self {
+        self.platform = platform;
+        self
+    }
+    /// Whether `structure` runs on the GPU in this plan.
+    fn on_gpu(&self, structure: Structure) -> bool {
+        structure == Structure::DeviceKernel && self.platform == eagle_runtime::Platform::Cuda
     }
     /// The inferred access category.
     pub fn category(&self) -> AccessCategory {
@@ -688,7 +710,14 @@ impl Plan {
                 }
             }
         }
-        let (art, _) = codegen::compile(&self.module, &self.wrapper, &b, codegen::Target::Cpu)?;
+        let gpu = self.on_gpu(self.structure)
+            || (self.structure == Structure::RankPartition && self.on_gpu(self.inner));
+        let target = if gpu {
+            codegen::Target::Cuda
+        } else {
+            codegen::Target::Cpu
+        };
+        let (art, _) = codegen::compile(&self.module, &self.wrapper, &b, target)?;
         // Raw buffers in parameter order.
         let bufs: Vec<(Ptr, usize)> = order
             .iter()
@@ -702,6 +731,8 @@ impl Plan {
             plan: self,
             art: &art,
             n,
+            device,
+            sizes: bufs.iter().map(|b| b.1).collect(),
         };
         match self.info.category {
             AccessCategory::Mapreduce(kind) => exec.mapreduce(kind, &bufs),
@@ -722,12 +753,19 @@ struct Exec<'p> {
     plan: &'p Plan,
     art: &'p codegen::Artifact,
     n: usize,
+    /// The GPU of `DeviceKernel` on platform `cuda`.
+    device: usize,
+    /// Bytes of each plane buffer, in parameter order (copies and partials have the same size).
+    sizes: Vec<usize>,
 }
 
 impl Exec<'_> {
     /// Runs samples `lo..hi` for `rank` with the given buffer addresses. A failure names the
     /// rank, the sample kernel (not its internal wrapper) and the samples that were running.
     fn call(&self, rank: usize, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
+        if self.gpu(rank) {
+            return self.gpu_call(rank, lo, hi, bufs);
+        }
         let mut slots = vec![lo as u64, hi as u64];
         slots.extend(bufs.iter().map(|p| p.0));
         eagle_runtime::call_entry(self.art, &self.plan.wrapper, rank, &slots).map_err(|e| match e {
@@ -747,6 +785,117 @@ impl Exec<'_> {
             }
             other => Error::Runtime(other),
         })
+    }
+
+    /// Whether the share of `rank` runs on the GPU.
+    fn gpu(&self, _rank: usize) -> bool {
+        match self.plan.structure {
+            Structure::RankPartition => self.plan.on_gpu(self.plan.inner),
+            s => self.plan.on_gpu(s),
+        }
+    }
+
+    /// Runs samples `lo..hi` on the GPU, one thread per sample (one thread in all for a
+    /// `cross_sample_write` kernel, which must run in sample order).
+    #[cfg(feature = "cuda")]
+    fn gpu_call(&self, rank: usize, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
+        use eagle_runtime::cuda::KernelArg;
+        let mut args = vec![KernelArg::Scalar(lo as u64), KernelArg::Scalar(hi as u64)];
+        for (i, (p, &len)) in bufs.iter().zip(&self.sizes).enumerate() {
+            // SAFETY: `p` points to a live plane buffer (or a copy of the same size) of `len`
+            // bytes; the GPU path runs one share at a time, so nothing else touches it.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(p.0 as *mut u8, len) };
+            args.push(if self.plan.planes[i].out {
+                KernelArg::Out(bytes)
+            } else {
+                KernelArg::In(bytes)
+            });
+        }
+        let threads = if self.plan.info.category == AccessCategory::CrossSampleWrite {
+            1
+        } else {
+            (hi - lo) as u64
+        };
+        let symbol = format!("{}__samples", self.plan.kernel);
+        eagle_runtime::cuda::launch_samples(
+            self.art,
+            &symbol,
+            self.device,
+            rank,
+            threads,
+            &mut args,
+        )?;
+        Ok(())
+    }
+
+    /// Forms the partials of rows `rows` on the GPU (one thread per row, samples in order) and
+    /// returns them per row, per reduction output.
+    #[cfg(feature = "cuda")]
+    fn gpu_rows(
+        &self,
+        rank: usize,
+        rows: Range<usize>,
+        base: &[Ptr],
+        outs: &[usize],
+        ident: &[Vec<u8>],
+    ) -> Result<Vec<Vec<Vec<u8>>>> {
+        use eagle_runtime::cuda::KernelArg;
+        let count = rows.len();
+        let mut partials: Vec<Vec<u8>> = ident.iter().map(|id| id.repeat(count)).collect();
+        let mut args = vec![
+            KernelArg::Scalar(rows.start as u64),
+            KernelArg::Scalar(rows.end as u64),
+            KernelArg::Scalar(self.n as u64),
+        ];
+        let mut parts = partials.iter_mut();
+        for (i, (p, &len)) in base.iter().zip(&self.sizes).enumerate() {
+            if outs.contains(&i) {
+                let part = parts
+                    .next()
+                    .ok_or_else(|| Error::Usage("partials".into()))?;
+                args.push(KernelArg::Out(&mut part[..]));
+                continue;
+            }
+            // SAFETY: `p` points to a live plane buffer of `len` bytes, read-only here.
+            let bytes = unsafe { std::slice::from_raw_parts(p.0 as *const u8, len) };
+            args.push(KernelArg::In(bytes));
+        }
+        let symbol = format!("{}__rows", self.plan.kernel);
+        eagle_runtime::cuda::launch_samples(
+            self.art,
+            &symbol,
+            self.device,
+            rank,
+            count as u64,
+            &mut args,
+        )?;
+        drop(args);
+        Ok((0..count)
+            .map(|r| {
+                partials
+                    .iter()
+                    .zip(ident)
+                    .map(|(all, id)| all[r * id.len()..(r + 1) * id.len()].to_vec())
+                    .collect()
+            })
+            .collect())
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn gpu_call(&self, _rank: usize, _lo: usize, _hi: usize, _bufs: &[Ptr]) -> Result<()> {
+        Err(no_cuda())
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn gpu_rows(
+        &self,
+        _rank: usize,
+        _rows: Range<usize>,
+        _base: &[Ptr],
+        _outs: &[usize],
+        _ident: &[Vec<u8>],
+    ) -> Result<Vec<Vec<Vec<u8>>>> {
+        Err(no_cuda())
     }
 
     /// Runs `units` (samples or rows) through `structure` with `threads` workers: contiguous
@@ -893,6 +1042,19 @@ impl Exec<'_> {
             (0..rows).map(|_| std::sync::Mutex::new(vec![])).collect();
         let base: Vec<Ptr> = bufs.iter().map(|b| b.0).collect();
         let do_rows = |rank: usize, rr: Range<usize>| -> Result<()> {
+            if self.gpu(rank) {
+                let start = rr.start;
+                for (k, p) in self
+                    .gpu_rows(rank, rr, &base, &outs, &ident)?
+                    .into_iter()
+                    .enumerate()
+                {
+                    *partials[start + k]
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = p;
+                }
+                return Ok(());
+            }
             for row in rr {
                 let mut mine: Vec<Vec<u8>> = ident.clone();
                 let mut ptrs = base.clone();

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 pub enum Target {
     /// This machine's CPU, through Cranelift's JIT.
     Cpu,
+    /// NVIDIA GPUs: CUDA C (compiled to PTX by the runtime). The artifact also carries CPU
+    /// code, so the same artifact can be checked on the CPU.
+    Cuda,
 }
 
 impl Target {
@@ -21,6 +24,7 @@ impl Target {
     pub fn name(self) -> &'static str {
         match self {
             Target::Cpu => "cpu",
+            Target::Cuda => "cuda",
         }
     }
 }
@@ -43,6 +47,8 @@ pub struct Artifact {
     pub ir: String,
     /// Machine code of the per-device and compute functions.
     pub code: CpuCode,
+    /// CUDA C of the per-device, compute and sample functions (target [`Target::Cuda`]).
+    pub cuda: Option<crate::cuda::CudaCode>,
     /// Wall time spent specializing and compiling.
     pub compile_time: Duration,
 }
@@ -139,6 +145,10 @@ pub fn compile_hashed(
     verify_module(m)?;
     let spec = specialize(m, b)?;
     let code = cpu::compile_module(&spec)?;
+    let cuda = match target {
+        Target::Cpu => None,
+        Target::Cuda => Some(crate::cuda::emit_module(&spec)?),
+    };
     let a = Arc::new(Artifact {
         key,
         target,
@@ -147,6 +157,7 @@ pub fn compile_hashed(
         ir: print_module(&spec),
         module: spec,
         code,
+        cuda,
         compile_time: t0.elapsed(),
     });
     COMPILES.fetch_add(1, Ordering::Relaxed);

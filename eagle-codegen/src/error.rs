@@ -139,6 +139,22 @@ pub enum CodegenError {
         /// Cranelift's message.
         message: String,
     },
+    /// NVRTC (the CUDA runtime compiler) could not be loaded.
+    #[error("NVRTC was not found ({detail}): the cuda platform compiles kernels at run time with NVRTC; install the CUDA toolkit (or `pip install nvidia-cuda-nvrtc-cu12`) and put its `lib` folder on LD_LIBRARY_PATH, or run on `-p sim`")]
+    NvrtcUnavailable {
+        /// What was missing.
+        detail: String,
+    },
+    /// NVRTC rejected the emitted CUDA C (a compiler bug: please report it with the log).
+    #[error("NVRTC rejected the CUDA C of kernel(s) {kernels} for {arch}:\n{log}")]
+    Nvrtc {
+        /// The entry points of the translation unit.
+        kernels: String,
+        /// The virtual architecture compiled for (`compute_90`).
+        arch: String,
+        /// NVRTC's log.
+        log: String,
+    },
 }
 
 impl From<SpecializeError> for CodegenError {

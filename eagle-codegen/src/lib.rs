@@ -3,6 +3,7 @@
 //! - [`specialize()`]: binds symbolic dims and the world size, folds constants, runs the range
 //!   analysis that checks static index bounds and peer arithmetic, and re-verifies.
 //! - [`cpu`]: lowers per-device and compute functions to Cranelift IR and JIT-compiles them.
+//! - [`cuda`]: emits CUDA C for the same functions (compiled to PTX by NVRTC in the runtime).
 //! - [`compile`]: the artifact cache, keyed by a hash of (generic IR text, bindings, target).
 //! - [`abi`]: the calling convention between compiled code and a runtime. Compiled code reaches
 //!   the runtime only through the [`abi::Hooks`] table, so no backend knows a transport.
@@ -10,6 +11,7 @@
 pub mod abi;
 mod artifact;
 pub mod cpu;
+pub mod cuda;
 mod error;
 pub mod fold;
 pub mod lower;

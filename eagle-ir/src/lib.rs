@@ -30,7 +30,7 @@ pub use ir::{
     Param, ReduceOp, UnOp, Value,
 };
 pub use parse::parse_module;
-pub use print::{print_function, print_module, print_op};
+pub use print::{print_function, print_module, print_op, value_numbers};
 pub use types::{DType, Dim, Shape, Type};
 pub use verify::verify_module;
 

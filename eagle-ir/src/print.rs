@@ -52,6 +52,12 @@ impl Names {
     }
 }
 
+/// The canonical number of every value of `f`: `%n` in the text form, in definition order
+/// (parameters first). Backends name values by it so their output reads beside the IR.
+pub fn value_numbers(f: &Function) -> HashMap<Value, usize> {
+    Names::of(f).0
+}
+
 /// Prints a whole module: functions separated by a blank line.
 pub fn print_module(m: &Module) -> String {
     let mut s = String::new();

@@ -41,6 +41,23 @@ pub enum RuntimeError {
         /// Why.
         message: String,
     },
+    /// Platform `cuda` on a machine without a CUDA driver.
+    #[error("no CUDA driver was found ({detail}); platform `cuda` needs an NVIDIA GPU and its driver. Run on the simulator instead: `cargo run --release -- -p sim -d 0,1,2,3`")]
+    NoCudaDriver {
+        /// What was looked for.
+        detail: String,
+    },
+    /// A CUDA driver call failed.
+    #[error("CUDA driver call `{call}` failed: {message}")]
+    Cuda {
+        /// The driver function.
+        call: String,
+        /// The driver's error.
+        message: String,
+    },
+    /// The CUDA C of an artifact could not be compiled or loaded (NVRTC missing or rejecting it).
+    #[error("{0}")]
+    CudaCompile(String),
     /// Every live rank waits on a condition that no rank can satisfy.
     #[error("deadlock: no rank can make progress; every rank still running is blocked:\n{report}")]
     Deadlock {

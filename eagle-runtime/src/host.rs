@@ -68,9 +68,13 @@ impl Arg<'_> {
     }
 }
 
-/// Options of a run on `sim`.
+/// Options of a run: where it runs and how `sim` checks it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOptions {
+    /// Where per-device programs run (default `sim`; `cpu` runs like `sim`).
+    pub platform: crate::Platform,
+    /// The device id of each rank on `cuda` (empty: every rank on device 0).
+    pub devices: Vec<usize>,
     /// Check every `get` / `remote_load` of a peer window against the notify -> wait and barrier
     /// ordering of the writes it reads (default: on; `EAGLE_RACE_CHECK=0` turns it off).
     pub race_check: bool,
@@ -87,6 +91,8 @@ impl Default for RunOptions {
                 .and_then(|s| s.trim().parse::<u64>().ok())
         };
         RunOptions {
+            platform: crate::Platform::Sim,
+            devices: vec![],
             race_check: env_num("EAGLE_RACE_CHECK") != Some(0),
             wait_timeout: Duration::from_secs(env_num("EAGLE_WAIT_TIMEOUT_S").unwrap_or(60)),
         }
@@ -114,7 +120,7 @@ enum Hv {
     Win(usize),
 }
 
-enum JobArg {
+pub(crate) enum JobArg {
     Tensor {
         arg: usize,
         off: usize,
@@ -126,9 +132,9 @@ enum JobArg {
     Ctx,
 }
 
-struct Job {
-    callee: String,
-    args: Vec<JobArg>,
+pub(crate) struct Job {
+    pub(crate) callee: String,
+    pub(crate) args: Vec<JobArg>,
     /// Device copies of tensor args (aligned to 8 bytes), in arg order.
     buffers: Vec<Vec<u64>>,
 }
@@ -437,6 +443,15 @@ pub fn run_with(
     let Interp {
         windows, mut jobs, ..
     } = it;
+    if opts.platform == crate::Platform::Cuda {
+        #[cfg(feature = "cuda")]
+        return crate::cuda::run(art, args, p, jobs, windows, opts);
+        #[cfg(not(feature = "cuda"))]
+        return Err(RuntimeError::PlatformUnavailable {
+            platform: "cuda".into(),
+            reason: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
+        });
+    }
     #[cfg(feature = "mpi")]
     if crate::mpi_rt::active() {
         return run_mpi(art, args, p, jobs, windows, opts, t0);

@@ -8,6 +8,9 @@
 //!
 //! Invariant: the runtime executes artifacts; it never builds or rewrites IR.
 
+/// Platform `cuda` (feature `cuda`): NVIDIA GPUs through the driver API.
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod error;
 mod host;
 /// The MPI transport (feature `mpi`).
@@ -54,10 +57,14 @@ impl Platform {
             Platform::Cuda => "cuda",
         }
     }
-    /// How many devices the platform offers.
+    /// How many devices the platform offers (on `cuda`, the GPUs the driver sees; 0 without a
+    /// driver).
     pub fn max_devices(self) -> usize {
         match self {
             Platform::Sim | Platform::Cpu => sim::MAX_DEVICES,
+            #[cfg(feature = "cuda")]
+            Platform::Cuda => cuda::device_count().unwrap_or(0),
+            #[cfg(not(feature = "cuda"))]
             Platform::Cuda => 0,
         }
     }

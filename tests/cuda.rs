@@ -1,0 +1,377 @@
+//! The CUDA backend: the emitted CUDA C of every example at P = 4 (insta snapshots), NVRTC
+//! compiles of every translation unit (skipped, with the reason printed, when NVRTC is not
+//! installed), the no-driver errors, and GPU runs (skipped without a driver).
+
+#[path = "../examples/plan_histogram.rs"]
+#[allow(dead_code)]
+mod plan_histogram;
+#[path = "../examples/plan_sample_local.rs"]
+#[allow(dead_code)]
+mod plan_sample_local;
+#[path = "../examples/plan_stencil.rs"]
+#[allow(dead_code)]
+mod plan_stencil;
+#[path = "../examples/01_hello_rank.rs"]
+#[allow(dead_code)]
+mod step01;
+#[path = "../examples/02_three_levels.rs"]
+#[allow(dead_code)]
+mod step02;
+#[path = "../examples/03_window_buffer.rs"]
+#[allow(dead_code)]
+mod step03;
+#[path = "../examples/04_barrier.rs"]
+#[allow(dead_code)]
+mod step04;
+#[path = "../examples/05_remote_load_store.rs"]
+#[allow(dead_code)]
+mod step05;
+#[path = "../examples/06_put_get.rs"]
+#[allow(dead_code)]
+mod step06;
+#[path = "../examples/07_dynamic_rank_count.rs"]
+#[allow(dead_code)]
+mod step07;
+#[path = "../examples/08_allreduce_mesh.rs"]
+#[allow(dead_code)]
+mod step08;
+#[path = "../examples/09_allreduce_two_phase.rs"]
+#[allow(dead_code)]
+mod step09;
+#[path = "../examples/10_allreduce_ring.rs"]
+#[allow(dead_code)]
+mod step10;
+#[path = "../examples/11_builtin_allreduce.rs"]
+#[allow(dead_code)]
+mod step11;
+#[path = "../examples/12_broadcast.rs"]
+#[allow(dead_code)]
+mod step12;
+#[path = "../examples/13_allgather.rs"]
+#[allow(dead_code)]
+mod step13;
+#[path = "../examples/14_reduce_scatter.rs"]
+#[allow(dead_code)]
+mod step14;
+#[path = "../examples/15_all_to_all.rs"]
+#[allow(dead_code)]
+mod step15;
+#[path = "../examples/16_several_collectives.rs"]
+#[allow(dead_code)]
+mod step16;
+
+use eagle::codegen::{self, cuda, Artifact, Target};
+use eagle::ir::EagleFn;
+use eagle::plan::{plan, Planes, Structure};
+use eagle::{Platform, Session, Tensor};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+fn steps() -> Vec<eagle::Step> {
+    vec![
+        step01::STEP,
+        step02::STEP,
+        step03::STEP,
+        step04::STEP,
+        step05::STEP,
+        step06::STEP,
+        step07::STEP,
+        step08::STEP,
+        step09::STEP,
+        step10::STEP,
+        step11::STEP,
+        step12::STEP,
+        step13::STEP,
+        step14::STEP,
+        step15::STEP,
+        step16::STEP,
+    ]
+}
+
+fn modes(st: &eagle::Step) -> Vec<Option<String>> {
+    if st.modes.is_empty() {
+        vec![None]
+    } else {
+        st.modes.iter().map(|m| Some(m.to_string())).collect()
+    }
+}
+
+/// Every artifact the tutorial steps launch at P = 4, compiled for `cuda` (and run on `sim`),
+/// by snapshot name `cuda_<step>_<host function>_p4`.
+fn step_artifacts() -> BTreeMap<String, Arc<Artifact>> {
+    let mut out = BTreeMap::new();
+    for st in steps() {
+        for mode in modes(&st) {
+            let s = Session::sim(4)
+                .unwrap()
+                .with_mode(mode.clone())
+                .with_target(Target::Cuda);
+            let o = st.execute(&s);
+            assert!(
+                o.result.is_ok(),
+                "step {:02} {mode:?}: {:?}",
+                st.number,
+                o.result
+            );
+            for r in o.reports {
+                let name = format!("cuda_{:02}_{}_p4", st.number, r.artifact.root);
+                out.insert(name, r.artifact);
+            }
+        }
+    }
+    out
+}
+
+/// The sample kernels of the plan examples, specialized for 1000 samples.
+fn plan_sources() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "cuda_plan_histogram",
+            eagle::cuda_c::<plan_histogram::histogram>(1, &[("N", 1000)]).unwrap(),
+        ),
+        (
+            "cuda_plan_sample_local",
+            eagle::cuda_c::<plan_sample_local::polar>(1, &[("N", 1000)]).unwrap(),
+        ),
+        (
+            "cuda_plan_stencil",
+            eagle::cuda_c::<plan_stencil::smooth>(1, &[("N", 1000)]).unwrap(),
+        ),
+    ]
+}
+
+#[test]
+fn cuda_c_snapshots_of_every_example_at_p4() {
+    let arts = step_artifacts();
+    // Every step's host programs, with a device entry for each per-device program.
+    assert!(arts.len() >= 20, "only {} artifacts", arts.len());
+    for (name, art) in &arts {
+        let code = art.cuda.as_ref().expect("compiled for cuda");
+        assert!(
+            code.entries
+                .values()
+                .all(|e| e.kind == cuda::EntryKind::Device),
+            "{name}"
+        );
+        insta::assert_snapshot!(name.as_str(), code.kernels());
+    }
+    for (name, src) in plan_sources() {
+        insta::assert_snapshot!(name, src);
+    }
+}
+
+#[test]
+fn mapreduce_kernels_get_a_rows_entry_and_others_do_not() {
+    let hist = plan_sources()[0].1.clone();
+    assert!(!hist.contains("void histogram__samples("));
+    assert!(hist.contains("void histogram__rows("));
+    assert!(hist.contains("v2 += (row - row_lo) * 64LL; // this row's partial"));
+    let polar = &plan_sources()[1].1;
+    assert!(polar.contains("void polar__samples("));
+    assert!(!polar.contains("__rows("));
+}
+
+/// NVRTC, when it can be loaded; `None` (with the reason printed) when not.
+fn nvrtc() -> Option<()> {
+    if cuda::nvrtc_available() {
+        Some(())
+    } else {
+        println!("skipped: NVRTC (libnvrtc.so) is not on the library path; `.ci/run` installs it");
+        None
+    }
+}
+
+#[test]
+fn nvrtc_compiles_every_translation_unit() {
+    if nvrtc().is_none() {
+        return;
+    }
+    let mut units: Vec<(String, cuda::CudaCode)> = step_artifacts()
+        .into_iter()
+        .map(|(n, a)| (n, a.cuda.clone().unwrap()))
+        .collect();
+    for (name, m) in [
+        ("histogram", plan_histogram::histogram::module().unwrap()),
+        ("polar", plan_sample_local::polar::module().unwrap()),
+        ("smooth", plan_stencil::smooth::module().unwrap()),
+    ] {
+        let mut b = codegen::Bindings::world(1);
+        b.dims.insert("N".into(), 1000);
+        let (a, _) = codegen::compile(&m, name, &b, Target::Cuda).unwrap();
+        units.push((name.to_string(), a.cuda.clone().unwrap()));
+    }
+    for (name, code) in &units {
+        for arch in ["compute_80", "compute_90"] {
+            let ptx =
+                cuda::compile_ptx(code, arch).unwrap_or_else(|e| panic!("{name} for {arch}: {e}"));
+            for sym in code.entries.keys() {
+                assert!(
+                    ptx.contains(&format!(".entry {sym}(")),
+                    "{name}: no entry `{sym}` in the PTX for {arch}"
+                );
+            }
+            // Contraction is off: no fused multiply-add unless the source asked for one.
+            if !code.kernels().contains("fma") {
+                assert!(!ptx.contains("fma.rn"), "{name}: contracted to fma");
+            }
+        }
+    }
+}
+
+#[test]
+fn nvrtc_errors_show_the_log_and_the_kernels() {
+    if nvrtc().is_none() {
+        return;
+    }
+    let code = cuda::CudaCode {
+        source: "extern \"C\" __global__ void broken(const int* p) { undefined_name(p); }".into(),
+        sites: vec![],
+        entries: [(
+            "broken".to_string(),
+            cuda::Entry {
+                function: "broken".into(),
+                symbol: "broken".into(),
+                kind: cuda::EntryKind::Device,
+            },
+        )]
+        .into(),
+    };
+    let e = cuda::compile_ptx(&code, "compute_80").unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        matches!(&e, codegen::CodegenError::Nvrtc { kernels, arch, .. } if kernels == "`broken`" && arch == "compute_80"),
+        "{e:?}"
+    );
+    assert!(msg.contains("undefined_name"), "{msg}");
+}
+
+#[test]
+fn cuda_without_a_driver_is_an_error_that_names_the_fix() {
+    if eagle::runtime::cuda::driver_available() {
+        println!("skipped: a CUDA driver is present");
+        return;
+    }
+    let e = Session::new(Platform::Cuda, vec![0]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            eagle::Error::Runtime(eagle::runtime::RuntimeError::NoCudaDriver { .. })
+        ),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert!(msg.contains("no CUDA driver was found"), "{msg}");
+    assert!(msg.contains("-p sim"), "{msg}");
+    assert_eq!(Platform::Cuda.max_devices(), 0);
+    // A plan on the GPU says the same, at run time.
+    let x = Tensor::from_vec(&[4], vec![0.5f64; 4]).unwrap();
+    let mut counts = Tensor::<f64>::zeros(&[64]);
+    let p = plan(
+        plan_histogram::histogram,
+        Structure::DeviceKernel,
+        Structure::HostTeam,
+    )
+    .unwrap()
+    .with_platform(Platform::Cuda);
+    let e = p
+        .run(
+            0,
+            &mut Planes::new().input("x", &x).output("counts", &mut counts),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            eagle::Error::Runtime(eagle::runtime::RuntimeError::NoCudaDriver { .. })
+        ),
+        "{e:?}"
+    );
+}
+
+/// A GPU run, or `None` (with the reason printed) without a driver or a device.
+fn gpu() -> Option<usize> {
+    if !eagle::runtime::cuda::driver_available() {
+        println!("skipped: no CUDA driver on this machine");
+        return None;
+    }
+    match eagle::runtime::cuda::device_count() {
+        Ok(n) if n > 0 => Some(n),
+        other => {
+            println!("skipped: no CUDA device ({other:?})");
+            None
+        }
+    }
+}
+
+#[test]
+fn gpu_steps_match_sim_bit_for_bit() {
+    if gpu().is_none() {
+        return;
+    }
+    for p in [1usize, 2, 4] {
+        for st in steps() {
+            for mode in modes(&st) {
+                let sim = Session::sim(p).unwrap().with_mode(mode.clone());
+                let want = st.execute(&sim);
+                assert!(want.result.is_ok());
+                let gpu = Session::new(Platform::Cuda, vec![0; p])
+                    .unwrap()
+                    .with_mode(mode.clone());
+                let got = st.execute(&gpu);
+                assert!(
+                    got.result.is_ok(),
+                    "step {:02} {mode:?} at P={p} on cuda: {:?}",
+                    st.number,
+                    got.result
+                );
+                assert_eq!(
+                    got.digest, want.digest,
+                    "step {:02} {mode:?} P={p}",
+                    st.number
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_mapreduce_is_bit_identical_to_the_cpu() {
+    if gpu().is_none() {
+        return;
+    }
+    let n = 100_003;
+    let x = Tensor::from_vec(
+        &[n],
+        (0..n)
+            .map(|i| ((i as f64) * 0.618_033_988_75).fract())
+            .collect(),
+    )
+    .unwrap();
+    let mut want = Tensor::<f64>::zeros(&[64]);
+    plan(
+        plan_histogram::histogram,
+        Structure::DeviceKernel,
+        Structure::HostTeam,
+    )
+    .unwrap()
+    .run(
+        0,
+        &mut Planes::new().input("x", &x).output("counts", &mut want),
+    )
+    .unwrap();
+    let mut got = Tensor::<f64>::zeros(&[64]);
+    plan(
+        plan_histogram::histogram,
+        Structure::DeviceKernel,
+        Structure::HostTeam,
+    )
+    .unwrap()
+    .with_platform(Platform::Cuda)
+    .run(
+        0,
+        &mut Planes::new().input("x", &x).output("counts", &mut got),
+    )
+    .unwrap();
+    let bits = |t: &Tensor<f64>| t.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&got), bits(&want));
+}
