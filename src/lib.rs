@@ -177,7 +177,7 @@ impl Session {
                 .into());
             }
         }
-        if platform == Platform::Cuda {
+        if platform == Platform::Cuda && !eagle_runtime::RunOptions::default().cuda_emulate {
             cuda_devices(&devices)?;
         }
         let mut seen = std::collections::HashSet::new();
@@ -219,6 +219,30 @@ impl Session {
             options,
             reports: Mutex::new(vec![]),
         })
+    }
+
+    /// A `cuda` session whose kernels run in the CUDA emulation: the emitted CUDA C compiled by
+    /// the host C++ compiler and run on CPU threads, through the cuda platform's orchestration
+    /// (windows, signals and barriers in host memory). Needs no GPU or driver, only `c++`; for
+    /// checking generated code (slow: one OS thread per GPU thread).
+    ///
+    /// # Errors
+    /// As [`Session::new`] for the device list.
+    pub fn cuda_emulated(devices: Vec<usize>) -> Result<Session> {
+        if devices.is_empty() {
+            return Err(eagle_runtime::RuntimeError::Devices(
+                "the device list is empty; give at least one id, e.g. `-d 0,1`".into(),
+            )
+            .into());
+        }
+        let mut s = Session::new(Platform::Sim, vec![0])?;
+        s.platform = Platform::Cuda;
+        s.target = codegen::Target::Cuda;
+        s.options.platform = Platform::Cuda;
+        s.options.cuda_emulate = true;
+        s.options.devices = devices.clone();
+        s.devices = devices;
+        Ok(s)
     }
 
     /// A `sim` session of `p` devices `0..p`.

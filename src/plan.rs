@@ -262,6 +262,7 @@ pub struct Plan {
     ranks: Option<usize>,
     planes: Vec<PlaneParam>,
     platform: eagle_runtime::Platform,
+    cuda_emulate: bool,
 }
 
 /// Plans sample kernel `kernel` on `structure`; `inner` is what each rank's share runs
@@ -390,6 +391,7 @@ pub fn plan_module(
         ranks: None,
         planes,
         platform: eagle_runtime::Platform::Sim,
+        cuda_emulate: eagle_runtime::RunOptions::default().cuda_emulate,
     })
 }
 
@@ -508,6 +510,13 @@ impl Plan {
     /// so the bits match the CPU's). `HostTeam` always runs on CPU threads.
     pub fn with_platform(mut self, platform: eagle_runtime::Platform) -> Self {
         self.platform = platform;
+        self
+    }
+    /// On platform `cuda`, runs the CUDA C on CPU threads instead of a GPU (compiled by the host
+    /// C++ compiler; see `eagle_runtime::cuda`): checks the GPU path without one. Default off,
+    /// or `EAGLE_CUDA_EMULATE=1`.
+    pub fn with_cuda_emulation(mut self, on: bool) -> Self {
+        self.cuda_emulate = on;
         self
     }
     /// Whether `structure` runs on the GPU in this plan.
@@ -754,8 +763,10 @@ struct Exec<'p> {
     art: &'p codegen::Artifact,
     n: usize,
     /// The GPU of `DeviceKernel` on platform `cuda`.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     device: usize,
     /// Bytes of each plane buffer, in parameter order (copies and partials have the same size).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     sizes: Vec<usize>,
 }
 
@@ -823,6 +834,7 @@ impl Exec<'_> {
             self.device,
             rank,
             threads,
+            self.plan.cuda_emulate,
             &mut args,
         )?;
         Ok(())
@@ -867,6 +879,7 @@ impl Exec<'_> {
             self.device,
             rank,
             count as u64,
+            self.plan.cuda_emulate,
             &mut args,
         )?;
         drop(args);

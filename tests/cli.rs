@@ -59,9 +59,12 @@ fn bad_command_lines_exit_with_code_2_and_a_message() {
             "accepts load | store, found `sideways`",
         ),
     ];
+    #[cfg(feature = "cuda")]
     if !eagle::runtime::cuda::driver_available() {
         cases.push((&["-p", "cuda", "-d", "0"], "no CUDA driver was found"));
     }
+    #[cfg(not(feature = "cuda"))]
+    cases.push((&["-p", "cuda", "-d", "0"], "has no `cuda` feature"));
     for (args, needle) in cases {
         let out = eagle(args);
         let stderr = text(&out.stderr);

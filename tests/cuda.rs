@@ -1,6 +1,7 @@
 //! The CUDA backend: the emitted CUDA C of every example at P = 4 (insta snapshots), NVRTC
 //! compiles of every translation unit (skipped, with the reason printed, when NVRTC is not
 //! installed), the no-driver errors, and GPU runs (skipped without a driver).
+#![cfg(feature = "cuda")]
 
 #[path = "../examples/plan_histogram.rs"]
 #[allow(dead_code)]
@@ -374,4 +375,156 @@ fn gpu_mapreduce_is_bit_identical_to_the_cpu() {
     .unwrap();
     let bits = |t: &Tensor<f64>| t.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&got), bits(&want));
+}
+
+/// The CUDA emulation: `None` (with the reason printed) without a C++ compiler.
+fn cxx() -> Option<()> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    match std::process::Command::new(&cxx).arg("--version").output() {
+        Ok(o) if o.status.success() => Some(()),
+        _ => {
+            println!("skipped: no C++ compiler `{cxx}` for the CUDA emulation");
+            None
+        }
+    }
+}
+
+#[test]
+fn emulated_cuda_steps_match_sim_bit_for_bit() {
+    if cxx().is_none() {
+        return;
+    }
+    for p in [1usize, 3, 4] {
+        for st in steps() {
+            for mode in modes(&st) {
+                let sim = Session::sim(p).unwrap().with_mode(mode.clone());
+                let want = st.execute(&sim);
+                assert!(want.result.is_ok());
+                let emu = Session::cuda_emulated(vec![0; p])
+                    .unwrap()
+                    .with_mode(mode.clone());
+                let got = st.execute(&emu);
+                assert!(
+                    got.result.is_ok(),
+                    "step {:02} {mode:?} at P={p} in the CUDA emulation: {:?}",
+                    st.number,
+                    got.result
+                );
+                assert_eq!(
+                    got.digest, want.digest,
+                    "step {:02} {mode:?} P={p}",
+                    st.number
+                );
+            }
+        }
+    }
+}
+
+#[path = "../examples/planted_failure.rs"]
+#[allow(dead_code)]
+mod planted_failure;
+
+#[test]
+fn emulated_failure_on_one_rank_ends_the_run_with_its_error() {
+    if cxx().is_none() {
+        return;
+    }
+    let s = Session::cuda_emulated(vec![0, 0])
+        .unwrap()
+        .with_wait_timeout(std::time::Duration::from_secs(30));
+    let t0 = std::time::Instant::now();
+    let e = planted_failure::run(&s).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("rank 1 failed: function `faulty`, op `%"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("the offset in dim 0 is 8 but the largest offset that fits a tile of extent 8 in extent 8 is 0 (in the CUDA emulation)"),
+        "{msg}"
+    );
+    // Rank 0 stopped waiting when rank 1 failed, long before the wait timeout.
+    assert!(t0.elapsed() < std::time::Duration::from_secs(20));
+}
+
+#[test]
+fn emulated_wait_timeout_names_the_signal_value() {
+    if cxx().is_none() {
+        return;
+    }
+    // One rank: rank 0 waits for a notify that only rank 1 would send.
+    let s = Session::cuda_emulated(vec![0])
+        .unwrap()
+        .with_wait_timeout(std::time::Duration::from_millis(300));
+    let e = planted_failure::run(&s).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "rank 0 failed: a wait timed out: the signal held 0, waiting for 1; check that a peer notifies it (run on `-p sim` to get the deadlock report) (in the CUDA emulation)"
+    );
+}
+
+fn plan_outputs(platform: Option<bool>, structure: Structure) -> Vec<Vec<u64>> {
+    let n = 1000;
+    let xs: Vec<f64> = (0..n)
+        .map(|i| ((i as f64) * 0.618_033_988_75).fract())
+        .collect();
+    let x = Tensor::from_vec(&[n], xs.clone()).unwrap();
+    let p2 =
+        Tensor::from_vec(&[2, n], xs.iter().chain(xs.iter().rev()).copied().collect()).unwrap();
+    let on = |p: eagle::plan::Plan| match platform {
+        Some(emulate) => p.with_platform(Platform::Cuda).with_cuda_emulation(emulate),
+        None => p,
+    };
+    let bits = |t: &Tensor<f64>| t.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let mut counts = Tensor::<f64>::zeros(&[64]);
+    on(plan(
+        plan_histogram::histogram,
+        structure,
+        Structure::DeviceKernel,
+    )
+    .unwrap()
+    .with_simulated_ranks(3))
+    .run(
+        0,
+        &mut Planes::new().input("x", &x).output("counts", &mut counts),
+    )
+    .unwrap();
+    let (mut r, mut r2) = (Tensor::<f64>::zeros(&[n]), Tensor::<f64>::zeros(&[n]));
+    on(
+        plan(plan_sample_local::polar, structure, Structure::DeviceKernel)
+            .unwrap()
+            .with_simulated_ranks(3),
+    )
+    .run(
+        0,
+        &mut Planes::new()
+            .input("p", &p2)
+            .output("r", &mut r)
+            .output("r2", &mut r2),
+    )
+    .unwrap();
+    let mut y = Tensor::<f64>::zeros(&[n]);
+    on(
+        plan(plan_stencil::smooth, structure, Structure::DeviceKernel)
+            .unwrap()
+            .with_simulated_ranks(3),
+    )
+    .run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+    .unwrap();
+    vec![bits(&counts), bits(&r), bits(&r2), bits(&y)]
+}
+
+#[test]
+fn emulated_plans_match_the_cpu_bit_for_bit() {
+    if cxx().is_none() {
+        return;
+    }
+    for structure in [Structure::DeviceKernel, Structure::RankPartition] {
+        let want = plan_outputs(None, structure);
+        let got = plan_outputs(Some(true), structure);
+        assert_eq!(got, want, "{structure:?}");
+        // The histogram counts every sample once.
+        let total: f64 = want[0].iter().map(|b| f64::from_bits(*b)).sum();
+        assert_eq!(total, 1000.0);
+    }
 }

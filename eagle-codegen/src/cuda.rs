@@ -36,8 +36,11 @@ use eagle_ir::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-/// Threads of the block that runs one rank's per-device program.
+/// Threads of the block that runs one rank's per-device program on a GPU (the `EG_NT` macro
+/// of the emitted source; the CUDA emulation compiles with [`EMULATED_BLOCK_THREADS`]).
 pub const BLOCK_THREADS: u64 = 128;
+/// `EG_NT` in the CUDA emulation: few host threads per block, still striping tiles.
+pub const EMULATED_BLOCK_THREADS: u64 = 4;
 /// Samples per mapreduce row (the execution plan's row, `eagle::plan::ROW`).
 pub const ROW: u64 = 32;
 /// Most bytes of tile storage one thread may hold (tiles live in registers or local memory).
@@ -118,9 +121,98 @@ impl CudaCode {
 
 const PRELUDE_END: &str = "// ---- end of prelude ----";
 
+/// CUDA built-ins for a host C++20 compiler, so that the emitted CUDA C can run on the CPU (one
+/// OS thread per GPU thread, `__syncthreads` a barrier per block): `#include` it before the
+/// source. The runtime's CUDA emulation uses it to check generated code on machines without a
+/// GPU. `eg_emu_launch(kernel, grid, block, rt, slots)` runs one launch to completion.
+pub const HOST_SHIM: &str = r#"// eagle CUDA emulation shim (generated; do not edit)
+#include <math.h>
+#include <string.h>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+#define EG_HOST_EMULATION 1
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(x)
+#define EG_SPIN() std::this_thread::yield()
+struct eg_dim3 { unsigned int x, y, z; };
+struct eg_block_sync {
+  std::mutex m; std::condition_variable cv;
+  unsigned int n = 0, arrived = 0, gen = 0; int acc = 0, result = 0;
+};
+static thread_local eg_dim3 threadIdx, blockIdx, blockDim, gridDim;
+static thread_local eg_block_sync* eg_this_block;
+inline int __syncthreads_or(int p) {
+  eg_block_sync* b = eg_this_block;
+  std::unique_lock<std::mutex> l(b->m);
+  unsigned int g = b->gen;
+  b->acc |= (p != 0);
+  if (++b->arrived == b->n) {
+    b->result = b->acc; b->acc = 0; b->arrived = 0; b->gen++;
+    b->cv.notify_all();
+    return b->result;
+  }
+  b->cv.wait(l, [&] { return b->gen != g; });
+  return b->result;
+}
+inline void __syncthreads() { (void)__syncthreads_or(0); }
+inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline int atomicCAS_system(int* p, int cmp, int v) {
+  __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return cmp;
+}
+inline unsigned int atomicAdd_system(unsigned int* p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned long long atomicAdd_system(unsigned long long* p, unsigned long long v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned int atomicExch_system(unsigned int* p, unsigned int v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned long long atomicExch_system(unsigned long long* p, unsigned long long v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
+inline int __float_as_int(float f) { int x; memcpy(&x, &f, 4); return x; }
+inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x, 8); return d; }
+inline long long __double_as_longlong(double d) { long long x; memcpy(&x, &d, 8); return x; }
+inline unsigned long long eg_host_now() {
+  return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+struct eg_rt;
+typedef void (*eg_kernel)(const eg_rt*, const unsigned long long*);
+extern "C" int eg_emu_launch(eg_kernel k, unsigned int grid, unsigned int block, const eg_rt* rt, const unsigned long long* slots) {
+  std::unique_ptr<eg_block_sync[]> blocks(new eg_block_sync[grid]);
+  std::vector<std::thread> ts;
+  for (unsigned int b = 0; b < grid; ++b) {
+    blocks[b].n = block;
+    for (unsigned int t = 0; t < block; ++t) {
+      eg_block_sync* bs = &blocks[b];
+      ts.emplace_back([=] {
+        threadIdx = {t, 0, 0}; blockIdx = {b, 0, 0};
+        blockDim = {block, 1, 1}; gridDim = {grid, 1, 1};
+        eg_this_block = bs;
+        k(rt, slots);
+      });
+    }
+  }
+  for (auto& t : ts) t.join();
+  return 0;
+}
+"#;
+
 /// The fixed part of every translation unit: the runtime record, failure reporting, waits,
 /// the barrier and the Rust-semantics helpers.
 pub const PRELUDE: &str = r#"// eagle CUDA C prelude (generated; do not edit)
+#ifndef EG_SPIN
+#define EG_SPIN()
+#endif
+// Threads of the block that runs a per-device program; a tile of n elements keeps
+// EG_SLOTS(n) of them in each thread (element i in thread i % EG_NT, slot i / EG_NT).
+#ifndef EG_NT
+#define EG_NT 128
+#endif
+#define EG_SLOTS(n) (((n) + EG_NT - 1) / EG_NT)
 struct eg_err { int status; int site; int rank; int pad; long long a; long long b; };
 struct eg_rt {
   long long rank; long long nranks;
@@ -132,9 +224,13 @@ struct eg_win { char* const* t; long long off; };
 #define EG_WAIT_TIMEOUT (-1)
 #define EG_BARRIER_TIMEOUT (-2)
 #define EG_ABORTED (-3)
+#ifdef EG_HOST_EMULATION
+__device__ __forceinline__ unsigned long long eg_now() { return eg_host_now(); }
+#else
 __device__ __forceinline__ unsigned long long eg_now() {
   unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t;
 }
+#endif
 __device__ __noinline__ int eg_fail(const eg_rt* rt, int site, long long a, long long b) {
   if (atomicCAS_system(&rt->err->status, 0, 1) == 0) {
     rt->err->site = site; rt->err->rank = (int)rt->rank; rt->err->a = a; rt->err->b = b;
@@ -155,6 +251,7 @@ template <typename T> __device__ __forceinline__ bool eg_holds(int cmp, T a, T b
 template <typename T> __device__ int eg_wait(const eg_rt* rt, T* p, T expected, int cmp) {
   volatile T* v = p; unsigned long long t0 = eg_now();
   while (!eg_holds<T>(cmp, *v, expected)) {
+    EG_SPIN();
     if (*rt->abort) return eg_fail(rt, EG_ABORTED, 0, 0);
     if (eg_now() - t0 > rt->timeout_ns) return eg_fail(rt, EG_WAIT_TIMEOUT, (long long)*v, (long long)expected);
   }
@@ -177,6 +274,7 @@ __device__ int eg_barrier(const eg_rt* rt) {
   } else {
     unsigned long long t0 = eg_now();
     while (*rt->bar_gen == gen) {
+      EG_SPIN();
       if (*rt->abort) return eg_fail(rt, EG_ABORTED, 0, 0);
       if (eg_now() - t0 > rt->timeout_ns) return eg_fail(rt, EG_BARRIER_TIMEOUT, 0, 0);
     }
@@ -479,7 +577,7 @@ fn device_entry(f: &Function) -> Result<String, CodegenError> {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "extern \"C\" __global__ void __launch_bounds__({BLOCK_THREADS}) {}(const eg_rt* rt, const unsigned long long* slots) {{",
+        "extern \"C\" __global__ void __launch_bounds__(EG_NT) {}(const eg_rt* rt, const unsigned long long* slots) {{",
         f.name
     );
     for (k, p) in f.params.iter().enumerate() {
@@ -744,19 +842,15 @@ impl Emitter<'_> {
     /// Opens a loop over this thread's elements of a tile of `n` elements; inside, `i` is the
     /// element index and `k` the slot. Close with [`Emitter::close`].
     fn open_tile_loop(&mut self, n: u64) {
-        let nt = self.mode.threads();
-        let k = self.slots(n);
         match self.mode {
             Mode::Block => {
-                self.line(format!("for (int k = 0; k < {k}; ++k) {{"));
+                self.line(format!("for (int k = 0; k < EG_SLOTS({n}); ++k) {{"));
                 self.depth += 1;
-                self.line(format!("const long long i = lane + k * {nt}LL;"));
-                if !n.is_multiple_of(nt) {
-                    self.line(format!("if (i >= {n}) break;"));
-                }
+                self.line("const long long i = lane + k * (long long)EG_NT;");
+                self.line(format!("if (i >= {n}) break;"));
             }
             Mode::Thread => {
-                self.line(format!("for (int k = 0; k < {k}; ++k) {{"));
+                self.line(format!("for (int k = 0; k < {n}; ++k) {{"));
                 self.depth += 1;
                 self.line("const long long i = k;");
             }
@@ -890,7 +984,10 @@ impl Emitter<'_> {
                 }
             )));
         }
-        self.line(format!("{} v{}[{k}];", ctype(d), r.0));
+        match self.mode {
+            Mode::Block => self.line(format!("{} v{}[EG_SLOTS({n})];", ctype(d), r.0)),
+            Mode::Thread => self.line(format!("{} v{}[{n}];", ctype(d), r.0)),
+        }
         Ok(())
     }
 
@@ -1104,11 +1201,14 @@ impl Emitter<'_> {
                 self.depth += 1;
                 self.line(format!("{d}* to = {to};"));
                 self.line(format!("const {d}* from = {from};"));
-                let nt = self.mode.threads();
-                let start = if nt == 1 { "0" } else { "lane" };
-                self.line(format!(
-                    "for (long long i = {start}; i < {n}LL; i += {nt}) to[i] = from[i];"
-                ));
+                match self.mode {
+                    Mode::Block => self.line(format!(
+                        "for (long long i = lane; i < {n}LL; i += EG_NT) to[i] = from[i];"
+                    )),
+                    Mode::Thread => self.line(format!(
+                        "for (long long i = 0; i < {n}LL; ++i) to[i] = from[i];"
+                    )),
+                }
                 self.depth -= 1;
                 self.line("}");
                 self.sync();

@@ -11,6 +11,10 @@
 //!   put/get, remote loads and stores, notify/wait and barriers between ranks travel over the
 //!   host link. Tensor arguments are copied to device memory before a dispatch and outputs back
 //!   after it.
+//! - **Emulation** ([`RunOptions::cuda_emulate`], `EAGLE_CUDA_EMULATE=1`): the same CUDA C is
+//!   compiled by the host C++ compiler against [`eagle_codegen::cuda::HOST_SHIM`] and run on CPU
+//!   threads (one per GPU thread), through this same orchestration. It needs no GPU or driver and
+//!   checks generated code bit for bit against `sim`; it is slow and meant for tests.
 
 use crate::error::RuntimeError;
 use crate::host::{JobArg, RunReport};
@@ -20,7 +24,6 @@ use eagle_codegen::cuda::{CudaCode, EntryKind, BLOCK_THREADS};
 use eagle_codegen::Artifact;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -89,8 +92,28 @@ pub fn device_info(ordinal: usize) -> Result<(String, String), RuntimeError> {
     Ok((name, format!("compute_{major}{minor}")))
 }
 
-/// Makes the primary context of `ordinal` current on this thread.
-fn bind(ordinal: usize) -> Result<(), RuntimeError> {
+/// What executes kernels: the CUDA driver, or the host emulation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exec {
+    Driver,
+    Emulator,
+}
+
+impl Exec {
+    fn of(emulate: bool) -> Exec {
+        if emulate {
+            Exec::Emulator
+        } else {
+            Exec::Driver
+        }
+    }
+}
+
+/// Makes the primary context of `ordinal` current on this thread (nothing to do when emulating).
+fn bind(ordinal: usize, ex: Exec) -> Result<(), RuntimeError> {
+    if ex == Exec::Emulator {
+        return Ok(());
+    }
     init()?;
     let dev = cu::device::get(ordinal as i32).map_err(|e| driver_err("cuDeviceGet", e))?;
     // SAFETY: `dev` is a valid device; the primary context is retained for the process (never
@@ -102,50 +125,159 @@ fn bind(ordinal: usize) -> Result<(), RuntimeError> {
     }
 }
 
-/// A loaded module (raw driver handle; modules live as long as the process).
+/// A loaded module: a driver handle, or the emulation's shared library (both live as long as
+/// the process).
 #[derive(Clone, Copy)]
-struct Loaded(sys::CUmodule);
+enum Loaded {
+    Driver(sys::CUmodule),
+    Emulator(&'static libloading::Library),
+}
 // SAFETY: a CUmodule handle may be used from any thread whose current context owns it; the
-// cache keys modules by device, and every use binds that device's primary context first.
+// cache keys modules by device, and every use binds that device's primary context first. A
+// loaded library is immutable.
 unsafe impl Send for Loaded {}
 
-/// The module of `code` on device `ordinal` (compiled by NVRTC and loaded once).
-fn module(code: &CudaCode, ordinal: usize) -> Result<sys::CUmodule, RuntimeError> {
-    static MODULES: OnceLock<Mutex<HashMap<(usize, u64), Loaded>>> = OnceLock::new();
-    let key = (ordinal, eagle_codegen::fnv1a(code.source.as_bytes()));
+/// A kernel to launch.
+#[derive(Clone, Copy)]
+enum Func {
+    Driver(sys::CUfunction),
+    Emulator(EmuLaunch, EmuKernel),
+}
+
+type EmuKernel = unsafe extern "C" fn(*const c_void, *const u64);
+type EmuLaunch = unsafe extern "C" fn(EmuKernel, u32, u32, *const c_void, *const u64) -> i32;
+
+/// The module of `code` on device `ordinal` (compiled by NVRTC, or by the host C++ compiler
+/// when emulating, and loaded once).
+fn module(code: &CudaCode, ordinal: usize, ex: Exec) -> Result<Loaded, RuntimeError> {
+    /// (device, source hash, emulated) -> module.
+    type Modules = Mutex<HashMap<(usize, u64, bool), Loaded>>;
+    static MODULES: OnceLock<Modules> = OnceLock::new();
+    let hash = eagle_codegen::fnv1a(code.source.as_bytes());
+    let key = (ordinal, hash, ex == Exec::Emulator);
     let cache = MODULES.get_or_init(|| Mutex::new(HashMap::new()));
     let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(m) = c.get(&key) {
-        return Ok(m.0);
+        return Ok(*m);
     }
-    let (_, arch) = device_info(ordinal)?;
-    let ptx = eagle_codegen::cuda::compile_ptx(code, &arch)
-        .map_err(|e| RuntimeError::CudaCompile(e.to_string()))?;
-    let image =
-        CString::new(ptx.as_bytes()).map_err(|e| RuntimeError::CudaCompile(e.to_string()))?;
-    bind(ordinal)?;
-    // SAFETY: `image` is a NUL-terminated PTX text; the context of `ordinal` is current.
-    let m = unsafe { cu::module::load_data(image.as_ptr().cast()) }
-        .map_err(|e| driver_err("cuModuleLoadData", e))?;
-    c.insert(key, Loaded(m));
-    Ok(m)
+    let loaded = match ex {
+        Exec::Emulator => Loaded::Emulator(emulator_library(code, hash)?),
+        Exec::Driver => {
+            let (_, arch) = device_info(ordinal)?;
+            let ptx = eagle_codegen::cuda::compile_ptx(code, &arch)
+                .map_err(|e| RuntimeError::CudaCompile(e.to_string()))?;
+            let image = CString::new(ptx.as_bytes())
+                .map_err(|e| RuntimeError::CudaCompile(e.to_string()))?;
+            bind(ordinal, ex)?;
+            // SAFETY: `image` is a NUL-terminated PTX text; the context of `ordinal` is
+            // current.
+            let m = unsafe { cu::module::load_data(image.as_ptr().cast()) }
+                .map_err(|e| driver_err("cuModuleLoadData", e))?;
+            Loaded::Driver(m)
+        }
+    };
+    c.insert(key, loaded);
+    Ok(loaded)
 }
 
-fn function(m: sys::CUmodule, symbol: &str) -> Result<sys::CUfunction, RuntimeError> {
+/// Compiles `code` with the host C++ compiler (`$CXX`, default `c++`) against the emulation
+/// shim into a shared library, and loads it.
+fn emulator_library(
+    code: &CudaCode,
+    hash: u64,
+) -> Result<&'static libloading::Library, RuntimeError> {
+    let fail = |m: String| RuntimeError::CudaCompile(format!("CUDA emulation: {m}"));
+    let dir = std::env::temp_dir().join("eagle-cuda-emu");
+    std::fs::create_dir_all(&dir).map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+    let tag = format!("{hash:016x}-{}", std::process::id());
+    let src = dir.join(format!("{tag}.cpp"));
+    let lib = dir.join(format!("{tag}.so"));
+    let text = format!("{}\n{}", eagle_codegen::cuda::HOST_SHIM, code.source);
+    std::fs::write(&src, text).map_err(|e| fail(format!("{}: {e}", src.display())))?;
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let out = std::process::Command::new(&cxx)
+        .args(["-std=c++20", "-O0", "-fPIC", "-shared", "-pthread", "-w"])
+        .arg(format!(
+            "-DEG_NT={}",
+            eagle_codegen::cuda::EMULATED_BLOCK_THREADS
+        ))
+        .arg("-o")
+        .arg(&lib)
+        .arg(&src)
+        .output()
+        .map_err(|e| {
+            fail(format!(
+                "could not run the C++ compiler `{cxx}` ({e}); install g++ or set CXX"
+            ))
+        })?;
+    if !out.status.success() {
+        return Err(fail(format!(
+            "`{cxx}` rejected the CUDA C:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    // SAFETY: the library was just built from the shim and the emitted source; loading runs
+    // no initialisers beyond the C++ runtime's.
+    let l = unsafe { libloading::Library::new(&lib) }.map_err(|e| fail(e.to_string()))?;
+    let _ = std::fs::remove_file(&src);
+    Ok(Box::leak(Box::new(l)))
+}
+
+fn function(m: Loaded, symbol: &str) -> Result<Func, RuntimeError> {
     let name = CString::new(symbol).map_err(|e| RuntimeError::CudaCompile(e.to_string()))?;
-    // SAFETY: `m` is a loaded module whose context is current.
-    unsafe { cu::module::get_function(m, name) }
-        .map_err(|e| driver_err(&format!("cuModuleGetFunction({symbol})"), e))
+    match m {
+        Loaded::Driver(m) => {
+            // SAFETY: `m` is a loaded module whose context is current.
+            unsafe { cu::module::get_function(m, name) }
+                .map(Func::Driver)
+                .map_err(|e| driver_err(&format!("cuModuleGetFunction({symbol})"), e))
+        }
+        Loaded::Emulator(lib) => {
+            let missing =
+                |e: libloading::Error| RuntimeError::CudaCompile(format!("CUDA emulation: {e}"));
+            // SAFETY: the shim defines `eg_emu_launch` with this signature, and every entry point
+            // is `extern "C" void(const eg_rt*, const unsigned long long*)`.
+            unsafe {
+                let launch = *lib.get::<EmuLaunch>(b"eg_emu_launch\0").map_err(missing)?;
+                let k = *lib
+                    .get::<EmuKernel>(name.as_bytes_with_nul())
+                    .map_err(missing)?;
+                Ok(Func::Emulator(launch, k))
+            }
+        }
+    }
 }
 
-/// Pinned host memory mapped into every device's address space (zeroed).
+/// Pinned host memory mapped into every device's address space (zeroed); plain host memory
+/// when emulating.
 struct Pinned {
     ptr: *mut u8,
+    /// `Some(layout)` when allocated from the host heap (emulation).
+    heap: Option<std::alloc::Layout>,
 }
 
 impl Pinned {
-    fn new(bytes: usize) -> Result<Pinned, RuntimeError> {
+    fn new(bytes: usize, ex: Exec) -> Result<Pinned, RuntimeError> {
         let bytes = bytes.max(8);
+        if ex == Exec::Emulator {
+            let layout =
+                std::alloc::Layout::from_size_align(bytes, 64).map_err(|e| RuntimeError::Cuda {
+                    call: "alloc".into(),
+                    message: e.to_string(),
+                })?;
+            // SAFETY: `layout` has a non-zero size.
+            let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+            if ptr.is_null() {
+                return Err(RuntimeError::Cuda {
+                    call: "alloc".into(),
+                    message: format!("out of host memory for {bytes} bytes"),
+                });
+            }
+            return Ok(Pinned {
+                ptr,
+                heap: Some(layout),
+            });
+        }
         // SAFETY: allocates `bytes` of pinned memory; it is zeroed before use and freed once in
         // `Drop`.
         let ptr = unsafe {
@@ -158,7 +290,7 @@ impl Pinned {
         .cast::<u8>();
         // SAFETY: `ptr` points to `bytes` writable bytes.
         unsafe { std::ptr::write_bytes(ptr, 0, bytes) };
-        Ok(Pinned { ptr })
+        Ok(Pinned { ptr, heap: None })
     }
     /// The address devices use (the host address, under unified addressing).
     fn dev(&self) -> u64 {
@@ -174,35 +306,91 @@ unsafe impl Sync for Pinned {}
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        // SAFETY: `ptr` came from `cuMemHostAlloc` and is freed once.
-        let _ = unsafe { cu::free_host(self.ptr.cast()) };
+        match self.heap {
+            // SAFETY: `ptr` came from `alloc_zeroed(layout)` and is freed once.
+            Some(layout) => unsafe { std::alloc::dealloc(self.ptr, layout) },
+            // SAFETY: `ptr` came from `cuMemHostAlloc` and is freed once.
+            None => {
+                let _ = unsafe { cu::free_host(self.ptr.cast()) };
+            }
+        }
     }
 }
 
-/// Device memory, freed on drop (the owning context must be current).
-struct DevBuf(sys::CUdeviceptr);
+/// Device memory, freed on drop (the owning context must be current); host memory when
+/// emulating.
+enum DevBuf {
+    Driver(sys::CUdeviceptr),
+    Host(Pinned),
+}
 
 impl DevBuf {
-    fn upload(bytes: &[u8], len: usize) -> Result<DevBuf, RuntimeError> {
+    fn upload(bytes: &[u8], len: usize, ex: Exec) -> Result<DevBuf, RuntimeError> {
+        if ex == Exec::Emulator {
+            let m = Pinned::new(len, ex)?;
+            // SAFETY: `m` holds at least `len >= bytes.len()` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), m.ptr, bytes.len().min(len)) };
+            return Ok(DevBuf::Host(m));
+        }
         // SAFETY: allocates at least 8 bytes in the current context.
         let p = unsafe { cu::malloc_sync(len.max(8)) }.map_err(|e| driver_err("cuMemAlloc", e))?;
-        let b = DevBuf(p);
+        let b = DevBuf::Driver(p);
         if !bytes.is_empty() {
             // SAFETY: `p` holds at least `bytes.len()` bytes.
             unsafe { cu::memcpy_htod_sync(p, bytes) }.map_err(|e| driver_err("cuMemcpyHtoD", e))?;
         }
         Ok(b)
     }
+    fn addr(&self) -> u64 {
+        match self {
+            DevBuf::Driver(p) => *p,
+            DevBuf::Host(m) => m.dev(),
+        }
+    }
     fn download(&self, out: &mut [u8]) -> Result<(), RuntimeError> {
-        // SAFETY: the buffer holds at least `out.len()` bytes.
-        unsafe { cu::memcpy_dtoh_sync(out, self.0) }.map_err(|e| driver_err("cuMemcpyDtoH", e))
+        match self {
+            // SAFETY: the buffer holds at least `out.len()` bytes.
+            DevBuf::Driver(p) => {
+                unsafe { cu::memcpy_dtoh_sync(out, *p) }.map_err(|e| driver_err("cuMemcpyDtoH", e))
+            }
+            DevBuf::Host(m) => {
+                // SAFETY: the buffer holds at least `out.len()` bytes.
+                unsafe { std::ptr::copy_nonoverlapping(m.ptr, out.as_mut_ptr(), out.len()) };
+                Ok(())
+            }
+        }
     }
 }
 
 impl Drop for DevBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated by `cuMemAlloc`, freed once.
-        let _ = unsafe { cu::free_sync(self.0) };
+        if let DevBuf::Driver(p) = self {
+            // SAFETY: allocated by `cuMemAlloc`, freed once.
+            let _ = unsafe { cu::free_sync(*p) };
+        }
+    }
+}
+
+/// A stream of the current context (none when emulating: launches run to completion).
+struct Stream(Option<sys::CUstream>);
+
+impl Stream {
+    fn new(ex: Exec) -> Result<Stream, RuntimeError> {
+        if ex == Exec::Emulator {
+            return Ok(Stream(None));
+        }
+        cu::stream::create(cu::stream::StreamKind::NonBlocking)
+            .map(|s| Stream(Some(s)))
+            .map_err(|e| driver_err("cuStreamCreate", e))
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if let Some(s) = self.0 {
+            // SAFETY: the stream is idle (every launch was synchronized) and destroyed once.
+            let _ = unsafe { cu::stream::destroy(s) };
+        }
     }
 }
 
@@ -215,9 +403,9 @@ struct Shared {
 const ERR_BYTES: usize = 32;
 
 impl Shared {
-    fn new() -> Result<Shared, RuntimeError> {
+    fn new(ex: Exec) -> Result<Shared, RuntimeError> {
         Ok(Shared {
-            mem: Pinned::new(ERR_BYTES + 16)?,
+            mem: Pinned::new(ERR_BYTES + 16, ex)?,
         })
     }
     fn err(&self) -> u64 {
@@ -232,7 +420,7 @@ impl Shared {
     fn bar_gen(&self) -> u64 {
         self.abort() + 8
     }
-    /// (status, site, rank, a, b) of the first failure.
+    /// (site, rank, a, b) of the first failure.
     fn failure(&self) -> Option<(i32, usize, i64, i64)> {
         let p = self.mem.ptr;
         // SAFETY: the record is 32 bytes at the start of the allocation; devices write it with
@@ -261,8 +449,9 @@ fn rt_record(
     rank: usize,
     p: usize,
     timeout: Duration,
+    ex: Exec,
 ) -> Result<Pinned, RuntimeError> {
-    let m = Pinned::new(56)?;
+    let m = Pinned::new(56, ex)?;
     let words: [u64; 7] = [
         rank as u64,
         p as u64,
@@ -277,35 +466,55 @@ fn rt_record(
     Ok(m)
 }
 
+/// Launches `f` and waits for it to finish.
 fn launch(
-    f: sys::CUfunction,
+    f: Func,
     grid: u32,
     block: u32,
-    stream: sys::CUstream,
-    rt: u64,
-    slots: u64,
+    stream: &Stream,
+    rt: &Pinned,
+    slots: &Pinned,
 ) -> Result<(), RuntimeError> {
-    let mut rt = rt;
-    let mut slots = slots;
-    let mut params: [*mut c_void; 2] = [
-        (&mut rt as *mut u64).cast(),
-        (&mut slots as *mut u64).cast(),
-    ];
-    // SAFETY: every entry point takes exactly (const eg_rt*, const unsigned long long*), two
-    // 8-byte parameters; both point to pinned memory that outlives the launch (the caller
-    // synchronizes the stream before freeing it).
-    unsafe { cu::launch_kernel(f, (grid, 1, 1), (block, 1, 1), 0, stream, &mut params) }
-        .map_err(|e| driver_err("cuLaunchKernel", e))?;
-    // SAFETY: `stream` is a live stream of the current context.
-    unsafe { cu::stream::synchronize(stream) }.map_err(|e| driver_err("cuStreamSynchronize", e))
+    match (f, stream.0) {
+        (Func::Emulator(run, k), _) => {
+            // SAFETY: `k` is an entry point of the emulation library and `run` its launcher;
+            // `rt` and `slots` outlive the call, which returns when every thread has finished.
+            unsafe { run(k, grid, block, rt.ptr.cast(), slots.ptr.cast()) };
+            Ok(())
+        }
+        (Func::Driver(f), Some(stream)) => {
+            let mut rt = rt.dev();
+            let mut slots = slots.dev();
+            let mut params: [*mut c_void; 2] = [
+                (&mut rt as *mut u64).cast(),
+                (&mut slots as *mut u64).cast(),
+            ];
+            // SAFETY: every entry point takes exactly (const eg_rt*, const unsigned long long*),
+            // two 8-byte parameters; both point to pinned memory that outlives the launch (the
+            // stream is synchronized below).
+            unsafe { cu::launch_kernel(f, (grid, 1, 1), (block, 1, 1), 0, stream, &mut params) }
+                .map_err(|e| driver_err("cuLaunchKernel", e))?;
+            // SAFETY: `stream` is a live stream of the current context.
+            unsafe { cu::stream::synchronize(stream) }
+                .map_err(|e| driver_err("cuStreamSynchronize", e))
+        }
+        (Func::Driver(_), None) => Err(RuntimeError::Cuda {
+            call: "cuLaunchKernel".into(),
+            message: "no stream".into(),
+        }),
+    }
 }
 
-fn failure_error(code: &CudaCode, shared: &Shared) -> Option<RuntimeError> {
+fn failure_error(code: &CudaCode, shared: &Shared, ex: Exec) -> Option<RuntimeError> {
+    let on = match ex {
+        Exec::Driver => "on the GPU",
+        Exec::Emulator => "in the CUDA emulation",
+    };
     shared
         .failure()
         .map(|(site, rank, a, b)| RuntimeError::RankFailed {
             rank,
-            message: format!("{} (on the GPU)", code.fault_message(site, a, b)),
+            message: format!("{} ({on})", code.fault_message(site, a, b)),
         })
 }
 
@@ -319,8 +528,8 @@ fn cuda_code(art: &Artifact) -> Result<&CudaCode, RuntimeError> {
     })
 }
 
-/// Runs the dispatches of a host program on GPUs `devices` (rank r on `devices[r]`), with the
-/// windows of the run in pinned host memory. Called by [`crate::run_with`].
+/// Runs the dispatches of a host program on GPUs `opts.devices` (rank r on `devices[r]`), with
+/// the windows of the run in pinned host memory. Called by [`crate::run_with`].
 pub(crate) fn run(
     art: &Artifact,
     args: &mut [Arg<'_>],
@@ -330,6 +539,7 @@ pub(crate) fn run(
     opts: &RunOptions,
 ) -> Result<RunReport, RuntimeError> {
     let code = cuda_code(art)?;
+    let ex = Exec::of(opts.cuda_emulate);
     let devices: Vec<usize> = if opts.devices.is_empty() {
         vec![0; p]
     } else {
@@ -342,19 +552,21 @@ pub(crate) fn run(
         )));
     }
     for &d in &devices {
-        device_info(d)?;
-        module(code, d)?;
+        if ex == Exec::Driver {
+            device_info(d)?;
+        }
+        module(code, d, ex)?;
     }
     let t0 = Instant::now();
-    let shared = Shared::new()?;
+    let shared = Shared::new(ex)?;
     // Window memory: one allocation per rank, and a table of the P base addresses.
     let mut win_mem: Vec<Vec<Pinned>> = vec![];
     let mut win_tables: Vec<Pinned> = vec![];
     for (bytes, _, _) in &windows {
         let per_rank = (0..p)
-            .map(|_| Pinned::new(*bytes))
+            .map(|_| Pinned::new(*bytes, ex))
             .collect::<Result<Vec<_>, _>>()?;
-        let table = Pinned::new(8 * p)?;
+        let table = Pinned::new(8 * p, ex)?;
         for (r, m) in per_rank.iter().enumerate() {
             // SAFETY: the table holds `p` u64 slots.
             unsafe { std::ptr::write(table.ptr.cast::<u64>().add(r), m.dev()) };
@@ -363,7 +575,6 @@ pub(crate) fn run(
         win_tables.push(table);
     }
     let tables: Vec<u64> = win_tables.iter().map(Pinned::dev).collect();
-    let failed = AtomicBool::new(false);
     let dispatches = jobs.iter().map(Vec::len).sum();
     // Inputs for every tensor argument slice, copied before the threads start.
     let inputs: Vec<Vec<Vec<u8>>> = jobs
@@ -391,11 +602,20 @@ pub(crate) fn run(
             .zip(&inputs)
             .enumerate()
             .map(|(rank, (js, ins))| {
-                let (shared, tables, failed, devices) = (&shared, &tables, &failed, &devices);
+                let (shared, tables, devices) = (&shared, &tables, &devices);
+                let rank_run = RankRun {
+                    code,
+                    rank,
+                    p,
+                    ordinal: devices[rank],
+                    tables,
+                    shared,
+                    opts,
+                    ex,
+                };
                 s.spawn(move || -> Result<Outs, RuntimeError> {
-                    let r = rank_main(code, rank, p, devices[rank], js, ins, tables, shared, opts);
+                    let r = rank_run.run(js, ins);
                     if r.is_err() {
-                        failed.store(true, Ordering::SeqCst);
                         shared.set_abort();
                     }
                     r
@@ -413,7 +633,7 @@ pub(crate) fn run(
             })
             .collect()
     });
-    if let Some(e) = failure_error(code, &shared) {
+    if let Some(e) = failure_error(code, &shared, ex) {
         return Err(e);
     }
     let mut outs = vec![];
@@ -434,28 +654,35 @@ pub(crate) fn run(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn rank_main(
-    code: &CudaCode,
+/// One rank's share of a run.
+struct RankRun<'a> {
+    code: &'a CudaCode,
     rank: usize,
     p: usize,
     ordinal: usize,
-    jobs: &[crate::host::Job],
-    inputs: &[Vec<u8>],
-    tables: &[u64],
-    shared: &Shared,
-    opts: &RunOptions,
-) -> Result<Vec<(usize, usize, Vec<u8>)>, RuntimeError> {
-    let m = module(code, ordinal)?;
-    bind(ordinal)?;
-    let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)
-        .map_err(|e| driver_err("cuStreamCreate", e))?;
-    let rt = rt_record(shared, rank, p, opts.wait_timeout)?;
-    let mut outs = vec![];
-    let mut next_input = inputs.iter();
-    let result = (|| {
+    tables: &'a [u64],
+    shared: &'a Shared,
+    opts: &'a RunOptions,
+    ex: Exec,
+}
+
+impl RankRun<'_> {
+    /// Runs this rank's dispatches in order and returns the output slices it wrote.
+    fn run(
+        &self,
+        jobs: &[crate::host::Job],
+        inputs: &[Vec<u8>],
+    ) -> Result<Vec<(usize, usize, Vec<u8>)>, RuntimeError> {
+        let (rank, ex) = (self.rank, self.ex);
+        let m = module(self.code, self.ordinal, ex)?;
+        bind(self.ordinal, ex)?;
+        let stream = Stream::new(ex)?;
+        let rt = rt_record(self.shared, rank, self.p, self.opts.wait_timeout, ex)?;
+        let mut outs = vec![];
+        let mut next_input = inputs.iter();
         for j in jobs {
-            let entry = code
+            let entry = self
+                .code
                 .entries
                 .get(&j.callee)
                 .filter(|e| e.kind == EntryKind::Device)
@@ -464,26 +691,30 @@ fn rank_main(
                     message: format!("no CUDA entry point for `{}`", j.callee),
                 })?;
             let f = function(m, &entry.symbol)?;
-            let slots = Pinned::new(8 * j.args.len())?;
+            let slots = Pinned::new(8 * j.args.len(), ex)?;
             let mut bufs = vec![];
             for (k, a) in j.args.iter().enumerate() {
                 let v = match a {
                     JobArg::Tensor { bytes, .. } => {
                         let host = next_input.next().map_or(&[][..], |v| &v[..]);
-                        let b = DevBuf::upload(host, *bytes)?;
-                        let d = b.0;
+                        let b = DevBuf::upload(host, *bytes, ex)?;
+                        let d = b.addr();
                         bufs.push((a, b));
                         d
                     }
-                    JobArg::Window(w) => tables[*w],
+                    JobArg::Window(w) => self.tables[*w],
                     JobArg::Scalar(b) => *b,
                     JobArg::Ctx => 0,
                 };
                 // SAFETY: `slots` holds one u64 per argument.
                 unsafe { std::ptr::write(slots.ptr.cast::<u64>().add(k), v) };
             }
-            launch(f, 1, BLOCK_THREADS as u32, stream, rt.dev(), slots.dev())?;
-            if shared.failure().is_some() {
+            let block = match ex {
+                Exec::Driver => BLOCK_THREADS,
+                Exec::Emulator => eagle_codegen::cuda::EMULATED_BLOCK_THREADS,
+            };
+            launch(f, 1, block as u32, &stream, &rt, &slots)?;
+            if self.shared.failure().is_some() {
                 return Err(RuntimeError::RankFailed {
                     rank,
                     message: "a kernel failed".into(),
@@ -504,10 +735,7 @@ fn rank_main(
             }
         }
         Ok(outs)
-    })();
-    // SAFETY: the stream was created above and is idle (every launch was synchronized).
-    let _ = unsafe { cu::stream::destroy(stream) };
-    result
+    }
 }
 
 /// An argument of [`launch_samples`]: a scalar slot, or a host buffer copied to the device
@@ -524,7 +752,8 @@ pub enum KernelArg<'a> {
 
 /// Launches sample entry point `symbol` of `art` (a `__samples` or `__rows` entry) on GPU
 /// `ordinal` with `threads` threads in all (256 per block) and returns the kernel's wall time
-/// (launch to completion, copies excluded). `rank` is the rank failures name.
+/// (launch to completion, copies excluded). `rank` is the rank failures name; `emulate` runs the
+/// CUDA C on CPU threads instead (see the module docs).
 ///
 /// # Errors
 /// [`RuntimeError::NoCudaDriver`], [`RuntimeError::Devices`] for a device the machine lacks,
@@ -537,8 +766,10 @@ pub fn launch_samples(
     ordinal: usize,
     rank: usize,
     threads: u64,
+    emulate: bool,
     args: &mut [KernelArg<'_>],
 ) -> Result<Duration, RuntimeError> {
+    let ex = Exec::of(emulate);
     let code = cuda_code(art)?;
     if !code.entries.contains_key(symbol) {
         return Err(RuntimeError::RankFailed {
@@ -546,41 +777,44 @@ pub fn launch_samples(
             message: format!("no CUDA entry point `{symbol}`"),
         });
     }
-    let m = module(code, ordinal)?;
-    bind(ordinal)?;
+    let m = module(code, ordinal, ex)?;
+    bind(ordinal, ex)?;
     let f = function(m, symbol)?;
-    let shared = Shared::new()?;
-    let rt = rt_record(&shared, rank, 1, RunOptions::default().wait_timeout)?;
-    let slots = Pinned::new(8 * args.len())?;
+    let shared = Shared::new(ex)?;
+    let rt = rt_record(&shared, rank, 1, RunOptions::default().wait_timeout, ex)?;
+    let slots = Pinned::new(8 * args.len(), ex)?;
     let mut bufs: Vec<Option<DevBuf>> = vec![];
     for (k, a) in args.iter().enumerate() {
         let (v, b) = match a {
             KernelArg::Scalar(x) => (*x, None),
             KernelArg::In(h) => {
-                let b = DevBuf::upload(h, h.len())?;
-                (b.0, Some(b))
+                let b = DevBuf::upload(h, h.len(), ex)?;
+                (b.addr(), Some(b))
             }
             KernelArg::Out(h) => {
-                let b = DevBuf::upload(h, h.len())?;
-                (b.0, Some(b))
+                let b = DevBuf::upload(h, h.len(), ex)?;
+                (b.addr(), Some(b))
             }
         };
         // SAFETY: `slots` holds one u64 per argument.
         unsafe { std::ptr::write(slots.ptr.cast::<u64>().add(k), v) };
         bufs.push(b);
     }
-    let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)
-        .map_err(|e| driver_err("cuStreamCreate", e))?;
+    let stream = Stream::new(ex)?;
     const BLOCK: u64 = 256;
-    let blocks = threads.div_ceil(BLOCK).clamp(1, 65_535) as u32;
-    let block = threads.clamp(1, BLOCK) as u32;
+    let (blocks, block) = match ex {
+        Exec::Driver => (
+            threads.div_ceil(BLOCK).clamp(1, 65_535) as u32,
+            threads.clamp(1, BLOCK) as u32,
+        ),
+        // A few host threads cover any grid: the entries stride over samples or rows.
+        Exec::Emulator => (1, threads.clamp(1, 4) as u32),
+    };
     let t0 = Instant::now();
-    let r = launch(f, blocks, block, stream, rt.dev(), slots.dev());
+    let r = launch(f, blocks, block, &stream, &rt, &slots);
     let took = t0.elapsed();
-    // SAFETY: the stream is idle after the synchronizing launch.
-    let _ = unsafe { cu::stream::destroy(stream) };
     r?;
-    if let Some(e) = failure_error(code, &shared) {
+    if let Some(e) = failure_error(code, &shared, ex) {
         return Err(match e {
             RuntimeError::RankFailed { message, .. } => RuntimeError::RankFailed { rank, message },
             e => e,
@@ -601,19 +835,19 @@ pub fn launch_samples(
 /// As [`device_count`], and [`RuntimeError::Cuda`] for a failed allocation or copy.
 pub fn copy_bandwidth(ordinal: usize, bytes: usize, reps: usize) -> Result<f64, RuntimeError> {
     device_info(ordinal)?;
-    bind(ordinal)?;
-    let a = DevBuf::upload(&[], bytes)?;
-    let b = DevBuf::upload(&[], bytes)?;
+    bind(ordinal, Exec::Driver)?;
+    let a = DevBuf::upload(&[], bytes, Exec::Driver)?;
+    let b = DevBuf::upload(&[], bytes, Exec::Driver)?;
     let mut best = f64::INFINITY;
     for _ in 0..reps.max(1) {
         let t0 = Instant::now();
         // SAFETY: both buffers hold `bytes` bytes in the current context.
         unsafe {
-            sys::cuMemcpyDtoD_v2(b.0, a.0, bytes)
+            sys::cuMemcpyDtoD_v2(b.addr(), a.addr(), bytes)
                 .result()
                 .map_err(|e| driver_err("cuMemcpyDtoD", e))?;
-            cu::ctx::synchronize().map_err(|e| driver_err("cuCtxSynchronize", e))?;
         }
+        cu::ctx::synchronize().map_err(|e| driver_err("cuCtxSynchronize", e))?;
         best = best.min(t0.elapsed().as_secs_f64());
     }
     Ok(2.0 * bytes as f64 / best / 1e9)

@@ -75,6 +75,9 @@ pub struct RunOptions {
     pub platform: crate::Platform,
     /// The device id of each rank on `cuda` (empty: every rank on device 0).
     pub devices: Vec<usize>,
+    /// On `cuda`: run the CUDA C on CPU threads (compiled by the host C++ compiler) instead of
+    /// a GPU, to check generated code without one (default off, or `EAGLE_CUDA_EMULATE=1`).
+    pub cuda_emulate: bool,
     /// Check every `get` / `remote_load` of a peer window against the notify -> wait and barrier
     /// ordering of the writes it reads (default: on; `EAGLE_RACE_CHECK=0` turns it off).
     pub race_check: bool,
@@ -93,6 +96,7 @@ impl Default for RunOptions {
         RunOptions {
             platform: crate::Platform::Sim,
             devices: vec![],
+            cuda_emulate: env_num("EAGLE_CUDA_EMULATE") == Some(1),
             race_check: env_num("EAGLE_RACE_CHECK") != Some(0),
             wait_timeout: Duration::from_secs(env_num("EAGLE_WAIT_TIMEOUT_S").unwrap_or(60)),
         }
