@@ -6,6 +6,9 @@
 //! <dir>/<name>.json                the sidecar: signature, category, op, world size, targets, hash
 //! <dir>/cpu/<name>.eir             the artifact for the CPU target: the plan's IR text,
 //!                                  specialized and JIT-compiled again on load
+//! <dir>/cuda/<name>.cu             with the cuda target: the CUDA C for the deployed dims
+//! <dir>/cuda/<name>.<arch>.ptx     and its PTX per architecture (`compute_90`), used on load
+//!                                  instead of NVRTC when a run has the deployed dims
 //! ```
 //!
 //! Sample kernels run at any world size (ranks split samples, not shapes), so one artifact per
@@ -60,6 +63,29 @@ pub struct Sidecar {
     pub targets: Vec<String>,
     /// `fnv1a:<hex>` of the artifact text.
     pub content_hash: String,
+    /// The cuda target's artifact, when deployed with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<CudaSidecar>,
+}
+
+/// The cuda part of a sidecar: the dims the CUDA C was specialized for and its PTX.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CudaSidecar {
+    /// Symbolic dims and their values (`{"N": 200000}`).
+    pub dims: std::collections::BTreeMap<String, u64>,
+    /// Virtual architectures with a PTX file.
+    pub archs: Vec<String>,
+    /// `fnv1a:<hex>` of `cuda/<name>.cu`.
+    pub source_hash: String,
+}
+
+/// What [`deploy_with`] writes besides the CPU artifact.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeployOptions {
+    /// Also deploy the cuda target, specialized for these dims (`[("N", 200000)]`).
+    pub cuda_dims: Vec<(String, u64)>,
+    /// Architectures to carry PTX for (`["compute_80", "compute_90"]`); needs NVRTC.
+    pub cuda_archs: Vec<String>,
 }
 
 fn hash_of(text: &str) -> String {
@@ -103,7 +129,49 @@ fn signature(plan: &Plan) -> Vec<PlaneSig> {
 /// # Errors
 /// [`Error::Usage`] naming the path on an I/O failure.
 pub fn deploy(plan: &Plan, dir: &Path) -> Result<()> {
+    deploy_with(plan, dir, &DeployOptions::default())
+}
+
+/// The CUDA C of `plan`'s kernel specialized for `dims`.
+fn cuda_source(plan: &Plan, dims: &[(String, u64)]) -> Result<codegen::cuda::CudaCode> {
+    let mut b = codegen::Bindings::world(1);
+    for (k, v) in dims {
+        b.dims.insert(k.clone(), *v);
+    }
+    let (art, _) = codegen::compile(plan.module(), plan.kernel(), &b, codegen::Target::Cuda)?;
+    art.cuda
+        .clone()
+        .ok_or_else(|| Error::Usage("plugin: no CUDA C was emitted".into()))
+}
+
+/// [`deploy`], and with `opts.cuda_archs` non-empty also the cuda target: the CUDA C for
+/// `opts.cuda_dims` and its PTX for each architecture (compiled by NVRTC now, so the machine
+/// that loads the plugin needs no NVRTC for runs with those dims).
+///
+/// # Errors
+/// As [`deploy`]; codegen errors for dims that do not specialize the kernel
+/// ([`codegen::CodegenError::NvrtcUnavailable`] without NVRTC).
+pub fn deploy_with(plan: &Plan, dir: &Path, opts: &DeployOptions) -> Result<()> {
     let name = plan.kernel().to_string();
+    let mut targets = vec!["cpu".to_string()];
+    let mut cuda = None;
+    if !opts.cuda_archs.is_empty() {
+        let code = cuda_source(plan, &opts.cuda_dims)?;
+        std::fs::create_dir_all(dir.join("cuda")).map_err(|e| io("cannot create", dir, e))?;
+        let cu = dir.join("cuda").join(format!("{name}.cu"));
+        std::fs::write(&cu, &code.source).map_err(|e| io("cannot write", &cu, e))?;
+        for arch in &opts.cuda_archs {
+            let ptx = codegen::cuda::compile_ptx(&code, arch)?;
+            let pp = dir.join("cuda").join(format!("{name}.{arch}.ptx"));
+            std::fs::write(&pp, ptx.as_bytes()).map_err(|e| io("cannot write", &pp, e))?;
+        }
+        targets.push("cuda".into());
+        cuda = Some(CudaSidecar {
+            dims: opts.cuda_dims.iter().cloned().collect(),
+            archs: opts.cuda_archs.clone(),
+            source_hash: hash_of(&code.source),
+        });
+    }
     std::fs::create_dir_all(dir.join("cpu")).map_err(|e| io("cannot create", dir, e))?;
     let text = print_module(plan.module());
     let art = dir.join("cpu").join(format!("{name}.eir"));
@@ -118,8 +186,9 @@ pub fn deploy(plan: &Plan, dir: &Path) -> Result<()> {
             _ => None,
         },
         world_size: "any".into(),
-        targets: vec!["cpu".into()],
+        targets,
         content_hash: hash_of(&text),
+        cuda,
     };
     let sc = dir.join(format!("{name}.json"));
     let json = serde_json::to_string_pretty(&sidecar).map_err(|e| io("cannot encode", &sc, e))?;
@@ -158,6 +227,38 @@ impl Loaded {
     pub fn plan(&self, structure: Structure, inner: Structure) -> Result<Plan> {
         plan_module(&self.module, &self.name, structure, inner)
     }
+}
+
+/// Checks the cuda artifact of a loaded kernel (its CUDA C must be what the IR gives for the
+/// deployed dims) and hands its PTX to the PTX cache, so runs with those dims skip NVRTC.
+fn load_cuda(loaded: &Loaded, dir: &Path, c: &CudaSidecar) -> Result<()> {
+    let name = &loaded.name;
+    let cu = dir.join("cuda").join(format!("{name}.cu"));
+    let source = std::fs::read_to_string(&cu).map_err(|e| io("cannot read", &cu, e))?;
+    let h = hash_of(&source);
+    if h != c.source_hash {
+        return Err(field(
+            "cuda.source_hash",
+            format!("`{h}` (the hash of cuda/{name}.cu)"),
+            format!("`{}`", c.source_hash),
+        ));
+    }
+    let plan = loaded.plan(Structure::HostTeam, Structure::HostTeam)?;
+    let dims: Vec<(String, u64)> = c.dims.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    let code = cuda_source(&plan, &dims)?;
+    if code.source != source {
+        return Err(field(
+            "cuda.dims",
+            format!("dims whose CUDA C is cuda/{name}.cu"),
+            format!("{:?} (the IR gives different CUDA C for them)", c.dims),
+        ));
+    }
+    for arch in &c.archs {
+        let pp = dir.join("cuda").join(format!("{name}.{arch}.ptx"));
+        let ptx = std::fs::read_to_string(&pp).map_err(|e| io("cannot read", &pp, e))?;
+        codegen::cuda::preload_ptx(&code, arch, &ptx);
+    }
+    Ok(())
 }
 
 /// Loads kernel `name` from plugin directory `dir`, checking the manifest, the sidecar and the
@@ -240,6 +341,9 @@ pub fn load(dir: &Path, name: &str) -> Result<Loaded> {
         sidecar,
         module,
     };
+    if let Some(c) = &loaded.sidecar.cuda {
+        load_cuda(&loaded, dir, c)?;
+    }
     let plan = loaded.plan(Structure::HostTeam, Structure::HostTeam)?;
     let sig = signature(&plan);
     if sig != loaded.sidecar.signature {

@@ -528,3 +528,59 @@ fn emulated_plans_match_the_cpu_bit_for_bit() {
         assert_eq!(total, 1000.0);
     }
 }
+
+#[test]
+fn plugins_deployed_with_the_cuda_target_carry_ptx() {
+    if nvrtc().is_none() {
+        return;
+    }
+    use eagle::plugin::{deploy_with, load, DeployOptions};
+    let dir = std::env::temp_dir().join(format!("eagle-cuda-plugin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let p = plan(
+        plan_histogram::histogram,
+        Structure::DeviceKernel,
+        Structure::HostTeam,
+    )
+    .unwrap();
+    let opts = DeployOptions {
+        cuda_dims: vec![("N".into(), 1000)],
+        cuda_archs: vec!["compute_80".into(), "compute_90".into()],
+    };
+    deploy_with(&p, &dir, &opts).unwrap();
+    for f in [
+        "histogram.cu",
+        "histogram.compute_80.ptx",
+        "histogram.compute_90.ptx",
+    ] {
+        assert!(dir.join("cuda").join(f).is_file(), "{f}");
+    }
+    // The PTX on disk is what a run uses after loading (marked here to tell it from NVRTC's).
+    let ptx_path = dir.join("cuda").join("histogram.compute_90.ptx");
+    let mut ptx = std::fs::read_to_string(&ptx_path).unwrap();
+    ptx.push_str("\n// carried by the plugin\n");
+    std::fs::write(&ptx_path, &ptx).unwrap();
+    let loaded = load(&dir, "histogram").unwrap();
+    let c = loaded.sidecar.cuda.clone().expect("cuda sidecar");
+    assert_eq!(loaded.sidecar.targets, vec!["cpu", "cuda"]);
+    assert_eq!(c.dims.get("N"), Some(&1000));
+    let code = cuda::CudaCode {
+        source: std::fs::read_to_string(dir.join("cuda").join("histogram.cu")).unwrap(),
+        sites: vec![],
+        entries: Default::default(),
+    };
+    assert!(cuda::compile_ptx(&code, "compute_90")
+        .unwrap()
+        .ends_with("// carried by the plugin\n"));
+    // A modified CUDA C file is refused by name.
+    let cu = dir.join("cuda").join("histogram.cu");
+    let mut src = std::fs::read_to_string(&cu).unwrap();
+    src.push_str("// edited\n");
+    std::fs::write(&cu, src).unwrap();
+    let e = load(&dir, "histogram").unwrap_err().to_string();
+    assert!(
+        e.starts_with("plugin sidecar field `cuda.source_hash`"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

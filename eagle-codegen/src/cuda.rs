@@ -1587,6 +1587,23 @@ pub const NVRTC_OPTIONS: [&str; 4] = [
     "--ftz=false",
 ];
 
+type PtxCache = std::sync::Mutex<std::collections::HashMap<(u64, String), std::sync::Arc<str>>>;
+
+/// PTX by (FNV-1a of the CUDA C, architecture).
+fn ptx_cache() -> &'static PtxCache {
+    static CACHE: std::sync::OnceLock<PtxCache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// Registers `ptx` as the PTX of `code` for `arch` (from a plugin), so [`compile_ptx`] returns it
+/// without NVRTC.
+pub fn preload_ptx(code: &CudaCode, arch: &str, ptx: &str) {
+    let key = (crate::fnv1a(code.source.as_bytes()), arch.to_string());
+    if let Ok(mut c) = ptx_cache().lock() {
+        c.insert(key, ptx.into());
+    }
+}
+
 /// Whether NVRTC can be loaded (checked without calling into it, so a missing library is an
 /// answer, not a panic).
 pub fn nvrtc_available() -> bool {
@@ -1609,17 +1626,14 @@ pub fn nvrtc_available() -> bool {
 /// `cuda` feature); [`CodegenError::Nvrtc`] with NVRTC's log and the kernel names when NVRTC
 /// rejects the source.
 pub fn compile_ptx(code: &CudaCode, arch: &str) -> Result<std::sync::Arc<str>, CodegenError> {
+    let key = (crate::fnv1a(code.source.as_bytes()), arch.to_string());
+    if let Some(p) = ptx_cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(p);
+    }
     #[cfg(feature = "cuda")]
     {
-        use std::collections::HashMap;
-        use std::sync::{Arc, Mutex, OnceLock};
-        type PtxCache = Mutex<HashMap<(u64, String), Arc<str>>>;
-        static CACHE: OnceLock<PtxCache> = OnceLock::new();
-        let key = (crate::fnv1a(code.source.as_bytes()), arch.to_string());
-        let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-        if let Some(p) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
-            return Ok(p);
-        }
+        use std::sync::Arc;
+        let cache = ptx_cache();
         if !nvrtc_available() {
             return Err(CodegenError::NvrtcUnavailable {
                 detail: "no libnvrtc.so on the library path".into(),
