@@ -584,3 +584,41 @@ fn plugins_deployed_with_the_cuda_target_carry_ptx() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn tiles_too_large_for_a_gpu_thread_are_refused_by_the_cuda_backend() {
+    // A sample kernel runs one sample per GPU thread: a 16384-element f64 tile is 128 KiB of
+    // thread-local storage, over the 64 KiB a thread may hold. The CPU backend takes it.
+    let text =
+        "sample @big(%0 s: index, %1 x: tensor<[16384], f64>, out %2 y: tensor<[16384], f64>) {
+  %3 = const 0 : index
+  %4 = load %1[%3] : tile<[16384], f64>
+  store %4, %2[%3]
+}
+";
+    let m = eagle::ir::parse_module(text).unwrap();
+    let b = codegen::Bindings::world(1);
+    codegen::compile(&m, "big", &b, Target::Cpu).unwrap();
+    let e = codegen::compile(&m, "big", &b, Target::Cuda).unwrap_err();
+    assert!(
+        matches!(&e, codegen::CodegenError::Unsupported { backend: "cuda", function, .. } if function == "big"),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "cuda backend: function `big`: a tile of 16384 f64 elements needs 131072 bytes per thread in thread mode, more than the 65536 a GPU thread may hold; use smaller tiles"
+    );
+}
+
+#[test]
+fn gpu_device_the_machine_lacks_is_named() {
+    let Some(n) = gpu() else { return };
+    let e = Session::new(Platform::Cuda, vec![0, n]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "device list (`-d/--devices`): device {n} does not exist: this machine has {n} CUDA device(s), 0 to {}; several ranks may share one, e.g. `-p cuda -d 0,0,0,0`",
+            n - 1
+        )
+    );
+}

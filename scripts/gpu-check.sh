@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# GPU check for eagle's cuda platform, on a machine with one NVIDIA GPU, its driver and the CUDA
+# toolkit (for NVRTC), and no network (crates must already be in the cargo cache):
+#   1. builds (release, offline),
+#   2. runs the CUDA tests (snapshots, NVRTC, the GPU runs against sim, the emulation),
+#   3. runs steps 01-16 on `-p cuda` with one GPU serving every rank: -d 0, -d 0,0, -d 0,0,0,0,
+#      and checks each step's output digest against `sim` at the same world size,
+#   4. prints a bandwidth table: a streaming sample kernel next to a device-to-device copy.
+# Fails if any step fails or differs, or if the whole check takes more than 8 minutes.
+#
+#   bash scripts/gpu-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+budget=480
+export CARGO_TERM_COLOR=never
+
+echo "== GPU"
+nvidia-smi -L 2>/dev/null || echo "(nvidia-smi not found; the driver check below decides)"
+
+# NVRTC from the toolkit, or from the pip wheel that .ci/run installs.
+for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu \
+         "${HOME}/.cache/eagle-nvrtc/nvidia/cuda_nvrtc/lib"; do
+  if ls "$d"/libnvrtc.so* >/dev/null 2>&1; then
+    export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "NVRTC: $d"
+    break
+  fi
+done
+
+echo "== build (release, offline)"
+cargo build --release --offline --bin eagle
+cargo test --release --offline --test cuda --no-run
+
+echo "== CUDA tests"
+cargo test --release --offline --test cuda -- --nocapture --test-threads 1 2>&1 | tee target/gpu-tests.log
+grep -q "test result: ok" target/gpu-tests.log
+if grep -q "skipped: no CUDA driver" target/gpu-tests.log; then
+  echo "no CUDA driver was found: the GPU runs were skipped"; exit 1
+fi
+
+echo "== steps 01-16 on -p cuda, one GPU serving every rank"
+for d in 0 0,0 0,0,0,0; do
+  p=$(echo "$d" | tr ',' '\n' | wc -l)
+  sim=$(seq -s, 0 $((p - 1)))
+  ./target/release/eagle -p sim -d "$sim" --digest > target/gpu-sim.txt
+  ./target/release/eagle -p cuda -d "$d" --digest | tee target/gpu-cuda.txt
+  diff <(awk '{print $2, $3, $4, $NF}' target/gpu-sim.txt) <(awk '{print $2, $3, $4, $NF}' target/gpu-cuda.txt)
+  echo "-d $d: every step's output digest on cuda equals sim's at P=$p"
+done
+
+echo "== bandwidth"
+cargo bench --offline --bench gpu
+
+elapsed=$(( $(date +%s) - start ))
+echo "== GPU check OK in ${elapsed} s"
+if [ "$elapsed" -gt "$budget" ]; then
+  echo "over the ${budget} s budget"; exit 1
+fi
