@@ -52,8 +52,16 @@ fn init() -> Result<(), RuntimeError> {
     if !driver_available() {
         return Err(no_driver());
     }
-    INIT.get_or_init(|| cu::init().map_err(|e| driver_err("cuInit", e)))
-        .clone()
+    INIT.get_or_init(|| {
+        // Ranks that share a GPU spin-wait on each other's kernels, so every rank's stream
+        // needs its own hardware queue (the driver's default is 8): ask for the maximum
+        // unless the user chose.
+        if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
+            std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", "32");
+        }
+        cu::init().map_err(|e| driver_err("cuInit", e))
+    })
+    .clone()
 }
 
 /// The number of CUDA devices.
@@ -558,6 +566,9 @@ pub(crate) fn run(
         module(code, d, ex)?;
     }
     let t0 = Instant::now();
+    // Pinned allocations (and their frees, at the end of this function) need a current
+    // context on this thread: the first rank's device.
+    bind(devices[0], ex)?;
     let shared = Shared::new(ex)?;
     // Window memory: one allocation per rank, and a table of the P base addresses.
     let mut win_mem: Vec<Vec<Pinned>> = vec![];
