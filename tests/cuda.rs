@@ -216,6 +216,9 @@ fn nvrtc_compiles_every_translation_unit() {
                 assert!(!ptx.contains("fma.rn"), "{name}: contracted to fma");
             }
         }
+        // What a run loads: a cubin (an ELF image) for the device's real architecture.
+        let cubin = cuda::compile_cubin(code, "sm_90").unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(&cubin[..4], b"\x7fELF", "{name}");
     }
 }
 
@@ -236,6 +239,7 @@ fn nvrtc_errors_show_the_log_and_the_kernels() {
             },
         )]
         .into(),
+        atomic_signals: false,
     };
     let e = cuda::compile_ptx(&code, "compute_80").unwrap_err();
     let msg = e.to_string();
@@ -568,6 +572,7 @@ fn plugins_deployed_with_the_cuda_target_carry_ptx() {
         source: std::fs::read_to_string(dir.join("cuda").join("histogram.cu")).unwrap(),
         sites: vec![],
         entries: Default::default(),
+        atomic_signals: false,
     };
     assert!(cuda::compile_ptx(&code, "compute_90")
         .unwrap()
@@ -588,7 +593,7 @@ fn plugins_deployed_with_the_cuda_target_carry_ptx() {
 #[test]
 fn tiles_too_large_for_a_gpu_thread_are_refused_by_the_cuda_backend() {
     // A sample kernel runs one sample per GPU thread: a 16384-element f64 tile is 128 KiB of
-    // thread-local storage, over the 64 KiB a thread may hold. The CPU backend takes it.
+    // thread-local storage, over the 16 KiB a sample thread may hold. The CPU backend takes it.
     let text =
         "sample @big(%0 s: index, %1 x: tensor<[16384], f64>, out %2 y: tensor<[16384], f64>) {
   %3 = const 0 : index
@@ -606,7 +611,7 @@ fn tiles_too_large_for_a_gpu_thread_are_refused_by_the_cuda_backend() {
     );
     assert_eq!(
         e.to_string(),
-        "cuda backend: function `big`: a tile of 16384 f64 elements needs 131072 bytes per thread in thread mode, more than the 65536 a GPU thread may hold; use smaller tiles"
+        "cuda backend: function `big`: its tiles need 131072 bytes per GPU thread (this tile of 16384 f64 elements: 131072), more than the 16384 a sample kernel's thread may hold; use smaller tiles"
     );
 }
 

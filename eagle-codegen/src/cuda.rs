@@ -6,7 +6,8 @@
 //!   Scalar code runs in every thread with identical values, so control flow is uniform across
 //!   the block; the elements of a tile are striped over the threads (element `i` lives in
 //!   thread `i % BLOCK_THREADS`, slot `i / BLOCK_THREADS`), so elementwise tile math needs no
-//!   shared memory. Every op that writes memory is followed by `__syncthreads()`; single writes,
+//!   shared memory. Every op that writes memory is preceded and followed by `__syncthreads()`
+//!   (no thread writes what another has yet to read, and all see the write after); single writes,
 //!   signals and barriers are done by thread 0 and their status is broadcast with
 //!   `__syncthreads_or`, so a failure leaves the block together.
 //! - A **compute kernel** is a `__device__` function called in the caller's mode.
@@ -43,14 +44,20 @@ pub const BLOCK_THREADS: u64 = 128;
 pub const EMULATED_BLOCK_THREADS: u64 = 4;
 /// Samples per mapreduce row (the execution plan's row, `eagle::plan::ROW`).
 pub const ROW: u64 = 32;
-/// Most bytes of tile storage one thread may hold (tiles live in registers or local memory).
+/// Most bytes of tile storage (all tiles of a function, counted per thread) a per-device
+/// program's thread may hold: tiles live in registers or local memory, and a block mode thread
+/// holds `1/EG_NT` of each tile.
 pub const MAX_TILE_BYTES_PER_THREAD: u64 = 64 << 10;
+/// The same bound in thread mode (sample kernels): thousands of threads each hold whole tiles,
+/// and the driver reserves local memory for every resident thread.
+pub const MAX_TILE_BYTES_PER_SAMPLE_THREAD: u64 = 16 << 10;
 
 /// Reserved fault sites (negative) reported by the prelude's waits and barrier.
 pub mod site {
     /// A wait exceeded the run's wait timeout (`a` = signal value seen, `b` = expected).
     pub const WAIT_TIMEOUT: i32 = -1;
-    /// A barrier exceeded the run's wait timeout.
+    /// A barrier exceeded the run's wait timeout (`a` = the rank that did not arrive, `b` = the
+    /// barrier's number in the run).
     pub const BARRIER_TIMEOUT: i32 = -2;
     /// Another rank failed, so this one stopped waiting.
     pub const ABORTED: i32 = -3;
@@ -91,6 +98,9 @@ pub struct CudaCode {
     pub sites: Vec<String>,
     /// Entry points by symbol.
     pub entries: BTreeMap<String, Entry>,
+    /// Whether some `notify` adds atomically (needs atomics on host memory when ranks span
+    /// GPUs).
+    pub atomic_signals: bool,
 }
 
 impl CudaCode {
@@ -106,9 +116,9 @@ impl CudaCode {
             site::WAIT_TIMEOUT => format!(
                 "a wait timed out: the signal held {a}, waiting for {b}; check that a peer notifies it (run on `-p sim` to get the deadlock report)"
             ),
-            site::BARRIER_TIMEOUT => {
-                "a barrier timed out: not every rank reached it; run on `-p sim` to see which".into()
-            }
+            site::BARRIER_TIMEOUT => format!(
+                "a barrier timed out waiting for rank {a} to arrive (barrier {b} of this run); run on `-p sim` to see what it waits for"
+            ),
             site::ABORTED => "stopped because another rank failed".into(),
             s => self
                 .sites
@@ -164,7 +174,7 @@ inline int __syncthreads_or(int p) {
 }
 inline void __syncthreads() { (void)__syncthreads_or(0); }
 inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline int atomicCAS_system(int* p, int cmp, int v) {
+inline int atomicCAS(int* p, int cmp, int v) {
   __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return cmp;
 }
 inline unsigned int atomicAdd_system(unsigned int* p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
@@ -214,10 +224,12 @@ pub const PRELUDE: &str = r#"// eagle CUDA C prelude (generated; do not edit)
 #endif
 #define EG_SLOTS(n) (((n) + EG_NT - 1) / EG_NT)
 struct eg_err { int status; int site; int rank; int pad; long long a; long long b; };
+// One per rank: its rank, the world size, its own failure record, the run's abort flag, the
+// run's arrival counters (rank r alone writes arrive[r]) and the wait timeout.
 struct eg_rt {
   long long rank; long long nranks;
   eg_err* err; volatile int* abort;
-  unsigned int* bar_count; volatile unsigned int* bar_gen;
+  volatile unsigned int* arrive;
   unsigned long long timeout_ns;
 };
 struct eg_win { char* const* t; long long off; };
@@ -231,11 +243,14 @@ __device__ __forceinline__ unsigned long long eg_now() {
   unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t;
 }
 #endif
+// Records the first failure of this rank (threads of one rank race only with each other) and
+// raises the run's abort flag, which every wait and barrier polls.
 __device__ __noinline__ int eg_fail(const eg_rt* rt, int site, long long a, long long b) {
-  if (atomicCAS_system(&rt->err->status, 0, 1) == 0) {
+  if (atomicCAS(&rt->err->status, 0, 1) == 0) {
     rt->err->site = site; rt->err->rank = (int)rt->rank; rt->err->a = a; rt->err->b = b;
   }
-  if (site != EG_ABORTED) { __threadfence_system(); *rt->abort = 1; }
+  __threadfence_system();
+  if (site != EG_ABORTED) *rt->abort = 1;
   __threadfence_system();
   return 1;
 }
@@ -264,19 +279,19 @@ __device__ __forceinline__ void eg_signal(unsigned int* p, unsigned int v, bool 
 __device__ __forceinline__ void eg_signal(unsigned long long* p, unsigned long long v, bool add) {
   __threadfence_system(); if (add) atomicAdd_system(p, v); else atomicExch_system(p, v);
 }
+// A barrier without atomics (atomics on host memory are not atomic across GPUs): rank r counts
+// its arrivals in arrive[r], then waits until every rank has arrived as often.
 __device__ int eg_barrier(const eg_rt* rt) {
   __threadfence_system();
-  unsigned int gen = *rt->bar_gen;
-  if (atomicAdd_system(rt->bar_count, 1u) == (unsigned int)rt->nranks - 1u) {
-    atomicExch_system(rt->bar_count, 0u);
-    __threadfence_system();
-    atomicExch_system((unsigned int*)rt->bar_gen, gen + 1u);
-  } else {
-    unsigned long long t0 = eg_now();
-    while (*rt->bar_gen == gen) {
+  const unsigned int epoch = rt->arrive[rt->rank] + 1u;
+  rt->arrive[rt->rank] = epoch;
+  __threadfence_system();
+  unsigned long long t0 = eg_now();
+  for (long long q = 0; q < rt->nranks; ++q) {
+    while ((int)(rt->arrive[q] - epoch) < 0) {
       EG_SPIN();
       if (*rt->abort) return eg_fail(rt, EG_ABORTED, 0, 0);
-      if (eg_now() - t0 > rt->timeout_ns) return eg_fail(rt, EG_BARRIER_TIMEOUT, 0, 0);
+      if (eg_now() - t0 > rt->timeout_ns) return eg_fail(rt, EG_BARRIER_TIMEOUT, q, (long long)epoch);
     }
   }
   __threadfence_system();
@@ -429,6 +444,7 @@ pub fn emit_module(m: &Module) -> Result<CudaCode, CodegenError> {
     out.push('\n');
     let mut sites = vec![];
     let mut entries = BTreeMap::new();
+    let mut atomic_signals = false;
     // Callees come before callers in a module, so definition order works for C.
     for f in &funcs {
         for mode in [Mode::Block, Mode::Thread] {
@@ -441,8 +457,11 @@ pub fn emit_module(m: &Module) -> Result<CudaCode, CodegenError> {
                 sites: &mut sites,
                 out: String::new(),
                 depth: 1,
+                atomic_signals: false,
+                tile_bytes: 0,
             };
             e.function()?;
+            atomic_signals |= e.atomic_signals;
             out.push('\n');
             out.push_str(&e.out);
         }
@@ -481,6 +500,7 @@ pub fn emit_module(m: &Module) -> Result<CudaCode, CodegenError> {
         source: out,
         sites,
         entries,
+        atomic_signals,
     })
 }
 
@@ -694,6 +714,10 @@ struct Emitter<'a> {
     sites: &'a mut Vec<String>,
     out: String,
     depth: usize,
+    /// Some `notify` adds atomically.
+    atomic_signals: bool,
+    /// Bytes of tile storage declared so far in this function, per thread.
+    tile_bytes: u64,
 }
 
 impl Emitter<'_> {
@@ -972,16 +996,24 @@ impl Emitter<'_> {
 
     /// Declares the tile result `r` of `n` elements of dtype `d`.
     fn declare_tile(&mut self, r: Value, n: u64, d: DType) -> Result<(), CodegenError> {
-        let k = self.slots(n);
-        if k * d.size() as u64 > MAX_TILE_BYTES_PER_THREAD {
+        let (per_thread, limit, mode) = match self.mode {
+            Mode::Block => (
+                self.slots(n) * d.size() as u64,
+                MAX_TILE_BYTES_PER_THREAD,
+                "a per-device program's",
+            ),
+            Mode::Thread => (
+                n * d.size() as u64,
+                MAX_TILE_BYTES_PER_SAMPLE_THREAD,
+                "a sample kernel's",
+            ),
+        };
+        self.tile_bytes += per_thread;
+        if self.tile_bytes > limit {
             return Err(self.err(format!(
-                "a tile of {n} {} elements needs {} bytes per thread in {} mode, more than the {MAX_TILE_BYTES_PER_THREAD} a GPU thread may hold; use smaller tiles",
+                "its tiles need {} bytes per GPU thread (this tile of {n} {} elements: {per_thread}), more than the {limit} {mode} thread may hold; use smaller tiles",
+                self.tile_bytes,
                 d.name(),
-                k * d.size() as u64,
-                match self.mode {
-                    Mode::Block => "block",
-                    Mode::Thread => "thread",
-                }
             )));
         }
         match self.mode {
@@ -1143,6 +1175,8 @@ impl Emitter<'_> {
                 let base = self.base(*dst, peer.as_deref())?;
                 let n: u64 = tile.iter().product();
                 self.line(format!("// {}", self.op_text(op)));
+                // Every thread has read what it needs before any thread writes.
+                self.sync();
                 self.line("{");
                 self.depth += 1;
                 self.line(format!("{}* p = {base};", ctype(d)));
@@ -1177,6 +1211,7 @@ impl Emitter<'_> {
                 let x = self.v(*value);
                 match self.mode {
                     Mode::Block => {
+                        self.sync();
                         self.line(format!("if (lane == 0) {base}[{at}] = {x};"));
                         self.sync();
                     }
@@ -1197,6 +1232,7 @@ impl Emitter<'_> {
                     (local_p, remote)
                 };
                 self.line(format!("// {}", self.op_text(op)));
+                self.sync();
                 self.line("{");
                 self.depth += 1;
                 self.line(format!("{d}* to = {to};"));
@@ -1229,6 +1265,7 @@ impl Emitter<'_> {
                 let u = utype(d);
                 let p = format!("&eg_at<{u}>({}, {})[{at}]", self.v(*signal), self.v(*peer));
                 let add = matches!(nop, NotifyOp::AtomicAdd);
+                self.atomic_signals |= add;
                 let call = format!("eg_signal({p}, ({u}){}, {add})", self.v(*value));
                 self.line(format!("// {}", self.op_text(op)));
                 match self.mode {
@@ -1639,7 +1676,7 @@ pub fn compile_ptx(code: &CudaCode, arch: &str) -> Result<std::sync::Arc<str>, C
                 detail: "no libnvrtc.so on the library path".into(),
             });
         }
-        let ptx: Arc<str> = nvrtc_compile(code, arch)?.into();
+        let ptx: Arc<str> = String::from_utf8_lossy(&nvrtc_compile(code, arch)?).into();
         if let Ok(mut c) = cache.lock() {
             c.insert(key, ptx.clone());
         }
@@ -1654,8 +1691,53 @@ pub fn compile_ptx(code: &CudaCode, arch: &str) -> Result<std::sync::Arc<str>, C
     }
 }
 
+/// The PTX registered for `code` and `arch` by [`preload_ptx`] or an earlier [`compile_ptx`].
+pub fn cached_ptx(code: &CudaCode, arch: &str) -> Option<std::sync::Arc<str>> {
+    let key = (crate::fnv1a(code.source.as_bytes()), arch.to_string());
+    ptx_cache().lock().ok().and_then(|c| c.get(&key).cloned())
+}
+
+/// Compiles `code` to a cubin for real architecture `arch` (such as `sm_90`) with NVRTC,
+/// cached per source and architecture. A cubin from a newer 12.x NVRTC loads on an older 12.x
+/// driver, where PTX of a newer ISA would not.
+///
+/// # Errors
+/// As [`compile_ptx`].
+pub fn compile_cubin(code: &CudaCode, arch: &str) -> Result<std::sync::Arc<[u8]>, CodegenError> {
+    type CubinCache =
+        std::sync::Mutex<std::collections::HashMap<(u64, String), std::sync::Arc<[u8]>>>;
+    static CACHE: std::sync::OnceLock<CubinCache> = std::sync::OnceLock::new();
+    let key = (crate::fnv1a(code.source.as_bytes()), arch.to_string());
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(c) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(c);
+    }
+    #[cfg(feature = "cuda")]
+    {
+        if !nvrtc_available() {
+            return Err(CodegenError::NvrtcUnavailable {
+                detail: "no libnvrtc.so on the library path".into(),
+            });
+        }
+        let bin: std::sync::Arc<[u8]> = nvrtc_compile(code, arch)?.into();
+        if let Ok(mut c) = cache.lock() {
+            c.insert(key, bin.clone());
+        }
+        Ok(bin)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (code, key);
+        Err(CodegenError::NvrtcUnavailable {
+            detail: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
+        })
+    }
+}
+
 #[cfg(feature = "cuda")]
-fn nvrtc_compile(code: &CudaCode, arch: &str) -> Result<String, CodegenError> {
+/// Runs NVRTC on `code` for `arch` (`compute_XY` gives PTX text, `sm_XY` a cubin) and returns
+/// the image's bytes (without a trailing NUL).
+fn nvrtc_compile(code: &CudaCode, arch: &str) -> Result<Vec<u8>, CodegenError> {
     use cudarc::nvrtc::result as nv;
     use std::ffi::CString;
     let kernels = code
@@ -1685,9 +1767,22 @@ fn nvrtc_compile(code: &CudaCode, arch: &str) -> Result<String, CodegenError> {
         String::from_utf8_lossy(&bytes).into_owned()
     };
     let out = match compiled {
+        // SAFETY: `prog` compiled successfully; the image size is queried first.
+        Ok(()) if arch.starts_with("sm_") => unsafe {
+            let mut size = 0usize;
+            cudarc::nvrtc::sys::nvrtcGetCUBINSize(prog, &mut size)
+                .result()
+                .and_then(|()| {
+                    let mut buf = vec![0 as std::ffi::c_char; size];
+                    cudarc::nvrtc::sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr())
+                        .result()
+                        .map(|()| buf.into_iter().map(|c| c as u8).collect())
+                })
+                .map_err(|e| fail(e.to_string()))
+        },
         // SAFETY: `prog` compiled successfully.
         Ok(()) => unsafe { nv::get_ptx(prog) }
-            .map(text)
+            .map(|v| text(v).into_bytes())
             .map_err(|e| fail(e.to_string())),
         Err(e) => {
             // SAFETY: `prog` is live; the log exists after a failed compile.

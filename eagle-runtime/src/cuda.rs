@@ -171,14 +171,22 @@ fn module(code: &CudaCode, ordinal: usize, ex: Exec) -> Result<Loaded, RuntimeEr
     let loaded = match ex {
         Exec::Emulator => Loaded::Emulator(emulator_library(code, hash)?),
         Exec::Driver => {
+            // PTX a plugin carries for this architecture, else a cubin from NVRTC (a cubin
+            // loads on any driver of the same major version; newer PTX might not).
             let (_, arch) = device_info(ordinal)?;
-            let ptx = eagle_codegen::cuda::compile_ptx(code, &arch)
-                .map_err(|e| RuntimeError::CudaCompile(e.to_string()))?;
-            let image = CString::new(ptx.as_bytes())
-                .map_err(|e| RuntimeError::CudaCompile(e.to_string()))?;
+            let image: Vec<u8> = match eagle_codegen::cuda::cached_ptx(code, &arch) {
+                Some(ptx) => {
+                    let mut v = ptx.as_bytes().to_vec();
+                    v.push(0);
+                    v
+                }
+                None => eagle_codegen::cuda::compile_cubin(code, &arch.replace("compute_", "sm_"))
+                    .map_err(|e| RuntimeError::CudaCompile(e.to_string()))?
+                    .to_vec(),
+            };
             bind(ordinal, ex)?;
-            // SAFETY: `image` is a NUL-terminated PTX text; the context of `ordinal` is
-            // current.
+            // SAFETY: `image` is a cubin or a NUL-terminated PTX text, alive for the call; the
+            // context of `ordinal` is current.
             let m = unsafe { cu::module::load_data(image.as_ptr().cast()) }
                 .map_err(|e| driver_err("cuModuleLoadData", e))?;
             Loaded::Driver(m)
@@ -333,7 +341,8 @@ enum DevBuf {
 }
 
 impl DevBuf {
-    fn upload(bytes: &[u8], len: usize, ex: Exec) -> Result<DevBuf, RuntimeError> {
+    /// A buffer of `len` bytes holding `bytes` (copied on `stream`, which is synchronized).
+    fn upload(bytes: &[u8], len: usize, ex: Exec, stream: &Stream) -> Result<DevBuf, RuntimeError> {
         if ex == Exec::Emulator {
             let m = Pinned::new(len, ex)?;
             // SAFETY: `m` holds at least `len >= bytes.len()` bytes.
@@ -343,9 +352,14 @@ impl DevBuf {
         // SAFETY: allocates at least 8 bytes in the current context.
         let p = unsafe { cu::malloc_sync(len.max(8)) }.map_err(|e| driver_err("cuMemAlloc", e))?;
         let b = DevBuf::Driver(p);
-        if !bytes.is_empty() {
-            // SAFETY: `p` holds at least `bytes.len()` bytes.
-            unsafe { cu::memcpy_htod_sync(p, bytes) }.map_err(|e| driver_err("cuMemcpyHtoD", e))?;
+        if let (false, Some(st)) = (bytes.is_empty(), stream.0) {
+            // SAFETY: `p` holds at least `bytes.len()` bytes; the stream is synchronized before
+            // `bytes` can go away.
+            unsafe {
+                cu::memcpy_htod_async(p, bytes, st)
+                    .and_then(|()| cu::stream::synchronize(st))
+                    .map_err(|e| driver_err("cuMemcpyHtoDAsync", e))?;
+            }
         }
         Ok(b)
     }
@@ -355,13 +369,22 @@ impl DevBuf {
             DevBuf::Host(m) => m.dev(),
         }
     }
-    fn download(&self, out: &mut [u8]) -> Result<(), RuntimeError> {
-        match self {
-            // SAFETY: the buffer holds at least `out.len()` bytes.
-            DevBuf::Driver(p) => {
-                unsafe { cu::memcpy_dtoh_sync(out, *p) }.map_err(|e| driver_err("cuMemcpyDtoH", e))
-            }
-            DevBuf::Host(m) => {
+    /// Copies the first `out.len()` bytes back (on `stream`, which is synchronized: never on
+    /// the NULL stream, which would wait for the other ranks' kernels).
+    fn download(&self, out: &mut [u8], stream: &Stream) -> Result<(), RuntimeError> {
+        match (self, stream.0) {
+            // SAFETY: the buffer holds at least `out.len()` bytes; the stream is synchronized
+            // before `out` is used.
+            (DevBuf::Driver(p), Some(st)) => unsafe {
+                cu::memcpy_dtoh_async(out, *p, st)
+                    .and_then(|()| cu::stream::synchronize(st))
+                    .map_err(|e| driver_err("cuMemcpyDtoHAsync", e))
+            },
+            (DevBuf::Driver(_), None) => Err(RuntimeError::Cuda {
+                call: "cuMemcpyDtoHAsync".into(),
+                message: "no stream".into(),
+            }),
+            (DevBuf::Host(m), _) => {
                 // SAFETY: the buffer holds at least `out.len()` bytes.
                 unsafe { std::ptr::copy_nonoverlapping(m.ptr, out.as_mut_ptr(), out.len()) };
                 Ok(())
@@ -402,76 +425,76 @@ impl Drop for Stream {
     }
 }
 
-/// The failure record, abort flag and barrier words shared by every rank of a run
-/// (`eg_err` then `abort`, `bar_count`, `bar_gen` in the prelude's layout).
+/// What the ranks of a run share: the abort flag and the barrier's arrival counters (one word
+/// each; rank r alone writes `arrive[r]`), in the prelude's layout.
 struct Shared {
     mem: Pinned,
 }
 
-const ERR_BYTES: usize = 32;
-
 impl Shared {
-    fn new(ex: Exec) -> Result<Shared, RuntimeError> {
+    fn new(p: usize, ex: Exec) -> Result<Shared, RuntimeError> {
         Ok(Shared {
-            mem: Pinned::new(ERR_BYTES + 16, ex)?,
+            mem: Pinned::new(8 + 4 * p, ex)?,
         })
     }
-    fn err(&self) -> u64 {
+    fn abort(&self) -> u64 {
         self.mem.dev()
     }
-    fn abort(&self) -> u64 {
-        self.mem.dev() + ERR_BYTES as u64
-    }
-    fn bar_count(&self) -> u64 {
-        self.abort() + 4
-    }
-    fn bar_gen(&self) -> u64 {
-        self.abort() + 8
-    }
-    /// (site, rank, a, b) of the first failure.
-    fn failure(&self) -> Option<(i32, usize, i64, i64)> {
-        let p = self.mem.ptr;
-        // SAFETY: the record is 32 bytes at the start of the allocation; devices write it with
-        // system-scope atomics and fences, and every kernel has finished or been abandoned.
-        unsafe {
-            let status = std::ptr::read_volatile(p.cast::<i32>());
-            if status == 0 {
-                return None;
-            }
-            let site = std::ptr::read_volatile(p.add(4).cast::<i32>());
-            let rank = std::ptr::read_volatile(p.add(8).cast::<i32>());
-            let a = std::ptr::read_volatile(p.add(16).cast::<i64>());
-            let b = std::ptr::read_volatile(p.add(24).cast::<i64>());
-            Some((site, rank.max(0) as usize, a, b))
-        }
+    fn arrive(&self) -> u64 {
+        self.mem.dev() + 8
     }
     fn set_abort(&self) {
-        // SAFETY: the abort word lies inside the allocation.
-        unsafe { std::ptr::write_volatile((self.mem.ptr.add(ERR_BYTES)).cast::<i32>(), 1) };
+        // SAFETY: the abort word is the first 4 bytes of the allocation.
+        unsafe { std::ptr::write_volatile(self.mem.ptr.cast::<i32>(), 1) };
     }
 }
 
-/// Writes the `eg_rt` record of `rank` (prelude layout, 56 bytes).
-fn rt_record(
-    shared: &Shared,
-    rank: usize,
-    p: usize,
-    timeout: Duration,
-    ex: Exec,
-) -> Result<Pinned, RuntimeError> {
-    let m = Pinned::new(56, ex)?;
-    let words: [u64; 7] = [
-        rank as u64,
-        p as u64,
-        shared.err(),
-        shared.abort(),
-        shared.bar_count(),
-        shared.bar_gen(),
-        u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
-    ];
-    // SAFETY: the allocation holds 56 bytes, aligned for u64.
-    unsafe { std::ptr::copy_nonoverlapping(words.as_ptr(), m.ptr.cast::<u64>(), 7) };
-    Ok(m)
+/// Bytes of the `eg_rt` record (six 8-byte words) and of the `eg_err` record after it.
+const RT_BYTES: usize = 48;
+const ERR_BYTES: usize = 32;
+
+/// One rank's `eg_rt` record followed by its own `eg_err` failure record.
+struct RankRecord {
+    mem: Pinned,
+}
+
+impl RankRecord {
+    fn new(
+        shared: &Shared,
+        rank: usize,
+        p: usize,
+        timeout: Duration,
+        ex: Exec,
+    ) -> Result<RankRecord, RuntimeError> {
+        let mem = Pinned::new(RT_BYTES + ERR_BYTES, ex)?;
+        let words: [u64; 6] = [
+            rank as u64,
+            p as u64,
+            mem.dev() + RT_BYTES as u64,
+            shared.abort(),
+            shared.arrive(),
+            u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
+        ];
+        // SAFETY: the allocation holds 80 bytes, aligned for u64.
+        unsafe { std::ptr::copy_nonoverlapping(words.as_ptr(), mem.ptr.cast::<u64>(), 6) };
+        Ok(RankRecord { mem })
+    }
+    /// (site, a, b) of this rank's first failure.
+    fn failure(&self) -> Option<(i32, i64, i64)> {
+        // SAFETY: the failure record is 32 bytes at offset RT_BYTES; this rank's kernel has
+        // finished (or was abandoned) when it is read.
+        unsafe {
+            let p = self.mem.ptr.add(RT_BYTES);
+            if std::ptr::read_volatile(p.cast::<i32>()) == 0 {
+                return None;
+            }
+            Some((
+                std::ptr::read_volatile(p.add(4).cast::<i32>()),
+                std::ptr::read_volatile(p.add(16).cast::<i64>()),
+                std::ptr::read_volatile(p.add(24).cast::<i64>()),
+            ))
+        }
+    }
 }
 
 /// Launches `f` and waits for it to finish.
@@ -480,18 +503,18 @@ fn launch(
     grid: u32,
     block: u32,
     stream: &Stream,
-    rt: &Pinned,
+    rt: &RankRecord,
     slots: &Pinned,
 ) -> Result<(), RuntimeError> {
     match (f, stream.0) {
         (Func::Emulator(run, k), _) => {
             // SAFETY: `k` is an entry point of the emulation library and `run` its launcher;
             // `rt` and `slots` outlive the call, which returns when every thread has finished.
-            unsafe { run(k, grid, block, rt.ptr.cast(), slots.ptr.cast()) };
+            unsafe { run(k, grid, block, rt.mem.ptr.cast(), slots.ptr.cast()) };
             Ok(())
         }
         (Func::Driver(f), Some(stream)) => {
-            let mut rt = rt.dev();
+            let mut rt = rt.mem.dev();
             let mut slots = slots.dev();
             let mut params: [*mut c_void; 2] = [
                 (&mut rt as *mut u64).cast(),
@@ -513,17 +536,21 @@ fn launch(
     }
 }
 
-fn failure_error(code: &CudaCode, shared: &Shared, ex: Exec) -> Option<RuntimeError> {
+/// The error of a failure record.
+fn failure_error(
+    code: &CudaCode,
+    rank: usize,
+    (site, a, b): (i32, i64, i64),
+    ex: Exec,
+) -> RuntimeError {
     let on = match ex {
         Exec::Driver => "on the GPU",
         Exec::Emulator => "in the CUDA emulation",
     };
-    shared
-        .failure()
-        .map(|(site, rank, a, b)| RuntimeError::RankFailed {
-            rank,
-            message: format!("{} ({on})", code.fault_message(site, a, b)),
-        })
+    RuntimeError::RankFailed {
+        rank,
+        message: format!("{} ({on})", code.fault_message(site, a, b)),
+    }
 }
 
 fn cuda_code(art: &Artifact) -> Result<&CudaCode, RuntimeError> {
@@ -536,8 +563,41 @@ fn cuda_code(art: &Artifact) -> Result<&CudaCode, RuntimeError> {
     })
 }
 
+/// Refuses atomic-add signals between ranks on different GPUs where the GPUs cannot do atomics
+/// on host memory (atomics on mapped host memory are atomic only within one device otherwise).
+fn check_atomic_signals(code: &CudaCode, devices: &[usize]) -> Result<(), RuntimeError> {
+    let mut distinct = devices.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if !code.atomic_signals || distinct.len() < 2 {
+        return Ok(());
+    }
+    for &d in &distinct {
+        let dev = cu::device::get(d as i32).map_err(|e| driver_err("cuDeviceGet", e))?;
+        // SAFETY: `dev` came from `cuDeviceGet`.
+        let native = unsafe {
+            cu::device::get_attribute(
+                dev,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED,
+            )
+        }
+        .map_err(|e| driver_err("cuDeviceGetAttribute", e))?;
+        if native == 0 {
+            return Err(RuntimeError::Devices(format!(
+                "the program notifies with `AtomicAdd`, and its ranks span GPUs {distinct:?}; GPU {d} cannot do atomics on host memory (where eagle keeps signals), so adds from different GPUs could be lost. Run the ranks on one GPU (e.g. `-d 0,0`) or notify with `Set`"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Runs the dispatches of a host program on GPUs `opts.devices` (rank r on `devices[r]`), with
 /// the windows of the run in pinned host memory. Called by [`crate::run_with`].
+///
+/// Every rank first allocates and uploads everything its dispatches need; the ranks meet; then
+/// they launch; they meet again before anything is freed. Allocation and freeing synchronise a
+/// device, so doing either while a peer's kernel spins on this rank would deadlock ranks that
+/// share a GPU.
 pub(crate) fn run(
     art: &Artifact,
     args: &mut [Arg<'_>],
@@ -565,11 +625,14 @@ pub(crate) fn run(
         }
         module(code, d, ex)?;
     }
+    if ex == Exec::Driver {
+        check_atomic_signals(code, &devices)?;
+    }
     let t0 = Instant::now();
     // Pinned allocations (and their frees, at the end of this function) need a current
     // context on this thread: the first rank's device.
     bind(devices[0], ex)?;
-    let shared = Shared::new(ex)?;
+    let shared = Shared::new(p, ex)?;
     // Window memory: one allocation per rank, and a table of the P base addresses.
     let mut win_mem: Vec<Vec<Pinned>> = vec![];
     let mut win_tables: Vec<Pinned> = vec![];
@@ -606,50 +669,59 @@ pub(crate) fn run(
                 .collect()
         })
         .collect();
-    type Outs = Vec<(usize, usize, Vec<u8>)>;
-    let results: Vec<Result<Outs, RuntimeError>> = std::thread::scope(|s| {
+    let ready = std::sync::Barrier::new(p);
+    let done = std::sync::Barrier::new(p);
+    let results: Vec<RankResult> = std::thread::scope(|s| {
         let hs: Vec<_> = jobs
             .iter()
             .zip(&inputs)
             .enumerate()
             .map(|(rank, (js, ins))| {
-                let (shared, tables, devices) = (&shared, &tables, &devices);
                 let rank_run = RankRun {
                     code,
                     rank,
                     p,
                     ordinal: devices[rank],
-                    tables,
-                    shared,
+                    tables: &tables,
+                    shared: &shared,
                     opts,
                     ex,
                 };
-                s.spawn(move || -> Result<Outs, RuntimeError> {
-                    let r = rank_run.run(js, ins);
-                    if r.is_err() {
-                        shared.set_abort();
-                    }
-                    r
-                })
+                let (ready, done) = (&ready, &done);
+                s.spawn(move || rank_run.run(js, ins, ready, done))
             })
             .collect();
         hs.into_iter()
             .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(RuntimeError::Cuda {
+                h.join().unwrap_or_else(|_| RankResult {
+                    outs: Err(RuntimeError::Cuda {
                         call: "rank thread".into(),
                         message: "panicked".into(),
-                    })
+                    }),
+                    failure: None,
                 })
             })
             .collect()
     });
-    if let Some(e) = failure_error(code, &shared, ex) {
-        return Err(e);
+    // The error of the run: the lowest rank whose own check failed; else a host-side error
+    // (a driver call) of the lowest rank; ranks that only stopped because another failed come
+    // last.
+    let mut aborted = None;
+    for (rank, r) in results.iter().enumerate() {
+        match r.failure {
+            Some(f) if f.0 != eagle_codegen::cuda::site::ABORTED => {
+                return Err(failure_error(code, rank, f, ex))
+            }
+            Some(f) => aborted = aborted.or(Some((rank, f))),
+            None => {}
+        }
     }
     let mut outs = vec![];
     for r in results {
-        outs.push(r?);
+        outs.push(r.outs?);
+    }
+    if let Some((rank, f)) = aborted {
+        return Err(failure_error(code, rank, f, ex));
     }
     for o in outs {
         for (arg, off, bytes) in o {
@@ -665,6 +737,13 @@ pub(crate) fn run(
     })
 }
 
+/// What one rank thread returns: the output slices it copied back (or a host-side error) and
+/// its device failure record.
+struct RankResult {
+    outs: Result<Vec<(usize, usize, Vec<u8>)>, RuntimeError>,
+    failure: Option<(i32, i64, i64)>,
+}
+
 /// One rank's share of a run.
 struct RankRun<'a> {
     code: &'a CudaCode,
@@ -677,20 +756,54 @@ struct RankRun<'a> {
     ex: Exec,
 }
 
+/// A dispatch ready to launch: its function, slots and device buffers.
+struct Prepared<'j> {
+    f: Func,
+    slots: Pinned,
+    bufs: Vec<(&'j JobArg, DevBuf)>,
+}
+
 impl RankRun<'_> {
-    /// Runs this rank's dispatches in order and returns the output slices it wrote.
+    /// Prepares every dispatch, meets the other ranks at `ready`, launches them in order,
+    /// copies the outputs back, and meets the others at `done` before freeing anything.
     fn run(
         &self,
         jobs: &[crate::host::Job],
         inputs: &[Vec<u8>],
-    ) -> Result<Vec<(usize, usize, Vec<u8>)>, RuntimeError> {
-        let (rank, ex) = (self.rank, self.ex);
+        ready: &std::sync::Barrier,
+        done: &std::sync::Barrier,
+    ) -> RankResult {
+        let prepared = self.prepare(jobs, inputs);
+        if prepared.is_err() {
+            self.shared.set_abort();
+        }
+        ready.wait();
+        let outs = match &prepared {
+            Ok((stream, rt, steps)) => self.execute(stream, rt, steps),
+            Err(e) => Err(e.clone()),
+        };
+        if outs.is_err() {
+            self.shared.set_abort();
+        }
+        let failure = prepared.as_ref().ok().and_then(|(_, rt, _)| rt.failure());
+        done.wait();
+        drop(prepared);
+        RankResult { outs, failure }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn prepare<'j>(
+        &self,
+        jobs: &'j [crate::host::Job],
+        inputs: &[Vec<u8>],
+    ) -> Result<(Stream, RankRecord, Vec<Prepared<'j>>), RuntimeError> {
+        let ex = self.ex;
         let m = module(self.code, self.ordinal, ex)?;
         bind(self.ordinal, ex)?;
         let stream = Stream::new(ex)?;
-        let rt = rt_record(self.shared, rank, self.p, self.opts.wait_timeout, ex)?;
-        let mut outs = vec![];
+        let rt = RankRecord::new(self.shared, self.rank, self.p, self.opts.wait_timeout, ex)?;
         let mut next_input = inputs.iter();
+        let mut steps = vec![];
         for j in jobs {
             let entry = self
                 .code
@@ -698,7 +811,7 @@ impl RankRun<'_> {
                 .get(&j.callee)
                 .filter(|e| e.kind == EntryKind::Device)
                 .ok_or_else(|| RuntimeError::RankFailed {
-                    rank,
+                    rank: self.rank,
                     message: format!("no CUDA entry point for `{}`", j.callee),
                 })?;
             let f = function(m, &entry.symbol)?;
@@ -708,7 +821,7 @@ impl RankRun<'_> {
                 let v = match a {
                     JobArg::Tensor { bytes, .. } => {
                         let host = next_input.next().map_or(&[][..], |v| &v[..]);
-                        let b = DevBuf::upload(host, *bytes, ex)?;
+                        let b = DevBuf::upload(host, *bytes, ex, &stream)?;
                         let d = b.addr();
                         bufs.push((a, b));
                         d
@@ -720,18 +833,30 @@ impl RankRun<'_> {
                 // SAFETY: `slots` holds one u64 per argument.
                 unsafe { std::ptr::write(slots.ptr.cast::<u64>().add(k), v) };
             }
-            let block = match ex {
-                Exec::Driver => BLOCK_THREADS,
-                Exec::Emulator => eagle_codegen::cuda::EMULATED_BLOCK_THREADS,
-            };
-            launch(f, 1, block as u32, &stream, &rt, &slots)?;
-            if self.shared.failure().is_some() {
-                return Err(RuntimeError::RankFailed {
-                    rank,
-                    message: "a kernel failed".into(),
-                });
+            steps.push(Prepared { f, slots, bufs });
+        }
+        Ok((stream, rt, steps))
+    }
+
+    /// Launches the prepared dispatches in order and returns the output slices.
+    fn execute(
+        &self,
+        stream: &Stream,
+        rt: &RankRecord,
+        steps: &[Prepared<'_>],
+    ) -> Result<Vec<(usize, usize, Vec<u8>)>, RuntimeError> {
+        let block = match self.ex {
+            Exec::Driver => BLOCK_THREADS,
+            Exec::Emulator => eagle_codegen::cuda::EMULATED_BLOCK_THREADS,
+        };
+        let mut outs = vec![];
+        for st in steps {
+            launch(st.f, 1, block as u32, stream, rt, &st.slots)?;
+            if rt.failure().is_some() {
+                // The record says why; the caller reads it.
+                return Ok(vec![]);
             }
-            for (a, b) in bufs {
+            for (a, b) in &st.bufs {
                 if let JobArg::Tensor {
                     arg,
                     off,
@@ -740,7 +865,7 @@ impl RankRun<'_> {
                 } = a
                 {
                     let mut host = vec![0u8; *bytes];
-                    b.download(&mut host)?;
+                    b.download(&mut host, stream)?;
                     outs.push((*arg, *off, host));
                 }
             }
@@ -791,19 +916,20 @@ pub fn launch_samples(
     let m = module(code, ordinal, ex)?;
     bind(ordinal, ex)?;
     let f = function(m, symbol)?;
-    let shared = Shared::new(ex)?;
-    let rt = rt_record(&shared, rank, 1, RunOptions::default().wait_timeout, ex)?;
+    let shared = Shared::new(1, ex)?;
+    let rt = RankRecord::new(&shared, 0, 1, RunOptions::default().wait_timeout, ex)?;
+    let stream = Stream::new(ex)?;
     let slots = Pinned::new(8 * args.len(), ex)?;
     let mut bufs: Vec<Option<DevBuf>> = vec![];
     for (k, a) in args.iter().enumerate() {
         let (v, b) = match a {
             KernelArg::Scalar(x) => (*x, None),
             KernelArg::In(h) => {
-                let b = DevBuf::upload(h, h.len(), ex)?;
+                let b = DevBuf::upload(h, h.len(), ex, &stream)?;
                 (b.addr(), Some(b))
             }
             KernelArg::Out(h) => {
-                let b = DevBuf::upload(h, h.len(), ex)?;
+                let b = DevBuf::upload(h, h.len(), ex, &stream)?;
                 (b.addr(), Some(b))
             }
         };
@@ -811,7 +937,6 @@ pub fn launch_samples(
         unsafe { std::ptr::write(slots.ptr.cast::<u64>().add(k), v) };
         bufs.push(b);
     }
-    let stream = Stream::new(ex)?;
     const BLOCK: u64 = 256;
     let (blocks, block) = match ex {
         Exec::Driver => (
@@ -825,15 +950,12 @@ pub fn launch_samples(
     let r = launch(f, blocks, block, &stream, &rt, &slots);
     let took = t0.elapsed();
     r?;
-    if let Some(e) = failure_error(code, &shared, ex) {
-        return Err(match e {
-            RuntimeError::RankFailed { message, .. } => RuntimeError::RankFailed { rank, message },
-            e => e,
-        });
+    if let Some(f) = rt.failure() {
+        return Err(failure_error(code, rank, f, ex));
     }
     for (a, b) in args.iter_mut().zip(&bufs) {
         if let (KernelArg::Out(h), Some(b)) = (a, b) {
-            b.download(h)?;
+            b.download(h, &stream)?;
         }
     }
     Ok(took)
@@ -847,8 +969,9 @@ pub fn launch_samples(
 pub fn copy_bandwidth(ordinal: usize, bytes: usize, reps: usize) -> Result<f64, RuntimeError> {
     device_info(ordinal)?;
     bind(ordinal, Exec::Driver)?;
-    let a = DevBuf::upload(&[], bytes, Exec::Driver)?;
-    let b = DevBuf::upload(&[], bytes, Exec::Driver)?;
+    let stream = Stream::new(Exec::Driver)?;
+    let a = DevBuf::upload(&[], bytes, Exec::Driver, &stream)?;
+    let b = DevBuf::upload(&[], bytes, Exec::Driver, &stream)?;
     let mut best = f64::INFINITY;
     for _ in 0..reps.max(1) {
         let t0 = Instant::now();
