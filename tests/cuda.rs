@@ -627,3 +627,280 @@ fn gpu_device_the_machine_lacks_is_named() {
         )
     );
 }
+
+/// The bytes of `n` values of dtype `d` drawn from edge cases and a fixed pattern; `nonzero`
+/// keeps integers away from 0 (divisors).
+fn edge_values(d: eagle::ir::DType, n: usize, seed: u64, nonzero: bool) -> Vec<u8> {
+    use eagle::ir::DType as D;
+    let mut out = vec![];
+    let mut x = seed;
+    for i in 0..n {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let r = (x >> 33) as i64 - (1 << 30);
+        let k = i % 10;
+        match d {
+            D::I32 => {
+                let v = [
+                    i32::MIN,
+                    i32::MAX,
+                    -1,
+                    1,
+                    0,
+                    7,
+                    -7,
+                    r as i32,
+                    (r >> 8) as i32,
+                    3,
+                ][k];
+                let v = if nonzero && v == 0 { 5 } else { v };
+                out.extend(v.to_le_bytes());
+            }
+            D::I64 | D::Index => {
+                let v = [i64::MIN, i64::MAX, -1, 1, 0, 7, -7, r << 20, r, 3][k];
+                let v = if nonzero && v == 0 { 5 } else { v };
+                out.extend(v.to_le_bytes());
+            }
+            D::U32 => {
+                let v = [
+                    u32::MAX,
+                    1,
+                    0,
+                    7,
+                    2_147_483_648,
+                    r as u32,
+                    3,
+                    9,
+                    100,
+                    65_536,
+                ][k];
+                let v = if nonzero && v == 0 { 5 } else { v };
+                out.extend(v.to_le_bytes());
+            }
+            D::U64 => {
+                let v = [u64::MAX, 1, 0, 7, 1 << 63, r as u64, 3, 9, 100, 1 << 40][k];
+                let v = if nonzero && v == 0 { 5 } else { v };
+                out.extend(v.to_le_bytes());
+            }
+            D::F32 => {
+                let v = [
+                    f32::NAN,
+                    f32::INFINITY,
+                    f32::NEG_INFINITY,
+                    -0.0,
+                    0.0,
+                    3.0e38,
+                    1e-40,
+                    r as f32 * 1e-3,
+                    -2.5,
+                    1.0,
+                ][k];
+                out.extend(v.to_le_bytes());
+            }
+            D::F64 => {
+                let v = [
+                    f64::NAN,
+                    f64::INFINITY,
+                    f64::NEG_INFINITY,
+                    -0.0,
+                    0.0,
+                    1.7e308,
+                    5e-324,
+                    r as f64 * 1e-3,
+                    -2.5,
+                    1.0,
+                ][k];
+                out.extend(v.to_le_bytes());
+            }
+            D::Bool => out.push((r & 1) as u8),
+        }
+    }
+    out
+}
+
+/// A host program whose per-device program applies every binary, unary, comparison and cast
+/// op of the IR to tiles of dtype `d` (2 x 40 elements per rank), one output row per op.
+fn every_op_module(d: eagle::ir::DType) -> (String, usize, Vec<eagle::ir::DType>) {
+    use eagle::ir::DType as D;
+    let t = d.name();
+    let float = d.is_float();
+    let mut bin = vec!["add", "sub", "mul", "div", "min", "max"];
+    let mut un = if d.is_signed() || float {
+        vec!["neg", "abs"]
+    } else {
+        vec![]
+    };
+    if float {
+        un.push("sqrt");
+    } else {
+        bin.extend(["rem", "and", "or", "xor"]);
+        un.push("not");
+    }
+    let casts: Vec<D> = [D::I32, D::I64, D::U32, D::U64, D::F32, D::F64, D::Bool]
+        .into_iter()
+        .filter(|&c| c != d)
+        .collect();
+    let rows = bin.len() + un.len() + 6 + 2 + usize::from(float);
+    let _ = D::Index;
+    let tile = format!("tile<[2, 40], {t}>");
+    let mut body = String::new();
+    let mut v = 100;
+    let mut next = || {
+        v += 1;
+        v
+    };
+    let mut row = 0;
+    let mut store = |body: &mut String, val: usize, next: &mut dyn FnMut() -> i32| {
+        let k = next();
+        let s = next();
+        body.push_str(&format!(
+            "  %{k} = const {row} : index\n  %{s} = slice %3[%{k}] : tensor<[2, 40], {t}>\n  store %{val}, %{s}[%10, %10]\n"
+        ));
+        row += 1;
+    };
+    body.push_str(&format!(
+        "  %10 = const 0 : index\n  %11 = load %1[%10, %10] : {tile}\n  %12 = load %2[%10, %10] : {tile}\n"
+    ));
+    for op in &bin {
+        let r = next();
+        body.push_str(&format!("  %{r} = {op} %11, %12 : {tile}\n"));
+        store(&mut body, r as usize, &mut next);
+    }
+    for op in &un {
+        let r = next();
+        body.push_str(&format!("  %{r} = {op} %11 : {tile}\n"));
+        store(&mut body, r as usize, &mut next);
+    }
+    for c in ["eq", "ne", "lt", "le", "gt", "ge"] {
+        let (b, r) = (next(), next());
+        body.push_str(&format!(
+            "  %{b} = cmp {c} %11, %12 : tile<[2, 40], bool>\n  %{r} = select %{b}, %11, %12 : {tile}\n"
+        ));
+        store(&mut body, r as usize, &mut next);
+    }
+    // A scalar broadcast, and a scalar op (the scalar path of the same code).
+    let (s, r) = (next(), next());
+    let three = if float { "3.0" } else { "3" };
+    body.push_str(&format!(
+        "  %{s} = const {three} : {t}\n  %{r} = mul %11, %{s} : {tile}\n"
+    ));
+    store(&mut body, r as usize, &mut next);
+    let (e, q, r) = (next(), next(), next());
+    body.push_str(&format!(
+        "  %{e} = elem %1[%10, %10] : {t}\n  %{q} = add %{e}, %{s} : {t}\n  %{r} = add %12, %{q} : {tile}\n"
+    ));
+    store(&mut body, r as usize, &mut next);
+    if float {
+        let r = next();
+        body.push_str(&format!("  %{r} = fma %11, %12, %11 : {tile}\n"));
+        store(&mut body, r as usize, &mut next);
+    }
+    let mut cast_params = String::new();
+    for (i, c) in casts.iter().enumerate() {
+        let p = 4 + i;
+        cast_params.push_str(&format!(", out %{p} c{i}: tensor<[2, 40], {}>", c.name()));
+        let r = next();
+        body.push_str(&format!(
+            "  %{r} = cast %11 : tile<[2, 40], {}>\n  store %{r}, %{p}[%10, %10]\n",
+            c.name()
+        ));
+    }
+    assert_eq!(row, rows);
+    let mut host_params = String::new();
+    let mut host_slices = String::new();
+    let mut host_args = String::new();
+    for (i, c) in casts.iter().enumerate() {
+        host_params.push_str(&format!(
+            ", out %{} c{i}: tensor<[NR, 2, 40], {}>",
+            3 + i,
+            c.name()
+        ));
+        host_slices.push_str(&format!(
+            "    %{} = slice %{}[%91] : tensor<[2, 40], {}>\n",
+            200 + i,
+            3 + i,
+            c.name()
+        ));
+        host_args.push_str(&format!(", %{}", 200 + i));
+    }
+    let text = format!(
+        "device @ops(%0 ctx: ctx, %1 x: tensor<[2, 40], {t}>, %2 z: tensor<[2, 40], {t}>, out %3 y: tensor<[{rows}, 2, 40], {t}>{cast_params}) {{\n{body}}}\n\n\
+host @every_op(%0 x: tensor<[NR, 2, 40], {t}>, %1 z: tensor<[NR, 2, 40], {t}>, out %2 y: tensor<[NR, {rows}, 2, 40], {t}>{host_params}) {{\n  %89 = world_size : index\n  %90 = const 0 : index\n  for %91 in %90..%89 {{\n    %92 = slice %0[%91] : tensor<[2, 40], {t}>\n    %93 = slice %1[%91] : tensor<[2, 40], {t}>\n    %94 = slice %2[%91] : tensor<[{rows}, 2, 40], {t}>\n{host_slices}    dispatch @ops(%92, %93, %94{host_args}) device %91\n  }}\n}}\n"
+    );
+    (text, rows, casts)
+}
+
+#[test]
+fn emulated_cuda_matches_the_cpu_on_every_op_and_dtype() {
+    use eagle::ir::DType as D;
+    use eagle::runtime::{run_with, Arg, RunOptions};
+    if cxx().is_none() {
+        return;
+    }
+    let p = 2usize;
+    for d in [D::I32, D::I64, D::U32, D::U64, D::F32, D::F64] {
+        let (text, rows, casts) = every_op_module(d);
+        let m = eagle::ir::parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        eagle::ir::verify_module(&m).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let mut b = codegen::Bindings::world(p as u64);
+        b.dims.insert("NR".into(), p as u64);
+        let (art, _) = codegen::compile(&m, "every_op", &b, Target::Cuda).unwrap();
+        if cuda::nvrtc_available() {
+            let code = art.cuda.as_ref().unwrap();
+            cuda::compile_ptx(code, "compute_80").unwrap_or_else(|e| panic!("{d}: {e}"));
+        }
+        let x = edge_values(d, p * 80, 1, false);
+        let z = edge_values(d, p * 80, 2, true);
+        let run = |opts: &RunOptions| -> Vec<Vec<u8>> {
+            let mut y = vec![0u8; p * rows * 80 * d.size()];
+            let mut cs: Vec<Vec<u8>> = casts.iter().map(|c| vec![0u8; p * 80 * c.size()]).collect();
+            let mut args = vec![
+                Arg::In(vec![p, 2, 40], d, &x),
+                Arg::In(vec![p, 2, 40], d, &z),
+                Arg::Out(vec![p, rows, 2, 40], d, &mut y),
+            ];
+            for (c, buf) in casts.iter().zip(cs.iter_mut()) {
+                args.push(Arg::Out(vec![p, 2, 40], *c, buf));
+            }
+            run_with(&art, &mut args, p, opts).unwrap_or_else(|e| panic!("{d}: {e}"));
+            drop(args);
+            std::iter::once(y).chain(cs).collect()
+        };
+        let want = run(&RunOptions::default());
+        let got = run(&RunOptions {
+            platform: Platform::Cuda,
+            devices: vec![0; p],
+            cuda_emulate: true,
+            ..RunOptions::default()
+        });
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            let what = if k == 0 {
+                format!("ops on {d}")
+            } else {
+                format!("cast {d} -> {}", casts[k - 1])
+            };
+            let od = if k == 0 { d } else { casts[k - 1] };
+            let es = od.size();
+            // Bit for bit, except that any NaN equals any NaN: NaN bits are not portable
+            // (docs/gpu.md, "Determinism").
+            let nan = |b: &[u8]| match od {
+                D::F32 => f32::from_le_bytes(b.try_into().unwrap()).is_nan(),
+                D::F64 => f64::from_le_bytes(b.try_into().unwrap()).is_nan(),
+                _ => false,
+            };
+            let differs = |i: usize| {
+                let (a, b) = (&g[i * es..(i + 1) * es], &w[i * es..(i + 1) * es]);
+                a != b && !(nan(a) && nan(b))
+            };
+            if let Some(i) = (0..w.len() / es).find(|&i| differs(i)) {
+                panic!(
+                    "{what}: element {i} (row {}) differs: emulated {:?}, cpu {:?}",
+                    i / 80 % rows.max(1),
+                    &g[i * es..(i + 1) * es],
+                    &w[i * es..(i + 1) * es]
+                );
+            }
+        }
+    }
+}
