@@ -155,6 +155,13 @@ impl CommonArgs {
     pub fn session(&self, mode: Option<String>) -> Result<Session> {
         let platform = Platform::parse(&self.platform)?;
         let devices = parse_devices_on(platform, &self.devices)?;
+        if platform == Platform::Cuda && eagle_runtime::RunOptions::default().cuda_emulate {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "note: EAGLE_CUDA_EMULATE is set: the CUDA C runs on CPU threads, not on a GPU"
+            );
+        }
         let mut s = Session::new(platform, devices)?
             .with_mode(mode)
             .with_emit_ir(self.emit_ir)
@@ -214,7 +221,8 @@ pub fn example_main(step: Step) -> ExitCode {
         }
         Ok(()) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("error: {e}");
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "error: {e}");
             ExitCode::from(if is_usage(&e) { 2 } else { 1 })
         }
     }

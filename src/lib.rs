@@ -177,7 +177,9 @@ impl Session {
                 .into());
             }
         }
-        if platform == Platform::Cuda && !eagle_runtime::RunOptions::default().cuda_emulate {
+        if platform == Platform::Cuda
+            && !(cfg!(feature = "cuda") && eagle_runtime::RunOptions::default().cuda_emulate)
+        {
             cuda_devices(&devices)?;
         }
         let mut seen = std::collections::HashSet::new();
@@ -334,7 +336,7 @@ impl Session {
             use std::io::Write;
             let _ = writeln!(
                 std::io::stdout(),
-                ";; ---- CUDA C of `{}` ({}) ----\n{}",
+                "// ---- CUDA C of `{}` ({}); the prelude (eagle::codegen::cuda::PRELUDE) is left out ----\n{}",
                 F::NAME,
                 bindings.key_text(),
                 c.kernels()

@@ -74,7 +74,8 @@ fn main() -> ExitCode {
             }
             _ => {
                 let known: Vec<String> = steps.iter().map(|s| format!("{:02}", s.number)).collect();
-                eprintln!(
+                let _ = writeln!(
+                    std::io::stderr(),
                     "error: argument `--step`: unknown step `{s}`; expected one of {}",
                     known.join(", ")
                 );
@@ -84,7 +85,7 @@ fn main() -> ExitCode {
     };
     // Validate platform and devices once, before any step runs.
     if let Err(e) = cli.common.session(None) {
-        eprintln!("error: {e}");
+        let _ = writeln!(std::io::stderr(), "error: {e}");
         return ExitCode::from(if eagle::is_usage(&e) { 2 } else { 1 });
     }
     // `--mode M` runs mode M of the selected steps that have it; naming a step that lacks it,
@@ -93,7 +94,7 @@ fn main() -> ExitCode {
         if cli.step.is_some() {
             if let Some(st) = selected.first() {
                 if let Err(e) = st.check_mode(Some(m)) {
-                    eprintln!("error: {e}");
+                    let _ = writeln!(std::io::stderr(), "error: {e}");
                     return ExitCode::from(2);
                 }
             }
@@ -104,7 +105,8 @@ fn main() -> ExitCode {
                 .collect();
             all.sort_unstable();
             all.dedup();
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "error: argument `--mode`: no step has mode `{m}`; modes are {}",
                 all.join(", ")
             );
@@ -130,7 +132,7 @@ fn main() -> ExitCode {
             let session = match cli.common.session(mode.map(String::from)) {
                 Ok(s) => s,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    let _ = writeln!(std::io::stderr(), "error: {e}");
                     return ExitCode::from(2);
                 }
             };
@@ -167,7 +169,7 @@ fn main() -> ExitCode {
     let ok = mpi.all_ok(failed == 0);
     if !ok || failed > 0 {
         if mpi.is_root() {
-            eprintln!("{failed} of {total} step runs failed");
+            let _ = writeln!(std::io::stderr(), "{failed} of {total} step runs failed");
         }
         ExitCode::FAILURE
     } else {

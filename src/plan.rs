@@ -226,6 +226,20 @@ fn allgather(mine: &[u8], counts: &[usize]) -> Result<Vec<u8>> {
     }
 }
 
+/// A GPU failure with the samples that were running appended, as on the CPU.
+#[cfg(feature = "cuda")]
+fn during_gpu(e: eagle_runtime::RuntimeError, during: &str) -> Error {
+    match e {
+        eagle_runtime::RuntimeError::RankFailed { rank, message } => {
+            Error::Runtime(eagle_runtime::RuntimeError::RankFailed {
+                rank,
+                message: format!("{message} ({during})"),
+            })
+        }
+        other => Error::Runtime(other),
+    }
+}
+
 #[cfg(not(feature = "cuda"))]
 fn no_cuda() -> Error {
     Error::Runtime(eagle_runtime::RuntimeError::PlatformUnavailable {
@@ -518,6 +532,24 @@ impl Plan {
     pub fn with_cuda_emulation(mut self, on: bool) -> Self {
         self.cuda_emulate = on;
         self
+    }
+    /// The CUDA C (prelude left out) the GPU runs for this plan's sample kernel with its
+    /// symbolic dims bound to `dims` (such as `[("N", 200000)]`), for review.
+    ///
+    /// # Errors
+    /// Specialization errors for `dims`, and [`codegen::CodegenError::Unsupported`] (backend
+    /// `cuda`) for a kernel the GPU path cannot run.
+    pub fn cuda_c(&self, dims: &[(&str, u64)]) -> Result<String> {
+        let mut b = codegen::Bindings::world(1);
+        for (k, v) in dims {
+            b.dims.insert((*k).to_string(), *v);
+        }
+        let (art, _) = codegen::compile(&self.module, &self.kernel, &b, codegen::Target::Cuda)?;
+        Ok(art
+            .cuda
+            .as_ref()
+            .map(|c| c.kernels().to_string())
+            .unwrap_or_default())
     }
     /// Whether `structure` runs on the GPU in this plan.
     fn on_gpu(&self, structure: Structure) -> bool {
@@ -828,6 +860,7 @@ impl Exec<'_> {
             (hi - lo) as u64
         };
         let symbol = format!("{}__samples", self.plan.kernel);
+        let during = format!("while running samples {lo}..{hi}");
         eagle_runtime::cuda::launch_samples(
             self.art,
             &symbol,
@@ -836,7 +869,8 @@ impl Exec<'_> {
             threads,
             self.plan.cuda_emulate,
             &mut args,
-        )?;
+        )
+        .map_err(|e| during_gpu(e, &during))?;
         Ok(())
     }
 
@@ -873,6 +907,13 @@ impl Exec<'_> {
             args.push(KernelArg::In(bytes));
         }
         let symbol = format!("{}__rows", self.plan.kernel);
+        let during = format!(
+            "while running rows {}..{}, samples {}..{}",
+            rows.start,
+            rows.end,
+            rows.start * ROW,
+            (rows.end * ROW).min(self.n)
+        );
         eagle_runtime::cuda::launch_samples(
             self.art,
             &symbol,
@@ -881,7 +922,8 @@ impl Exec<'_> {
             count as u64,
             self.plan.cuda_emulate,
             &mut args,
-        )?;
+        )
+        .map_err(|e| during_gpu(e, &during))?;
         drop(args);
         Ok((0..count)
             .map(|r| {

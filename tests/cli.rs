@@ -92,7 +92,9 @@ fn emit_cuda_prints_the_cuda_c_and_still_runs_on_sim() {
     let out = eagle(&["-d", "0,1", "--step", "07", "--mode", "get", "--emit-cuda"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains(";; ---- CUDA C of `ring_get` (P=2 NR=2) ----"));
+    assert!(stdout.contains(
+        "// ---- CUDA C of `ring_get` (P=2 NR=2); the prelude (eagle::codegen::cuda::PRELUDE) is left out ----"
+    ));
     assert!(stdout.contains(
         "extern \"C\" __global__ void __launch_bounds__(EG_NT) per_rank_get(const eg_rt* rt, const unsigned long long* slots) {"
     ));

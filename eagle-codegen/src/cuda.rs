@@ -459,6 +459,7 @@ pub fn emit_module(m: &Module) -> Result<CudaCode, CodegenError> {
                 depth: 1,
                 atomic_signals: false,
                 tile_bytes: 0,
+                checked: vec![Default::default()],
             };
             e.function()?;
             atomic_signals |= e.atomic_signals;
@@ -718,6 +719,9 @@ struct Emitter<'a> {
     atomic_signals: bool,
     /// Bytes of tile storage declared so far in this function, per thread.
     tile_bytes: u64,
+    /// Conditions already checked in each enclosing C scope: values are SSA, so a check that
+    /// passed holds for the rest of its scope.
+    checked: Vec<std::collections::HashSet<String>>,
 }
 
 impl Emitter<'_> {
@@ -762,14 +766,47 @@ impl Emitter<'_> {
         matches!(self.ty(v), Type::Tile(..))
     }
     fn sync(&mut self) {
-        if self.mode == Mode::Block {
+        // Two barriers in a row (comments between them aside) are one.
+        let last = self
+            .out
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with("//"));
+        if self.mode == Mode::Block && last != Some("__syncthreads();") {
             self.line("__syncthreads();");
+        }
+    }
+    /// Emits a nested block (a loop body or a branch) in its own check scope.
+    fn scoped(&mut self, b: &Block) -> Result<(), CodegenError> {
+        self.checked.push(Default::default());
+        let r = self.block(b);
+        self.checked.pop();
+        r
+    }
+    /// A site message as the user knows the place: a sample kernel is named as one (as the
+    /// execution plan names it on the CPU).
+    fn placed(&self, msg: String) -> String {
+        if self.f.level == Level::Sample {
+            msg.replacen(
+                &format!("function `{}`", self.f.name),
+                &format!("sample kernel `{}`", self.f.name),
+                1,
+            )
+        } else {
+            msg
         }
     }
     /// Registers a fault site and emits `if (cond) fail`. The condition is uniform (scalar).
     fn fault_if(&mut self, cond: &str, msg: String, a: &str, b: &str) {
+        if self.checked.iter().any(|c| c.contains(cond)) {
+            return;
+        }
+        if let Some(top) = self.checked.last_mut() {
+            top.insert(cond.to_string());
+        }
         let site = self.sites.len();
-        self.sites.push(msg);
+        self.sites.push(self.placed(msg));
         match self.mode {
             Mode::Block => self.line(format!(
                 "if ({cond}) {{ if (threadIdx.x == 0) eg_fail(rt, {site}, (long long)({a}), (long long)({b})); return 1; }}"
@@ -785,14 +822,18 @@ impl Emitter<'_> {
     }
     /// The constant `v` is defined as, if any (a `Dim` gives its bound extent).
     fn const_of(&self, v: Value) -> Option<Const> {
-        fn find(b: &Block, v: Value) -> Option<Option<Const>> {
+        match self.def_of(v)? {
+            OpKind::Const(c) => Some(*c),
+            OpKind::Dim(d) => d.as_const().map(|n| Const::Int(i128::from(n))),
+            _ => None,
+        }
+    }
+    /// The op that defines `v`, if an op does (not a parameter or loop variable).
+    fn def_of(&self, v: Value) -> Option<&OpKind> {
+        fn find(b: &Block, v: Value) -> Option<&OpKind> {
             for op in &b.ops {
                 if op.result == Some(v) {
-                    return Some(match &op.kind {
-                        OpKind::Const(c) => Some(*c),
-                        OpKind::Dim(d) => d.as_const().map(|n| Const::Int(i128::from(n))),
-                        _ => None,
-                    });
+                    return Some(&op.kind);
                 }
                 let inner = match &op.kind {
                     OpKind::For { body, .. } => find(body, v),
@@ -809,7 +850,7 @@ impl Emitter<'_> {
             }
             None
         }
-        find(&self.f.body, v).flatten()
+        find(&self.f.body, v)
     }
 
     fn function(&mut self) -> Result<(), CodegenError> {
@@ -980,6 +1021,10 @@ impl Emitter<'_> {
     }
 
     fn check_peer(&mut self, op: &Op, peer: Value) {
+        // This rank is always in the world.
+        if matches!(self.def_of(peer), Some(OpKind::Rank(_))) {
+            return;
+        }
         let p = self.v(peer);
         let msg = format!(
             "function `{}`, op `{}`: peer {{a}} is outside the world 0..{{b}}",
@@ -1299,7 +1344,7 @@ impl Emitter<'_> {
                 self.status_once(&call);
             }
             OpKind::Barrier(_) => {
-                self.line("// barrier");
+                self.line(format!("// {}", self.op_text(op)));
                 self.sync();
                 self.status_once("eg_barrier(rt)");
             }
@@ -1323,7 +1368,7 @@ impl Emitter<'_> {
                     self.v(*hi)
                 ));
                 self.depth += 1;
-                self.block(body)?;
+                self.scoped(body)?;
                 self.close();
             }
             OpKind::If {
@@ -1333,14 +1378,14 @@ impl Emitter<'_> {
             } => {
                 self.line(format!("if ({}) {{", self.v(*cond)));
                 self.depth += 1;
-                self.block(then_body)?;
+                self.scoped(then_body)?;
                 if else_body.ops.is_empty() {
                     self.close();
                 } else {
                     self.depth -= 1;
                     self.line("} else {");
                     self.depth += 1;
-                    self.block(else_body)?;
+                    self.scoped(else_body)?;
                     self.close();
                 }
             }
@@ -1460,11 +1505,13 @@ impl Emitter<'_> {
         self.declare_tile(r, n, rd)?;
         if divides {
             let site = self.sites.len();
-            self.sites.push(format!(
+            let msg = format!(
                 "function `{}`, op `{}`: integer division by zero",
                 self.f.name,
                 self.op_text(op)
-            ));
+            );
+            let msg = self.placed(msg);
+            self.sites.push(msg);
             self.line("{");
             self.depth += 1;
             self.line("int bad = 0;");

@@ -42,7 +42,7 @@ pub enum RuntimeError {
         message: String,
     },
     /// Platform `cuda` on a machine without a CUDA driver.
-    #[error("no CUDA driver was found ({detail}); platform `cuda` needs an NVIDIA GPU and its driver. Run on the simulator instead: `cargo run --release -- -p sim -d 0,1,2,3`")]
+    #[error("no CUDA driver was found ({detail}); platform `cuda` needs an NVIDIA GPU and its driver. Run on the simulator instead (`-p sim`, e.g. `cargo run --release -- -p sim -d 0,1,2,3`), or set EAGLE_CUDA_EMULATE=1 to run the CUDA C on CPU threads (slow; for testing)")]
     NoCudaDriver {
         /// What was looked for.
         detail: String,

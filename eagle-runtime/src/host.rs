@@ -76,7 +76,8 @@ pub struct RunOptions {
     /// The device id of each rank on `cuda` (empty: every rank on device 0).
     pub devices: Vec<usize>,
     /// On `cuda`: run the CUDA C on CPU threads (compiled by the host C++ compiler) instead of
-    /// a GPU, to check generated code without one (default off, or `EAGLE_CUDA_EMULATE=1`).
+    /// a GPU, to check generated code without one (default off; `EAGLE_CUDA_EMULATE=1`, `true`,
+    /// `yes` or `on` turns it on).
     pub cuda_emulate: bool,
     /// Check every `get` / `remote_load` of a peer window against the notify -> wait and barrier
     /// ordering of the writes it reads (default: on; `EAGLE_RACE_CHECK=0` turns it off).
@@ -96,7 +97,12 @@ impl Default for RunOptions {
         RunOptions {
             platform: crate::Platform::Sim,
             devices: vec![],
-            cuda_emulate: env_num("EAGLE_CUDA_EMULATE") == Some(1),
+            cuda_emulate: std::env::var("EAGLE_CUDA_EMULATE").is_ok_and(|v| {
+                matches!(
+                    v.trim().to_ascii_lowercase().as_str(),
+                    "1" | "true" | "yes" | "on"
+                )
+            }),
             race_check: env_num("EAGLE_RACE_CHECK") != Some(0),
             wait_timeout: Duration::from_secs(env_num("EAGLE_WAIT_TIMEOUT_S").unwrap_or(60)),
         }
