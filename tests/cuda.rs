@@ -904,3 +904,50 @@ fn emulated_cuda_matches_the_cpu_on_every_op_and_dtype() {
         }
     }
 }
+
+#[test]
+fn a_sample_kernel_calling_a_compute_kernel_runs_in_thread_mode() {
+    if cxx().is_none() {
+        return;
+    }
+    let text =
+        "compute @square_at(%0 x: tensor<[N], f64>, out %1 y: tensor<[N], f64>, %2 s: index) {
+  %3 = elem %0[%2] : f64
+  %4 = mul %3, %3 : f64
+  set_elem %4, %1[%2]
+}
+
+sample @squares(%0 s: index, %1 x: tensor<[N], f64>, out %2 y: tensor<[N], f64>) {
+  call @square_at(%1, %2, %0)
+}
+";
+    let m = eagle::ir::parse_module(text).unwrap();
+    let src = {
+        let mut b = codegen::Bindings::world(1);
+        b.dims.insert("N".into(), 100);
+        let (a, _) = codegen::compile(&m, "squares", &b, Target::Cuda).unwrap();
+        a.cuda.as_ref().unwrap().kernels().to_string()
+    };
+    // The compute kernel is emitted in thread mode for the sample kernel that calls it.
+    assert!(src.contains("__device__ int eg_f_square_at__t("), "{src}");
+    assert!(
+        src.contains("if (eg_f_square_at__t(rt, v1, v2, v0)) return 1;"),
+        "{src}"
+    );
+    let run = |emulate: Option<bool>| {
+        let x = Tensor::from_vec(&[100], (0..100).map(|i| i as f64 * 0.5 - 7.0).collect()).unwrap();
+        let mut y = Tensor::<f64>::zeros(&[100]);
+        let mut p =
+            eagle::plan::plan_module(&m, "squares", Structure::DeviceKernel, Structure::HostTeam)
+                .unwrap();
+        if let Some(e) = emulate {
+            p = p.with_platform(Platform::Cuda).with_cuda_emulation(e);
+        }
+        p.run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+            .unwrap();
+        y.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    };
+    let want = run(None);
+    assert_eq!(f64::from_bits(want[3]), 30.25);
+    assert_eq!(run(Some(true)), want);
+}
