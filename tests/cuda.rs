@@ -12,54 +12,8 @@ mod plan_sample_local;
 #[path = "../examples/plan_stencil.rs"]
 #[allow(dead_code)]
 mod plan_stencil;
-#[path = "../examples/01_hello_rank.rs"]
-#[allow(dead_code)]
-mod step01;
-#[path = "../examples/02_three_levels.rs"]
-#[allow(dead_code)]
-mod step02;
-#[path = "../examples/03_window_buffer.rs"]
-#[allow(dead_code)]
-mod step03;
-#[path = "../examples/04_barrier.rs"]
-#[allow(dead_code)]
-mod step04;
-#[path = "../examples/05_remote_load_store.rs"]
-#[allow(dead_code)]
-mod step05;
-#[path = "../examples/06_put_get.rs"]
-#[allow(dead_code)]
-mod step06;
-#[path = "../examples/07_dynamic_rank_count.rs"]
-#[allow(dead_code)]
-mod step07;
-#[path = "../examples/08_allreduce_mesh.rs"]
-#[allow(dead_code)]
-mod step08;
-#[path = "../examples/09_allreduce_two_phase.rs"]
-#[allow(dead_code)]
-mod step09;
-#[path = "../examples/10_allreduce_ring.rs"]
-#[allow(dead_code)]
-mod step10;
-#[path = "../examples/11_builtin_allreduce.rs"]
-#[allow(dead_code)]
-mod step11;
-#[path = "../examples/12_broadcast.rs"]
-#[allow(dead_code)]
-mod step12;
-#[path = "../examples/13_allgather.rs"]
-#[allow(dead_code)]
-mod step13;
-#[path = "../examples/14_reduce_scatter.rs"]
-#[allow(dead_code)]
-mod step14;
-#[path = "../examples/15_all_to_all.rs"]
-#[allow(dead_code)]
-mod step15;
-#[path = "../examples/16_several_collectives.rs"]
-#[allow(dead_code)]
-mod step16;
+mod tutorial;
+use tutorial::*;
 
 use eagle::codegen::{self, cuda, Artifact, Target};
 use eagle::ir::EagleFn;
@@ -67,35 +21,6 @@ use eagle::plan::{plan, Planes, Structure};
 use eagle::{Platform, Session, Tensor};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-fn steps() -> Vec<eagle::Step> {
-    vec![
-        step01::STEP,
-        step02::STEP,
-        step03::STEP,
-        step04::STEP,
-        step05::STEP,
-        step06::STEP,
-        step07::STEP,
-        step08::STEP,
-        step09::STEP,
-        step10::STEP,
-        step11::STEP,
-        step12::STEP,
-        step13::STEP,
-        step14::STEP,
-        step15::STEP,
-        step16::STEP,
-    ]
-}
-
-fn modes(st: &eagle::Step) -> Vec<Option<String>> {
-    if st.modes.is_empty() {
-        vec![None]
-    } else {
-        st.modes.iter().map(|m| Some(m.to_string())).collect()
-    }
-}
 
 /// Every artifact the tutorial steps launch at P = 4, compiled for `cuda` (and run on `sim`),
 /// by snapshot name `cuda_<step>_<host function>_p4`.
@@ -313,25 +238,29 @@ fn gpu_steps_match_sim_bit_for_bit() {
     if gpu().is_none() {
         return;
     }
-    for p in [1usize, 2, 4] {
+    steps_match_sim(&[1, 2, 4], "on cuda", &|p| {
+        Session::new(Platform::Cuda, vec![0; p]).unwrap()
+    });
+}
+
+/// Runs every step and mode at each world size in `ps` on `sim` and on `session(p)`, and
+/// requires the same output digest.
+fn steps_match_sim(ps: &[usize], on: &str, session: &dyn Fn(usize) -> Session) {
+    for &p in ps {
         for st in steps() {
             for mode in modes(&st) {
-                let sim = Session::sim(p).unwrap().with_mode(mode.clone());
-                let want = st.execute(&sim);
+                let want = st.execute(&Session::sim(p).unwrap().with_mode(mode.clone()));
                 assert!(want.result.is_ok());
-                let gpu = Session::new(Platform::Cuda, vec![0; p])
-                    .unwrap()
-                    .with_mode(mode.clone());
-                let got = st.execute(&gpu);
+                let got = st.execute(&session(p).with_mode(mode.clone()));
                 assert!(
                     got.result.is_ok(),
-                    "step {:02} {mode:?} at P={p} on cuda: {:?}",
+                    "step {:02} {mode:?} at P={p} {on}: {:?}",
                     st.number,
                     got.result
                 );
                 assert_eq!(
                     got.digest, want.digest,
-                    "step {:02} {mode:?} P={p}",
+                    "step {:02} {mode:?} P={p} {on}",
                     st.number
                 );
             }
@@ -398,30 +327,9 @@ fn emulated_cuda_steps_match_sim_bit_for_bit() {
     if cxx().is_none() {
         return;
     }
-    for p in [1usize, 3, 4] {
-        for st in steps() {
-            for mode in modes(&st) {
-                let sim = Session::sim(p).unwrap().with_mode(mode.clone());
-                let want = st.execute(&sim);
-                assert!(want.result.is_ok());
-                let emu = Session::cuda_emulated(vec![0; p])
-                    .unwrap()
-                    .with_mode(mode.clone());
-                let got = st.execute(&emu);
-                assert!(
-                    got.result.is_ok(),
-                    "step {:02} {mode:?} at P={p} in the CUDA emulation: {:?}",
-                    st.number,
-                    got.result
-                );
-                assert_eq!(
-                    got.digest, want.digest,
-                    "step {:02} {mode:?} P={p}",
-                    st.number
-                );
-            }
-        }
-    }
+    steps_match_sim(&[1, 3, 4], "in the CUDA emulation", &|p| {
+        Session::cuda_emulated(vec![0; p]).unwrap()
+    });
 }
 
 #[path = "../examples/planted_failure.rs"]

@@ -1,77 +1,10 @@
 //! Every tutorial step at several world sizes, the IR text round trip, and the snapshots.
 
-#[path = "../examples/01_hello_rank.rs"]
-#[allow(dead_code)]
-mod step01;
-#[path = "../examples/02_three_levels.rs"]
-#[allow(dead_code)]
-mod step02;
-#[path = "../examples/03_window_buffer.rs"]
-#[allow(dead_code)]
-mod step03;
-#[path = "../examples/04_barrier.rs"]
-#[allow(dead_code)]
-mod step04;
-#[path = "../examples/05_remote_load_store.rs"]
-#[allow(dead_code)]
-mod step05;
-#[path = "../examples/06_put_get.rs"]
-#[allow(dead_code)]
-mod step06;
-#[path = "../examples/07_dynamic_rank_count.rs"]
-#[allow(dead_code)]
-mod step07;
-#[path = "../examples/08_allreduce_mesh.rs"]
-#[allow(dead_code)]
-mod step08;
-#[path = "../examples/09_allreduce_two_phase.rs"]
-#[allow(dead_code)]
-mod step09;
-#[path = "../examples/10_allreduce_ring.rs"]
-#[allow(dead_code)]
-mod step10;
-#[path = "../examples/11_builtin_allreduce.rs"]
-#[allow(dead_code)]
-mod step11;
-#[path = "../examples/12_broadcast.rs"]
-#[allow(dead_code)]
-mod step12;
-#[path = "../examples/13_allgather.rs"]
-#[allow(dead_code)]
-mod step13;
-#[path = "../examples/14_reduce_scatter.rs"]
-#[allow(dead_code)]
-mod step14;
-#[path = "../examples/15_all_to_all.rs"]
-#[allow(dead_code)]
-mod step15;
-#[path = "../examples/16_several_collectives.rs"]
-#[allow(dead_code)]
-mod step16;
+mod tutorial;
+use tutorial::*;
 
 use eagle::ir::{parse_module, print_module, verify_module, EagleFn, Module};
 use eagle::{codegen, Session};
-
-fn steps() -> Vec<eagle::Step> {
-    vec![
-        step01::STEP,
-        step02::STEP,
-        step03::STEP,
-        step04::STEP,
-        step05::STEP,
-        step06::STEP,
-        step07::STEP,
-        step08::STEP,
-        step09::STEP,
-        step10::STEP,
-        step11::STEP,
-        step12::STEP,
-        step13::STEP,
-        step14::STEP,
-        step15::STEP,
-        step16::STEP,
-    ]
-}
 
 /// Every host module the examples build, by name.
 fn modules() -> Vec<(&'static str, Module)> {

@@ -632,11 +632,7 @@ impl Lower<'_, '_> {
                         extent as i64,
                     );
                     let lim = self.iconst(extent as i64);
-                    let msg = format!(
-                        "function `{}`, op `{}`: index {{a}} is outside 0..{{b}}",
-                        f.name,
-                        self.op_text(op)
-                    );
+                    let msg = crate::sites::slice_index(&f.name, &self.op_text(op));
                     self.fault_if(bad, msg, idx, lim);
                 }
                 Some(Cv::Mem(self.elem_addr(
@@ -987,11 +983,7 @@ impl Lower<'_, '_> {
                         .ins()
                         .icmp_imm_s(IntCC::UnsignedGreaterThan, off, limit);
                     let lim = self.iconst(limit);
-                    let msg = format!(
-                        "function `{}`, op `{}`: offset {{a}} is past the last start {{b}} that fits {len} rows in extent {extent}",
-                        f.name,
-                        self.op_text(op)
-                    );
+                    let msg = crate::sites::subview_offset(&f.name, &self.op_text(op), len, extent);
                     self.fault_if(bad, msg, off, lim);
                 }
                 let delta = self.b.ins().imul_imm_s(off, row_bytes as i64);
@@ -1099,23 +1091,8 @@ impl Lower<'_, '_> {
                     .ins()
                     .icmp_imm_s(IntCC::UnsignedGreaterThan, x, limit);
                 let lim = self.iconst(limit);
-                let msg = if tile[d] == 1 {
-                    // An element access: say it as an index.
-                    format!(
-                        "function `{}`, op `{}`: index {{a}} in dim {d} is out of range; dim {d} has {} elements, so the largest index is {{b}}",
-                        self.f.name,
-                        self.op_text(op),
-                        shape[d]
-                    )
-                } else {
-                    format!(
-                        "function `{}`, op `{}`: the offset in dim {d} is {{a}} but the largest offset that fits a tile of extent {} in extent {} is {{b}}",
-                        self.f.name,
-                        self.op_text(op),
-                        tile[d],
-                        shape[d]
-                    )
-                };
+                let msg =
+                    crate::sites::offset(&self.f.name, &self.op_text(op), d, tile[d], shape[d]);
                 self.fault_if(bad, msg, x, lim);
             }
             out.push(x);
@@ -1471,11 +1448,8 @@ impl Lower<'_, '_> {
                             let ty = self.b.func.dfg.value_type(b);
                             let _ = ty;
                             let lim = self.iconst(0);
-                            let msg = format!(
-                                "function `{}`, op `{}`: integer division by zero",
-                                self.f.name,
-                                self.op_text(op)
-                            );
+                            let msg =
+                                crate::sites::division_by_zero(&self.f.name, &self.op_text(op));
                             self.fault_if(zero, msg, bb, lim);
                             if signed {
                                 // x / -1 and x % -1 must not trap on the minimum value.

@@ -980,22 +980,8 @@ impl Emitter<'_> {
             let x = self.v(o);
             let limit = shape[d].saturating_sub(tile[d]);
             if !self.is_const(o) {
-                let msg = if tile[d] == 1 {
-                    format!(
-                        "function `{}`, op `{}`: index {{a}} in dim {d} is out of range; dim {d} has {} elements, so the largest index is {{b}}",
-                        self.f.name,
-                        self.op_text(op),
-                        shape[d]
-                    )
-                } else {
-                    format!(
-                        "function `{}`, op `{}`: the offset in dim {d} is {{a}} but the largest offset that fits a tile of extent {} in extent {} is {{b}}",
-                        self.f.name,
-                        self.op_text(op),
-                        tile[d],
-                        shape[d]
-                    )
-                };
+                let msg =
+                    crate::sites::offset(&self.f.name, &self.op_text(op), d, tile[d], shape[d]);
                 self.fault_if(
                     &format!("(unsigned long long){x} > {limit}ull"),
                     msg,
@@ -1026,11 +1012,7 @@ impl Emitter<'_> {
             return;
         }
         let p = self.v(peer);
-        let msg = format!(
-            "function `{}`, op `{}`: peer {{a}} is outside the world 0..{{b}}",
-            self.f.name,
-            self.op_text(op)
-        );
+        let msg = crate::sites::peer(&self.f.name, &self.op_text(op));
         self.fault_if(
             &format!("(unsigned long long){p} >= (unsigned long long)rt->nranks"),
             msg,
@@ -1111,11 +1093,7 @@ impl Emitter<'_> {
                 let extent = dims.first().copied().unwrap_or(0);
                 let x = self.v(*index);
                 if !self.is_const(*index) {
-                    let msg = format!(
-                        "function `{}`, op `{}`: index {{a}} is outside 0..{{b}}",
-                        f.name,
-                        self.op_text(op)
-                    );
+                    let msg = crate::sites::slice_index(&f.name, &self.op_text(op));
                     self.fault_if(
                         &format!("(unsigned long long){x} >= {extent}ull"),
                         msg,
@@ -1140,11 +1118,7 @@ impl Emitter<'_> {
                 let x = self.v(*offset);
                 if !self.is_const(*offset) {
                     let limit = extent.saturating_sub(len);
-                    let msg = format!(
-                        "function `{}`, op `{}`: offset {{a}} is past the last start {{b}} that fits {len} rows in extent {extent}",
-                        f.name,
-                        self.op_text(op)
-                    );
+                    let msg = crate::sites::subview_offset(&f.name, &self.op_text(op), len, extent);
                     self.fault_if(
                         &format!("(unsigned long long){x} > {limit}ull"),
                         msg,
@@ -1490,11 +1464,7 @@ impl Emitter<'_> {
         let expr = self.expr(op, &ops, ind, rd)?;
         if !tile {
             if divides {
-                let msg = format!(
-                    "function `{}`, op `{}`: integer division by zero",
-                    self.f.name,
-                    self.op_text(op)
-                );
+                let msg = crate::sites::division_by_zero(&self.f.name, &self.op_text(op));
                 let b = &ops[1];
                 self.fault_if(&format!("{b} == 0"), msg, b, "0");
             }
@@ -1505,11 +1475,7 @@ impl Emitter<'_> {
         self.declare_tile(r, n, rd)?;
         if divides {
             let site = self.sites.len();
-            let msg = format!(
-                "function `{}`, op `{}`: integer division by zero",
-                self.f.name,
-                self.op_text(op)
-            );
+            let msg = crate::sites::division_by_zero(&self.f.name, &self.op_text(op));
             let msg = self.placed(msg);
             self.sites.push(msg);
             self.line("{");

@@ -15,6 +15,7 @@ pub mod cuda;
 mod error;
 pub mod fold;
 pub mod lower;
+pub mod sites;
 mod specialize;
 
 pub use artifact::{

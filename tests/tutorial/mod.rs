@@ -1,0 +1,66 @@
+//! The tutorial steps 01-16 (the examples), shared by the integration tests that run them.
+#![allow(dead_code)]
+
+#[path = "../../examples/01_hello_rank.rs"]
+pub mod step01;
+#[path = "../../examples/02_three_levels.rs"]
+pub mod step02;
+#[path = "../../examples/03_window_buffer.rs"]
+pub mod step03;
+#[path = "../../examples/04_barrier.rs"]
+pub mod step04;
+#[path = "../../examples/05_remote_load_store.rs"]
+pub mod step05;
+#[path = "../../examples/06_put_get.rs"]
+pub mod step06;
+#[path = "../../examples/07_dynamic_rank_count.rs"]
+pub mod step07;
+#[path = "../../examples/08_allreduce_mesh.rs"]
+pub mod step08;
+#[path = "../../examples/09_allreduce_two_phase.rs"]
+pub mod step09;
+#[path = "../../examples/10_allreduce_ring.rs"]
+pub mod step10;
+#[path = "../../examples/11_builtin_allreduce.rs"]
+pub mod step11;
+#[path = "../../examples/12_broadcast.rs"]
+pub mod step12;
+#[path = "../../examples/13_allgather.rs"]
+pub mod step13;
+#[path = "../../examples/14_reduce_scatter.rs"]
+pub mod step14;
+#[path = "../../examples/15_all_to_all.rs"]
+pub mod step15;
+#[path = "../../examples/16_several_collectives.rs"]
+pub mod step16;
+
+/// Every tutorial step, in order.
+pub fn steps() -> Vec<eagle::Step> {
+    vec![
+        step01::STEP,
+        step02::STEP,
+        step03::STEP,
+        step04::STEP,
+        step05::STEP,
+        step06::STEP,
+        step07::STEP,
+        step08::STEP,
+        step09::STEP,
+        step10::STEP,
+        step11::STEP,
+        step12::STEP,
+        step13::STEP,
+        step14::STEP,
+        step15::STEP,
+        step16::STEP,
+    ]
+}
+
+/// The modes of `st` (`[None]` for a step without modes).
+pub fn modes(st: &eagle::Step) -> Vec<Option<String>> {
+    if st.modes.is_empty() {
+        vec![None]
+    } else {
+        st.modes.iter().map(|m| Some(m.to_string())).collect()
+    }
+}
