@@ -202,3 +202,55 @@ fn golden_one_step_behind_is_diagnosed() {
         other => panic!("expected a Check error, got {other:?}"),
     }
 }
+
+const CHAIN: usize = 8;
+
+/// `y = x + 1`.
+#[eagle::kernel(device)]
+pub fn add_one(ctx: Ctx, x: Tensor<f32, 1, CHAIN>, y: Out<Tensor<f32, 1, CHAIN>>) {
+    store(y, [0, 0], load(x, [0, 0], [1, CHAIN]) + 1.0);
+}
+
+/// Two dispatches per rank, the second reading what the first wrote.
+#[eagle::host]
+pub fn chained(
+    x: Tensor<f32, NRC, 1, CHAIN>,
+    y: Out<Tensor<f32, NRC, 1, CHAIN>>,
+    z: Out<Tensor<f32, NRC, 1, CHAIN>>,
+) {
+    for r in 0..world_size() {
+        add_one(x[r], y[r], device = r);
+    }
+    for r in 0..world_size() {
+        add_one(y[r], z[r], device = r);
+    }
+}
+
+const NRC: eagle::Dim = eagle::dynamic!("NR");
+
+#[test]
+fn a_second_dispatch_to_a_rank_sees_what_the_first_wrote() {
+    let mut sessions: Vec<fn(usize) -> Session> = vec![|p| Session::sim(p).unwrap()];
+    // The cuda platform forwards the same bytes between device buffers (here in the CUDA
+    // emulation, which needs a C++ compiler).
+    #[cfg(feature = "cuda")]
+    if std::process::Command::new("c++")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        sessions.push(|p| Session::cuda_emulated(vec![0; p]).unwrap());
+    }
+    for (p, session) in [1usize, 3]
+        .into_iter()
+        .flat_map(|p| sessions.iter().map(move |s| (p, s)))
+    {
+        let s = session(p);
+        let x = eagle::random_tensor(&[p, 1, CHAIN], 5);
+        let mut y = eagle::Tensor::<f32>::zeros(&[p, 1, CHAIN]);
+        let mut z = eagle::Tensor::<f32>::zeros(&[p, 1, CHAIN]);
+        chained.launch(&s, &x, &mut y, &mut z).unwrap();
+        let want: Vec<f32> = x.data().iter().map(|v| v + 1.0 + 1.0).collect();
+        eagle::check_bits("z", z.data(), &want).unwrap();
+    }
+}

@@ -375,6 +375,35 @@ impl DevBuf {
             DevBuf::Host(m) => m.dev(),
         }
     }
+    /// Copies `len` bytes from offset `from` of `src` to offset `to` of `dst`, ordered before
+    /// whatever is launched next on `stream`.
+    fn copy(
+        src: &DevBuf,
+        from: usize,
+        dst: &DevBuf,
+        to: usize,
+        len: usize,
+        stream: &Stream,
+    ) -> Result<(), RuntimeError> {
+        match (src, dst, stream.0) {
+            // SAFETY: both buffers hold the ranges (they lie inside the tensor slices the
+            // buffers were sized for) and are distinct allocations.
+            (DevBuf::Host(a), DevBuf::Host(b), _) => unsafe {
+                std::ptr::copy_nonoverlapping(a.ptr.add(from), b.ptr.add(to), len);
+                Ok(())
+            },
+            // SAFETY: as above, in device memory of the current context, on its stream.
+            (DevBuf::Driver(a), DevBuf::Driver(b), Some(st)) => unsafe {
+                sys::cuMemcpyDtoDAsync_v2(b + to as u64, a + from as u64, len, st)
+                    .result()
+                    .map_err(|e| driver_err("cuMemcpyDtoDAsync", e))
+            },
+            _ => Err(RuntimeError::Cuda {
+                call: "cuMemcpyDtoDAsync".into(),
+                message: "buffers of different kinds".into(),
+            }),
+        }
+    }
     /// Copies the first `out.len()` bytes back (on `stream`, which is synchronized: never on
     /// the NULL stream, which would wait for the other ranks' kernels).
     fn download(&self, out: &mut [u8], stream: &Stream) -> Result<(), RuntimeError> {
@@ -787,7 +816,7 @@ impl RankRun<'_> {
         }
         ready.wait();
         let outs = match &prepared {
-            Ok((stream, rt, steps)) => self.execute(stream, rt, steps),
+            Ok((stream, rt, steps)) => self.execute(jobs, stream, rt, steps),
             Err(e) => Err(e.clone()),
         };
         if outs.is_err() {
@@ -849,6 +878,7 @@ impl RankRun<'_> {
     /// Launches the prepared dispatches in order and returns the output slices.
     fn execute(
         &self,
+        jobs: &[crate::host::Job],
         stream: &Stream,
         rt: &RankRecord,
         steps: &[Prepared<'_>],
@@ -858,7 +888,19 @@ impl RankRun<'_> {
             Exec::Emulator => eagle_codegen::cuda::EMULATED_BLOCK_THREADS,
         };
         let mut outs = vec![];
-        for st in steps {
+        for (ji, st) in steps.iter().enumerate() {
+            // What an earlier dispatch of this rank wrote into a range this one reads.
+            for f in crate::host::forwards(jobs, ji) {
+                let src = &steps[f.from_job].bufs[f.from_buf].1;
+                DevBuf::copy(
+                    src,
+                    f.from_off,
+                    &st.bufs[f.to_buf].1,
+                    f.to_off,
+                    f.len,
+                    stream,
+                )?;
+            }
             launch(st.f, 1, block as u32, stream, rt, &st.slots)?;
             if rt.failure().is_some() {
                 // The record says why; the caller reads it.

@@ -544,12 +544,87 @@ pub fn run_with(
     })
 }
 
+/// Bytes that an earlier dispatch on the same rank wrote into a host tensor range that a later
+/// dispatch reads: a rank's dispatches run in order, so the later one must see them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Forward {
+    /// The earlier job, and the index of its tensor buffer that holds the bytes.
+    pub(crate) from_job: usize,
+    pub(crate) from_buf: usize,
+    /// Byte offset in that buffer.
+    pub(crate) from_off: usize,
+    /// The index of the later job's tensor buffer, and the byte offset in it.
+    pub(crate) to_buf: usize,
+    pub(crate) to_off: usize,
+    /// Bytes copied.
+    pub(crate) len: usize,
+}
+
+/// The forwards into job `j` of `jobs` (one rank's jobs, in order), to apply in order just
+/// before `j` runs.
+pub(crate) fn forwards(jobs: &[Job], j: usize) -> Vec<Forward> {
+    let tensors = |job: &Job| -> Vec<(usize, usize, usize, bool)> {
+        job.args
+            .iter()
+            .filter_map(|a| match a {
+                JobArg::Tensor {
+                    arg,
+                    off,
+                    bytes,
+                    out,
+                } => Some((*arg, *off, *bytes, *out)),
+                _ => None,
+            })
+            .collect()
+    };
+    let mine = tensors(&jobs[j]);
+    let mut v = vec![];
+    for (to_buf, &(arg, off, bytes, _)) in mine.iter().enumerate() {
+        for (from_job, earlier) in jobs[..j].iter().enumerate() {
+            for (from_buf, &(a2, o2, b2, out)) in tensors(earlier).iter().enumerate() {
+                let (lo, hi) = (off.max(o2), (off + bytes).min(o2 + b2));
+                if out && a2 == arg && lo < hi {
+                    v.push(Forward {
+                        from_job,
+                        from_buf,
+                        from_off: lo - o2,
+                        to_buf,
+                        to_off: lo - off,
+                        len: hi - lo,
+                    });
+                }
+            }
+        }
+    }
+    v
+}
+
+/// Applies the forwards into job `j` between host-memory job buffers.
+fn forward_host(jobs: &mut [Job], j: usize) {
+    for f in forwards(jobs, j) {
+        let (before, rest) = jobs.split_at_mut(j);
+        let src = &before[f.from_job].buffers[f.from_buf];
+        let dst = &mut rest[0].buffers[f.to_buf];
+        // SAFETY: both buffers hold at least `off + len` bytes (the ranges lie inside the
+        // tensor slices the buffers were sized for), and they are distinct allocations.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                src.as_ptr().cast::<u8>().add(f.from_off),
+                dst.as_mut_ptr().cast::<u8>().add(f.to_off),
+                f.len,
+            );
+        }
+    }
+}
+
 /// One device's run: its jobs back (with their buffers) and how it ended.
 type DeviceTask<'a> = Box<dyn FnOnce() -> (Vec<Job>, Option<Failure>) + Send + 'a>;
 
 fn device_main(world: &World<'_>, rank: usize, mut jobs: Vec<Job>) -> (Vec<Job>, Option<Failure>) {
     let mut failure = None;
-    for j in &mut jobs {
+    for ji in 0..jobs.len() {
+        forward_host(&mut jobs, ji);
+        let j = &mut jobs[ji];
         let Some(entry) = world.artifact.code.entries.get(&j.callee).copied() else {
             failure = Some(Failure::Error(format!(
                 "no compiled code for `{}`",
@@ -718,8 +793,10 @@ fn run_mpi(
     }
     let wins = mpi_rt::Windows::allocate(&windows.iter().map(|w| w.0).collect::<Vec<_>>());
     let dispatches = jobs.iter().map(Vec::len).sum();
-    for j in jobs[rank].iter_mut() {
-        copy_in(j, args);
+    for ji in 0..jobs[rank].len() {
+        copy_in(&mut jobs[rank][ji], args);
+        forward_host(&mut jobs[rank], ji);
+        let j = &mut jobs[rank][ji];
         let Some(entry) = art.code.entries.get(&j.callee).copied() else {
             mpi_rt::fail_job(
                 rank,
