@@ -230,6 +230,7 @@ const NRC: eagle::Dim = eagle::dynamic!("NR");
 
 #[test]
 fn a_second_dispatch_to_a_rank_sees_what_the_first_wrote() {
+    #[cfg_attr(not(feature = "cuda"), allow(unused_mut))]
     let mut sessions: Vec<fn(usize) -> Session> = vec![|p| Session::sim(p).unwrap()];
     // The cuda platform forwards the same bytes between device buffers (here in the CUDA
     // emulation, which needs a C++ compiler).
