@@ -409,6 +409,84 @@ pub fn plan_module(
     })
 }
 
+/// The first line of every op of `kernel`'s body as inlined into `wrapper`'s sample loop,
+/// paired with the same op's first line in `kernel` itself (both as printed from `module`, so
+/// with each function's own value numbering). Empty when the two do not line up op for op.
+fn inlined_op_names(module: &ir::Module, wrapper: &str, kernel: &str) -> Vec<(String, String)> {
+    fn first(f: &ir::Function, op: &ir::Op) -> String {
+        ir::print_op(f, op)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    }
+    fn pair(
+        wf: &ir::Function,
+        wb: &[ir::Op],
+        kf: &ir::Function,
+        kb: &[ir::Op],
+        out: &mut Vec<(String, String)>,
+    ) -> bool {
+        if wb.len() != kb.len() {
+            return false;
+        }
+        for (w, k) in wb.iter().zip(kb) {
+            if std::mem::discriminant(&w.kind) != std::mem::discriminant(&k.kind) {
+                return false;
+            }
+            out.push((first(wf, w), first(kf, k)));
+            let ok = match (&w.kind, &k.kind) {
+                (ir::OpKind::For { body: a, .. }, ir::OpKind::For { body: b, .. }) => {
+                    pair(wf, &a.ops, kf, &b.ops, out)
+                }
+                (
+                    ir::OpKind::If {
+                        then_body: a1,
+                        else_body: a2,
+                        ..
+                    },
+                    ir::OpKind::If {
+                        then_body: b1,
+                        else_body: b2,
+                        ..
+                    },
+                ) => pair(wf, &a1.ops, kf, &b1.ops, out) && pair(wf, &a2.ops, kf, &b2.ops, out),
+                _ => true,
+            };
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
+    let (Some(wf), Some(kf)) = (module.function(wrapper), module.function(kernel)) else {
+        return vec![];
+    };
+    let Some(body) = wf.body.ops.iter().find_map(|op| match &op.kind {
+        ir::OpKind::For { body, .. } => Some(body),
+        _ => None,
+    }) else {
+        return vec![];
+    };
+    let k = kf.body.ops.len();
+    if body.ops.len() < k {
+        return vec![];
+    }
+    let mut out = vec![];
+    if pair(
+        wf,
+        &body.ops[body.ops.len() - k..],
+        kf,
+        &kf.body.ops,
+        &mut out,
+    ) {
+        out
+    } else {
+        vec![]
+    }
+}
+
 /// Raw plane buffer addresses, shareable across the worker threads of one run.
 #[derive(Clone, Copy)]
 struct Ptr(u64);
@@ -817,10 +895,20 @@ impl Exec<'_> {
                     &format!("function `{}`", self.plan.wrapper),
                     &format!("sample kernel `{}`", self.plan.kernel),
                 );
-                let message = message.replace(
+                let mut message = message.replace(
                     &format!("`{}`", self.plan.wrapper),
                     &format!("`{}`", self.plan.kernel),
                 );
+                // Name the op as the kernel's own IR does, not as its inlined copy.
+                for (w, k) in
+                    inlined_op_names(&self.art.module, &self.plan.wrapper, &self.plan.kernel)
+                {
+                    let w = format!("op `{w}`");
+                    if message.contains(&w) {
+                        message = message.replacen(&w, &format!("op `{k}`"), 1);
+                        break;
+                    }
+                }
                 Error::Runtime(eagle_runtime::RuntimeError::RankFailed {
                     rank,
                     message: format!("{message} (while running samples {lo}..{hi})"),
