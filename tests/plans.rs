@@ -569,9 +569,17 @@ fn plane_mistakes_and_kernel_failures_are_named() {
     );
     assert!(e.ends_with("(while running samples 2..3)"), "{e}");
     // The op is named as the kernel's own IR names it (not as its copy in the sample loop).
-    let op = e.split("op `").nth(1).and_then(|r| r.split('`').next()).unwrap();
+    let op = e
+        .split("op `")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .unwrap();
     assert_eq!(op, "%5 = elem %1[%4] : f64");
-    assert!(overrun.ir().unwrap().contains(op), "{}", overrun.ir().unwrap());
+    assert!(
+        overrun.ir().unwrap().contains(op),
+        "{}",
+        overrun.ir().unwrap()
+    );
 }
 
 #[test]
