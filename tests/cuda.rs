@@ -650,7 +650,6 @@ fn every_op_module(d: eagle::ir::DType) -> (String, usize, Vec<eagle::ir::DType>
         .filter(|&c| c != d)
         .collect();
     let rows = bin.len() + un.len() + 6 + 2 + usize::from(float);
-    let _ = D::Index;
     let tile = format!("tile<[2, 40], {t}>");
     let mut body = String::new();
     let mut v = 100;

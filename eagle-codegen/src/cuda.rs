@@ -1,11 +1,11 @@
-//! The CUDA backend: a specialized module emitted as CUDA C (compiled to PTX by NVRTC at run
-//! time, for the device's compute capability, by the runtime's `cuda` platform).
+//! The CUDA backend: a specialized module emitted as CUDA C, compiled by NVRTC at run time for
+//! the device's architecture (a cubin; PTX for plugins) by the runtime's `cuda` platform.
 //!
 //! Execution model of the emitted code:
-//! - A **per-device program** runs as one thread block of [`BLOCK_THREADS`] threads per rank.
-//!   Scalar code runs in every thread with identical values, so control flow is uniform across
-//!   the block; the elements of a tile are striped over the threads (element `i` lives in
-//!   thread `i % BLOCK_THREADS`, slot `i / BLOCK_THREADS`), so elementwise tile math needs no
+//! - A **per-device program** runs as one thread block of `EG_NT` ([`BLOCK_THREADS`]) threads
+//!   per rank. Scalar code runs in every thread with identical values, so control flow is
+//!   uniform across the block; the elements of a tile are striped over the threads (element `i`
+//!   lives in thread `i % EG_NT`, slot `i / EG_NT`), so elementwise tile math needs no
 //!   shared memory. Every op that writes memory is preceded and followed by `__syncthreads()`
 //!   (no thread writes what another has yet to read, and all see the write after); single writes,
 //!   signals and barriers are done by thread 0 and their status is broadcast with
@@ -18,12 +18,14 @@
 //! - Windows are tables of one base address per rank (memory every device can address); put,
 //!   get, remote loads and stores are plain loads and stores through the peer's base, notify is
 //!   a system-scope atomic after a system fence (release), wait spins on a volatile load then
-//!   fences (acquire), and the barrier is a sense-reversing counter at system scope. Waits and
-//!   barriers give up after the run's wait timeout and when another rank has failed.
+//!   fences (acquire), and the barrier needs no atomics (rank r alone writes its arrival count,
+//!   then waits for every count to catch up). Waits and barriers give up after the run's wait
+//!   timeout and when another rank has failed (each rank has its own failure record).
 //! - Integer arithmetic wraps, `/` and `%` check for zero, float-to-int casts saturate (Rust
 //!   `as`), `min`/`max` on floats return NaN when either side is NaN: the CPU backend's
 //!   semantics. Contraction is off (`--fmad=false` at compile time), so float results match the
-//!   CPU bit for bit except `exp`, which uses CUDA's `exp`/`expf` (within 2 ulp).
+//!   CPU bit for bit except `exp`, which uses CUDA's `exp`/`expf` (within 2 ulp), and the bits
+//!   of NaNs.
 //!
 //! Every entry point is `extern "C" __global__ void NAME(const eg_rt* rt, const unsigned long
 //! long* slots)`: `slots` holds one 8-byte slot per parameter, as in the CPU ABI (a tensor's
