@@ -4,9 +4,14 @@
 //!   gets [`RuntimeError::NoCudaDriver`], never a panic.
 //! - Each rank runs its per-device programs on GPU `devices[rank]` (several ranks may share a
 //!   GPU), from its own host thread and non-blocking stream, one block per program.
-//! - The CUDA C of the artifact is compiled to PTX by NVRTC for each device's compute capability
-//!   (cached per source and architecture), and loaded once per (device, artifact).
-//! - **Staged through the host:** window buffers, signals, the barrier and the failure record live
+//! - The CUDA C of the artifact is compiled by NVRTC to a cubin for each device's architecture
+//!   (or a plugin's PTX is used), cached per source and architecture, and loaded once per
+//!   (device, source).
+//! - Every rank allocates and uploads all its dispatches need, the ranks meet, launch in order,
+//!   and meet again before freeing: allocation and freeing synchronise a device, which must
+//!   never wait on a peer's kernel spinning in a wait or barrier. A rank's later dispatch sees
+//!   the ranges its earlier dispatches wrote (copied between its device buffers).
+//! - **Staged through the host:** window buffers, signals, the barrier and the failure records live
 //!   in pinned, mapped host memory that every GPU addresses directly (unified addressing), so
 //!   put/get, remote loads and stores, notify/wait and barriers between ranks travel over the
 //!   host link. Tensor arguments are copied to device memory before a dispatch and outputs back
