@@ -512,10 +512,11 @@ pub fn cranelift_ir<F: ir::EagleFn>(world_size: u64, bindings: &[(&str, u64)]) -
 /// [`codegen::CodegenError::Unsupported`] with backend `cuda`).
 pub fn cuda_c<F: ir::EagleFn>(world_size: u64, bindings: &[(&str, u64)]) -> Result<String> {
     let module = F::module()?;
-    let mut b = codegen::Bindings::world(world_size);
-    for (k, v) in bindings {
-        b.dims.insert((*k).to_string(), *v);
-    }
+    let b = bindings
+        .iter()
+        .fold(codegen::Bindings::world(world_size), |b, (k, v)| {
+            b.with(k, *v)
+        });
     let (art, _) = codegen::compile(&module, F::NAME, &b, codegen::Target::Cuda)?;
     Ok(art
         .cuda

@@ -611,23 +611,28 @@ impl Plan {
         self.cuda_emulate = on;
         self
     }
-    /// The CUDA C (prelude left out) the GPU runs for this plan's sample kernel with its
-    /// symbolic dims bound to `dims` (such as `[("N", 200000)]`), for review.
+    /// The CUDA C the GPU runs for this plan's sample kernel with its symbolic dims bound to
+    /// `dims` (such as `[("N", 200000)]`): the whole translation unit, its entry points and
+    /// its fault table.
     ///
     /// # Errors
     /// Specialization errors for `dims`, and [`codegen::CodegenError::Unsupported`] (backend
     /// `cuda`) for a kernel the GPU path cannot run.
-    pub fn cuda_c(&self, dims: &[(&str, u64)]) -> Result<String> {
-        let mut b = codegen::Bindings::world(1);
-        for (k, v) in dims {
-            b.dims.insert((*k).to_string(), *v);
-        }
+    pub fn cuda_code(&self, dims: &[(&str, u64)]) -> Result<codegen::cuda::CudaCode> {
+        let b = dims
+            .iter()
+            .fold(codegen::Bindings::world(1), |b, (k, v)| b.with(k, *v));
         let (art, _) = codegen::compile(&self.module, &self.kernel, &b, codegen::Target::Cuda)?;
-        Ok(art
-            .cuda
-            .as_ref()
-            .map(|c| c.kernels().to_string())
-            .unwrap_or_default())
+        art.cuda
+            .clone()
+            .ok_or_else(|| Error::Usage("no CUDA C was emitted".into()))
+    }
+    /// [`Plan::cuda_code`]'s kernels, prelude left out, for review.
+    ///
+    /// # Errors
+    /// As [`Plan::cuda_code`].
+    pub fn cuda_c(&self, dims: &[(&str, u64)]) -> Result<String> {
+        Ok(self.cuda_code(dims)?.kernels().to_string())
     }
     /// Whether `structure` runs on the GPU in this plan.
     fn on_gpu(&self, structure: Structure) -> bool {

@@ -134,14 +134,8 @@ pub fn deploy(plan: &Plan, dir: &Path) -> Result<()> {
 
 /// The CUDA C of `plan`'s kernel specialized for `dims`.
 fn cuda_source(plan: &Plan, dims: &[(String, u64)]) -> Result<codegen::cuda::CudaCode> {
-    let mut b = codegen::Bindings::world(1);
-    for (k, v) in dims {
-        b.dims.insert(k.clone(), *v);
-    }
-    let (art, _) = codegen::compile(plan.module(), plan.kernel(), &b, codegen::Target::Cuda)?;
-    art.cuda
-        .clone()
-        .ok_or_else(|| Error::Usage("plugin: no CUDA C was emitted".into()))
+    let dims: Vec<(&str, u64)> = dims.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    plan.cuda_code(&dims)
 }
 
 /// [`deploy`], and with `opts.cuda_archs` non-empty also the cuda target: the CUDA C for

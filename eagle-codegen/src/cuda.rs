@@ -1639,20 +1639,52 @@ pub const NVRTC_OPTIONS: [&str; 4] = [
     "--ftz=false",
 ];
 
-type PtxCache = std::sync::Mutex<std::collections::HashMap<(u64, String), std::sync::Arc<str>>>;
+/// Compiled images (PTX text or cubins) by (FNV-1a of the CUDA C, architecture): `compute_XY`
+/// keys hold PTX, `sm_XY` keys cubins.
+type ImageCache = std::sync::Mutex<std::collections::HashMap<(u64, String), std::sync::Arc<[u8]>>>;
 
-/// PTX by (FNV-1a of the CUDA C, architecture).
-fn ptx_cache() -> &'static PtxCache {
-    static CACHE: std::sync::OnceLock<PtxCache> = std::sync::OnceLock::new();
+fn image_cache() -> &'static ImageCache {
+    static CACHE: std::sync::OnceLock<ImageCache> = std::sync::OnceLock::new();
     CACHE.get_or_init(Default::default)
+}
+
+fn image_key(code: &CudaCode, arch: &str) -> (u64, String) {
+    (crate::fnv1a(code.source.as_bytes()), arch.to_string())
 }
 
 /// Registers `ptx` as the PTX of `code` for `arch` (from a plugin), so [`compile_ptx`] returns it
 /// without NVRTC.
 pub fn preload_ptx(code: &CudaCode, arch: &str, ptx: &str) {
-    let key = (crate::fnv1a(code.source.as_bytes()), arch.to_string());
-    if let Ok(mut c) = ptx_cache().lock() {
-        c.insert(key, ptx.into());
+    if let Ok(mut c) = image_cache().lock() {
+        c.insert(image_key(code, arch), ptx.as_bytes().into());
+    }
+}
+
+/// The cached image of `code` for `arch`, or NVRTC's, cached.
+fn image(code: &CudaCode, arch: &str) -> Result<std::sync::Arc<[u8]>, CodegenError> {
+    let key = image_key(code, arch);
+    if let Some(i) = image_cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(i);
+    }
+    #[cfg(feature = "cuda")]
+    {
+        if !nvrtc_available() {
+            return Err(CodegenError::NvrtcUnavailable {
+                detail: "no libnvrtc.so on the library path".into(),
+            });
+        }
+        let i: std::sync::Arc<[u8]> = nvrtc_compile(code, arch)?.into();
+        if let Ok(mut c) = image_cache().lock() {
+            c.insert(key, i.clone());
+        }
+        Ok(i)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = key;
+        Err(CodegenError::NvrtcUnavailable {
+            detail: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
+        })
     }
 }
 
@@ -1678,38 +1710,16 @@ pub fn nvrtc_available() -> bool {
 /// `cuda` feature); [`CodegenError::Nvrtc`] with NVRTC's log and the kernel names when NVRTC
 /// rejects the source.
 pub fn compile_ptx(code: &CudaCode, arch: &str) -> Result<std::sync::Arc<str>, CodegenError> {
-    let key = (crate::fnv1a(code.source.as_bytes()), arch.to_string());
-    if let Some(p) = ptx_cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
-        return Ok(p);
-    }
-    #[cfg(feature = "cuda")]
-    {
-        use std::sync::Arc;
-        let cache = ptx_cache();
-        if !nvrtc_available() {
-            return Err(CodegenError::NvrtcUnavailable {
-                detail: "no libnvrtc.so on the library path".into(),
-            });
-        }
-        let ptx: Arc<str> = String::from_utf8_lossy(&nvrtc_compile(code, arch)?).into();
-        if let Ok(mut c) = cache.lock() {
-            c.insert(key, ptx.clone());
-        }
-        Ok(ptx)
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = (code, arch);
-        Err(CodegenError::NvrtcUnavailable {
-            detail: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
-        })
-    }
+    image(code, arch).map(|i| String::from_utf8_lossy(&i).into())
 }
 
 /// The PTX registered for `code` and `arch` by [`preload_ptx`] or an earlier [`compile_ptx`].
 pub fn cached_ptx(code: &CudaCode, arch: &str) -> Option<std::sync::Arc<str>> {
-    let key = (crate::fnv1a(code.source.as_bytes()), arch.to_string());
-    ptx_cache().lock().ok().and_then(|c| c.get(&key).cloned())
+    let i = image_cache()
+        .lock()
+        .ok()
+        .and_then(|c| c.get(&image_key(code, arch)).cloned())?;
+    Some(String::from_utf8_lossy(&i).into())
 }
 
 /// Compiles `code` to a cubin for real architecture `arch` (such as `sm_90`) with NVRTC,
@@ -1719,34 +1729,7 @@ pub fn cached_ptx(code: &CudaCode, arch: &str) -> Option<std::sync::Arc<str>> {
 /// # Errors
 /// As [`compile_ptx`].
 pub fn compile_cubin(code: &CudaCode, arch: &str) -> Result<std::sync::Arc<[u8]>, CodegenError> {
-    type CubinCache =
-        std::sync::Mutex<std::collections::HashMap<(u64, String), std::sync::Arc<[u8]>>>;
-    static CACHE: std::sync::OnceLock<CubinCache> = std::sync::OnceLock::new();
-    let key = (crate::fnv1a(code.source.as_bytes()), arch.to_string());
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(c) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
-        return Ok(c);
-    }
-    #[cfg(feature = "cuda")]
-    {
-        if !nvrtc_available() {
-            return Err(CodegenError::NvrtcUnavailable {
-                detail: "no libnvrtc.so on the library path".into(),
-            });
-        }
-        let bin: std::sync::Arc<[u8]> = nvrtc_compile(code, arch)?.into();
-        if let Ok(mut c) = cache.lock() {
-            c.insert(key, bin.clone());
-        }
-        Ok(bin)
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = (code, key);
-        Err(CodegenError::NvrtcUnavailable {
-            detail: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
-        })
-    }
+    image(code, arch)
 }
 
 #[cfg(feature = "cuda")]

@@ -563,6 +563,10 @@ pub(crate) struct Forward {
 /// The forwards into job `j` of `jobs` (one rank's jobs, in order), to apply in order just
 /// before `j` runs.
 pub(crate) fn forwards(jobs: &[Job], j: usize) -> Vec<Forward> {
+    if j == 0 {
+        // The common case (one dispatch per rank) costs nothing.
+        return vec![];
+    }
     let tensors = |job: &Job| -> Vec<(usize, usize, usize, bool)> {
         job.args
             .iter()
