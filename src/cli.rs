@@ -203,8 +203,9 @@ pub fn is_usage(e: &Error) -> bool {
 /// prints `OK` (exit 0), or the error (exit 2 for bad input, 1 for a failed run).
 pub fn example_main(step: Step) -> ExitCode {
     let args = ExampleArgs::parse();
-    let mpi = crate::MpiGuard::init();
+    let mpi = crate::MpiGuard::init().with_wait_timeout(args.common.wait_timeout);
     let run = || -> Result<()> {
+        mpi.agree_on_command_line(&std::env::args().skip(1).collect::<Vec<_>>())?;
         step.check_mode(args.mode.as_deref())?;
         let s = args.common.session(args.mode.clone())?;
         (step.run)(&s)
@@ -219,7 +220,15 @@ pub fn example_main(step: Step) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Ok(()) => ExitCode::FAILURE,
+        Ok(()) => {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: rank {}: the run failed on another rank (its error is printed there)",
+                mpi.rank
+            );
+            ExitCode::FAILURE
+        }
         Err(e) => {
             use std::io::Write;
             let _ = writeln!(std::io::stderr(), "error: {e}");

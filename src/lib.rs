@@ -321,17 +321,47 @@ impl Session {
     /// # Errors
     /// Build, verification and specialization errors; [`eagle_runtime::RuntimeError`] for
     /// arguments that do not match and for failures while running.
+    ///
+    /// Under MPI (feature `mpi`, world size > 1) the ranks first agree on the launch: every
+    /// rank must be at the same launch of the same program with the same argument shapes,
+    /// dtypes and scalars, and an error met before running on one rank (a bad argument, a
+    /// compile error) is returned on every rank ([`eagle_runtime::RuntimeError::RankFailed`]
+    /// naming that rank, or [`eagle_runtime::RuntimeError::RanksDisagree`] naming the
+    /// argument and both values). A rank that does not reach the launch within the wait
+    /// timeout is named and the job is aborted.
     pub fn launch<F: ir::EagleFn + 'static>(&self, mut args: Vec<Arg<'_>>) -> Result<LaunchReport> {
-        // The generic module of `F` and the hash of its text are built once per process.
-        let (module, text_hash) = generic_of::<F>()?;
-        let bindings = bindings_from_args(&module, F::NAME, self.world_size(), &args)?;
         let target = if self.emit_cuda {
             codegen::Target::Cuda
         } else {
             self.target
         };
-        let (art, cache_hit) =
-            codegen::compile_hashed(&module, text_hash, F::NAME, &bindings, target)?;
+        // The generic module of `F` and the hash of its text are built once per process.
+        let prepared = generic_of::<F>().and_then(|(module, text_hash)| {
+            let bindings = bindings_from_args(&module, F::NAME, self.world_size(), &args)?;
+            let (art, cache_hit) =
+                codegen::compile_hashed(&module, text_hash, F::NAME, &bindings, target)?;
+            Ok((module, bindings, art, cache_hit, text_hash))
+        });
+        #[cfg(feature = "mpi")]
+        if eagle_runtime::mpi_rt::active() {
+            let program = prepared.as_ref().ok().map(|p| {
+                let names = p.0.function(F::NAME).map_or(vec![], |f| {
+                    f.params.iter().map(|q| q.name.clone()).collect()
+                });
+                (p.4, p.1.key_text(), names)
+            });
+            let agreed = agree_launch(
+                F::NAME,
+                program,
+                &args,
+                &prepared,
+                self.options.wait_timeout,
+            );
+            if let (Err(e), Ok(_)) = (agreed, &prepared) {
+                return Err(e);
+            }
+        }
+        let (module, bindings, art, cache_hit, _) = prepared?;
         if let (true, Some(c)) = (self.emit_cuda, &art.cuda) {
             use std::io::Write;
             let _ = writeln!(
@@ -380,6 +410,48 @@ impl Session {
         }
         Ok(report)
     }
+}
+
+/// The launch agreement of [`Session::launch`] under MPI: the point is this process's launch
+/// count and the program's name; the facts are the program (its IR digest and bindings) and
+/// every argument's shape and dtype (a scalar's value); the error is the one met preparing.
+#[cfg(feature = "mpi")]
+fn agree_launch<T>(
+    name: &str,
+    program: Option<(u64, String, Vec<String>)>,
+    args: &[Arg<'_>],
+    prepared: &Result<T>,
+    timeout: Duration,
+) -> Result<()> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+    let k = LAUNCHES.fetch_add(1, Ordering::Relaxed) + 1;
+    let mut stance = eagle_runtime::agree::Stance::at(format!("launch #{k} (of `{name}`)"))
+        .failed(prepared.as_ref().err().map(ToString::to_string));
+    let (names, program) = match program {
+        Some((hash, bindings, params)) => (
+            params,
+            Some(format!("`{name}` with IR digest {hash:016x} at {bindings}")),
+        ),
+        None => (vec![], None),
+    };
+    for (i, a) in args.iter().enumerate() {
+        let v = match a {
+            Arg::In(s, d, _) => format!("an input of shape {s:?}, {d}"),
+            Arg::Out(s, d, _) => format!("an output of shape {s:?}, {d}"),
+            Arg::Scalar(c, d) => format!("the scalar {c:?} ({d})"),
+        };
+        let key = match names.get(i) {
+            Some(n) => format!("argument `{n}` of `{name}`"),
+            None => format!("argument #{i} of `{name}`"),
+        };
+        stance = stance.fact(key, v);
+    }
+    // After the arguments, so that a shape difference is named as the argument's.
+    if let Some(p) = program {
+        stance = stance.fact("the program", p);
+    }
+    Ok(eagle_runtime::mpi_rt::agree(&stance, timeout)?)
 }
 
 /// The generic module of `F` and the FNV-1a hash of its text, built once per process.
@@ -577,6 +649,9 @@ pub struct MpiGuard {
     pub rank: usize,
     /// The number of processes.
     pub size: usize,
+    /// How long a rank waits for the others in the guard's exchanges (the wait timeout:
+    /// `EAGLE_WAIT_TIMEOUT_S`, default 60 s, or [`MpiGuard::with_wait_timeout`]).
+    pub timeout: Duration,
 }
 
 impl MpiGuard {
@@ -586,34 +661,60 @@ impl MpiGuard {
         let (rank, size) = eagle_runtime::mpi_rt::init();
         #[cfg(not(feature = "mpi"))]
         let (rank, size) = (0, 1);
-        MpiGuard { rank, size }
+        MpiGuard {
+            rank,
+            size,
+            timeout: eagle_runtime::RunOptions::default().wait_timeout,
+        }
+    }
+    /// Sets how long a rank waits for the others (`--wait-timeout SECS`); `None` keeps it.
+    #[must_use]
+    pub fn with_wait_timeout(mut self, secs: Option<u64>) -> MpiGuard {
+        if let Some(t) = secs {
+            self.timeout = Duration::from_secs(t);
+        }
+        self
     }
     /// Whether this process prints (rank 0).
     pub fn is_root(&self) -> bool {
         self.rank == 0
     }
-    /// The first rank whose `digest` differs from rank 0's (always `None` on one rank).
+    /// The first rank whose `digest` differs from rank 0's (always `None` on one rank). Under
+    /// MPI the ranks exchange their digests; a rank that does not take part within the wait
+    /// timeout is named and the job is aborted.
     pub fn rank_differing(&self, digest: u64) -> Option<usize> {
         #[cfg(feature = "mpi")]
         if self.size > 1 {
-            let all =
-                eagle_runtime::mpi_rt::allgather_bytes(&digest.to_le_bytes(), &vec![8; self.size]);
-            let d: Vec<u64> = all
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-                .collect();
+            let d = eagle_runtime::mpi_rt::digests(digest, self.timeout);
             return d.iter().position(|x| *x != d[0]);
         }
         let _ = digest;
         None
     }
-    /// Whether `ok` holds on every rank (ranks agree on success before they report it).
+    /// Whether `ok` holds on every rank (ranks agree on success before they report it). A
+    /// rank at another point of the program counts as a failure.
     pub fn all_ok(&self, ok: bool) -> bool {
         #[cfg(feature = "mpi")]
         if self.size > 1 {
-            return eagle_runtime::mpi_rt::all_ok(ok);
+            return eagle_runtime::mpi_rt::all_ok(ok, self.timeout);
         }
         ok
+    }
+    /// Checks that every rank was started with the same command line (`args`, without the
+    /// program path): under `mpirun`'s MPMD form (`-np 1 eagle --mode a : -np 1 eagle --mode
+    /// b`) the ranks would run different programs. Always `Ok` on one rank.
+    ///
+    /// # Errors
+    /// [`eagle_runtime::RuntimeError::RanksDisagree`] naming both command lines, on every rank.
+    pub fn agree_on_command_line(&self, args: &[String]) -> Result<()> {
+        #[cfg(feature = "mpi")]
+        if self.size > 1 {
+            let stance = eagle_runtime::agree::Stance::at("the start of the program")
+                .fact("the command line", format!("`{}`", args.join(" ")));
+            return Ok(eagle_runtime::mpi_rt::agree(&stance, self.timeout)?);
+        }
+        let _ = args;
+        Ok(())
     }
 }
 

@@ -64,7 +64,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Under `mpirun` (feature `mpi`) every process runs every step for its own rank; rank 0
     // prints, and the ranks agree on success before anyone reports it.
-    let mpi = eagle::MpiGuard::init();
+    let mpi = eagle::MpiGuard::init().with_wait_timeout(cli.common.wait_timeout);
+    // Ranks started with different command lines would run different steps: refuse by name.
+    if let Err(e) = mpi.agree_on_command_line(&std::env::args().skip(1).collect::<Vec<_>>()) {
+        let _ = writeln!(std::io::stderr(), "error: {e}");
+        return ExitCode::FAILURE;
+    }
     let steps = all_steps();
     let selected: Vec<eagle::Step> = match &cli.step {
         None => steps,

@@ -112,7 +112,10 @@ impl RankPartition {
         #[cfg(not(feature = "mpi"))]
         (0, 1)
     }
-    /// This process's share of `partition`.
+    /// The share of `partition` that this process computes: the share of rank `world().0`.
+    /// Without `mpirun` (or without the `mpi` feature) that is rank 0's share, *not* the whole
+    /// range: to simulate R ranks in one process, take [`Partition::share`] of each rank, or
+    /// run the plan with [`Plan::with_simulated_ranks`].
     pub fn local(partition: &Partition) -> Range<usize> {
         partition.share(Self::world().0)
     }
@@ -127,13 +130,16 @@ impl RankPartition {
         if !Self::available() {
             return Err(no_mpi("RankPartition::allgather_plane"));
         }
-        if partition.parts != size || local.len() != partition.share(me).len() {
-            return Err(Error::Usage(format!(
+        let check = if partition.parts != size || local.len() != partition.share(me).len() {
+            Err(Error::Usage(format!(
                 "argument `local`: rank {me} of {size} holds {} values but its share of {partition:?} is {}",
                 local.len(),
                 partition.share(me).len()
-            )));
-        }
+            )))
+        } else {
+            Ok(())
+        };
+        agree_before_gather("RankPartition::allgather_plane", check)?;
         let mut out = vec![0f64; partition.n];
         Self::allgather_plane_into(local, partition, &mut out)?;
         Ok(out)
@@ -152,18 +158,21 @@ impl RankPartition {
         if !Self::available() {
             return Err(no_mpi("RankPartition::allgather_plane"));
         }
-        if partition.parts != size
+        let check = if partition.parts != size
             || local.len() != partition.share(me).len()
             || out.len() != partition.n
         {
-            return Err(Error::Usage(format!(
+            Err(Error::Usage(format!(
                 "RankPartition::allgather_plane_into: rank {me} of {size} holds {} values (its share of {partition:?} is {}) and an output of {} values (expected {})",
                 local.len(),
                 partition.share(me).len(),
                 out.len(),
                 partition.n
-            )));
-        }
+            )))
+        } else {
+            Ok(())
+        };
+        agree_before_gather("RankPartition::allgather_plane_into", check)?;
         let counts: Vec<usize> = (0..size).map(|q| partition.share(q).len()).collect();
         #[cfg(feature = "mpi")]
         eagle_runtime::mpi_rt::allgather_f64_into(local, &counts, out);
@@ -188,13 +197,16 @@ impl RankPartition {
         if !Self::available() {
             return Err(no_mpi("RankPartition::allgather_fold"));
         }
-        if rows.parts != size || local.len() != rows.share(me).len() * cells {
-            return Err(Error::Usage(format!(
+        let check = if rows.parts != size || local.len() != rows.share(me).len() * cells {
+            Err(Error::Usage(format!(
                 "argument `local`: rank {me} holds {} values, expected {} rows x {cells} cells",
                 local.len(),
                 rows.share(me).len()
-            )));
-        }
+            )))
+        } else {
+            Ok(())
+        };
+        agree_before_gather("RankPartition::allgather_fold", check)?;
         let counts: Vec<usize> = (0..size).map(|q| rows.share(q).len() * cells * 8).collect();
         let all = allgather(&f64_bytes(local), &counts)?;
         let mut acc = identity(op, DType::F64).repeat(cells);
@@ -203,6 +215,22 @@ impl RankPartition {
         }
         Ok(bytes_f64(&acc))
     }
+}
+
+/// Before a gather, the ranks agree on this rank's `check` of its arguments: a wrong share on
+/// one rank is an error on every rank (each names the rank that was wrong), never a rank left
+/// alone in the gather. The same partition on every rank is part of the agreement.
+fn agree_before_gather(what: &str, check: Result<()>) -> Result<()> {
+    #[cfg(feature = "mpi")]
+    if RankPartition::world().1 > 1 {
+        let stance = eagle_runtime::agree::Stance::at(format!("a call of {what}"))
+            .failed(check.as_ref().err().map(ToString::to_string));
+        let timeout = eagle_runtime::RunOptions::default().wait_timeout;
+        let agreed = eagle_runtime::mpi_rt::agree(&stance, timeout);
+        check?;
+        return Ok(agreed?);
+    }
+    check
 }
 
 fn f64_bytes(v: &[f64]) -> Vec<u8> {
@@ -668,10 +696,20 @@ impl Plan {
     /// the platform lacks, or a `RankPartition` without MPI and without simulated ranks;
     /// build, specialization and run-time errors otherwise.
     ///
-    /// Under MPI (`RankPartition` without simulated ranks, world size > 1) a failure on any rank
-    /// prints that rank's error and ends the whole job with `MPI_Abort` (exit status 1), since
-    /// the other ranks would otherwise wait forever in the gather.
+    /// Under MPI (`RankPartition` without simulated ranks, world size > 1) the ranks first
+    /// agree on the run: the same plan with the same planes (names, shapes, dtypes) on every
+    /// rank, else [`eagle_runtime::RuntimeError::RanksDisagree`] on every rank naming the
+    /// plane and both shapes. After that, a failure on any rank prints that rank's error and
+    /// ends the whole job with `MPI_Abort` (exit status 1), since the other ranks would
+    /// otherwise wait forever in the gather.
     pub fn run(&self, device: usize, planes: &mut Planes<'_>) -> Result<()> {
+        #[cfg(feature = "mpi")]
+        if self.structure == Structure::RankPartition
+            && self.ranks.is_none()
+            && eagle_runtime::mpi_rt::world().1 > 1
+        {
+            self.agree_on_planes(planes)?;
+        }
         let r = self.run_inner(device, planes);
         #[cfg(feature = "mpi")]
         if let Err(e) = &r {
@@ -683,6 +721,35 @@ impl Plan {
             }
         }
         r
+    }
+
+    /// The agreement of [`Plan::run`] under MPI.
+    #[cfg(feature = "mpi")]
+    fn agree_on_planes(&self, planes: &Planes<'_>) -> Result<()> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static RUNS: AtomicU64 = AtomicU64::new(0);
+        let k = RUNS.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut stance =
+            eagle_runtime::agree::Stance::at(format!("plan run #{k} (of `{}`)", self.kernel)).fact(
+                "the plan",
+                format!("`{}` on {:?}", self.kernel, self.structure),
+            );
+        for (name, a) in &planes.items {
+            let v = match a {
+                Arg::In(s, d, _) => format!(
+                    "an input of shape {s:?}, {d} (n = {})",
+                    s.last().copied().unwrap_or(0)
+                ),
+                Arg::Out(s, d, _) => format!(
+                    "an output of shape {s:?}, {d} (n = {})",
+                    s.last().copied().unwrap_or(0)
+                ),
+                Arg::Scalar(c, d) => format!("the scalar {c:?} ({d})"),
+            };
+            stance = stance.fact(format!("plane `{name}`"), v);
+        }
+        let timeout = eagle_runtime::RunOptions::default().wait_timeout;
+        Ok(eagle_runtime::mpi_rt::agree(&stance, timeout)?)
     }
 
     fn run_inner(&self, device: usize, planes: &mut Planes<'_>) -> Result<()> {

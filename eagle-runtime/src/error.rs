@@ -41,6 +41,27 @@ pub enum RuntimeError {
         /// Why.
         message: String,
     },
+    /// Ranks (MPI processes) that reached an agreement point with different programs,
+    /// arguments or places in the program; refused on every rank before anything runs.
+    #[error("the ranks disagree at {point}: {message}")]
+    RanksDisagree {
+        /// Where this rank was ("launch #2 of `ring_get`").
+        point: String,
+        /// What differs, with both values and the fix.
+        message: String,
+    },
+    /// Ranks that did not reach an agreement point or a barrier within the wait timeout.
+    #[error("rank {rank}: rank(s) {missing:?} did not reach {point} within {secs} s; they may have stopped, failed, or be running a different program (raise the limit with `--wait-timeout` or EAGLE_WAIT_TIMEOUT_S if they are only slow)")]
+    RanksMissing {
+        /// The rank that waited.
+        rank: usize,
+        /// Where it waited.
+        point: String,
+        /// The ranks that did not arrive.
+        missing: Vec<usize>,
+        /// The timeout, in seconds.
+        secs: u64,
+    },
     /// Platform `cuda` on a machine without a CUDA driver.
     #[error("no CUDA driver was found ({detail}); platform `cuda` needs an NVIDIA GPU and its driver. Run on the simulator instead (`-p sim`, e.g. `cargo run --release -- -p sim -d 0,1,2,3`), or set EAGLE_CUDA_EMULATE=1 to run the CUDA C on CPU threads (slow; for testing)")]
     NoCudaDriver {

@@ -765,37 +765,20 @@ fn run_mpi(
         )));
     }
     // Every rank must allocate the same windows: compare the lists before allocating.
-    let mine: Vec<u8> = std::iter::once(windows.len() as u64)
-        .chain(windows.iter().map(|w| w.0 as u64))
-        .flat_map(|x| x.to_le_bytes())
-        .collect();
-    let lens = mpi_rt::allgather_bytes(&(mine.len() as u64).to_le_bytes(), &vec![8; size]);
-    let counts: Vec<usize> = lens
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()) as usize)
-        .collect();
-    let all = mpi_rt::allgather_bytes(&mine, &counts);
-    let mut at = 0;
-    for (q, &c) in counts.iter().enumerate() {
-        if all[at..at + c] != mine[..] {
-            let theirs: Vec<u64> = all[at..at + c]
-                .chunks_exact(8)
-                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-                .collect();
-            return Err(RuntimeError::RankFailed {
-                rank,
-                message: format!(
-                    "the window buffers differ between ranks: rank {rank} allocates {} window(s) of {:?} bytes, rank {q} allocates {} of {:?}; every rank must run the host program with the same shapes",
-                    windows.len(),
-                    windows.iter().map(|w| w.0).collect::<Vec<_>>(),
-                    theirs.first().copied().unwrap_or(0),
-                    theirs.get(1..).unwrap_or(&[])
-                ),
-            });
-        }
-        at += c;
-    }
-    let wins = mpi_rt::Windows::allocate(&windows.iter().map(|w| w.0).collect::<Vec<_>>());
+    let list = |ws: &[(usize, usize, String)]| {
+        format!(
+            "{} window(s) of {:?} bytes",
+            ws.len(),
+            ws.iter().map(|w| w.0).collect::<Vec<_>>()
+        )
+    };
+    let stance = crate::agree::Stance::at(format!("the windows of `{}`", art.root))
+        .fact("the window buffers", list(&windows));
+    mpi_rt::agree(&stance, opts.wait_timeout)?;
+    let wins = mpi_rt::Windows::allocate(
+        &windows.iter().map(|w| w.0).collect::<Vec<_>>(),
+        opts.wait_timeout,
+    );
     let dispatches = jobs.iter().map(Vec::len).sum();
     for ji in 0..jobs[rank].len() {
         copy_in(&mut jobs[rank][ji], args);
@@ -843,7 +826,12 @@ fn run_mpi(
             mpi_rt::fail_job(rank, &RuntimeError::RankFailed { rank, message });
         }
     }
-    mpi_rt::barrier();
+    // Every rank has run its dispatches (a failure in one aborted the job) before any output
+    // is gathered; a rank that never gets here is named when the timeout runs out.
+    mpi_rt::agree(
+        &crate::agree::Stance::at(format!("the end of the run of `{}`", art.root)),
+        opts.wait_timeout,
+    )?;
     // Every rank knows which output slices every rank wrote (all ran the same host program).
     let outs: Vec<usize> = (0..args.len())
         .filter(|&a| matches!(args[a], Arg::Out(..)))

@@ -9,6 +9,7 @@
 //! Invariant: the runtime executes artifacts; it never builds or rewrites IR.
 
 /// Platform `cuda` (feature `cuda`): NVIDIA GPUs through the driver API.
+pub mod agree;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod error;

@@ -9,29 +9,56 @@
 //! 2. A `put` or `get` is followed by `MPI_Win_flush` to its target: it is complete at the
 //!    target when the hook returns. So a `notify` (an `MPI_Accumulate`, flushed) issued after
 //!    puts is seen only after their data (notify is a release).
-//! 3. Signals are touched only by atomic accumulates: notify `Set` is `MPI_Accumulate(REPLACE)`,
-//!    `Add` is `MPI_Accumulate(SUM)`, and `wait` polls its own signal with
-//!    `MPI_Fetch_and_op(NO_OP)` (an atomic read that writes nothing back) and, once it
-//!    holds, calls `MPI_Win_sync` on every window before the kernel reads window memory with
-//!    plain loads (wait is an acquire). A barrier (`MPI_Barrier`) is followed by the same sync.
-//! 4. Reductions never go to MPI: built-in collectives are lowered to put/get/barrier by the
+//! 3. Signals are touched only by atomic RMA operations: notify `Set` is an
+//!    `MPI_Compare_and_swap` loop, `Add` is `MPI_Accumulate(SUM)`, and `wait` polls its own
+//!    signal with `MPI_Fetch_and_op(SUM, 0)` (an atomic read) and, once it holds, calls
+//!    `MPI_Win_sync` on every window before the kernel reads window memory with plain loads
+//!    (wait is an acquire). Only predefined handles that every MPI exports through rsmpi are
+//!    used (`MPI_SUM`, no `MPI_REPLACE`/`MPI_NO_OP`), so the transport builds against Open MPI
+//!    and MPICH alike.
+//! 4. A barrier is arrival counters in an RMA window of its own: each rank adds one to its slot
+//!    on every rank and polls its own slots against the wait timeout, so a barrier that some
+//!    rank never reaches fails naming those ranks (never `MPI_Barrier`, which cannot time out).
+//! 5. Reductions never go to MPI: built-in collectives are lowered to put/get/barrier by the
 //!    compiler, so their combine order is eagle's, not `MPI_Allreduce`'s.
-//! 5. A failure on any rank prints that rank's error and calls `MPI_Abort`, which ends every
-//!    rank within seconds: no rank is left waiting for a peer that is gone.
+//! 6. Ranks agree before they act together ([`agree`], on a communicator of its own with
+//!    point-to-point messages polled against the timeout): before a launch (program, argument
+//!    shapes and dtypes, any error met before it), before allocating windows, before gathering
+//!    outputs, and in the final vote. A difference is an error on every rank; a rank that does
+//!    not arrive within the timeout is named, and the job is aborted.
+//! 7. A failure inside a dispatch prints that rank's error and calls `MPI_Abort`, which ends
+//!    every rank within seconds: no rank is left waiting for a peer that is gone.
 
 /// The rsmpi crate, for programs that also call MPI directly (benchmarks compare against it).
 pub use mpi;
 
+use crate::agree::{judge, Stance};
 use crate::error::RuntimeError;
 use eagle_codegen::abi::{sigkind, DeviceCtx, Hooks};
 use eagle_codegen::Artifact;
 use mpi::ffi;
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 static UNIVERSE: Mutex<Option<mpi::environment::Universe>> = Mutex::new(None);
 static WORLD: OnceLock<(usize, usize)> = OnceLock::new();
+/// The communicator of agreements (a duplicate of the world, so that no agreement message can
+/// match a user's or a kernel's traffic).
+static CONTROL: OnceLock<Comm> = OnceLock::new();
+
+/// An MPI communicator handle that may live in a static (it is only used after `init`, and MPI
+/// runs with `MPI_THREAD_MULTIPLE`).
+struct Comm(ffi::MPI_Comm);
+// SAFETY: a communicator handle is an opaque, immutable reference to MPI-owned state; MPI is
+// initialised with `MPI_THREAD_MULTIPLE`, so any thread may use it.
+unsafe impl Send for Comm {}
+// SAFETY: as above.
+unsafe impl Sync for Comm {}
+
+/// The message tag of agreements on [`CONTROL`].
+const AGREE_TAG: i32 = 0x4547;
 
 /// Whether this process was started by an MPI launcher.
 fn launched() -> bool {
@@ -57,6 +84,13 @@ pub fn init() -> (usize, usize) {
                 use mpi::traits::Communicator;
                 let w = u.world();
                 let rs = (w.rank() as usize, w.size() as usize);
+                // SAFETY: collective over the world, right after initialisation on every rank.
+                let control = unsafe {
+                    let mut c: ffi::MPI_Comm = std::mem::zeroed();
+                    ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut c);
+                    c
+                };
+                let _ = CONTROL.set(Comm(control));
                 if let Ok(mut g) = UNIVERSE.lock() {
                     *g = Some(u);
                 }
@@ -114,30 +148,149 @@ pub fn fail_job(rank: usize, e: &RuntimeError) -> ! {
     abort(1)
 }
 
-/// `MPI_Barrier` on the world.
-pub fn barrier() {
-    // SAFETY: MPI is initialised.
-    unsafe {
-        ffi::MPI_Barrier(ffi::RSMPI_COMM_WORLD);
+/// Every rank's stance at one point, by rank: point-to-point messages on the control
+/// communicator (one to every peer), polled against `timeout`.
+///
+/// A rank that does not send its stance within `timeout` is named in the error this rank
+/// prints, and the job is aborted: the ranks that did arrive could not go on without it.
+pub fn stances(mine: &Stance, timeout: Duration) -> Vec<Stance> {
+    let (rank, size) = world();
+    let Some(comm) = CONTROL.get().map(|c| c.0) else {
+        return vec![mine.clone()];
+    };
+    let msg = mine.encode();
+    // SAFETY: a null request handle to fill in.
+    let mut sends: Vec<ffi::MPI_Request> = vec![unsafe { ffi::RSMPI_REQUEST_NULL }; size];
+    for (q, req) in sends.iter_mut().enumerate() {
+        if q != rank {
+            // SAFETY: `msg` outlives the request (it is completed below before returning).
+            unsafe {
+                ffi::MPI_Isend(
+                    msg.as_ptr().cast(),
+                    msg.len() as i32,
+                    ffi::RSMPI_UINT8_T,
+                    q as i32,
+                    AGREE_TAG,
+                    comm,
+                    req,
+                );
+            }
+        }
+    }
+    let mut got: Vec<Option<Stance>> = (0..size).map(|_| None).collect();
+    got[rank] = Some(mine.clone());
+    let mut sent = vec![false; size];
+    sent[rank] = true;
+    let start = Instant::now();
+    loop {
+        for q in 0..size {
+            if got[q].is_none() {
+                let mut flag = 0;
+                // SAFETY: a status to fill in; probing one source and tag.
+                let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+                unsafe {
+                    ffi::MPI_Iprobe(q as i32, AGREE_TAG, comm, &mut flag, &mut status);
+                }
+                if flag != 0 {
+                    let mut n = 0;
+                    // SAFETY: the probed message has `n` bytes; `buf` holds them.
+                    let buf = unsafe {
+                        ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut n);
+                        let mut buf = vec![0u8; n.max(0) as usize];
+                        ffi::MPI_Recv(
+                            buf.as_mut_ptr().cast(),
+                            n,
+                            ffi::RSMPI_UINT8_T,
+                            q as i32,
+                            AGREE_TAG,
+                            comm,
+                            ffi::RSMPI_STATUS_IGNORE,
+                        );
+                        buf
+                    };
+                    got[q] = Some(Stance::decode(&buf).unwrap_or_else(|| {
+                        Stance::at(format!(
+                            "an unreadable agreement message ({} bytes)",
+                            buf.len()
+                        ))
+                    }));
+                }
+            }
+            if !sent[q] {
+                let mut flag = 0;
+                // SAFETY: testing a request this function started.
+                unsafe {
+                    ffi::MPI_Test(&mut sends[q], &mut flag, ffi::RSMPI_STATUS_IGNORE);
+                }
+                sent[q] = flag != 0;
+            }
+        }
+        if got.iter().all(Option::is_some) && sent.iter().all(|s| *s) {
+            return got.into_iter().flatten().collect();
+        }
+        if start.elapsed() > timeout {
+            let missing: Vec<usize> = (0..size)
+                .filter(|&q| got[q].is_none() || !sent[q])
+                .collect();
+            let e = RuntimeError::RanksMissing {
+                rank,
+                point: mine.point.clone(),
+                missing,
+                secs: timeout.as_secs(),
+            };
+            eprintln!("error: {e}; ending the job");
+            abort(1);
+        }
+        std::thread::yield_now();
     }
 }
 
-/// Whether every rank passes `ok` (an `MPI_Allreduce` with MIN): ranks agree on success.
-pub fn all_ok(ok: bool) -> bool {
-    let mine: i32 = ok.into();
-    let mut all: i32 = 0;
-    // SAFETY: one i32 in, one out, on the world communicator.
-    unsafe {
-        ffi::MPI_Allreduce(
-            (&mine as *const i32).cast(),
-            (&mut all as *mut i32).cast(),
-            1,
-            ffi::RSMPI_INT32_T,
-            ffi::RSMPI_MIN,
-            ffi::RSMPI_COMM_WORLD,
-        );
+/// The ranks agree at `mine.point` (see [`crate::agree`] for the rule): every rank gets the
+/// same verdict. Without MPI (one rank) this always agrees.
+///
+/// Ranks at different points (one skipped a launch, or runs another program) are out of step
+/// for good: every later agreement would pair the wrong messages. So that verdict is printed
+/// by each rank that sees it and the job is aborted.
+///
+/// # Errors
+/// [`RuntimeError::RanksDisagree`] when the ranks hold different facts,
+/// [`RuntimeError::RankFailed`] when a rank brought an error. A rank that does not arrive
+/// within `timeout` aborts the job (see [`stances`]).
+pub fn agree(mine: &Stance, timeout: Duration) -> Result<(), RuntimeError> {
+    if world().1 <= 1 {
+        return Ok(());
     }
-    all == 1
+    let all = stances(mine, timeout);
+    let verdict = judge(world().0, &all);
+    if verdict.is_err() && all.iter().any(|s| s.point != mine.point) {
+        if let Err(e) = &verdict {
+            eprintln!("error: rank {}: {e}; ending the job", world().0);
+        }
+        abort(1);
+    }
+    verdict
+}
+
+/// Whether every rank passes `ok` (the ranks exchange their votes within `timeout`): ranks
+/// agree on success.
+pub fn all_ok(ok: bool, timeout: Duration) -> bool {
+    let mine = Stance::at("the final success vote")
+        .failed((!ok).then(|| "a check failed on this rank".to_string()));
+    agree(&mine, timeout).is_ok()
+}
+
+/// Every rank's `digest` (index = rank), exchanged within `timeout`: for comparing outputs.
+pub fn digests(digest: u64, timeout: Duration) -> Vec<u64> {
+    let mine = Stance::at("an output digest comparison").fact("digest", format!("{digest:016x}"));
+    stances(&mine, timeout)
+        .iter()
+        .map(|s| {
+            s.facts
+                .first()
+                .and_then(|f| u64::from_str_radix(&f.1, 16).ok())
+                .unwrap_or(u64::MAX)
+        })
+        .collect()
 }
 
 /// Gathers `mine` (this rank's bytes) from every rank, in rank order, given every rank's count.
@@ -166,42 +319,59 @@ pub fn allgather_bytes(mine: &[u8], counts: &[usize]) -> Vec<u8> {
     out
 }
 
-/// The RMA windows of one run.
+/// The RMA windows of one run, and the arrival counters of its barriers.
 pub(crate) struct Windows {
     wins: Vec<ffi::MPI_Win>,
     bases: Vec<*mut u8>,
     bytes: Vec<usize>,
+    /// One `u64` slot per rank: slot q counts the barriers rank q has arrived at.
+    arrivals: ffi::MPI_Win,
+    /// Barriers this rank has entered in this run.
+    barriers: Cell<u64>,
+}
+
+/// Allocates one zeroed window of `b` bytes (at least 8), collectively.
+fn allocate_window(b: usize) -> (ffi::MPI_Win, *mut u8) {
+    let mut base: *mut u8 = std::ptr::null_mut();
+    // SAFETY: an opaque handle to fill in.
+    let mut win: ffi::MPI_Win = unsafe { std::mem::zeroed() };
+    // SAFETY: collective over the world; `base` receives the local allocation of b.max(8) bytes.
+    unsafe {
+        ffi::MPI_Win_allocate(
+            b.max(8) as ffi::MPI_Aint,
+            1,
+            ffi::RSMPI_INFO_NULL,
+            ffi::RSMPI_COMM_WORLD,
+            (&mut base as *mut *mut u8).cast(),
+            &mut win,
+        );
+        std::ptr::write_bytes(base, 0, b.max(8));
+    }
+    (win, base)
 }
 
 impl Windows {
-    /// Allocates (collectively) one window per entry of `bytes`, zeroes it, and opens a
-    /// passive-target epoch on all of them.
-    pub(crate) fn allocate(bytes: &[usize]) -> Windows {
+    /// Allocates (collectively) one window per entry of `bytes` and the barrier counters,
+    /// zeroes them, waits until every rank has (an agreement), and opens a passive-target epoch
+    /// on all of them. The ranks have agreed on `bytes` before (invariant 6).
+    pub(crate) fn allocate(bytes: &[usize], timeout: Duration) -> Windows {
+        let (_, size) = world();
         let mut w = Windows {
             wins: vec![],
             bases: vec![],
             bytes: bytes.to_vec(),
+            arrivals: allocate_window(size * 8).0,
+            barriers: Cell::new(0),
         };
         for &b in bytes {
-            let mut base: *mut u8 = std::ptr::null_mut();
-            let mut win: ffi::MPI_Win = unsafe { std::mem::zeroed() };
-            // SAFETY: collective over the world; `base` receives the local allocation.
-            unsafe {
-                ffi::MPI_Win_allocate(
-                    b.max(8) as ffi::MPI_Aint,
-                    1,
-                    ffi::RSMPI_INFO_NULL,
-                    ffi::RSMPI_COMM_WORLD,
-                    (&mut base as *mut *mut u8).cast(),
-                    &mut win,
-                );
-                std::ptr::write_bytes(base, 0, b.max(8));
-            }
+            let (win, base) = allocate_window(b);
             w.wins.push(win);
             w.bases.push(base);
         }
-        barrier();
-        for &win in &w.wins {
+        // Nobody writes into a window before every rank has zeroed its own. The verdict cannot
+        // differ: every rank is at this point with no facts.
+        let _ = agree(&Stance::at("the window allocation"), timeout);
+        for &win in w.wins.iter().chain(std::iter::once(&w.arrivals)) {
             // SAFETY: an epoch per window for the whole run (invariant 2).
             unsafe {
                 ffi::MPI_Win_lock_all(0, win);
@@ -218,11 +388,88 @@ impl Windows {
             }
         }
     }
+
+    /// The barrier of invariant 4: returns the ranks that had not arrived when `timeout` ran
+    /// out, or an empty list.
+    fn barrier(&self, me: usize, size: usize, timeout: Duration) -> Vec<usize> {
+        let k = self.barriers.get() + 1;
+        self.barriers.set(k);
+        self.sync_all();
+        let one = 1u64;
+        for q in 0..size {
+            // SAFETY: one u64 at slot `me` (in bounds: the window has `size` slots); flushed.
+            unsafe {
+                ffi::MPI_Accumulate(
+                    (&one as *const u64).cast(),
+                    1,
+                    ffi::RSMPI_UINT64_T,
+                    q as i32,
+                    (me * 8) as ffi::MPI_Aint,
+                    1,
+                    ffi::RSMPI_UINT64_T,
+                    ffi::RSMPI_SUM,
+                    self.arrivals,
+                );
+                ffi::MPI_Win_flush(q as i32, self.arrivals);
+            }
+        }
+        let start = Instant::now();
+        let mut pending: Vec<usize> = (0..size).collect();
+        loop {
+            pending.retain(|&q| {
+                atomic_read(self.arrivals, me, q * 8, sigkind::U64) < k as i64 as i128
+            });
+            if pending.is_empty() {
+                self.sync_all();
+                return vec![];
+            }
+            if start.elapsed() > timeout {
+                return pending;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Reads one signal element of `kind` at byte `off` of rank `target`'s part of `win`
+/// atomically (`MPI_Fetch_and_op` adding zero), as an `i128` of its dtype's value.
+fn atomic_read(win: ffi::MPI_Win, target: usize, off: usize, kind: u32) -> i128 {
+    let zero = 0i64;
+    let mut got = 0i64;
+    // SAFETY: one element of `kind` (at most 8 bytes, `got` holds 8) at an in-bounds offset the
+    // caller checked; flushed so the value is complete.
+    unsafe {
+        ffi::MPI_Fetch_and_op(
+            (&zero as *const i64).cast(),
+            (&mut got as *mut i64).cast(),
+            dtype(kind),
+            target as i32,
+            off as ffi::MPI_Aint,
+            ffi::RSMPI_SUM,
+            win,
+        );
+        ffi::MPI_Win_flush(target as i32, win);
+    }
+    as_kind(got, kind)
+}
+
+/// The value of a signal element of `kind` held in the low bytes of `raw`.
+fn as_kind(raw: i64, kind: u32) -> i128 {
+    match kind {
+        sigkind::I32 => raw as i32 as i128,
+        sigkind::U32 => raw as u32 as i128,
+        sigkind::U64 => raw as u64 as i128,
+        _ => raw as i128,
+    }
 }
 
 impl Drop for Windows {
     fn drop(&mut self) {
-        for win in &mut self.wins {
+        for win in self
+            .wins
+            .iter_mut()
+            .chain(std::iter::once(&mut self.arrivals))
+        {
             // SAFETY: closes the epoch opened in `allocate`, then frees collectively.
             unsafe {
                 ffi::MPI_Win_unlock_all(*win);
@@ -364,16 +611,35 @@ unsafe extern "C" fn h_get(
     }
 }
 
-/// `MPI_REPLACE`. rsmpi exports no constant for it; this is Open MPI's predefined handle (the
-/// transport is built and tested against Open MPI, see docs/mpi.md).
-fn op_replace() -> ffi::MPI_Op {
-    // The address of a predefined, never-freed Open MPI object; not dereferenced here.
-    ffi::MPI_Op(std::ptr::addr_of_mut!(ffi::ompi_mpi_op_replace).cast())
-}
-
-/// `MPI_NO_OP` (Open MPI's predefined handle, as [`op_replace`]).
-fn op_no_op() -> ffi::MPI_Op {
-    ffi::MPI_Op(std::ptr::addr_of_mut!(ffi::ompi_mpi_op_no_op).cast())
+/// Sets the signal element of `kind` at byte `off` of rank `target`'s part of `win` to `value`
+/// atomically: a compare-and-swap loop from the value read atomically (only `MPI_SUM` and
+/// compare-and-swap are used, which every MPI exports; invariant 3).
+///
+/// # Safety
+/// `off` is an in-bounds, aligned offset of a `kind` element; inside the lock_all epoch.
+unsafe fn set_signal(win: ffi::MPI_Win, target: usize, off: usize, kind: u32, value: i64) {
+    let mut cur = atomic_read(win, target, off, kind) as i64;
+    loop {
+        let mut old = 0i64;
+        // SAFETY: as the caller promises; all three buffers hold 8 bytes, of which the
+        // element's low bytes are used (little-endian).
+        unsafe {
+            ffi::MPI_Compare_and_swap(
+                (&value as *const i64).cast(),
+                (&cur as *const i64).cast(),
+                (&mut old as *mut i64).cast(),
+                dtype(kind),
+                target as i32,
+                off as ffi::MPI_Aint,
+                win,
+            );
+            ffi::MPI_Win_flush(target as i32, win);
+        }
+        if as_kind(old, kind) == as_kind(cur, kind) {
+            return;
+        }
+        cur = old;
+    }
 }
 
 unsafe extern "C" fn h_notify(
@@ -394,36 +660,34 @@ unsafe extern "C" fn h_notify(
     match region(e, "notify", win, peer, off, width) {
         Ok(p) => {
             let w = e.wins.wins[win as usize];
-            let v32 = value as i32;
-            let src: *const c_void = if width == 4 {
-                (&v32 as *const i32).cast()
-            } else {
-                (&value as *const i64).cast()
-            };
-            // A signal is only ever touched by atomic accumulate operations (invariant 3): `Set`
-            // is `MPI_REPLACE`, `Add` is `MPI_SUM`, and `wait` reads with `MPI_NO_OP`. A plain
+            // A signal is only ever touched by atomic RMA operations (invariant 3). A plain
             // `MPI_Put` here would race with the waiter's read (MPI calls that conflicting
             // access erroneous; Open MPI's shared-memory windows lose the update).
-            let mpi_op = if op == 1 {
-                ffi::RSMPI_SUM
-            } else {
-                op_replace()
-            };
             // SAFETY: one element of `kind` at an in-bounds, aligned offset; flushed.
             unsafe {
                 ffi::MPI_Win_sync(w);
-                ffi::MPI_Accumulate(
-                    src,
-                    1,
-                    dtype(kind),
-                    p as i32,
-                    off as ffi::MPI_Aint,
-                    1,
-                    dtype(kind),
-                    mpi_op,
-                    w,
-                );
-                ffi::MPI_Win_flush(p as i32, w);
+                if op == 1 {
+                    let (v32, v64) = (value as i32, value);
+                    let src: *const c_void = if width == 4 {
+                        (&v32 as *const i32).cast()
+                    } else {
+                        (&v64 as *const i64).cast()
+                    };
+                    ffi::MPI_Accumulate(
+                        src,
+                        1,
+                        dtype(kind),
+                        p as i32,
+                        off as ffi::MPI_Aint,
+                        1,
+                        dtype(kind),
+                        ffi::RSMPI_SUM,
+                        w,
+                    );
+                    ffi::MPI_Win_flush(p as i32, w);
+                } else {
+                    set_signal(w, p, off as usize, kind, value);
+                }
             }
             0
         }
@@ -451,35 +715,9 @@ unsafe extern "C" fn h_wait(
     }
     let w = e.wins.wins[win as usize];
     let start = Instant::now();
-    let want = match kind {
-        sigkind::I32 => expected as i32 as i128,
-        sigkind::U32 => expected as u32 as i128,
-        sigkind::U64 => expected as u64 as i128,
-        _ => expected as i128,
-    };
+    let want = as_kind(expected, kind);
     loop {
-        let zero = 0i64;
-        let mut got = 0i64;
-        // SAFETY: an atomic read (`MPI_NO_OP`: fetch without writing back, so a concurrent
-        // notify cannot be lost) of one element of our own window.
-        unsafe {
-            ffi::MPI_Fetch_and_op(
-                (&zero as *const i64).cast(),
-                (&mut got as *mut i64).cast(),
-                dtype(kind),
-                e.rank as i32,
-                off as ffi::MPI_Aint,
-                op_no_op(),
-                w,
-            );
-            ffi::MPI_Win_flush(e.rank as i32, w);
-        }
-        let v = match kind {
-            sigkind::I32 => got as i32 as i128,
-            sigkind::U32 => got as u32 as i128,
-            sigkind::U64 => got as u64 as i128,
-            _ => got as i128,
-        };
+        let v = atomic_read(w, e.rank, off as usize, kind);
         let holds = match cmp {
             0 => v == want,
             1 => v != want,
@@ -501,10 +739,16 @@ unsafe extern "C" fn h_wait(
 
 unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx) -> i32 {
     let e = unsafe { env(ctx) };
-    e.wins.sync_all();
-    barrier();
-    e.wins.sync_all();
-    0
+    let missing = e.wins.barrier(e.rank, e.size, e.timeout);
+    if missing.is_empty() {
+        return 0;
+    }
+    let m = format!(
+        "barrier #{} did not complete within {} s: rank(s) {missing:?} did not arrive (a rank that stopped or failed, or ranks that run a different number of barriers; EAGLE_WAIT_TIMEOUT_S / --wait-timeout)",
+        e.wins.barriers.get(),
+        e.timeout.as_secs()
+    );
+    fail(e, m)
 }
 
 unsafe extern "C" fn h_fault(ctx: *mut DeviceCtx, site: u32, a: i64, b: i64) -> i32 {

@@ -1,0 +1,172 @@
+//! Planted faults for real ranks: each `--mode` makes the ranks disagree in one way that used
+//! to hang an MPI job or give a silent wrong result. Under `mpirun` every mode must end every
+//! rank with an error that names the difference (exit 1) within the wait timeout plus a few
+//! seconds; `.ci/run` runs each. Without `mpirun` (one process) a lone rank cannot disagree
+//! with itself and every mode runs cleanly, except `barrier_count`, which `sim` reports as a
+//! deadlock at once.
+//!
+//! `mpirun -np 2 target/release/examples/mpi_faults -d 0,1 --mode shape_mismatch`
+//!
+//! - `launch_error`: the last rank passes an output of the wrong shape (its launch fails
+//!   before running; the others would have waited in the window allocation).
+//! - `shape_mismatch`: the last rank passes N = 4 where the others pass N = 8, each valid on
+//!   its own rank (the outputs used to be wrong with exit 0).
+//! - `skip_launch`: the last rank skips the second of two launches.
+//! - `barrier_count`: rank 0 enters a barrier that no other rank enters.
+//! - `stopped_rank`: the last rank stops (SIGSTOP) before its launch.
+//! - `plan_n`: a RankPartition plan whose last rank has 769 samples, the others 777.
+//! - `gather_share`: `RankPartition::allgather_plane` with a wrong share on the last rank.
+use eagle::plan::{plan, Partition, Planes, RankPartition, Structure};
+use eagle::prelude::*;
+
+const NR: Dim = dynamic!("NR");
+const N: Dim = dynamic!("N");
+
+/// Copies this rank's row and adds its rank.
+#[eagle::kernel(device)]
+pub fn add_rank(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>) {
+    store(y, [0], load(x, [0], [N]) + rank(ctx) as f32);
+}
+
+/// One dispatch of `add_rank` per rank.
+#[eagle::host]
+pub fn rows(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>) {
+    for r in 0..world_size() {
+        add_rank(x[r], y[r], device = r);
+    }
+}
+
+/// Rank 0 enters a barrier that the other ranks never enter.
+#[eagle::kernel(device)]
+pub fn lonely_barrier(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>) {
+    if rank(ctx) == 0 {
+        barrier(ctx);
+    }
+    store(y, [0], load(x, [0], [N]));
+}
+
+/// One dispatch of `lonely_barrier` per rank.
+#[eagle::host]
+pub fn uneven_barriers(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>) {
+    for r in 0..world_size() {
+        lonely_barrier(x[r], y[r], device = r);
+    }
+}
+
+/// A sample-local plan kernel.
+#[eagle::kernel(sample)]
+pub fn twice(s: usize, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
+    y[s] = x[s] + x[s];
+}
+
+/// Runs the mode on this process's rank (`me`) of a world of `s.world_size()` ranks.
+pub fn run(s: &Session) -> eagle::Result<()> {
+    let p = s.world_size();
+    let (me, _) = RankPartition::world();
+    let last = me + 1 == p && p > 1 && RankPartition::world().1 > 1;
+    let mode = s.mode().unwrap_or("shape_mismatch");
+    let launch_rows = |n: usize, yn: usize| -> eagle::Result<()> {
+        let x = Tensor::<f32>::from_vec(&[p, n], (0..p * n).map(|i| i as f32).collect())?;
+        let mut y = Tensor::<f32>::zeros(&[p, yn]);
+        rows.launch(s, &x, &mut y)?;
+        for r in 0..p {
+            for i in 0..n {
+                let want = x.data()[r * n + i] + r as f32;
+                if y.data()[r * n + i].to_bits() != want.to_bits() {
+                    return Err(eagle::Error::Check(format!(
+                        "y[{r}][{i}] = {}, expected {want}",
+                        y.data()[r * n + i]
+                    )));
+                }
+            }
+        }
+        Ok(())
+    };
+    match mode {
+        "launch_error" => launch_rows(8, if last { 4 } else { 8 }),
+        "shape_mismatch" => {
+            let n = if last { 4 } else { 8 };
+            launch_rows(n, n)
+        }
+        "skip_launch" => {
+            launch_rows(8, 8)?;
+            if !last {
+                launch_rows(8, 8)?;
+            }
+            Ok(())
+        }
+        "barrier_count" => {
+            let x = Tensor::<f32>::zeros(&[p, 8]);
+            let mut y = Tensor::<f32>::zeros(&[p, 8]);
+            uneven_barriers.launch(s, &x, &mut y)?;
+            Ok(())
+        }
+        "stopped_rank" => {
+            if last {
+                let _ = std::process::Command::new("kill")
+                    .args(["-STOP", &std::process::id().to_string()])
+                    .status();
+            }
+            launch_rows(8, 8)
+        }
+        "plan_n" => {
+            let n = if last { 769 } else { 777 };
+            let x = Tensor::<f64>::from_vec(&[n], (0..n).map(|i| i as f64).collect())?;
+            let mut y = Tensor::<f64>::zeros(&[n]);
+            plan(twice, Structure::RankPartition, Structure::HostTeam)?
+                .on_world(p)
+                .run(
+                    s.devices()[0],
+                    &mut Planes::new().input("x", &x).output("y", &mut y),
+                )?;
+            let sum: f64 = y.data().iter().sum();
+            let want: f64 = (0..n).map(|i| 2.0 * i as f64).sum();
+            if sum.to_bits() != want.to_bits() {
+                return Err(eagle::Error::Check(format!(
+                    "sum of y = {sum}, expected {want}"
+                )));
+            }
+            Ok(())
+        }
+        "gather_share" => {
+            let world = RankPartition::world().1;
+            let part = Partition::new(100, world);
+            let mut local: Vec<f64> = RankPartition::local(&part).map(|i| i as f64).collect();
+            if last {
+                local.pop();
+            }
+            if world == 1 {
+                return Ok(());
+            }
+            let all = RankPartition::allgather_plane(&local, &part)?;
+            eagle::check_bits_f64(
+                "gathered plane",
+                &all,
+                &(0..100).map(|i| i as f64).collect::<Vec<_>>(),
+            )
+        }
+        other => Err(eagle::Error::Usage(format!(
+            "argument `--mode`: unknown mode `{other}`"
+        ))),
+    }
+}
+
+/// The example as a step.
+pub const STEP: eagle::Step = eagle::Step {
+    number: 197,
+    name: "mpi_faults",
+    modes: &[
+        "launch_error",
+        "shape_mismatch",
+        "skip_launch",
+        "barrier_count",
+        "stopped_rank",
+        "plan_n",
+        "gather_share",
+    ],
+    run,
+};
+
+fn main() -> std::process::ExitCode {
+    eagle::example_main(STEP)
+}
