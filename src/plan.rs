@@ -230,6 +230,7 @@ fn agree_before_gather(what: &str, check: Result<()>) -> Result<()> {
         check?;
         return Ok(agreed?);
     }
+    let _ = what;
     check
 }
 

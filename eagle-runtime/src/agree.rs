@@ -8,7 +8,8 @@
 //! (point-to-point messages with a timeout) is `mpi_rt::agree`; keeping the rule here lets it
 //! be tested without MPI.
 //!
-//! The rule, in order:
+//! The rule, in order (tested in `tests/mpi.rs`, and under `mpirun` by `.ci/run` with
+//! `examples/mpi_faults.rs`):
 //! 1. Every rank must be at the same *point* (e.g. "launch #2 of `ring_get`"); otherwise the
 //!    ranks run different programs, or one skipped a step: [`RuntimeError::RanksDisagree`]
 //!    naming both points.
@@ -176,78 +177,4 @@ pub fn judge(me: usize, stances: &[Stance]) -> Result<(), RuntimeError> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn launch(shape: &str) -> Stance {
-        Stance::at("launch #1 of `f`")
-            .fact("program", "0123")
-            .fact("argument `x`", shape)
-    }
-
-    #[test]
-    fn round_trip_and_rejects_garbage() {
-        let s = launch("shape [4, 8], f32").failed(Some("bad".into()));
-        assert_eq!(Stance::decode(&s.encode()), Some(s.clone()));
-        let mut b = s.encode();
-        b.push(0);
-        assert_eq!(Stance::decode(&b), None);
-        assert_eq!(Stance::decode(&b[..3]), None);
-        assert_eq!(Stance::decode(&[0xff; 16]), None);
-    }
-
-    #[test]
-    fn same_stances_agree() {
-        let all = vec![launch("shape [4, 8], f32"); 3];
-        for me in 0..3 {
-            assert_eq!(judge(me, &all), Ok(()));
-        }
-    }
-
-    #[test]
-    fn a_differing_shape_names_the_argument_and_both_values_on_every_rank() {
-        let mut all = vec![launch("shape [4, 8], f32"); 4];
-        all[3] = launch("shape [4, 4], f32");
-        for me in 0..4 {
-            let e = judge(me, &all).unwrap_err().to_string();
-            assert!(
-                e.contains("argument `x` differs between ranks")
-                    && e.contains("has shape [4, 8], f32")
-                    && e.contains("rank 3 has shape [4, 4], f32"),
-                "{e}"
-            );
-        }
-    }
-
-    #[test]
-    fn an_error_on_one_rank_fails_every_rank_with_it() {
-        let mut all = vec![launch("shape [4, 8], f32"); 3];
-        all[1].error = Some("argument `y`: expected [3, 8], found [2, 8]".into());
-        for me in 0..3 {
-            assert_eq!(
-                judge(me, &all),
-                Err(RuntimeError::RankFailed {
-                    rank: 1,
-                    message: "argument `y`: expected [3, 8], found [2, 8] (before launch #1 of `f`; every rank stops)".into()
-                })
-            );
-        }
-    }
-
-    #[test]
-    fn different_points_are_named() {
-        let all = vec![launch("a"), Stance::at("the end of the program")];
-        for me in 0..2 {
-            let e = judge(me, &all).unwrap_err().to_string();
-            assert!(
-                e.contains(
-                    "rank 0 is at launch #1 of `f` while rank 1 is at the end of the program"
-                ),
-                "{e}"
-            );
-        }
-    }
 }

@@ -773,7 +773,7 @@ fn run_mpi(
         )
     };
     let stance = crate::agree::Stance::at(format!("the windows of `{}`", art.root))
-        .fact("the window buffers", list(&windows));
+        .fact("the window list", list(&windows));
     mpi_rt::agree(&stance, opts.wait_timeout)?;
     let wins = mpi_rt::Windows::allocate(
         &windows.iter().map(|w| w.0).collect::<Vec<_>>(),
@@ -827,10 +827,12 @@ fn run_mpi(
         }
     }
     // Every rank has run its dispatches (a failure in one aborted the job) before any output
-    // is gathered; a rank that never gets here is named when the timeout runs out.
+    // is gathered; a rank that never gets here is named when the timeout runs out. A peer may
+    // still be in a wait or a barrier that times out itself, with a more precise message:
+    // give it 2 s more to report first.
     mpi_rt::agree(
         &crate::agree::Stance::at(format!("the end of the run of `{}`", art.root)),
-        opts.wait_timeout,
+        opts.wait_timeout + Duration::from_secs(2),
     )?;
     // Every rank knows which output slices every rank wrote (all ran the same host program).
     let outs: Vec<usize> = (0..args.len())
