@@ -9,9 +9,11 @@
 //! 2. A `put` or `get` is followed by `MPI_Win_flush` to its target: it is complete at the
 //!    target when the hook returns. So a `notify` (an `MPI_Accumulate`, flushed) issued after
 //!    puts is seen only after their data (notify is a release).
-//! 3. Signals are touched only by atomic RMA operations: notify `Set` is an
-//!    `MPI_Compare_and_swap` loop, `Add` is `MPI_Accumulate(SUM)`, and `wait` polls its own
-//!    signal with `MPI_Fetch_and_op(SUM, 0)` (an atomic read) and, once it holds, calls
+//! 3. Signals and arrival counters are touched only by one atomic RMA operation, `MPI_SUM`
+//!    (MPI promises atomicity between accumulates only for the same op): notify `Add` is
+//!    `MPI_Accumulate(SUM)`, `Set` adds the difference from the value read (a loop, in case
+//!    another rank changed it), and `wait` polls its own signal with
+//!    `MPI_Fetch_and_op(SUM, 0)` (an atomic read) and, once it holds, calls
 //!    `MPI_Win_sync` on every window before the kernel reads window memory with plain loads
 //!    (wait is an acquire). Only predefined handles that every MPI exports through rsmpi are
 //!    used (`MPI_SUM`, no `MPI_REPLACE`/`MPI_NO_OP`), so the transport builds against Open MPI
@@ -241,7 +243,18 @@ pub fn stances(mine: &Stance, timeout: Duration) -> Vec<Stance> {
             eprintln!("error: {e}; ending the job");
             abort(1);
         }
+        backoff(start);
+    }
+}
+
+/// One step of a polling loop that started at `start`: yield for the first 2 ms, then sleep
+/// 50 us per step, so that ranks waiting on a late peer leave the cores to it (ranks are often
+/// oversubscribed: `mpirun --oversubscribe` on a laptop or in CI).
+fn backoff(start: Instant) {
+    if start.elapsed() < Duration::from_millis(2) {
         std::thread::yield_now();
+    } else {
+        std::thread::sleep(Duration::from_micros(50));
     }
 }
 
@@ -330,7 +343,11 @@ pub(crate) struct Windows {
     barriers: Cell<u64>,
 }
 
-/// Allocates one zeroed window of `b` bytes (at least 8), collectively.
+/// Allocates one window of `b` bytes, collectively; [`Windows::allocate`] zeroes it.
+///
+/// Every rank's part is padded to a multiple of 64 bytes (a cache line): with windows of 24
+/// bytes at np = 3, MPICH 4.0.2 (ch4:ucx, one node) applied a fetch-and-add aimed at one rank's
+/// part to another's, and lost puts; padded, every fault case and every step matches `sim`.
 fn allocate_window(b: usize) -> (ffi::MPI_Win, *mut u8) {
     let mut base: *mut u8 = std::ptr::null_mut();
     // SAFETY: an opaque handle to fill in.
@@ -338,14 +355,13 @@ fn allocate_window(b: usize) -> (ffi::MPI_Win, *mut u8) {
     // SAFETY: collective over the world; `base` receives the local allocation of b.max(8) bytes.
     unsafe {
         ffi::MPI_Win_allocate(
-            b.max(8) as ffi::MPI_Aint,
+            b.max(8).next_multiple_of(64) as ffi::MPI_Aint,
             1,
             ffi::RSMPI_INFO_NULL,
             ffi::RSMPI_COMM_WORLD,
             (&mut base as *mut *mut u8).cast(),
             &mut win,
         );
-        std::ptr::write_bytes(base, 0, b.max(8));
     }
     (win, base)
 }
@@ -356,11 +372,12 @@ impl Windows {
     /// on all of them. The ranks have agreed on `bytes` before (invariant 6).
     pub(crate) fn allocate(bytes: &[usize], timeout: Duration) -> Windows {
         let (_, size) = world();
+        let (arrivals, arrivals_base) = allocate_window(size * 8);
         let mut w = Windows {
             wins: vec![],
             bases: vec![],
             bytes: bytes.to_vec(),
-            arrivals: allocate_window(size * 8).0,
+            arrivals,
             barriers: Cell::new(0),
         };
         for &b in bytes {
@@ -368,15 +385,28 @@ impl Windows {
             w.wins.push(win);
             w.bases.push(base);
         }
-        // Nobody writes into a window before every rank has zeroed its own. The verdict cannot
-        // differ: every rank is at this point with no facts.
-        let _ = agree(&Stance::at("the window allocation"), timeout);
         for &win in w.wins.iter().chain(std::iter::once(&w.arrivals)) {
             // SAFETY: an epoch per window for the whole run (invariant 2).
             unsafe {
                 ffi::MPI_Win_lock_all(0, win);
             }
         }
+        // Zero with plain stores inside the epoch, then `MPI_Win_sync`, so that the stores
+        // reach the window's public copy before any peer writes into it (an MPI whose windows
+        // follow the separate memory model would otherwise apply them later, over the peers'
+        // data). Nobody writes into a window before every rank has zeroed its own: the
+        // agreement. Its verdict cannot differ: every rank is here, with no facts.
+        for (&base, &b) in w.bases.iter().zip(bytes) {
+            // SAFETY: the local part of the window holds b.max(8) bytes.
+            unsafe { std::ptr::write_bytes(base, 0, b.max(8)) };
+        }
+        w.sync_all();
+        // SAFETY: as above, for the arrival counters (size * 8 bytes).
+        unsafe {
+            std::ptr::write_bytes(arrivals_base, 0, size * 8);
+            ffi::MPI_Win_sync(w.arrivals);
+        }
+        let _ = agree(&Stance::at("the window allocation"), timeout);
         w
     }
 
@@ -426,21 +456,24 @@ impl Windows {
             if start.elapsed() > timeout {
                 return pending;
             }
-            std::thread::yield_now();
+            backoff(start);
         }
     }
 }
 
-/// Reads one signal element of `kind` at byte `off` of rank `target`'s part of `win`
-/// atomically (`MPI_Fetch_and_op` adding zero), as an `i128` of its dtype's value.
-fn atomic_read(win: ffi::MPI_Win, target: usize, off: usize, kind: u32) -> i128 {
-    let zero = 0i64;
+/// Adds `delta` to the signal element of `kind` at byte `off` of rank `target`'s part of
+/// `win` atomically (`MPI_Fetch_and_op` with `MPI_SUM`, flushed) and returns the value it held
+/// before, as an `i128` of its dtype's value. Every access to a signal or an arrival counter
+/// is this one operation (invariant 3): MPI promises atomicity between accumulates only for
+/// the same op (the `accumulate_ops = same_op_no_op` default), and MPICH's ch4 really does
+/// lose updates when `MPI_SUM` and compare-and-swap meet on one element.
+fn fetch_add(win: ffi::MPI_Win, target: usize, off: usize, kind: u32, delta: i64) -> i128 {
     let mut got = 0i64;
-    // SAFETY: one element of `kind` (at most 8 bytes, `got` holds 8) at an in-bounds offset the
-    // caller checked; flushed so the value is complete.
+    // SAFETY: one element of `kind` (at most 8 bytes, the low bytes of `delta` and `got`,
+    // little-endian) at an in-bounds offset the caller checked; flushed so it is complete.
     unsafe {
         ffi::MPI_Fetch_and_op(
-            (&zero as *const i64).cast(),
+            (&delta as *const i64).cast(),
             (&mut got as *mut i64).cast(),
             dtype(kind),
             target as i32,
@@ -451,6 +484,11 @@ fn atomic_read(win: ffi::MPI_Win, target: usize, off: usize, kind: u32) -> i128 
         ffi::MPI_Win_flush(target as i32, win);
     }
     as_kind(got, kind)
+}
+
+/// Reads one signal element atomically: [`fetch_add`] of zero.
+fn atomic_read(win: ffi::MPI_Win, target: usize, off: usize, kind: u32) -> i128 {
+    fetch_add(win, target, off, kind, 0)
 }
 
 /// The value of a signal element of `kind` held in the low bytes of `raw`.
@@ -612,33 +650,24 @@ unsafe extern "C" fn h_get(
 }
 
 /// Sets the signal element of `kind` at byte `off` of rank `target`'s part of `win` to `value`
-/// atomically: a compare-and-swap loop from the value read atomically (only `MPI_SUM` and
-/// compare-and-swap are used, which every MPI exports; invariant 3).
+/// with [`fetch_add`] only: add the difference from the value read; if another rank changed
+/// the element in between, add the difference again from what the add found. With one writer
+/// (what `Set` is for) this is one read and one add; concurrent `Set`s end at one of their
+/// values, as on `sim`.
 ///
 /// # Safety
 /// `off` is an in-bounds, aligned offset of a `kind` element; inside the lock_all epoch.
 unsafe fn set_signal(win: ffi::MPI_Win, target: usize, off: usize, kind: u32, value: i64) {
-    let mut cur = atomic_read(win, target, off, kind) as i64;
-    loop {
-        let mut old = 0i64;
-        // SAFETY: as the caller promises; all three buffers hold 8 bytes, of which the
-        // element's low bytes are used (little-endian).
-        unsafe {
-            ffi::MPI_Compare_and_swap(
-                (&value as *const i64).cast(),
-                (&cur as *const i64).cast(),
-                (&mut old as *mut i64).cast(),
-                dtype(kind),
-                target as i32,
-                off as ffi::MPI_Aint,
-                win,
-            );
-            ffi::MPI_Win_flush(target as i32, win);
-        }
-        if as_kind(old, kind) == as_kind(cur, kind) {
+    let want = as_kind(value, kind);
+    let mut cur = atomic_read(win, target, off, kind);
+    while cur != want {
+        let delta = value.wrapping_sub(cur as i64);
+        let before = fetch_add(win, target, off, kind, delta);
+        if before == cur {
             return;
         }
-        cur = old;
+        // Someone changed it: it now holds `before + delta` (wrapping in the element's dtype).
+        cur = as_kind((before as i64).wrapping_add(delta), kind);
     }
 }
 
@@ -663,9 +692,10 @@ unsafe extern "C" fn h_notify(
             // A signal is only ever touched by atomic RMA operations (invariant 3). A plain
             // `MPI_Put` here would race with the waiter's read (MPI calls that conflicting
             // access erroneous; Open MPI's shared-memory windows lose the update).
+            // Release: the kernel's plain stores into any window reach its public copy first.
+            e.wins.sync_all();
             // SAFETY: one element of `kind` at an in-bounds, aligned offset; flushed.
             unsafe {
-                ffi::MPI_Win_sync(w);
                 if op == 1 {
                     let (v32, v64) = (value as i32, value);
                     let src: *const c_void = if width == 4 {
@@ -733,7 +763,7 @@ unsafe extern "C" fn h_wait(
         if start.elapsed() > e.timeout {
             return fail(e, format!("a wait on window #{win} did not complete within {} s (the peer that should notify may be waiting too: a deadlock across processes; EAGLE_WAIT_TIMEOUT_S)", e.timeout.as_secs()));
         }
-        std::thread::yield_now();
+        backoff(start);
     }
 }
 
