@@ -405,7 +405,7 @@ pub fn plan_module(
         ranks: None,
         planes,
         platform: eagle_runtime::Platform::Sim,
-        cuda_emulate: eagle_runtime::RunOptions::default().cuda_emulate,
+        cuda_emulate: eagle_runtime::RunOptions::from_env()?.cuda_emulate,
     })
 }
 

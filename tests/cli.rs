@@ -51,7 +51,7 @@ fn bad_command_lines_exit_with_code_2_and_a_message() {
         (&["-d", "0,a"], "entry 1 is `a`, not a device id"),
         (&["-d", "0,-1"], "entry 1 is `-1`"),
         (&["-d", "1,1"], "device 1 is listed twice"),
-        (&["-d", "0,100"], "device 100 does not exist"),
+        (&["-d", "0,1024"], "device 1024 does not exist"),
         (&["-p", "tpu", "-d", "0"], "unknown platform `tpu`"),
         (&["--step", "99"], "unknown step `99`"),
         (

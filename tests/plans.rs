@@ -546,11 +546,11 @@ fn plane_mistakes_and_kernel_failures_are_named() {
         "{e}"
     );
     let e = p
-        .run(64, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .run(1024, &mut Planes::new().input("x", &x).output("y", &mut y))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("device 64 does not exist"), "{e}");
-    assert!(e.contains("devices 0 to 63"), "{e}");
+    assert!(e.contains("device 1024 does not exist"), "{e}");
+    assert!(e.contains("devices 0 to 1023"), "{e}");
     // A run-time failure names the sample kernel, the rank and the samples.
     let e = plan(overrun, Structure::RankPartition, Structure::HostTeam)
         .unwrap()
