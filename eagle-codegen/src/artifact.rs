@@ -1,4 +1,9 @@
 //! Artifacts and the in-process artifact cache.
+//!
+//! The cache is bounded by bytes ([`Artifact::size_bytes`], default [`DEFAULT_CACHE_BYTES`],
+//! set with [`set_cache_limit`]): when an insertion would exceed the limit, the least recently
+//! used artifacts are dropped (a later launch recompiles them). An artifact still in use (held
+//! by a [`std::sync::Arc`]) lives on until its last holder drops it.
 
 use crate::cpu::{self, CpuCode};
 use crate::error::CodegenError;
@@ -54,6 +59,22 @@ pub struct Artifact {
 }
 
 impl Artifact {
+    /// An estimate of the memory the artifact holds, in bytes: its machine code, IR and
+    /// Cranelift IR text (twice the IR text, for the module it was printed from), fault
+    /// messages and CUDA C. The artifact cache is bounded by the sum of these.
+    pub fn size_bytes(&self) -> usize {
+        let clif: usize = self.code.clif.values().map(String::len).sum();
+        let sites: usize = self
+            .code
+            .sites
+            .iter()
+            .chain(self.cuda.iter().flat_map(|c| c.sites.iter()))
+            .map(String::len)
+            .sum();
+        let cuda = self.cuda.as_ref().map_or(0, |c| c.source.len());
+        self.code.code_bytes + 2 * self.ir.len() + clif + sites + cuda
+    }
+
     /// The message of fault `site` with its values filled in.
     pub fn fault_message(&self, site: u32, a: i64, b: i64) -> String {
         self.code
@@ -67,36 +88,123 @@ impl Artifact {
     }
 }
 
-/// Counters of the artifact cache.
+/// Counters and contents of the artifact cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CacheStats {
-    /// Artifacts compiled (cache misses).
+    /// Artifacts compiled (cache misses), since the process started.
     pub compiles: u64,
-    /// Lookups served from the cache.
+    /// Lookups served from the cache, since the process started.
     pub hits: u64,
+    /// Artifacts dropped to stay under the limit, since the process started.
+    pub evictions: u64,
+    /// Artifacts in the cache now.
+    pub entries: usize,
+    /// The sum of their [`Artifact::size_bytes`] now.
+    pub bytes: usize,
+    /// The limit on `bytes` (see [`set_cache_limit`]).
+    pub limit: usize,
 }
+
+/// The default bound of the artifact cache: 256 MiB.
+pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
 
 static COMPILES: AtomicU64 = AtomicU64::new(0);
 static HITS: AtomicU64 = AtomicU64::new(0);
+static EVICTIONS: AtomicU64 = AtomicU64::new(0);
 
-fn cache() -> &'static Mutex<HashMap<u64, Arc<Artifact>>> {
-    static C: OnceLock<Mutex<HashMap<u64, Arc<Artifact>>>> = OnceLock::new();
-    C.get_or_init(|| Mutex::new(HashMap::new()))
+/// The cache: artifacts by key with their size and last use, and the totals.
+struct Cache {
+    map: HashMap<u64, (Arc<Artifact>, usize, u64)>,
+    bytes: usize,
+    limit: usize,
+    /// A use counter: the entry with the smallest last use is the least recently used.
+    tick: u64,
 }
 
-/// The cache counters since the process started.
+impl Cache {
+    fn get(&mut self, key: u64) -> Option<Arc<Artifact>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.map.get_mut(&key).map(|(a, _, t)| {
+            *t = tick;
+            Arc::clone(a)
+        })
+    }
+
+    /// Drops least recently used entries until `room` more bytes fit under the limit.
+    fn make_room(&mut self, room: usize) {
+        while self.bytes.saturating_add(room) > self.limit {
+            let Some((&k, _)) = self.map.iter().min_by_key(|(_, (_, _, t))| *t) else {
+                break;
+            };
+            if let Some((_, b, _)) = self.map.remove(&k) {
+                self.bytes -= b;
+                EVICTIONS.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn insert(&mut self, key: u64, a: Arc<Artifact>) {
+        let b = a.size_bytes();
+        if b > self.limit {
+            // Larger than the whole cache: used once, not kept.
+            return;
+        }
+        if let Some((_, old, _)) = self.map.remove(&key) {
+            self.bytes -= old;
+        }
+        self.make_room(b);
+        self.tick += 1;
+        self.map.insert(key, (a, b, self.tick));
+        self.bytes += b;
+    }
+}
+
+fn cache() -> std::sync::MutexGuard<'static, Cache> {
+    static C: OnceLock<Mutex<Cache>> = OnceLock::new();
+    C.get_or_init(|| {
+        Mutex::new(Cache {
+            map: HashMap::new(),
+            bytes: 0,
+            limit: DEFAULT_CACHE_BYTES,
+            tick: 0,
+        })
+    })
+    .lock()
+    // The cache holds no invariant a panicking holder could break halfway that matters more
+    // than losing the cache: keep using it.
+    .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The cache counters since the process started, and what the cache holds now.
 pub fn cache_stats() -> CacheStats {
+    let c = cache();
     CacheStats {
         compiles: COMPILES.load(Ordering::Relaxed),
         hits: HITS.load(Ordering::Relaxed),
+        evictions: EVICTIONS.load(Ordering::Relaxed),
+        entries: c.map.len(),
+        bytes: c.bytes,
+        limit: c.limit,
     }
+}
+
+/// Bounds the artifact cache to `bytes` (the sum of [`Artifact::size_bytes`]; default
+/// [`DEFAULT_CACHE_BYTES`]), dropping least recently used artifacts now if it holds more. An
+/// artifact larger than the limit is compiled and run but not kept; `0` turns caching off.
+/// Returns the previous limit.
+pub fn set_cache_limit(bytes: usize) -> usize {
+    let mut c = cache();
+    let old = std::mem::replace(&mut c.limit, bytes);
+    c.make_room(0);
+    old
 }
 
 /// Empties the artifact cache (counters are kept).
 pub fn clear_cache() {
-    if let Ok(mut c) = cache().lock() {
-        c.clear();
-    }
+    let mut c = cache();
+    c.map.clear();
+    c.bytes = 0;
 }
 
 /// Specializes `m` (rooted at host function `root`) for `b` and compiles it for `target`,
@@ -137,7 +245,8 @@ pub fn compile_hashed(
         target.name()
     );
     let key = crate::fnv1a(key_text.as_bytes());
-    if let Some(a) = cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
+    let hit = cache().get(key);
+    if let Some(a) = hit {
         HITS.fetch_add(1, Ordering::Relaxed);
         return Ok((a, true));
     }
@@ -161,8 +270,6 @@ pub fn compile_hashed(
         compile_time: t0.elapsed(),
     });
     COMPILES.fetch_add(1, Ordering::Relaxed);
-    if let Ok(mut c) = cache().lock() {
-        c.insert(key, a.clone());
-    }
+    cache().insert(key, a.clone());
     Ok((a, false))
 }
