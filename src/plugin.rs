@@ -439,9 +439,9 @@ pub fn load(dir: &Path, name: &str) -> Result<Loaded> {
         return Err(field(
             "targets",
             format!(
-                "{targets:?} (the sidecar {} a `cuda` part)",
+                "{targets:?} (the sidecar {} `cuda` part)",
                 if sidecar.cuda.is_some() {
-                    "has"
+                    "has a"
                 } else {
                     "has no"
                 }

@@ -273,3 +273,81 @@ pub fn compile_hashed(
     cache().insert(key, a.clone());
     Ok((a, false))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HELLO: &str =
+        "device @hello(%0 ctx: ctx, %1 x: tensor<[1, 64], f32>, out %2 y: tensor<[1, 64], f32>) {
+  %3 = rank %0 : index
+  %4 = const 0 : index
+  %5 = load %1[%4, %4] : tile<[1, 64], f32>
+  %6 = cast %3 : f32
+  %7 = add %5, %6 : tile<[1, 64], f32>
+  store %7, %2[%4, %4]
+}
+
+host @hello_rank(%0 x: tensor<[NR, 1, 64], f32>, out %1 y: tensor<[NR, 1, 64], f32>) {
+  %2 = world_size : index
+  %3 = const 0 : index
+  for %4 in %3..%2 {
+    %5 = slice %0[%4] : tensor<[1, 64], f32>
+    %6 = slice %1[%4] : tensor<[1, 64], f32>
+    dispatch @hello(%5, %6) device %4
+  }
+}
+";
+
+    /// Compiles the module at world size `p`: the artifact and whether it was a cache hit.
+    fn at(m: &Module, p: u64) -> (Arc<Artifact>, bool) {
+        compile(
+            m,
+            "hello_rank",
+            &Bindings::world(p).with("NR", p),
+            Target::Cpu,
+        )
+        .unwrap()
+    }
+
+    /// The only test of this crate that uses the global cache, so the counters move only here.
+    #[test]
+    fn the_cache_drops_the_least_recently_used_artifacts_beyond_its_byte_limit() {
+        let m = eagle_ir::parse_module(HELLO).unwrap();
+        clear_cache();
+        assert_eq!(set_cache_limit(DEFAULT_CACHE_BYTES), DEFAULT_CACHE_BYTES);
+        let s0 = cache_stats();
+        let (a1, h1) = at(&m, 1);
+        let (a2, h2) = at(&m, 2);
+        let (a3, h3) = at(&m, 3);
+        assert_eq!((h1, h2, h3), (false, false, false));
+        let (b1, b2, b3) = (a1.size_bytes(), a2.size_bytes(), a3.size_bytes());
+        // A real estimate: machine code and the IR texts.
+        assert!(a1.code.code_bytes > 0);
+        assert!(b1 > 2 * a1.ir.len() + a1.code.code_bytes, "{b1}");
+        let s = cache_stats();
+        assert_eq!((s.entries, s.bytes), (3, b1 + b2 + b3));
+        assert_eq!((s.compiles - s0.compiles, s.hits - s0.hits), (3, 0));
+        // Use P = 1 again: P = 2 is now the least recently used, and goes first.
+        assert!(at(&m, 1).1);
+        set_cache_limit(b1 + b2.max(b3));
+        let s = cache_stats();
+        assert_eq!((s.entries, s.bytes, s.limit), (2, b1 + b3, b1 + b2.max(b3)));
+        assert_eq!(s.evictions - s0.evictions, 1);
+        assert!(!at(&m, 2).1, "P = 2 was dropped: compiled again");
+        // Making room for it dropped P = 3 (P = 1 was used after P = 3 was added).
+        assert!(at(&m, 1).1);
+        let s = cache_stats();
+        assert_eq!((s.entries, s.bytes), (2, b1 + b2));
+        assert_eq!(s.evictions - s0.evictions, 2);
+        assert_eq!((s.compiles - s0.compiles, s.hits - s0.hits), (4, 2));
+        // Limit 0: nothing is kept; every compile is a miss.
+        set_cache_limit(0);
+        assert_eq!(cache_stats().entries, 0);
+        assert!(!at(&m, 1).1);
+        assert!(!at(&m, 1).1);
+        assert_eq!(cache_stats().bytes, 0);
+        set_cache_limit(DEFAULT_CACHE_BYTES);
+        clear_cache();
+    }
+}
