@@ -2,11 +2,12 @@
 # GPU check for eagle's cuda platform, on a machine with one NVIDIA GPU, its driver and the CUDA
 # toolkit (for NVRTC), and no network (crates must already be in the cargo cache):
 #   1. builds (release, offline),
-#   2. runs the CUDA tests (snapshots, NVRTC, the GPU runs against sim, the emulation),
+#   2. runs the CUDA tests (snapshots, NVRTC, the GPU runs against sim, the emulation), the
+#      #[ignore]d GPU and NVRTC tests included (`--include-ignored`),
 #   3. runs steps 01-16 on `-p cuda` with one GPU serving every rank: -d 0, -d 0,0, -d 0,0,0,0,
 #      and checks each step's output digest against `sim` at the same world size,
 #   4. prints a bandwidth table: a streaming sample kernel next to a device-to-device copy.
-# Fails if any step fails or differs, if a GPU test skipped, or if the check takes more than
+# Fails if any step fails or differs, if a GPU test did not run, or if the check takes more than
 # 8 minutes (every command runs under `timeout` with what is left of the budget).
 #
 # Needs the NVIDIA driver, NVRTC (CUDA toolkit or the nvidia-cuda-nvrtc-cu12 wheel), a C++
@@ -44,8 +45,11 @@ run cargo build --release --offline --bin eagle
 run cargo test --release --offline --test cuda --no-run
 
 echo "== CUDA tests"
-run cargo test --release --offline --test cuda -- --nocapture --test-threads 1 2>&1 | tee target/gpu-tests.log
+run cargo test --release --offline --test cuda -- --include-ignored --nocapture --test-threads 1 2>&1 | tee target/gpu-tests.log
 grep -q "test result: ok" target/gpu-tests.log
+if ! grep -q "test result: ok.* 0 ignored" target/gpu-tests.log; then
+  echo "some CUDA tests were ignored (they must all run here)"; exit 1
+fi
 if grep -q "^skipped:" target/gpu-tests.log; then
   echo "some CUDA tests skipped (they must all run here):"
   grep "^skipped:" target/gpu-tests.log | sort | uniq -c

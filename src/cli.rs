@@ -102,6 +102,8 @@ pub fn parse_devices_on(platform: Platform, s: &str) -> Result<Vec<usize>> {
         ));
     }
     let mut out = vec![];
+    // Repeats are found through a set: linear in the length of the list.
+    let mut seen = std::collections::HashSet::new();
     for (i, part) in s.split(',').enumerate() {
         let p = part.trim();
         let d: usize = p.parse().map_err(|_| {
@@ -114,7 +116,7 @@ pub fn parse_devices_on(platform: Platform, s: &str) -> Result<Vec<usize>> {
                 "argument `-d/--devices`: entry {i} is `{p}`, {what}; expected comma-separated non-negative integers such as `0,1,2,3`"
             ))
         })?;
-        if out.contains(&d) && platform != Platform::Cuda {
+        if platform != Platform::Cuda && !seen.insert(d) {
             return Err(Error::Usage(format!(
                 "argument `-d/--devices`: device {d} is listed twice; each rank needs its own device, e.g. `0,1,2,3` (only `-p cuda` lets ranks share a device)"
             )));
@@ -155,7 +157,7 @@ impl CommonArgs {
     pub fn session(&self, mode: Option<String>) -> Result<Session> {
         let platform = Platform::parse(&self.platform)?;
         let devices = parse_devices_on(platform, &self.devices)?;
-        if platform == Platform::Cuda && eagle_runtime::RunOptions::default().cuda_emulate {
+        if platform == Platform::Cuda && eagle_runtime::RunOptions::from_env()?.cuda_emulate {
             use std::io::Write;
             let _ = writeln!(
                 std::io::stderr(),
@@ -184,6 +186,14 @@ struct ExampleArgs {
     mode: Option<String>,
 }
 
+/// What a failed write to stdout means for the exit code: `None` for a closed pipe
+/// ([`std::io::ErrorKind::BrokenPipe`], e.g. `eagle | head`: output stops quietly, the exit
+/// code is that of the run), `Some(e)` for any other error (a full disk: the runner and the
+/// examples print it and exit 1).
+pub fn write_failure(e: std::io::Error) -> Option<std::io::Error> {
+    (e.kind() != std::io::ErrorKind::BrokenPipe).then_some(e)
+}
+
 /// Whether an error is the user's input (exit code 2) rather than a failed run (exit code 1).
 pub fn is_usage(e: &Error) -> bool {
     use eagle_runtime::RuntimeError as R;
@@ -193,6 +203,7 @@ pub fn is_usage(e: &Error) -> bool {
             | Error::Runtime(
                 R::UnknownPlatform(_)
                     | R::Devices(_)
+                    | R::Env { .. }
                     | R::PlatformUnavailable { .. }
                     | R::NoCudaDriver { .. }
             )
@@ -216,7 +227,18 @@ pub fn example_main(step: Step) -> ExitCode {
         Ok(()) if ok => {
             use std::io::Write;
             if mpi.is_root() {
-                let _ = writeln!(std::io::stdout(), "OK");
+                let mut out = std::io::stdout().lock();
+                if let Some(e) = writeln!(out, "OK")
+                    .and_then(|()| out.flush())
+                    .err()
+                    .and_then(write_failure)
+                {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "error: the result could not be written to stdout: {e}"
+                    );
+                    return ExitCode::FAILURE;
+                }
             }
             ExitCode::SUCCESS
         }

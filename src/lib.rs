@@ -56,7 +56,8 @@ pub mod plan;
 pub mod plugin;
 mod random;
 pub use cli::{
-    example_main, is_usage, parse_devices, parse_devices_on, CommonArgs, Step, StepOutcome,
+    example_main, is_usage, parse_devices, parse_devices_on, write_failure, CommonArgs, Step,
+    StepOutcome,
 };
 pub use random::random_tensor;
 
@@ -66,7 +67,12 @@ pub mod prelude {
 }
 
 /// Every error eagle returns.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Display` (`{e}`) and `Debug` (`{e:?}`) both print the message, so `fn main() ->
+/// eagle::Result<()>` shows it as it is written. The variant and its fields are printed by
+/// the alternate form `{e:#?}`; match on them with `matches!`, e.g.
+/// `matches!(e, eagle::Error::Runtime(eagle::runtime::RuntimeError::Devices(_)))`.
+#[derive(thiserror::Error)]
 pub enum Error {
     /// Building or verifying IR failed.
     #[error(transparent)]
@@ -83,6 +89,22 @@ pub enum Error {
     /// A bad command line.
     #[error("{0}")]
     Usage(String),
+}
+
+impl std::fmt::Debug for Error {
+    /// The message (as `Display`); with `{:#?}`, the variant and its fields.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !f.alternate() {
+            return std::fmt::Display::fmt(self, f);
+        }
+        match self {
+            Error::Ir(e) => f.debug_tuple("Ir").field(e).finish(),
+            Error::Codegen(e) => f.debug_tuple("Codegen").field(e).finish(),
+            Error::Runtime(e) => f.debug_tuple("Runtime").field(e).finish(),
+            Error::Check(m) => f.debug_tuple("Check").field(m).finish(),
+            Error::Usage(m) => f.debug_tuple("Usage").field(m).finish(),
+        }
+    }
 }
 
 impl From<eagle_codegen::SpecializeError> for Error {
@@ -138,6 +160,16 @@ fn cuda_devices(devices: &[usize]) -> Result<()> {
     }
 }
 
+/// The message for device `d` at or above `platform`'s device limit.
+fn too_many(platform: Platform, d: usize) -> String {
+    let max = platform.max_devices();
+    format!(
+        "device {d} does not exist: platform `{}` has devices 0 to {} (at most {max} devices); give a shorter list, e.g. `-d 0,1,2,3`",
+        platform.name(),
+        max.saturating_sub(1)
+    )
+}
+
 /// A world of devices on a platform, and the options of a run.
 #[derive(Debug)]
 pub struct Session {
@@ -148,15 +180,24 @@ pub struct Session {
     target: codegen::Target,
     mode: Option<String>,
     options: eagle_runtime::RunOptions,
-    reports: Mutex<Vec<LaunchReport>>,
+    /// The reports of the last `reports_kept` launches, oldest first.
+    reports: Mutex<std::collections::VecDeque<LaunchReport>>,
+    reports_kept: usize,
 }
 
 impl Session {
+    /// How many launch reports a session keeps by default for [`Session::take_reports`]: the
+    /// reports of the last 1024 launches (older ones are dropped, so a session launched in a
+    /// loop holds bounded memory). Change it with [`Session::with_reports_kept`].
+    pub const REPORTS_KEPT: usize = 1024;
+
     /// A session on `platform` with one rank per entry of `devices` (rank r uses `devices[r]`).
     ///
     /// # Errors
     /// [`Error::Runtime`] when the device list is empty, repeats an id, names a device the
-    /// platform lacks, or the platform is unavailable.
+    /// platform lacks, or the platform is unavailable; [`eagle_runtime::RuntimeError::Env`]
+    /// when `EAGLE_RACE_CHECK`, `EAGLE_WAIT_TIMEOUT_S` or `EAGLE_CUDA_EMULATE` holds a value it
+    /// does not understand (see [`eagle_runtime::RunOptions::from_env`]).
     pub fn new(platform: Platform, devices: Vec<usize>) -> Result<Session> {
         use eagle_runtime::RuntimeError as E;
         if devices.is_empty() {
@@ -177,9 +218,8 @@ impl Session {
                 .into());
             }
         }
-        if platform == Platform::Cuda
-            && !(cfg!(feature = "cuda") && eagle_runtime::RunOptions::default().cuda_emulate)
-        {
+        let env = eagle_runtime::RunOptions::from_env()?;
+        if platform == Platform::Cuda && !(cfg!(feature = "cuda") && env.cuda_emulate) {
             cuda_devices(&devices)?;
         }
         let mut seen = std::collections::HashSet::new();
@@ -194,18 +234,13 @@ impl Session {
                 .into());
             }
             if d >= platform.max_devices() {
-                return Err(E::Devices(format!(
-                    "device {d} does not exist: platform `{}` has devices 0 to {}",
-                    platform.name(),
-                    platform.max_devices() - 1
-                ))
-                .into());
+                return Err(E::Devices(too_many(platform, d)).into());
             }
         }
         let options = eagle_runtime::RunOptions {
             platform,
             devices: devices.clone(),
-            ..eagle_runtime::RunOptions::default()
+            ..env
         };
         Ok(Session {
             platform,
@@ -219,7 +254,8 @@ impl Session {
             },
             mode: None,
             options,
-            reports: Mutex::new(vec![]),
+            reports: Mutex::new(std::collections::VecDeque::new()),
+            reports_kept: Session::REPORTS_KEPT,
         })
     }
 
@@ -247,11 +283,16 @@ impl Session {
         Ok(s)
     }
 
-    /// A `sim` session of `p` devices `0..p`.
+    /// A `sim` session of `p` devices `0..p` (at most [`Platform::max_devices`], 1024).
     ///
     /// # Errors
-    /// As [`Session::new`] (for example `p = 0`).
+    /// As [`Session::new`]: for example `p = 0`, or `p` above the platform's device limit.
     pub fn sim(p: usize) -> Result<Session> {
+        let max = Platform::Sim.max_devices();
+        if p > max {
+            // Refused before building the device list: `p` may be any usize.
+            return Err(eagle_runtime::RuntimeError::Devices(too_many(Platform::Sim, max)).into());
+        }
         Session::new(Platform::Sim, (0..p).collect())
     }
 
@@ -307,11 +348,24 @@ impl Session {
         self.platform
     }
 
-    /// Reports of every launch so far, and clears them.
+    /// Keeps the reports of the last `n` launches for [`Session::take_reports`] (default
+    /// [`Session::REPORTS_KEPT`]; `0` keeps none). Every launch still returns its own report.
+    pub fn with_reports_kept(mut self, n: usize) -> Self {
+        self.reports_kept = n;
+        if let Ok(r) = self.reports.get_mut() {
+            while r.len() > n {
+                r.pop_front();
+            }
+        }
+        self
+    }
+
+    /// The reports of the launches since the last call, oldest first, and clears them: at
+    /// most the last [`Session::REPORTS_KEPT`] (or [`Session::with_reports_kept`]) of them.
     pub fn take_reports(&self) -> Vec<LaunchReport> {
         self.reports
             .lock()
-            .map(|mut r| std::mem::take(&mut *r))
+            .map(|mut r| Vec::from(std::mem::take(&mut *r)))
             .unwrap_or_default()
     }
 
@@ -406,7 +460,12 @@ impl Session {
             artifact: art.clone(),
         };
         if let Ok(mut r) = self.reports.lock() {
-            r.push(report.clone());
+            if self.reports_kept > 0 {
+                if r.len() >= self.reports_kept {
+                    r.pop_front();
+                }
+                r.push_back(report.clone());
+            }
         }
         Ok(report)
     }
@@ -499,6 +558,7 @@ fn bindings_from_args(
         .into());
     }
     for (prm, a) in f.params.iter().zip(args) {
+        a.check_len(root, &prm.name)?;
         let (Some(shape), Some(actual)) = (
             f.ty(prm.value).shape(),
             match a {
@@ -664,7 +724,9 @@ impl MpiGuard {
         MpiGuard {
             rank,
             size,
-            timeout: eagle_runtime::RunOptions::default().wait_timeout,
+            timeout: eagle_runtime::RunOptions::from_env()
+                .unwrap_or_default()
+                .wait_timeout,
         }
     }
     /// Sets how long a rank waits for the others (`--wait-timeout SECS`); `None` keeps it.

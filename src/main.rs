@@ -121,6 +121,9 @@ fn main() -> ExitCode {
     let mut failed = 0;
     let mut total = 0;
     let mut out = std::io::stdout().lock();
+    // The first failed write to stdout other than a closed pipe; printing stops after it.
+    let mut write_error: Option<std::io::Error> = None;
+    let mut printing = true;
     for st in &selected {
         let modes: Vec<Option<&str>> = match &cli.mode {
             Some(m) if st.modes.contains(&m.as_str()) => vec![Some(m.as_str())],
@@ -156,6 +159,7 @@ fn main() -> ExitCode {
                 }
             };
             // A closed stdout (`eagle | head`) must not panic: stop printing, keep the exit code.
+            // Any other write error (a full disk) is reported and makes the exit code 1.
             if !mpi.is_root() {
                 continue;
             }
@@ -164,18 +168,36 @@ fn main() -> ExitCode {
             } else {
                 String::new()
             };
-            let _ = writeln!(
-                out,
-                "step {label:<36} P={p:<2} compile {:>8.2} ms  run {:>8.2} ms  {status}{digest}",
-                outcome.compile_ms, outcome.run_ms
-            );
+            if printing {
+                if let Err(e) = writeln!(
+                    out,
+                    "step {label:<36} P={p:<2} compile {:>8.2} ms  run {:>8.2} ms  {status}{digest}",
+                    outcome.compile_ms, outcome.run_ms
+                ) {
+                    printing = false;
+                    write_error = write_error.or(eagle::write_failure(e));
+                }
+            }
+        }
+    }
+    if printing {
+        if let Err(e) = out.flush() {
+            write_error = write_error.or(eagle::write_failure(e));
         }
     }
     let ok = mpi.all_ok(failed == 0);
+    if let Some(e) = &write_error {
+        let _ = writeln!(
+            std::io::stderr(),
+            "error: the results could not be written to stdout: {e}"
+        );
+    }
     if !ok || failed > 0 {
         if mpi.is_root() {
             let _ = writeln!(std::io::stderr(), "{failed} of {total} step runs failed");
         }
+        ExitCode::FAILURE
+    } else if write_error.is_some() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

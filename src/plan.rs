@@ -225,7 +225,7 @@ fn agree_before_gather(what: &str, check: Result<()>) -> Result<()> {
     if RankPartition::world().1 > 1 {
         let stance = eagle_runtime::agree::Stance::at(format!("a call of {what}"))
             .failed(check.as_ref().err().map(ToString::to_string));
-        let timeout = eagle_runtime::RunOptions::default().wait_timeout;
+        let timeout = eagle_runtime::RunOptions::from_env()?.wait_timeout;
         let agreed = eagle_runtime::mpi_rt::agree(&stance, timeout);
         check?;
         return Ok(agreed?);
@@ -434,7 +434,7 @@ pub fn plan_module(
         ranks: None,
         planes,
         platform: eagle_runtime::Platform::Sim,
-        cuda_emulate: eagle_runtime::RunOptions::default().cuda_emulate,
+        cuda_emulate: eagle_runtime::RunOptions::from_env()?.cuda_emulate,
     })
 }
 
@@ -749,7 +749,7 @@ impl Plan {
             };
             stance = stance.fact(format!("plane `{name}`"), v);
         }
-        let timeout = eagle_runtime::RunOptions::default().wait_timeout;
+        let timeout = eagle_runtime::RunOptions::from_env()?.wait_timeout;
         Ok(eagle_runtime::mpi_rt::agree(&stance, timeout)?)
     }
 

@@ -2,7 +2,7 @@
 //! source (multi-GPU seed: "Load a compiled kernel").
 //!
 //! ```text
-//! <dir>/manifest.json              {"format": "eagle-plugin/1", "kernels": ["histogram"], ...}
+//! <dir>/manifest.json              {"format": "eagle-plugin/2", "kernels": ["histogram"], ...}
 //! <dir>/<name>.json                the sidecar: signature, category, op, world size, targets, hash
 //! <dir>/cpu/<name>.eir             the artifact for the CPU target: the plan's IR text,
 //!                                  specialized and JIT-compiled again on load
@@ -13,21 +13,35 @@
 //!
 //! Sample kernels run at any world size (ranks split samples, not shapes), so one artifact per
 //! target serves every world size; the sidecar says so (`"world_size": "any"`).
+//!
+//! [`load`] checks every field of the manifest and the sidecar against the artifacts and
+//! against this eagle, reads only regular files of at most [`MAX_FILE_BYTES`], and checks the
+//! SHA-256 of every artifact. The hashes are an integrity check (against accidental edits,
+//! truncation and stale files), not authentication: whoever can write the directory can
+//! rewrite an artifact and its hash together.
 
 use crate::ir::{self, parse_module, print_module, verify_module, AccessCategory};
 use crate::plan::{plan_module, Plan, Structure};
 use crate::{codegen, Error, Result};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Read;
 use std::path::Path;
 
-const FORMAT: &str = "eagle-plugin/1";
+/// The format this eagle writes and reads (`/2`: SHA-256 hashes, PTX hashes).
+const FORMAT: &str = "eagle-plugin/2";
 
-/// `manifest.json`.
+/// The most bytes [`load`] reads from any one file of a plugin (64 MiB); a larger file is
+/// refused.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// `manifest.json`. Unknown fields are refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Manifest {
-    /// Always `eagle-plugin/1`.
+    /// Always `eagle-plugin/2`.
     pub format: String,
-    /// The eagle version that wrote it.
+    /// The eagle version that wrote it; [`load`] accepts only its own version.
     pub eagle_version: String,
     /// Kernel names; each has a sidecar `<name>.json`.
     pub kernels: Vec<String>,
@@ -35,6 +49,7 @@ pub struct Manifest {
 
 /// One plane of a kernel's signature.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PlaneSig {
     /// Parameter name.
     pub name: String,
@@ -46,8 +61,9 @@ pub struct PlaneSig {
     pub out: bool,
 }
 
-/// The sidecar `<name>.json` of one kernel.
+/// The sidecar `<name>.json` of one kernel. Unknown fields are refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Sidecar {
     /// Kernel name.
     pub name: String,
@@ -57,11 +73,11 @@ pub struct Sidecar {
     pub category: String,
     /// The reduction op of a mapreduce (`sum`, `times`, `max`, `land`), else `null`.
     pub op: Option<String>,
-    /// World sizes the artifacts serve: `"any"` for sample kernels.
+    /// World sizes the artifacts serve: `"any"` for sample kernels (the only value written).
     pub world_size: String,
-    /// Targets with an artifact.
+    /// Targets with an artifact: `["cpu"]`, or `["cpu", "cuda"]` with a [`Sidecar::cuda`] part.
     pub targets: Vec<String>,
-    /// `fnv1a:<hex>` of the artifact text.
+    /// `sha256:<hex>` of the artifact text (an integrity check, not authentication).
     pub content_hash: String,
     /// The cuda target's artifact, when deployed with one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,13 +86,16 @@ pub struct Sidecar {
 
 /// The cuda part of a sidecar: the dims the CUDA C was specialized for and its PTX.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CudaSidecar {
     /// Symbolic dims and their values (`{"N": 200000}`).
     pub dims: std::collections::BTreeMap<String, u64>,
     /// Virtual architectures with a PTX file.
     pub archs: Vec<String>,
-    /// `fnv1a:<hex>` of `cuda/<name>.cu`.
+    /// `sha256:<hex>` of `cuda/<name>.cu`.
     pub source_hash: String,
+    /// `sha256:<hex>` of each architecture's PTX file, in the order of `archs`.
+    pub ptx_hashes: Vec<String>,
 }
 
 /// What [`deploy_with`] writes besides the CPU artifact.
@@ -88,8 +107,50 @@ pub struct DeployOptions {
     pub cuda_archs: Vec<String>,
 }
 
+/// `sha256:<hex>` of `text`.
 fn hash_of(text: &str) -> String {
-    format!("fnv1a:{:016x}", codegen::fnv1a(text.as_bytes()))
+    let d = Sha256::digest(text.as_bytes());
+    let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// The text of plugin file `path`: a regular file (symlinks are followed; a FIFO, device,
+/// socket or directory is refused before it is opened) of at most [`MAX_FILE_BYTES`], in UTF-8.
+fn read_text(path: &Path) -> Result<String> {
+    let refuse = |found: String| {
+        Error::Usage(format!(
+            "plugin: cannot read `{}`: expected a regular file of at most {MAX_FILE_BYTES} bytes, found {found}; deploy the plugin again",
+            path.display()
+        ))
+    };
+    let kind = |m: &std::fs::Metadata| {
+        let t = m.file_type();
+        if t.is_dir() {
+            "a directory".to_string()
+        } else if t.is_file() {
+            format!("a file of {} bytes", m.len())
+        } else {
+            "a special file (FIFO, socket or device)".to_string()
+        }
+    };
+    let meta = std::fs::metadata(path).map_err(|e| io("cannot read", path, e))?;
+    if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
+        return Err(refuse(kind(&meta)));
+    }
+    let file = std::fs::File::open(path).map_err(|e| io("cannot read", path, e))?;
+    // The path may have changed since it was checked: check what was opened, too.
+    let meta = file.metadata().map_err(|e| io("cannot read", path, e))?;
+    if !meta.is_file() {
+        return Err(refuse(kind(&meta)));
+    }
+    let mut bytes = vec![];
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io("cannot read", path, e))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(refuse(format!("more than {MAX_FILE_BYTES} bytes")));
+    }
+    String::from_utf8(bytes).map_err(|e| io("cannot read", path, e))
 }
 
 fn io(what: &str, path: &Path, e: impl std::fmt::Display) -> Error {
@@ -154,16 +215,19 @@ pub fn deploy_with(plan: &Plan, dir: &Path, opts: &DeployOptions) -> Result<()> 
         std::fs::create_dir_all(dir.join("cuda")).map_err(|e| io("cannot create", dir, e))?;
         let cu = dir.join("cuda").join(format!("{name}.cu"));
         std::fs::write(&cu, &code.source).map_err(|e| io("cannot write", &cu, e))?;
+        let mut ptx_hashes = vec![];
         for arch in &opts.cuda_archs {
             let ptx = codegen::cuda::compile_ptx(&code, arch)?;
             let pp = dir.join("cuda").join(format!("{name}.{arch}.ptx"));
             std::fs::write(&pp, ptx.as_bytes()).map_err(|e| io("cannot write", &pp, e))?;
+            ptx_hashes.push(hash_of(&ptx));
         }
         targets.push("cuda".into());
         cuda = Some(CudaSidecar {
             dims: opts.cuda_dims.iter().cloned().collect(),
             archs: opts.cuda_archs.clone(),
             source_hash: hash_of(&code.source),
+            ptx_hashes,
         });
     }
     std::fs::create_dir_all(dir.join("cpu")).map_err(|e| io("cannot create", dir, e))?;
@@ -188,9 +252,13 @@ pub fn deploy_with(plan: &Plan, dir: &Path, opts: &DeployOptions) -> Result<()> 
     let json = serde_json::to_string_pretty(&sidecar).map_err(|e| io("cannot encode", &sc, e))?;
     std::fs::write(&sc, json).map_err(|e| io("cannot write", &sc, e))?;
     let mp = dir.join("manifest.json");
-    let mut manifest = match std::fs::read_to_string(&mp) {
-        Ok(t) => serde_json::from_str::<Manifest>(&t).map_err(|e| io("cannot read", &mp, e))?,
-        Err(_) => Manifest {
+    let mut manifest = match mp.exists().then(|| read_text(&mp)).transpose()? {
+        Some(t) => {
+            let m = serde_json::from_str::<Manifest>(&t).map_err(|e| io("cannot read", &mp, e))?;
+            check_manifest(&m)?;
+            m
+        }
+        None => Manifest {
             format: FORMAT.into(),
             eagle_version: env!("CARGO_PKG_VERSION").into(),
             kernels: vec![],
@@ -228,7 +296,7 @@ impl Loaded {
 fn load_cuda(loaded: &Loaded, dir: &Path, c: &CudaSidecar) -> Result<()> {
     let name = &loaded.name;
     let cu = dir.join("cuda").join(format!("{name}.cu"));
-    let source = std::fs::read_to_string(&cu).map_err(|e| io("cannot read", &cu, e))?;
+    let source = read_text(&cu)?;
     let h = hash_of(&source);
     if h != c.source_hash {
         return Err(field(
@@ -247,31 +315,96 @@ fn load_cuda(loaded: &Loaded, dir: &Path, c: &CudaSidecar) -> Result<()> {
             format!("{:?} (the IR gives different CUDA C for them)", c.dims),
         ));
     }
-    for arch in &c.archs {
+    if c.archs.is_empty() || c.archs.len() != c.ptx_hashes.len() {
+        return Err(field(
+            "cuda.ptx_hashes",
+            format!("one hash per architecture of `cuda.archs` {:?}", c.archs),
+            format!("{} hash(es)", c.ptx_hashes.len()),
+        ));
+    }
+    let mut ptxs = vec![];
+    for (i, (arch, want)) in c.archs.iter().zip(&c.ptx_hashes).enumerate() {
+        if c.archs[..i].contains(arch) || !is_arch(arch) {
+            return Err(field(
+                "cuda.archs",
+                "distinct virtual architectures such as `compute_90`",
+                format!("{:?}", c.archs),
+            ));
+        }
         let pp = dir.join("cuda").join(format!("{name}.{arch}.ptx"));
-        let ptx = std::fs::read_to_string(&pp).map_err(|e| io("cannot read", &pp, e))?;
+        let ptx = read_text(&pp)?;
+        let h = hash_of(&ptx);
+        if h != *want {
+            return Err(field(
+                &format!("cuda.ptx_hashes[{i}]"),
+                format!("`{h}` (the hash of cuda/{name}.{arch}.ptx)"),
+                format!("`{want}`"),
+            ));
+        }
+        ptxs.push((arch, ptx));
+    }
+    // Only a fully checked plugin reaches the PTX cache.
+    for (arch, ptx) in ptxs {
         codegen::cuda::preload_ptx(&code, arch, &ptx);
     }
     Ok(())
 }
 
-/// Loads kernel `name` from plugin directory `dir`, checking the manifest, the sidecar and the
-/// artifact against each other.
+/// Whether `a` is a virtual architecture name: `compute_` and digits.
+fn is_arch(a: &str) -> bool {
+    a.strip_prefix("compute_")
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Checks the manifest's format, version and kernel list.
+fn check_manifest(m: &Manifest) -> Result<()> {
+    let bad = |name: &str, expected: String, found: String| {
+        Error::Usage(format!(
+            "plugin manifest field `{name}`: expected {expected}, found {found}; deploy the plugin again with this eagle"
+        ))
+    };
+    if m.format != FORMAT {
+        return Err(bad(
+            "format",
+            format!("`{FORMAT}`"),
+            format!("`{}`", m.format),
+        ));
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    if m.eagle_version != version {
+        return Err(bad(
+            "eagle_version",
+            format!("`{version}` (this eagle)"),
+            format!("`{}`", m.eagle_version),
+        ));
+    }
+    for (i, k) in m.kernels.iter().enumerate() {
+        if m.kernels[..i].contains(k) {
+            return Err(bad(
+                "kernels",
+                "each kernel once".into(),
+                format!("`{k}` twice in {:?}", m.kernels),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Loads kernel `name` from plugin directory `dir`, checking every field of the manifest and
+/// the sidecar against the artifacts and against this eagle, and the SHA-256 of every
+/// artifact (an integrity check, not authentication). Reads only regular files of at most
+/// [`MAX_FILE_BYTES`] bytes.
 ///
 /// # Errors
-/// [`Error::Usage`] for a missing file, a kernel not in the manifest, an unknown format, or a
-/// sidecar that does not match its artifact, naming the field (`content_hash`, `category`,
-/// `op`, `signature`, `targets`, `name`); IR errors for an artifact that does not parse.
+/// [`Error::Usage`] for a missing, special (FIFO, device) or oversized file, a kernel not in
+/// the manifest, another format or eagle version, an unknown field, or a sidecar that does not
+/// match its artifact, naming the field (`content_hash`, `category`, `op`, `signature`,
+/// `targets`, `world_size`, `name`, `cuda.*`); IR errors for an artifact that does not parse.
 pub fn load(dir: &Path, name: &str) -> Result<Loaded> {
     let mp = dir.join("manifest.json");
-    let text = std::fs::read_to_string(&mp).map_err(|e| io("cannot read", &mp, e))?;
+    let text = read_text(&mp)?;
     let manifest: Manifest = serde_json::from_str(&text).map_err(|e| io("malformed", &mp, e))?;
-    if manifest.format != FORMAT {
-        return Err(Error::Usage(format!(
-            "plugin manifest field `format`: expected `{FORMAT}`, found `{}`",
-            manifest.format
-        )));
-    }
+    check_manifest(&manifest)?;
     if !manifest.kernels.iter().any(|k| k == name) {
         return Err(Error::Usage(format!(
             "plugin `{}` has no kernel `{name}`; it has {:?}",
@@ -280,7 +413,7 @@ pub fn load(dir: &Path, name: &str) -> Result<Loaded> {
         )));
     }
     let sp = dir.join(format!("{name}.json"));
-    let st = std::fs::read_to_string(&sp).map_err(|e| io("cannot read", &sp, e))?;
+    let st = read_text(&sp)?;
     let sidecar: Sidecar = serde_json::from_str(&st).map_err(|e| io("malformed", &sp, e))?;
     if sidecar.name != name {
         return Err(field(
@@ -289,15 +422,35 @@ pub fn load(dir: &Path, name: &str) -> Result<Loaded> {
             format!("`{}`", sidecar.name),
         ));
     }
-    if !sidecar.targets.iter().any(|t| t == "cpu") {
+    if sidecar.world_size != "any" {
+        return Err(field(
+            "world_size",
+            "`any` (a sample kernel serves every world size)",
+            format!("`{}`", sidecar.world_size),
+        ));
+    }
+    // Exactly the targets deploy writes: cpu, and cuda when the sidecar has a cuda part.
+    let targets: &[&str] = if sidecar.cuda.is_some() {
+        &["cpu", "cuda"]
+    } else {
+        &["cpu"]
+    };
+    if sidecar.targets != targets {
         return Err(field(
             "targets",
-            "a list with \"cpu\"",
+            format!(
+                "{targets:?} (the sidecar {} `cuda` part)",
+                if sidecar.cuda.is_some() {
+                    "has a"
+                } else {
+                    "has no"
+                }
+            ),
             format!("{:?}", sidecar.targets),
         ));
     }
     let ap = dir.join("cpu").join(format!("{name}.eir"));
-    let art = std::fs::read_to_string(&ap).map_err(|e| io("cannot read", &ap, e))?;
+    let art = read_text(&ap)?;
     let h = hash_of(&art);
     if h != sidecar.content_hash {
         return Err(field(

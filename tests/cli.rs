@@ -51,7 +51,7 @@ fn bad_command_lines_exit_with_code_2_and_a_message() {
         (&["-d", "0,a"], "entry 1 is `a`, not a device id"),
         (&["-d", "0,-1"], "entry 1 is `-1`"),
         (&["-d", "1,1"], "device 1 is listed twice"),
-        (&["-d", "0,100"], "device 100 does not exist"),
+        (&["-d", "0,1024"], "device 1024 does not exist"),
         (&["-p", "tpu", "-d", "0"], "unknown platform `tpu`"),
         (&["--step", "99"], "unknown step `99`"),
         (
@@ -101,4 +101,147 @@ fn emit_cuda_prints_the_cuda_c_and_still_runs_on_sim() {
     // The prelude is left out of the printout.
     assert!(!stdout.contains("struct eg_rt"));
     assert!(stdout.trim_end().ends_with("OK"));
+}
+
+/// The runner (or example `exe`) with extra environment variables.
+fn run_with_env(exe: &std::path::Path, args: &[&str], vars: &[(&str, &str)]) -> Output {
+    Command::new(exe)
+        .args(args)
+        .envs(vars.iter().copied())
+        .output()
+        .expect("starts")
+}
+
+/// A tutorial example's binary (built next to the runner by `cargo test`).
+fn example(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_BIN_EXE_eagle"))
+        .parent()
+        .map(|d| d.join("examples").join(name))
+        .unwrap_or_default()
+}
+
+#[test]
+fn environment_values_eagle_does_not_understand_exit_with_code_2() {
+    let runner = std::path::PathBuf::from(env!("CARGO_BIN_EXE_eagle"));
+    for exe in [runner, example("01_hello_rank")] {
+        for (var, value, expected) in [
+            ("EAGLE_RACE_CHECK", "garbage", "expected `1`, `true`, `yes` or `on` (on), or `0`, `false`, `no` or `off` (off), found `garbage`"),
+            ("EAGLE_RACE_CHECK", "-1", "found `-1`"),
+            ("EAGLE_WAIT_TIMEOUT_S", "-1", "expected a whole number of seconds such as `60`, found `-1`"),
+            ("EAGLE_WAIT_TIMEOUT_S", "garbage", "found `garbage`"),
+            ("EAGLE_CUDA_EMULATE", "perhaps", "found `perhaps`"),
+        ] {
+            let out = run_with_env(&exe, &["-d", "0,1"], &[(var, value)]);
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{exe:?} {var}={value}: {stderr}");
+            assert!(
+                stderr.starts_with(&format!("error: environment variable `{var}`: ")),
+                "{exe:?} {var}={value}: {stderr}"
+            );
+            assert!(stderr.contains(expected), "{exe:?} {var}={value}: {stderr}");
+            assert!(!stderr.contains("panicked"), "{stderr}");
+            assert!(out.stdout.is_empty(), "nothing runs: {}", text(&out.stdout));
+        }
+    }
+    // Values it understands still work: the race check off, a timeout of 5 s.
+    let out = run_with_env(
+        std::path::Path::new(env!("CARGO_BIN_EXE_eagle")),
+        &["-d", "0,1", "--step", "01"],
+        &[("EAGLE_RACE_CHECK", "off"), ("EAGLE_WAIT_TIMEOUT_S", "5")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).trim_end().ends_with("OK"));
+}
+
+#[test]
+fn output_to_a_full_disk_is_an_error_and_a_closed_pipe_is_not() {
+    use std::process::Stdio;
+    if !std::path::Path::new("/dev/full").exists() {
+        panic!("this test needs /dev/full (Linux)");
+    }
+    let runner = std::path::PathBuf::from(env!("CARGO_BIN_EXE_eagle"));
+    for (exe, args) in [
+        (runner.clone(), &["-d", "0,1", "--step", "01"][..]),
+        (example("01_hello_rank"), &["-d", "0,1"][..]),
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = Command::new(&exe).args(args).stdout(full).output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{exe:?}: {stderr}");
+        assert!(
+            stderr.contains("could not be written to stdout: No space left on device"),
+            "{exe:?}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    // A reader that goes away (`eagle | head -0`): output stops quietly, the run's exit code.
+    let mut child = Command::new(&runner)
+        .args(["-d", "0,1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn a_libcuda_without_the_driver_functions_is_the_no_driver_error() {
+    // A library named like the driver that has none of its functions: cudarc used to panic
+    // (`Missing symbol cuInit`) on the first driver call.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake-libcuda");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("empty.c");
+    std::fs::write(&src, "int eagle_not_a_cuda_driver;\n").unwrap();
+    let lib = dir.join("libcuda.so.1");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "gcc".into());
+    let built = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("this test needs a C compiler (`{cc}`, or set CC): {e}"));
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    // Under both names cudarc tries first and last, so it is found before any real driver.
+    std::fs::copy(&lib, dir.join("libcuda.so")).unwrap();
+    let path = match std::env::var("LD_LIBRARY_PATH") {
+        Ok(p) if !p.is_empty() => format!("{}:{p}", dir.display()),
+        _ => dir.display().to_string(),
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_eagle"))
+        .args(["-p", "cuda", "-d", "0"])
+        .env("LD_LIBRARY_PATH", path)
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("error: no CUDA driver was found (libcuda.so was found but lacks the driver function `cuInit`"), "{stderr}");
+    assert!(stderr.contains("-p sim"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn parsing_a_million_device_ids_is_linear() {
+    // Used to take about 50 s (a quadratic search for repeats).
+    let n = 1_000_000;
+    let list: String = (0..n).map(|d| d.to_string()).collect::<Vec<_>>().join(",");
+    let t = std::time::Instant::now();
+    let ids = eagle::parse_devices(&list).unwrap();
+    let took = t.elapsed();
+    assert_eq!(ids.len(), n);
+    assert_eq!((ids[0], ids[n - 1]), (0, n - 1));
+    assert!(took.as_secs_f64() < 5.0, "{took:?}");
+    let e = eagle::parse_devices(&format!("{list},{}", n / 2)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "argument `-d/--devices`: device 500000 is listed twice; each rank needs its own device, e.g. `0,1,2,3` (only `-p cuda` lets ranks share a device)"
+    );
+    println!("parse_devices: {n} ids in {took:?}");
 }

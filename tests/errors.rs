@@ -263,13 +263,176 @@ fn session_rejects_bad_device_lists() {
         Error::Runtime(RuntimeError::Devices(m)) if m.contains("device 0 appears twice")
     ));
     assert!(matches!(
-        Session::new(eagle::Platform::Sim, vec![0, 999]).unwrap_err(),
-        Error::Runtime(RuntimeError::Devices(m)) if m.contains("device 999 does not exist")
+        Session::new(eagle::Platform::Sim, vec![0, 9999]).unwrap_err(),
+        Error::Runtime(RuntimeError::Devices(m)) if m.contains("device 9999 does not exist")
     ));
     assert!(matches!(
         eagle::parse_devices("0,x").unwrap_err(),
         Error::Usage(m) if m.contains("entry 1 is `x`")
     ));
+}
+
+/// The ring shift of `copy_next` at any world size.
+#[eagle::host]
+pub fn ring_next(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        copy_next(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+#[test]
+fn sim_runs_128_and_1024_devices_and_names_its_limit() {
+    for p in [128, 1024] {
+        let s = Session::sim(p).unwrap();
+        let x = eagle::random_tensor(&[p, 1, SIZE], 5);
+        let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
+        let r = ring_next.launch(&s, &x, &mut y).unwrap();
+        assert_eq!(r.run.dispatches, p);
+        for rank in [0, 1, p / 2, p - 1] {
+            assert_eq!(y.row(rank), x.row((rank + 1) % p), "P={p} rank {rank}");
+        }
+    }
+    let limit =
+        "device 1024 does not exist: platform `sim` has devices 0 to 1023 (at most 1024 devices)";
+    for e in [
+        Session::sim(1025).unwrap_err(),
+        Session::new(eagle::Platform::Sim, vec![0, 1024]).unwrap_err(),
+    ] {
+        assert!(
+            matches!(&e, Error::Runtime(RuntimeError::Devices(m)) if m.starts_with(limit)),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn sizes_too_large_for_the_machine_are_errors_not_panics() {
+    // Used to panic (capacity overflow) or abort (allocation failure) building 0..p.
+    for p in [usize::MAX, 1 << 40] {
+        let e = Session::sim(p).unwrap_err();
+        assert!(
+            matches!(&e, Error::Runtime(RuntimeError::Devices(m)) if m.contains("(at most 1024 devices)")),
+            "P={p}: {e}"
+        );
+    }
+    // Tensors: the shape product overflows, the bytes overflow, or the allocation fails.
+    for (shape, found) in [
+        (
+            vec![usize::MAX, 2],
+            "the product of its dims overflows usize",
+        ),
+        (
+            vec![usize::MAX],
+            "elements of 8 bytes overflow the address space",
+        ),
+        (vec![1 << 45], "bytes could not be allocated"),
+    ] {
+        match Tensor::<f64>::try_zeros(&shape).unwrap_err() {
+            RuntimeError::Argument {
+                function,
+                argument,
+                expected,
+                found: f,
+            } => {
+                assert_eq!(
+                    (function.as_str(), argument.as_str()),
+                    ("Tensor::try_zeros", "shape")
+                );
+                assert!(expected.contains("use a smaller shape"), "{expected}");
+                assert!(f.starts_with(&format!("shape {shape:?}: ")), "{f}");
+                assert!(f.contains(found), "{f}");
+            }
+            other => panic!("{shape:?}: {other:?}"),
+        }
+    }
+    assert_eq!(Tensor::<f64>::try_zeros(&[3, 2]).unwrap().data(), &[0.0; 6]);
+    // A shape whose product wraps to 0 was accepted with no data.
+    let e = Tensor::<f32>::from_vec(&[1 << 62, 4], vec![]).unwrap_err();
+    assert!(
+        matches!(&e, RuntimeError::Argument { function, argument, found, .. }
+            if function == "Tensor::from_vec" && argument == "shape"
+                && found.contains("the product of its dims overflows usize")),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_argument_whose_bytes_do_not_match_its_shape_is_an_error() {
+    use eagle::ir::DType;
+    use eagle::runtime::Arg;
+    let s = Session::sim(N_RANKS).unwrap();
+    let bytes = vec![0u8; 100];
+    let mut out = vec![0u8; N_RANKS * SIZE * 4];
+    // Used to panic slicing the 100 bytes as the 512 the shape asks for.
+    let e = s
+        .launch::<pinned>(vec![
+            Arg::In(vec![N_RANKS, 1, SIZE], DType::F32, &bytes),
+            Arg::Out(vec![N_RANKS, 1, SIZE], DType::F32, &mut out),
+        ])
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Runtime(RuntimeError::Argument { function, argument, expected, found })
+            if function == "pinned" && argument == "x"
+                && expected.starts_with("512 bytes for shape [2, 1, 64] of f32")
+                && found == "100 bytes"),
+        "{e}"
+    );
+    // A shape whose size overflows, with a symbolic dim it would bind.
+    let e = s
+        .launch::<ring_next>(vec![
+            Arg::In(vec![1 << 62, 1, SIZE], DType::F32, &bytes),
+            Arg::Out(vec![N_RANKS, 1, SIZE], DType::F32, &mut out),
+        ])
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Runtime(RuntimeError::Argument { argument, expected, .. })
+            if argument == "x" && expected.contains("overflows usize")),
+        "{e}"
+    );
+    // The runtime entry point checks the same.
+    let (art, _) = eagle::codegen::compile(
+        &pinned::module().unwrap(),
+        "pinned",
+        &eagle::codegen::Bindings::world(N_RANKS as u64),
+        eagle::codegen::Target::Cpu,
+    )
+    .unwrap();
+    let e = eagle::runtime::run(
+        &art,
+        &mut [
+            Arg::In(vec![N_RANKS, 1, SIZE], DType::F32, &bytes),
+            Arg::Out(vec![N_RANKS, 1, SIZE], DType::F32, &mut out),
+        ],
+        N_RANKS,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, RuntimeError::Argument { argument, found, .. } if argument == "x" && found == "100 bytes"),
+        "{e}"
+    );
+}
+
+#[test]
+fn debug_of_an_error_is_its_message_and_the_alternate_form_its_variant() {
+    // `fn main() -> eagle::Result<()>` prints the error with `Debug`.
+    let e = Session::new(eagle::Platform::Sim, vec![]).unwrap_err();
+    let msg = "device list (`-d/--devices`): the device list is empty; give at least one id, e.g. `-d 0,1`";
+    assert_eq!(e.to_string(), msg);
+    assert_eq!(format!("{e:?}"), msg);
+    assert_eq!(
+        format!("{e:#?}"),
+        "Runtime(\n    Devices(\n        \"the device list is empty; give at least one id, e.g. `-d 0,1`\",\n    ),\n)"
+    );
+    let s = Session::sim(4).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[4, 1, SIZE]);
+    let e = unsigned_negative_peer.launch(&s, &mut y).unwrap_err();
+    assert_eq!(format!("{e:?}"), e.to_string());
+    assert!(!format!("{e:?}").contains("NegativePeer"), "{e:?}");
+    assert!(
+        format!("{e:#?}").starts_with("Codegen(\n    Specialize(\n        NegativePeer {"),
+        "{e:#?}"
+    );
 }
 
 #[test]

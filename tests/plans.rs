@@ -375,7 +375,7 @@ fn plugins_deploy_load_run_and_refuse_tampering() {
         "\"op\": \"sum\"",
         "\"world_size\": \"any\"",
         "\"targets\"",
-        "\"content_hash\": \"fnv1a:",
+        "\"content_hash\": \"sha256:",
         "\"dtype\": \"f64\"",
     ] {
         assert!(sidecar.contains(f), "{f} missing from {sidecar}");
@@ -427,6 +427,154 @@ fn plugins_deploy_load_run_and_refuse_tampering() {
     assert!(e.contains("field `signature`"), "{e}");
     std::fs::write(dir.join("histogram.json"), &sidecar).unwrap();
     assert!(load(&dir, "histogram").is_ok());
+}
+
+/// A fresh plugin directory named `name` holding the histogram kernel.
+fn deployed_histogram(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    eagle::plugin::deploy(
+        &plan(histogram, Structure::HostTeam, Structure::HostTeam).unwrap(),
+        &dir,
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn plugin_hashes_are_sha256_of_the_artifact() {
+    use sha2::Digest;
+    let dir = deployed_histogram("plugin-sha256");
+    let art = std::fs::read(dir.join("cpu").join("histogram.eir")).unwrap();
+    let hex: String = sha2::Sha256::digest(&art)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let k = eagle::plugin::load(&dir, "histogram").unwrap();
+    assert_eq!(k.sidecar.content_hash, format!("sha256:{hex}"));
+    assert_eq!(hex.len(), 64);
+}
+
+#[test]
+fn plugin_files_that_are_not_regular_files_are_refused_without_blocking() {
+    use eagle::plugin::load;
+    let dir = deployed_histogram("plugin-fifo");
+    let art = dir.join("cpu").join("histogram.eir");
+    std::fs::remove_file(&art).unwrap();
+    // A FIFO in place of the artifact: opening it for reading would block until a writer came.
+    let made = std::process::Command::new("mkfifo")
+        .arg(&art)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d = dir.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(load(&d, "histogram").map(|_| ()).map_err(|e| e.to_string()));
+    });
+    let e = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("load returns instead of blocking on the FIFO")
+        .unwrap_err();
+    assert!(
+        e.contains("histogram.eir`: expected a regular file of at most 67108864 bytes, found a special file (FIFO, socket or device)"),
+        "{e}"
+    );
+    // A directory, and a file larger than the limit.
+    std::fs::remove_file(&art).unwrap();
+    std::fs::create_dir(&art).unwrap();
+    let e = load(&dir, "histogram").unwrap_err().to_string();
+    assert!(e.contains("found a directory"), "{e}");
+    std::fs::remove_dir(&art).unwrap();
+    let f = std::fs::File::create(&art).unwrap();
+    f.set_len(eagle::plugin::MAX_FILE_BYTES + 1).unwrap();
+    let e = load(&dir, "histogram").unwrap_err().to_string();
+    assert!(e.contains("found a file of 67108865 bytes"), "{e}");
+}
+
+#[test]
+fn every_single_byte_corruption_of_a_plugin_is_refused_or_changes_nothing() {
+    use eagle::plugin::{load, Manifest, Sidecar};
+    let dir = deployed_histogram("plugin-corrupt");
+    let good = load(&dir, "histogram").unwrap().sidecar;
+    let files = ["manifest.json", "histogram.json"];
+    let originals: Vec<Vec<u8>> = files
+        .iter()
+        .map(|f| std::fs::read(dir.join(f)).unwrap())
+        .collect();
+    let manifest: Manifest = serde_json::from_slice(&originals[0]).unwrap();
+    let (mut refused, mut same) = (0, 0);
+    for (f, orig) in files.iter().zip(&originals) {
+        for i in 0..orig.len() {
+            // Flip the lowest bit of byte i: `a` <-> `` ` ``, `0` <-> `1`, `"` <-> `#`, ...
+            let mut bad = orig.clone();
+            bad[i] ^= 1;
+            std::fs::write(dir.join(f), &bad).unwrap();
+            match load(&dir, "histogram") {
+                Err(_) => refused += 1,
+                Ok(k) => {
+                    // Accepted only if every field still means what was deployed (whitespace).
+                    let m: Manifest =
+                        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap())
+                            .unwrap();
+                    let text = String::from_utf8_lossy(&bad[i..=i]).into_owned();
+                    assert_eq!(
+                        (&k.sidecar, &m),
+                        (&good, &manifest),
+                        "{f}: byte {i} flipped to {text:?} was accepted with a different meaning"
+                    );
+                    same += 1;
+                }
+            }
+        }
+        std::fs::write(dir.join(f), orig).unwrap();
+    }
+    println!("plugin corruption: {refused} refused, {same} harmless (whitespace)");
+    assert!(refused > 500, "{refused} refused");
+    assert!(load(&dir, "histogram").is_ok());
+    // The fields that were not checked before, by name.
+    let sidecar: Sidecar = serde_json::from_slice(&originals[1]).unwrap();
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "histogram.json",
+            serde_json::to_string(&Sidecar { world_size: "4".into(), ..sidecar.clone() }).unwrap(),
+            "sidecar field `world_size`: expected `any` (a sample kernel serves every world size), found `4`",
+        ),
+        (
+            "histogram.json",
+            serde_json::to_string(&Sidecar {
+                targets: vec!["cpu".into(), "cuda".into()],
+                ..sidecar.clone()
+            })
+            .unwrap(),
+            "sidecar field `targets`: expected [\"cpu\"] (the sidecar has no `cuda` part), found [\"cpu\", \"cuda\"]",
+        ),
+        (
+            "manifest.json",
+            serde_json::to_string(&Manifest { eagle_version: "0.0.9".into(), ..manifest.clone() }).unwrap(),
+            "plugin manifest field `eagle_version`: expected `0.1.0` (this eagle), found `0.0.9`; deploy the plugin again with this eagle",
+        ),
+        (
+            "manifest.json",
+            serde_json::to_string(&Manifest { format: "eagle-plugin/1".into(), ..manifest.clone() }).unwrap(),
+            "plugin manifest field `format`: expected `eagle-plugin/2`, found `eagle-plugin/1`",
+        ),
+        (
+            "histogram.json",
+            String::from_utf8_lossy(&originals[1]).replacen('{', "{\"extra\": 1, ", 1),
+            "unknown field `extra`",
+        ),
+    ];
+    for (f, text, want) in cases {
+        std::fs::write(dir.join(f), &text).unwrap();
+        let e = load(&dir, "histogram").unwrap_err().to_string();
+        assert!(e.contains(want), "{f}: {e}");
+        std::fs::write(
+            dir.join(f),
+            &originals[if f == "manifest.json" { 0 } else { 1 }],
+        )
+        .unwrap();
+    }
 }
 
 /// Read-modify-write of the sample's own cell: sample-local, old values kept.
@@ -546,11 +694,11 @@ fn plane_mistakes_and_kernel_failures_are_named() {
         "{e}"
     );
     let e = p
-        .run(64, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .run(1024, &mut Planes::new().input("x", &x).output("y", &mut y))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("device 64 does not exist"), "{e}");
-    assert!(e.contains("devices 0 to 63"), "{e}");
+    assert!(e.contains("device 1024 does not exist"), "{e}");
+    assert!(e.contains("devices 0 to 1023"), "{e}");
     // A run-time failure names the sample kernel, the rank and the samples.
     let e = plan(overrun, Structure::RankPartition, Structure::HostTeam)
         .unwrap()

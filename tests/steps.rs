@@ -169,6 +169,33 @@ fn second_launch_at_same_world_size_hits_the_cache() {
 }
 
 #[test]
+fn a_session_keeps_the_reports_of_the_last_launches_only() {
+    assert_eq!(Session::REPORTS_KEPT, 1024);
+    let s = Session::sim(1).unwrap();
+    let x = eagle::random_tensor(&[1, 1, 64], 3);
+    let mut y = eagle::Tensor::<f32>::zeros(&[1, 1, 64]);
+    // Used to keep every report until taken: 1100 here.
+    for _ in 0..1100 {
+        step01::hello_rank.launch(&s, &x, &mut y).unwrap();
+    }
+    let reports = s.take_reports();
+    assert_eq!(reports.len(), 1024);
+    assert!(s.take_reports().is_empty());
+    // A smaller ring keeps the newest, oldest first.
+    let s = Session::sim(1).unwrap().with_reports_kept(3);
+    let mut keys = vec![];
+    for p in 0..5 {
+        let x = eagle::random_tensor(&[1, 1, 64], 10 + p);
+        keys.push(step01::hello_rank.launch(&s, &x, &mut y).unwrap().digest);
+    }
+    let kept: Vec<u64> = s.take_reports().iter().map(|r| r.digest).collect();
+    assert_eq!(kept, keys[2..]);
+    let s = Session::sim(1).unwrap().with_reports_kept(0);
+    step01::hello_rank.launch(&s, &x, &mut y).unwrap();
+    assert!(s.take_reports().is_empty());
+}
+
+#[test]
 fn repeated_runs_give_identical_bits() {
     let s = Session::sim(4).unwrap();
     let x = eagle::random_tensor(&[4, 1, 64], 72);

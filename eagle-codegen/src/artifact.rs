@@ -1,4 +1,9 @@
 //! Artifacts and the in-process artifact cache.
+//!
+//! The cache is bounded by bytes ([`Artifact::size_bytes`], default [`DEFAULT_CACHE_BYTES`],
+//! set with [`set_cache_limit`]): when an insertion would exceed the limit, the least recently
+//! used artifacts are dropped (a later launch recompiles them). An artifact still in use (held
+//! by a [`std::sync::Arc`]) lives on until its last holder drops it.
 
 use crate::cpu::{self, CpuCode};
 use crate::error::CodegenError;
@@ -54,6 +59,22 @@ pub struct Artifact {
 }
 
 impl Artifact {
+    /// An estimate of the memory the artifact holds, in bytes: its machine code, IR and
+    /// Cranelift IR text (twice the IR text, for the module it was printed from), fault
+    /// messages and CUDA C. The artifact cache is bounded by the sum of these.
+    pub fn size_bytes(&self) -> usize {
+        let clif: usize = self.code.clif.values().map(String::len).sum();
+        let sites: usize = self
+            .code
+            .sites
+            .iter()
+            .chain(self.cuda.iter().flat_map(|c| c.sites.iter()))
+            .map(String::len)
+            .sum();
+        let cuda = self.cuda.as_ref().map_or(0, |c| c.source.len());
+        self.code.code_bytes + 2 * self.ir.len() + clif + sites + cuda
+    }
+
     /// The message of fault `site` with its values filled in.
     pub fn fault_message(&self, site: u32, a: i64, b: i64) -> String {
         self.code
@@ -67,36 +88,123 @@ impl Artifact {
     }
 }
 
-/// Counters of the artifact cache.
+/// Counters and contents of the artifact cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CacheStats {
-    /// Artifacts compiled (cache misses).
+    /// Artifacts compiled (cache misses), since the process started.
     pub compiles: u64,
-    /// Lookups served from the cache.
+    /// Lookups served from the cache, since the process started.
     pub hits: u64,
+    /// Artifacts dropped to stay under the limit, since the process started.
+    pub evictions: u64,
+    /// Artifacts in the cache now.
+    pub entries: usize,
+    /// The sum of their [`Artifact::size_bytes`] now.
+    pub bytes: usize,
+    /// The limit on `bytes` (see [`set_cache_limit`]).
+    pub limit: usize,
 }
+
+/// The default bound of the artifact cache: 256 MiB.
+pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
 
 static COMPILES: AtomicU64 = AtomicU64::new(0);
 static HITS: AtomicU64 = AtomicU64::new(0);
+static EVICTIONS: AtomicU64 = AtomicU64::new(0);
 
-fn cache() -> &'static Mutex<HashMap<u64, Arc<Artifact>>> {
-    static C: OnceLock<Mutex<HashMap<u64, Arc<Artifact>>>> = OnceLock::new();
-    C.get_or_init(|| Mutex::new(HashMap::new()))
+/// The cache: artifacts by key with their size and last use, and the totals.
+struct Cache {
+    map: HashMap<u64, (Arc<Artifact>, usize, u64)>,
+    bytes: usize,
+    limit: usize,
+    /// A use counter: the entry with the smallest last use is the least recently used.
+    tick: u64,
 }
 
-/// The cache counters since the process started.
+impl Cache {
+    fn get(&mut self, key: u64) -> Option<Arc<Artifact>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.map.get_mut(&key).map(|(a, _, t)| {
+            *t = tick;
+            Arc::clone(a)
+        })
+    }
+
+    /// Drops least recently used entries until `room` more bytes fit under the limit.
+    fn make_room(&mut self, room: usize) {
+        while self.bytes.saturating_add(room) > self.limit {
+            let Some((&k, _)) = self.map.iter().min_by_key(|(_, (_, _, t))| *t) else {
+                break;
+            };
+            if let Some((_, b, _)) = self.map.remove(&k) {
+                self.bytes -= b;
+                EVICTIONS.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn insert(&mut self, key: u64, a: Arc<Artifact>) {
+        let b = a.size_bytes();
+        if b > self.limit {
+            // Larger than the whole cache: used once, not kept.
+            return;
+        }
+        if let Some((_, old, _)) = self.map.remove(&key) {
+            self.bytes -= old;
+        }
+        self.make_room(b);
+        self.tick += 1;
+        self.map.insert(key, (a, b, self.tick));
+        self.bytes += b;
+    }
+}
+
+fn cache() -> std::sync::MutexGuard<'static, Cache> {
+    static C: OnceLock<Mutex<Cache>> = OnceLock::new();
+    C.get_or_init(|| {
+        Mutex::new(Cache {
+            map: HashMap::new(),
+            bytes: 0,
+            limit: DEFAULT_CACHE_BYTES,
+            tick: 0,
+        })
+    })
+    .lock()
+    // The cache holds no invariant a panicking holder could break halfway that matters more
+    // than losing the cache: keep using it.
+    .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The cache counters since the process started, and what the cache holds now.
 pub fn cache_stats() -> CacheStats {
+    let c = cache();
     CacheStats {
         compiles: COMPILES.load(Ordering::Relaxed),
         hits: HITS.load(Ordering::Relaxed),
+        evictions: EVICTIONS.load(Ordering::Relaxed),
+        entries: c.map.len(),
+        bytes: c.bytes,
+        limit: c.limit,
     }
+}
+
+/// Bounds the artifact cache to `bytes` (the sum of [`Artifact::size_bytes`]; default
+/// [`DEFAULT_CACHE_BYTES`]), dropping least recently used artifacts now if it holds more. An
+/// artifact larger than the limit is compiled and run but not kept; `0` turns caching off.
+/// Returns the previous limit.
+pub fn set_cache_limit(bytes: usize) -> usize {
+    let mut c = cache();
+    let old = std::mem::replace(&mut c.limit, bytes);
+    c.make_room(0);
+    old
 }
 
 /// Empties the artifact cache (counters are kept).
 pub fn clear_cache() {
-    if let Ok(mut c) = cache().lock() {
-        c.clear();
-    }
+    let mut c = cache();
+    c.map.clear();
+    c.bytes = 0;
 }
 
 /// Specializes `m` (rooted at host function `root`) for `b` and compiles it for `target`,
@@ -137,7 +245,8 @@ pub fn compile_hashed(
         target.name()
     );
     let key = crate::fnv1a(key_text.as_bytes());
-    if let Some(a) = cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
+    let hit = cache().get(key);
+    if let Some(a) = hit {
         HITS.fetch_add(1, Ordering::Relaxed);
         return Ok((a, true));
     }
@@ -161,8 +270,84 @@ pub fn compile_hashed(
         compile_time: t0.elapsed(),
     });
     COMPILES.fetch_add(1, Ordering::Relaxed);
-    if let Ok(mut c) = cache().lock() {
-        c.insert(key, a.clone());
-    }
+    cache().insert(key, a.clone());
     Ok((a, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HELLO: &str =
+        "device @hello(%0 ctx: ctx, %1 x: tensor<[1, 64], f32>, out %2 y: tensor<[1, 64], f32>) {
+  %3 = rank %0 : index
+  %4 = const 0 : index
+  %5 = load %1[%4, %4] : tile<[1, 64], f32>
+  %6 = cast %3 : f32
+  %7 = add %5, %6 : tile<[1, 64], f32>
+  store %7, %2[%4, %4]
+}
+
+host @hello_rank(%0 x: tensor<[NR, 1, 64], f32>, out %1 y: tensor<[NR, 1, 64], f32>) {
+  %2 = world_size : index
+  %3 = const 0 : index
+  for %4 in %3..%2 {
+    %5 = slice %0[%4] : tensor<[1, 64], f32>
+    %6 = slice %1[%4] : tensor<[1, 64], f32>
+    dispatch @hello(%5, %6) device %4
+  }
+}
+";
+
+    /// Compiles the module at world size `p`: the artifact and whether it was a cache hit.
+    fn at(m: &Module, p: u64) -> (Arc<Artifact>, bool) {
+        compile(
+            m,
+            "hello_rank",
+            &Bindings::world(p).with("NR", p),
+            Target::Cpu,
+        )
+        .unwrap()
+    }
+
+    /// The only test of this crate that uses the global cache, so the counters move only here.
+    #[test]
+    fn the_cache_drops_the_least_recently_used_artifacts_beyond_its_byte_limit() {
+        let m = eagle_ir::parse_module(HELLO).unwrap();
+        clear_cache();
+        assert_eq!(set_cache_limit(DEFAULT_CACHE_BYTES), DEFAULT_CACHE_BYTES);
+        let s0 = cache_stats();
+        let (a1, h1) = at(&m, 1);
+        let (a2, h2) = at(&m, 2);
+        let (a3, h3) = at(&m, 3);
+        assert_eq!((h1, h2, h3), (false, false, false));
+        let (b1, b2, b3) = (a1.size_bytes(), a2.size_bytes(), a3.size_bytes());
+        // A real estimate: machine code and the IR texts.
+        assert!(a1.code.code_bytes > 0);
+        assert!(b1 > 2 * a1.ir.len() + a1.code.code_bytes, "{b1}");
+        let s = cache_stats();
+        assert_eq!((s.entries, s.bytes), (3, b1 + b2 + b3));
+        assert_eq!((s.compiles - s0.compiles, s.hits - s0.hits), (3, 0));
+        // Use P = 1 again: P = 2 is now the least recently used, and goes first.
+        assert!(at(&m, 1).1);
+        set_cache_limit(b1 + b2.max(b3));
+        let s = cache_stats();
+        assert_eq!((s.entries, s.bytes, s.limit), (2, b1 + b3, b1 + b2.max(b3)));
+        assert_eq!(s.evictions - s0.evictions, 1);
+        assert!(!at(&m, 2).1, "P = 2 was dropped: compiled again");
+        // Making room for it dropped P = 3 (P = 1 was used after P = 3 was added).
+        assert!(at(&m, 1).1);
+        let s = cache_stats();
+        assert_eq!((s.entries, s.bytes), (2, b1 + b2));
+        assert_eq!(s.evictions - s0.evictions, 2);
+        assert_eq!((s.compiles - s0.compiles, s.hits - s0.hits), (4, 2));
+        // Limit 0: nothing is kept; every compile is a miss.
+        set_cache_limit(0);
+        assert_eq!(cache_stats().entries, 0);
+        assert!(!at(&m, 1).1);
+        assert!(!at(&m, 1).1);
+        assert_eq!(cache_stats().bytes, 0);
+        set_cache_limit(DEFAULT_CACHE_BYTES);
+        clear_cache();
+    }
 }

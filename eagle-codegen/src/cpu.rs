@@ -41,6 +41,8 @@ pub struct CpuCode {
     /// Fault table: the message of each run-time check, by site index. `{a}` and `{b}` are
     /// replaced by the offending value and its limit.
     pub sites: Vec<String>,
+    /// Bytes of machine code emitted for all functions.
+    pub code_bytes: usize,
 }
 
 impl std::fmt::Debug for CpuCode {
@@ -180,6 +182,7 @@ pub fn compile_module(m: &Module) -> Result<CpuCode, CodegenError> {
 
     let mut clif = BTreeMap::new();
     let mut sites = vec![];
+    let mut code_bytes = 0usize;
     let mut ctx = module.make_context();
     let mut fctx = FunctionBuilderContext::new();
     for f in &funcs {
@@ -201,6 +204,9 @@ pub fn compile_module(m: &Module) -> Result<CpuCode, CodegenError> {
                 function: f.name.clone(),
                 message: format!("{e:?}"),
             })?;
+        code_bytes += ctx
+            .compiled_code()
+            .map_or(0, |c| c.code_info().total_size as usize);
         module.clear_context(&mut ctx);
     }
     module
@@ -223,6 +229,7 @@ pub fn compile_module(m: &Module) -> Result<CpuCode, CodegenError> {
         entries,
         clif,
         sites,
+        code_bytes,
     })
 }
 

@@ -19,7 +19,8 @@ pub mod sites;
 mod specialize;
 
 pub use artifact::{
-    cache_stats, clear_cache, compile, compile_hashed, Artifact, CacheStats, Target,
+    cache_stats, clear_cache, compile, compile_hashed, set_cache_limit, Artifact, CacheStats,
+    Target, DEFAULT_CACHE_BYTES,
 };
 pub use error::{CodegenError, SpecializeError};
 pub use specialize::{specialize, Bindings};

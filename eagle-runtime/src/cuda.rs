@@ -1,7 +1,8 @@
 //! Platform `cuda`: artifacts run on NVIDIA GPUs through the driver API, loaded at run time.
 //!
-//! - The driver (`libcuda.so.1`) is looked for before any call into it: a machine without one
-//!   gets [`RuntimeError::NoCudaDriver`], never a panic.
+//! - The driver (`libcuda.so.1`) is looked for, and its functions looked up, before any call
+//!   into it: a machine without one, or with a library of that name that lacks the driver's
+//!   functions, gets [`RuntimeError::NoCudaDriver`], never a panic.
 //! - Each rank runs its per-device programs on GPU `devices[rank]` (several ranks may share a
 //!   GPU), from its own host thread and non-blocking stream, one block per program.
 //! - The CUDA C of the artifact is compiled by NVRTC to a cubin for each device's architecture
@@ -32,16 +33,75 @@ use std::ffi::{c_void, CString};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Whether a CUDA driver library can be loaded (checked without calling into it).
-pub fn driver_available() -> bool {
-    // SAFETY: only tries to open the library under its candidate names.
-    unsafe { sys::is_culib_present() }
+/// Every driver function this module calls (through cudarc, which looks each one up when it is
+/// first called and panics if it is missing).
+const DRIVER_SYMBOLS: &[&str] = &[
+    "cuInit",
+    "cuDeviceGetCount",
+    "cuDeviceGet",
+    "cuDeviceGetName",
+    "cuDeviceGetAttribute",
+    "cuDevicePrimaryCtxRetain",
+    "cuCtxSetCurrent",
+    "cuCtxSynchronize",
+    "cuStreamCreate",
+    "cuStreamSynchronize",
+    "cuStreamDestroy_v2",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuMemcpyDtoDAsync_v2",
+    "cuMemcpyDtoD_v2",
+    "cuModuleLoadData",
+    "cuModuleGetFunction",
+    "cuLaunchKernel",
+    // The error messages (`DriverError`'s `Debug`).
+    "cuGetErrorString",
+];
+
+/// Checks, without calling into it, that the driver library cudarc will load (the first of
+/// its candidate names that opens, as cudarc picks it) is there and has every function in
+/// [`DRIVER_SYMBOLS`]. Done once per process.
+fn driver_check() -> Result<(), RuntimeError> {
+    static CHECK: OnceLock<Result<(), RuntimeError>> = OnceLock::new();
+    CHECK
+        .get_or_init(|| {
+            let names = ["cuda", "nvcuda"]
+                .iter()
+                .flat_map(|l| cudarc::get_lib_name_candidates(l));
+            for name in names {
+                // SAFETY: opening a library runs its initialisers; this is the library cudarc
+                // itself opens on the first driver call, under the same name.
+                let Ok(lib) = (unsafe { libloading::Library::new(&name) }) else {
+                    continue;
+                };
+                for sym in DRIVER_SYMBOLS {
+                    // SAFETY: only looks the symbol up; nothing is called.
+                    let found = unsafe { lib.get::<*const c_void>(sym.as_bytes()) }.is_ok();
+                    if !found {
+                        return Err(RuntimeError::NoCudaDriver {
+                            detail: format!(
+                                "{name} was found but lacks the driver function `{sym}`: it is not an NVIDIA driver library, or a broken one"
+                            ),
+                        });
+                    }
+                }
+                return Ok(());
+            }
+            Err(RuntimeError::NoCudaDriver {
+                detail: "libcuda.so.1 is not on the library path".into(),
+            })
+        })
+        .clone()
 }
 
-fn no_driver() -> RuntimeError {
-    RuntimeError::NoCudaDriver {
-        detail: "libcuda.so.1 is not on the library path".into(),
-    }
+/// Whether a usable CUDA driver library can be loaded: it is on the library path and has every
+/// driver function eagle calls (checked without calling into it).
+pub fn driver_available() -> bool {
+    driver_check().is_ok()
 }
 
 fn driver_err(call: &str, e: cu::DriverError) -> RuntimeError {
@@ -54,9 +114,7 @@ fn driver_err(call: &str, e: cu::DriverError) -> RuntimeError {
 /// Initialises the driver once.
 fn init() -> Result<(), RuntimeError> {
     static INIT: OnceLock<Result<(), RuntimeError>> = OnceLock::new();
-    if !driver_available() {
-        return Err(no_driver());
-    }
+    driver_check()?;
     INIT.get_or_init(|| {
         // Ranks that share a GPU spin-wait on each other's kernels, so every rank's stream
         // needs its own hardware queue (the driver's default is 8): ask for the maximum
@@ -972,7 +1030,7 @@ pub fn launch_samples(
     bind(ordinal, ex)?;
     let f = function(m, symbol)?;
     let shared = Shared::new(1, ex)?;
-    let rt = RankRecord::new(&shared, 0, 1, RunOptions::default().wait_timeout, ex)?;
+    let rt = RankRecord::new(&shared, 0, 1, RunOptions::from_env()?.wait_timeout, ex)?;
     let stream = Stream::new(ex)?;
     let slots = Pinned::new(8 * args.len(), ex)?;
     let mut bufs: Vec<Option<DevBuf>> = vec![];

@@ -16,6 +16,16 @@ pub enum RuntimeError {
         /// Why.
         reason: String,
     },
+    /// An environment variable eagle reads holds a value it does not understand.
+    #[error("environment variable `{variable}`: expected {expected}, found `{found}`; set it to one of those or unset it")]
+    Env {
+        /// The variable (`EAGLE_RACE_CHECK`).
+        variable: String,
+        /// The values it takes.
+        expected: String,
+        /// Its value.
+        found: String,
+    },
     /// A bad device list.
     #[error("device list (`-d/--devices`): {0}")]
     Devices(String),

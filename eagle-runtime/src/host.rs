@@ -53,6 +53,36 @@ scalar_arg!(
 );
 
 impl Arg<'_> {
+    /// Checks that a tensor argument carries as many bytes as its shape and dtype say (always
+    /// true for arguments made from a [`Tensor`]; scalars always pass).
+    ///
+    /// # Errors
+    /// [`RuntimeError::Argument`] naming `function` and `argument` when the byte length differs
+    /// from the shape's, or the shape's size overflows `usize`.
+    pub fn check_len(&self, function: &str, argument: &str) -> Result<(), RuntimeError> {
+        let (shape, dtype, len) = match self {
+            Arg::In(s, d, b) => (s, *d, b.len()),
+            Arg::Out(s, d, b) => (s, *d, b.len()),
+            Arg::Scalar(..) => return Ok(()),
+        };
+        let want = crate::tensor::checked_numel(shape).and_then(|n| n.checked_mul(dtype.size()));
+        if want == Some(len) {
+            return Ok(());
+        }
+        Err(RuntimeError::Argument {
+            function: function.into(),
+            argument: argument.into(),
+            expected: match want {
+                Some(w) => format!(
+                    "{w} bytes for shape {shape:?} of {dtype}; build the argument from a `Tensor` (`Arg::from(&t)`)"
+                ),
+                None => format!(
+                    "a shape whose size fits in memory; the product of {shape:?} elements of {dtype} overflows usize"
+                ),
+            },
+            found: format!("{len} bytes"),
+        })
+    }
     fn describe(&self) -> String {
         match self {
             Arg::In(s, d, _) => format!("an input tensor {s:?} of {d}"),
@@ -69,6 +99,10 @@ impl Arg<'_> {
 }
 
 /// Options of a run: where it runs and how `sim` checks it.
+///
+/// [`RunOptions::default`] is the built-in defaults; [`RunOptions::from_env`] (what every
+/// library entry point uses) applies the `EAGLE_*` environment variables on top and refuses
+/// values it does not understand.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOptions {
     /// Where per-device programs run (default `sim`; `cpu` runs like `sim`).
@@ -77,35 +111,100 @@ pub struct RunOptions {
     pub devices: Vec<usize>,
     /// On `cuda`: run the CUDA C on CPU threads (compiled by the host C++ compiler) instead of
     /// a GPU, to check generated code without one (default off; `EAGLE_CUDA_EMULATE=1`, `true`,
-    /// `yes` or `on` turns it on).
+    /// `yes` or `on` turns it on, `0`, `false`, `no` or `off` leaves it off).
     pub cuda_emulate: bool,
     /// Check every `get` / `remote_load` of a peer window against the notify -> wait and barrier
-    /// ordering of the writes it reads (default: on; `EAGLE_RACE_CHECK=0` turns it off).
+    /// ordering of the writes it reads (default: on; `EAGLE_RACE_CHECK=0`, `false`, `no` or
+    /// `off` turns it off, `1`, `true`, `yes` or `on` leaves it on).
     pub race_check: bool,
     /// How long a rank may wait on one signal or barrier before the run fails (default 60 s,
-    /// or `EAGLE_WAIT_TIMEOUT_S`). True deadlocks are reported at once, whatever this is.
+    /// or `EAGLE_WAIT_TIMEOUT_S`, a whole number of seconds). True deadlocks are reported at
+    /// once, whatever this is.
     pub wait_timeout: Duration,
 }
 
 impl Default for RunOptions {
+    /// The built-in defaults (no environment variable is read): `sim`, race check on, no
+    /// emulation, a 60 s wait timeout.
     fn default() -> Self {
-        let env_num = |k: &str| {
-            std::env::var(k)
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
-        };
         RunOptions {
             platform: crate::Platform::Sim,
             devices: vec![],
-            cuda_emulate: std::env::var("EAGLE_CUDA_EMULATE").is_ok_and(|v| {
-                matches!(
-                    v.trim().to_ascii_lowercase().as_str(),
-                    "1" | "true" | "yes" | "on"
-                )
-            }),
-            race_check: env_num("EAGLE_RACE_CHECK") != Some(0),
-            wait_timeout: Duration::from_secs(env_num("EAGLE_WAIT_TIMEOUT_S").unwrap_or(60)),
+            cuda_emulate: false,
+            race_check: true,
+            wait_timeout: Duration::from_secs(60),
         }
+    }
+}
+
+/// A source of environment variables: the process's, or a table in tests.
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<std::ffi::OsString>;
+
+/// The value of variable `k`, trimmed; `None` when unset or empty.
+fn env_value(get: Lookup<'_>, k: &str) -> Result<Option<String>, RuntimeError> {
+    let Some(v) = get(k) else {
+        return Ok(None);
+    };
+    match v.into_string() {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => Ok(Some(v.trim().to_string())),
+        Err(v) => Err(RuntimeError::Env {
+            variable: k.into(),
+            expected: "a UTF-8 value".into(),
+            found: v.to_string_lossy().into_owned(),
+        }),
+    }
+}
+
+/// Boolean variable `k`: `1`/`true`/`yes`/`on` or `0`/`false`/`no`/`off` (any case); `None`
+/// when unset or empty.
+fn env_bool(get: Lookup<'_>, k: &str) -> Result<Option<bool>, RuntimeError> {
+    let Some(v) = env_value(get, k)? else {
+        return Ok(None);
+    };
+    match v.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(Some(true)),
+        "0" | "false" | "no" | "off" => Ok(Some(false)),
+        _ => Err(RuntimeError::Env {
+            variable: k.into(),
+            expected: "`1`, `true`, `yes` or `on` (on), or `0`, `false`, `no` or `off` (off)"
+                .into(),
+            found: v,
+        }),
+    }
+}
+
+impl RunOptions {
+    /// The defaults with the environment applied: `EAGLE_CUDA_EMULATE`, `EAGLE_RACE_CHECK`
+    /// (booleans: `1`, `true`, `yes`, `on` / `0`, `false`, `no`, `off`) and
+    /// `EAGLE_WAIT_TIMEOUT_S` (a whole number of seconds). An unset or empty variable keeps
+    /// its default.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Env`] naming the variable, the values it takes and the value found.
+    pub fn from_env() -> Result<RunOptions, RuntimeError> {
+        RunOptions::from_vars(&|k| std::env::var_os(k))
+    }
+
+    /// [`RunOptions::from_env`] with variables from `get`.
+    fn from_vars(get: Lookup<'_>) -> Result<RunOptions, RuntimeError> {
+        let mut o = RunOptions::default();
+        if let Some(b) = env_bool(get, "EAGLE_CUDA_EMULATE")? {
+            o.cuda_emulate = b;
+        }
+        if let Some(b) = env_bool(get, "EAGLE_RACE_CHECK")? {
+            o.race_check = b;
+        }
+        let k = "EAGLE_WAIT_TIMEOUT_S";
+        if let Some(v) = env_value(get, k)? {
+            let secs = v.parse::<u64>().map_err(|_| RuntimeError::Env {
+                variable: k.into(),
+                expected: "a whole number of seconds such as `60`".into(),
+                found: v.clone(),
+            })?;
+            o.wait_timeout = Duration::from_secs(secs);
+        }
+        Ok(o)
     }
 }
 
@@ -369,6 +468,7 @@ fn check_args(f: &Function, args: &[Arg<'_>]) -> Result<(), RuntimeError> {
             expected,
             found: a.describe(),
         };
+        a.check_len(&f.name, &p.name)?;
         match (t, a) {
             (Type::Tensor(s, d), Arg::In(..) | Arg::Out(..)) => {
                 let want: Vec<usize> = s
@@ -402,9 +502,11 @@ fn check_args(f: &Function, args: &[Arg<'_>]) -> Result<(), RuntimeError> {
 /// # Errors
 /// [`RuntimeError::Argument`] for arguments that do not match the specialized signature;
 /// [`RuntimeError::RankFailed`] with the first failing rank's error (the other ranks are
-/// stopped); [`RuntimeError::Deadlock`] naming what every rank waits for.
+/// stopped); [`RuntimeError::Deadlock`] naming what every rank waits for;
+/// [`RuntimeError::Env`] for an `EAGLE_*` variable it does not understand (see
+/// [`RunOptions::from_env`]).
 pub fn run(art: &Artifact, args: &mut [Arg<'_>], p: usize) -> Result<RunReport, RuntimeError> {
-    run_with(art, args, p, &RunOptions::default())
+    run_with(art, args, p, &RunOptions::from_env()?)
 }
 
 /// [`run`] with explicit [`RunOptions`].
@@ -698,7 +800,7 @@ pub fn call_entry(
         .ok_or_else(|| fail(format!("no compiled code for `{name}`")))?;
     let opts = RunOptions {
         race_check: false,
-        ..RunOptions::default()
+        ..RunOptions::from_env()?
     };
     let world = World::new(1, vec![], art, 1, &opts);
     let mut env = RankEnv {
@@ -889,4 +991,104 @@ fn run_mpi(
         run_time: t0.elapsed(),
         dispatches,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`RunOptions::from_vars`] over a table of variables.
+    fn opts(vars: &[(&str, &str)]) -> Result<RunOptions, RuntimeError> {
+        let table: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        RunOptions::from_vars(&|k| table.get(k).map(Into::into))
+    }
+
+    #[test]
+    fn environment_values_eagle_does_not_understand_are_errors() {
+        for (var, value, expected) in [
+            (
+                "EAGLE_RACE_CHECK",
+                "garbage",
+                "`1`, `true`, `yes` or `on` (on)",
+            ),
+            (
+                "EAGLE_RACE_CHECK",
+                "-1",
+                "`0`, `false`, `no` or `off` (off)",
+            ),
+            (
+                "EAGLE_CUDA_EMULATE",
+                "maybe",
+                "`1`, `true`, `yes` or `on` (on)",
+            ),
+            (
+                "EAGLE_WAIT_TIMEOUT_S",
+                "-1",
+                "a whole number of seconds such as `60`",
+            ),
+            (
+                "EAGLE_WAIT_TIMEOUT_S",
+                "garbage",
+                "a whole number of seconds",
+            ),
+            ("EAGLE_WAIT_TIMEOUT_S", "1.5", "a whole number of seconds"),
+        ] {
+            let e = opts(&[(var, value)]).unwrap_err();
+            assert_eq!(
+                e,
+                RuntimeError::Env {
+                    variable: var.into(),
+                    expected: e_expected(&e),
+                    found: value.into(),
+                },
+                "{var}={value}"
+            );
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with(&format!("environment variable `{var}`: expected ")),
+                "{msg}"
+            );
+            assert!(msg.contains(expected), "{msg}");
+            assert!(msg.contains(&format!("found `{value}`")), "{msg}");
+        }
+    }
+
+    fn e_expected(e: &RuntimeError) -> String {
+        match e {
+            RuntimeError::Env { expected, .. } => expected.clone(),
+            other => panic!("not an Env error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn environment_values_eagle_understands_set_the_options() {
+        let d = opts(&[]).unwrap();
+        assert_eq!(d, RunOptions::default());
+        assert!(d.race_check && !d.cuda_emulate);
+        assert_eq!(d.wait_timeout, Duration::from_secs(60));
+        for (v, on) in [
+            ("0", false),
+            ("off", false),
+            ("No", false),
+            ("1", true),
+            ("ON", true),
+        ] {
+            assert_eq!(
+                opts(&[("EAGLE_RACE_CHECK", v)]).unwrap().race_check,
+                on,
+                "{v}"
+            );
+            assert_eq!(
+                opts(&[("EAGLE_CUDA_EMULATE", v)]).unwrap().cuda_emulate,
+                on,
+                "{v}"
+            );
+        }
+        let o = opts(&[("EAGLE_WAIT_TIMEOUT_S", " 5 "), ("EAGLE_RACE_CHECK", "")]).unwrap();
+        assert_eq!(o.wait_timeout, Duration::from_secs(5));
+        assert!(o.race_check, "an empty value keeps the default");
+    }
 }

@@ -58,8 +58,8 @@ impl Platform {
             Platform::Cuda => "cuda",
         }
     }
-    /// How many devices the platform offers (on `cuda`, the GPUs the driver sees; 0 without a
-    /// driver).
+    /// How many devices the platform offers: 1024 on `sim` and `cpu` (one thread per device
+    /// while a run is in flight); on `cuda`, the GPUs the driver sees (0 without a driver).
     pub fn max_devices(self) -> usize {
         match self {
             Platform::Sim | Platform::Cpu => sim::MAX_DEVICES,

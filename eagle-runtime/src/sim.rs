@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 /// How many times a waiting rank yields before it blocks on the condition variable.
 const SPIN_YIELDS: usize = 64;
 
-/// Most devices a simulated world offers.
-pub const MAX_DEVICES: usize = 64;
+/// Most devices a simulated world offers (one OS thread each while a run is in flight; the
+/// threads are kept for later runs).
+pub const MAX_DEVICES: usize = 1024;
 
 /// One window buffer: an allocation of `bytes` per rank.
 pub(crate) struct WindowMem {

@@ -32,21 +32,85 @@ pub struct Tensor<T: Element> {
     data: Vec<T>,
 }
 
+/// The number of elements of `shape`, or `None` when the product overflows `usize`.
+pub(crate) fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+}
+
+/// The error for a shape whose size this machine cannot hold.
+fn too_large(function: &str, shape: &[usize], found: String) -> RuntimeError {
+    RuntimeError::Argument {
+        function: function.into(),
+        argument: "shape".into(),
+        expected: format!(
+            "a shape whose elements fit in memory (at most {} bytes in all); use a smaller shape",
+            isize::MAX
+        ),
+        found: format!("shape {shape:?}: {found}"),
+    }
+}
+
 impl<T: Element> Tensor<T> {
     /// A tensor of zeros.
+    ///
+    /// # Panics
+    /// When the shape's size overflows `usize` or its memory cannot be allocated (as
+    /// `vec![0; n]` would); [`Tensor::try_zeros`] returns those as errors instead.
     pub fn zeros(shape: &[usize]) -> Self {
-        Tensor {
-            shape: shape.to_vec(),
-            data: vec![T::default(); shape.iter().product()],
+        match Self::try_zeros(shape) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
         }
+    }
+
+    /// A tensor of zeros, or an error when `shape` is too large for this machine.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Argument`] (argument `shape`) when the product of `shape`, or its size
+    /// in bytes, overflows, or when the allocation fails.
+    pub fn try_zeros(shape: &[usize]) -> Result<Self, RuntimeError> {
+        let f = "Tensor::try_zeros";
+        let elem = std::mem::size_of::<T>();
+        let n = checked_numel(shape)
+            .ok_or_else(|| too_large(f, shape, "the product of its dims overflows usize".into()))?;
+        match n.checked_mul(elem) {
+            Some(b) if b <= isize::MAX as usize => {}
+            _ => {
+                return Err(too_large(
+                    f,
+                    shape,
+                    format!("{n} elements of {elem} bytes overflow the address space"),
+                ))
+            }
+        }
+        let mut data = Vec::new();
+        data.try_reserve_exact(n).map_err(|_| {
+            too_large(
+                f,
+                shape,
+                format!("{} bytes could not be allocated", n * elem),
+            )
+        })?;
+        data.resize(n, T::default());
+        Ok(Tensor {
+            shape: shape.to_vec(),
+            data,
+        })
     }
 
     /// A tensor holding `data` (row-major).
     ///
     /// # Errors
-    /// [`RuntimeError::Argument`] when `data.len()` is not the product of `shape`.
+    /// [`RuntimeError::Argument`] when `data.len()` is not the product of `shape`, or when
+    /// that product overflows `usize`.
     pub fn from_vec(shape: &[usize], data: Vec<T>) -> Result<Self, RuntimeError> {
-        let n: usize = shape.iter().product();
+        let Some(n) = checked_numel(shape) else {
+            return Err(too_large(
+                "Tensor::from_vec",
+                shape,
+                "the product of its dims overflows usize".into(),
+            ));
+        };
         if n != data.len() {
             return Err(RuntimeError::Argument {
                 function: "Tensor::from_vec".into(),
@@ -74,6 +138,9 @@ impl<T: Element> Tensor<T> {
         &mut self.data
     }
     /// The sub-tensor at index `i` of dim 0, as a slice of elements.
+    ///
+    /// # Panics
+    /// When `i` is not below the extent of dim 0 (as slice indexing does).
     pub fn row(&self, i: usize) -> &[T] {
         let inner: usize = self.shape.iter().skip(1).product();
         &self.data[i * inner..(i + 1) * inner]
