@@ -319,7 +319,7 @@ pub fn plan_module(
     let info = ir::access_category(&f)?;
     if structure == Structure::RankPartition && info.category == AccessCategory::CrossSampleWrite {
         return Err(Error::Usage(format!(
-            "kernel `{name}` is cross_sample_write (it writes other samples), so it cannot be rank-partitioned at any world size: a rank would write samples another rank owns; plan it with HostTeam or DeviceKernel"
+            "kernel `{name}` is cross_sample_write (it writes other samples or reads another sample's output), so it cannot be rank-partitioned at any world size: a rank would write samples another rank owns; plan it with HostTeam or DeviceKernel"
         )));
     }
     if structure == Structure::RankPartition && inner == Structure::RankPartition {
