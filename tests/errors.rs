@@ -715,3 +715,92 @@ fn negative_peer_on_unsigned_values_is_flagged_too() {
         other => panic!("expected NegativePeer, got {other:?}"),
     }
 }
+
+/// Pulls from the previous rank, guarded so that rank 0 does not.
+#[eagle::kernel(device)]
+pub fn guarded_prev(
+    ctx: Ctx,
+    x: Tensor<f32, 1, SIZE>,
+    y: Out<Tensor<f32, 1, SIZE>>,
+    win: Window<f32, 1, SIZE>,
+) {
+    let me = rank(ctx);
+    store(win, [0, 0], load(x, [0, 0], [1, SIZE]));
+    barrier(ctx);
+    if me > 0 {
+        store(y, [0, 0], remote_load(win, me - 1, [0, 0], [1, SIZE]));
+    }
+}
+
+/// Pulls from the next rank, guarded so that the last rank does not.
+#[eagle::kernel(device)]
+pub fn guarded_next(
+    ctx: Ctx,
+    x: Tensor<f32, 1, SIZE>,
+    y: Out<Tensor<f32, 1, SIZE>>,
+    win: Window<f32, 1, SIZE>,
+) {
+    let me = rank(ctx);
+    let n = nranks(ctx);
+    store(win, [0, 0], load(x, [0, 0], [1, SIZE]));
+    barrier(ctx);
+    if me + 1 < n {
+        store(y, [0, 0], remote_load(win, me + 1, [0, 0], [1, SIZE]));
+    }
+}
+
+#[eagle::host]
+pub fn prev_host(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        guarded_prev(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+#[eagle::host]
+pub fn next_host(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        guarded_next(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+#[test]
+fn a_peer_guarded_by_its_branch_condition_is_not_flagged() {
+    for p in 1..=4 {
+        let s = Session::sim(p).unwrap();
+        let x = eagle::random_tensor(&[p, 1, SIZE], 40 + p as u64);
+        let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
+        prev_host
+            .launch(&s, &x, &mut y)
+            .unwrap_or_else(|e| panic!("prev at P = {p}: {e}"));
+        for r in 0..p {
+            let want = if r > 0 {
+                x.row(r - 1)
+            } else {
+                &[0.0; SIZE][..]
+            };
+            assert_eq!(y.row(r), want, "prev at P = {p}, rank {r}");
+        }
+        let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
+        next_host
+            .launch(&s, &x, &mut y)
+            .unwrap_or_else(|e| panic!("next at P = {p}: {e}"));
+        for r in 0..p {
+            let want = if r + 1 < p {
+                x.row(r + 1)
+            } else {
+                &[0.0; SIZE][..]
+            };
+            assert_eq!(y.row(r), want, "next at P = {p}, rank {r}");
+        }
+        // The unguarded `(me - 1) % n` stays flagged at every P >= 2 (at P = 1 it is 0).
+        if p >= 2 {
+            let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
+            match specialize_err(negative_peer.launch(&s, &mut y).unwrap_err()) {
+                SpecializeError::NegativePeer { lo, .. } => assert_eq!(lo, -1, "P = {p}"),
+                other => panic!("P = {p}: {other:?}"),
+            }
+        }
+    }
+}
