@@ -324,14 +324,17 @@ impl Session {
     pub fn launch<F: ir::EagleFn + 'static>(&self, mut args: Vec<Arg<'_>>) -> Result<LaunchReport> {
         // The generic module of `F` and the hash of its text are built once per process.
         let (module, text_hash) = generic_of::<F>()?;
-        let bindings = bindings_from_args(&module, F::NAME, self.world_size(), &args)?;
+        let mut bound_by = std::collections::BTreeMap::new();
+        let bindings =
+            bindings_from_args(&module, F::NAME, self.world_size(), &args, &mut bound_by)?;
         let target = if self.emit_cuda {
             codegen::Target::Cuda
         } else {
             self.target
         };
         let (art, cache_hit) =
-            codegen::compile_hashed(&module, text_hash, F::NAME, &bindings, target)?;
+            codegen::compile_hashed(&module, text_hash, F::NAME, &bindings, target)
+                .map_err(|e| name_binder(e, &bound_by))?;
         if let (true, Some(c)) = (self.emit_cuda, &art.cuda) {
             use std::io::Write;
             let _ = writeln!(
@@ -405,12 +408,33 @@ fn generic_of<F: ir::EagleFn + 'static>() -> Result<(std::sync::Arc<ir::Module>,
     Ok((m, h))
 }
 
-/// Binds every symbolic dim of `root`'s tensor parameters from the argument shapes.
+/// Names the argument whose shape bound a world dimension that does not match the session
+/// (specialization knows the bindings, not where they came from).
+fn name_binder(
+    mut e: codegen::CodegenError,
+    bound_by: &std::collections::BTreeMap<String, String>,
+) -> codegen::CodegenError {
+    if let codegen::CodegenError::Specialize(s) = &mut e {
+        if let codegen::SpecializeError::WorldDimBound {
+            name, bound_by: b, ..
+        } = s.as_mut()
+        {
+            if let Some(arg) = bound_by.get(name.as_str()) {
+                *b = format!("argument `{arg}`");
+            }
+        }
+    }
+    e
+}
+
+/// Binds every symbolic dim of `root`'s tensor parameters from the argument shapes, recording
+/// in `bound_by` the argument that bound each dim.
 fn bindings_from_args(
     m: &ir::Module,
     root: &str,
     p: usize,
     args: &[Arg<'_>],
+    bound_by: &mut std::collections::BTreeMap<String, String>,
 ) -> Result<codegen::Bindings> {
     use eagle_runtime::RuntimeError as E;
     let f = m
@@ -459,8 +483,10 @@ fn bindings_from_args(
                         }
                         .into())
                     }
-                    _ => {
+                    Some(_) => {}
+                    None => {
                         b.dims.insert(s.to_string(), n as u64);
+                        bound_by.insert(s.to_string(), prm.name.clone());
                     }
                 }
             }

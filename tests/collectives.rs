@@ -336,6 +336,60 @@ pub fn bad_root(y: Out<Tensor<f32, NR, 8>>) {
     }
 }
 
+/// The root computed on the host: `world_size()` is one past the last rank.
+#[eagle::host]
+pub fn bcast_from_world_size(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>) {
+    let s = alloc_window_buffer([N], f32);
+    for r in 0..world_size() {
+        bcast_d(x[r], y[r], window(s, [N], f32), world_size(), device = r);
+    }
+}
+
+#[test]
+fn a_broadcast_root_computed_on_the_host_is_checked_at_specialization() {
+    use eagle::codegen::{CodegenError, SpecializeError};
+    for p in 1..=4 {
+        let s = Session::sim(p).unwrap();
+        let x = inputs::<f32>(p, 10, 1);
+        let mut y = Tensor::<f32>::zeros(&[p, 10]);
+        match bcast_from_world_size.launch(&s, &x, &mut y).unwrap_err() {
+            eagle::Error::Codegen(CodegenError::Specialize(e)) => {
+                let msg = e.to_string();
+                match *e {
+                    SpecializeError::RankOutOfRange {
+                        function,
+                        op,
+                        what,
+                        lo,
+                        hi,
+                        world_size,
+                    } => {
+                        assert_eq!(function, "bcast_d");
+                        assert!(op.starts_with("broadcast "), "{op}");
+                        assert_eq!(
+                            what,
+                            "root (parameter `root`, as `bcast_from_world_size` passes it)"
+                        );
+                        assert_eq!((lo, hi, world_size), (p as i128, p as i128, p as u64));
+                        assert!(
+                            msg.contains(&format!("the root (parameter `root`, as `bcast_from_world_size` passes it) spans {p}..={p} but the world has ranks 0..{p}")),
+                            "{msg}"
+                        );
+                    }
+                    other => panic!("expected RankOutOfRange, got {other:?}"),
+                }
+            }
+            other => panic!("expected a specialization error, got {other:?}"),
+        }
+    }
+    // The same device program with a root in range runs (the check is of the value passed).
+    let s = Session::sim(3).unwrap();
+    let x = inputs::<f32>(3, 10, 1);
+    let mut y = Tensor::<f32>::zeros(&[3, 10]);
+    bcast.launch(&s, &x, &mut y, 2).unwrap();
+    assert_eq!(y.row(0), x.row(2));
+}
+
 #[test]
 fn broadcast_root_out_of_range_is_an_error_before_running() {
     use eagle::codegen::{CodegenError, SpecializeError};

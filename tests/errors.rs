@@ -804,3 +804,80 @@ fn a_peer_guarded_by_its_branch_condition_is_not_flagged() {
         }
     }
 }
+
+/// The world dimension pinned to 4, larger than the world at P = 1..3.
+#[eagle::host]
+pub fn pinned4(x: Tensor<f32, 4, 1, SIZE>, y: Out<Tensor<f32, 4, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        copy_next(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+#[test]
+fn a_pinned_world_dim_larger_than_the_world_is_an_error_too() {
+    let x = eagle::random_tensor(&[4, 1, SIZE], 3);
+    for p in 1..=3 {
+        let s = Session::sim(p).unwrap();
+        let mut y = Tensor::<f32>::zeros(&[4, 1, SIZE]);
+        let e = specialize_err(pinned4.launch(&s, &x, &mut y).unwrap_err());
+        assert_eq!(
+            e,
+            SpecializeError::WorldDimPinned {
+                function: "pinned4".into(),
+                argument: "x".into(),
+                dim: 0,
+                extent: 4,
+                world_size: p as u64,
+            }
+        );
+        assert!(e
+            .to_string()
+            .contains("declare the world dimension with `dynamic!`"));
+        assert!(y.data().iter().all(|v| *v == 0.0), "nothing ran at P = {p}");
+    }
+    // At P = 4 the constant matches the world, and it runs.
+    let s = Session::sim(4).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[4, 1, SIZE]);
+    pinned4.launch(&s, &x, &mut y).unwrap();
+    assert_eq!(y.row(3), x.row(0));
+}
+
+#[eagle::host]
+pub fn dynamic_shift(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        copy_next(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+#[test]
+fn a_dynamic_world_dim_bound_to_another_size_names_the_binding_argument() {
+    let s = Session::sim(3).unwrap();
+    for rows in [2usize, 4] {
+        let x = eagle::random_tensor(&[rows, 1, SIZE], 4);
+        let mut y = Tensor::<f32>::zeros(&[rows, 1, SIZE]);
+        let e = specialize_err(dynamic_shift.launch(&s, &x, &mut y).unwrap_err());
+        assert_eq!(
+            e,
+            SpecializeError::WorldDimBound {
+                function: "dynamic_shift".into(),
+                argument: "x".into(),
+                dim: 0,
+                name: "NR".into(),
+                extent: rows as u64,
+                bound_by: "argument `x`".into(),
+                world_size: 3,
+            }
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!(
+                "the world dimension `NR` was bound to {rows} by argument `x`, but the session has 3 devices"
+            )),
+            "{msg}"
+        );
+        assert!(!msg.contains("pinned"), "{msg}");
+        assert!(!msg.contains("declare the world dimension"), "{msg}");
+    }
+}

@@ -133,6 +133,21 @@ fn narrow_cmp(c: CmpOp, a: Range, b: Range) -> Option<(Range, Range)> {
     })
 }
 
+/// The hull of the argument ranges of two call sites (unknown where either is unknown).
+fn hull_sites(a: &[Option<Range>], b: &[Option<Range>]) -> Vec<Option<Range>> {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| match (x, y) {
+            (Some(x), Some(y)) => Some(Range {
+                lo: x.lo.min(y.lo),
+                hi: x.hi.max(y.hi),
+                world: x.world || y.world,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
 fn negate(c: CmpOp) -> CmpOp {
     match c {
         CmpOp::Eq => CmpOp::Ne,
@@ -188,6 +203,13 @@ struct Spec<'a> {
     dead: usize,
     /// Defining op of scalar integer and boolean values (for narrowing at branches).
     defs: HashMap<Value, OpKind>,
+    /// The value types before binding (a dim written as a constant or as a symbol).
+    generic: &'a [Type],
+    /// The ranges of the arguments at this function's call and dispatch sites, per callee
+    /// (the hull over the sites; `None` where some site's argument has no range).
+    calls: HashMap<String, Vec<Option<Range>>>,
+    /// Parameters whose range comes from every call site: (parameter name, caller).
+    seeded: HashMap<Value, (String, String)>,
 }
 
 impl Spec<'_> {
@@ -238,10 +260,16 @@ impl Spec<'_> {
             });
         }
         if r.hi >= self.p() as i128 {
+            let what = match self.seeded.get(&v) {
+                Some((param, caller)) => {
+                    format!("{what} (parameter `{param}`, as `{caller}` passes it)")
+                }
+                None => what.to_string(),
+            };
             return Err(SpecializeError::RankOutOfRange {
                 function: f.name.clone(),
                 op: print_op(f, op),
-                what: what.into(),
+                what,
                 lo: r.lo,
                 hi: r.hi,
                 world_size: self.p(),
@@ -301,6 +329,19 @@ impl Spec<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Records the argument ranges of a call or dispatch that can run.
+    fn record_call(&mut self, callee: &str, args: &[Value]) {
+        if self.dead > 0 {
+            return;
+        }
+        let sites: Vec<Option<Range>> = args.iter().map(|a| self.ranges.get(a).copied()).collect();
+        let merged = match self.calls.get(callee) {
+            Some(old) => hull_sites(old, &sites),
+            None => sites,
+        };
+        self.calls.insert(callee.to_string(), merged);
     }
 
     /// Runs the analysis over a branch body with the ranges its condition implies (`None`: the
@@ -556,6 +597,37 @@ impl Spec<'_> {
                     .and_then(|s| s.0.first()?.as_const())
                     .unwrap_or(0);
                 let origin = self.origin.get(&src).cloned();
+                // A host tensor sliced by the rank loop has one row per rank: an extent other
+                // than P is a pinned (or wrongly bound) world dimension at every P, not only
+                // when it is too small.
+                if let (Some(r), Some((arg, dim)), Level::Host) =
+                    (self.known(index), &origin, f.level)
+                {
+                    let p = self.p();
+                    if r.world && r.lo >= 0 && r.hi < p as i128 && extent != p {
+                        let written = self.generic[src.0 as usize]
+                            .shape()
+                            .and_then(|s| s.0.first().cloned());
+                        return Err(match written {
+                            Some(Dim::Sym(name)) => SpecializeError::WorldDimBound {
+                                function: f.name.clone(),
+                                argument: arg.clone(),
+                                dim: *dim,
+                                name: name.to_string(),
+                                extent,
+                                bound_by: format!("the bindings (`{}`)", self.b.key_text()),
+                                world_size: p,
+                            },
+                            _ => SpecializeError::WorldDimPinned {
+                                function: f.name.clone(),
+                                argument: arg.clone(),
+                                dim: *dim,
+                                extent,
+                                world_size: p,
+                            },
+                        });
+                    }
+                }
                 if let Some(r) = self.known(index) {
                     if r.lo < 0 || r.hi >= extent as i128 {
                         if let (true, Some((arg, dim)), Level::Host) = (r.world, &origin, f.level) {
@@ -664,10 +736,16 @@ impl Spec<'_> {
                 let (s, offsets) = (*signal, offsets.clone());
                 self.check_offsets(f, op, s, &offsets, None)?;
             }
-            OpKind::Dispatch { device, .. } => {
+            OpKind::Dispatch {
+                device,
+                callee,
+                args,
+            } => {
                 let d = *device;
                 self.check_rank(f, op, d, "device")?;
+                self.record_call(callee, args);
             }
+            OpKind::Call { callee, args } => self.record_call(callee, args),
             OpKind::For { var, lo, hi, .. } => {
                 if let (Some(l), Some(h)) = (self.ranges.get(lo), self.ranges.get(hi)) {
                     let r = Range {
@@ -776,7 +854,11 @@ pub fn specialize(m: &Module, b: &Bindings) -> Result<Module, SpecializeError> {
         return Err(SpecializeError::BadWorldSize(b.world_size));
     }
     let mut out = m.clone();
-    for f in &mut out.functions {
+    // Callers before callees (the module lists callees first), so that a callee's scalar
+    // parameters can take the ranges of the arguments its callers pass.
+    let mut seeds: HashMap<String, (Vec<Option<Range>>, String)> = HashMap::new();
+    for f in out.functions.iter_mut().rev() {
+        let generic = f.values.clone();
         let params: HashMap<Value, String> =
             f.params.iter().map(|p| (p.value, p.name.clone())).collect();
         for (i, t) in f.values.iter_mut().enumerate() {
@@ -855,10 +937,36 @@ pub fn specialize(m: &Module, b: &Bindings) -> Result<Module, SpecializeError> {
                 guarded: 0,
                 dead: 0,
                 defs: HashMap::new(),
+                generic: &generic,
+                calls: HashMap::new(),
+                seeded: HashMap::new(),
             };
+            // Scalar parameters take the ranges their callers pass (a broadcast root computed
+            // on the host from `world_size()`), when every call site's argument has one.
+            if let Some((sites, caller)) = seeds.get(&f.name) {
+                let params = f
+                    .params
+                    .iter()
+                    .filter(|p| !(f.level == Level::Device && *f.ty(p.value) == Type::Ctx));
+                for (prm, r) in params.zip(sites) {
+                    if let (Some(r), Type::Scalar(d)) = (r, f.ty(prm.value)) {
+                        if d.is_int() {
+                            s.ranges.insert(prm.value, *r);
+                            s.seeded
+                                .insert(prm.value, (prm.name.clone(), caller.clone()));
+                        }
+                    }
+                }
+            }
             let mut snapshot = f.clone();
             snapshot.body = body.clone();
             s.block(&snapshot, &mut body)?;
+            for (callee, sites) in s.calls {
+                let e = seeds
+                    .entry(callee)
+                    .or_insert_with(|| (sites.clone(), f.name.clone()));
+                e.0 = hull_sites(&e.0, &sites);
+            }
         }
         loop {
             let mut used = HashSet::new();
