@@ -881,3 +881,35 @@ fn a_dynamic_world_dim_bound_to_another_size_names_the_binding_argument() {
         assert!(!msg.contains("declare the world dimension"), "{msg}");
     }
 }
+
+/// Waits for a count that is a loop variable (`usize`) where the signal holds `i32`.
+#[eagle::kernel]
+pub fn wait_on_loop_var(ctx: Ctx, sig: Window<i32, 1, 1>) {
+    let n = nranks(ctx);
+    for i in 0..n {
+        wait(sig, [0, 0], i + 1, Ge);
+    }
+}
+
+/// An `i32` value where a `usize` offset belongs.
+#[eagle::kernel]
+pub fn i32_offset(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
+    let o = rank(ctx) as i32;
+    store(y, [0, 0], load(x, [0, o], [1, 1]));
+}
+
+#[test]
+fn an_index_value_where_another_dtype_belongs_names_the_cast() {
+    let e = wait_on_loop_var::module().unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "operand value must be an `i32` scalar, found `index`; convert it with `as i32`"
+        ),
+        "{e}"
+    );
+    let e = i32_offset::module().unwrap_err().to_string();
+    assert!(
+        e.contains("must be an `index` scalar, found `i32`; convert it with `as usize`"),
+        "{e}"
+    );
+}

@@ -961,9 +961,5 @@ impl FunctionBuilder<'_> {
 
 /// The Rust spelling of a dtype as written in kernel source (`usize` for `index`).
 fn rust_name(d: DType) -> &'static str {
-    if d == DType::Index {
-        "usize"
-    } else {
-        d.name()
-    }
+    d.rust_name()
 }
