@@ -913,3 +913,43 @@ fn an_index_value_where_another_dtype_belongs_names_the_cast() {
         "{e}"
     );
 }
+
+/// Writes and reads elements of a 2-D window: `w[i][j] = v`, `w[i][j] += v`, `w[i][j]`.
+#[eagle::kernel(device)]
+pub fn window_elements(ctx: Ctx, y: Out<Tensor<f32, 16>>, w: Window<f32, NR, 16>) {
+    let me = rank(ctx);
+    for j in 0..16 {
+        w[me][j] = (me * 100 + j) as f32;
+        w[me][j] += 0.5;
+    }
+    barrier(ctx);
+    for j in 0..16 {
+        y[j] = w[me][j] * 2.0;
+    }
+}
+
+#[eagle::host]
+pub fn window_elements_host(y: Out<Tensor<f32, NR, 16>>) {
+    let buf = alloc_window_buffer([NR, 16], f32);
+    for r in 0..world_size() {
+        window_elements(y[r], window(buf, [NR, 16], f32), device = r);
+    }
+}
+
+#[test]
+fn a_2d_window_is_indexed_one_element_per_dim() {
+    for p in 1..=3 {
+        let s = Session::sim(p).unwrap();
+        let mut y = Tensor::<f32>::zeros(&[p, 16]);
+        window_elements_host.launch(&s, &mut y).unwrap();
+        for r in 0..p {
+            let want: Vec<f32> = (0..16)
+                .map(|j| ((r * 100 + j) as f32 + 0.5) * 2.0)
+                .collect();
+            assert_eq!(y.row(r), &want[..], "P = {p}, rank {r}");
+        }
+    }
+    // The IR names every index: one `set_elem` and `elem` with two indices.
+    let ir = window_elements.ir().unwrap();
+    assert!(ir.contains("set_elem") && ir.contains("elem"), "{ir}");
+}
