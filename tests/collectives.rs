@@ -526,7 +526,8 @@ fn nan_columns_f32() -> Vec<[u32; 4]> {
 fn allreduce_max_min_nan_results_are_the_canonical_nan_in_every_mode() {
     type L32 = fn(&Session, &Tensor<f32>, &mut Tensor<f32>) -> eagle::Result<eagle::LaunchReport>;
     type L64 = fn(&Session, &Tensor<f64>, &mut Tensor<f64>) -> eagle::Result<eagle::LaunchReport>;
-    let f32_cases: [(&str, [L32; 3], fn(f32, f32) -> f32); 2] = [
+    type Case<L, T> = (&'static str, [L; 3], fn(T, T) -> T);
+    let f32_cases: [Case<L32, f32>; 2] = [
         (
             "Max",
             [
@@ -546,7 +547,7 @@ fn allreduce_max_min_nan_results_are_the_canonical_nan_in_every_mode() {
             eagle::golden::fmin_f32,
         ),
     ];
-    let f64_cases: [(&str, [L64; 3], fn(f64, f64) -> f64); 2] = [
+    let f64_cases: [Case<L64, f64>; 2] = [
         (
             "Max",
             [
@@ -605,9 +606,9 @@ fn allreduce_max_min_nan_results_are_the_canonical_nan_in_every_mode() {
                     v.to_bits()
                 })
                 .collect();
-            for j in 0..n {
+            for (j, w) in want.iter().enumerate() {
                 if (0..p).any(|r| x32.row(r)[j].is_nan()) {
-                    assert_eq!(want[j], 0x7fc0_0000);
+                    assert_eq!(*w, 0x7fc0_0000);
                 }
             }
             for (launch, mode) in launches.iter().zip(modes) {
