@@ -128,7 +128,7 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     let mut y = Tensor::<f32>::zeros(&[p, N]);
     several.launch(s, &x, &mut y, hand)?;
     let sum = eagle::golden::allreduce(&x, |a, b| a + b, !hand);
-    let max = eagle::golden::allreduce(&x, f32::max, false);
+    let max = eagle::golden::allreduce(&x, eagle::golden::fmax_f32, false);
     let b = x.row(p - 1);
     let want: Vec<f32> = (0..N).map(|j| sum[j] + max[j] * b[j]).collect();
     for r in 0..p {

@@ -391,9 +391,12 @@ impl Session {
         };
         // The generic module of `F` and the hash of its text are built once per process.
         let prepared = generic_of::<F>().and_then(|(module, text_hash)| {
-            let bindings = bindings_from_args(&module, F::NAME, self.world_size(), &args)?;
+            let mut bound_by = std::collections::BTreeMap::new();
+            let bindings =
+                bindings_from_args(&module, F::NAME, self.world_size(), &args, &mut bound_by)?;
             let (art, cache_hit) =
-                codegen::compile_hashed(&module, text_hash, F::NAME, &bindings, target)?;
+                codegen::compile_hashed(&module, text_hash, F::NAME, &bindings, target)
+                    .map_err(|e| name_binder(e, &bound_by))?;
             Ok((module, bindings, art, cache_hit, text_hash))
         });
         #[cfg(feature = "mpi")]
@@ -536,12 +539,33 @@ fn generic_of<F: ir::EagleFn + 'static>() -> Result<(std::sync::Arc<ir::Module>,
     Ok((m, h))
 }
 
-/// Binds every symbolic dim of `root`'s tensor parameters from the argument shapes.
+/// Names the argument whose shape bound a world dimension that does not match the session
+/// (specialization knows the bindings, not where they came from).
+fn name_binder(
+    mut e: codegen::CodegenError,
+    bound_by: &std::collections::BTreeMap<String, String>,
+) -> codegen::CodegenError {
+    if let codegen::CodegenError::Specialize(s) = &mut e {
+        if let codegen::SpecializeError::WorldDimBound {
+            name, bound_by: b, ..
+        } = s.as_mut()
+        {
+            if let Some(arg) = bound_by.get(name.as_str()) {
+                *b = format!("argument `{arg}`");
+            }
+        }
+    }
+    e
+}
+
+/// Binds every symbolic dim of `root`'s tensor parameters from the argument shapes, recording
+/// in `bound_by` the argument that bound each dim.
 fn bindings_from_args(
     m: &ir::Module,
     root: &str,
     p: usize,
     args: &[Arg<'_>],
+    bound_by: &mut std::collections::BTreeMap<String, String>,
 ) -> Result<codegen::Bindings> {
     use eagle_runtime::RuntimeError as E;
     let f = m
@@ -591,8 +615,10 @@ fn bindings_from_args(
                         }
                         .into())
                     }
-                    _ => {
+                    Some(_) => {}
+                    None => {
                         b.dims.insert(s.to_string(), n as u64);
+                        bound_by.insert(s.to_string(), prm.name.clone());
                     }
                 }
             }

@@ -348,7 +348,7 @@ pub fn plan_module(
     let info = ir::access_category(&f)?;
     if structure == Structure::RankPartition && info.category == AccessCategory::CrossSampleWrite {
         return Err(Error::Usage(format!(
-            "kernel `{name}` is cross_sample_write (it writes other samples), so it cannot be rank-partitioned at any world size: a rank would write samples another rank owns; plan it with HostTeam or DeviceKernel"
+            "kernel `{name}` is cross_sample_write (it writes other samples or reads another sample's output), so it cannot be rank-partitioned at any world size: a rank would write samples another rank owns; plan it with HostTeam or DeviceKernel"
         )));
     }
     if structure == Structure::RankPartition && inner == Structure::RankPartition {
@@ -563,35 +563,11 @@ fn combine(kind: ReduceKind, d: DType, acc: &mut [u8], x: &[u8]) {
     match (kind, d) {
         (ReduceKind::Sum, DType::F64) => go!(f64, |a, b| a + b),
         (ReduceKind::Times, DType::F64) => go!(f64, |a, b| a * b),
-        (ReduceKind::Max, DType::F64) => go!(f64, |a, b| {
-            // IEEE 754-2019 maximum, as the compiled `max`: NaN wins, +0 > -0.
-            if a.is_nan() || b.is_nan() {
-                f64::NAN
-            } else if a == b {
-                if a.is_sign_negative() {
-                    b
-                } else {
-                    a
-                }
-            } else {
-                a.max(b)
-            }
-        }),
+        // The compiled `max` (one definition, with the canonical NaN): NaN wins, +0 > -0.
+        (ReduceKind::Max, DType::F64) => go!(f64, eagle_codegen::fold::fmax_f64),
         (ReduceKind::Sum, DType::F32) => go!(f32, |a, b| a + b),
         (ReduceKind::Times, DType::F32) => go!(f32, |a, b| a * b),
-        (ReduceKind::Max, DType::F32) => go!(f32, |a, b| {
-            if a.is_nan() || b.is_nan() {
-                f32::NAN
-            } else if a == b {
-                if a.is_sign_negative() {
-                    b
-                } else {
-                    a
-                }
-            } else {
-                a.max(b)
-            }
-        }),
+        (ReduceKind::Max, DType::F32) => go!(f32, eagle_codegen::fold::fmax_f32),
         (ReduceKind::Sum, DType::I64 | DType::Index) => go!(i64, i64::wrapping_add),
         (ReduceKind::Times, DType::I64 | DType::Index) => go!(i64, i64::wrapping_mul),
         (ReduceKind::Max, DType::I64 | DType::Index) => go!(i64, i64::max),

@@ -336,6 +336,60 @@ pub fn bad_root(y: Out<Tensor<f32, NR, 8>>) {
     }
 }
 
+/// The root computed on the host: `world_size()` is one past the last rank.
+#[eagle::host]
+pub fn bcast_from_world_size(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>) {
+    let s = alloc_window_buffer([N], f32);
+    for r in 0..world_size() {
+        bcast_d(x[r], y[r], window(s, [N], f32), world_size(), device = r);
+    }
+}
+
+#[test]
+fn a_broadcast_root_computed_on_the_host_is_checked_at_specialization() {
+    use eagle::codegen::{CodegenError, SpecializeError};
+    for p in 1..=4 {
+        let s = Session::sim(p).unwrap();
+        let x = inputs::<f32>(p, 10, 1);
+        let mut y = Tensor::<f32>::zeros(&[p, 10]);
+        match bcast_from_world_size.launch(&s, &x, &mut y).unwrap_err() {
+            eagle::Error::Codegen(CodegenError::Specialize(e)) => {
+                let msg = e.to_string();
+                match *e {
+                    SpecializeError::RankOutOfRange {
+                        function,
+                        op,
+                        what,
+                        lo,
+                        hi,
+                        world_size,
+                    } => {
+                        assert_eq!(function, "bcast_d");
+                        assert!(op.starts_with("broadcast "), "{op}");
+                        assert_eq!(
+                            what,
+                            "root (parameter `root`, as `bcast_from_world_size` passes it)"
+                        );
+                        assert_eq!((lo, hi, world_size), (p as i128, p as i128, p as u64));
+                        assert!(
+                            msg.contains(&format!("the root (parameter `root`, as `bcast_from_world_size` passes it) spans {p}..={p} but the world has ranks 0..{p}")),
+                            "{msg}"
+                        );
+                    }
+                    other => panic!("expected RankOutOfRange, got {other:?}"),
+                }
+            }
+            other => panic!("expected a specialization error, got {other:?}"),
+        }
+    }
+    // The same device program with a root in range runs (the check is of the value passed).
+    let s = Session::sim(3).unwrap();
+    let x = inputs::<f32>(3, 10, 1);
+    let mut y = Tensor::<f32>::zeros(&[3, 10]);
+    bcast.launch(&s, &x, &mut y, 2).unwrap();
+    assert_eq!(y.row(0), x.row(2));
+}
+
 #[test]
 fn broadcast_root_out_of_range_is_an_error_before_running() {
     use eagle::codegen::{CodegenError, SpecializeError};
@@ -435,4 +489,155 @@ fn builtin_collective_snapshots_at_p4() {
         rs.ir_specialized(4, b).unwrap()
     );
     insta::assert_snapshot!("lowered_all_to_all_p4", a2a.ir_specialized(4, b).unwrap());
+}
+
+allreduce_case!(nan_max32_mesh_d, nan_max32_mesh, f32, Max, Mesh);
+allreduce_case!(nan_max32_two_d, nan_max32_two, f32, Max, TwoPhase);
+allreduce_case!(nan_max32_ring_d, nan_max32_ring, f32, Max, Ring);
+allreduce_case!(nan_min32_mesh_d, nan_min32_mesh, f32, Min, Mesh);
+allreduce_case!(nan_min32_two_d, nan_min32_two, f32, Min, TwoPhase);
+allreduce_case!(nan_min32_ring_d, nan_min32_ring, f32, Min, Ring);
+allreduce_case!(nan_max64_mesh_d, nan_max64_mesh, f64, Max, Mesh);
+allreduce_case!(nan_max64_two_d, nan_max64_two, f64, Max, TwoPhase);
+allreduce_case!(nan_max64_ring_d, nan_max64_ring, f64, Max, Ring);
+allreduce_case!(nan_min64_mesh_d, nan_min64_mesh, f64, Min, Mesh);
+allreduce_case!(nan_min64_two_d, nan_min64_two, f64, Min, TwoPhase);
+allreduce_case!(nan_min64_ring_d, nan_min64_ring, f64, Min, Ring);
+
+/// Columns of allreduce inputs, one value per rank (cycled when P is larger): NaNs with other
+/// signs and payloads, infinities, signed zeros and plain numbers.
+fn nan_columns_f32() -> Vec<[u32; 4]> {
+    let f = |v: f32| v.to_bits();
+    vec![
+        [f(f32::INFINITY), f(f32::NAN), f(-1.0), f(2.0)],
+        [0x7fc0_0001, 0xffc0_0002, f(1.0), f(-3.0)],
+        [f(1.0), f(2.0), 0xffc0_0000, f(0.5)],
+        [f(-5.0), f(4.0), f(3.0), 0x7f80_0001], // a signalling NaN on rank 3
+        [f(-0.0), f(0.0), f(-0.0), f(0.0)],
+        [f(1.5), f(-2.5), f(7.0), f(f32::NEG_INFINITY)],
+        [0xffff_ffff, f(0.0), f(0.0), f(0.0)],
+    ]
+}
+
+/// Runs every mode of the allreduce `op` on NaN-laden inputs and checks the bits of each
+/// element: the canonical NaN (`0x7fc00000` / `0x7ff8000000000000`) where any rank holds a NaN,
+/// else the fold with eagle's `max`/`min`; the same in every mode and on every rank.
+#[test]
+fn allreduce_max_min_nan_results_are_the_canonical_nan_in_every_mode() {
+    type L32 = fn(&Session, &Tensor<f32>, &mut Tensor<f32>) -> eagle::Result<eagle::LaunchReport>;
+    type L64 = fn(&Session, &Tensor<f64>, &mut Tensor<f64>) -> eagle::Result<eagle::LaunchReport>;
+    type Case<L, T> = (&'static str, [L; 3], fn(T, T) -> T);
+    let f32_cases: [Case<L32, f32>; 2] = [
+        (
+            "Max",
+            [
+                |s, x, y| nan_max32_mesh.launch(s, x, y),
+                |s, x, y| nan_max32_two.launch(s, x, y),
+                |s, x, y| nan_max32_ring.launch(s, x, y),
+            ],
+            eagle::golden::fmax_f32,
+        ),
+        (
+            "Min",
+            [
+                |s, x, y| nan_min32_mesh.launch(s, x, y),
+                |s, x, y| nan_min32_two.launch(s, x, y),
+                |s, x, y| nan_min32_ring.launch(s, x, y),
+            ],
+            eagle::golden::fmin_f32,
+        ),
+    ];
+    let f64_cases: [Case<L64, f64>; 2] = [
+        (
+            "Max",
+            [
+                |s, x, y| nan_max64_mesh.launch(s, x, y),
+                |s, x, y| nan_max64_two.launch(s, x, y),
+                |s, x, y| nan_max64_ring.launch(s, x, y),
+            ],
+            eagle::golden::fmax_f64,
+        ),
+        (
+            "Min",
+            [
+                |s, x, y| nan_min64_mesh.launch(s, x, y),
+                |s, x, y| nan_min64_two.launch(s, x, y),
+                |s, x, y| nan_min64_ring.launch(s, x, y),
+            ],
+            eagle::golden::fmin_f64,
+        ),
+    ];
+    let cols = nan_columns_f32();
+    // Enough columns for the SIMD loops and their scalar tails: the table repeated.
+    let n = cols.len() * 9 + 3;
+    let modes = ["mesh", "two_phase", "ring"];
+    for p in 2..=4 {
+        let s = Session::sim(p).unwrap();
+        let bits32 = |r: usize, j: usize| cols[j % cols.len()][r % 4];
+        let x32 = Tensor::from_vec(
+            &[p, n],
+            (0..p * n)
+                .map(|i| f32::from_bits(bits32(i / n, i % n)))
+                .collect(),
+        )
+        .unwrap();
+        // f64 inputs: the same values widened, NaN payloads moved to the f64 payload bits.
+        let widen = |b: u32| -> u64 {
+            let v = f32::from_bits(b);
+            if v.is_nan() {
+                ((b as u64 & 0x8000_0000) << 32) | 0x7ff0_0000_0000_0000 | (b as u64 & 0x7f_ffff)
+            } else {
+                (v as f64).to_bits()
+            }
+        };
+        let x64 = Tensor::from_vec(
+            &[p, n],
+            (0..p * n)
+                .map(|i| f64::from_bits(widen(bits32(i / n, i % n))))
+                .collect(),
+        )
+        .unwrap();
+        for (op, launches, fold) in &f32_cases {
+            let want: Vec<u32> = (0..n)
+                .map(|j| {
+                    let any_nan = (0..p).any(|r| x32.row(r)[j].is_nan());
+                    let v = (1..p).fold(x32.row(0)[j], |a, r| fold(a, x32.row(r)[j]));
+                    assert_eq!(any_nan, v.is_nan());
+                    v.to_bits()
+                })
+                .collect();
+            for (j, w) in want.iter().enumerate() {
+                if (0..p).any(|r| x32.row(r)[j].is_nan()) {
+                    assert_eq!(*w, 0x7fc0_0000);
+                }
+            }
+            for (launch, mode) in launches.iter().zip(modes) {
+                let mut y = Tensor::<f32>::zeros(&[p, n]);
+                launch(&s, &x32, &mut y).unwrap();
+                for r in 0..p {
+                    let got: Vec<u32> = y.row(r).iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(got, want, "f32 {op} {mode} P={p} rank {r}");
+                }
+            }
+        }
+        for (op, launches, fold) in &f64_cases {
+            let want: Vec<u64> = (0..n)
+                .map(|j| {
+                    let v = (1..p).fold(x64.row(0)[j], |a, r| fold(a, x64.row(r)[j]));
+                    if (0..p).any(|r| x64.row(r)[j].is_nan()) {
+                        assert_eq!(v.to_bits(), 0x7ff8_0000_0000_0000);
+                    }
+                    v.to_bits()
+                })
+                .collect();
+            for (launch, mode) in launches.iter().zip(modes) {
+                let mut y = Tensor::<f64>::zeros(&[p, n]);
+                launch(&s, &x64, &mut y).unwrap();
+                for r in 0..p {
+                    let got: Vec<u64> = y.row(r).iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(got, want, "f64 {op} {mode} P={p} rank {r}");
+                }
+            }
+        }
+    }
 }

@@ -878,3 +878,241 @@ fn negative_peer_on_unsigned_values_is_flagged_too() {
         other => panic!("expected NegativePeer, got {other:?}"),
     }
 }
+
+/// Pulls from the previous rank, guarded so that rank 0 does not.
+#[eagle::kernel(device)]
+pub fn guarded_prev(
+    ctx: Ctx,
+    x: Tensor<f32, 1, SIZE>,
+    y: Out<Tensor<f32, 1, SIZE>>,
+    win: Window<f32, 1, SIZE>,
+) {
+    let me = rank(ctx);
+    store(win, [0, 0], load(x, [0, 0], [1, SIZE]));
+    barrier(ctx);
+    if me > 0 {
+        store(y, [0, 0], remote_load(win, me - 1, [0, 0], [1, SIZE]));
+    }
+}
+
+/// Pulls from the next rank, guarded so that the last rank does not.
+#[eagle::kernel(device)]
+pub fn guarded_next(
+    ctx: Ctx,
+    x: Tensor<f32, 1, SIZE>,
+    y: Out<Tensor<f32, 1, SIZE>>,
+    win: Window<f32, 1, SIZE>,
+) {
+    let me = rank(ctx);
+    let n = nranks(ctx);
+    store(win, [0, 0], load(x, [0, 0], [1, SIZE]));
+    barrier(ctx);
+    if me + 1 < n {
+        store(y, [0, 0], remote_load(win, me + 1, [0, 0], [1, SIZE]));
+    }
+}
+
+#[eagle::host]
+pub fn prev_host(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        guarded_prev(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+#[eagle::host]
+pub fn next_host(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        guarded_next(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+#[test]
+fn a_peer_guarded_by_its_branch_condition_is_not_flagged() {
+    for p in 1..=4 {
+        let s = Session::sim(p).unwrap();
+        let x = eagle::random_tensor(&[p, 1, SIZE], 40 + p as u64);
+        let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
+        prev_host
+            .launch(&s, &x, &mut y)
+            .unwrap_or_else(|e| panic!("prev at P = {p}: {e}"));
+        for r in 0..p {
+            let want = if r > 0 {
+                x.row(r - 1)
+            } else {
+                &[0.0; SIZE][..]
+            };
+            assert_eq!(y.row(r), want, "prev at P = {p}, rank {r}");
+        }
+        let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
+        next_host
+            .launch(&s, &x, &mut y)
+            .unwrap_or_else(|e| panic!("next at P = {p}: {e}"));
+        for r in 0..p {
+            let want = if r + 1 < p {
+                x.row(r + 1)
+            } else {
+                &[0.0; SIZE][..]
+            };
+            assert_eq!(y.row(r), want, "next at P = {p}, rank {r}");
+        }
+        // The unguarded `(me - 1) % n` stays flagged at every P >= 2 (at P = 1 it is 0).
+        if p >= 2 {
+            let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
+            match specialize_err(negative_peer.launch(&s, &mut y).unwrap_err()) {
+                SpecializeError::NegativePeer { lo, .. } => assert_eq!(lo, -1, "P = {p}"),
+                other => panic!("P = {p}: {other:?}"),
+            }
+        }
+    }
+}
+
+/// The world dimension pinned to 4, larger than the world at P = 1..3.
+#[eagle::host]
+pub fn pinned4(x: Tensor<f32, 4, 1, SIZE>, y: Out<Tensor<f32, 4, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        copy_next(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+#[test]
+fn a_pinned_world_dim_larger_than_the_world_is_an_error_too() {
+    let x = eagle::random_tensor(&[4, 1, SIZE], 3);
+    for p in 1..=3 {
+        let s = Session::sim(p).unwrap();
+        let mut y = Tensor::<f32>::zeros(&[4, 1, SIZE]);
+        let e = specialize_err(pinned4.launch(&s, &x, &mut y).unwrap_err());
+        assert_eq!(
+            e,
+            SpecializeError::WorldDimPinned {
+                function: "pinned4".into(),
+                argument: "x".into(),
+                dim: 0,
+                extent: 4,
+                world_size: p as u64,
+            }
+        );
+        assert!(e
+            .to_string()
+            .contains("declare the world dimension with `dynamic!`"));
+        assert!(y.data().iter().all(|v| *v == 0.0), "nothing ran at P = {p}");
+    }
+    // At P = 4 the constant matches the world, and it runs.
+    let s = Session::sim(4).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[4, 1, SIZE]);
+    pinned4.launch(&s, &x, &mut y).unwrap();
+    assert_eq!(y.row(3), x.row(0));
+}
+
+#[eagle::host]
+pub fn dynamic_shift(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    for r in 0..world_size() {
+        copy_next(x[r], y[r], window(buf, [1, SIZE], f32), device = r);
+    }
+}
+
+#[test]
+fn a_dynamic_world_dim_bound_to_another_size_names_the_binding_argument() {
+    let s = Session::sim(3).unwrap();
+    for rows in [2usize, 4] {
+        let x = eagle::random_tensor(&[rows, 1, SIZE], 4);
+        let mut y = Tensor::<f32>::zeros(&[rows, 1, SIZE]);
+        let e = specialize_err(dynamic_shift.launch(&s, &x, &mut y).unwrap_err());
+        assert_eq!(
+            e,
+            SpecializeError::WorldDimBound {
+                function: "dynamic_shift".into(),
+                argument: "x".into(),
+                dim: 0,
+                name: "NR".into(),
+                extent: rows as u64,
+                bound_by: "argument `x`".into(),
+                world_size: 3,
+            }
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!(
+                "the world dimension `NR` was bound to {rows} by argument `x`, but the session has 3 devices"
+            )),
+            "{msg}"
+        );
+        assert!(!msg.contains("pinned"), "{msg}");
+        assert!(!msg.contains("declare the world dimension"), "{msg}");
+    }
+}
+
+/// Waits for a count that is a loop variable (`usize`) where the signal holds `i32`.
+#[eagle::kernel]
+pub fn wait_on_loop_var(ctx: Ctx, sig: Window<i32, 1, 1>) {
+    let n = nranks(ctx);
+    for i in 0..n {
+        wait(sig, [0, 0], i + 1, Ge);
+    }
+}
+
+/// An `i32` value where a `usize` offset belongs.
+#[eagle::kernel]
+pub fn i32_offset(ctx: Ctx, x: Tensor<f32, 1, SIZE>, y: Out<Tensor<f32, 1, SIZE>>) {
+    let o = rank(ctx) as i32;
+    store(y, [0, 0], load(x, [0, o], [1, 1]));
+}
+
+#[test]
+fn an_index_value_where_another_dtype_belongs_names_the_cast() {
+    let e = wait_on_loop_var::module().unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "operand value must be an `i32` scalar, found `index`; convert it with `as i32`"
+        ),
+        "{e}"
+    );
+    let e = i32_offset::module().unwrap_err().to_string();
+    assert!(
+        e.contains("must be an `index` scalar, found `i32`; convert it with `as usize`"),
+        "{e}"
+    );
+}
+
+/// Writes and reads elements of a 2-D window: `w[i][j] = v`, `w[i][j] += v`, `w[i][j]`.
+#[eagle::kernel(device)]
+pub fn window_elements(ctx: Ctx, y: Out<Tensor<f32, 16>>, w: Window<f32, NR, 16>) {
+    let me = rank(ctx);
+    for j in 0..16 {
+        w[me][j] = (me * 100 + j) as f32;
+        w[me][j] += 0.5;
+    }
+    barrier(ctx);
+    for j in 0..16 {
+        y[j] = w[me][j] * 2.0;
+    }
+}
+
+#[eagle::host]
+pub fn window_elements_host(y: Out<Tensor<f32, NR, 16>>) {
+    let buf = alloc_window_buffer([NR, 16], f32);
+    for r in 0..world_size() {
+        window_elements(y[r], window(buf, [NR, 16], f32), device = r);
+    }
+}
+
+#[test]
+fn a_2d_window_is_indexed_one_element_per_dim() {
+    for p in 1..=3 {
+        let s = Session::sim(p).unwrap();
+        let mut y = Tensor::<f32>::zeros(&[p, 16]);
+        window_elements_host.launch(&s, &mut y).unwrap();
+        for r in 0..p {
+            let want: Vec<f32> = (0..16)
+                .map(|j| ((r * 100 + j) as f32 + 0.5) * 2.0)
+                .collect();
+            assert_eq!(y.row(r), &want[..], "P = {p}, rank {r}");
+        }
+    }
+    // The IR names every index: one `set_elem` and `elem` with two indices.
+    let ir = window_elements.ir().unwrap();
+    assert!(ir.contains("set_elem") && ir.contains("elem"), "{ir}");
+}

@@ -843,3 +843,88 @@ fn float_to_usize_casts_saturate_like_rust() {
         );
     }
 }
+
+/// A prefix sum that reads the previous sample's output: order-dependent.
+#[eagle::kernel(sample)]
+pub fn scan(s: usize, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
+    if s > 0 {
+        y[s] = y[s - 1] + x[s];
+    } else {
+        y[s] = x[s];
+    }
+}
+
+/// Reads another sample of an output plane it never writes: order-dependent too.
+#[eagle::kernel(sample)]
+pub fn reads_other_output(
+    s: usize,
+    x: Tensor<f64, N>,
+    y: Out<Tensor<f64, N>>,
+    z: Out<Tensor<f64, N>>,
+) {
+    if s > 0 {
+        z[s] = y[s - 1] + x[s];
+    } else {
+        z[s] = x[s];
+    }
+}
+
+#[test]
+fn reading_another_sample_of_an_output_is_cross_sample_write() {
+    let cat = |m: eagle::ir::Module, name: &str| {
+        eagle::ir::access_category(m.function(name).unwrap())
+            .unwrap()
+            .category
+    };
+    assert_eq!(
+        cat(scan::module().unwrap(), "scan"),
+        AccessCategory::CrossSampleWrite
+    );
+    assert_eq!(
+        cat(reads_other_output::module().unwrap(), "reads_other_output"),
+        AccessCategory::CrossSampleWrite
+    );
+    // HostTeam with 2 threads runs it in sample order: the sequential prefix sum, every time.
+    let n = 100;
+    let xs: Vec<f64> = (0..n).map(|i| 0.1 + i as f64 / 7.0).collect();
+    let mut want = vec![0.0f64; n];
+    for i in 0..n {
+        want[i] = if i > 0 { want[i - 1] + xs[i] } else { xs[i] };
+    }
+    let x = Tensor::from_vec(&[n], xs).unwrap();
+    let p = plan(scan, Structure::HostTeam, Structure::HostTeam)
+        .unwrap()
+        .with_threads(2);
+    for _ in 0..10 {
+        let mut y = Tensor::<f64>::zeros(&[n]);
+        p.run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+            .unwrap();
+        let got: Vec<u64> = y.data().iter().map(|v| v.to_bits()).collect();
+        let w: Vec<u64> = want.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(got, w);
+    }
+    // RankPartition (simulated ranks) refuses both, by name.
+    for (name, e) in [
+        (
+            "scan",
+            plan(scan, Structure::RankPartition, Structure::HostTeam)
+                .map(|p| p.with_simulated_ranks(3)),
+        ),
+        (
+            "reads_other_output",
+            plan(
+                reads_other_output,
+                Structure::RankPartition,
+                Structure::HostTeam,
+            )
+            .map(|p| p.with_simulated_ranks(3)),
+        ),
+    ] {
+        let e = e.unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("kernel `{name}` is cross_sample_write"))
+                && e.contains("cannot be rank-partitioned"),
+            "{e}"
+        );
+    }
+}

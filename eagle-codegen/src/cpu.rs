@@ -1377,14 +1377,17 @@ impl Lower<'_, '_> {
             .map(|o| self.eval_vec(o, off, vty, splats))
             .collect::<Result<Vec<_>, _>>()?;
         let d = self.f.ty(v).dtype().unwrap_or(DType::F32);
+        if d.is_float() {
+            if let OpKind::Binary(bop @ (BinOp::Min | BinOp::Max), ..) = &op.kind {
+                return Ok(self.float_min_max(*bop, xs[0], xs[1]));
+            }
+        }
         let ins = self.b.ins();
         Ok(match (&op.kind, d.is_float()) {
             (OpKind::Binary(BinOp::Add, ..), true) => ins.fadd(xs[0], xs[1]),
             (OpKind::Binary(BinOp::Sub, ..), true) => ins.fsub(xs[0], xs[1]),
             (OpKind::Binary(BinOp::Mul, ..), true) => ins.fmul(xs[0], xs[1]),
             (OpKind::Binary(BinOp::Div, ..), true) => ins.fdiv(xs[0], xs[1]),
-            (OpKind::Binary(BinOp::Min, ..), true) => ins.fmin(xs[0], xs[1]),
-            (OpKind::Binary(BinOp::Max, ..), true) => ins.fmax(xs[0], xs[1]),
             (OpKind::Binary(BinOp::Add, ..), false) => ins.iadd(xs[0], xs[1]),
             (OpKind::Binary(BinOp::Sub, ..), false) => ins.isub(xs[0], xs[1]),
             (OpKind::Binary(BinOp::And, ..), _) => ins.band(xs[0], xs[1]),
@@ -1395,6 +1398,38 @@ impl Lower<'_, '_> {
             (OpKind::Unary(UnOp::Sqrt, _), _) => ins.sqrt(xs[0]),
             _ => return Err(self.err("op has no SIMD form")),
         })
+    }
+
+    /// Float `min`/`max` of scalars or SIMD vectors: Cranelift's `fmin`/`fmax` (IEEE 754-2019
+    /// minimum/maximum), with a NaN result replaced by the canonical NaN of
+    /// [`crate::fold::CANONICAL_NAN_F32`] / [`crate::fold::CANONICAL_NAN_F64`], whose bits
+    /// would otherwise depend on the instruction selected and on the operand order.
+    fn float_min_max(&mut self, bop: BinOp, a: ClValue, b: ClValue) -> ClValue {
+        let r = if bop == BinOp::Min {
+            self.b.ins().fmin(a, b)
+        } else {
+            self.b.ins().fmax(a, b)
+        };
+        let ty = self.b.func.dfg.value_type(r);
+        let nan = if ty.lane_type() == types::F32 {
+            self.b
+                .ins()
+                .f32const(f32::from_bits(crate::fold::CANONICAL_NAN_F32))
+        } else {
+            self.b
+                .ins()
+                .f64const(f64::from_bits(crate::fold::CANONICAL_NAN_F64))
+        };
+        let unordered = self.b.ins().fcmp(FloatCC::Unordered, r, r);
+        if ty.is_vector() {
+            let nans = self.b.ins().splat(ty, nan);
+            let flags =
+                MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
+            let mask = self.b.ins().bitcast(ty, flags, unordered);
+            self.b.ins().bitselect(mask, nans, r)
+        } else {
+            self.b.ins().select(unordered, nan, r)
+        }
     }
 
     /// Element `i` of the fused tree rooted at `v`.
@@ -1439,8 +1474,7 @@ impl Lower<'_, '_> {
                         BinOp::Sub => self.b.ins().fsub(a, b),
                         BinOp::Mul => self.b.ins().fmul(a, b),
                         BinOp::Div => self.b.ins().fdiv(a, b),
-                        BinOp::Min => self.b.ins().fmin(a, b),
-                        BinOp::Max => self.b.ins().fmax(a, b),
+                        BinOp::Min | BinOp::Max => self.float_min_max(*bop, a, b),
                         _ => return Err(self.err(format!("`{}` on floats", bop.name()))),
                     }
                 } else {

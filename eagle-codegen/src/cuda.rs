@@ -22,10 +22,10 @@
 //!   then waits for every count to catch up). Waits and barriers give up after the run's wait
 //!   timeout and when another rank has failed (each rank has its own failure record).
 //! - Integer arithmetic wraps, `/` and `%` check for zero, float-to-int casts saturate (Rust
-//!   `as`), `min`/`max` on floats return NaN when either side is NaN: the CPU backend's
-//!   semantics. Contraction is off (`--fmad=false` at compile time), so float results match the
-//!   CPU bit for bit except `exp`, which uses CUDA's `exp`/`expf` (within 2 ulp), and the bits
-//!   of NaNs.
+//!   `as`), `min`/`max` on floats return the canonical NaN when either side is NaN: the CPU
+//!   backend's semantics. Contraction is off (`--fmad=false` at compile time), so float results
+//!   match the CPU bit for bit except `exp`, which uses CUDA's `exp`/`expf` (within 2 ulp), and
+//!   the bits of NaNs from other arithmetic.
 //!
 //! Every entry point is `extern "C" __global__ void NAME(const eg_rt* rt, const unsigned long
 //! long* slots)`: `slots` holds one 8-byte slot per parameter, as in the CPU ABI (a tensor's
@@ -304,11 +304,12 @@ __device__ __forceinline__ int eg_f2i32(double x) { return x != x ? 0 : x <= -21
 __device__ __forceinline__ long long eg_f2i64(double x) { return x != x ? 0 : x <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : x >= 9223372036854775808.0 ? 9223372036854775807LL : (long long)x; }
 __device__ __forceinline__ unsigned int eg_f2u32(double x) { return x != x || x <= 0.0 ? 0u : x >= 4294967295.0 ? 4294967295u : (unsigned int)x; }
 __device__ __forceinline__ unsigned long long eg_f2u64(double x) { return x != x || x <= 0.0 ? 0ull : x >= 18446744073709551616.0 ? 18446744073709551615ull : (unsigned long long)x; }
-// Float min/max: NaN if either side is NaN; -0 orders below +0.
-__device__ __forceinline__ float eg_fmin(float a, float b) { return (a != a || b != b) ? a + b : a < b ? a : b < a ? b : (__float_as_int(a) < 0 ? a : b); }
-__device__ __forceinline__ float eg_fmax(float a, float b) { return (a != a || b != b) ? a + b : a > b ? a : b > a ? b : (__float_as_int(a) < 0 ? b : a); }
-__device__ __forceinline__ double eg_fmin(double a, double b) { return (a != a || b != b) ? a + b : a < b ? a : b < a ? b : (__double_as_longlong(a) < 0 ? a : b); }
-__device__ __forceinline__ double eg_fmax(double a, double b) { return (a != a || b != b) ? a + b : a > b ? a : b > a ? b : (__double_as_longlong(a) < 0 ? b : a); }
+// Float min/max (eagle_codegen::fold::fmin_f32 and friends): the canonical NaN (0x7fc00000,
+// 0x7ff8000000000000) if either side is NaN; -0 orders below +0.
+__device__ __forceinline__ float eg_fmin(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : a < b ? a : b < a ? b : (__float_as_int(a) < 0 ? a : b); }
+__device__ __forceinline__ float eg_fmax(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : a > b ? a : b > a ? b : (__float_as_int(a) < 0 ? b : a); }
+__device__ __forceinline__ double eg_fmin(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : a < b ? a : b < a ? b : (__double_as_longlong(a) < 0 ? a : b); }
+__device__ __forceinline__ double eg_fmax(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : a > b ? a : b > a ? b : (__double_as_longlong(a) < 0 ? b : a); }
 // Signed division as Rust's wrapping ops: x / -1 is -x (wrapping), x % -1 is 0.
 __device__ __forceinline__ int eg_div(int a, int b) { return b == -1 ? (int)(0u - (unsigned int)a) : a / b; }
 __device__ __forceinline__ long long eg_div(long long a, long long b) { return b == -1 ? (long long)(0ull - (unsigned long long)a) : a / b; }

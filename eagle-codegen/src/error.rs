@@ -28,6 +28,25 @@ pub enum SpecializeError {
         /// The world size of the specialization.
         world_size: u64,
     },
+    /// A world dimension declared with `dynamic!` whose binding (from the argument shapes) is
+    /// not the world size the program runs at.
+    #[error("function `{function}`, argument `{argument}`, dimension {dim}: the world dimension `{name}` was bound to {extent} by {bound_by}, but the session has {world_size} devices and the program indexes this dimension with ranks 0..{world_size}; pass tensors whose dimension {dim} is {world_size} (one row per device), or run on {extent} devices")]
+    WorldDimBound {
+        /// Host function.
+        function: String,
+        /// The argument indexed by rank.
+        argument: String,
+        /// Dim index in the argument's shape.
+        dim: usize,
+        /// The symbol (`NR`).
+        name: String,
+        /// The value it was bound to.
+        extent: u64,
+        /// What bound it: ``argument `x` `` (from its shape), or the bindings given.
+        bound_by: String,
+        /// The world size of the specialization.
+        world_size: u64,
+    },
     /// A static index or offset outside its extent.
     #[error("function `{function}`, op `{op}`: {operand} spans {lo}..={hi} but dimension {dim} has extent {extent}; keep the index below the extent (or grow the tensor)")]
     IndexOutOfBounds {

@@ -3,6 +3,49 @@
 
 use eagle_ir::{BinOp, CmpOp, Const, DType, UnOp};
 
+/// The bits of the NaN that every float `min`/`max` returns when an operand is NaN: the
+/// positive quiet NaN with an empty payload (`f32::NAN`). Every backend (the folder, the host
+/// interpreter, the CPU JIT, the CUDA C prelude), every collective mode and the mapreduce fold
+/// return these bits, so NaN results agree bit for bit (see `docs/collectives.md`).
+pub const CANONICAL_NAN_F32: u32 = 0x7fc0_0000;
+/// The `f64` canonical NaN (`f64::NAN`); see [`CANONICAL_NAN_F32`].
+pub const CANONICAL_NAN_F64: u64 = 0x7ff8_0000_0000_0000;
+
+macro_rules! float_min_max {
+    ($t:ty, $nan:expr, $min:ident, $max:ident) => {
+        #[doc = concat!("Float `min` on `", stringify!($t), "`, as every backend computes it: IEEE 754-2019 `minimum` (NaN when either side is NaN, -0 below +0), any NaN result being the canonical NaN.")]
+        pub fn $min(a: $t, b: $t) -> $t {
+            if a.is_nan() || b.is_nan() {
+                <$t>::from_bits($nan)
+            } else if a == b {
+                if a.is_sign_negative() {
+                    a
+                } else {
+                    b
+                }
+            } else {
+                a.min(b)
+            }
+        }
+        #[doc = concat!("Float `max` on `", stringify!($t), "`, as every backend computes it: IEEE 754-2019 `maximum` (NaN when either side is NaN, +0 above -0), any NaN result being the canonical NaN.")]
+        pub fn $max(a: $t, b: $t) -> $t {
+            if a.is_nan() || b.is_nan() {
+                <$t>::from_bits($nan)
+            } else if a == b {
+                if a.is_sign_negative() {
+                    b
+                } else {
+                    a
+                }
+            } else {
+                a.max(b)
+            }
+        }
+    };
+}
+float_min_max!(f32, CANONICAL_NAN_F32, fmin_f32, fmax_f32);
+float_min_max!(f64, CANONICAL_NAN_F64, fmin_f64, fmax_f64);
+
 /// Wraps an integer to the range of `d`.
 pub fn wrap(v: i128, d: DType) -> i128 {
     match d {
@@ -60,8 +103,8 @@ pub fn bin(op: BinOp, d: DType, a: Const, b: Const) -> Option<Const> {
                     BinOp::Sub => x - y,
                     BinOp::Mul => x * y,
                     BinOp::Div => x / y,
-                    BinOp::Min => x.min(y),
-                    BinOp::Max => x.max(y),
+                    BinOp::Min => fmin_f32(x, y),
+                    BinOp::Max => fmax_f32(x, y),
                     _ => return None,
                 }) as f64
             } else {
@@ -70,8 +113,8 @@ pub fn bin(op: BinOp, d: DType, a: Const, b: Const) -> Option<Const> {
                     BinOp::Sub => x - y,
                     BinOp::Mul => x * y,
                     BinOp::Div => x / y,
-                    BinOp::Min => x.min(y),
-                    BinOp::Max => x.max(y),
+                    BinOp::Min => fmin_f64(x, y),
+                    BinOp::Max => fmax_f64(x, y),
                     _ => return None,
                 }
             };

@@ -3,8 +3,8 @@
 use crate::error::SpecializeError;
 use crate::fold;
 use eagle_ir::{
-    print_op, verify_module, BinOp, Block, Const, DType, Dim, Function, Level, Module, Op, OpKind,
-    Shape, Type, Value,
+    print_op, verify_module, BinOp, Block, CmpOp, Const, DType, Dim, Function, Level, Module, Op,
+    OpKind, Shape, Type, UnOp, Value,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -59,6 +59,104 @@ impl Range {
             world: false,
         }
     }
+    /// The values of both, or None when they share none.
+    fn meet(self, o: Range) -> Option<Range> {
+        let (lo, hi) = (self.lo.max(o.lo), self.hi.min(o.hi));
+        (lo <= hi).then_some(Range {
+            lo,
+            hi,
+            world: self.world || o.world,
+        })
+    }
+    fn with(self, lo: i128, hi: i128) -> Option<Range> {
+        (lo <= hi).then_some(Range { lo, hi, ..self })
+    }
+    /// Whether every value of the range is representable in `d`: then the run-time value is
+    /// the mathematical one (no wrap-around), so a comparison on it can narrow the range.
+    fn fits(self, d: DType) -> bool {
+        let (min, max): (i128, i128) = match d {
+            DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+            DType::U32 => (0, u32::MAX.into()),
+            DType::I64 => (i64::MIN.into(), i64::MAX.into()),
+            DType::Index => (0, i64::MAX.into()),
+            DType::U64 => (0, u64::MAX.into()),
+            _ => return false,
+        };
+        self.lo >= min && self.hi <= max
+    }
+}
+
+/// The ranges of `a` and `b` where `a c b` holds, or None when it never does.
+fn narrow_cmp(c: CmpOp, a: Range, b: Range) -> Option<(Range, Range)> {
+    Some(match c {
+        CmpOp::Lt => (
+            a.with(a.lo, a.hi.min(b.hi - 1))?,
+            b.with(b.lo.max(a.lo + 1), b.hi)?,
+        ),
+        CmpOp::Le => (a.with(a.lo, a.hi.min(b.hi))?, b.with(b.lo.max(a.lo), b.hi)?),
+        CmpOp::Gt => {
+            let (b2, a2) = narrow_cmp(CmpOp::Lt, b, a)?;
+            (a2, b2)
+        }
+        CmpOp::Ge => {
+            let (b2, a2) = narrow_cmp(CmpOp::Le, b, a)?;
+            (a2, b2)
+        }
+        CmpOp::Eq => {
+            let m = a.meet(b)?;
+            (
+                Range {
+                    world: a.world,
+                    ..m
+                },
+                Range {
+                    world: b.world,
+                    ..m
+                },
+            )
+        }
+        CmpOp::Ne => {
+            // Only a point can be cut off the end of the other range.
+            let cut = |x: Range, p: Range| -> Option<Range> {
+                if p.lo != p.hi {
+                    Some(x)
+                } else if x.lo == p.lo {
+                    x.with(x.lo + 1, x.hi)
+                } else if x.hi == p.lo {
+                    x.with(x.lo, x.hi - 1)
+                } else {
+                    Some(x)
+                }
+            };
+            (cut(a, b)?, cut(b, a)?)
+        }
+    })
+}
+
+/// The hull of the argument ranges of two call sites (unknown where either is unknown).
+fn hull_sites(a: &[Option<Range>], b: &[Option<Range>]) -> Vec<Option<Range>> {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| match (x, y) {
+            (Some(x), Some(y)) => Some(Range {
+                lo: x.lo.min(y.lo),
+                hi: x.hi.max(y.hi),
+                world: x.world || y.world,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn negate(c: CmpOp) -> CmpOp {
+    match c {
+        CmpOp::Eq => CmpOp::Ne,
+        CmpOp::Ne => CmpOp::Eq,
+        CmpOp::Lt => CmpOp::Ge,
+        CmpOp::Le => CmpOp::Gt,
+        CmpOp::Gt => CmpOp::Le,
+        CmpOp::Ge => CmpOp::Lt,
+    }
 }
 
 fn range_bin(op: BinOp, a: Range, b: Range) -> Option<Range> {
@@ -100,8 +198,18 @@ struct Spec<'a> {
     /// Depth of `if` bodies around the op: there the range analysis (which is not
     /// path-sensitive) cannot prove a violation, so checks are left to run time.
     guarded: usize,
-    /// Depth of provably empty loops around the op: nothing there runs, nothing is checked.
+    /// Depth of code proven not to run around the op (empty loops, branches whose condition
+    /// cannot hold): nothing there runs, nothing is checked.
     dead: usize,
+    /// Defining op of scalar integer and boolean values (for narrowing at branches).
+    defs: HashMap<Value, OpKind>,
+    /// The value types before binding (a dim written as a constant or as a symbol).
+    generic: &'a [Type],
+    /// The ranges of the arguments at this function's call and dispatch sites, per callee
+    /// (the hull over the sites; `None` where some site's argument has no range).
+    calls: HashMap<String, Vec<Option<Range>>>,
+    /// Parameters whose range comes from every call site: (parameter name, caller).
+    seeded: HashMap<Value, (String, String)>,
 }
 
 impl Spec<'_> {
@@ -152,10 +260,16 @@ impl Spec<'_> {
             });
         }
         if r.hi >= self.p() as i128 {
+            let what = match self.seeded.get(&v) {
+                Some((param, caller)) => {
+                    format!("{what} (parameter `{param}`, as `{caller}` passes it)")
+                }
+                None => what.to_string(),
+            };
             return Err(SpecializeError::RankOutOfRange {
                 function: f.name.clone(),
                 op: print_op(f, op),
-                what: what.into(),
+                what,
                 lo: r.lo,
                 hi: r.hi,
                 world_size: self.p(),
@@ -217,6 +331,149 @@ impl Spec<'_> {
         Ok(())
     }
 
+    /// Records the argument ranges of a call or dispatch that can run.
+    fn record_call(&mut self, callee: &str, args: &[Value]) {
+        if self.dead > 0 {
+            return;
+        }
+        let sites: Vec<Option<Range>> = args.iter().map(|a| self.ranges.get(a).copied()).collect();
+        let merged = match self.calls.get(callee) {
+            Some(old) => hull_sites(old, &sites),
+            None => sites,
+        };
+        self.calls.insert(callee.to_string(), merged);
+    }
+
+    /// Runs the analysis over a branch body with the ranges its condition implies (`None`: the
+    /// condition never holds, so the body never runs and nothing in it is checked).
+    fn branch(
+        &mut self,
+        f: &Function,
+        body: &mut Block,
+        narrowed: Option<Vec<(Value, Range)>>,
+    ) -> Result<(), SpecializeError> {
+        let Some(narrowed) = narrowed else {
+            self.dead += 1;
+            let r = self.block(f, body);
+            self.dead -= 1;
+            return r;
+        };
+        let saved: Vec<(Value, Option<Range>)> = narrowed
+            .iter()
+            .map(|(v, _)| (*v, self.ranges.get(v).copied()))
+            .collect();
+        self.ranges.extend(narrowed);
+        let r = self.block(f, body);
+        for (v, old) in saved.into_iter().rev() {
+            match old {
+                Some(o) => self.ranges.insert(v, o),
+                None => self.ranges.remove(&v),
+            };
+        }
+        r
+    }
+
+    /// The narrower ranges that hold where `cond` is `truth` (`me > 0` gives `me` in 1..P-1,
+    /// and through `me + 1 < n` also `me` in 0..P-2), or None when that never happens. Only
+    /// comparisons whose operand ranges fit their dtype narrow (no wrap-around).
+    fn narrowings(
+        &self,
+        f: &Function,
+        cond: Value,
+        truth: bool,
+        depth: usize,
+    ) -> Option<Vec<(Value, Range)>> {
+        let mut out: Vec<(Value, Range)> = vec![];
+        if let Some(Const::Bool(k)) = self.consts.get(&cond) {
+            return (*k == truth).then_some(out);
+        }
+        if depth > 8 {
+            return Some(out);
+        }
+        let merge = |out: &mut Vec<(Value, Range)>, more: Vec<(Value, Range)>| -> Option<()> {
+            for (v, r) in more {
+                match out.iter_mut().find(|(w, _)| *w == v) {
+                    Some((_, old)) => *old = old.meet(r)?,
+                    None => out.push((v, r)),
+                }
+            }
+            Some(())
+        };
+        match self.defs.get(&cond) {
+            Some(OpKind::Cmp(c, a, b)) => {
+                let d = f.ty(*a).dtype()?;
+                let (Some(&ra), Some(&rb)) = (self.ranges.get(a), self.ranges.get(b)) else {
+                    return Some(out);
+                };
+                if !(ra.fits(d) && rb.fits(d)) {
+                    return Some(out);
+                }
+                let c = if truth { *c } else { negate(*c) };
+                let (na, nb) = narrow_cmp(c, ra, rb)?;
+                merge(&mut out, vec![(*a, na), (*b, nb)])?;
+                let derived = self.back(f, *a, na, 0)?;
+                merge(&mut out, derived)?;
+                let derived = self.back(f, *b, nb, 0)?;
+                merge(&mut out, derived)?;
+            }
+            // Both halves of `x && y` hold in the then-branch, of `x || y` neither in the else.
+            Some(OpKind::Binary(BinOp::And, x, y)) if truth => {
+                merge(&mut out, self.narrowings(f, *x, true, depth + 1)?)?;
+                merge(&mut out, self.narrowings(f, *y, true, depth + 1)?)?;
+            }
+            Some(OpKind::Binary(BinOp::Or, x, y)) if !truth => {
+                merge(&mut out, self.narrowings(f, *x, false, depth + 1)?)?;
+                merge(&mut out, self.narrowings(f, *y, false, depth + 1)?)?;
+            }
+            Some(OpKind::Unary(UnOp::Not, x)) => {
+                merge(&mut out, self.narrowings(f, *x, !truth, depth + 1)?)?;
+            }
+            _ => {}
+        }
+        Some(out)
+    }
+
+    /// What `v` in `r` implies for the values `v` was computed from: `x + k`, `x - k` (`k` a
+    /// constant) and integer casts, where the ranges fit their dtypes.
+    fn back(&self, f: &Function, v: Value, r: Range, depth: usize) -> Option<Vec<(Value, Range)>> {
+        let int = |x: &Value| match self.consts.get(x) {
+            Some(Const::Int(k)) => Some(*k),
+            _ => None,
+        };
+        let (x, lo, hi) = match self.defs.get(&v) {
+            Some(OpKind::Binary(BinOp::Add, x, k)) if int(k).is_some() && int(x).is_none() => {
+                let k = int(k)?;
+                (*x, r.lo - k, r.hi - k)
+            }
+            Some(OpKind::Binary(BinOp::Add, k, x)) if int(k).is_some() && int(x).is_none() => {
+                let k = int(k)?;
+                (*x, r.lo - k, r.hi - k)
+            }
+            Some(OpKind::Binary(BinOp::Sub, x, k)) if int(k).is_some() && int(x).is_none() => {
+                let k = int(k)?;
+                (*x, r.lo + k, r.hi + k)
+            }
+            Some(OpKind::Cast(x)) => (*x, r.lo, r.hi),
+            _ => return Some(vec![]),
+        };
+        let (Some(&rx), Some(dx), Some(dv)) =
+            (self.ranges.get(&x), f.ty(x).dtype(), f.ty(v).dtype())
+        else {
+            return Some(vec![]);
+        };
+        if depth > 4 || !rx.fits(dx) || !self.ranges.get(&v).is_some_and(|rv| rv.fits(dv)) {
+            return Some(vec![]);
+        }
+        let nx = rx.meet(Range {
+            lo,
+            hi,
+            world: rx.world,
+        })?;
+        let mut out = vec![(x, nx)];
+        out.extend(self.back(f, x, nx, depth + 1)?);
+        Some(out)
+    }
+
     fn block(&mut self, f: &Function, b: &mut Block) -> Result<(), SpecializeError> {
         for op in &mut b.ops {
             self.op(f, op)?;
@@ -230,6 +487,17 @@ impl Spec<'_> {
         let scalar_res = res.is_some_and(|r| matches!(f.ty(r), Type::Scalar(_)));
         let mut fold_to: Option<Const> = None;
         let mut recurse = false;
+        if let (true, Some(r)) = (scalar_res, res) {
+            if matches!(
+                op.kind,
+                OpKind::Binary(..)
+                    | OpKind::Cmp(..)
+                    | OpKind::Cast(_)
+                    | OpKind::Unary(UnOp::Not, _)
+            ) {
+                self.defs.insert(r, op.kind.clone());
+            }
+        }
         match &op.kind {
             OpKind::Const(c) => {
                 let c = *c;
@@ -329,6 +597,37 @@ impl Spec<'_> {
                     .and_then(|s| s.0.first()?.as_const())
                     .unwrap_or(0);
                 let origin = self.origin.get(&src).cloned();
+                // A host tensor sliced by the rank loop has one row per rank: an extent other
+                // than P is a pinned (or wrongly bound) world dimension at every P, not only
+                // when it is too small.
+                if let (Some(r), Some((arg, dim)), Level::Host) =
+                    (self.known(index), &origin, f.level)
+                {
+                    let p = self.p();
+                    if r.world && r.lo >= 0 && r.hi < p as i128 && extent != p {
+                        let written = self.generic[src.0 as usize]
+                            .shape()
+                            .and_then(|s| s.0.first().cloned());
+                        return Err(match written {
+                            Some(Dim::Sym(name)) => SpecializeError::WorldDimBound {
+                                function: f.name.clone(),
+                                argument: arg.clone(),
+                                dim: *dim,
+                                name: name.to_string(),
+                                extent,
+                                bound_by: format!("the bindings (`{}`)", self.b.key_text()),
+                                world_size: p,
+                            },
+                            _ => SpecializeError::WorldDimPinned {
+                                function: f.name.clone(),
+                                argument: arg.clone(),
+                                dim: *dim,
+                                extent,
+                                world_size: p,
+                            },
+                        });
+                    }
+                }
                 if let Some(r) = self.known(index) {
                     if r.lo < 0 || r.hi >= extent as i128 {
                         if let (true, Some((arg, dim)), Level::Host) = (r.world, &origin, f.level) {
@@ -437,10 +736,16 @@ impl Spec<'_> {
                 let (s, offsets) = (*signal, offsets.clone());
                 self.check_offsets(f, op, s, &offsets, None)?;
             }
-            OpKind::Dispatch { device, .. } => {
+            OpKind::Dispatch {
+                device,
+                callee,
+                args,
+            } => {
                 let d = *device;
                 self.check_rank(f, op, d, "device")?;
+                self.record_call(callee, args);
             }
+            OpKind::Call { callee, args } => self.record_call(callee, args),
             OpKind::For { var, lo, hi, .. } => {
                 if let (Some(l), Some(h)) = (self.ranges.get(lo), self.ranges.get(hi)) {
                     let r = Range {
@@ -468,14 +773,17 @@ impl Spec<'_> {
                     r?;
                 }
                 OpKind::If {
+                    cond,
                     then_body,
                     else_body,
-                    ..
                 } => {
+                    let cond = *cond;
+                    let taken = self.narrowings(f, cond, true, 0);
+                    let not_taken = self.narrowings(f, cond, false, 0);
                     self.guarded += 1;
                     let r = self
-                        .block(f, then_body)
-                        .and_then(|()| self.block(f, else_body));
+                        .branch(f, then_body, taken)
+                        .and_then(|()| self.branch(f, else_body, not_taken));
                     self.guarded -= 1;
                     r?;
                 }
@@ -546,7 +854,11 @@ pub fn specialize(m: &Module, b: &Bindings) -> Result<Module, SpecializeError> {
         return Err(SpecializeError::BadWorldSize(b.world_size));
     }
     let mut out = m.clone();
-    for f in &mut out.functions {
+    // Callers before callees (the module lists callees first), so that a callee's scalar
+    // parameters can take the ranges of the arguments its callers pass.
+    let mut seeds: HashMap<String, (Vec<Option<Range>>, String)> = HashMap::new();
+    for f in out.functions.iter_mut().rev() {
+        let generic = f.values.clone();
         let params: HashMap<Value, String> =
             f.params.iter().map(|p| (p.value, p.name.clone())).collect();
         for (i, t) in f.values.iter_mut().enumerate() {
@@ -624,10 +936,37 @@ pub fn specialize(m: &Module, b: &Bindings) -> Result<Module, SpecializeError> {
                     .collect(),
                 guarded: 0,
                 dead: 0,
+                defs: HashMap::new(),
+                generic: &generic,
+                calls: HashMap::new(),
+                seeded: HashMap::new(),
             };
+            // Scalar parameters take the ranges their callers pass (a broadcast root computed
+            // on the host from `world_size()`), when every call site's argument has one.
+            if let Some((sites, caller)) = seeds.get(&f.name) {
+                let params = f
+                    .params
+                    .iter()
+                    .filter(|p| !(f.level == Level::Device && *f.ty(p.value) == Type::Ctx));
+                for (prm, r) in params.zip(sites) {
+                    if let (Some(r), Type::Scalar(d)) = (r, f.ty(prm.value)) {
+                        if d.is_int() {
+                            s.ranges.insert(prm.value, *r);
+                            s.seeded
+                                .insert(prm.value, (prm.name.clone(), caller.clone()));
+                        }
+                    }
+                }
+            }
             let mut snapshot = f.clone();
             snapshot.body = body.clone();
             s.block(&snapshot, &mut body)?;
+            for (callee, sites) in s.calls {
+                let e = seeds
+                    .entry(callee)
+                    .or_insert_with(|| (sites.clone(), f.name.clone()));
+                e.0 = hull_sites(&e.0, &sites);
+            }
         }
         loop {
             let mut used = HashSet::new();

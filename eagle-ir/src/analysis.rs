@@ -101,6 +101,9 @@ struct Walk {
     consumed: Vec<Value>,
     /// Every element or tile read of an output plane: (parameter, the read's value).
     out_reads: Vec<(usize, Option<Value>)>,
+    /// Reads of an output plane at an index other than `s` (element reads) and tile loads of
+    /// output planes: another sample's result, unless it is a reduction write's old value.
+    out_cross_reads: Vec<Option<Value>>,
 }
 
 /// Infers the access category of sample kernel `f` (its first parameter is the sample index;
@@ -110,8 +113,11 @@ struct Walk {
 /// - A write `y[i] = y[i] <op> v` (or `v <op> y[i]`) at an index `i` other than `s` is a
 ///   reduction contribution with `op`
 ///   `+` (sum), `*` (times), `max` or `&` on bool (land).
-/// - A read `x[..][i]` with `i` other than `s` is a cross-sample read. Tile loads and stores of
-///   planes, and planes passed to calls, count as cross-sample (conservatively).
+/// - A read `x[..][i]` of an input with `i` other than `s` is a cross-sample read. Tile loads
+///   and stores of planes, and planes passed to calls, count as cross-sample (conservatively).
+/// - A read of an **output** plane at an index other than `s` (`y[s] = y[s - 1] + x[s]`), or a
+///   tile load of an output plane, reads another sample's result: the kernel is
+///   `cross_sample_write` (it runs in sample order), whether or not it writes that plane.
 /// - A reduction output may be read only as the old value of its own reduction write, used
 ///   once. A contribution that depends on a reduction output (`t[0] = t[0] + (x[s] + t[0])`,
 ///   or `c[1] += c[0]`) depends on the order samples run in, so the kernel is
@@ -186,6 +192,10 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
             if let OpKind::Elem { src, .. } | OpKind::Load { src, .. } = &op.kind {
                 if let Some(p) = param_of(*src).filter(|&p| f.params[p].out) {
                     w.out_reads.push((p, op.result));
+                    let own_sample = matches!(&op.kind, OpKind::Elem { indices, .. } if indices.last() == Some(&s));
+                    if !own_sample {
+                        w.out_cross_reads.push(op.result);
+                    }
                 }
             }
             match &op.kind {
@@ -270,6 +280,15 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
     });
     if order_dependent {
         w.reductions.clear();
+        w.cross_write = true;
+    }
+    // Reading another sample's output (`y[s] = y[s - 1] + x[s]`) depends on the order the
+    // samples run in, whether or not the kernel writes that plane: cross-sample write. The one
+    // exception is the old value of a reduction write (`t[0] = t[0] + x[s]`).
+    if w.out_cross_reads
+        .iter()
+        .any(|r| !r.is_some_and(|r| w.consumed.contains(&r)))
+    {
         w.cross_write = true;
     }
     let mut outs: Vec<usize> = w.reductions.iter().map(|(p, _)| *p).collect();

@@ -449,6 +449,11 @@ impl FunctionBuilder<'_> {
                 let ty = Type::Tensor(Shape(s.0[1..].to_vec()), d);
                 Ok(self.push(OpKind::Slice { src, index }, Some(ty)))
             }
+            Type::Window(s, _) => self.err(format!(
+                "a window of type `{}` cannot be sliced: index one element with one index per dim (`w{}`) or move tiles with `load` / `store`",
+                self.ty(src),
+                "[i]".repeat(s.rank().max(1))
+            )),
             t => self.err(format!(
                 "indexing `x[i]` needs a tensor of rank >= 1, found `{t}`"
             )),
@@ -482,6 +487,66 @@ impl FunctionBuilder<'_> {
                 ))
             }
             _ => self.slice(base, i),
+        }
+    }
+
+    /// `w[i][j]...` in source: one element of a window (or tensor) of rank `indices.len()`,
+    /// in a device, compute or sample function.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `base` is not a tensor or window of that rank, or on the host.
+    pub fn elem(&mut self, base: Value, indices: Vec<Operand>) -> Result<Value> {
+        let t = self.ty(base).clone();
+        match &t {
+            Type::Tensor(s, d) | Type::Window(s, d)
+                if s.rank() == indices.len() && self.func.level != Level::Host =>
+            {
+                let d = *d;
+                let indices = self.offsets(indices)?;
+                Ok(self.push(
+                    OpKind::Elem { src: base, indices },
+                    Some(Type::Scalar(d)),
+                ))
+            }
+            _ => self.err(format!(
+                "an element access with {} index(es) needs a tensor or window of rank {} in a kernel, found `{t}`",
+                indices.len(),
+                indices.len()
+            )),
+        }
+    }
+
+    /// `w[i][j]... = v` in source: writes one element of a window (or tensor) of rank
+    /// `indices.len()`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `base` is not a tensor or window of that rank, or on the host.
+    pub fn set_elem(
+        &mut self,
+        base: Value,
+        indices: Vec<Operand>,
+        v: impl Into<Operand>,
+    ) -> Result<()> {
+        let t = self.ty(base).clone();
+        match &t {
+            Type::Tensor(s, d) | Type::Window(s, d)
+                if s.rank() == indices.len() && self.func.level != Level::Host =>
+            {
+                let d = *d;
+                let indices = self.offsets(indices)?;
+                let value = self.value(v, Some(d))?;
+                self.push_void(OpKind::SetElem {
+                    value,
+                    dst: base,
+                    indices,
+                });
+                Ok(())
+            }
+            _ => self.err(format!(
+                "an element assignment with {} index(es) needs a tensor or window of rank {} in a kernel, found `{t}`",
+                indices.len(),
+                indices.len()
+            )),
         }
     }
 
@@ -961,9 +1026,5 @@ impl FunctionBuilder<'_> {
 
 /// The Rust spelling of a dtype as written in kernel source (`usize` for `index`).
 fn rust_name(d: DType) -> &'static str {
-    if d == DType::Index {
-        "usize"
-    } else {
-        d.name()
-    }
+    d.rust_name()
 }

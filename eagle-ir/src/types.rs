@@ -56,6 +56,14 @@ impl DType {
             DType::Index => "index",
         }
     }
+    /// The Rust spelling, as written in kernels and in `as` casts (`usize` for `index`).
+    pub fn rust_name(self) -> &'static str {
+        if self == DType::Index {
+            "usize"
+        } else {
+            self.name()
+        }
+    }
     /// Parses an IR spelling; `usize` is accepted as the Rust spelling of `index`.
     pub fn from_name(s: &str) -> Option<DType> {
         if s == "usize" {

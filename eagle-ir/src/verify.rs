@@ -82,14 +82,23 @@ impl V<'_> {
     fn scalar(&self, op: &Op, v: Value, what: &str, want: Option<DType>) -> Result<DType> {
         match self.ty(v) {
             Type::Scalar(d) if want.is_none_or(|w| w == *d) => Ok(*d),
-            t => self.fail(
-                op,
-                format!(
-                    "operand {what} must be {}, found `{t}`",
-                    want.map(|w| format!("an `{}` scalar", w.name()))
-                        .unwrap_or_else(|| "a scalar".into())
-                ),
-            ),
+            t => {
+                // A number of another dtype (a loop variable is `usize`): say how to convert.
+                let fix = match (t, want) {
+                    (Type::Scalar(d), Some(w)) if *d != DType::Bool && w != DType::Bool => {
+                        format!("; convert it with `as {}`", w.rust_name())
+                    }
+                    _ => String::new(),
+                };
+                self.fail(
+                    op,
+                    format!(
+                        "operand {what} must be {}, found `{t}`{fix}",
+                        want.map(|w| format!("an `{}` scalar", w.name()))
+                            .unwrap_or_else(|| "a scalar".into())
+                    ),
+                )
+            }
         }
     }
 
@@ -204,7 +213,7 @@ impl V<'_> {
             match dtype {
                 None => dtype = Some(d),
                 Some(e) if e != d => {
-                    return self.fail(op, format!("operand {i} has dtype `{d}` but an earlier operand has `{e}`; convert one with `as {e}`"))
+                    return self.fail(op, format!("operand {i} has dtype `{d}` but an earlier operand has `{e}`; convert one with `as {}`", e.rust_name()))
                 }
                 _ => {}
             }

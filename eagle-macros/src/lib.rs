@@ -142,6 +142,26 @@ struct Param {
     out: bool,
     /// Rust type of the launcher argument (host functions).
     launch_ty: TS,
+    /// For a `Window<dtype, dims...>`: its rank and how it was written.
+    window: Option<(usize, String)>,
+}
+
+/// The rank and source text of a `Window<dtype, dims...>` parameter type.
+fn window_rank(ty: &Type) -> Option<(usize, String)> {
+    let Type::Path(tp) = ty else { return None };
+    let seg = tp.path.segments.last()?;
+    if seg.ident != "Window" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(a) = &seg.arguments else {
+        return None;
+    };
+    let text = quote!(#ty)
+        .to_string()
+        .replace(" < ", "<")
+        .replace(" >", ">")
+        .replace(" ,", ",");
+    Some((a.args.len().saturating_sub(1), text))
 }
 
 const DTYPES: [(&str, &str); 8] = [
@@ -377,6 +397,7 @@ fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
             ty,
             out,
             launch_ty,
+            window: window_rank(&pt.ty),
         });
     }
     let name = &sig.ident;
@@ -396,6 +417,10 @@ fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
             .iter()
             .filter(|p| !p.out && p.ty.to_string().contains("Tensor"))
             .map(|p| p.name.to_string())
+            .collect(),
+        windows: params
+            .iter()
+            .filter_map(|p| Some((p.name.to_string(), p.window.clone()?)))
             .collect(),
     };
     let mut decls = vec![];
@@ -491,6 +516,8 @@ struct Cx {
     level: Level,
     /// Tensor parameters that are inputs (not `Out`): writing them is an error.
     inputs: Vec<String>,
+    /// Window parameters: (name, (rank, type as written)).
+    windows: Vec<(String, (usize, String))>,
 }
 
 const OFFSET_SIGS: &str = "`load(src, [offsets], [shape])`, `store(dst, [offsets], tile)`, `remote_load(window, peer, [offsets], [shape])`, `remote_store(window, peer, [offsets], tile)`, `notify(signal, peer, [offsets], value, op)` and `wait(signal, [offsets], expected, cmp)`";
@@ -611,6 +638,12 @@ impl Cx {
             }
             Expr::Assign(a) if matches!(&*a.left, Expr::Index(_)) => {
                 let Expr::Index(ix) = &*a.left else { unreachable!("matched above") };
+                if let Some((w, idx)) = self.window_index(ix)? {
+                    let w = self.val(w)?;
+                    let idx = idx.into_iter().map(|i| self.expr(i)).collect::<R<Vec<_>>>()?;
+                    let rhs = self.expr(&a.right)?;
+                    return Ok(quote!({ let __a0 = #w; let __a1 = vec![#(#idx),*]; let __a2 = #rhs; __f.set_elem(__a0, __a1, __a2)?; }));
+                }
                 self.check_writable(&ix.expr, "the element assignment")?;
                 let base = self.val(&ix.expr)?;
                 let i = self.expr(&ix.index)?;
@@ -619,6 +652,24 @@ impl Cx {
             }
             Expr::Binary(b) if is_compound(&b.op) && matches!(&*b.left, Expr::Index(_)) => {
                 let Expr::Index(ix) = &*b.left else { unreachable!("matched above") };
+                if let Some((w, idx)) = self.window_index(ix)? {
+                    let w = self.val(w)?;
+                    let idx = idx.into_iter().map(|i| self.expr(i)).collect::<R<Vec<_>>>()?;
+                    let op = compound_op(&b.op);
+                    let rhs = self.expr(&b.right)?;
+                    return Ok(quote!({
+                        let __w = #w;
+                        let __i0: Vec<::eagle::ir::Operand> = vec![#(#idx),*];
+                        let __i = __i0
+                            .into_iter()
+                            .map(|i| __f.value(i, Some(::eagle::ir::DType::Index)).map(::eagle::ir::Operand::Val))
+                            .collect::<::eagle::ir::Result<Vec<_>>>()?;
+                        let __old = __f.elem(__w, __i.clone())?;
+                        let __r = #rhs;
+                        let __new = __f.bin(#op, __old, __r)?;
+                        __f.set_elem(__w, __i, __new)?;
+                    }));
+                }
                 self.check_writable(&ix.expr, "the element update")?;
                 let base = self.val(&ix.expr)?;
                 let i = self.expr(&ix.index)?;
@@ -760,6 +811,57 @@ impl Cx {
     }
 
     /// `dst` must not name an input tensor parameter.
+    /// For `w[i][j]...` on a window parameter `w` (not shadowed by a `let`): the window and
+    /// the indices, outermost first. A window element takes one index per dim; another count
+    /// is a compile error at the expression, naming what windows support.
+    fn window_index<'e>(&self, ix: &'e syn::ExprIndex) -> R<Option<(&'e Expr, Vec<&'e Expr>)>> {
+        let mut idx = vec![&*ix.index];
+        let mut base = &*ix.expr;
+        while let Expr::Index(inner) = base {
+            idx.push(&*inner.index);
+            base = &*inner.expr;
+        }
+        idx.reverse();
+        let Expr::Path(p) = base else { return Ok(None) };
+        let Some(id) = p.path.get_ident() else {
+            return Ok(None);
+        };
+        let n = id.to_string();
+        let shadowed = self.scopes.iter().skip(1).any(|s| s.contains_key(&n));
+        let Some((_, (rank, ty))) = self.windows.iter().find(|(w, _)| *w == n) else {
+            return Ok(None);
+        };
+        if shadowed || self.level == Level::Host {
+            return Ok(None);
+        }
+        if idx.len() == *rank {
+            return Ok(Some((base, idx)));
+        }
+        let text = format!(
+            "{n}{}",
+            idx.iter()
+                .map(|i| format!("[{}]", quote!(#i).to_string().replace(" . ", ".")))
+                .collect::<String>()
+        );
+        let all: Vec<String> = (0..*rank)
+            .map(|d| {
+                ["i", "j", "k", "l"]
+                    .get(d)
+                    .map_or(format!("i{d}"), |s| s.to_string())
+            })
+            .collect();
+        let example = all.iter().map(|i| format!("[{i}]")).collect::<String>();
+        let offs = all.join(", ");
+        let ones = vec!["1"; *rank].join(", ");
+        err(
+            ix.span(),
+            format!(
+                "`{text}` gives {} index(es) to window `{n}: {ty}` of rank {rank}; a window has no sub-windows to index: name one element with one index per dim, `{n}{example}` (read or `=` / `+=`), or move tiles with `load({n}, [{offs}], [{ones}])` and `store({n}, [{offs}], tile)`",
+                idx.len()
+            ),
+        )
+    }
+
     fn check_writable(&self, dst: &Expr, what: &str) -> R<()> {
         if let Expr::Path(p) = dst {
             if let Some(id) = p.path.get_ident() {
@@ -1029,9 +1131,15 @@ impl Cx {
                 quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #x; let __a1 = #d; __f.cast(__a0, __a1)? }))
             }
             Expr::Index(ix) => {
-                let base = self.val(&ix.expr)?;
-                let i = self.expr(&ix.index)?;
-                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #base; let __a1 = #i; __f.index(__a0, __a1)? }))
+                if let Some((w, idx)) = self.window_index(ix)? {
+                    let w = self.val(w)?;
+                    let idx = idx.into_iter().map(|i| self.expr(i)).collect::<R<Vec<_>>>()?;
+                    quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #w; let __a1 = vec![#(#idx),*]; __f.elem(__a0, __a1)? }))
+                } else {
+                    let base = self.val(&ix.expr)?;
+                    let i = self.expr(&ix.index)?;
+                    quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #base; let __a1 = #i; __f.index(__a0, __a1)? }))
+                }
             }
             Expr::MethodCall(m) => {
                 let name = m.method.to_string();
