@@ -562,6 +562,47 @@ fn literals_and_let_annotations_are_checked() {
     );
 }
 
+/// `65536 * 65536` is a literal expression: it takes `i32` from the annotation and does not
+/// fit, as rustc's `arithmetic_overflow` error says.
+#[eagle::kernel]
+pub fn literal_product_overflows(x: Tensor<i32, 4>) {
+    let c: i32 = 65536 * 65536;
+}
+
+/// Literal arithmetic takes its dtype from the other operand (`i32` here), as in Rust.
+#[eagle::kernel(device)]
+pub fn literal_context(ctx: Ctx, x: Tensor<i32, 4>, y: Out<Tensor<i32, 4>>) {
+    let t = load(x, [0], [4]);
+    let six: i32 = 2 * 3;
+    store(y, [0], t / (0 - 1) + six + (10 - 3) * 2);
+}
+
+#[eagle::host]
+pub fn literal_context_host(x: Tensor<i32, NR, 4>, y: Out<Tensor<i32, NR, 4>>) {
+    for r in 0..world_size() {
+        literal_context(x[r], y[r], device = r);
+    }
+}
+
+#[test]
+fn integer_literal_expressions_take_their_type_from_the_context() {
+    let e = literal_product_overflows::module().unwrap_err().to_string();
+    assert!(
+        e.contains("integer literal `4294967296` does not fit `i32`"),
+        "{e}"
+    );
+    let s = Session::sim(1).unwrap();
+    let x = Tensor::<i32>::from_vec(&[1, 4], vec![1, -2, 30, i32::MAX]).unwrap();
+    let mut y = Tensor::<i32>::zeros(&[1, 4]);
+    literal_context_host.launch(&s, &x, &mut y).unwrap();
+    let want: Vec<i32> = x
+        .data()
+        .iter()
+        .map(|v| v.wrapping_div(-1).wrapping_add(6).wrapping_add(14))
+        .collect();
+    assert_eq!(y.data(), &want[..]);
+}
+
 #[eagle::kernel]
 pub fn compute_only(x: Tensor<f32, 1, SIZE>) {
     let t = load(x, [0, 0], [1, SIZE]);

@@ -369,6 +369,53 @@ impl FunctionBuilder<'_> {
         Ok(self.push(OpKind::Binary(op, a, b), Some(ty)))
     }
 
+    /// `a <op> b` as an operand: two unsuffixed integer literals fold to one (exactly, in
+    /// `i128`), which stays untyped and takes its dtype from where it is used, as a Rust
+    /// literal expression does (`let c: i32 = 2 * 3;`, `x / (0 - 1)` with an `i32` `x`); a
+    /// result that does not fit the dtype it takes is then E021, as rustc's
+    /// `arithmetic_overflow` is a compile error. Anything else is [`FunctionBuilder::bin`].
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for a literal division or remainder by zero, a literal result
+    /// outside `i128`, and as [`FunctionBuilder::bin`].
+    pub fn bin_lit(
+        &mut self,
+        op: BinOp,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+    ) -> Result<Operand> {
+        let (a, b) = (a.into(), b.into());
+        let (Operand::Int(x), Operand::Int(y)) = (&a, &b) else {
+            return Ok(Operand::Val(self.bin(op, a, b)?));
+        };
+        let (x, y) = (*x, *y);
+        let folded = match op {
+            BinOp::Add => x.checked_add(y),
+            BinOp::Sub => x.checked_sub(y),
+            BinOp::Mul => x.checked_mul(y),
+            BinOp::Div | BinOp::Rem if y == 0 => {
+                return self.err(format!(
+                    "`{}` of the integer literals {x} and {y} divides by zero; Rust refuses it at compile time too",
+                    op.name()
+                ))
+            }
+            BinOp::Div => x.checked_div(y),
+            BinOp::Rem => x.checked_rem(y),
+            BinOp::Min => Some(x.min(y)),
+            BinOp::Max => Some(x.max(y)),
+            BinOp::And => Some(x & y),
+            BinOp::Or => Some(x | y),
+            BinOp::Xor => Some(x ^ y),
+        };
+        match folded {
+            Some(v) => Ok(Operand::Int(v)),
+            None => self.err(format!(
+                "`{}` of the integer literals {x} and {y} overflows every integer dtype",
+                op.name()
+            )),
+        }
+    }
+
     /// `op a`.
     ///
     /// # Errors

@@ -1082,7 +1082,12 @@ impl Cx {
                 let l = self.expr(&b.left)?;
                 let r = self.expr(&b.right)?;
                 let (ctor, op) = bin_tokens(&b.op)?;
-                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #l; let __a2 = #r; __f.#ctor(__a0, __a1, __a2)? }))
+                if ctor == "bin" {
+                    // Literal arithmetic stays an untyped literal (Rust's inference).
+                    quote_spanned!(sp=> { let __a0 = #op; let __a1 = #l; let __a2 = #r; __f.bin_lit(__a0, __a1, __a2)? })
+                } else {
+                    quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #l; let __a2 = #r; __f.#ctor(__a0, __a1, __a2)? }))
+                }
             }
             Expr::Unary(syn::ExprUnary { op: SynUn::Neg(_), expr, .. }) if matches!(&**expr, Expr::Lit(l) if matches!(l.lit, Lit::Int(_) | Lit::Float(_))) => {
                 // `-5` is a literal of its own, so that `let b: u32 = -1` is caught as out of range.
