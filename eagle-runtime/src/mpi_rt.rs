@@ -126,8 +126,13 @@ pub fn finalize() {
     }
 }
 
-/// Ends every rank of the job with `code`.
+/// Ends every rank of the job with `code`, after giving the launcher 200 ms to forward what
+/// this rank printed (MPICH's hydra drops a killed rank's last lines otherwise).
 pub fn abort(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stderr().flush();
+    let _ = std::io::stdout().flush();
+    std::thread::sleep(Duration::from_millis(200));
     // SAFETY: MPI is initialised (only called when active); MPI_Abort does not return.
     unsafe {
         ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, code);
