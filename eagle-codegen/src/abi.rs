@@ -44,6 +44,39 @@ pub mod sigkind {
     pub const U32: u32 = 2;
     /// `u64`
     pub const U64: u32 = 3;
+
+    /// Bytes of one signal element of `kind` (4 for `i32`/`u32`, 8 for `i64`/`u64`).
+    pub fn width(kind: u32) -> usize {
+        if matches!(kind, I32 | U32) {
+            4
+        } else {
+            8
+        }
+    }
+
+    /// The value of a signal element of `kind` held in the low bytes of `raw` (an `expected`
+    /// argument, or the 8 bytes a transport read), exact in `i128`.
+    pub fn value(raw: i64, kind: u32) -> i128 {
+        match kind {
+            I32 => raw as i32 as i128,
+            U32 => raw as u32 as i128,
+            U64 => raw as u64 as i128,
+            _ => raw as i128,
+        }
+    }
+
+    /// Whether `wait`'s comparison `cmp` (0 `==`, 1 `!=`, 2 `<`, 3 `<=`, 4 `>`, 5 `>=`) holds
+    /// between the signal value `v` and the expected value `want`.
+    pub fn holds(cmp: u32, v: i128, want: i128) -> bool {
+        match cmp {
+            0 => v == want,
+            1 => v != want,
+            2 => v < want,
+            3 => v <= want,
+            4 => v > want,
+            _ => v >= want,
+        }
+    }
 }
 
 /// The runtime services compiled code calls. All return a status unless noted; offsets and

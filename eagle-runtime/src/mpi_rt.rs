@@ -488,22 +488,12 @@ fn fetch_add(win: ffi::MPI_Win, target: usize, off: usize, kind: u32, delta: i64
         );
         ffi::MPI_Win_flush(target as i32, win);
     }
-    as_kind(got, kind)
+    sigkind::value(got, kind)
 }
 
 /// Reads one signal element atomically: [`fetch_add`] of zero.
 fn atomic_read(win: ffi::MPI_Win, target: usize, off: usize, kind: u32) -> i128 {
     fetch_add(win, target, off, kind, 0)
-}
-
-/// The value of a signal element of `kind` held in the low bytes of `raw`.
-fn as_kind(raw: i64, kind: u32) -> i128 {
-    match kind {
-        sigkind::I32 => raw as i32 as i128,
-        sigkind::U32 => raw as u32 as i128,
-        sigkind::U64 => raw as u64 as i128,
-        _ => raw as i128,
-    }
 }
 
 impl Drop for Windows {
@@ -663,7 +653,7 @@ unsafe extern "C" fn h_get(
 /// # Safety
 /// `off` is an in-bounds, aligned offset of a `kind` element; inside the lock_all epoch.
 unsafe fn set_signal(win: ffi::MPI_Win, target: usize, off: usize, kind: u32, value: i64) {
-    let want = as_kind(value, kind);
+    let want = sigkind::value(value, kind);
     let mut cur = atomic_read(win, target, off, kind);
     while cur != want {
         let delta = value.wrapping_sub(cur as i64);
@@ -672,7 +662,7 @@ unsafe fn set_signal(win: ffi::MPI_Win, target: usize, off: usize, kind: u32, va
             return;
         }
         // Someone changed it: it now holds `before + delta` (wrapping in the element's dtype).
-        cur = as_kind((before as i64).wrapping_add(delta), kind);
+        cur = sigkind::value((before as i64).wrapping_add(delta), kind);
     }
 }
 
@@ -686,11 +676,7 @@ unsafe extern "C" fn h_notify(
     op: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
-    let width = if matches!(kind, sigkind::I32 | sigkind::U32) {
-        4
-    } else {
-        8
-    };
+    let width = sigkind::width(kind) as u64;
     match region(e, "notify", win, peer, off, width) {
         Ok(p) => {
             let w = e.wins.wins[win as usize];
@@ -739,29 +725,17 @@ unsafe extern "C" fn h_wait(
     cmp: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
-    let width = if matches!(kind, sigkind::I32 | sigkind::U32) {
-        4
-    } else {
-        8
-    };
+    let width = sigkind::width(kind) as u64;
     let me = e.rank as i64;
     if let Err(m) = region(e, "wait", win, me, off, width) {
         return fail(e, m);
     }
     let w = e.wins.wins[win as usize];
     let start = Instant::now();
-    let want = as_kind(expected, kind);
+    let want = sigkind::value(expected, kind);
     loop {
         let v = atomic_read(w, e.rank, off as usize, kind);
-        let holds = match cmp {
-            0 => v == want,
-            1 => v != want,
-            2 => v < want,
-            3 => v <= want,
-            4 => v > want,
-            _ => v >= want,
-        };
-        if holds {
+        if sigkind::holds(cmp, v, want) {
             e.wins.sync_all();
             return 0;
         }

@@ -123,35 +123,7 @@ fn read_signal(p: *mut u8, kind: u32) -> i128 {
     }
 }
 
-fn expected_of(v: i64, kind: u32) -> i128 {
-    match kind {
-        sigkind::I32 => v as i32 as i128,
-        sigkind::U32 => v as u32 as i128,
-        sigkind::U64 => v as u64 as i128,
-        _ => v as i128,
-    }
-}
-
-fn cmp_holds(cmp: u32, a: i128, b: i128) -> bool {
-    match cmp {
-        0 => a == b,
-        1 => a != b,
-        2 => a < b,
-        3 => a <= b,
-        4 => a > b,
-        _ => a >= b,
-    }
-}
-
 const CMP_TEXT: [&str; 6] = ["==", "!=", "<", "<=", ">", ">="];
-
-fn width(kind: u32) -> usize {
-    if matches!(kind, sigkind::I32 | sigkind::U32) {
-        4
-    } else {
-        8
-    }
-}
 
 impl<'a> World<'a> {
     pub(crate) fn new(
@@ -217,7 +189,7 @@ impl<'a> World<'a> {
                 cmp,
             } => {
                 let p = self.windows[win].ptr(rank).wrapping_add(off);
-                cmp_holds(cmp, read_signal(p, kind), expected_of(expected, kind))
+                sigkind::holds(cmp, read_signal(p, kind), sigkind::value(expected, kind))
             }
             Blocked::Barrier { gen } => s.barrier_gen != gen,
         }
@@ -252,9 +224,9 @@ impl<'a> World<'a> {
                     format!(
                         "  rank {r} waits for signal window #{win} ({}) element {} {} {}, but it holds {}",
                         self.windows[win].desc,
-                        off / width(kind),
+                        off / sigkind::width(kind),
                         CMP_TEXT[cmp.min(5) as usize],
-                        expected_of(expected, kind),
+                        sigkind::value(expected, kind),
                         read_signal(p, kind)
                     )
                 }
@@ -296,7 +268,7 @@ impl<'a> World<'a> {
                 cmp,
             } => {
                 let p = self.windows[win].ptr(rank).wrapping_add(off);
-                cmp_holds(cmp, read_signal(p, kind), expected_of(expected, kind))
+                sigkind::holds(cmp, read_signal(p, kind), sigkind::value(expected, kind))
             }
             Blocked::Barrier { gen } => self.barrier_gen.load(Ordering::SeqCst) != gen,
         }
@@ -470,7 +442,7 @@ unsafe extern "C" fn h_notify(
     op: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
-    let peer = match check_region(e, "notify", win, peer, off, width(kind) as u64) {
+    let peer = match check_region(e, "notify", win, peer, off, sigkind::width(kind) as u64) {
         Ok(p) => p,
         Err(m) => return fail(e, m),
     };
@@ -483,7 +455,7 @@ unsafe extern "C" fn h_notify(
     // SAFETY: in bounds (checked) and naturally aligned (offsets are element multiples of an
     // 8-byte-aligned allocation).
     unsafe {
-        if width(kind) == 4 {
+        if sigkind::width(kind) == 4 {
             let a = AtomicI32::from_ptr(p.cast());
             if op == 1 {
                 a.fetch_add(value as i32, Ordering::SeqCst);
@@ -513,7 +485,7 @@ unsafe extern "C" fn h_wait(
 ) -> i32 {
     let e = unsafe { env(ctx) };
     let rank = e.rank as i64;
-    if let Err(m) = check_region(e, "wait", win, rank, off, width(kind) as u64) {
+    if let Err(m) = check_region(e, "wait", win, rank, off, sigkind::width(kind) as u64) {
         return fail(e, m);
     }
     let b = Blocked::Wait {
