@@ -59,6 +59,16 @@ impl Step {
         }
     }
 
+    /// How messages name the step: `step 07` for a tutorial step, the example's name
+    /// (`plan_histogram`) for the others, whose numbers (100 and up) are internal.
+    fn label(&self) -> String {
+        if self.number < 100 {
+            format!("step {:02}", self.number)
+        } else {
+            format!("`{}`", self.name)
+        }
+    }
+
     /// Checks `mode` against the step's modes.
     ///
     /// # Errors
@@ -68,12 +78,12 @@ impl Step {
             None => Ok(()),
             Some(m) if self.modes.contains(&m) => Ok(()),
             Some(m) if self.modes.is_empty() => Err(Error::Usage(format!(
-                "argument `--mode`: step {:02} has no modes, found `{m}`; drop `--mode`",
-                self.number
+                "argument `--mode`: {} has no modes, found `{m}`; drop `--mode`",
+                self.label()
             ))),
             Some(m) => Err(Error::Usage(format!(
-                "argument `--mode`: step {:02} accepts {}, found `{m}`",
-                self.number,
+                "argument `--mode`: {} accepts {}, found `{m}`",
+                self.label(),
                 self.modes.join(" | ")
             ))),
         }
@@ -144,8 +154,9 @@ pub struct CommonArgs {
     /// Turn off the simulator's race detector (on by default).
     #[arg(long)]
     pub no_race_check: bool,
-    /// Seconds a rank may block in one wait or barrier before the run fails (default 60).
-    #[arg(long, value_name = "SECS")]
+    /// Seconds a rank may block in one wait or barrier before the run fails (default 60; at
+    /// least 1).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub wait_timeout: Option<u64>,
 }
 

@@ -132,9 +132,12 @@ impl RankPartition {
         }
         let check = if partition.parts != size || local.len() != partition.share(me).len() {
             Err(Error::Usage(format!(
-                "argument `local`: rank {me} of {size} holds {} values but its share of {partition:?} is {}",
+                "argument `local`: rank {me} of {size} holds {} values, but its share of {} items over {} ranks is {} (items {:?}); pass the values of `RankPartition::local(partition)`",
                 local.len(),
-                partition.share(me).len()
+                partition.n,
+                partition.parts,
+                partition.share(me).len(),
+                partition.share(me)
             )))
         } else {
             Ok(())

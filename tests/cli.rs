@@ -127,7 +127,8 @@ fn environment_values_eagle_does_not_understand_exit_with_code_2() {
         for (var, value, expected) in [
             ("EAGLE_RACE_CHECK", "garbage", "expected `1`, `true`, `yes` or `on` (on), or `0`, `false`, `no` or `off` (off), found `garbage`"),
             ("EAGLE_RACE_CHECK", "-1", "found `-1`"),
-            ("EAGLE_WAIT_TIMEOUT_S", "-1", "expected a whole number of seconds such as `60`, found `-1`"),
+            ("EAGLE_WAIT_TIMEOUT_S", "-1", "expected a whole number of seconds, at least 1, such as `60`, found `-1`"),
+            ("EAGLE_WAIT_TIMEOUT_S", "0", "expected a whole number of seconds, at least 1, such as `60`, found `0`"),
             ("EAGLE_WAIT_TIMEOUT_S", "garbage", "found `garbage`"),
             ("EAGLE_CUDA_EMULATE", "perhaps", "found `perhaps`"),
         ] {

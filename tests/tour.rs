@@ -89,6 +89,7 @@ fn fifty_bad_command_lines_give_clear_errors() {
         vec!["--step", "4", "--mode", "load"],
         vec!["--step", "11", "--mode", "tree"],
         vec!["--wait-timeout", "-1"],
+        vec!["--wait-timeout", "0"],
         vec!["--wait-timeout", "abc"],
         vec!["--wait-timeout", ""],
         vec!["--frobnicate"],

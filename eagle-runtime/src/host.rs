@@ -197,11 +197,17 @@ impl RunOptions {
         }
         let k = "EAGLE_WAIT_TIMEOUT_S";
         if let Some(v) = env_value(get, k)? {
-            let secs = v.parse::<u64>().map_err(|_| RuntimeError::Env {
-                variable: k.into(),
-                expected: "a whole number of seconds such as `60`".into(),
-                found: v.clone(),
-            })?;
+            // 0 s would fail every wait that is not already satisfied: a flaky run, not a
+            // setting (the runner's `--wait-timeout` refuses it too).
+            let secs =
+                v.parse::<u64>()
+                    .ok()
+                    .filter(|&s| s >= 1)
+                    .ok_or_else(|| RuntimeError::Env {
+                        variable: k.into(),
+                        expected: "a whole number of seconds, at least 1, such as `60`".into(),
+                        found: v.clone(),
+                    })?;
             o.wait_timeout = Duration::from_secs(secs);
         }
         Ok(o)
@@ -1027,7 +1033,12 @@ mod tests {
             (
                 "EAGLE_WAIT_TIMEOUT_S",
                 "-1",
-                "a whole number of seconds such as `60`",
+                "a whole number of seconds, at least 1, such as `60`",
+            ),
+            (
+                "EAGLE_WAIT_TIMEOUT_S",
+                "0",
+                "a whole number of seconds, at least 1, such as `60`",
             ),
             (
                 "EAGLE_WAIT_TIMEOUT_S",
