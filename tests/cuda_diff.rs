@@ -8,21 +8,10 @@ use eagle::plan::{plan, Planes, Structure};
 use eagle::prelude::*;
 use eagle::{Platform, Session};
 
-const NR: Dim = dynamic!("NR");
+mod emulation;
+use emulation::cxx;
 
-/// Fails the test without the host C++ compiler the emulation needs (a missing compiler is a
-/// failure, not a silent pass).
-fn cxx() {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let ok = std::process::Command::new(&cxx)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "the CUDA emulation needs a C++ compiler: `{cxx}` does not run; install g++ (`apt-get install g++`) or set CXX"
-    );
-}
+const NR: Dim = dynamic!("NR");
 
 /// Outputs as bit vectors, NaN canonicalised.
 trait Bits {
