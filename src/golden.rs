@@ -7,7 +7,7 @@ use std::ops::Range;
 /// Float `max` / `min` as compiled code and every collective mode compute them (IEEE 754-2019
 /// maximum / minimum; a NaN result is the canonical NaN, `f32::NAN` / `f64::NAN` bits): use
 /// these, not `f32::max` (which ignores NaN), in goldens of `Max` / `Min` reductions.
-pub use eagle_codegen::fold::{fmax_f32, fmax_f64, fmin_f32, fmin_f64};
+pub use eagle_ir::eval::{fmax_f32, fmax_f64, fmin_f32, fmin_f64};
 
 /// Elements of chunk `c` when `n` elements are cut into `p` contiguous chunks, the first
 /// `n % p` one element longer (the rank-partition rule of the multi-GPU seed).

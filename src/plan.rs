@@ -567,10 +567,10 @@ fn combine(kind: ReduceKind, d: DType, acc: &mut [u8], x: &[u8]) {
         (ReduceKind::Sum, DType::F64) => go!(f64, |a, b| a + b),
         (ReduceKind::Times, DType::F64) => go!(f64, |a, b| a * b),
         // The compiled `max` (one definition, with the canonical NaN): NaN wins, +0 > -0.
-        (ReduceKind::Max, DType::F64) => go!(f64, eagle_codegen::fold::fmax_f64),
+        (ReduceKind::Max, DType::F64) => go!(f64, eagle_ir::eval::fmax_f64),
         (ReduceKind::Sum, DType::F32) => go!(f32, |a, b| a + b),
         (ReduceKind::Times, DType::F32) => go!(f32, |a, b| a * b),
-        (ReduceKind::Max, DType::F32) => go!(f32, eagle_codegen::fold::fmax_f32),
+        (ReduceKind::Max, DType::F32) => go!(f32, eagle_ir::eval::fmax_f32),
         (ReduceKind::Sum, DType::I64 | DType::Index) => go!(i64, i64::wrapping_add),
         (ReduceKind::Times, DType::I64 | DType::Index) => go!(i64, i64::wrapping_mul),
         (ReduceKind::Max, DType::I64 | DType::Index) => go!(i64, i64::max),

@@ -833,12 +833,12 @@ fn float_to_usize_casts_saturate_like_rust() {
     assert_eq!(want, vec![0, 0, -1, 2, 0, 7]);
     assert_eq!(y.data(), &want[..]);
     // The constant folder agrees with the compiled cast.
-    use eagle::codegen::fold::cast;
-    use eagle::ir::{Const, DType};
+    use eagle::ir::eval::{cast, Scalar};
+    use eagle::ir::DType;
     for (v, w) in xs.iter().zip(&want) {
         assert_eq!(
-            cast(Const::Float(*v), DType::Index),
-            Some(Const::Int(*w as i128)),
+            cast(Scalar::F64(*v), DType::Index),
+            Scalar::Index(*w),
             "{v}"
         );
     }

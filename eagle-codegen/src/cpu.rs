@@ -1185,8 +1185,8 @@ impl Lower<'_, '_> {
 
     fn constant(&mut self, c: Const, d: DType) -> ClValue {
         match (c, d) {
-            (Const::Float(x), DType::F32) => self.b.ins().f32const(x as f32),
-            (Const::Float(x), _) => self.b.ins().f64const(x),
+            (Const::F32(x), _) => self.b.ins().f32const(x),
+            (Const::F64(x), _) => self.b.ins().f64const(x),
             (Const::Bool(x), _) => self.b.ins().iconst(types::I8, x as i64),
             (Const::Int(i), d) => {
                 let t = cl_type(d);
@@ -1402,7 +1402,7 @@ impl Lower<'_, '_> {
 
     /// Float `min`/`max` of scalars or SIMD vectors: Cranelift's `fmin`/`fmax` (IEEE 754-2019
     /// minimum/maximum), with a NaN result replaced by the canonical NaN of
-    /// [`crate::fold::CANONICAL_NAN_F32`] / [`crate::fold::CANONICAL_NAN_F64`], whose bits
+    /// [`eagle_ir::eval::CANONICAL_NAN_F32`] / [`eagle_ir::eval::CANONICAL_NAN_F64`], whose bits
     /// would otherwise depend on the instruction selected and on the operand order.
     fn float_min_max(&mut self, bop: BinOp, a: ClValue, b: ClValue) -> ClValue {
         let r = if bop == BinOp::Min {
@@ -1414,11 +1414,11 @@ impl Lower<'_, '_> {
         let nan = if ty.lane_type() == types::F32 {
             self.b
                 .ins()
-                .f32const(f32::from_bits(crate::fold::CANONICAL_NAN_F32))
+                .f32const(f32::from_bits(eagle_ir::eval::CANONICAL_NAN_F32))
         } else {
             self.b
                 .ins()
-                .f64const(f64::from_bits(crate::fold::CANONICAL_NAN_F64))
+                .f64const(f64::from_bits(eagle_ir::eval::CANONICAL_NAN_F64))
         };
         let unordered = self.b.ins().fcmp(FloatCC::Unordered, r, r);
         if ty.is_vector() {
@@ -1532,7 +1532,9 @@ impl Lower<'_, '_> {
                     (UnOp::Not, _) => self.b.ins().bnot(a),
                     (UnOp::Sqrt, _) => self.b.ins().sqrt(a),
                     (UnOp::Abs, true) => self.b.ins().fabs(a),
-                    (UnOp::Abs, false) => self.b.ins().iabs(a),
+                    (UnOp::Abs, false) if d.is_signed() => self.b.ins().iabs(a),
+                    // `abs` of an unsigned integer is the integer (eagle_ir::eval::unary).
+                    (UnOp::Abs, false) => a,
                     (UnOp::Exp, _) => {
                         let t = cl_type(d);
                         let fr = self.math_refs[&t];

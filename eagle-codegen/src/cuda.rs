@@ -304,7 +304,7 @@ __device__ __forceinline__ int eg_f2i32(double x) { return x != x ? 0 : x <= -21
 __device__ __forceinline__ long long eg_f2i64(double x) { return x != x ? 0 : x <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : x >= 9223372036854775808.0 ? 9223372036854775807LL : (long long)x; }
 __device__ __forceinline__ unsigned int eg_f2u32(double x) { return x != x || x <= 0.0 ? 0u : x >= 4294967295.0 ? 4294967295u : (unsigned int)x; }
 __device__ __forceinline__ unsigned long long eg_f2u64(double x) { return x != x || x <= 0.0 ? 0ull : x >= 18446744073709551616.0 ? 18446744073709551615ull : (unsigned long long)x; }
-// Float min/max (eagle_codegen::fold::fmin_f32 and friends): the canonical NaN (0x7fc00000,
+// Float min/max (eagle_ir::eval::fmin_f32 and friends): the canonical NaN (0x7fc00000,
 // 0x7ff8000000000000) if either side is NaN; -0 orders below +0.
 __device__ __forceinline__ float eg_fmin(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : a < b ? a : b < a ? b : (__float_as_int(a) < 0 ? a : b); }
 __device__ __forceinline__ float eg_fmax(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : a > b ? a : b > a ? b : (__float_as_int(a) < 0 ? b : a); }
@@ -341,16 +341,15 @@ fn literal(c: Const, d: DType) -> String {
     match (c, d) {
         (Const::Bool(b), _) => b.to_string(),
         (Const::Int(i), DType::Bool) => (i != 0).to_string(),
-        (Const::Int(i), DType::F32) => literal(Const::Float(i as f64), d),
-        (Const::Int(i), DType::F64) => literal(Const::Float(i as f64), d),
+        (Const::Int(i), DType::F32) => literal(Const::F32(i as f32), d),
+        (Const::Int(i), DType::F64) => literal(Const::F64(i as f64), d),
         (Const::Int(i), DType::I32) if i == i128::from(i32::MIN) => "(-2147483647 - 1)".into(),
         (Const::Int(i), DType::I32) => i.to_string(),
         (Const::Int(i), DType::U32) => format!("{}u", i as u32),
         (Const::Int(i), DType::U64) => format!("{}ull", i as u64),
         (Const::Int(i), _) if i == i128::from(i64::MIN) => "(-9223372036854775807LL - 1)".into(),
         (Const::Int(i), _) => format!("{}LL", i as i64),
-        (Const::Float(x), DType::F32) => {
-            let x = x as f32;
+        (Const::F32(x), _) => {
             if x.is_finite() {
                 let t = format!("{x:?}");
                 let t = if t.contains(['.', 'e', 'E']) {
@@ -363,7 +362,7 @@ fn literal(c: Const, d: DType) -> String {
                 format!("__int_as_float({:#010x})", x.to_bits())
             }
         }
-        (Const::Float(x), DType::F64) => {
+        (Const::F64(x), _) => {
             if x.is_finite() {
                 let t = format!("{x:?}");
                 if t.contains(['.', 'e', 'E']) {
@@ -375,7 +374,6 @@ fn literal(c: Const, d: DType) -> String {
                 format!("__longlong_as_double({:#018x}LL)", x.to_bits())
             }
         }
-        (Const::Float(x), _) => literal(Const::Int(x as i128), d),
     }
 }
 
@@ -1802,11 +1800,11 @@ mod tests {
 
     #[test]
     fn literals_keep_their_bits() {
-        assert_eq!(literal(Const::Float(1.0), DType::F32), "1.0f");
-        assert_eq!(literal(Const::Float(0.1), DType::F64), "0.1");
-        assert_eq!(literal(Const::Float(1e-7), DType::F32), "1e-7f");
+        assert_eq!(literal(Const::F32(1.0), DType::F32), "1.0f");
+        assert_eq!(literal(Const::F64(0.1), DType::F64), "0.1");
+        assert_eq!(literal(Const::F32(1e-7), DType::F32), "1e-7f");
         assert_eq!(
-            literal(Const::Float(f64::INFINITY), DType::F32),
+            literal(Const::F32(f32::INFINITY), DType::F32),
             "__int_as_float(0x7f800000)"
         );
         assert_eq!(

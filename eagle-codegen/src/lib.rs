@@ -13,7 +13,6 @@ mod artifact;
 pub mod cpu;
 pub mod cuda;
 mod error;
-pub mod fold;
 pub mod lower;
 pub mod sites;
 mod specialize;

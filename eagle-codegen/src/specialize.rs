@@ -1,7 +1,7 @@
 //! Specialization: bind a world size and symbolic dims, fold constants, check bounds.
 
 use crate::error::SpecializeError;
-use crate::fold;
+use eagle_ir::eval::{self, Scalar};
 use eagle_ir::{
     print_op, verify_module, BinOp, Block, CmpOp, Const, DType, Dim, Function, Level, Module, Op,
     OpKind, Shape, Type, UnOp, Value,
@@ -474,6 +474,20 @@ impl Spec<'_> {
         Some(out)
     }
 
+    /// The constant an elementwise op folds to when every operand is a known constant: the
+    /// reference evaluator's result (`eagle_ir::eval`). `None` when an operand is unknown or
+    /// the evaluation fails (a division by zero is left to the run-time check).
+    fn fold(&self, f: &Function, kind: &OpKind, to: Option<DType>) -> Option<Const> {
+        let args = kind
+            .operands()
+            .into_iter()
+            .map(|v| Scalar::from_const(*self.consts.get(&v)?, f.ty(v).dtype()?))
+            .collect::<Option<Vec<_>>>()?;
+        eval::elementwise(kind, &args, to?)
+            .ok()
+            .map(Scalar::to_const)
+    }
+
     fn block(&mut self, f: &Function, b: &mut Block) -> Result<(), SpecializeError> {
         for op in &mut b.ops {
             self.op(f, op)?;
@@ -546,10 +560,7 @@ impl Spec<'_> {
                 }
             }
             OpKind::Binary(bop, a, b) if scalar_res => {
-                if let (Some(&x), Some(&y), Some(d)) = (self.consts.get(a), self.consts.get(b), rdt)
-                {
-                    fold_to = fold::bin(*bop, d, x, y);
-                }
+                fold_to = self.fold(f, &op.kind, rdt);
                 if fold_to.is_none() {
                     if let (Some(&x), Some(&y), Some(r)) =
                         (self.ranges.get(a), self.ranges.get(b), res)
@@ -560,17 +571,8 @@ impl Spec<'_> {
                     }
                 }
             }
-            OpKind::Unary(u, a) => {
-                if let (true, Some(&x), Some(d)) = (scalar_res, self.consts.get(a), rdt) {
-                    fold_to = fold::un(*u, d, x);
-                }
-            }
-            OpKind::Cmp(c, a, b) => {
-                if let (true, Some(&x), Some(&y)) =
-                    (scalar_res, self.consts.get(a), self.consts.get(b))
-                {
-                    fold_to = fold::cmp(*c, x, y).map(Const::Bool);
-                }
+            OpKind::Unary(..) | OpKind::Cmp(..) | OpKind::Fma(..) if scalar_res => {
+                fold_to = self.fold(f, &op.kind, rdt);
             }
             OpKind::Select(c, a, b) => {
                 if let (true, Some(Const::Bool(k))) = (scalar_res, self.consts.get(c)) {
@@ -581,8 +583,8 @@ impl Spec<'_> {
                 }
             }
             OpKind::Cast(a) => {
-                if let (true, Some(&x), Some(d)) = (scalar_res, self.consts.get(a), rdt) {
-                    fold_to = fold::cast(x, d);
+                if let (true, Some(c)) = (scalar_res, self.fold(f, &op.kind, rdt)) {
+                    fold_to = Some(c);
                 } else if let (Some(&x), Some(r), Some(d)) = (self.ranges.get(a), res, rdt) {
                     if d.is_int() && f.ty(*a).dtype().is_some_and(DType::is_int) {
                         self.ranges.insert(r, x);

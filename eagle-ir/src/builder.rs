@@ -76,12 +76,12 @@ impl From<bool> for Operand {
 }
 impl From<f32> for Operand {
     fn from(v: f32) -> Self {
-        Operand::Typed(Const::Float(v as f64), DType::F32)
+        Operand::Typed(Const::F32(v), DType::F32)
     }
 }
 impl From<f64> for Operand {
     fn from(v: f64) -> Self {
-        Operand::Typed(Const::Float(v), DType::F64)
+        Operand::Typed(Const::F64(v), DType::F64)
     }
 }
 macro_rules! int_operand {
@@ -260,14 +260,15 @@ impl FunctionBuilder<'_> {
             Operand::Val(v) => return Ok(v),
             Operand::Dim(d) => return Ok(self.push(OpKind::Dim(d), Some(Type::Scalar(DType::Index)))),
             Operand::Int(i) => match hint {
-                Some(h) if h.is_float() => (Const::Float(i as f64), h),
+                Some(DType::F32) => (Const::F32(i as f32), DType::F32),
+                Some(h) if h.is_float() => (Const::F64(i as f64), h),
                 Some(DType::Bool) => return self.err(format!("integer literal `{i}` used where a `bool` is expected; write `true` or `false`")),
                 Some(h) => (Const::Int(i), h),
                 None => (Const::Int(i), DType::Index),
             },
             Operand::Float(x) => match hint {
-                Some(h) if h.is_float() => (Const::Float(x), h),
-                None => (Const::Float(x), DType::F32),
+                Some(DType::F64) => (Const::F64(x), DType::F64),
+                Some(DType::F32) | None => (Const::F32(x as f32), DType::F32),
                 Some(DType::Bool) => return self.err(format!("float literal `{x:?}` used where a `bool` is expected; write `true` or `false`, or compare (`x != 0.0`)")),
                 Some(h) => return self.err(format!("float literal `{x:?}` used where `{}` is expected; write an integer literal or cast with `as {}`", rust_name(h), rust_name(h))),
             },
@@ -275,7 +276,8 @@ impl FunctionBuilder<'_> {
             Operand::Typed(c, d) => (c, d),
         };
         let c = match (c, d) {
-            (Const::Float(x), DType::F32) => Const::Float(x as f32 as f64),
+            (Const::F64(x), DType::F32) => Const::F32(x as f32),
+            (Const::F32(x), DType::F64) => Const::F64(x as f64),
             (c, _) => c,
         };
         if let Const::Int(i) = c {

@@ -38,23 +38,53 @@ impl Level {
     }
 }
 
-/// A scalar constant. Integers are held as `i128` (wide enough for every integer dtype).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A scalar constant. Integers are held as `i128` (wide enough for every integer dtype); floats
+/// keep the exact bits of their dtype (an `f32` constant is an `f32`, NaN payloads included).
+#[derive(Debug, Clone, Copy)]
 pub enum Const {
     /// An integer of any integer dtype.
     Int(i128),
-    /// A float; an `f32` constant holds an exactly representable value.
-    Float(f64),
+    /// An `f32`.
+    F32(f32),
+    /// An `f64`.
+    F64(f64),
     /// A bool.
     Bool(bool),
 }
 
+/// Constants are equal when their kinds and bits are (a NaN equals the same NaN; `-0.0` and
+/// `+0.0` differ).
+impl PartialEq for Const {
+    fn eq(&self, other: &Const) -> bool {
+        match (self, other) {
+            (Const::Int(a), Const::Int(b)) => a == b,
+            (Const::F32(a), Const::F32(b)) => a.to_bits() == b.to_bits(),
+            (Const::F64(a), Const::F64(b)) => a.to_bits() == b.to_bits(),
+            (Const::Bool(a), Const::Bool(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Const {
+    /// Whether this is a float constant.
+    pub fn is_float(self) -> bool {
+        matches!(self, Const::F32(_) | Const::F64(_))
+    }
+}
+
+/// The text form: integers in decimal, floats as the shortest decimal that parses back to the
+/// same bits in their own dtype (`0.1` for the `f32` nearest 0.1), `inf` / `-inf`, and a NaN as
+/// `nan(0x7fc00000)` with its bits in hex (sign and payload kept).
 impl fmt::Display for Const {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Const::Int(v) => write!(f, "{v}"),
+            Const::F32(v) if v.is_nan() => write!(f, "nan(0x{:08x})", v.to_bits()),
+            Const::F64(v) if v.is_nan() => write!(f, "nan(0x{:016x})", v.to_bits()),
             // `{:?}` is the shortest text that parses back to the same bits.
-            Const::Float(v) => write!(f, "{v:?}"),
+            Const::F32(v) => write!(f, "{v:?}"),
+            Const::F64(v) => write!(f, "{v:?}"),
             Const::Bool(v) => write!(f, "{v}"),
         }
     }

@@ -16,6 +16,7 @@
 mod analysis;
 mod builder;
 mod error;
+pub mod eval;
 mod ir;
 mod parse;
 mod print;

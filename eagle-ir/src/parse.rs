@@ -429,7 +429,8 @@ impl Parser {
         let name_pos = self.pos;
         let name = self.ident()?;
         use OpKind::*;
-        let kind = match name.as_str() {
+        let mut float_text: Option<String> = None;
+        let mut kind = match name.as_str() {
             "const" => {
                 let s = match self.peek().cloned() {
                     Some(Tok::Ident(s)) => {
@@ -442,8 +443,34 @@ impl Parser {
                     crate::ir::Const::Bool(s == "true")
                 } else if let Ok(i) = s.parse::<i128>() {
                     crate::ir::Const::Int(i)
+                } else if s == "nan" && self.is_punct("(") {
+                    // `nan(0x7fc00000)`: a NaN with its bits; the width picks the dtype and
+                    // the result type must agree (checked below).
+                    self.expect_punct("(")?;
+                    let h = self.num()?;
+                    let bits = h
+                        .strip_prefix("0x")
+                        .and_then(|x| u64::from_str_radix(x, 16).ok().map(|b| (b, x.len())));
+                    self.expect_punct(")")?;
+                    match bits {
+                        Some((b, 8)) if f32::from_bits(b as u32).is_nan() => {
+                            crate::ir::Const::F32(f32::from_bits(b as u32))
+                        }
+                        Some((b, 16)) if f64::from_bits(b).is_nan() => {
+                            crate::ir::Const::F64(f64::from_bits(b))
+                        }
+                        _ => {
+                            self.pos -= 2;
+                            return self.err(format!(
+                                "expected the bits of a NaN (8 hex digits for f32, 16 for f64, e.g. `nan(0x7fc00000)`), found `{h}`"
+                            ));
+                        }
+                    }
                 } else if let Ok(x) = s.parse::<f64>() {
-                    crate::ir::Const::Float(x)
+                    // Re-read in the result's dtype below (`0.1` as an f32 is the f32
+                    // nearest 0.1, not the f64 nearest 0.1 rounded again).
+                    float_text = Some(s.clone());
+                    crate::ir::Const::F64(x)
                 } else {
                     self.pos -= 1;
                     return self.err(format!("expected a constant, found `{s}`"));
@@ -752,6 +779,11 @@ impl Parser {
             Some(n) => {
                 self.expect_punct(":")?;
                 let ty = self.ty()?;
+                if let (Some(t), Type::Scalar(DType::F32)) = (&float_text, &ty) {
+                    if let Ok(x) = t.parse::<f32>() {
+                        kind = Const(crate::ir::Const::F32(x));
+                    }
+                }
                 Some(self.define(n, ty)?)
             }
             None => {

@@ -316,7 +316,8 @@ impl V<'_> {
                 };
                 let ok = match c {
                     crate::ir::Const::Int(_) => d.is_int(),
-                    crate::ir::Const::Float(_) => d.is_float(),
+                    crate::ir::Const::F32(_) => d == DType::F32,
+                    crate::ir::Const::F64(_) => d == DType::F64,
                     crate::ir::Const::Bool(_) => d == DType::Bool,
                 };
                 if !ok {

@@ -1052,7 +1052,8 @@ impl Cx {
                         "" => quote!(::eagle::ir::Operand::Float(#v)),
                         s => {
                             let d = dtype_tokens(s, f.span())?;
-                            quote!(::eagle::ir::Operand::Typed(::eagle::ir::Const::Float(#v), #d))
+                            let c = float_const(f, s, false)?;
+                            quote!(::eagle::ir::Operand::Typed(#c, #d))
                         }
                     }
                 }
@@ -1109,7 +1110,8 @@ impl Cx {
                             "" => quote!(::eagle::ir::Operand::Float(#v)),
                             sfx => {
                                 let d = dtype_tokens(sfx, f.span())?;
-                                quote!(::eagle::ir::Operand::Typed(::eagle::ir::Const::Float(#v), #d))
+                                let c = float_const(f, sfx, true)?;
+                                quote!(::eagle::ir::Operand::Typed(#c, #d))
                             }
                         }
                     }
@@ -1452,5 +1454,20 @@ fn bin_tokens(op: &SynBin) -> R<(syn::Ident, TS)> {
                 "shifts are not supported; multiply or divide by a power of two",
             )
         }
+    })
+}
+
+/// The constant of a suffixed float literal, read directly in its dtype (`0.1f32` is the `f32`
+/// nearest 0.1, not the `f64` nearest 0.1 rounded again), negated when `neg`.
+fn float_const(f: &syn::LitFloat, suffix: &str, neg: bool) -> syn::Result<TS> {
+    let e = |x| syn::Error::new(f.span(), x);
+    Ok(if suffix == "f32" {
+        let v: f32 = f.base10_parse().map_err(e)?;
+        let v = if neg { -v } else { v };
+        quote!(::eagle::ir::Const::F32(#v))
+    } else {
+        let v: f64 = f.base10_parse().map_err(e)?;
+        let v = if neg { -v } else { v };
+        quote!(::eagle::ir::Const::F64(#v))
     })
 }

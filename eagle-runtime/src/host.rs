@@ -4,8 +4,8 @@
 use crate::error::RuntimeError;
 use crate::sim::{self, Failure, RankEnv, WindowMem, World};
 use crate::tensor::{Element, Tensor};
-use eagle_codegen::fold;
 use eagle_codegen::Artifact;
+use eagle_ir::eval::{self, Scalar};
 use eagle_ir::{Block, Const, DType, Function, OpKind, Type, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -42,8 +42,8 @@ macro_rules! scalar_arg {
     )*};
 }
 scalar_arg!(
-    f32 => DType::F32, |v: f32| Const::Float(v as f64),
-    f64 => DType::F64, Const::Float,
+    f32 => DType::F32, Const::F32,
+    f64 => DType::F64, Const::F64,
     i32 => DType::I32, |v: i32| Const::Int(v as i128),
     i64 => DType::I64, |v: i64| Const::Int(v as i128),
     u32 => DType::U32, |v: u32| Const::Int(v as i128),
@@ -263,12 +263,14 @@ struct Interp<'a> {
     p: usize,
 }
 
-fn const_bits(c: Const, d: DType) -> u64 {
-    match (c, d) {
-        (Const::Float(x), DType::F32) => (x as f32).to_bits() as u64,
-        (Const::Float(x), _) => x.to_bits(),
-        (Const::Int(i), _) => i as u64,
-        (Const::Bool(b), _) => b as u64,
+/// The ABI slot of scalar `c` of dtype `d`: a float's bits, an integer sign- or
+/// zero-extended to 64 bits, a bool 0 or 1.
+fn const_bits(c: Const, _d: DType) -> u64 {
+    match c {
+        Const::F32(x) => x.to_bits() as u64,
+        Const::F64(x) => x.to_bits(),
+        Const::Int(i) => i as u64,
+        Const::Bool(b) => b as u64,
     }
 }
 
@@ -299,37 +301,29 @@ impl Interp<'_> {
             let rd = op.result.and_then(|r| self.f.ty(r).dtype());
             let val = match &op.kind {
                 OpKind::Const(c) => Some(Hv::C(*c, rd.unwrap_or(DType::Index))),
-                OpKind::Binary(bop, a, b2) => {
-                    let ((x, d), (y, _)) = (self.c(*a)?, self.c(*b2)?);
-                    let r = fold::bin(*bop, d, x, y).ok_or_else(|| {
-                        self.bad(format!("`{}` failed (division by zero?)", bop.name()))
-                    })?;
-                    Some(Hv::C(r, d))
-                }
-                OpKind::Unary(u, a) => {
-                    let (x, d) = self.c(*a)?;
-                    let r = fold::un(*u, d, x).ok_or_else(|| {
-                        self.bad(format!("`{}` is not supported on the host", u.name()))
-                    })?;
-                    Some(Hv::C(r, d))
-                }
-                OpKind::Cmp(c, a, b2) => {
-                    let ((x, _), (y, _)) = (self.c(*a)?, self.c(*b2)?);
-                    let r = fold::cmp(*c, x, y).ok_or_else(|| self.bad("bad comparison"))?;
-                    Some(Hv::C(Const::Bool(r), DType::Bool))
-                }
-                OpKind::Select(c, a, b2) => {
-                    let pick = matches!(self.c(*c)?.0, Const::Bool(true));
-                    let (x, d) = self.c(if pick { *a } else { *b2 })?;
-                    Some(Hv::C(x, d))
-                }
-                OpKind::Cast(a) => {
-                    let (x, _) = self.c(*a)?;
+                OpKind::Binary(..)
+                | OpKind::Unary(..)
+                | OpKind::Fma(..)
+                | OpKind::Cmp(..)
+                | OpKind::Select(..)
+                | OpKind::Cast(_) => {
+                    // The reference evaluator defines what the op computes.
+                    let args = op
+                        .kind
+                        .operands()
+                        .into_iter()
+                        .map(|v| {
+                            let (c, d) = self.c(v)?;
+                            Scalar::from_const(c, d).ok_or_else(|| {
+                                self.bad(format!("value %{} does not hold a `{d}`", v.0))
+                            })
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
                     let d = rd.unwrap_or(DType::Index);
-                    Some(Hv::C(
-                        fold::cast(x, d).ok_or_else(|| self.bad("bad cast"))?,
-                        d,
-                    ))
+                    let r = eval::elementwise(&op.kind, &args, d).map_err(|e| {
+                        self.bad(format!("`{}`: {e}", eagle_ir::print_op(self.f, op)))
+                    })?;
+                    Some(Hv::C(r.to_const(), r.dtype()))
                 }
                 OpKind::For { var, lo, hi, body } => {
                     let (lo, hi) = (self.int(*lo)?, self.int(*hi)?);

@@ -1,0 +1,592 @@
+//! The reference evaluator: the executable specification of what every scalar and elementwise
+//! tile op computes, for every dtype.
+//!
+//! Every stage that computes a value without running compiled code derives from this module:
+//! the constant folder of specialization and the host interpreter call it, and the backends
+//! (the CPU JIT's scalar and SIMD paths, the CUDA C emission) are tested against it bit for bit
+//! by `tests/eval_diff.rs` over a table of edge values (NaN of both signs, +-0, +-inf,
+//! subnormals, integer extremes, `i64` values that round differently through `f64`).
+//!
+//! The rules are Rust's (`rustc` on x86-64 and aarch64), with eagle's choices where Rust has
+//! none:
+//! - Integers wrap to their width (`wrapping_add`, `wrapping_neg`, ...); `index` is a 64-bit
+//!   signed integer (comparisons and division are signed). `x / 0` and `x % 0` are
+//!   [`EvalError::DivisionByZero`]; `MIN / -1` wraps to `MIN` and `MIN % -1` is 0.
+//! - Floats are IEEE 754 binary32 / binary64 with round-to-nearest-even, no contraction:
+//!   `fma` is the only fused op. `min`/`max` are IEEE 754-2019 `minimum`/`maximum` (NaN when
+//!   either side is NaN, -0 below +0) and return the canonical NaN
+//!   ([`CANONICAL_NAN_F32`] / [`CANONICAL_NAN_F64`]). The sign and payload of a NaN produced
+//!   by arithmetic (`0/0`, `inf - inf`, an operand NaN passed through) are unspecified, as in
+//!   Rust (RFC 3514): every backend produces *a* NaN, and tests compare such results as NaN.
+//! - `as` casts are Rust's: float to int saturates and NaN becomes 0; int to float rounds once
+//!   to nearest even (`i64 as f32` rounds the integer directly, never through `f64`); float to
+//!   `index` saturates as `usize` (a negative float is 0), the bits held as `i64`. `x as bool`
+//!   (which Rust lacks) is `x != 0`; `bool as T` is 0 or 1.
+//! - `exp` is `f32::exp` / `f64::exp` of the Rust standard library (the CPU backend calls the
+//!   same functions; the CUDA backend's `expf`/`exp` are within 2 ulp of it, the one documented
+//!   difference, see `docs/performance.md`).
+
+use crate::ir::{BinOp, CmpOp, Const, OpKind, UnOp};
+use crate::types::DType;
+use std::fmt;
+
+/// The bits of the NaN that every float `min`/`max` returns when an operand is NaN: the
+/// positive quiet NaN with an empty payload (`f32::NAN`). Every backend (the folder, the host
+/// interpreter, the CPU JIT, the CUDA C prelude), every collective mode and the mapreduce fold
+/// return these bits, so NaN results agree bit for bit (see `docs/collectives.md`).
+pub const CANONICAL_NAN_F32: u32 = 0x7fc0_0000;
+/// The `f64` canonical NaN (`f64::NAN`); see [`CANONICAL_NAN_F32`].
+pub const CANONICAL_NAN_F64: u64 = 0x7ff8_0000_0000_0000;
+
+/// One value of a dtype, with that dtype's exact bits.
+#[derive(Debug, Clone, Copy)]
+pub enum Scalar {
+    /// `bool`
+    Bool(bool),
+    /// `i32`
+    I32(i32),
+    /// `i64`
+    I64(i64),
+    /// `u32`
+    U32(u32),
+    /// `u64`
+    U64(u64),
+    /// `f32`
+    F32(f32),
+    /// `f64`
+    F64(f64),
+    /// `index` (`usize` in the source; 64-bit, signed in comparisons and division)
+    Index(i64),
+}
+
+/// Two scalars are equal when their dtypes and bits are (so NaN equals the same NaN, and
+/// `-0.0` differs from `+0.0`).
+impl PartialEq for Scalar {
+    fn eq(&self, other: &Scalar) -> bool {
+        self.dtype() == other.dtype() && self.bits() == other.bits()
+    }
+}
+
+impl fmt::Display for Scalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.to_const(), self.dtype())
+    }
+}
+
+/// Why an op could not be evaluated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EvalError {
+    /// Integer `x / 0` or `x % 0` (compiled code reports it as a run-time fault).
+    DivisionByZero,
+    /// The op is not defined on these dtypes (the verifier rejects such programs).
+    Unsupported {
+        /// The op's IR spelling.
+        op: &'static str,
+        /// The dtype found.
+        dtype: DType,
+    },
+    /// The op is not elementwise (a load, a loop, a call, ...): it has no scalar meaning.
+    NotElementwise,
+    /// Operands of different dtypes.
+    Mismatch {
+        /// The op's IR spelling.
+        op: &'static str,
+        /// The first operand's dtype.
+        left: DType,
+        /// The other operand's dtype.
+        right: DType,
+    },
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EvalError::DivisionByZero => write!(f, "integer division by zero"),
+            EvalError::NotElementwise => write!(f, "not an elementwise op"),
+            EvalError::Unsupported { op, dtype } => {
+                write!(f, "`{op}` is not defined on `{dtype}`")
+            }
+            EvalError::Mismatch { op, left, right } => {
+                write!(
+                    f,
+                    "`{op}` of `{left}` and `{right}`: operands must have one dtype"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+impl Scalar {
+    /// The dtype.
+    pub fn dtype(self) -> DType {
+        match self {
+            Scalar::Bool(_) => DType::Bool,
+            Scalar::I32(_) => DType::I32,
+            Scalar::I64(_) => DType::I64,
+            Scalar::U32(_) => DType::U32,
+            Scalar::U64(_) => DType::U64,
+            Scalar::F32(_) => DType::F32,
+            Scalar::F64(_) => DType::F64,
+            Scalar::Index(_) => DType::Index,
+        }
+    }
+
+    /// The bits, zero-extended to 64 (a `bool` is 0 or 1): what the value occupies in memory,
+    /// little end first.
+    pub fn bits(self) -> u64 {
+        match self {
+            Scalar::Bool(b) => b as u64,
+            Scalar::I32(v) => v as u32 as u64,
+            Scalar::I64(v) | Scalar::Index(v) => v as u64,
+            Scalar::U32(v) => v as u64,
+            Scalar::U64(v) => v,
+            Scalar::F32(v) => v.to_bits() as u64,
+            Scalar::F64(v) => v.to_bits(),
+        }
+    }
+
+    /// The value of dtype `d` whose bits are the low `8 * d.size()` bits of `bits` (a `bool`
+    /// is true when its byte is non-zero).
+    pub fn from_bits(bits: u64, d: DType) -> Scalar {
+        match d {
+            DType::Bool => Scalar::Bool(bits as u8 != 0),
+            DType::I32 => Scalar::I32(bits as u32 as i32),
+            DType::I64 => Scalar::I64(bits as i64),
+            DType::U32 => Scalar::U32(bits as u32),
+            DType::U64 => Scalar::U64(bits),
+            DType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
+            DType::F64 => Scalar::F64(f64::from_bits(bits)),
+            DType::Index => Scalar::Index(bits as i64),
+        }
+    }
+
+    /// The constant `c` as a value of dtype `d`: an integer is wrapped to `d`'s width, a float
+    /// keeps its bits. `None` when `c`'s kind does not fit `d` (a float constant of an integer
+    /// dtype, an `f64` constant of dtype `f32`).
+    pub fn from_const(c: Const, d: DType) -> Option<Scalar> {
+        Some(match (c, d) {
+            (Const::Int(v), DType::I32) => Scalar::I32(v as i32),
+            (Const::Int(v), DType::I64) => Scalar::I64(v as i64),
+            (Const::Int(v), DType::U32) => Scalar::U32(v as u32),
+            (Const::Int(v), DType::U64) => Scalar::U64(v as u64),
+            (Const::Int(v), DType::Index) => Scalar::Index(v as i64),
+            (Const::F32(v), DType::F32) => Scalar::F32(v),
+            (Const::F64(v), DType::F64) => Scalar::F64(v),
+            (Const::Bool(b), DType::Bool) => Scalar::Bool(b),
+            _ => return None,
+        })
+    }
+
+    /// The constant holding this value (integers as their mathematical value).
+    pub fn to_const(self) -> Const {
+        match self {
+            Scalar::Bool(b) => Const::Bool(b),
+            Scalar::I32(v) => Const::Int(v.into()),
+            Scalar::I64(v) | Scalar::Index(v) => Const::Int(v.into()),
+            Scalar::U32(v) => Const::Int(v.into()),
+            Scalar::U64(v) => Const::Int(v.into()),
+            Scalar::F32(v) => Const::F32(v),
+            Scalar::F64(v) => Const::F64(v),
+        }
+    }
+
+    /// Whether this is a NaN.
+    pub fn is_nan(self) -> bool {
+        match self {
+            Scalar::F32(v) => v.is_nan(),
+            Scalar::F64(v) => v.is_nan(),
+            _ => false,
+        }
+    }
+}
+
+macro_rules! float_min_max {
+    ($t:ty, $nan:expr, $min:ident, $max:ident) => {
+        #[doc = concat!("Float `min` on `", stringify!($t), "`, as every backend computes it: IEEE 754-2019 `minimum` (NaN when either side is NaN, -0 below +0), any NaN result being the canonical NaN.")]
+        pub fn $min(a: $t, b: $t) -> $t {
+            if a.is_nan() || b.is_nan() {
+                <$t>::from_bits($nan)
+            } else if a == b {
+                if a.is_sign_negative() {
+                    a
+                } else {
+                    b
+                }
+            } else {
+                a.min(b)
+            }
+        }
+        #[doc = concat!("Float `max` on `", stringify!($t), "`, as every backend computes it: IEEE 754-2019 `maximum` (NaN when either side is NaN, +0 above -0), any NaN result being the canonical NaN.")]
+        pub fn $max(a: $t, b: $t) -> $t {
+            if a.is_nan() || b.is_nan() {
+                <$t>::from_bits($nan)
+            } else if a == b {
+                if a.is_sign_negative() {
+                    b
+                } else {
+                    a
+                }
+            } else {
+                a.max(b)
+            }
+        }
+    };
+}
+float_min_max!(f32, CANONICAL_NAN_F32, fmin_f32, fmax_f32);
+float_min_max!(f64, CANONICAL_NAN_F64, fmin_f64, fmax_f64);
+
+/// Integer binary op on one integer type (wrapping; signedness from the type).
+macro_rules! int_bin {
+    ($op:expr, $x:expr, $y:expr) => {{
+        let (x, y) = ($x, $y);
+        match $op {
+            BinOp::Add => x.wrapping_add(y),
+            BinOp::Sub => x.wrapping_sub(y),
+            BinOp::Mul => x.wrapping_mul(y),
+            BinOp::Div if y == 0 => return Err(EvalError::DivisionByZero),
+            BinOp::Div => x.wrapping_div(y),
+            BinOp::Rem if y == 0 => return Err(EvalError::DivisionByZero),
+            BinOp::Rem => x.wrapping_rem(y),
+            BinOp::Min => x.min(y),
+            BinOp::Max => x.max(y),
+            BinOp::And => x & y,
+            BinOp::Or => x | y,
+            BinOp::Xor => x ^ y,
+        }
+    }};
+}
+
+macro_rules! float_bin {
+    ($op:expr, $x:expr, $y:expr, $min:ident, $max:ident, $d:expr) => {{
+        let (x, y) = ($x, $y);
+        match $op {
+            BinOp::Add => x + y,
+            BinOp::Sub => x - y,
+            BinOp::Mul => x * y,
+            BinOp::Div => x / y,
+            BinOp::Min => $min(x, y),
+            BinOp::Max => $max(x, y),
+            BinOp::Rem | BinOp::And | BinOp::Or | BinOp::Xor => {
+                return Err(EvalError::Unsupported {
+                    op: $op.name(),
+                    dtype: $d,
+                })
+            }
+        }
+    }};
+}
+
+/// `a op b`. Both operands have one dtype, which is the result's.
+///
+/// # Errors
+/// [`EvalError::DivisionByZero`] for an integer `/` or `%` by 0; [`EvalError::Unsupported`]
+/// for `rem`/`and`/`or`/`xor` on floats and arithmetic on `bool`; [`EvalError::Mismatch`] for
+/// operands of different dtypes.
+pub fn binary(op: BinOp, a: Scalar, b: Scalar) -> Result<Scalar, EvalError> {
+    use Scalar::*;
+    Ok(match (a, b) {
+        (I32(x), I32(y)) => I32(int_bin!(op, x, y)),
+        (I64(x), I64(y)) => I64(int_bin!(op, x, y)),
+        (Index(x), Index(y)) => Index(int_bin!(op, x, y)),
+        (U32(x), U32(y)) => U32(int_bin!(op, x, y)),
+        (U64(x), U64(y)) => U64(int_bin!(op, x, y)),
+        (F32(x), F32(y)) => F32(float_bin!(op, x, y, fmin_f32, fmax_f32, DType::F32)),
+        (F64(x), F64(y)) => F64(float_bin!(op, x, y, fmin_f64, fmax_f64, DType::F64)),
+        (Bool(x), Bool(y)) => Bool(match op {
+            BinOp::And => x & y,
+            BinOp::Or => x | y,
+            BinOp::Xor => x ^ y,
+            _ => {
+                return Err(EvalError::Unsupported {
+                    op: op.name(),
+                    dtype: DType::Bool,
+                })
+            }
+        }),
+        _ => {
+            return Err(EvalError::Mismatch {
+                op: op.name(),
+                left: a.dtype(),
+                right: b.dtype(),
+            })
+        }
+    })
+}
+
+/// `op a`, of `a`'s dtype.
+///
+/// # Errors
+/// [`EvalError::Unsupported`] for `sqrt`/`exp` on integers or `bool`, `neg`/`abs` on `bool`.
+pub fn unary(op: UnOp, a: Scalar) -> Result<Scalar, EvalError> {
+    use Scalar::*;
+    let bad = || EvalError::Unsupported {
+        op: op.name(),
+        dtype: a.dtype(),
+    };
+    macro_rules! int {
+        ($x:expr, $abs:expr) => {
+            match op {
+                UnOp::Neg => $x.wrapping_neg(),
+                UnOp::Not => !$x,
+                UnOp::Abs => $abs,
+                UnOp::Sqrt | UnOp::Exp => return Err(bad()),
+            }
+        };
+    }
+    macro_rules! float {
+        ($x:expr) => {
+            match op {
+                UnOp::Neg => -$x,
+                UnOp::Abs => $x.abs(),
+                UnOp::Sqrt => $x.sqrt(),
+                UnOp::Exp => $x.exp(),
+                UnOp::Not => return Err(bad()),
+            }
+        };
+    }
+    Ok(match a {
+        Bool(x) if op == UnOp::Not => Bool(!x),
+        Bool(_) => return Err(bad()),
+        I32(x) => I32(int!(x, x.wrapping_abs())),
+        I64(x) => I64(int!(x, x.wrapping_abs())),
+        Index(x) => Index(int!(x, x.wrapping_abs())),
+        U32(x) => U32(int!(x, x)),
+        U64(x) => U64(int!(x, x)),
+        F32(x) => F32(float!(x)),
+        F64(x) => F64(float!(x)),
+    })
+}
+
+/// `a * b + c` with one rounding (floats only).
+///
+/// # Errors
+/// [`EvalError::Unsupported`] on integer or `bool` operands, [`EvalError::Mismatch`] for
+/// operands of different dtypes.
+pub fn fma(a: Scalar, b: Scalar, c: Scalar) -> Result<Scalar, EvalError> {
+    match (a, b, c) {
+        (Scalar::F32(x), Scalar::F32(y), Scalar::F32(z)) => Ok(Scalar::F32(x.mul_add(y, z))),
+        (Scalar::F64(x), Scalar::F64(y), Scalar::F64(z)) => Ok(Scalar::F64(x.mul_add(y, z))),
+        _ if a.dtype() != b.dtype() || a.dtype() != c.dtype() => Err(EvalError::Mismatch {
+            op: "fma",
+            left: a.dtype(),
+            right: if a.dtype() != b.dtype() {
+                b.dtype()
+            } else {
+                c.dtype()
+            },
+        }),
+        _ => Err(EvalError::Unsupported {
+            op: "fma",
+            dtype: a.dtype(),
+        }),
+    }
+}
+
+/// `a <op> b`: integers by their signedness (`index` signed), floats by IEEE 754 (every
+/// comparison with a NaN is false except `ne`), `false < true`.
+///
+/// # Errors
+/// [`EvalError::Mismatch`] for operands of different dtypes.
+pub fn cmp(op: CmpOp, a: Scalar, b: Scalar) -> Result<bool, EvalError> {
+    use Scalar::*;
+    Ok(match (a, b) {
+        (Bool(x), Bool(y)) => op.eval(x, y),
+        (I32(x), I32(y)) => op.eval(x, y),
+        (I64(x), I64(y)) | (Index(x), Index(y)) => op.eval(x, y),
+        (U32(x), U32(y)) => op.eval(x, y),
+        (U64(x), U64(y)) => op.eval(x, y),
+        (F32(x), F32(y)) => op.eval(x, y),
+        (F64(x), F64(y)) => op.eval(x, y),
+        _ => {
+            return Err(EvalError::Mismatch {
+                op: op.name(),
+                left: a.dtype(),
+                right: b.dtype(),
+            })
+        }
+    })
+}
+
+/// `select(c, a, b)`: `a` when `c` holds, else `b`.
+pub fn select(c: bool, a: Scalar, b: Scalar) -> Scalar {
+    if c {
+        a
+    } else {
+        b
+    }
+}
+
+/// `a as to`, with the rules in the module docs.
+pub fn cast(a: Scalar, to: DType) -> Scalar {
+    use Scalar::*;
+    if to == DType::Bool {
+        return Bool(match a {
+            Bool(b) => b,
+            F32(x) => x != 0.0,
+            F64(x) => x != 0.0,
+            other => other.bits() != 0,
+        });
+    }
+    macro_rules! to {
+        ($x:expr) => {
+            match to {
+                DType::I32 => I32($x as i32),
+                DType::I64 => I64($x as i64),
+                DType::U32 => U32($x as u32),
+                DType::U64 => U64($x as u64),
+                DType::F32 => F32($x as f32),
+                DType::F64 => F64($x as f64),
+                DType::Index => Index($x as u64 as i64),
+                DType::Bool => unreachable!("handled above"),
+            }
+        };
+    }
+    match a {
+        Bool(b) => to!(b as u8),
+        I32(x) => to!(x),
+        I64(x) => to!(x),
+        // `index` converts as the signed 64-bit integer it is, except to `index` itself.
+        Index(x) => match to {
+            DType::Index => Index(x),
+            _ => to!(x),
+        },
+        U32(x) => to!(x),
+        U64(x) => to!(x),
+        F32(x) => to!(x),
+        F64(x) => to!(x),
+    }
+}
+
+/// Evaluates the elementwise op `kind` (`binary`, `unary`, `fma`, `cmp`, `select`, `cast`) on
+/// scalar operands given in `kind`'s operand order; `to` is the result's dtype (read by
+/// `cast`). On tiles, an elementwise op is this, element by element.
+///
+/// # Errors
+/// As [`binary`], [`unary`], [`fma`] and [`cmp`]; [`EvalError::NotElementwise`] for any
+/// other op kind or a wrong number of operands.
+pub fn elementwise(kind: &OpKind, args: &[Scalar], to: DType) -> Result<Scalar, EvalError> {
+    Ok(match (kind, args) {
+        (OpKind::Binary(op, ..), &[a, b]) => binary(*op, a, b)?,
+        (OpKind::Unary(op, _), &[a]) => unary(*op, a)?,
+        (OpKind::Fma(..), &[a, b, c]) => fma(a, b, c)?,
+        (OpKind::Cmp(op, ..), &[a, b]) => Scalar::Bool(cmp(*op, a, b)?),
+        (OpKind::Select(..), &[Scalar::Bool(c), a, b]) => select(c, a, b),
+        (OpKind::Cast(_), &[a]) => cast(a, to),
+        _ => return Err(EvalError::NotElementwise),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn i64_to_f32_rounds_once() {
+        // Through f64 this is 0x5d800000; rustc (and compiled code) give 0x5d800001.
+        let x = 1_152_921_573_326_323_713_i64;
+        assert_eq!(cast(Scalar::I64(x), DType::F32).bits(), 0x5d80_0001);
+        assert_eq!((x as f32).to_bits(), 0x5d80_0001);
+    }
+
+    #[test]
+    fn min_of_nan_is_the_canonical_nan() {
+        let z = Scalar::F32(0.0);
+        let nan = binary(BinOp::Div, z, z).unwrap();
+        assert!(nan.is_nan());
+        let m = binary(BinOp::Min, nan, Scalar::F32(1.0)).unwrap();
+        assert_eq!(m.bits(), CANONICAL_NAN_F32 as u64);
+        let m = binary(BinOp::Max, Scalar::F64(1.0), Scalar::F64(f64::NAN)).unwrap();
+        assert_eq!(m.bits(), CANONICAL_NAN_F64);
+        let m = binary(BinOp::Min, Scalar::F32(0.0), Scalar::F32(-0.0)).unwrap();
+        assert_eq!(m.bits(), 0x8000_0000);
+    }
+
+    #[test]
+    fn integer_edges() {
+        assert_eq!(
+            binary(BinOp::Div, Scalar::I32(i32::MIN), Scalar::I32(-1)),
+            Ok(Scalar::I32(i32::MIN))
+        );
+        assert_eq!(
+            binary(BinOp::Rem, Scalar::I64(i64::MIN), Scalar::I64(-1)),
+            Ok(Scalar::I64(0))
+        );
+        assert_eq!(
+            binary(BinOp::Div, Scalar::U32(1), Scalar::U32(0)),
+            Err(EvalError::DivisionByZero)
+        );
+        assert_eq!(
+            binary(BinOp::Min, Scalar::U64(u64::MAX), Scalar::U64(1)),
+            Ok(Scalar::U64(1))
+        );
+        assert_eq!(
+            unary(UnOp::Abs, Scalar::I32(i32::MIN)),
+            Ok(Scalar::I32(i32::MIN))
+        );
+        assert_eq!(
+            cmp(CmpOp::Lt, Scalar::Index(-1), Scalar::Index(0)),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn casts_follow_rust_as() {
+        assert_eq!(cast(Scalar::F32(f32::NAN), DType::I32), Scalar::I32(0));
+        assert_eq!(cast(Scalar::F64(1e300), DType::I64), Scalar::I64(i64::MAX));
+        assert_eq!(cast(Scalar::F32(-3.5), DType::Index), Scalar::Index(0));
+        assert_eq!(
+            cast(Scalar::F64(f64::INFINITY), DType::Index),
+            Scalar::Index(-1)
+        );
+        assert_eq!(cast(Scalar::F32(f32::NAN), DType::Bool), Scalar::Bool(true));
+        assert_eq!(cast(Scalar::F32(-0.0), DType::Bool), Scalar::Bool(false));
+        assert_eq!(cast(Scalar::Index(-1), DType::F64), Scalar::F64(-1.0));
+        assert_eq!(cast(Scalar::U64(u64::MAX), DType::I32), Scalar::I32(-1));
+        assert_eq!(cast(Scalar::Bool(true), DType::F32), Scalar::F32(1.0));
+    }
+
+    #[test]
+    fn mismatched_and_undefined_ops_are_errors() {
+        assert_eq!(
+            binary(BinOp::Add, Scalar::I32(1), Scalar::I64(1)),
+            Err(EvalError::Mismatch {
+                op: "add",
+                left: DType::I32,
+                right: DType::I64
+            })
+        );
+        assert_eq!(
+            binary(BinOp::Rem, Scalar::F32(1.0), Scalar::F32(1.0)),
+            Err(EvalError::Unsupported {
+                op: "rem",
+                dtype: DType::F32
+            })
+        );
+        assert!(unary(UnOp::Sqrt, Scalar::I32(4)).is_err());
+        assert!(fma(Scalar::I32(1), Scalar::I32(1), Scalar::I32(1)).is_err());
+    }
+
+    #[test]
+    fn bits_round_trip_every_dtype() {
+        for d in DType::ALL {
+            for bits in [
+                0u64,
+                1,
+                0x8000_0000,
+                0xffff_ffff,
+                u64::MAX,
+                0x7ff0_0000_0000_0001,
+            ] {
+                let s = Scalar::from_bits(bits, d);
+                assert_eq!(Scalar::from_bits(s.bits(), d), s, "{d} {bits:#x}");
+                assert_eq!(
+                    Scalar::from_const(s.to_const(), d),
+                    Some(s),
+                    "{d} {bits:#x}"
+                );
+            }
+        }
+    }
+}
