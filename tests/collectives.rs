@@ -363,6 +363,7 @@ fn a_broadcast_root_computed_on_the_host_is_checked_at_specialization() {
                         lo,
                         hi,
                         world_size,
+                        ..
                     } => {
                         assert_eq!(function, "bcast_d");
                         assert!(op.starts_with("broadcast "), "{op}");

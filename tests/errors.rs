@@ -445,7 +445,10 @@ fn verifier_names_function_op_and_operand() {
             function,
             op,
             message,
+            loc,
         } => {
+            // Read from text without `;@` locations: none.
+            assert_eq!(loc, None);
             assert_eq!(function, "k");
             assert_eq!(op, "%2 = add %1, %1 : f32");
             assert_eq!(message, "result type must be `index`, found `f32`");
@@ -1156,4 +1159,160 @@ fn a_2d_window_is_indexed_one_element_per_dim() {
     // The IR names every index: one `set_elem` and `elem` with two indices.
     let ir = window_elements.ir().unwrap();
     assert!(ir.contains("set_elem") && ir.contains("elem"), "{ir}");
+}
+
+#[eagle::kernel(device)]
+pub fn put_scalar(ctx: Ctx, k: f32, y: Out<Tensor<f32, 1, 2>>) {
+    y[0][0] = k;
+    y[0][1] = rank(ctx) as f32;
+}
+
+/// A host that computes a scalar with a variable and `fma` before dispatching it.
+#[eagle::host]
+pub fn host_arith(y: Out<Tensor<f32, NR, 1, 2>>) {
+    let mut acc = 0.5f32;
+    for r in 0..world_size() {
+        acc += r as f32;
+    }
+    let k = fma(acc, 2.0, 0.25);
+    for r in 0..world_size() {
+        put_scalar(k, y[r], device = r);
+    }
+}
+
+#[test]
+fn a_host_function_runs_variables_and_fma() {
+    // Once `rank 0 failed: device operation in a host function` at run time.
+    let s = Session::sim(3).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[3, 1, 2]);
+    host_arith.launch(&s, &mut y).unwrap();
+    // acc = 0.5 + 0 + 1 + 2 = 3.5; fma(3.5, 2, 0.25) = 7.25 on every rank.
+    assert_eq!(y.data(), &[7.25, 0.0, 7.25, 1.0, 7.25, 2.0]);
+}
+
+#[test]
+fn device_work_in_a_host_function_is_a_verifier_error() {
+    for (body, what) in [
+        (
+            "%2 = const 0 : index\n  %3 = elem %0[%2] : f32",
+            "element access",
+        ),
+        (
+            "%2 = const 0 : index\n  %3 = load %0[%2] : tile<[4], f32>",
+            "a tile load or store",
+        ),
+        (
+            "%2 = const 0 : index\n  %3 = subview %0[%2..] : tensor<[2], f32>",
+            "a sub-view",
+        ),
+    ] {
+        let text = format!("host @h(%0 x: tensor<[4], f32>, %1 k: f32) {{\n  {body}\n}}\n");
+        let m = parse_module(&text).unwrap();
+        let e = verify_module(&m).unwrap_err();
+        let IrError::Verify {
+            function,
+            op,
+            message,
+            ..
+        } = &e
+        else {
+            panic!("expected a verifier error, got {e:?}");
+        };
+        assert_eq!(function, "h");
+        assert!(op.starts_with("%3 = "), "{op}");
+        assert!(message.starts_with(what), "{message}");
+        assert!(message.contains("per-device program"), "{message}");
+    }
+}
+
+/// The 1-based line of this file that holds `marker` (the source of a kernel below).
+fn line_of(marker: &str) -> u32 {
+    let src = include_str!("errors.rs");
+    let hits: Vec<usize> = src
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(marker) && !l.contains("line_of("))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(
+        hits.len(),
+        1,
+        "marker {marker:?} must be on exactly one line"
+    );
+    hits[0] as u32
+}
+
+/// A tile load in a host function: passes the macro, refused by the verifier.
+#[eagle::host]
+pub fn host_loads_a_tile(x: Tensor<f32, NR, 1, 2>, y: Out<Tensor<f32, NR, 1, 2>>) {
+    let t = load(x, [0, 0, 0], [1, 1, 2]); // marker: host tile load
+    for r in 0..world_size() {
+        put_scalar(1.0, y[r], device = r);
+    }
+}
+
+#[test]
+fn a_verifier_error_names_the_rust_source_line() {
+    let s = Session::sim(2).unwrap();
+    let x = Tensor::<f32>::zeros(&[2, 1, 2]);
+    let mut y = Tensor::<f32>::zeros(&[2, 1, 2]);
+    let e = host_loads_a_tile.launch(&s, &x, &mut y).unwrap_err();
+    let Error::Ir(IrError::Verify { function, loc, .. }) = &e else {
+        panic!("expected a verifier error, got {e:?}");
+    };
+    assert_eq!(function, "host_loads_a_tile");
+    let loc = loc.as_ref().expect("a macro-built op has a location");
+    assert_eq!(&*loc.file, "tests/errors.rs");
+    assert_eq!(loc.line, line_of("marker: host tile load"));
+    // The column of `load(`.
+    assert_eq!(loc.column, 13);
+    let at = format!("(at tests/errors.rs:{}:13)", loc.line);
+    assert!(e.to_string().contains(&at), "{e}");
+}
+
+#[test]
+fn a_specialization_error_names_the_rust_source_line() {
+    let s = Session::sim(2).unwrap();
+    let x = eagle::random_tensor(&[2, 1, SIZE], 3);
+    let mut y = Tensor::<f32>::zeros(&[2, 1, SIZE]);
+    let e = specialize_err(static_oob.launch(&s, &x, &mut y).unwrap_err());
+    let SpecializeError::IndexOutOfBounds { loc: Some(loc), .. } = &e else {
+        panic!("expected IndexOutOfBounds with a location, got {e:?}");
+    };
+    assert_eq!(loc.line, line_of("load(x, [0, 8], [1, SIZE])"));
+    assert!(
+        e.to_string()
+            .contains(&format!("(at tests/errors.rs:{}:", loc.line)),
+        "{e}"
+    );
+}
+
+#[eagle::kernel(device)]
+pub fn divide_by(ctx: Ctx, k: i32, y: Out<Tensor<i32, 1, 2>>) {
+    y[0][0] = 10 / k; // marker: run-time division
+    y[0][1] = rank(ctx) as i32;
+}
+
+#[eagle::host]
+pub fn host_divides(k: i32, y: Out<Tensor<i32, NR, 1, 2>>) {
+    for r in 0..world_size() {
+        divide_by(k, y[r], device = r);
+    }
+}
+
+#[test]
+fn a_run_time_fault_names_the_rust_source_line() {
+    let s = Session::sim(2).unwrap();
+    let mut y = Tensor::<i32>::zeros(&[2, 1, 2]);
+    host_divides.launch(&s, 5, &mut y).unwrap();
+    assert_eq!(y.data(), &[2, 0, 2, 1]);
+    let e = host_divides.launch(&s, 0, &mut y).unwrap_err();
+    let msg = e.to_string();
+    let line = line_of("marker: run-time division");
+    assert!(msg.contains("integer division by zero"), "{msg}");
+    // The column of `10 / k`.
+    assert!(
+        msg.contains(&format!("(at tests/errors.rs:{line}:15)")),
+        "{msg}"
+    );
 }

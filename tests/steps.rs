@@ -119,6 +119,36 @@ fn ir_text_round_trips() {
     }
 }
 
+/// The form with source locations round-trips too, keeping every op's location, and every op
+/// the macros built (and every op specialization made of them) has one.
+#[test]
+fn ir_text_with_source_locations_round_trips() {
+    use eagle::ir::print_module_with_locs;
+    for (name, m) in modules() {
+        let spec = codegen::specialize(&m, &codegen::Bindings::world(3).with("NR", 3)).unwrap();
+        for m in [m, spec] {
+            let text = print_module_with_locs(&m);
+            let ops = text
+                .lines()
+                .filter(|l| l.contains(" = ") || l.trim_start().starts_with("store "))
+                .count();
+            let located = text.lines().filter(|l| l.contains(" ;@ examples/")).count();
+            assert!(
+                ops > 0 && located >= ops,
+                "{name}: {located} of {ops} ops located:\n{text}"
+            );
+            let parsed = parse_module(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+            assert_eq!(
+                print_module_with_locs(&parsed),
+                text,
+                "{name} does not round-trip"
+            );
+            // Without locations the text is the snapshot form.
+            assert_eq!(print_module(&parsed), print_module(&m));
+        }
+    }
+}
+
 #[test]
 fn generic_ir_snapshots() {
     for (name, m) in modules() {

@@ -549,6 +549,11 @@ impl Lower<'_, '_> {
         Ok(())
     }
 
+    /// The op as a run-time check's message names it (text and source location).
+    fn site_op(&self, op: &Op) -> String {
+        crate::sites::name_op(&self.op_text(op), op.loc.as_ref())
+    }
+
     fn op_text(&self, op: &Op) -> String {
         print_op(self.f, op)
             .lines()
@@ -639,7 +644,7 @@ impl Lower<'_, '_> {
                         extent as i64,
                     );
                     let lim = self.iconst(extent as i64);
-                    let msg = crate::sites::slice_index(&f.name, &self.op_text(op));
+                    let msg = crate::sites::slice_index(&f.name, &self.site_op(op));
                     self.fault_if(bad, msg, idx, lim);
                 }
                 Some(Cv::Mem(self.elem_addr(
@@ -990,7 +995,7 @@ impl Lower<'_, '_> {
                         .ins()
                         .icmp_imm_s(IntCC::UnsignedGreaterThan, off, limit);
                     let lim = self.iconst(limit);
-                    let msg = crate::sites::subview_offset(&f.name, &self.op_text(op), len, extent);
+                    let msg = crate::sites::subview_offset(&f.name, &self.site_op(op), len, extent);
                     self.fault_if(bad, msg, off, lim);
                 }
                 let delta = self.b.ins().imul_imm_s(off, row_bytes as i64);
@@ -1099,7 +1104,7 @@ impl Lower<'_, '_> {
                     .icmp_imm_s(IntCC::UnsignedGreaterThan, x, limit);
                 let lim = self.iconst(limit);
                 let msg =
-                    crate::sites::offset(&self.f.name, &self.op_text(op), d, tile[d], shape[d]);
+                    crate::sites::offset(&self.f.name, &self.site_op(op), d, tile[d], shape[d]);
                 self.fault_if(bad, msg, x, lim);
             }
             out.push(x);
@@ -1490,7 +1495,7 @@ impl Lower<'_, '_> {
                             let _ = ty;
                             let lim = self.iconst(0);
                             let msg =
-                                crate::sites::division_by_zero(&self.f.name, &self.op_text(op));
+                                crate::sites::division_by_zero(&self.f.name, &self.site_op(op));
                             self.fault_if(zero, msg, bb, lim);
                             if signed {
                                 // x / -1 and x % -1 must not trap on the minimum value.

@@ -742,6 +742,11 @@ impl Emitter<'_> {
     fn v(&self, v: Value) -> String {
         format!("v{}", v.0)
     }
+    /// The op as a run-time check's message names it (text and source location).
+    fn site_op(&self, op: &Op) -> String {
+        crate::sites::name_op(&self.op_text(op), op.loc.as_ref())
+    }
+
     fn op_text(&self, op: &Op) -> String {
         print_op(self.f, op)
             .lines()
@@ -982,7 +987,7 @@ impl Emitter<'_> {
             let limit = shape[d].saturating_sub(tile[d]);
             if !self.is_const(o) {
                 let msg =
-                    crate::sites::offset(&self.f.name, &self.op_text(op), d, tile[d], shape[d]);
+                    crate::sites::offset(&self.f.name, &self.site_op(op), d, tile[d], shape[d]);
                 self.fault_if(
                     &format!("(unsigned long long){x} > {limit}ull"),
                     msg,
@@ -1013,7 +1018,7 @@ impl Emitter<'_> {
             return;
         }
         let p = self.v(peer);
-        let msg = crate::sites::peer(&self.f.name, &self.op_text(op));
+        let msg = crate::sites::peer(&self.f.name, &self.site_op(op));
         self.fault_if(
             &format!("(unsigned long long){p} >= (unsigned long long)rt->nranks"),
             msg,
@@ -1094,7 +1099,7 @@ impl Emitter<'_> {
                 let extent = dims.first().copied().unwrap_or(0);
                 let x = self.v(*index);
                 if !self.is_const(*index) {
-                    let msg = crate::sites::slice_index(&f.name, &self.op_text(op));
+                    let msg = crate::sites::slice_index(&f.name, &self.site_op(op));
                     self.fault_if(
                         &format!("(unsigned long long){x} >= {extent}ull"),
                         msg,
@@ -1119,7 +1124,7 @@ impl Emitter<'_> {
                 let x = self.v(*offset);
                 if !self.is_const(*offset) {
                     let limit = extent.saturating_sub(len);
-                    let msg = crate::sites::subview_offset(&f.name, &self.op_text(op), len, extent);
+                    let msg = crate::sites::subview_offset(&f.name, &self.site_op(op), len, extent);
                     self.fault_if(
                         &format!("(unsigned long long){x} > {limit}ull"),
                         msg,
@@ -1465,7 +1470,7 @@ impl Emitter<'_> {
         let expr = self.expr(op, &ops, ind, rd)?;
         if !tile {
             if divides {
-                let msg = crate::sites::division_by_zero(&self.f.name, &self.op_text(op));
+                let msg = crate::sites::division_by_zero(&self.f.name, &self.site_op(op));
                 let b = &ops[1];
                 self.fault_if(&format!("{b} == 0"), msg, b, "0");
             }
@@ -1476,7 +1481,7 @@ impl Emitter<'_> {
         self.declare_tile(r, n, rd)?;
         if divides {
             let site = self.sites.len();
-            let msg = crate::sites::division_by_zero(&self.f.name, &self.op_text(op));
+            let msg = crate::sites::division_by_zero(&self.f.name, &self.site_op(op));
             let msg = self.placed(msg);
             self.sites.push(msg);
             self.line("{");

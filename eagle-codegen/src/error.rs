@@ -48,16 +48,18 @@ pub enum SpecializeError {
         world_size: u64,
     },
     /// A static index or offset outside its extent.
-    #[error("function `{function}`, op `{op}`: {operand} spans {lo}..={hi} but dimension {dim} has extent {extent}; keep the index below the extent (or grow the tensor)")]
+    #[error("function `{function}`, op `{op}`{}: {operand} spans {lo}..={hi} but dimension {dim} has extent {extent}; keep the index below the extent (or grow the tensor)", eagle_ir::at(.loc.as_deref()))]
     IndexOutOfBounds {
         /// Function.
         function: String,
         /// The op, as IR text.
         op: String,
+        /// The op's Rust source location, when known.
+        loc: Option<Box<eagle_ir::Loc>>,
         /// Which operand.
         operand: String,
         /// Dim index.
-        dim: usize,
+        dim: u32,
         /// Lowest value the index (plus the tile extent) takes.
         lo: i128,
         /// Highest value.
@@ -66,24 +68,28 @@ pub enum SpecializeError {
         extent: u64,
     },
     /// Peer arithmetic that can go negative (tutorial seed: `(my_rank - 1) % nranks`).
-    #[error("function `{function}`, op `{op}`: the peer rank can be negative (it spans {lo}..={hi}); `%` keeps the sign of the dividend (and unsigned values wrap around instead), so `(me - 1) % n` is not the previous rank on rank 0; write `(me + n - 1) % n`")]
+    #[error("function `{function}`, op `{op}`{}: the peer rank can be negative (it spans {lo}..={hi}); `%` keeps the sign of the dividend (and unsigned values wrap around instead), so `(me - 1) % n` is not the previous rank on rank 0; write `(me + n - 1) % n`", eagle_ir::at(.loc.as_deref()))]
     NegativePeer {
         /// Function.
         function: String,
         /// The op, as IR text.
         op: String,
+        /// The op's Rust source location, when known.
+        loc: Option<Box<eagle_ir::Loc>>,
         /// Lowest peer value.
         lo: i128,
         /// Highest peer value.
         hi: i128,
     },
     /// A peer or device rank that can reach the world size or beyond.
-    #[error("function `{function}`, op `{op}`: the {what} spans {lo}..={hi} but the world has ranks 0..{world_size}; reduce it modulo the world size (`% n`)")]
+    #[error("function `{function}`, op `{op}`{}: the {what} spans {lo}..={hi} but the world has ranks 0..{world_size}; reduce it modulo the world size (`% n`)", eagle_ir::at(.loc.as_deref()))]
     RankOutOfRange {
         /// Function.
         function: String,
         /// The op, as IR text.
         op: String,
+        /// The op's Rust source location, when known.
+        loc: Option<Box<eagle_ir::Loc>>,
         /// `peer` or `device`.
         what: String,
         /// Lowest value.
@@ -94,12 +100,14 @@ pub enum SpecializeError {
         world_size: u64,
     },
     /// A collective whose buffers do not fit the world size.
-    #[error("function `{function}`, op `{op}`: {message}")]
+    #[error("function `{function}`, op `{op}`{}: {message}", eagle_ir::at(.loc.as_deref()))]
     CollectiveShape {
         /// Function.
         function: String,
         /// The collective.
         op: String,
+        /// The op's Rust source location, when known.
+        loc: Option<Box<eagle_ir::Loc>>,
         /// What was expected, what was found, and the fix.
         message: String,
     },

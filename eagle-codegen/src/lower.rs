@@ -24,6 +24,8 @@ pub fn chunk(n: u64, p: u64, c: u64) -> (u64, u64) {
 struct Em<'a> {
     values: &'a mut Vec<Type>,
     blocks: Vec<Vec<Op>>,
+    /// The source location of the collective being lowered: every op it becomes keeps it.
+    loc: Option<eagle_ir::Loc>,
 }
 
 impl Em<'_> {
@@ -34,7 +36,11 @@ impl Em<'_> {
     fn push(&mut self, kind: OpKind, ty: Option<Type>) -> Value {
         let result = ty.map(|t| self.val(t));
         if let Some(b) = self.blocks.last_mut() {
-            b.push(Op { result, kind });
+            b.push(Op {
+                result,
+                kind,
+                loc: self.loc.clone(),
+            });
         }
         result.unwrap_or(Value(u32::MAX))
     }
@@ -235,6 +241,7 @@ fn lower_block(
         let mut em = Em {
             values: &mut *values,
             blocks: vec![vec![]],
+            loc: op.loc.clone(),
         };
         let lowered = match op.kind.clone() {
             OpKind::Broadcast {
@@ -275,6 +282,7 @@ fn lower_block(
                     return Err(SpecializeError::CollectiveShape {
                         function: f_name.to_string(),
                         op: "all_to_all".into(),
+                        loc: op.loc.clone().map(Box::new),
                         message: format!("the buffers have {rows} rows but the world has {p} ranks; give them shape [NR, M] with `NR = dynamic!(\"NR\")`"),
                     });
                 }

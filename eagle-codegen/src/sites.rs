@@ -1,39 +1,45 @@
 //! The messages of run-time checks, shared by every backend so that a failure reads the same on
 //! the CPU and on a GPU. `{a}` and `{b}` are filled in with the offending value and its limit
-//! when the check fails.
+//! when the check fails. `op` is the op as [`name_op`] names it.
+
+/// How a site names its op: ``op `%5 = div %3, %4 : i32` (at src/heat.rs:42:17)`` (the
+/// location when the op has one).
+pub fn name_op(text: &str, loc: Option<&eagle_ir::Loc>) -> String {
+    format!("op `{text}`{}", eagle_ir::at(loc))
+}
 
 /// An element index (tile extent 1) or a tile offset past the end of dim `dim`.
 pub fn offset(function: &str, op: &str, dim: usize, tile: u64, extent: u64) -> String {
     if tile == 1 {
         format!(
-            "function `{function}`, op `{op}`: index {{a}} in dim {dim} is out of range; dim {dim} has {extent} elements, so the largest index is {{b}}"
+            "function `{function}`, {op}: index {{a}} in dim {dim} is out of range; dim {dim} has {extent} elements, so the largest index is {{b}}"
         )
     } else {
         format!(
-            "function `{function}`, op `{op}`: the offset in dim {dim} is {{a}} but the largest offset that fits a tile of extent {tile} in extent {extent} is {{b}}"
+            "function `{function}`, {op}: the offset in dim {dim} is {{a}} but the largest offset that fits a tile of extent {tile} in extent {extent} is {{b}}"
         )
     }
 }
 
 /// A slice index outside dim 0.
 pub fn slice_index(function: &str, op: &str) -> String {
-    format!("function `{function}`, op `{op}`: index {{a}} is outside 0..{{b}}")
+    format!("function `{function}`, {op}: index {{a}} is outside 0..{{b}}")
 }
 
 /// A subview of `len` rows starting past the last start that fits in `extent` rows.
 pub fn subview_offset(function: &str, op: &str, len: u64, extent: u64) -> String {
     format!(
-        "function `{function}`, op `{op}`: offset {{a}} is past the last start {{b}} that fits {len} rows in extent {extent}"
+        "function `{function}`, {op}: offset {{a}} is past the last start {{b}} that fits {len} rows in extent {extent}"
     )
 }
 
 /// Integer `/` or `%` by zero.
 pub fn division_by_zero(function: &str, op: &str) -> String {
-    format!("function `{function}`, op `{op}`: integer division by zero")
+    format!("function `{function}`, {op}: integer division by zero")
 }
 
 /// A peer rank outside the world (checked in device code by backends without a runtime hook
 /// for it; `{b}` is the world size).
 pub fn peer(function: &str, op: &str) -> String {
-    format!("function `{function}`, op `{op}`: peer {{a}} is outside the world 0..{{b}}")
+    format!("function `{function}`, {op}: peer {{a}} is outside the world 0..{{b}}")
 }

@@ -255,6 +255,7 @@ impl Spec<'_> {
             return Err(SpecializeError::NegativePeer {
                 function: f.name.clone(),
                 op: print_op(f, op),
+                loc: op.loc.clone().map(Box::new),
                 lo: r.lo,
                 hi: r.hi,
             });
@@ -269,6 +270,7 @@ impl Spec<'_> {
             return Err(SpecializeError::RankOutOfRange {
                 function: f.name.clone(),
                 op: print_op(f, op),
+                loc: op.loc.clone().map(Box::new),
                 what,
                 lo: r.lo,
                 hi: r.hi,
@@ -306,12 +308,13 @@ impl Spec<'_> {
             let bad = |lo: i128, hi: i128| SpecializeError::IndexOutOfBounds {
                 function: f.name.clone(),
                 op: print_op(f, op),
+                loc: op.loc.clone().map(Box::new),
                 operand: if t > 1 {
                     format!("the offset in dim {d} plus the tile extent {t}")
                 } else {
                     format!("the offset in dim {d}")
                 },
-                dim: d,
+                dim: d as u32,
                 lo,
                 hi,
                 extent: e,
@@ -526,7 +529,11 @@ impl Spec<'_> {
                         Dim::Sym(s) => *self.b.dims.get(s.as_ref()).ok_or_else(|| {
                             SpecializeError::UnboundDim {
                                 function: f.name.clone(),
-                                place: format!("op `{}`", print_op(f, op)),
+                                place: format!(
+                                    "op `{}`{}",
+                                    print_op(f, op),
+                                    eagle_ir::at(op.loc.as_ref())
+                                ),
                                 name: s.to_string(),
                             }
                         })?,
@@ -644,6 +651,7 @@ impl Spec<'_> {
                         return Err(SpecializeError::IndexOutOfBounds {
                             function: f.name.clone(),
                             op: print_op(f, op),
+                            loc: op.loc.clone().map(Box::new),
                             operand: "the index".into(),
                             dim: 0,
                             lo: r.lo,
@@ -670,6 +678,7 @@ impl Spec<'_> {
                         return Err(SpecializeError::IndexOutOfBounds {
                             function: f.name.clone(),
                             op: print_op(f, op),
+                            loc: op.loc.clone().map(Box::new),
                             operand: format!("the subview offset plus its length {len}"),
                             dim: 0,
                             lo: r.lo,

@@ -2,7 +2,7 @@
 
 use crate::error::{IrError, Result};
 use crate::ir::{
-    elem, tile_of, BinOp, Block, CmpOp, Const, Function, Level, Module, NotifyOp, Op, OpKind,
+    elem, tile_of, BinOp, Block, CmpOp, Const, Function, Level, Loc, Module, NotifyOp, Op, OpKind,
     Param, UnOp, Value,
 };
 use crate::types::{DType, Dim, Shape, Type};
@@ -154,6 +154,7 @@ impl ModuleBuilder {
                 body: Block::default(),
             },
             blocks: vec![Block::default()],
+            locs: vec![],
         };
         let r = body(&mut fb);
         let FunctionBuilder {
@@ -200,6 +201,8 @@ pub struct FunctionBuilder<'m> {
     m: &'m mut ModuleBuilder,
     func: Function,
     blocks: Vec<Block>,
+    /// The source locations entered (innermost last); new ops take the innermost.
+    locs: Vec<Loc>,
 }
 
 impl FunctionBuilder<'_> {
@@ -225,13 +228,30 @@ impl FunctionBuilder<'_> {
         Value(self.func.values.len() as u32 - 1)
     }
 
+    /// Enters the Rust source location `file:line:column` (1-based): ops built until the
+    /// matching [`FunctionBuilder::leave`] record it, unless a nested `enter` names another.
+    /// The macros call this around every statement and expression.
+    pub fn enter(&mut self, file: &'static str, line: u32, column: u32) {
+        let file: std::sync::Arc<str> = match self.locs.last() {
+            Some(l) if &*l.file == file => l.file.clone(),
+            _ => file.into(),
+        };
+        self.locs.push(Loc { file, line, column });
+    }
+
+    /// Leaves the location of the last [`FunctionBuilder::enter`].
+    pub fn leave(&mut self) {
+        self.locs.pop();
+    }
+
     fn push(&mut self, kind: OpKind, ty: Option<Type>) -> Value {
         let result = ty.map(|t| self.new_value(t));
+        let loc = self.locs.last().cloned();
         self.blocks
             .last_mut()
             .expect("a block is open")
             .ops
-            .push(Op { result, kind });
+            .push(Op { result, kind, loc });
         result.unwrap_or(Value(u32::MAX))
     }
 

@@ -31,12 +31,14 @@ pub enum IrError {
         message: String,
     },
     /// A module that breaks a structural or typing rule.
-    #[error("verifier: in function `{function}`, op `{op}`: {message}")]
+    #[error("verifier: in function `{function}`, op `{op}`{}: {message}", crate::ir::at(.loc.as_ref()))]
     Verify {
         /// The function holding the op.
         function: String,
         /// The op, in IR text.
         op: String,
+        /// The op's Rust source location (`None` for IR read from text without one).
+        loc: Option<crate::ir::Loc>,
         /// The operand at fault, what was expected and what was found.
         message: String,
     },

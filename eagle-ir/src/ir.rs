@@ -550,13 +550,42 @@ pub enum OpKind {
     Barrier(Value),
 }
 
-/// One op: an optional result and what it does.
+/// A place in the Rust source: the file as rustc names it (`src/heat.rs`), the 1-based line
+/// and column. The macros record one for every op they build.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Loc {
+    /// The source file, as `file!()` names it.
+    pub file: std::sync::Arc<str>,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+}
+
+impl fmt::Display for Loc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// The suffix errors print after an op's text: ` (at src/heat.rs:42:17)`, or nothing for an op
+/// without a source location (one read from IR text without `loc(...)`).
+pub fn at(loc: Option<&Loc>) -> String {
+    match loc {
+        Some(l) => format!(" (at {l})"),
+        None => String::new(),
+    }
+}
+
+/// One op: an optional result, what it does, and where in the Rust source it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Op {
     /// The value it defines.
     pub result: Option<Value>,
     /// The operation.
     pub kind: OpKind,
+    /// The source location (`None` for ops built by passes without one, or parsed without).
+    pub loc: Option<Loc>,
 }
 
 /// A straight-line list of ops (nested blocks hang off `for` and `if`).
@@ -628,6 +657,7 @@ impl Block {
                 .map(|op| Op {
                     result: op.result.map(&mut *f),
                     kind: op.kind.map_values(f),
+                    loc: op.loc.clone(),
                 })
                 .collect(),
         }

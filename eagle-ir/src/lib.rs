@@ -27,11 +27,11 @@ pub use analysis::{access_category, AccessCategory, AccessInfo, ReduceKind};
 pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand};
 pub use error::{IrError, Result};
 pub use ir::{
-    AllreduceMode, BinOp, Block, CmpOp, Const, Function, Level, Module, NotifyOp, Op, OpKind,
-    Param, ReduceOp, UnOp, Value,
+    at, AllreduceMode, BinOp, Block, CmpOp, Const, Function, Level, Loc, Module, NotifyOp, Op,
+    OpKind, Param, ReduceOp, UnOp, Value,
 };
 pub use parse::parse_module;
-pub use print::{print_function, print_module, print_op, value_numbers};
+pub use print::{print_function, print_module, print_module_with_locs, print_op, value_numbers};
 pub use types::{DType, Dim, Shape, Type};
 pub use verify::verify_module;
 

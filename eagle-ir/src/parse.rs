@@ -16,9 +16,24 @@ enum Tok {
     Func(String),
     Num(String),
     Punct(&'static str),
+    /// A source location comment, `;@ file:line:column`.
+    Loc(crate::ir::Loc),
 }
 
 struct Lexer;
+
+/// `file:line:column` (the file may itself hold `:`).
+fn parse_loc(t: &str) -> Option<crate::ir::Loc> {
+    let mut it = t.rsplitn(3, ':');
+    let column = it.next()?.parse().ok()?;
+    let line = it.next()?.parse().ok()?;
+    let file = it.next().filter(|f| !f.is_empty())?;
+    Some(crate::ir::Loc {
+        file: file.into(),
+        line,
+        column,
+    })
+}
 
 impl Lexer {
     fn lex(src: &str) -> Result<Vec<(Tok, usize, usize)>> {
@@ -48,10 +63,23 @@ impl Lexer {
                 continue;
             }
             if c == ';' {
-                // comment to end of line
+                // comment to end of line; `;@ file:line:column` is an op's source location
+                let start = i;
                 while i < chars.len() && chars[i] != '\n' {
                     i += 1;
                 }
+                if chars.get(start + 1) == Some(&'@') {
+                    let text: String = chars[start + 2..i].iter().collect();
+                    let loc = parse_loc(text.trim()).ok_or_else(|| {
+                        err(
+                            l0,
+                            c0,
+                            format!("expected a source location `;@ file:line:column`, found `;@{text}`"),
+                        )
+                    })?;
+                    out.push((Tok::Loc(loc), l0, c0));
+                }
+                col += i - start;
                 continue;
             }
             if c == '.' && chars.get(i + 1) == Some(&'.') {
@@ -138,6 +166,7 @@ fn describe(t: Option<&Tok>) -> String {
         Some(Tok::Func(s)) => format!("`@{s}`"),
         Some(Tok::Num(s)) => format!("`{s}`"),
         Some(Tok::Punct(p)) => format!("`{p}`"),
+        Some(Tok::Loc(l)) => format!("the source location `;@ {l}` (it may only end an op's line)"),
     }
 }
 
@@ -406,7 +435,13 @@ impl Parser {
     }
 
     fn block(&mut self) -> Result<Block> {
+        Ok(self.block_with_loc()?.0)
+    }
+
+    /// A block, and the source location written after its `{` (that of the `for` or `if`).
+    fn block_with_loc(&mut self) -> Result<(Block, Option<crate::ir::Loc>)> {
         self.expect_punct("{")?;
+        let loc = self.loc_token();
         let mut ops = vec![];
         while !self.is_punct("}") {
             if self.peek().is_none() {
@@ -415,7 +450,19 @@ impl Parser {
             ops.push(self.op()?);
         }
         self.expect_punct("}")?;
-        Ok(Block { ops })
+        Ok((Block { ops }, loc))
+    }
+
+    /// Takes a `;@ file:line:column` token when one is next.
+    fn loc_token(&mut self) -> Option<crate::ir::Loc> {
+        match self.peek() {
+            Some(Tok::Loc(l)) => {
+                let l = l.clone();
+                self.pos += 1;
+                Some(l)
+            }
+            _ => None,
+        }
     }
 
     fn op(&mut self) -> Result<Op> {
@@ -430,6 +477,7 @@ impl Parser {
         let name = self.ident()?;
         use OpKind::*;
         let mut float_text: Option<String> = None;
+        let mut loc = None;
         let mut kind = match name.as_str() {
             "const" => {
                 let s = match self.peek().cloned() {
@@ -634,12 +682,14 @@ impl Parser {
                 self.expect_punct("..")?;
                 let hi = self.val()?;
                 let var = self.define(n, Type::Scalar(DType::Index))?;
-                let body = self.block()?;
+                let (body, l) = self.block_with_loc()?;
+                loc = l;
                 For { var, lo, hi, body }
             }
             "if" => {
                 let cond = self.val()?;
-                let then_body = self.block()?;
+                let (then_body, l) = self.block_with_loc()?;
+                loc = l;
                 let else_body = if self.is_ident("else") {
                     self.pos += 1;
                     self.block()?
@@ -793,7 +843,10 @@ impl Parser {
                 None
             }
         };
-        Ok(Op { result, kind })
+        if loc.is_none() {
+            loc = self.loc_token();
+        }
+        Ok(Op { result, kind, loc })
     }
 }
 
@@ -811,4 +864,55 @@ pub fn parse_module(src: &str) -> Result<Module> {
         types: vec![],
     };
     p.module()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{parse_module, print_module, print_module_with_locs, OpKind};
+
+    const LOCATED: &str = "device @k(%0 x: tensor<[4], f32>, out %1 y: tensor<[4], f32>) {
+  %2 = const 0 : index ;@ src/heat.rs:41:9
+  for %3 in %2..%2 { ;@ src/heat.rs:42:5
+    %4 = load %0[%3] : tile<[4], f32> ;@ C:/work/src/heat.rs:43:17
+    store %4, %1[%3] ;@ src/heat.rs:43:9
+  }
+}
+";
+
+    #[test]
+    fn source_locations_round_trip_and_print_only_when_asked() {
+        let m = parse_module(LOCATED).unwrap();
+        assert_eq!(print_module_with_locs(&m), LOCATED);
+        let plain = print_module(&m);
+        assert!(!plain.contains(";@"), "{plain}");
+        // The plain form parses to the same ops without locations.
+        let again = parse_module(&plain).unwrap();
+        assert_eq!(print_module(&again), plain);
+        let f = &m.functions[0];
+        let l = f.body.ops[1].loc.as_ref().unwrap();
+        assert_eq!((&*l.file, l.line, l.column), ("src/heat.rs", 42, 5));
+        let OpKind::For { body, .. } = &f.body.ops[1].kind else {
+            panic!()
+        };
+        // A file name holding `:` keeps it.
+        assert_eq!(
+            &*body.ops[0].loc.as_ref().unwrap().file,
+            "C:/work/src/heat.rs"
+        );
+        assert!(again.functions[0].body.ops[0].loc.is_none());
+    }
+
+    #[test]
+    fn a_malformed_location_is_a_parse_error_at_its_place() {
+        let bad = "compute @f() {\n  %0 = const 0 : index ;@ src/heat.rs:forty\n}\n";
+        let e = parse_module(bad).unwrap_err();
+        let crate::IrError::Parse { line, message, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(*line, 2);
+        assert!(message.contains("`;@ file:line:column`"), "{message}");
+        let stray = "compute @f( ;@ a.rs:1:1\n) {\n}\n";
+        let e = parse_module(stray).unwrap_err().to_string();
+        assert!(e.contains("it may only end an op's line"), "{e}");
+    }
 }

@@ -4,8 +4,9 @@ use crate::ir::{Block, Function, Module, Op, OpKind, Value};
 use std::collections::HashMap;
 use std::fmt::Write;
 
-/// Canonical numbering: values are named `%0, %1, ...` in the order the text defines them.
-struct Names(HashMap<Value, usize>);
+/// Canonical numbering: values are named `%0, %1, ...` in the order the text defines them;
+/// `locs` says whether ops print their source locations.
+struct Names(HashMap<Value, usize>, bool);
 
 impl Names {
     fn of(f: &Function) -> Names {
@@ -39,7 +40,14 @@ impl Names {
             }
         }
         walk(&f.body, &mut m);
-        Names(m)
+        Names(m, false)
+    }
+    /// The ` ;@ file:line:column` suffix of `op`'s first line, when locations are printed.
+    fn loc(&self, op: &Op) -> String {
+        match (&op.loc, self.1) {
+            (Some(l), true) => format!(" ;@ {l}"),
+            _ => String::new(),
+        }
     }
     fn v(&self, v: Value) -> String {
         match self.0.get(&v) {
@@ -58,21 +66,38 @@ pub fn value_numbers(f: &Function) -> HashMap<Value, usize> {
     Names::of(f).0
 }
 
-/// Prints a whole module: functions separated by a blank line.
+/// Prints a whole module: functions separated by a blank line, without source locations
+/// (the form snapshots pin; see [`print_module_with_locs`]).
 pub fn print_module(m: &Module) -> String {
+    print_module_impl(m, false)
+}
+
+/// Prints a whole module with the source location of every op that has one, as a trailing
+/// `;@ file:line:column` (a comment to other readers; [`crate::parse_module`] reads it back,
+/// so this form round-trips too).
+pub fn print_module_with_locs(m: &Module) -> String {
+    print_module_impl(m, true)
+}
+
+fn print_module_impl(m: &Module, locs: bool) -> String {
     let mut s = String::new();
     for (i, f) in m.functions.iter().enumerate() {
         if i > 0 {
             s.push('\n');
         }
-        s.push_str(&print_function(f));
+        s.push_str(&print_function_impl(f, locs));
     }
     s
 }
 
-/// Prints one function.
+/// Prints one function (without source locations).
 pub fn print_function(f: &Function) -> String {
-    let names = Names::of(f);
+    print_function_impl(f, false)
+}
+
+fn print_function_impl(f: &Function, locs: bool) -> String {
+    let mut names = Names::of(f);
+    names.1 = locs;
     let mut s = String::new();
     let params: Vec<String> = f
         .params
@@ -177,7 +202,14 @@ fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String)
         Read(a) => format!("read {}", n.v(*a)),
         Write(a, b) => format!("write {}, {}", n.v(*a), n.v(*b)),
         For { var, lo, hi, body } => {
-            let _ = writeln!(s, "for {} in {}..{} {{", n.v(*var), n.v(*lo), n.v(*hi));
+            let _ = writeln!(
+                s,
+                "for {} in {}..{} {{{}",
+                n.v(*var),
+                n.v(*lo),
+                n.v(*hi),
+                n.loc(op)
+            );
             print_block(f, n, body, depth + 1, s);
             let _ = writeln!(s, "{ind}}}");
             return;
@@ -187,7 +219,7 @@ fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String)
             then_body,
             else_body,
         } => {
-            let _ = writeln!(s, "if {} {{", n.v(*cond));
+            let _ = writeln!(s, "if {} {{{}", n.v(*cond), n.loc(op));
             print_block(f, n, then_body, depth + 1, s);
             if else_body.ops.is_empty() {
                 let _ = writeln!(s, "{ind}}}");
@@ -267,5 +299,6 @@ fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String)
     if let Some(r) = op.result {
         let _ = write!(s, " : {}", f.ty(r));
     }
+    s.push_str(&n.loc(op));
     s.push('\n');
 }

@@ -44,6 +44,7 @@ impl V<'_> {
                 .next()
                 .unwrap_or("")
                 .to_string(),
+            loc: op.loc.clone(),
             message: message.into(),
         })
     }
@@ -299,7 +300,62 @@ impl V<'_> {
         Ok(())
     }
 
+    /// The level rule of a host function: it runs only what the host interpreter runs (scalar
+    /// arithmetic, control flow, variables, slicing its tensors, windows and dispatches).
+    /// Device work (element and tile access, tiles, calls, ranks, signals, collectives) is
+    /// refused here, naming the op, instead of failing when the program runs.
+    fn host_level(&self, op: &Op) -> Result<()> {
+        use OpKind::*;
+        let device_work = match &op.kind {
+            Const(_)
+            | Dim(_)
+            | WorldSize
+            | For { .. }
+            | If { .. }
+            | Slice { .. }
+            | Dispatch { .. }
+            | AllocWindowBuffer
+            | Window(_)
+            | Var(_)
+            | Read(_)
+            | Write(..) => None,
+            Binary(..) | Unary(..) | Fma(..) | Cmp(..) | Select(..) | Cast(_) => {
+                let tile = op
+                    .kind
+                    .operands()
+                    .into_iter()
+                    .chain(op.result)
+                    .any(|v| matches!(self.ty(v), Type::Tile(..)));
+                tile.then_some("tile arithmetic")
+            }
+            Subview { .. } => Some("a sub-view (`x[a..b]`)"),
+            Elem { .. } | SetElem { .. } => Some("element access (`x[i]`)"),
+            Load { .. } | Store { .. } => Some("a tile load or store"),
+            Call { .. } => Some("a call of a compute kernel"),
+            Rank(_) | NRanks(_) | Barrier(_) => Some("a device-context operation"),
+            Put { .. } | Get { .. } | RemoteLoad { .. } | RemoteStore { .. } => {
+                Some("a remote data movement")
+            }
+            Notify { .. } | Wait { .. } => Some("a signal operation"),
+            Broadcast { .. }
+            | AllGather { .. }
+            | ReduceScatter { .. }
+            | AllReduce { .. }
+            | AllToAll { .. } => Some("a collective"),
+        };
+        match device_work {
+            None => Ok(()),
+            Some(what) => self.fail(
+                op,
+                format!("{what} is device work, not allowed in the host function; move it into a per-device program (`#[eagle::kernel(device)]`) and dispatch it with `device = r`"),
+            ),
+        }
+    }
+
     fn op(&mut self, op: &Op) -> Result<()> {
+        if self.f.level == Level::Host {
+            self.host_level(op)?;
+        }
         for (i, v) in op.kind.operands().into_iter().enumerate() {
             if v.index() >= self.f.values.len() || !self.defined(v) {
                 return self.fail(
@@ -708,6 +764,7 @@ pub fn verify_module(m: &Module) -> Result<()> {
             return Err(IrError::Verify {
                 function: f.name.clone(),
                 op: format!("{} @{}", f.level.name(), f.name),
+                loc: None,
                 message: "the function is defined twice".into(),
             });
         }
@@ -717,6 +774,7 @@ pub fn verify_module(m: &Module) -> Result<()> {
                 return Err(IrError::Verify {
                     function: f.name.clone(),
                     op: format!("parameter `{}`", p.name),
+                    loc: None,
                     message: "parameter value is out of range or bound twice".into(),
                 });
             }
@@ -729,6 +787,7 @@ pub fn verify_module(m: &Module) -> Result<()> {
                 return Err(IrError::Verify {
                     function: f.name.clone(),
                     op: format!("parameter `{}`", p.name),
+                    loc: None,
                     message: format!(
                         "type `{t}` is not allowed for a parameter of a {} function",
                         f.level.name()

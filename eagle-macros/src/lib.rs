@@ -545,7 +545,18 @@ impl Cx {
         Ok(out)
     }
 
-    fn stmt(&mut self, s: &Stmt, _last: bool) -> R<TS> {
+    /// Every op a statement builds records the statement's source location (an expression
+    /// inside it records its own).
+    fn stmt(&mut self, s: &Stmt, last: bool) -> R<TS> {
+        let body = self.stmt_inner(s, last)?;
+        if matches!(s, Stmt::Item(_)) {
+            return Ok(body);
+        }
+        let enter = enter_loc(s.span());
+        Ok(quote!(#enter #body __f.leave();))
+    }
+
+    fn stmt_inner(&mut self, s: &Stmt, _last: bool) -> R<TS> {
         match s {
             Stmt::Local(l) => {
                 let (ident, mutable, ann) = match &l.pat {
@@ -1032,7 +1043,17 @@ impl Cx {
     }
 
     /// Tokens of an expression that yields an `eagle::ir::Operand`.
+    /// The code building expression `e`; the ops it builds record `e`'s source location.
     fn expr(&mut self, e: &Expr) -> R<TS> {
+        let t = self.expr_inner(e)?;
+        if matches!(e, Expr::Lit(_) | Expr::Path(_) | Expr::Paren(_)) {
+            return Ok(t);
+        }
+        let enter = enter_loc(e.span());
+        Ok(quote!({ #enter let __r = #t; __f.leave(); __r }))
+    }
+
+    fn expr_inner(&mut self, e: &Expr) -> R<TS> {
         let sp = e.span();
         Ok(match e {
             Expr::Lit(l) => match &l.lit {
@@ -1470,4 +1491,30 @@ fn float_const(f: &syn::LitFloat, suffix: &str, neg: bool) -> syn::Result<TS> {
         let v = if neg { -v } else { v };
         quote!(::eagle::ir::Const::F64(#v))
     })
+}
+
+/// `__f.enter(file, line, column);` for the start of `sp`: the ops built until the matching
+/// `__f.leave()` record this Rust source location.
+fn enter_loc(sp: Span) -> TS {
+    let s = sp.unwrap();
+    let file = normalize_path(&s.file());
+    let line = s.line() as u32;
+    let column = s.column() as u32;
+    quote!(__f.enter(#file, #line, #column);)
+}
+
+/// `a/b/../../c` as `c`: a module included with `#[path = "../../examples/x.rs"]` is named by
+/// the path a reader finds it at.
+fn normalize_path(p: &str) -> String {
+    let mut out: Vec<&str> = vec![];
+    for c in p.split('/') {
+        match c {
+            "." => {}
+            ".." if out.last().is_some_and(|l| *l != "..") => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out.join("/")
 }

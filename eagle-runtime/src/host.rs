@@ -325,6 +325,20 @@ impl Interp<'_> {
                     })?;
                     Some(Hv::C(r.to_const(), r.dtype()))
                 }
+                // A variable's value lives under the `var` op's result.
+                OpKind::Var(init) => {
+                    let (c, d) = self.c(*init)?;
+                    Some(Hv::C(c, d))
+                }
+                OpKind::Read(var) => {
+                    let (c, d) = self.c(*var)?;
+                    Some(Hv::C(c, d))
+                }
+                OpKind::Write(var, v) => {
+                    let (c, d) = self.c(*v)?;
+                    self.vals.insert(*var, Hv::C(c, d));
+                    None
+                }
                 OpKind::For { var, lo, hi, body } => {
                     let (lo, hi) = (self.int(*lo)?, self.int(*hi)?);
                     for i in lo..hi {
