@@ -17,7 +17,7 @@
 use eagle::codegen::{compile, Bindings, Target};
 use eagle::ir::eval::{self, Scalar};
 use eagle::ir::{parse_module, BinOp, CmpOp, DType, OpKind, UnOp, Value};
-use eagle::runtime::{run_with, Arg, Platform, RunOptions};
+use eagle::runtime::{run_with, Arg, RunOptions};
 use std::fmt::Write;
 
 #[cfg(feature = "cuda")]
@@ -565,7 +565,7 @@ fn the_cpu_backend_computes_what_the_evaluator_says() {
 fn the_cuda_c_computes_what_the_evaluator_says_in_the_emulation() {
     emulation::cxx();
     let opts = RunOptions {
-        platform: Platform::Cuda,
+        platform: eagle::runtime::Platform::Cuda,
         devices: vec![0],
         cuda_emulate: true,
         ..RunOptions::default()
