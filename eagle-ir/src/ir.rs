@@ -942,28 +942,6 @@ impl OpKind {
                 .collect(),
         }
     }
-
-    /// Whether the op has no effect beyond its result (safe to remove when unused).
-    pub fn is_pure(&self) -> bool {
-        use OpKind::*;
-        matches!(
-            self,
-            Const(_)
-                | Dim(_)
-                | Binary(..)
-                | Unary(..)
-                | Fma(..)
-                | Cmp(..)
-                | Select(..)
-                | Cast(_)
-                | Slice { .. }
-                | Subview { .. }
-                | Rank(_)
-                | NRanks(_)
-                | WorldSize
-                | Window(_)
-        ) && !matches!(self, Binary(BinOp::Div | BinOp::Rem, ..))
-    }
 }
 
 /// Shorthand used by the builder and passes: a tile or scalar's element dtype.

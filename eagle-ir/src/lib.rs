@@ -18,6 +18,7 @@ mod builder;
 mod error;
 pub mod eval;
 mod ir;
+mod op;
 mod parse;
 mod print;
 mod types;
@@ -30,6 +31,7 @@ pub use ir::{
     at, AllreduceMode, BinOp, Block, CmpOp, Const, Function, Level, Loc, Module, NotifyOp, Op,
     OpKind, Param, ReduceOp, UnOp, Value,
 };
+pub use op::{Levels, OpInfo};
 pub use parse::parse_module;
 pub use print::{print_function, print_module, print_module_with_locs, print_op, value_numbers};
 pub use types::{DType, Dim, Shape, Type};

@@ -300,50 +300,27 @@ impl V<'_> {
         Ok(())
     }
 
-    /// The level rule of a host function: it runs only what the host interpreter runs (scalar
-    /// arithmetic, control flow, variables, slicing its tensors, windows and dispatches).
-    /// Device work (element and tile access, tiles, calls, ranks, signals, collectives) is
-    /// refused here, naming the op, instead of failing when the program runs.
+    /// The level rule of a host function, from the op table ([`OpKind::info`]): it runs only
+    /// what the host interpreter runs (scalar arithmetic, control flow, variables, slicing its
+    /// tensors, windows and dispatches). Device work is refused here, naming the op and its
+    /// source location, instead of failing when the program runs.
     fn host_level(&self, op: &Op) -> Result<()> {
-        use OpKind::*;
-        let device_work = match &op.kind {
-            Const(_)
-            | Dim(_)
-            | WorldSize
-            | For { .. }
-            | If { .. }
-            | Slice { .. }
-            | Dispatch { .. }
-            | AllocWindowBuffer
-            | Window(_)
-            | Var(_)
-            | Read(_)
-            | Write(..) => None,
-            Binary(..) | Unary(..) | Fma(..) | Cmp(..) | Select(..) | Cast(_) => {
-                let tile = op
-                    .kind
-                    .operands()
-                    .into_iter()
-                    .chain(op.result)
-                    .any(|v| matches!(self.ty(v), Type::Tile(..)));
-                tile.then_some("tile arithmetic")
-            }
-            Subview { .. } => Some("a sub-view (`x[a..b]`)"),
-            Elem { .. } | SetElem { .. } => Some("element access (`x[i]`)"),
-            Load { .. } | Store { .. } => Some("a tile load or store"),
-            Call { .. } => Some("a call of a compute kernel"),
-            Rank(_) | NRanks(_) | Barrier(_) => Some("a device-context operation"),
-            Put { .. } | Get { .. } | RemoteLoad { .. } | RemoteStore { .. } => {
-                Some("a remote data movement")
-            }
-            Notify { .. } | Wait { .. } => Some("a signal operation"),
-            Broadcast { .. }
-            | AllGather { .. }
-            | ReduceScatter { .. }
-            | AllReduce { .. }
-            | AllToAll { .. } => Some("a collective"),
+        let info = op.kind.info();
+        let what = if !info.levels.host {
+            Some(info.what)
+        } else if info.elementwise
+            && op
+                .kind
+                .operands()
+                .into_iter()
+                .chain(op.result)
+                .any(|v| matches!(self.ty(v), Type::Tile(..)))
+        {
+            Some("tile arithmetic")
+        } else {
+            None
         };
-        match device_work {
+        match what {
             None => Ok(()),
             Some(what) => self.fail(
                 op,

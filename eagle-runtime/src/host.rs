@@ -454,7 +454,37 @@ impl Interp<'_> {
                     });
                     None
                 }
-                _ => return Err(self.bad("device operation in a host function")),
+                // The verifier refuses device work in a host function (the op table's
+                // levels) and specialization folds `dim` and `world_size` to constants.
+                OpKind::Dim(_)
+                | OpKind::WorldSize
+                | OpKind::Subview { .. }
+                | OpKind::Broadcast { .. }
+                | OpKind::AllGather { .. }
+                | OpKind::ReduceScatter { .. }
+                | OpKind::AllReduce { .. }
+                | OpKind::AllToAll { .. }
+                | OpKind::Elem { .. }
+                | OpKind::SetElem { .. }
+                | OpKind::Load { .. }
+                | OpKind::Store { .. }
+                | OpKind::Call { .. }
+                | OpKind::Rank(_)
+                | OpKind::NRanks(_)
+                | OpKind::Put { .. }
+                | OpKind::Get { .. }
+                | OpKind::RemoteLoad { .. }
+                | OpKind::RemoteStore { .. }
+                | OpKind::Notify { .. }
+                | OpKind::Wait { .. }
+                | OpKind::Barrier(_) => {
+                    return Err(self.bad(format!(
+                        "`{}`{}: {} is not run by the host interpreter (the module was not verified and specialized)",
+                        eagle_ir::print_op(self.f, op),
+                        eagle_ir::at(op.loc.as_ref()),
+                        op.kind.info().what
+                    )))
+                }
             };
             if let (Some(r), Some(v)) = (op.result, val) {
                 self.vals.insert(r, v);
