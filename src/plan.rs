@@ -23,7 +23,7 @@ use eagle_runtime::Element;
 use std::ops::Range;
 
 /// Samples per partial of a mapreduce (a "row").
-pub const ROW: usize = 32;
+pub const ROW: usize = eagle_codegen::abi::ROW;
 
 /// What runs a share of the samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -25,8 +25,8 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module as _};
 use eagle_ir::{
-    print_op, BinOp, Block as IrBlock, CmpOp, Const, DType, Function, Level, Module, NotifyOp, Op,
-    OpKind, Type, UnOp, Value,
+    print_op, BinOp, Block as IrBlock, CmpOp, Const, DType, Function, Level, Module, Op, OpKind,
+    Type, UnOp, Value,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -78,15 +78,6 @@ fn cl_type(d: DType) -> ClType {
         DType::I64 | DType::U64 | DType::Index => types::I64,
         DType::F32 => types::F32,
         DType::F64 => types::F64,
-    }
-}
-
-fn sig_kind(d: DType) -> u32 {
-    match d {
-        DType::I32 => abi::sigkind::I32,
-        DType::U32 => abi::sigkind::U32,
-        DType::U64 => abi::sigkind::U64,
-        _ => abi::sigkind::I64,
     }
 }
 
@@ -391,7 +382,7 @@ struct Lower<'a, 'b> {
     ctx: ClValue,
     vals: HashMap<Value, Cv>,
     err_block: Block,
-    hook_sigs: HashMap<usize, SigRef>,
+    hook_sigs: HashMap<i32, SigRef>,
     callee_refs: HashMap<String, FuncRef>,
     math_refs: HashMap<ClType, FuncRef>,
     sites: &'a mut Vec<String>,
@@ -445,20 +436,18 @@ impl Lower<'_, '_> {
         }
     }
 
-    fn hook_fn(&mut self, k: usize) -> ClValue {
+    /// The hook at byte offset `k` of the [`abi::Hooks`] table (an [`abi::hook`] constant).
+    fn hook_fn(&mut self, k: i32) -> ClValue {
         let hooks = self
             .b
             .ins()
             .load(self.ptr, MemFlagsData::trusted(), self.ctx, CTX_HOOKS);
-        self.b.ins().load(
-            self.ptr,
-            MemFlagsData::trusted(),
-            hooks,
-            abi::hook_offset(k),
-        )
+        self.b
+            .ins()
+            .load(self.ptr, MemFlagsData::trusted(), hooks, k)
     }
 
-    fn call_hook(&mut self, k: usize, args: &[ClValue]) -> ClValue {
+    fn call_hook(&mut self, k: i32, args: &[ClValue]) -> ClValue {
         let fp = self.hook_fn(k);
         let sig = self.hook_sigs[&k];
         let mut all = vec![self.ctx];
@@ -858,11 +847,11 @@ impl Lower<'_, '_> {
                 let peer = self.scalar(*peer)?;
                 let v = self.scalar(*value)?;
                 let v = self.widen_i64(v, d);
-                let kind = self.b.ins().iconst(types::I32, sig_kind(d) as i64);
+                let kind = self.b.ins().iconst(types::I32, abi::SigKind::of(d) as i64);
                 let o = self
                     .b
                     .ins()
-                    .iconst(types::I32, matches!(nop, NotifyOp::AtomicAdd) as i64);
+                    .iconst(types::I32, abi::notify_code(*nop) as i64);
                 let st = self.call_hook(hook::NOTIFY, &[id, peer, off, kind, v, o]);
                 self.check(st);
                 None
@@ -884,8 +873,8 @@ impl Lower<'_, '_> {
                 let off = self.b.ins().iadd(rel, woff);
                 let v = self.scalar(*expected)?;
                 let v = self.widen_i64(v, d);
-                let kind = self.b.ins().iconst(types::I32, sig_kind(d) as i64);
-                let c = self.b.ins().iconst(types::I32, cmp_code(*cmp) as i64);
+                let kind = self.b.ins().iconst(types::I32, abi::SigKind::of(d) as i64);
+                let c = self.b.ins().iconst(types::I32, abi::cmp_code(*cmp) as i64);
                 let st = self.call_hook(hook::WAIT, &[id, off, kind, v, c]);
                 self.check(st);
                 None
@@ -1641,17 +1630,6 @@ impl Lower<'_, '_> {
 
 /// Emits the copy of one row: (lowering, row index per dim, row bytes).
 type RowFn<'r, L> = dyn FnMut(&mut L, &[ClValue], u64) -> Result<(), CodegenError> + 'r;
-
-fn cmp_code(c: CmpOp) -> u32 {
-    match c {
-        CmpOp::Eq => 0,
-        CmpOp::Ne => 1,
-        CmpOp::Lt => 2,
-        CmpOp::Le => 3,
-        CmpOp::Gt => 4,
-        CmpOp::Ge => 5,
-    }
-}
 
 fn use_counts(b: &IrBlock) -> HashMap<Value, usize> {
     fn walk(b: &IrBlock, out: &mut HashMap<Value, usize>) {

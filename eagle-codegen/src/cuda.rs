@@ -44,8 +44,8 @@ use std::fmt::Write as _;
 pub const BLOCK_THREADS: u64 = 128;
 /// `EG_NT` in the CUDA emulation: few host threads per block, still striping tiles.
 pub const EMULATED_BLOCK_THREADS: u64 = 4;
-/// Samples per mapreduce row (the execution plan's row, `eagle::plan::ROW`).
-pub const ROW: u64 = 32;
+/// Samples per mapreduce row ([`crate::abi::ROW`], the execution plan's row).
+pub const ROW: u64 = crate::abi::ROW as u64;
 /// Most bytes of tile storage (all tiles of a function, counted per thread) a per-device
 /// program's thread may hold: tiles live in registers or local memory, and a block mode thread
 /// holds `1/EG_NT` of each tile.
@@ -261,8 +261,8 @@ template <typename T> __device__ __forceinline__ T* eg_at(eg_win w, long long ra
 }
 template <typename T> __device__ __forceinline__ bool eg_holds(int cmp, T a, T b) {
   switch (cmp) {
-    case 0: return a == b; case 1: return a != b; case 2: return a < b;
-    case 3: return a <= b; case 4: return a > b; default: return a >= b;
+    case EG_CMP_EQ: return a == b; case EG_CMP_NE: return a != b; case EG_CMP_LT: return a < b;
+    case EG_CMP_LE: return a <= b; case EG_CMP_GT: return a > b; default: return a >= b;
   }
 }
 template <typename T> __device__ int eg_wait(const eg_rt* rt, T* p, T expected, int cmp) {
@@ -440,7 +440,9 @@ pub fn emit_module(m: &Module) -> Result<CudaCode, CodegenError> {
         }
     }
     let mut out = String::new();
+    out.push_str(&crate::abi::c_defines());
     out.push_str(PRELUDE);
+    out.push_str(&crate::abi::c_layout_checks());
     out.push_str(PRELUDE_END);
     out.push('\n');
     let mut sites = vec![];
@@ -1318,7 +1320,7 @@ impl Emitter<'_> {
                     "eg_wait<{t}>(rt, &eg_at<{t}>({}, rt->rank)[{at}], ({t}){}, {})",
                     self.v(*signal),
                     self.v(*expected),
-                    cmp_code(*cmp)
+                    crate::abi::cmp_code(*cmp)
                 );
                 self.line(format!("// {}", self.op_text(op)));
                 self.status_once(&call);
@@ -1620,17 +1622,6 @@ fn cast(x: &str, from: DType, to: DType) -> String {
             _ => format!("({t}){x}"),
         },
         _ => format!("({t}){x}"),
-    }
-}
-
-fn cmp_code(c: CmpOp) -> u32 {
-    match c {
-        CmpOp::Eq => 0,
-        CmpOp::Ne => 1,
-        CmpOp::Lt => 2,
-        CmpOp::Le => 3,
-        CmpOp::Gt => 4,
-        CmpOp::Ge => 5,
     }
 }
 

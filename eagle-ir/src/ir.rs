@@ -177,20 +177,23 @@ impl UnOp {
 }
 
 /// Comparison predicates, for `cmp` and for `wait` (design.md: `Eq | Ne | Ge | Gt | Le | Lt`).
+/// The discriminants are the codes `wait` passes across the binary interface
+/// (`eagle_codegen::abi::cmp_code`).
+#[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CmpOp {
     /// `==`
-    Eq,
+    Eq = 0,
     /// `!=`
-    Ne,
+    Ne = 1,
     /// `<`
-    Lt,
+    Lt = 2,
     /// `<=`
-    Le,
+    Le = 3,
     /// `>`
-    Gt,
+    Gt = 4,
     /// `>=`
-    Ge,
+    Ge = 5,
 }
 
 impl CmpOp {
@@ -228,12 +231,15 @@ impl CmpOp {
 }
 
 /// How `notify` updates the peer's signal (tutorial seed: `op = Set | AtomicAdd`).
+/// The discriminants are the codes `notify` passes across the binary interface
+/// (`eagle_codegen::abi::notify_code`).
+#[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NotifyOp {
     /// Overwrite the signal.
-    Set,
+    Set = 0,
     /// Atomically add to the signal.
-    AtomicAdd,
+    AtomicAdd = 1,
 }
 
 impl NotifyOp {

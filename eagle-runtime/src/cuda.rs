@@ -26,6 +26,7 @@ use crate::error::RuntimeError;
 use crate::host::{JobArg, RunReport};
 use crate::{Arg, RunOptions};
 use cudarc::driver::{result as cu, sys};
+use eagle_codegen::abi::{CudaErr, CudaRt};
 use eagle_codegen::cuda::{CudaCode, EntryKind, BLOCK_THREADS};
 use eagle_codegen::Artifact;
 use std::collections::HashMap;
@@ -547,9 +548,10 @@ impl Shared {
     }
 }
 
-/// Bytes of the `eg_rt` record (six 8-byte words) and of the `eg_err` record after it.
-const RT_BYTES: usize = 48;
-const ERR_BYTES: usize = 32;
+/// Bytes of the `eg_rt` record and of the `eg_err` record after it (their layouts are
+/// `eagle_codegen::abi::{CudaRt, CudaErr}`, which the CUDA C checks with `static_assert`s).
+const RT_BYTES: usize = std::mem::size_of::<CudaRt>();
+const ERR_BYTES: usize = std::mem::size_of::<CudaErr>();
 
 /// One rank's `eg_rt` record followed by its own `eg_err` failure record.
 struct RankRecord {
@@ -565,31 +567,36 @@ impl RankRecord {
         ex: Exec,
     ) -> Result<RankRecord, RuntimeError> {
         let mem = Pinned::new(RT_BYTES + ERR_BYTES, ex)?;
-        let words: [u64; 6] = [
-            rank as u64,
-            p as u64,
-            mem.dev() + RT_BYTES as u64,
-            shared.abort(),
-            shared.arrive(),
-            u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
-        ];
-        // SAFETY: the allocation holds 80 bytes, aligned for u64.
-        unsafe { std::ptr::copy_nonoverlapping(words.as_ptr(), mem.ptr.cast::<u64>(), 6) };
+        let rt = CudaRt {
+            rank: rank as i64,
+            nranks: p as i64,
+            err: mem.dev() + RT_BYTES as u64,
+            abort: shared.abort(),
+            arrive: shared.arrive(),
+            timeout_ns: u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
+        };
+        // SAFETY: the allocation holds RT_BYTES + ERR_BYTES bytes, aligned for u64 (pinned
+        // allocations are page-aligned); the error record after it starts zeroed.
+        unsafe {
+            std::ptr::write(mem.ptr.cast::<CudaRt>(), rt);
+            std::ptr::write(mem.ptr.add(RT_BYTES).cast::<CudaErr>(), CudaErr::default());
+        }
         Ok(RankRecord { mem })
     }
     /// (site, a, b) of this rank's first failure.
     fn failure(&self) -> Option<(i32, i64, i64)> {
-        // SAFETY: the failure record is 32 bytes at offset RT_BYTES; this rank's kernel has
-        // finished (or was abandoned) when it is read.
+        use std::mem::offset_of;
+        // SAFETY: the failure record is a `CudaErr` at offset RT_BYTES; this rank's kernel
+        // has finished (or was abandoned) when it is read.
         unsafe {
             let p = self.mem.ptr.add(RT_BYTES);
-            if std::ptr::read_volatile(p.cast::<i32>()) == 0 {
+            if std::ptr::read_volatile(p.add(offset_of!(CudaErr, status)).cast::<i32>()) == 0 {
                 return None;
             }
             Some((
-                std::ptr::read_volatile(p.add(4).cast::<i32>()),
-                std::ptr::read_volatile(p.add(16).cast::<i64>()),
-                std::ptr::read_volatile(p.add(24).cast::<i64>()),
+                std::ptr::read_volatile(p.add(offset_of!(CudaErr, site)).cast::<i32>()),
+                std::ptr::read_volatile(p.add(offset_of!(CudaErr, a)).cast::<i64>()),
+                std::ptr::read_volatile(p.add(offset_of!(CudaErr, b)).cast::<i64>()),
             ))
         }
     }
