@@ -174,6 +174,15 @@ impl UnOp {
             UnOp::Abs => "abs",
         }
     }
+    /// The Rust spelling that builds the op in a kernel as a call (`sqrt(x)`) or a method
+    /// (`x.sqrt()`), or `None` for an operator (`-x`, `!x`). The macros take the list of
+    /// math intrinsics from here.
+    pub fn call_name(self) -> Option<&'static str> {
+        match self {
+            UnOp::Neg | UnOp::Not => None,
+            UnOp::Sqrt | UnOp::Exp | UnOp::Abs => Some(self.name()),
+        }
+    }
 }
 
 /// Comparison predicates, for `cmp` and for `wait` (design.md: `Eq | Ne | Ge | Gt | Le | Lt`).

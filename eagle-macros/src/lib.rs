@@ -1174,7 +1174,7 @@ impl Cx {
                 let recv = self.expr(&m.receiver)?;
                 let args = m.args.iter().map(|a| self.expr(a)).collect::<R<Vec<_>>>()?;
                 match (name.as_str(), args.as_slice()) {
-                    ("sqrt" | "exp" | "abs", []) => {
+                    (n, []) if math_unop(n).is_some() => {
                         let op = unop(&name);
                         quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; __f.un(__a0, __a1)? }))
                     }
@@ -1183,7 +1183,7 @@ impl Cx {
                         quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; let __a2 = #b; __f.bin(__a0, __a1, __a2)? }))
                     }
                     ("mul_add", [b, c]) => quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #recv; let __a1 = #b; let __a2 = #c; __f.fma(__a0, __a1, __a2)? })),
-                    _ => return err(m.method.span(), format!("method `.{name}()` is not supported; supported methods: `.sqrt()`, `.exp()`, `.abs()`, `.min(b)`, `.max(b)`, `.mul_add(b, c)`")),
+                    _ => return err(m.method.span(), format!("method `.{name}()` is not supported; supported methods: {}, `.min(b)`, `.max(b)`, `.mul_add(b, c)`", math_names("`.", "()`"))),
                 }
             }
             Expr::Call(c) => self.call_expr(c)?,
@@ -1225,7 +1225,7 @@ impl Cx {
             Ok(())
         };
         if !(p.path.segments.len() == 1 && is_intrinsic(&name)) {
-            return err(c.func.span(), format!("`{name}` is not an eagle intrinsic with a result; the intrinsics with results are rank, nranks, world_size, load, remote_load, subview, window, alloc_window_buffer, sqrt, exp, abs, min, max, fma and select. Other eagle functions (`#[eagle::kernel]`) return nothing: call them as statements and pass an `Out` tensor for the result; plain Rust functions cannot be called from kernels"));
+            return err(c.func.span(), format!("`{name}` is not an eagle intrinsic with a result; the intrinsics with results are rank, nranks, world_size, load, remote_load, subview, window, alloc_window_buffer, {}, min, max, fma and select. Other eagle functions (`#[eagle::kernel]`) return nothing: call them as statements and pass an `Out` tensor for the result; plain Rust functions cannot be called from kernels", math_names("", "")));
         }
         let v = |t: TS| quote_spanned!(sp=> ::eagle::ir::Operand::Val(#t));
         Ok(match name.as_str() {
@@ -1239,7 +1239,7 @@ impl Cx {
                 arity(0, "world_size()")?;
                 v(quote!(__f.world_size()))
             }
-            "sqrt" | "exp" | "abs" => {
+            n if math_unop(n).is_some() => {
                 arity(1, &format!("{name}(x)"))?;
                 let x = self.expr(a[0])?;
                 let op = unop(&name);
@@ -1336,9 +1336,6 @@ fn is_intrinsic(n: &str) -> bool {
         "rank"
             | "nranks"
             | "world_size"
-            | "sqrt"
-            | "exp"
-            | "abs"
             | "min"
             | "max"
             | "fma"
@@ -1360,15 +1357,31 @@ fn is_intrinsic(n: &str) -> bool {
             | "reduce_scatter"
             | "allreduce"
             | "all_to_all"
-    )
+    ) || math_unop(n).is_some()
+}
+
+/// The unary math op a kernel builds by calling `n` (`sqrt(x)`, `x.sqrt()`): from
+/// `eagle_ir::UnOp::call_name`, so a new math op needs no edit here.
+fn math_unop(n: &str) -> Option<eagle_ir::UnOp> {
+    eagle_ir::UnOp::ALL
+        .into_iter()
+        .find(|u| u.call_name() == Some(n))
+}
+
+/// The math intrinsics' names, each between `pre` and `post`, comma-separated.
+fn math_names(pre: &str, post: &str) -> String {
+    eagle_ir::UnOp::ALL
+        .into_iter()
+        .filter_map(|u| u.call_name())
+        .map(|n| format!("{pre}{n}{post}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn unop(n: &str) -> TS {
-    match n {
-        "sqrt" => quote!(::eagle::ir::UnOp::Sqrt),
-        "exp" => quote!(::eagle::ir::UnOp::Exp),
-        _ => quote!(::eagle::ir::UnOp::Abs),
-    }
+    let u = math_unop(n).unwrap_or(eagle_ir::UnOp::Abs);
+    let v = format_ident!("{}", format!("{u:?}"));
+    quote!(::eagle::ir::UnOp::#v)
 }
 
 fn path_name(e: &Expr) -> Option<String> {
