@@ -7,7 +7,7 @@
 
 use crate::cpu::{self, CpuCode};
 use crate::error::CodegenError;
-use crate::specialize::{specialize, Bindings};
+use crate::{specialize, Bindings};
 use eagle_ir::{print_module, verify_module, Module};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

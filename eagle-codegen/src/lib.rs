@@ -10,19 +10,22 @@
 
 pub mod abi;
 mod artifact;
-pub mod cpu;
-pub mod cuda;
+mod back;
 mod error;
-pub mod lower;
+mod passes;
 pub mod sites;
-mod specialize;
+
+pub use back::{cpu, cuda};
+/// The lowering of the built-in collectives (`passes/lower_collectives.rs`).
+pub use passes::lower_collectives as lower;
+use passes::specialize as specialize_pass;
 
 pub use artifact::{
     cache_stats, clear_cache, compile, compile_hashed, set_cache_limit, Artifact, CacheStats,
     Target, DEFAULT_CACHE_BYTES,
 };
 pub use error::{CodegenError, SpecializeError};
-pub use specialize::{specialize, Bindings};
+pub use specialize_pass::{specialize, Bindings};
 
 /// FNV-1a, 64-bit: a stable hash of text for cache keys and content hashes.
 pub fn fnv1a(bytes: &[u8]) -> u64 {

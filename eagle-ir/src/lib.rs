@@ -19,10 +19,9 @@ mod error;
 pub mod eval;
 mod ir;
 mod op;
-mod parse;
-mod print;
+mod text;
 mod types;
-mod verify;
+mod valid;
 
 pub use analysis::{access_category, AccessCategory, AccessInfo, ReduceKind};
 pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand};
@@ -32,10 +31,12 @@ pub use ir::{
     OpKind, Param, ReduceOp, UnOp, Value,
 };
 pub use op::{Levels, OpInfo};
-pub use parse::parse_module;
-pub use print::{print_function, print_module, print_module_with_locs, print_op, value_numbers};
+pub use text::parse::parse_module;
+pub use text::print::{
+    print_function, print_module, print_module_with_locs, print_op, value_numbers,
+};
 pub use types::{DType, Dim, Shape, Type};
-pub use verify::verify_module;
+pub use valid::verify_module;
 
 /// Implemented (by `#[eagle::kernel]` and `#[eagle::host]`) for every eagle function.
 ///

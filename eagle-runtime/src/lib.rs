@@ -8,19 +8,20 @@
 //!
 //! Invariant: the runtime executes artifacts; it never builds or rewrites IR.
 
-/// Platform `cuda` (feature `cuda`): NVIDIA GPUs through the driver API.
 pub mod agree;
-#[cfg(feature = "cuda")]
-pub mod cuda;
 mod error;
+mod exec;
 mod host;
-/// The MPI transport (feature `mpi`).
-#[cfg(feature = "mpi")]
-pub mod mpi_rt;
 mod pool;
-mod race;
-mod sim;
 mod tensor;
+
+#[cfg(feature = "cuda")]
+pub use exec::cuda;
+/// The MPI transport (feature `mpi`): `exec/mpi.rs`.
+#[cfg(feature = "mpi")]
+pub use exec::mpi as mpi_rt;
+pub(crate) use exec::sim;
+pub(crate) use exec::sim::race;
 
 pub use error::RuntimeError;
 pub use host::{call_entry, run, run_with, Arg, RunOptions, RunReport};

@@ -1,6 +1,7 @@
 //! The `sim` platform's world: per-rank window memory, signals and barrier, served to compiled
 //! code through the [`Hooks`] table.
 
+pub(crate) mod race;
 use eagle_codegen::abi::{sigkind, DeviceCtx, Hooks};
 use eagle_codegen::Artifact;
 use std::ffi::c_void;

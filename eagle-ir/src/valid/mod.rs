@@ -2,7 +2,7 @@
 
 use crate::error::{IrError, Result};
 use crate::ir::{BinOp, Block, Function, Level, Module, Op, OpKind, UnOp, Value};
-use crate::print::print_op;
+use crate::text::print::print_op;
 use crate::types::{DType, Dim, Shape, Type};
 use std::collections::{HashMap, HashSet};
 

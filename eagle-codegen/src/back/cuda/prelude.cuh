@@ -1,0 +1,100 @@
+// eagle CUDA C prelude: the fixed head of every translation unit eagle emits (source: eagle-codegen/src/back/cuda/prelude.cuh)
+#ifndef EG_SPIN
+#define EG_SPIN()
+#endif
+// Threads of the block that runs a per-device program; a tile of n elements keeps
+// EG_SLOTS(n) of them in each thread (element i in thread i % EG_NT, slot i / EG_NT).
+#ifndef EG_NT
+#define EG_NT 128
+#endif
+#define EG_SLOTS(n) (((n) + EG_NT - 1) / EG_NT)
+struct eg_err { int status; int site; int rank; int pad; long long a; long long b; };
+// One per rank: its rank, the world size, its own failure record, the run's abort flag, the
+// run's arrival counters (rank r alone writes arrive[r]) and the wait timeout.
+struct eg_rt {
+  long long rank; long long nranks;
+  eg_err* err; volatile int* abort;
+  volatile unsigned int* arrive;
+  unsigned long long timeout_ns;
+};
+struct eg_win { char* const* t; long long off; };
+#define EG_WAIT_TIMEOUT (-1)
+#define EG_BARRIER_TIMEOUT (-2)
+#define EG_ABORTED (-3)
+#ifdef EG_HOST_EMULATION
+__device__ __forceinline__ unsigned long long eg_now() { return eg_host_now(); }
+#else
+__device__ __forceinline__ unsigned long long eg_now() {
+  unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t;
+}
+#endif
+// Records the first failure of this rank (threads of one rank race only with each other) and
+// raises the run's abort flag, which every wait and barrier polls.
+__device__ __noinline__ int eg_fail(const eg_rt* rt, int site, long long a, long long b) {
+  if (atomicCAS(&rt->err->status, 0, 1) == 0) {
+    rt->err->site = site; rt->err->rank = (int)rt->rank; rt->err->a = a; rt->err->b = b;
+  }
+  __threadfence_system();
+  if (site != EG_ABORTED) *rt->abort = 1;
+  __threadfence_system();
+  return 1;
+}
+template <typename T> __device__ __forceinline__ T* eg_at(eg_win w, long long rank) {
+  return (T*)(w.t[rank] + w.off);
+}
+template <typename T> __device__ __forceinline__ bool eg_holds(int cmp, T a, T b) {
+  switch (cmp) {
+    case EG_CMP_EQ: return a == b; case EG_CMP_NE: return a != b; case EG_CMP_LT: return a < b;
+    case EG_CMP_LE: return a <= b; case EG_CMP_GT: return a > b; default: return a >= b;
+  }
+}
+template <typename T> __device__ int eg_wait(const eg_rt* rt, T* p, T expected, int cmp) {
+  volatile T* v = p; unsigned long long t0 = eg_now();
+  while (!eg_holds<T>(cmp, *v, expected)) {
+    EG_SPIN();
+    if (*rt->abort) return eg_fail(rt, EG_ABORTED, 0, 0);
+    if (eg_now() - t0 > rt->timeout_ns) return eg_fail(rt, EG_WAIT_TIMEOUT, (long long)*v, (long long)expected);
+  }
+  __threadfence_system();
+  return 0;
+}
+__device__ __forceinline__ void eg_signal(unsigned int* p, unsigned int v, bool add) {
+  __threadfence_system(); if (add) atomicAdd_system(p, v); else atomicExch_system(p, v);
+}
+__device__ __forceinline__ void eg_signal(unsigned long long* p, unsigned long long v, bool add) {
+  __threadfence_system(); if (add) atomicAdd_system(p, v); else atomicExch_system(p, v);
+}
+// A barrier without atomics (atomics on host memory are not atomic across GPUs): rank r counts
+// its arrivals in arrive[r], then waits until every rank has arrived as often.
+__device__ int eg_barrier(const eg_rt* rt) {
+  __threadfence_system();
+  const unsigned int epoch = rt->arrive[rt->rank] + 1u;
+  rt->arrive[rt->rank] = epoch;
+  __threadfence_system();
+  unsigned long long t0 = eg_now();
+  for (long long q = 0; q < rt->nranks; ++q) {
+    while ((int)(rt->arrive[q] - epoch) < 0) {
+      EG_SPIN();
+      if (*rt->abort) return eg_fail(rt, EG_ABORTED, 0, 0);
+      if (eg_now() - t0 > rt->timeout_ns) return eg_fail(rt, EG_BARRIER_TIMEOUT, q, (long long)epoch);
+    }
+  }
+  __threadfence_system();
+  return 0;
+}
+// Rust semantics: float to int `as` saturates, NaN gives 0.
+__device__ __forceinline__ int eg_f2i32(double x) { return x != x ? 0 : x <= -2147483648.0 ? (-2147483647 - 1) : x >= 2147483647.0 ? 2147483647 : (int)x; }
+__device__ __forceinline__ long long eg_f2i64(double x) { return x != x ? 0 : x <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : x >= 9223372036854775808.0 ? 9223372036854775807LL : (long long)x; }
+__device__ __forceinline__ unsigned int eg_f2u32(double x) { return x != x || x <= 0.0 ? 0u : x >= 4294967295.0 ? 4294967295u : (unsigned int)x; }
+__device__ __forceinline__ unsigned long long eg_f2u64(double x) { return x != x || x <= 0.0 ? 0ull : x >= 18446744073709551616.0 ? 18446744073709551615ull : (unsigned long long)x; }
+// Float min/max (eagle_ir::eval::fmin_f32 and friends): the canonical NaN (0x7fc00000,
+// 0x7ff8000000000000) if either side is NaN; -0 orders below +0.
+__device__ __forceinline__ float eg_fmin(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : a < b ? a : b < a ? b : (__float_as_int(a) < 0 ? a : b); }
+__device__ __forceinline__ float eg_fmax(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : a > b ? a : b > a ? b : (__float_as_int(a) < 0 ? b : a); }
+__device__ __forceinline__ double eg_fmin(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : a < b ? a : b < a ? b : (__double_as_longlong(a) < 0 ? a : b); }
+__device__ __forceinline__ double eg_fmax(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : a > b ? a : b > a ? b : (__double_as_longlong(a) < 0 ? b : a); }
+// Signed division as Rust's wrapping ops: x / -1 is -x (wrapping), x % -1 is 0.
+__device__ __forceinline__ int eg_div(int a, int b) { return b == -1 ? (int)(0u - (unsigned int)a) : a / b; }
+__device__ __forceinline__ long long eg_div(long long a, long long b) { return b == -1 ? (long long)(0ull - (unsigned long long)a) : a / b; }
+__device__ __forceinline__ int eg_rem(int a, int b) { return b == -1 ? 0 : a % b; }
+__device__ __forceinline__ long long eg_rem(long long a, long long b) { return b == -1 ? 0 : a % b; }
