@@ -152,17 +152,8 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
             for v in op.kind.operands() {
                 *uses.entry(v).or_default() += 1;
             }
-            match &op.kind {
-                OpKind::For { body, .. } => collect(body, defs, uses),
-                OpKind::If {
-                    then_body,
-                    else_body,
-                    ..
-                } => {
-                    collect(then_body, defs, uses);
-                    collect(else_body, defs, uses);
-                }
-                _ => {}
+            for b in op.kind.blocks() {
+                collect(b, defs, uses);
             }
         }
     }

@@ -662,6 +662,28 @@ impl Module {
 }
 
 impl Block {
+    /// Visits every op of the block and of the blocks nested in it, in program order (an op
+    /// before the ops of its nested blocks).
+    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Op)) {
+        for op in &self.ops {
+            f(op);
+            for b in op.kind.blocks() {
+                b.walk(f);
+            }
+        }
+    }
+
+    /// [`Block::walk`] over mutable blocks: `f` sees each block (this one first, then the
+    /// nested ones, in program order) and may rewrite its op list.
+    pub fn walk_blocks_mut(&mut self, f: &mut impl FnMut(&mut Block)) {
+        f(self);
+        for op in &mut self.ops {
+            for b in op.kind.blocks_mut() {
+                b.walk_blocks_mut(f);
+            }
+        }
+    }
+
     /// A copy with every value (operands, results, loop variables, nested blocks) renamed by
     /// `f`.
     pub fn map_values(&self, f: &mut dyn FnMut(Value) -> Value) -> Block {
@@ -860,6 +882,70 @@ impl OpKind {
                 src: m(src),
                 dst: m(dst),
             },
+        }
+    }
+
+    /// The blocks nested in the op: a `for` body, an `if`'s then and else blocks.
+    pub fn blocks(&self) -> Vec<&Block> {
+        match self {
+            OpKind::For { body, .. } => vec![body],
+            OpKind::If {
+                then_body,
+                else_body,
+                ..
+            } => vec![then_body, else_body],
+            OpKind::Const(_)
+            | OpKind::Dim(_)
+            | OpKind::Binary(..)
+            | OpKind::Unary(..)
+            | OpKind::Fma(..)
+            | OpKind::Cmp(..)
+            | OpKind::Select(..)
+            | OpKind::Cast(_)
+            | OpKind::Slice { .. }
+            | OpKind::Subview { .. }
+            | OpKind::Broadcast { .. }
+            | OpKind::AllGather { .. }
+            | OpKind::ReduceScatter { .. }
+            | OpKind::AllReduce { .. }
+            | OpKind::AllToAll { .. }
+            | OpKind::Elem { .. }
+            | OpKind::SetElem { .. }
+            | OpKind::Load { .. }
+            | OpKind::Store { .. }
+            | OpKind::Var(_)
+            | OpKind::Read(_)
+            | OpKind::Write(..)
+            | OpKind::Call { .. }
+            | OpKind::Dispatch { .. }
+            | OpKind::Rank(_)
+            | OpKind::NRanks(_)
+            | OpKind::WorldSize
+            | OpKind::AllocWindowBuffer
+            | OpKind::Window(_)
+            | OpKind::Put { .. }
+            | OpKind::Get { .. }
+            | OpKind::RemoteLoad { .. }
+            | OpKind::RemoteStore { .. }
+            | OpKind::Notify { .. }
+            | OpKind::Wait { .. }
+            | OpKind::Barrier(_) => vec![],
+        }
+    }
+
+    /// [`OpKind::blocks`], mutable.
+    pub fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        match self {
+            OpKind::For { body, .. } => vec![body],
+            OpKind::If {
+                then_body,
+                else_body,
+                ..
+            } => vec![then_body, else_body],
+            other => {
+                debug_assert!(other.blocks().is_empty());
+                vec![]
+            }
         }
     }
 

@@ -810,42 +810,18 @@ impl Spec<'_> {
 }
 
 fn uses(b: &Block, out: &mut HashSet<Value>) {
-    for op in &b.ops {
-        out.extend(op.kind.operands());
-        match &op.kind {
-            OpKind::For { body, .. } => uses(body, out),
-            OpKind::If {
-                then_body,
-                else_body,
-                ..
-            } => {
-                uses(then_body, out);
-                uses(else_body, out);
-            }
-            _ => {}
-        }
-    }
+    b.walk(&mut |op| out.extend(op.kind.operands()));
 }
 
+/// Removes pure ops whose result is unused, in every block; whether anything was removed.
 fn dce(b: &mut Block, used: &HashSet<Value>) -> bool {
-    let before = b.ops.len();
-    b.ops
-        .retain(|op| !(op.kind.is_pure() && op.result.is_some_and(|r| !used.contains(&r))));
-    let mut changed = b.ops.len() != before;
-    for op in &mut b.ops {
-        match &mut op.kind {
-            OpKind::For { body, .. } => changed |= dce(body, used),
-            OpKind::If {
-                then_body,
-                else_body,
-                ..
-            } => {
-                changed |= dce(then_body, used);
-                changed |= dce(else_body, used);
-            }
-            _ => {}
-        }
-    }
+    let mut changed = false;
+    b.walk_blocks_mut(&mut |b| {
+        let before = b.ops.len();
+        b.ops
+            .retain(|op| !(op.kind.is_pure() && op.result.is_some_and(|r| !used.contains(&r))));
+        changed |= b.ops.len() != before;
+    });
     changed
 }
 

@@ -21,21 +21,12 @@ impl Names {
                     let n = m.len();
                     m.insert(r, n);
                 }
-                match &op.kind {
-                    OpKind::For { var, body, .. } => {
-                        let n = m.len();
-                        m.insert(*var, n);
-                        walk(body, m);
-                    }
-                    OpKind::If {
-                        then_body,
-                        else_body,
-                        ..
-                    } => {
-                        walk(then_body, m);
-                        walk(else_body, m);
-                    }
-                    _ => {}
+                if let OpKind::For { var, .. } = &op.kind {
+                    let n = m.len();
+                    m.insert(*var, n);
+                }
+                for b in op.kind.blocks() {
+                    walk(b, m);
                 }
             }
         }
