@@ -7,7 +7,8 @@
 
 use crate::cpu::{self, CpuCode};
 use crate::error::CodegenError;
-use crate::{specialize, Bindings};
+use crate::passes::specialize::{specialize_for, Limits};
+use crate::Bindings;
 use eagle_ir::{print_module, verify_module, Module};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +26,18 @@ pub enum Target {
 }
 
 impl Target {
+    /// The sizes the target can hold, checked at specialization. A `cuda` artifact also
+    /// carries CPU code, so both targets share the CPU backend's tile limit (the CUDA backend
+    /// checks its per-thread share when it emits code).
+    pub fn limits(self) -> Limits {
+        match self {
+            Target::Cpu | Target::Cuda => Limits {
+                max_tile_bytes: crate::cpu::MAX_TILE_BYTES,
+                max_buffer_bytes: crate::passes::specialize::MAX_BUFFER_BYTES,
+            },
+        }
+    }
+
     /// Name used in cache keys and manifests.
     pub fn name(self) -> &'static str {
         match self {
@@ -252,7 +265,7 @@ pub fn compile_hashed(
     }
     let t0 = Instant::now();
     verify_module(m)?;
-    let spec = specialize(m, b)?;
+    let spec = specialize_for(m, b, &target.limits())?;
     let code = cpu::compile_module(&spec)?;
     let cuda = match target {
         Target::Cpu => None,

@@ -244,19 +244,25 @@ impl FunctionBuilder<'_> {
         self.locs.pop();
     }
 
-    fn push(&mut self, kind: OpKind, ty: Option<Type>) -> Value {
-        let result = ty.map(|t| self.new_value(t));
+    /// Appends an op that defines a value of type `ty`; returns the value.
+    fn push(&mut self, kind: OpKind, ty: Type) -> Value {
+        let result = self.new_value(ty);
+        self.append(kind, Some(result));
+        result
+    }
+
+    /// Appends an op without a result.
+    fn push_void(&mut self, kind: OpKind) {
+        self.append(kind, None);
+    }
+
+    fn append(&mut self, kind: OpKind, result: Option<Value>) {
         let loc = self.locs.last().cloned();
         self.blocks
             .last_mut()
             .expect("a block is open")
             .ops
             .push(Op { result, kind, loc });
-        result.unwrap_or(Value(u32::MAX))
-    }
-
-    fn push_void(&mut self, kind: OpKind) {
-        self.push(kind, None);
     }
 
     /// Declares a parameter.
@@ -278,7 +284,7 @@ impl FunctionBuilder<'_> {
     pub fn value(&mut self, op: impl Into<Operand>, hint: Option<DType>) -> Result<Value> {
         let (c, d) = match op.into() {
             Operand::Val(v) => return Ok(v),
-            Operand::Dim(d) => return Ok(self.push(OpKind::Dim(d), Some(Type::Scalar(DType::Index)))),
+            Operand::Dim(d) => return Ok(self.push(OpKind::Dim(d), Type::Scalar(DType::Index))),
             Operand::Int(i) => match hint {
                 Some(DType::F32) => (Const::F32(i as f32), DType::F32),
                 Some(h) if h.is_float() => (Const::F64(i as f64), h),
@@ -313,7 +319,7 @@ impl FunctionBuilder<'_> {
                 ));
             }
         }
-        Ok(self.push(OpKind::Const(c), Some(Type::Scalar(d))))
+        Ok(self.push(OpKind::Const(c), Type::Scalar(d)))
     }
 
     /// `let name: dtype = op;` — materialises `op` as `dtype` and checks that it is one.
@@ -388,7 +394,7 @@ impl FunctionBuilder<'_> {
     ) -> Result<Value> {
         let (a, b) = self.pair(a.into(), b.into())?;
         let ty = self.elementwise_ty(op.name(), &[a, b], None)?;
-        Ok(self.push(OpKind::Binary(op, a, b), Some(ty)))
+        Ok(self.push(OpKind::Binary(op, a, b), ty))
     }
 
     /// `a <op> b` as an operand: two unsuffixed integer literals fold to one (exactly, in
@@ -445,7 +451,7 @@ impl FunctionBuilder<'_> {
     pub fn un(&mut self, op: UnOp, a: impl Into<Operand>) -> Result<Value> {
         let a = self.value(a, None)?;
         let ty = self.elementwise_ty(op.name(), &[a], None)?;
-        Ok(self.push(OpKind::Unary(op, a), Some(ty)))
+        Ok(self.push(OpKind::Unary(op, a), ty))
     }
 
     /// `a * b + c` with one rounding.
@@ -462,7 +468,7 @@ impl FunctionBuilder<'_> {
         let h = self.hint_of(&a).or(self.hint_of(&b)).or(self.hint_of(&c));
         let (a, b, c) = (self.value(a, h)?, self.value(b, h)?, self.value(c, h)?);
         let ty = self.elementwise_ty("fma", &[a, b, c], None)?;
-        Ok(self.push(OpKind::Fma(a, b, c), Some(ty)))
+        Ok(self.push(OpKind::Fma(a, b, c), ty))
     }
 
     /// `a <cmp> b`, a `bool` (or a tile of `bool`).
@@ -477,7 +483,7 @@ impl FunctionBuilder<'_> {
     ) -> Result<Value> {
         let (a, b) = self.pair(a.into(), b.into())?;
         let ty = self.elementwise_ty(op.name(), &[a, b], Some(DType::Bool))?;
-        Ok(self.push(OpKind::Cmp(op, a, b), Some(ty)))
+        Ok(self.push(OpKind::Cmp(op, a, b), ty))
     }
 
     /// `select(cond, a, b)`.
@@ -494,7 +500,7 @@ impl FunctionBuilder<'_> {
         let (a, b) = self.pair(a.into(), b.into())?;
         let d = self.ty(a).dtype();
         let ty = self.elementwise_ty("select", &[c, a, b], d)?;
-        Ok(self.push(OpKind::Select(c, a, b), Some(ty)))
+        Ok(self.push(OpKind::Select(c, a, b), ty))
     }
 
     /// `a as dtype`.
@@ -504,7 +510,7 @@ impl FunctionBuilder<'_> {
     pub fn cast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
         let a = self.value(a, Some(dtype))?;
         let ty = self.elementwise_ty("cast", &[a], Some(dtype))?;
-        Ok(self.push(OpKind::Cast(a), Some(ty)))
+        Ok(self.push(OpKind::Cast(a), ty))
     }
 
     /// `x[i]`: the sub-tensor at `i` of dim 0.
@@ -516,7 +522,7 @@ impl FunctionBuilder<'_> {
         match self.ty(src).clone() {
             Type::Tensor(s, d) if s.rank() >= 1 => {
                 let ty = Type::Tensor(Shape(s.0[1..].to_vec()), d);
-                Ok(self.push(OpKind::Slice { src, index }, Some(ty)))
+                Ok(self.push(OpKind::Slice { src, index }, ty))
             }
             Type::Window(s, _) => self.err(format!(
                 "a window of type `{}` cannot be sliced: index one element with one index per dim (`w{}`) or move tiles with `load` / `store`",
@@ -552,7 +558,7 @@ impl FunctionBuilder<'_> {
                         src: base,
                         indices: vec![i],
                     },
-                    Some(Type::Scalar(d)),
+                    Type::Scalar(d),
                 ))
             }
             _ => self.slice(base, i),
@@ -572,10 +578,7 @@ impl FunctionBuilder<'_> {
             {
                 let d = *d;
                 let indices = self.offsets(indices)?;
-                Ok(self.push(
-                    OpKind::Elem { src: base, indices },
-                    Some(Type::Scalar(d)),
-                ))
+                Ok(self.push(OpKind::Elem { src: base, indices }, Type::Scalar(d)))
             }
             _ => self.err(format!(
                 "an element access with {} index(es) needs a tensor or window of rank {} in a kernel, found `{t}`",
@@ -659,10 +662,7 @@ impl FunctionBuilder<'_> {
             return self.err(format!("`load` reads a tensor or window, found `{t}`"));
         }
         let d = t.dtype().unwrap_or(DType::F32);
-        Ok(self.push(
-            OpKind::Load { src, offsets },
-            Some(tile_of(Shape(shape), d)),
-        ))
+        Ok(self.push(OpKind::Load { src, offsets }, tile_of(Shape(shape), d)))
     }
 
     /// `store(dst, offsets, value)`.
@@ -686,7 +686,7 @@ impl FunctionBuilder<'_> {
     pub fn var(&mut self, init: impl Into<Operand>) -> Result<Value> {
         let init = self.value(init, None)?;
         match self.ty(init).clone() {
-            Type::Scalar(d) => Ok(self.push(OpKind::Var(init), Some(Type::Ref(d)))),
+            Type::Scalar(d) => Ok(self.push(OpKind::Var(init), Type::Ref(d))),
             t => self.err(format!(
                 "`let mut` holds scalars, found `{t}`; store tiles into a tensor or window instead"
             )),
@@ -699,7 +699,7 @@ impl FunctionBuilder<'_> {
     /// [`IrError::Build`] when `var` is not a variable.
     pub fn read(&mut self, var: Value) -> Result<Value> {
         match self.ty(var).clone() {
-            Type::Ref(d) => Ok(self.push(OpKind::Read(var), Some(Type::Scalar(d)))),
+            Type::Ref(d) => Ok(self.push(OpKind::Read(var), Type::Scalar(d))),
             t => self.err(format!("expected a `let mut` variable, found `{t}`")),
         }
     }
@@ -884,26 +884,23 @@ impl FunctionBuilder<'_> {
 
     /// `rank(ctx)`.
     pub fn rank(&mut self, ctx: Value) -> Value {
-        self.push(OpKind::Rank(ctx), Some(Type::Scalar(DType::Index)))
+        self.push(OpKind::Rank(ctx), Type::Scalar(DType::Index))
     }
     /// `nranks(ctx)`.
     pub fn nranks(&mut self, ctx: Value) -> Value {
-        self.push(OpKind::NRanks(ctx), Some(Type::Scalar(DType::Index)))
+        self.push(OpKind::NRanks(ctx), Type::Scalar(DType::Index))
     }
     /// `world_size()`.
     pub fn world_size(&mut self) -> Value {
-        self.push(OpKind::WorldSize, Some(Type::Scalar(DType::Index)))
+        self.push(OpKind::WorldSize, Type::Scalar(DType::Index))
     }
     /// `alloc_window_buffer(shape, dtype)`.
     pub fn alloc_window_buffer(&mut self, shape: Vec<Dim>, dtype: DType) -> Value {
-        self.push(
-            OpKind::AllocWindowBuffer,
-            Some(Type::WinBuf(Shape(shape), dtype)),
-        )
+        self.push(OpKind::AllocWindowBuffer, Type::WinBuf(Shape(shape), dtype))
     }
     /// `window(buf, shape, dtype)`.
     pub fn window(&mut self, buf: Value, shape: Vec<Dim>, dtype: DType) -> Value {
-        self.push(OpKind::Window(buf), Some(Type::Window(Shape(shape), dtype)))
+        self.push(OpKind::Window(buf), Type::Window(Shape(shape), dtype))
     }
     /// `put(dst, peer, src)`.
     ///
@@ -943,7 +940,7 @@ impl FunctionBuilder<'_> {
             ));
         };
         let kind = OpKind::RemoteLoad { src, peer, offsets };
-        Ok(self.push(kind, Some(tile_of(Shape(shape), d))))
+        Ok(self.push(kind, tile_of(Shape(shape), d)))
     }
     /// `remote_store(win, peer, offsets, value)`.
     ///
@@ -1036,7 +1033,7 @@ impl FunctionBuilder<'_> {
                 ))
             }
         };
-        Ok(self.push(OpKind::Subview { src, offset }, Some(ty)))
+        Ok(self.push(OpKind::Subview { src, offset }, ty))
     }
     /// `broadcast(ctx, src, dst, root)`.
     ///

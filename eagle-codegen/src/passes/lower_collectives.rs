@@ -33,8 +33,17 @@ impl Em<'_> {
         self.values.push(t);
         Value(self.values.len() as u32 - 1)
     }
-    fn push(&mut self, kind: OpKind, ty: Option<Type>) -> Value {
-        let result = ty.map(|t| self.val(t));
+    /// Appends an op that defines a value of type `t`; returns the value.
+    fn push(&mut self, kind: OpKind, t: Type) -> Value {
+        let result = self.val(t);
+        self.append(kind, Some(result));
+        result
+    }
+    /// Appends an op without a result.
+    fn push_void(&mut self, kind: OpKind) {
+        self.append(kind, None);
+    }
+    fn append(&mut self, kind: OpKind, result: Option<Value>) {
         if let Some(b) = self.blocks.last_mut() {
             b.push(Op {
                 result,
@@ -42,22 +51,21 @@ impl Em<'_> {
                 loc: self.loc.clone(),
             });
         }
-        result.unwrap_or(Value(u32::MAX))
     }
     fn idx(&mut self, c: u64) -> Value {
         self.push(
             OpKind::Const(Const::Int(c as i128)),
-            Some(Type::Scalar(DType::Index)),
+            Type::Scalar(DType::Index),
         )
     }
     fn ibin(&mut self, op: BinOp, a: Value, b: Value) -> Value {
-        self.push(OpKind::Binary(op, a, b), Some(Type::Scalar(DType::Index)))
+        self.push(OpKind::Binary(op, a, b), Type::Scalar(DType::Index))
     }
     fn rank(&mut self, ctx: Value) -> Value {
-        self.push(OpKind::Rank(ctx), Some(Type::Scalar(DType::Index)))
+        self.push(OpKind::Rank(ctx), Type::Scalar(DType::Index))
     }
     fn barrier(&mut self, ctx: Value) {
-        self.push(OpKind::Barrier(ctx), None);
+        self.push_void(OpKind::Barrier(ctx));
     }
     fn ty(&self, v: Value) -> Type {
         self.values[v.index()].clone()
@@ -76,7 +84,7 @@ impl Em<'_> {
             }
             t => t,
         };
-        self.push(OpKind::Subview { src, offset: off }, Some(t))
+        self.push(OpKind::Subview { src, offset: off }, t)
     }
     fn tile(&self, v: Value, len: u64) -> Type {
         Type::Tile(Shape::of(&[len]), self.ty(v).dtype().unwrap_or(DType::F32))
@@ -89,7 +97,7 @@ impl Em<'_> {
                 peer,
                 offsets: vec![off],
             },
-            Some(t),
+            t,
         )
     }
     fn load(&mut self, mem: Value, off: Value, len: u64) -> Value {
@@ -99,25 +107,22 @@ impl Em<'_> {
                 src: mem,
                 offsets: vec![off],
             },
-            Some(t),
+            t,
         )
     }
     fn store(&mut self, tile: Value, mem: Value, off: Value) {
-        self.push(
-            OpKind::Store {
-                value: tile,
-                dst: mem,
-                offsets: vec![off],
-            },
-            None,
-        );
+        self.push_void(OpKind::Store {
+            value: tile,
+            dst: mem,
+            offsets: vec![off],
+        });
     }
     fn tbin(&mut self, op: BinOp, a: Value, b: Value) -> Value {
         let t = self.ty(a);
-        self.push(OpKind::Binary(op, a, b), Some(t))
+        self.push(OpKind::Binary(op, a, b), t)
     }
     fn get(&mut self, dst: Value, peer: Value, src: Value) {
-        self.push(OpKind::Get { dst, peer, src }, None);
+        self.push_void(OpKind::Get { dst, peer, src });
     }
     fn nested(&mut self, body: impl FnOnce(&mut Self)) -> Block {
         self.blocks.push(vec![]);
@@ -130,30 +135,24 @@ impl Em<'_> {
         let (l, h) = (self.idx(lo), self.idx(hi));
         let var = self.val(Type::Scalar(DType::Index));
         let body = self.nested(|e| body(e, var));
-        self.push(
-            OpKind::For {
-                var,
-                lo: l,
-                hi: h,
-                body,
-            },
-            None,
-        );
+        self.push_void(OpKind::For {
+            var,
+            lo: l,
+            hi: h,
+            body,
+        });
     }
     fn if_(&mut self, cond: Value, then_b: impl FnOnce(&mut Self), else_b: impl FnOnce(&mut Self)) {
         let then_body = self.nested(then_b);
         let else_body = self.nested(else_b);
-        self.push(
-            OpKind::If {
-                cond,
-                then_body,
-                else_body,
-            },
-            None,
-        );
+        self.push_void(OpKind::If {
+            cond,
+            then_body,
+            else_body,
+        });
     }
     fn cmp(&mut self, op: CmpOp, a: Value, b: Value) -> Value {
-        self.push(OpKind::Cmp(op, a, b), Some(Type::Scalar(DType::Bool)))
+        self.push(OpKind::Cmp(op, a, b), Type::Scalar(DType::Bool))
     }
 
     /// Runs `body(offset, len)` for the chunk `c` (a run-time rank expression) of `n` over `p`:

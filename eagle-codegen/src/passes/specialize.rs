@@ -837,6 +837,28 @@ fn dce(b: &mut Block, used: &HashSet<Value>) -> bool {
 /// [`SpecializeError::RankOutOfRange`], [`SpecializeError::BadWorldSize`] for P = 0, and
 /// [`SpecializeError::Verify`] when argument and parameter shapes differ once bound.
 pub fn specialize(m: &Module, b: &Bindings) -> Result<Module, SpecializeError> {
+    specialize_for(m, b, &crate::Target::Cpu.limits())
+}
+
+/// The sizes a target can hold, checked at specialization ([`SpecializeError::TooLarge`]).
+/// [`crate::Target::limits`] gives each target's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of the largest tile (tiles live in registers, stack or on-chip memory).
+    pub max_tile_bytes: u64,
+    /// Bytes of the largest tensor or window.
+    pub max_buffer_bytes: u64,
+}
+
+/// [`specialize`] for a target with the given [`Limits`].
+///
+/// # Errors
+/// As [`specialize`].
+pub fn specialize_for(
+    m: &Module,
+    b: &Bindings,
+    limits: &Limits,
+) -> Result<Module, SpecializeError> {
     if b.world_size == 0 || b.world_size > 4096 {
         return Err(SpecializeError::BadWorldSize(b.world_size));
     }
@@ -884,12 +906,12 @@ pub fn specialize(m: &Module, b: &Bindings) -> Result<Module, SpecializeError> {
             let (what, limit, fix) = match nt {
                 Type::Tile(..) => (
                     "a tile",
-                    crate::cpu::MAX_TILE_BYTES,
+                    limits.max_tile_bytes,
                     "tiles are small on-chip blocks: loop over smaller tiles",
                 ),
                 _ => (
                     "a tensor or window",
-                    MAX_BUFFER_BYTES,
+                    limits.max_buffer_bytes,
                     "use smaller extents",
                 ),
             };
