@@ -262,10 +262,10 @@ fn allgather(mine: &[u8], counts: &[usize]) -> Result<Vec<u8>> {
 #[cfg(feature = "cuda")]
 fn during_gpu(e: eagle_runtime::RuntimeError, during: &str) -> Error {
     match e {
-        eagle_runtime::RuntimeError::RankFailed { rank, message } => {
+        eagle_runtime::RuntimeError::RankFailed { rank, cause } => {
             Error::Runtime(eagle_runtime::RuntimeError::RankFailed {
                 rank,
-                message: format!("{message} ({during})"),
+                cause: cause.map(|m| format!("{m} ({during})")),
             })
         }
         other => Error::Runtime(other),
@@ -942,29 +942,29 @@ impl Exec<'_> {
         let mut slots = vec![lo as u64, hi as u64];
         slots.extend(bufs.iter().map(|p| p.0));
         eagle_runtime::call_entry(self.art, &self.plan.wrapper, rank, &slots).map_err(|e| match e {
-            eagle_runtime::RuntimeError::RankFailed { rank, message } => {
-                let message = message.replace(
-                    &format!("function `{}`", self.plan.wrapper),
-                    &format!("sample kernel `{}`", self.plan.kernel),
-                );
-                let mut message = message.replace(
-                    &format!("`{}`", self.plan.wrapper),
-                    &format!("`{}`", self.plan.kernel),
-                );
-                // Name the op as the kernel's own IR does, not as its inlined copy.
-                for (w, k) in
-                    inlined_op_names(&self.art.module, &self.plan.wrapper, &self.plan.kernel)
-                {
-                    let w = format!("op `{w}`");
-                    if message.contains(&w) {
-                        message = message.replacen(&w, &format!("op `{k}`"), 1);
-                        break;
+            eagle_runtime::RuntimeError::RankFailed { rank, cause } => {
+                let cause = cause.map(|message| {
+                    let message = message.replace(
+                        &format!("function `{}`", self.plan.wrapper),
+                        &format!("sample kernel `{}`", self.plan.kernel),
+                    );
+                    let mut message = message.replace(
+                        &format!("`{}`", self.plan.wrapper),
+                        &format!("`{}`", self.plan.kernel),
+                    );
+                    // Name the op as the kernel's own IR does, not as its inlined copy.
+                    for (w, k) in
+                        inlined_op_names(&self.art.module, &self.plan.wrapper, &self.plan.kernel)
+                    {
+                        let w = format!("op `{w}`");
+                        if message.contains(&w) {
+                            message = message.replacen(&w, &format!("op `{k}`"), 1);
+                            break;
+                        }
                     }
-                }
-                Error::Runtime(eagle_runtime::RuntimeError::RankFailed {
-                    rank,
-                    message: format!("{message} (while running samples {lo}..{hi})"),
-                })
+                    format!("{message} (while running samples {lo}..{hi})")
+                });
+                Error::Runtime(eagle_runtime::RuntimeError::RankFailed { rank, cause })
             }
             other => Error::Runtime(other),
         })

@@ -4,7 +4,7 @@
 use eagle::codegen::{CodegenError, SpecializeError};
 use eagle::ir::{parse_module, verify_module, EagleFn, IrError};
 use eagle::prelude::*;
-use eagle::runtime::RuntimeError;
+use eagle::runtime::{Cause, RuntimeError};
 use eagle::Error;
 
 const SIZE: usize = 64;
@@ -167,7 +167,10 @@ fn dynamic_out_of_bounds_offset_fails_at_run_time_with_the_rank() {
     let x = eagle::random_tensor(&[9, 1, SIZE], 4);
     let mut y = Tensor::<f32>::zeros(&[9, 1, SIZE]);
     match runtime_oob.launch(&s, &x, &mut y).unwrap_err() {
-        Error::Runtime(RuntimeError::RankFailed { rank, message }) => {
+        Error::Runtime(RuntimeError::RankFailed {
+            rank,
+            cause: Cause::Fault(message),
+        }) => {
             assert_eq!(rank, 8);
             assert!(message.contains("the offset in dim 1 is 64"), "{message}");
             assert!(message.contains("dynamic_offset"), "{message}");
@@ -725,7 +728,10 @@ fn wrong_handshake_is_reported_as_a_race_on_every_run() {
     for run in 0..25 {
         let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
         match wrong_handshake.launch(&s, &x, &mut y).unwrap_err() {
-            Error::Runtime(RuntimeError::RankFailed { rank, message }) => {
+            Error::Runtime(RuntimeError::RankFailed {
+                rank,
+                cause: Cause::Race(message),
+            }) => {
                 let next = (rank + 1) % 3;
                 assert!(
                     message.contains(&format!(
@@ -816,7 +822,10 @@ fn wait_timeout_is_configurable() {
         .with_wait_timeout(std::time::Duration::from_secs(0));
     let mut out = Tensor::<f32>::zeros(&[2, 1]);
     match slow_peer.launch(&s, &mut out).unwrap_err() {
-        Error::Runtime(RuntimeError::RankFailed { rank, message }) => {
+        Error::Runtime(RuntimeError::RankFailed {
+            rank,
+            cause: Cause::WaitTimeout(message),
+        }) => {
             assert_eq!(rank, 0);
             assert!(message.contains("did not complete within 0 s"), "{message}");
         }
@@ -1307,6 +1316,16 @@ fn a_run_time_fault_names_the_rust_source_line() {
     host_divides.launch(&s, 5, &mut y).unwrap();
     assert_eq!(y.data(), &[2, 0, 2, 1]);
     let e = host_divides.launch(&s, 0, &mut y).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::Runtime(RuntimeError::RankFailed {
+                cause: Cause::Fault(_),
+                ..
+            })
+        ),
+        "{e:?}"
+    );
     let msg = e.to_string();
     let line = line_of("marker: run-time division");
     assert!(msg.contains("integer division by zero"), "{msg}");

@@ -60,7 +60,7 @@ fn an_error_before_a_launch_on_one_rank_fails_every_rank_with_it() {
             judge(me, &all),
             Err(RuntimeError::RankFailed {
                 rank: 1,
-                message: "argument `y`: expected [3, 8], found [2, 8] (before launch #1 (of `rows`); every rank stops)".into()
+                cause: eagle::runtime::Cause::Peer("argument `y`: expected [3, 8], found [2, 8] (before launch #1 (of `rows`); every rank stops)".into())
             })
         );
     }

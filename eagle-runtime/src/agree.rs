@@ -146,7 +146,7 @@ pub fn judge(me: usize, stances: &[Stance]) -> Result<(), RuntimeError> {
     {
         return Err(RuntimeError::RankFailed {
             rank: q,
-            message: format!("{e} (before {}; every rank stops)", mine.point),
+            cause: crate::Cause::Peer(format!("{e} (before {}; every rank stops)", mine.point)),
         });
     }
     for (q, other) in stances.iter().enumerate() {

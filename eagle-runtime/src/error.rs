@@ -44,12 +44,12 @@ pub enum RuntimeError {
         found: String,
     },
     /// A rank failed; the others were stopped.
-    #[error("rank {rank} failed: {message}")]
+    #[error("rank {rank} failed: {cause}")]
     RankFailed {
         /// The failing rank.
         rank: usize,
-        /// Why.
-        message: String,
+        /// Why, typed; the message is its text.
+        cause: Cause,
     },
     /// Ranks (MPI processes) that reached an agreement point with different programs,
     /// arguments or places in the program; refused on every rank before anything runs.
@@ -95,4 +95,66 @@ pub enum RuntimeError {
         /// One line per rank: what it waits for.
         report: String,
     },
+}
+
+/// Why a rank failed: the typed cause of [`RuntimeError::RankFailed`]. Each holds the
+/// message, which names the function, the op and its source location where there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cause {
+    /// A run-time check of compiled code failed at a site (an index out of range, an integer
+    /// division by zero, a peer outside the world).
+    Fault(String),
+    /// The `sim` race detector found a read of a window write that no synchronisation orders
+    /// before it.
+    Race(String),
+    /// A `wait` outlived the run's wait timeout.
+    WaitTimeout(String),
+    /// A barrier did not complete within the wait timeout.
+    BarrierTimeout(String),
+    /// A put, get, signal or store outside its window's region, or of a peer outside the world,
+    /// refused by the runtime's hooks.
+    Access(String),
+    /// The host function (the host interpreter) failed.
+    Host(String),
+    /// The error another rank met, relayed to this one (MPI).
+    Peer(String),
+    /// The device, driver or transport failed (a CUDA driver call, a missing entry point).
+    Device(String),
+}
+
+impl Cause {
+    /// The message.
+    pub fn message(&self) -> &str {
+        match self {
+            Cause::Fault(m)
+            | Cause::Race(m)
+            | Cause::WaitTimeout(m)
+            | Cause::BarrierTimeout(m)
+            | Cause::Access(m)
+            | Cause::Host(m)
+            | Cause::Peer(m)
+            | Cause::Device(m) => m,
+        }
+    }
+
+    /// The same cause with its message rewritten by `f`.
+    pub fn map(self, f: impl FnOnce(String) -> String) -> Cause {
+        match self {
+            Cause::Fault(m) => Cause::Fault(f(m)),
+            Cause::Race(m) => Cause::Race(f(m)),
+            Cause::WaitTimeout(m) => Cause::WaitTimeout(f(m)),
+            Cause::BarrierTimeout(m) => Cause::BarrierTimeout(f(m)),
+            Cause::Access(m) => Cause::Access(f(m)),
+            Cause::Host(m) => Cause::Host(f(m)),
+            Cause::Peer(m) => Cause::Peer(f(m)),
+            Cause::Device(m) => Cause::Device(f(m)),
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
 }

@@ -1,7 +1,7 @@
 //! Host-side execution: argument checking, the host-function interpreter, dispatch of
 //! per-device programs to device threads, and copy-back of outputs.
 
-use crate::error::RuntimeError;
+use crate::error::{Cause, RuntimeError};
 use crate::sim::{self, Failure, RankEnv, WindowMem, World};
 use crate::tensor::{Element, Tensor};
 use eagle_codegen::Artifact;
@@ -278,7 +278,7 @@ impl Interp<'_> {
     fn bad(&self, msg: impl Into<String>) -> RuntimeError {
         RuntimeError::RankFailed {
             rank: 0,
-            message: format!("host function `{}`: {}", self.f.name, msg.into()),
+            cause: Cause::Host(format!("host function `{}`: {}", self.f.name, msg.into())),
         }
     }
 
@@ -636,13 +636,13 @@ pub fn run_with(
         .collect();
     let results: Vec<(Vec<Job>, Option<Failure>)> = crate::pool::run_all(tasks, 16 << 20)
         .into_iter()
-        .map(|r| r.unwrap_or_else(|m| (vec![], Some(Failure::Error(m)))))
+        .map(|r| r.unwrap_or_else(|m| (vec![], Some(Failure::Error(Cause::Device(m))))))
         .collect();
     for (rank, (_, fail)) in results.iter().enumerate() {
         if let Some(Failure::Error(m)) = fail {
             return Err(RuntimeError::RankFailed {
                 rank,
-                message: m.clone(),
+                cause: m.clone(),
             });
         }
     }
@@ -652,7 +652,7 @@ pub fn run_with(
     if results.iter().any(|(_, f)| f.is_some()) {
         return Err(RuntimeError::RankFailed {
             rank: 0,
-            message: "the run was aborted".into(),
+            cause: Cause::Device("the run was aborted".into()),
         });
     }
     // Copy outputs back.
@@ -776,10 +776,10 @@ fn device_main(world: &World<'_>, rank: usize, mut jobs: Vec<Job>) -> (Vec<Job>,
         forward_host(&mut jobs, ji);
         let j = &mut jobs[ji];
         let Some(entry) = world.artifact.code.entries.get(&j.callee).copied() else {
-            failure = Some(Failure::Error(format!(
+            failure = Some(Failure::Error(Cause::Device(format!(
                 "no compiled code for `{}`",
                 j.callee
-            )));
+            ))));
             break;
         };
         let mut k = 0;
@@ -807,10 +807,14 @@ fn device_main(world: &World<'_>, rank: usize, mut jobs: Vec<Job>) -> (Vec<Job>,
         // parameter's size, and `ctx` outlives the call.
         let st = unsafe { entry(&mut ctx, slots.as_ptr()) };
         if st != 0 {
-            failure = Some(env.error.take().unwrap_or(Failure::Error(format!(
-                "`{}` returned status {st}",
-                j.callee
-            ))));
+            failure = Some(
+                env.error
+                    .take()
+                    .unwrap_or(Failure::Error(Cause::Device(format!(
+                        "`{}` returned status {st}",
+                        j.callee
+                    )))),
+            );
             break;
         }
     }
@@ -835,13 +839,13 @@ pub fn call_entry(
     rank: usize,
     slots: &[u64],
 ) -> Result<(), RuntimeError> {
-    let fail = |message: String| RuntimeError::RankFailed { rank, message };
+    let fail = |cause: Cause| RuntimeError::RankFailed { rank, cause };
     let entry = art
         .code
         .entries
         .get(name)
         .copied()
-        .ok_or_else(|| fail(format!("no compiled code for `{name}`")))?;
+        .ok_or_else(|| fail(Cause::Device(format!("no compiled code for `{name}`"))))?;
     let opts = RunOptions {
         race_check: false,
         ..RunOptions::from_env()?
@@ -859,7 +863,7 @@ pub fn call_entry(
     if st != 0 {
         return Err(match env.error.take() {
             Some(Failure::Error(m)) => fail(m),
-            _ => fail(format!("`{name}` returned status {st}")),
+            _ => fail(Cause::Device(format!("`{name}` returned status {st}"))),
         });
     }
     Ok(())
@@ -935,7 +939,7 @@ fn run_mpi(
                 rank,
                 &RuntimeError::RankFailed {
                     rank,
-                    message: format!("no compiled code for `{}`", j.callee),
+                    cause: Cause::Device(format!("no compiled code for `{}`", j.callee)),
                 },
             );
         };
@@ -965,11 +969,11 @@ fn run_mpi(
         // SAFETY: as in `device_main`: the ABI slots match the callee's parameters.
         let st = unsafe { entry(&mut ctx, slots.as_ptr()) };
         if st != 0 {
-            let message = env
+            let cause = env
                 .error
                 .take()
-                .unwrap_or_else(|| format!("`{}` returned status {st}", j.callee));
-            mpi_rt::fail_job(rank, &RuntimeError::RankFailed { rank, message });
+                .unwrap_or_else(|| Cause::Device(format!("`{}` returned status {st}", j.callee)));
+            mpi_rt::fail_job(rank, &RuntimeError::RankFailed { rank, cause });
         }
     }
     // Every rank has run its dispatches (a failure in one aborted the job) before any output

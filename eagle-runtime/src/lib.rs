@@ -23,7 +23,7 @@ pub use exec::mpi as mpi_rt;
 pub(crate) use exec::sim;
 pub(crate) use exec::sim::race;
 
-pub use error::RuntimeError;
+pub use error::{Cause, RuntimeError};
 pub use host::{call_entry, run, run_with, Arg, RunOptions, RunReport};
 pub use tensor::{Element, Tensor};
 

@@ -22,7 +22,7 @@
 //!   threads (one per GPU thread), through this same orchestration. It needs no GPU or driver and
 //!   checks generated code bit for bit against `sim`; it is slow and meant for tests.
 
-use crate::error::RuntimeError;
+use crate::error::{Cause, RuntimeError};
 use crate::host::{JobArg, RunReport};
 use crate::{Arg, RunOptions};
 use cudarc::driver::{result as cu, sys};
@@ -652,10 +652,15 @@ fn failure_error(
         Exec::Driver => "on the GPU",
         Exec::Emulator => "in the CUDA emulation",
     };
-    RuntimeError::RankFailed {
-        rank,
-        message: format!("{} ({on})", code.fault_message(site, a, b)),
-    }
+    let message = format!("{} ({on})", code.fault_message(site, a, b));
+    // Negative sites are the prelude's EG_WAIT_TIMEOUT, EG_BARRIER_TIMEOUT and EG_ABORTED.
+    let cause = match site {
+        -1 => Cause::WaitTimeout(message),
+        -2 => Cause::BarrierTimeout(message),
+        -3 => Cause::Peer(message),
+        _ => Cause::Fault(message),
+    };
+    RuntimeError::RankFailed { rank, cause }
 }
 
 fn cuda_code(art: &Artifact) -> Result<&CudaCode, RuntimeError> {
@@ -919,7 +924,7 @@ impl RankRun<'_> {
                 .filter(|e| e.kind == EntryKind::Device)
                 .ok_or_else(|| RuntimeError::RankFailed {
                     rank: self.rank,
-                    message: format!("no CUDA entry point for `{}`", j.callee),
+                    cause: Cause::Device(format!("no CUDA entry point for `{}`", j.callee)),
                 })?;
             let f = function(m, &entry.symbol)?;
             let slots = Pinned::new(8 * j.args.len(), ex)?;
@@ -1030,7 +1035,7 @@ pub fn launch_samples(
     if !code.entries.contains_key(symbol) {
         return Err(RuntimeError::RankFailed {
             rank,
-            message: format!("no CUDA entry point `{symbol}`"),
+            cause: Cause::Device(format!("no CUDA entry point `{symbol}`")),
         });
     }
     let m = module(code, ordinal, ex)?;

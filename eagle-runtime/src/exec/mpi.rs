@@ -36,6 +36,7 @@ pub use mpi;
 
 use crate::agree::{judge, Stance};
 use crate::error::RuntimeError;
+use crate::Cause;
 use eagle_codegen::abi::{sigkind, DeviceCtx, Hooks};
 use eagle_codegen::Artifact;
 use mpi::ffi;
@@ -519,7 +520,7 @@ pub(crate) struct MpiEnv<'a> {
     pub(crate) rank: usize,
     pub(crate) size: usize,
     pub(crate) timeout: Duration,
-    pub(crate) error: Option<String>,
+    pub(crate) error: Option<Cause>,
 }
 
 unsafe fn env<'r>(ctx: *mut DeviceCtx) -> &'r mut MpiEnv<'r> {
@@ -527,8 +528,8 @@ unsafe fn env<'r>(ctx: *mut DeviceCtx) -> &'r mut MpiEnv<'r> {
     unsafe { &mut *((*ctx).env as *mut MpiEnv<'r>) }
 }
 
-fn fail(e: &mut MpiEnv<'_>, m: String) -> i32 {
-    e.error.get_or_insert(m);
+fn fail(e: &mut MpiEnv<'_>, cause: Cause) -> i32 {
+    e.error.get_or_insert(cause);
     1
 }
 
@@ -608,7 +609,7 @@ unsafe extern "C" fn h_put(
             }
             0
         }
-        Err(m) => fail(e, m),
+        Err(m) => fail(e, Cause::Access(m)),
     }
 }
 
@@ -640,7 +641,7 @@ unsafe extern "C" fn h_get(
             }
             0
         }
-        Err(m) => fail(e, m),
+        Err(m) => fail(e, Cause::Access(m)),
     }
 }
 
@@ -712,7 +713,7 @@ unsafe extern "C" fn h_notify(
             }
             0
         }
-        Err(m) => fail(e, m),
+        Err(m) => fail(e, Cause::Access(m)),
     }
 }
 
@@ -728,7 +729,7 @@ unsafe extern "C" fn h_wait(
     let width = sigkind::width(kind) as u64;
     let me = e.rank as i64;
     if let Err(m) = region(e, "wait", win, me, off, width) {
-        return fail(e, m);
+        return fail(e, Cause::Access(m));
     }
     let w = e.wins.wins[win as usize];
     let start = Instant::now();
@@ -740,7 +741,7 @@ unsafe extern "C" fn h_wait(
             return 0;
         }
         if start.elapsed() > e.timeout {
-            return fail(e, format!("a wait on window #{win} did not complete within {} s (the peer that should notify may be waiting too: a deadlock across processes; EAGLE_WAIT_TIMEOUT_S)", e.timeout.as_secs()));
+            return fail(e, Cause::WaitTimeout(format!("a wait on window #{win} did not complete within {} s (the peer that should notify may be waiting too: a deadlock across processes; EAGLE_WAIT_TIMEOUT_S)", e.timeout.as_secs())));
         }
         backoff(start);
     }
@@ -757,13 +758,13 @@ unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx) -> i32 {
         e.wins.barriers.get(),
         e.timeout.as_secs()
     );
-    fail(e, m)
+    fail(e, Cause::BarrierTimeout(m))
 }
 
 unsafe extern "C" fn h_fault(ctx: *mut DeviceCtx, site: u32, a: i64, b: i64) -> i32 {
     let e = unsafe { env(ctx) };
     let m = e.art.fault_message(site, a, b);
-    fail(e, m)
+    fail(e, Cause::Fault(m))
 }
 
 unsafe extern "C" fn h_track_write(_ctx: *mut DeviceCtx, _win: u64, _off: u64, _n: u64) -> i32 {

@@ -2,6 +2,7 @@
 //! code through the [`Hooks`] table.
 
 pub(crate) mod race;
+use crate::Cause;
 use eagle_codegen::abi::{sigkind, DeviceCtx, Hooks};
 use eagle_codegen::Artifact;
 use std::ffi::c_void;
@@ -81,7 +82,7 @@ struct SyncState {
 #[derive(Debug, Clone)]
 pub(crate) enum Failure {
     /// The rank's own error.
-    Error(String),
+    Error(Cause),
     /// Stopped because another rank failed or the world deadlocked.
     Aborted,
 }
@@ -306,10 +307,10 @@ impl<'a> World<'a> {
             }
             if start.elapsed() > self.timeout {
                 g.blocked[rank] = None;
-                return Err(Failure::Error(format!(
+                return Err(Failure::Error(Cause::WaitTimeout(format!(
                     "a wait did not complete within {} s; if the peer is just slow, raise the limit with `--wait-timeout <secs>`, `Session::with_wait_timeout` or EAGLE_WAIT_TIMEOUT_S",
                     self.timeout.as_secs()
-                )));
+                ))));
             }
             g = self
                 .cv
@@ -326,8 +327,8 @@ unsafe fn env<'r>(ctx: *mut DeviceCtx) -> &'r mut RankEnv<'r, 'r> {
     unsafe { &mut *((*ctx).env as *mut RankEnv<'r, 'r>) }
 }
 
-fn fail(e: &mut RankEnv<'_, '_>, msg: String) -> i32 {
-    e.error.get_or_insert(Failure::Error(msg));
+fn fail(e: &mut RankEnv<'_, '_>, cause: Cause) -> i32 {
+    e.error.get_or_insert(Failure::Error(cause));
     1
 }
 
@@ -387,7 +388,7 @@ unsafe extern "C" fn h_put(
             unsafe { std::ptr::copy(src, dst, n as usize) };
             0
         }
-        Err(m) => fail(e, m),
+        Err(m) => fail(e, Cause::Access(m)),
     }
 }
 
@@ -420,7 +421,7 @@ unsafe extern "C" fn h_get(
                     e.rank,
                     e.rank
                 );
-                return fail(e, msg);
+                return fail(e, Cause::Race(msg));
             }
             let src = e.world.windows[win as usize]
                 .ptr(p)
@@ -429,7 +430,7 @@ unsafe extern "C" fn h_get(
             unsafe { std::ptr::copy(src, dst, n as usize) };
             0
         }
-        Err(m) => fail(e, m),
+        Err(m) => fail(e, Cause::Access(m)),
     }
 }
 
@@ -445,7 +446,7 @@ unsafe extern "C" fn h_notify(
     let e = unsafe { env(ctx) };
     let peer = match check_region(e, "notify", win, peer, off, sigkind::width(kind) as u64) {
         Ok(p) => p,
-        Err(m) => return fail(e, m),
+        Err(m) => return fail(e, Cause::Access(m)),
     };
     let w = e.world;
     let p = w.windows[win as usize].ptr(peer).wrapping_add(off as usize);
@@ -487,7 +488,7 @@ unsafe extern "C" fn h_wait(
     let e = unsafe { env(ctx) };
     let rank = e.rank as i64;
     if let Err(m) = check_region(e, "wait", win, rank, off, sigkind::width(kind) as u64) {
-        return fail(e, m);
+        return fail(e, Cause::Access(m));
     }
     let b = Blocked::Wait {
         win: win as usize,
@@ -514,7 +515,7 @@ unsafe extern "C" fn h_track_write(ctx: *mut DeviceCtx, win: u64, off: u64, n: u
     let e = unsafe { env(ctx) };
     let rank = e.rank as i64;
     if let Err(m) = check_region(e, "store", win, rank, off, n) {
-        return fail(e, m);
+        return fail(e, Cause::Access(m));
     }
     if let Some(r) = &e.world.race {
         r.write(win as usize, e.rank, off, n, e.rank);
@@ -562,7 +563,7 @@ unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx) -> i32 {
 unsafe extern "C" fn h_fault(ctx: *mut DeviceCtx, site: u32, a: i64, b: i64) -> i32 {
     let e = unsafe { env(ctx) };
     let msg = e.world.artifact.fault_message(site, a, b);
-    fail(e, msg)
+    fail(e, Cause::Fault(msg))
 }
 
 /// The hook table of the `sim` platform.
