@@ -187,7 +187,7 @@ fn dynamic_out_of_bounds_offset_fails_at_run_time_with_the_rank() {
 
 #[eagle::kernel(device)]
 pub fn wait_forever(ctx: Ctx, sig: Window<i32, 1, 1>) {
-    wait(sig, [0, 0], 1, Eq);
+    wait(sig, [0, 0], 1, Eq); // marker: the wait that never ends
 }
 
 #[eagle::host]
@@ -700,7 +700,7 @@ pub fn wrong_handshake_get(
     store(src, [0, 0], load(x, [0, 0], [1, SIZE]));
     notify(signal, next, [0, 0], 1, Set);
     wait(signal, [0, 0], 1, Eq);
-    get(dst, next, src);
+    get(dst, next, src); // marker: the racy get
     store(y, [0, 0], load(dst, [0, 0], [1, SIZE]));
 }
 
@@ -795,7 +795,7 @@ fn remote_load_without_synchronisation_is_a_race() {
 #[eagle::kernel(device)]
 pub fn busy_or_waiting(ctx: Ctx, sig: Window<i32, 1, 1>, out: Out<Tensor<f32, 1>>) {
     if rank(ctx) == 0 {
-        wait(sig, [0, 0], 1, Eq);
+        wait(sig, [0, 0], 1, Eq); // marker: the wait that times out
     } else {
         // Busy for a while (the result is stored, so the loop is real work).
         let mut k = 0;
@@ -1334,4 +1334,50 @@ fn a_run_time_fault_names_the_rust_source_line() {
         msg.contains(&format!("(at tests/errors.rs:{line}:15)")),
         "{msg}"
     );
+}
+
+#[test]
+fn deadlock_reports_races_and_wait_timeouts_name_the_rust_source_line() {
+    // The deadlock report names each blocked wait's op and line.
+    let s = Session::sim(2).unwrap();
+    let Err(Error::Runtime(RuntimeError::Deadlock { report })) = deadlock.launch(&s) else {
+        panic!("expected a deadlock");
+    };
+    let at = format!(
+        "(at tests/errors.rs:{}:5)",
+        line_of("marker: the wait that never ends")
+    );
+    assert_eq!(report.matches(&at).count(), 2, "{report}");
+    assert!(report.contains("op `wait "), "{report}");
+    // A race names the read.
+    let x = eagle::random_tensor(&[3, 1, SIZE], 11);
+    let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
+    let s3 = Session::sim(3).unwrap();
+    let Err(Error::Runtime(RuntimeError::RankFailed {
+        cause: Cause::Race(message),
+        ..
+    })) = wrong_handshake.launch(&s3, &x, &mut y)
+    else {
+        panic!("expected a race");
+    };
+    let at = format!("(at tests/errors.rs:{}:5)", line_of("marker: the racy get"));
+    assert!(message.contains(&at), "{message}");
+    assert!(message.contains("op `get "), "{message}");
+    // A wait timeout names the wait.
+    let s = Session::sim(2)
+        .unwrap()
+        .with_wait_timeout(std::time::Duration::from_secs(0));
+    let mut out = Tensor::<f32>::zeros(&[2, 1]);
+    let Err(Error::Runtime(RuntimeError::RankFailed {
+        cause: Cause::WaitTimeout(message),
+        ..
+    })) = slow_peer.launch(&s, &mut out)
+    else {
+        panic!("expected a wait timeout");
+    };
+    let at = format!(
+        "(at tests/errors.rs:{}:9)",
+        line_of("marker: the wait that times out")
+    );
+    assert!(message.contains(&at), "{message}");
 }

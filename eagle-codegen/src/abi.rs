@@ -200,14 +200,13 @@ pub fn c_defines() -> String {
 }
 
 /// C++ `static_assert`s that the CUDA prelude's `eg_rt` and `eg_err` have the layouts of
-/// [`CudaRt`] and [`CudaErr`], and the `EG_CMP_*` codes of [`cmp_code`]: a mismatch fails the
-/// CUDA C compile (NVRTC or the emulation's host compiler), not the run.
+/// [`CudaRt`] and [`CudaErr`]: a mismatch fails the CUDA C compile, not the run. The sizes
+/// are checked by every compiler; the field offsets (`__builtin_offsetof`, which NVRTC lacks)
+/// by the host C++ compiler of the CUDA emulation, which builds the same source.
 pub fn c_layout_checks() -> String {
     use std::mem::{offset_of, size_of};
-    let mut s = String::from(
-        "// layout checks, generated from eagle_codegen::abi
-",
-    );
+    let mut s = String::from("// layout checks, generated from eagle_codegen::abi\n");
+    s.push_str("#ifdef EG_HOST_EMULATION\n");
     let mut check = |ty: &str, field: &str, off: usize| {
         s.push_str(&format!(
             "static_assert(__builtin_offsetof({ty}, {field}) == {off}, \"{ty}.{field} is not where eagle_codegen::abi puts it\");\n"
@@ -224,6 +223,7 @@ pub fn c_layout_checks() -> String {
     check("eg_err", "rank", offset_of!(CudaErr, rank));
     check("eg_err", "a", offset_of!(CudaErr, a));
     check("eg_err", "b", offset_of!(CudaErr, b));
+    s.push_str("#endif\n");
     s.push_str(&format!(
         "static_assert(sizeof(eg_rt) == {} && sizeof(eg_err) == {}, \"eg_rt/eg_err sizes\");\n",
         size_of::<CudaRt>(),
@@ -234,6 +234,9 @@ pub fn c_layout_checks() -> String {
 
 /// The runtime services compiled code calls. All return a status unless noted; offsets and
 /// sizes are in bytes; `peer` is a signed rank (the runtime rejects values outside the world).
+/// `site` (put, get, notify, wait, barrier) indexes the artifact's site table, whose entry
+/// names the op and its source location (`Artifact::site_text`): the runtime's deadlock
+/// reports, races and timeouts name it.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct Hooks {
@@ -247,6 +250,7 @@ pub struct Hooks {
         off: u64,
         src: *const u8,
         nbytes: u64,
+        site: u32,
     ) -> i32,
     /// Copies `nbytes` from offset `off` of window `win` on `peer` to local `dst`.
     pub get: unsafe extern "C" fn(
@@ -256,6 +260,7 @@ pub struct Hooks {
         off: u64,
         dst: *mut u8,
         nbytes: u64,
+        site: u32,
     ) -> i32,
     /// Sets or adds (`op`: 0 = set, 1 = atomic add) `value` at offset `off` of signal window
     /// `win` on `peer`, with release semantics. `kind` is a [`sigkind`] code.
@@ -267,6 +272,7 @@ pub struct Hooks {
         kind: u32,
         value: i64,
         op: u32,
+        site: u32,
     ) -> i32,
     /// Blocks until the local signal at `off` of `win` compares true (`cmp`: 0 eq, 1 ne, 2 lt,
     /// 3 le, 4 gt, 5 ge) against `expected`, with acquire semantics.
@@ -277,9 +283,10 @@ pub struct Hooks {
         kind: u32,
         expected: i64,
         cmp: u32,
+        site: u32,
     ) -> i32,
     /// All ranks arrive before any leaves.
-    pub barrier: unsafe extern "C" fn(ctx: *mut DeviceCtx) -> i32,
+    pub barrier: unsafe extern "C" fn(ctx: *mut DeviceCtx, site: u32) -> i32,
     /// Reports a failed run-time check: `site` indexes the artifact's fault table, `a` and `b`
     /// are the offending value and its limit. Returns the (non-zero) status to propagate.
     pub fault: unsafe extern "C" fn(ctx: *mut DeviceCtx, site: u32, a: i64, b: i64) -> i32,

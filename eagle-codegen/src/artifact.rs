@@ -88,6 +88,15 @@ impl Artifact {
         self.code.code_bytes + 2 * self.ir.len() + clif + sites + cuda
     }
 
+    /// The entry of site `site` as the runtime names an op (``function `k`, op `wait ...` (at
+    /// src/x.rs:3:5)``), or an empty string for an unknown site.
+    pub fn site_text(&self, site: u32) -> &str {
+        self.code
+            .sites
+            .get(site as usize)
+            .map_or("", String::as_str)
+    }
+
     /// The message of fault `site` with its values filled in.
     pub fn fault_message(&self, site: u32, a: i64, b: i64) -> String {
         self.code

@@ -287,21 +287,21 @@ fn lower_function(
         (hook::WINDOW_BASE, mk(&[ptr, i64t], Some(ptr))),
         (
             hook::PUT,
-            mk(&[ptr, i64t, i64t, i64t, ptr, i64t], Some(i32t)),
+            mk(&[ptr, i64t, i64t, i64t, ptr, i64t, i32t], Some(i32t)),
         ),
         (
             hook::GET,
-            mk(&[ptr, i64t, i64t, i64t, ptr, i64t], Some(i32t)),
+            mk(&[ptr, i64t, i64t, i64t, ptr, i64t, i32t], Some(i32t)),
         ),
         (
             hook::NOTIFY,
-            mk(&[ptr, i64t, i64t, i64t, i32t, i64t, i32t], Some(i32t)),
+            mk(&[ptr, i64t, i64t, i64t, i32t, i64t, i32t, i32t], Some(i32t)),
         ),
         (
             hook::WAIT,
-            mk(&[ptr, i64t, i64t, i32t, i64t, i32t], Some(i32t)),
+            mk(&[ptr, i64t, i64t, i32t, i64t, i32t, i32t], Some(i32t)),
         ),
-        (hook::BARRIER, mk(&[ptr], Some(i32t))),
+        (hook::BARRIER, mk(&[ptr, i32t], Some(i32t))),
         (hook::FAULT, mk(&[ptr, i32t, i64t, i64t], Some(i32t))),
         (hook::TRACK_WRITE, mk(&[ptr, i64t, i64t, i64t], Some(i32t))),
     ];
@@ -538,6 +538,15 @@ impl Lower<'_, '_> {
         Ok(())
     }
 
+    /// A site naming synchronising or remote op `op` (``function `k`, op `...` (at ...)``),
+    /// passed to its hook so the runtime's deadlock reports, races and timeouts name it.
+    fn sync_site(&mut self, op: &Op) -> ClValue {
+        let site = self.sites.len() as i64;
+        let text = format!("function `{}`, {}", self.f.name, self.site_op(op));
+        self.sites.push(text);
+        self.b.ins().iconst(types::I32, site)
+    }
+
     /// The op as a run-time check's message names it (text and source location).
     fn site_op(&self, op: &Op) -> String {
         crate::sites::name_op(&self.op_text(op), op.loc.as_ref())
@@ -766,13 +775,14 @@ impl Lower<'_, '_> {
                 let offs = self.offsets(op, offsets, &win_shape, &tile)?;
                 let (id, woff) = self.win(*src)?;
                 let peer = self.scalar(*peer)?;
+                let site = self.sync_site(op);
                 self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
                     let w_rel = lw.linear(&win_shape, &offs, idx, d.size());
                     let w_off = lw.b.ins().iadd(w_rel, woff);
                     let t_off = lw.linear_plain(&tile, idx, d.size());
                     let dp = lw.b.ins().iadd(dst, t_off);
                     let n = lw.iconst(bytes as i64);
-                    let st = lw.call_hook(hook::GET, &[id, peer, w_off, dp, n]);
+                    let st = lw.call_hook(hook::GET, &[id, peer, w_off, dp, n, site]);
                     lw.check(st);
                     Ok(())
                 })?;
@@ -797,13 +807,14 @@ impl Lower<'_, '_> {
                 let (id, woff) = self.win(*dst)?;
                 let peer = self.scalar(*peer)?;
                 let src_p = self.mem(*value)?;
+                let site = self.sync_site(op);
                 self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
                     let w_rel = lw.linear(&win_shape, &offs, idx, d.size());
                     let w_off = lw.b.ins().iadd(w_rel, woff);
                     let t_off = lw.linear_plain(&tile, idx, d.size());
                     let sp = lw.b.ins().iadd(src_p, t_off);
                     let n = lw.iconst(bytes as i64);
-                    let st = lw.call_hook(hook::PUT, &[id, peer, w_off, sp, n]);
+                    let st = lw.call_hook(hook::PUT, &[id, peer, w_off, sp, n, site]);
                     lw.check(st);
                     Ok(())
                 })?;
@@ -820,7 +831,8 @@ impl Lower<'_, '_> {
                 let peer = self.scalar(*peer)?;
                 let n = self.iconst(bytes as i64);
                 let k = if is_put { hook::PUT } else { hook::GET };
-                let st = self.call_hook(k, &[id, peer, woff, lp, n]);
+                let site = self.sync_site(op);
+                let st = self.call_hook(k, &[id, peer, woff, lp, n, site]);
                 self.check(st);
                 if let (false, Ok((lid, loff))) = (is_put, self.win(local)) {
                     let st = self.call_hook(hook::TRACK_WRITE, &[lid, loff, n]);
@@ -852,7 +864,8 @@ impl Lower<'_, '_> {
                     .b
                     .ins()
                     .iconst(types::I32, abi::notify_code(*nop) as i64);
-                let st = self.call_hook(hook::NOTIFY, &[id, peer, off, kind, v, o]);
+                let site = self.sync_site(op);
+                let st = self.call_hook(hook::NOTIFY, &[id, peer, off, kind, v, o, site]);
                 self.check(st);
                 None
             }
@@ -875,12 +888,14 @@ impl Lower<'_, '_> {
                 let v = self.widen_i64(v, d);
                 let kind = self.b.ins().iconst(types::I32, abi::SigKind::of(d) as i64);
                 let c = self.b.ins().iconst(types::I32, abi::cmp_code(*cmp) as i64);
-                let st = self.call_hook(hook::WAIT, &[id, off, kind, v, c]);
+                let site = self.sync_site(op);
+                let st = self.call_hook(hook::WAIT, &[id, off, kind, v, c, site]);
                 self.check(st);
                 None
             }
             OpKind::Barrier(_) => {
-                let st = self.call_hook(hook::BARRIER, &[]);
+                let site = self.sync_site(op);
+                let st = self.call_hook(hook::BARRIER, &[site]);
                 self.check(st);
                 None
             }

@@ -587,6 +587,7 @@ unsafe extern "C" fn h_put(
     off: u64,
     src: *const u8,
     n: u64,
+    _site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
     match region(e, "put", win, peer, off, n) {
@@ -620,6 +621,7 @@ unsafe extern "C" fn h_get(
     off: u64,
     dst: *mut u8,
     n: u64,
+    _site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
     match region(e, "get", win, peer, off, n) {
@@ -675,6 +677,7 @@ unsafe extern "C" fn h_notify(
     kind: u32,
     value: i64,
     op: u32,
+    _site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
     let width = sigkind::width(kind) as u64;
@@ -724,6 +727,7 @@ unsafe extern "C" fn h_wait(
     kind: u32,
     expected: i64,
     cmp: u32,
+    site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
     let width = sigkind::width(kind) as u64;
@@ -741,20 +745,32 @@ unsafe extern "C" fn h_wait(
             return 0;
         }
         if start.elapsed() > e.timeout {
-            return fail(e, Cause::WaitTimeout(format!("a wait on window #{win} did not complete within {} s (the peer that should notify may be waiting too: a deadlock across processes; EAGLE_WAIT_TIMEOUT_S)", e.timeout.as_secs())));
+            let at = e.art.site_text(site);
+            let at = if at.is_empty() {
+                String::new()
+            } else {
+                format!("{at}: ")
+            };
+            return fail(e, Cause::WaitTimeout(format!("{at}a wait on window #{win} did not complete within {} s (the peer that should notify may be waiting too: a deadlock across processes; EAGLE_WAIT_TIMEOUT_S)", e.timeout.as_secs())));
         }
         backoff(start);
     }
 }
 
-unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx) -> i32 {
+unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx, site: u32) -> i32 {
     let e = unsafe { env(ctx) };
     let missing = e.wins.barrier(e.rank, e.size, e.timeout);
     if missing.is_empty() {
         return 0;
     }
+    let at = e.art.site_text(site);
+    let at = if at.is_empty() {
+        String::new()
+    } else {
+        format!("{at}: ")
+    };
     let m = format!(
-        "barrier #{} did not complete within {} s: rank(s) {missing:?} did not arrive (a rank that stopped or failed, or ranks that run a different number of barriers; EAGLE_WAIT_TIMEOUT_S / --wait-timeout)",
+        "{at}barrier #{} did not complete within {} s: rank(s) {missing:?} did not arrive (a rank that stopped or failed, or ranks that run a different number of barriers; EAGLE_WAIT_TIMEOUT_S / --wait-timeout)",
         e.wins.barriers.get(),
         e.timeout.as_secs()
     );

@@ -64,10 +64,22 @@ enum Blocked {
         kind: u32,
         expected: i64,
         cmp: u32,
+        /// The artifact's site naming the `wait` op.
+        site: u32,
     },
     Barrier {
         gen: u64,
+        /// The artifact's site naming the `barrier` op.
+        site: u32,
     },
+}
+
+impl Blocked {
+    fn site(self) -> u32 {
+        match self {
+            Blocked::Wait { site, .. } | Blocked::Barrier { site, .. } => site,
+        }
+    }
 }
 
 struct SyncState {
@@ -189,11 +201,12 @@ impl<'a> World<'a> {
                 kind,
                 expected,
                 cmp,
+                ..
             } => {
                 let p = self.windows[win].ptr(rank).wrapping_add(off);
                 sigkind::holds(cmp, read_signal(p, kind), sigkind::value(expected, kind))
             }
-            Blocked::Barrier { gen } => s.barrier_gen != gen,
+            Blocked::Barrier { gen, .. } => s.barrier_gen != gen,
         }
     }
 
@@ -214,6 +227,12 @@ impl<'a> World<'a> {
         }
         let mut lines = vec![];
         for (r, b) in blocked {
+            let at = self.artifact.site_text(b.site());
+            let at = if at.is_empty() {
+                String::new()
+            } else {
+                format!(" ({at})")
+            };
             lines.push(match b {
                 Blocked::Wait {
                     win,
@@ -221,10 +240,11 @@ impl<'a> World<'a> {
                     kind,
                     expected,
                     cmp,
+                    ..
                 } => {
                     let p = self.windows[win].ptr(r).wrapping_add(off);
                     format!(
-                        "  rank {r} waits for signal window #{win} ({}) element {} {} {}, but it holds {}",
+                        "  rank {r} waits for signal window #{win} ({}) element {} {} {}, but it holds {}{at}",
                         self.windows[win].desc,
                         off / sigkind::width(kind),
                         CMP_TEXT[cmp.min(5) as usize],
@@ -233,7 +253,7 @@ impl<'a> World<'a> {
                     )
                 }
                 Blocked::Barrier { .. } => format!(
-                    "  rank {r} waits in a barrier ({} of {} ranks arrived)",
+                    "  rank {r} waits in a barrier ({} of {} ranks arrived){at}",
                     s.barrier_arrived, self.p
                 ),
             });
@@ -268,11 +288,12 @@ impl<'a> World<'a> {
                 kind,
                 expected,
                 cmp,
+                ..
             } => {
                 let p = self.windows[win].ptr(rank).wrapping_add(off);
                 sigkind::holds(cmp, read_signal(p, kind), sigkind::value(expected, kind))
             }
-            Blocked::Barrier { gen } => self.barrier_gen.load(Ordering::SeqCst) != gen,
+            Blocked::Barrier { gen, .. } => self.barrier_gen.load(Ordering::SeqCst) != gen,
         }
     }
 
@@ -307,8 +328,14 @@ impl<'a> World<'a> {
             }
             if start.elapsed() > self.timeout {
                 g.blocked[rank] = None;
+                let at = self.artifact.site_text(b.site());
+                let at = if at.is_empty() {
+                    String::new()
+                } else {
+                    format!("{at}: ")
+                };
                 return Err(Failure::Error(Cause::WaitTimeout(format!(
-                    "a wait did not complete within {} s; if the peer is just slow, raise the limit with `--wait-timeout <secs>`, `Session::with_wait_timeout` or EAGLE_WAIT_TIMEOUT_S",
+                    "{at}a wait did not complete within {} s; if the peer is just slow, raise the limit with `--wait-timeout <secs>`, `Session::with_wait_timeout` or EAGLE_WAIT_TIMEOUT_S",
                     self.timeout.as_secs()
                 ))));
             }
@@ -376,6 +403,7 @@ unsafe extern "C" fn h_put(
     off: u64,
     src: *const u8,
     n: u64,
+    _site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
     match check_region(e, "put", win, peer, off, n) {
@@ -399,6 +427,7 @@ unsafe extern "C" fn h_get(
     off: u64,
     dst: *mut u8,
     n: u64,
+    site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
     match check_region(e, "get", win, peer, off, n) {
@@ -410,8 +439,14 @@ unsafe extern "C" fn h_get(
                 .and_then(|r| r.read(win as usize, p, off, n, e.rank))
             {
                 let w = &e.world.windows[win as usize];
+                let at = e.world.artifact.site_text(site);
+                let at = if at.is_empty() {
+                    String::new()
+                } else {
+                    format!("{at}: ")
+                };
                 let msg = format!(
-                    "data race: rank {} reads window #{win} ({}) elements {}..{} on rank {p}, which rank {} wrote with no notify -> wait (or barrier) ordering that write before this read; after writing, have rank {} notify rank {} and make rank {} wait for that signal before it reads (notify the rank that reads you; wait for the rank you read)",
+                    "{at}data race: rank {} reads window #{win} ({}) elements {}..{} on rank {p}, which rank {} wrote with no notify -> wait (or barrier) ordering that write before this read; after writing, have rank {} notify rank {} and make rank {} wait for that signal before it reads (notify the rank that reads you; wait for the rank you read)",
                     e.rank,
                     w.desc,
                     rep.start / w.elem as u64,
@@ -442,6 +477,7 @@ unsafe extern "C" fn h_notify(
     kind: u32,
     value: i64,
     op: u32,
+    _site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
     let peer = match check_region(e, "notify", win, peer, off, sigkind::width(kind) as u64) {
@@ -484,6 +520,7 @@ unsafe extern "C" fn h_wait(
     kind: u32,
     expected: i64,
     cmp: u32,
+    site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
     let rank = e.rank as i64;
@@ -496,6 +533,7 @@ unsafe extern "C" fn h_wait(
         kind,
         expected,
         cmp,
+        site,
     };
     match e.world.block_until(e.rank, b) {
         Ok(()) => {
@@ -523,7 +561,7 @@ unsafe extern "C" fn h_track_write(ctx: *mut DeviceCtx, win: u64, off: u64, n: u
     0
 }
 
-unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx) -> i32 {
+unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx, site: u32) -> i32 {
     let e = unsafe { env(ctx) };
     let w = e.world;
     let gen = {
@@ -546,7 +584,7 @@ unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx) -> i32 {
         }
         gen
     };
-    match w.block_until(e.rank, Blocked::Barrier { gen }) {
+    match w.block_until(e.rank, Blocked::Barrier { gen, site }) {
         Ok(()) => {
             if let Some(r) = &w.race {
                 r.barrier_leave(e.rank);
