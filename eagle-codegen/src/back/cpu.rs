@@ -627,6 +627,50 @@ impl Lower<'_, '_> {
             | OpKind::Cmp(..)
             | OpKind::Select(..)
             | OpKind::Cast(..) => Some(self.elementwise(op)?),
+            OpKind::Slice { .. } | OpKind::Subview { .. } => self.lower_view(op)?,
+            OpKind::Load { .. } | OpKind::Store { .. } => self.lower_load_store(op)?,
+            OpKind::Elem { .. } | OpKind::SetElem { .. } => self.lower_element(op)?,
+            OpKind::RemoteLoad { .. }
+            | OpKind::RemoteStore { .. }
+            | OpKind::Put { .. }
+            | OpKind::Get { .. } => self.lower_remote(op)?,
+            OpKind::Notify { .. } | OpKind::Wait { .. } | OpKind::Barrier(_) => {
+                self.lower_signal(op)?
+            }
+            OpKind::Var(_)
+            | OpKind::Read(_)
+            | OpKind::Write(..)
+            | OpKind::For { .. }
+            | OpKind::If { .. }
+            | OpKind::Call { .. } => self.lower_control(op)?,
+            OpKind::Broadcast { .. }
+            | OpKind::AllGather { .. }
+            | OpKind::ReduceScatter { .. }
+            | OpKind::AllReduce { .. }
+            | OpKind::AllToAll { .. } => {
+                return Err(self.err(format!(
+                    "collective `{}` was not lowered; specialize the module first",
+                    self.op_text(op)
+                )))
+            }
+            OpKind::Dispatch { .. } | OpKind::AllocWindowBuffer | OpKind::Window(_) => {
+                return Err(self.err(format!(
+                    "host op `{}` in a device function",
+                    self.op_text(op)
+                )))
+            }
+        };
+        if let (Some(r), Some(cv)) = (op.result, out) {
+            self.vals.insert(r, cv);
+        }
+        Ok(())
+    }
+
+    /// Slices and sub-views of tensors and windows.
+    fn lower_view(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
+        let f = self.f;
+        let res_ty = op.result.map(|r| f.ty(r).clone());
+        Ok(match &op.kind {
             OpKind::Slice { src, index } => {
                 let base = self.mem(*src)?;
                 let st = f.ty(*src).clone();
@@ -651,6 +695,52 @@ impl Lower<'_, '_> {
                     (inner as usize) * d.size(),
                 )))
             }
+            OpKind::Subview { src, offset } => {
+                let st = f.ty(*src).clone();
+                let dims = st.shape().and_then(|s| s.consts()).unwrap_or_default();
+                let d = st.dtype().unwrap_or(DType::F32);
+                let len = res_ty
+                    .as_ref()
+                    .and_then(|t| t.shape()?.0.first()?.as_const())
+                    .unwrap_or(0);
+                let row_bytes = dims.iter().skip(1).product::<u64>() as usize * d.size();
+                let off = self.scalar(*offset)?;
+                let extent = dims.first().copied().unwrap_or(0);
+                if !self.is_const(*offset) {
+                    let limit = extent.saturating_sub(len) as i64;
+                    let bad = self
+                        .b
+                        .ins()
+                        .icmp_imm_s(IntCC::UnsignedGreaterThan, off, limit);
+                    let lim = self.iconst(limit);
+                    let msg = crate::sites::subview_offset(&f.name, &self.site_op(op), len, extent);
+                    self.fault_if(bad, msg, off, lim);
+                }
+                let delta = self.b.ins().imul_imm_s(off, row_bytes as i64);
+                Some(match self.cv(*src)? {
+                    Cv::Mem(p) => Cv::Mem(self.b.ins().iadd(p, delta)),
+                    Cv::Win(id, base, woff) => {
+                        let b2 = self.b.ins().iadd(base, delta);
+                        let o2 = self.b.ins().iadd(woff, delta);
+                        Cv::Win(id, b2, o2)
+                    }
+                    _ => return Err(self.err("subview of a non-buffer")),
+                })
+            }
+            other => {
+                return Err(self.err(format!(
+                    "internal: `{}` is not lowered by `lower_view`",
+                    other.info().name
+                )))
+            }
+        })
+    }
+
+    /// Tile loads and stores (read in place, fused into a store, or copied).
+    fn lower_load_store(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
+        let f = self.f;
+        let res_ty = op.result.map(|r| f.ty(r).clone());
+        Ok(match &op.kind {
             OpKind::Load { src, offsets }
                 if op.result.is_some_and(|r| self.plan.views.contains(&r)) =>
             {
@@ -691,36 +781,6 @@ impl Lower<'_, '_> {
                 })?;
                 Some(Cv::Mem(dst))
             }
-            OpKind::Elem { src, indices } => {
-                let t = f.ty(*src).clone();
-                let addr = self.elem_addr_of(op, *src, &t, indices)?;
-                let d = t.dtype().unwrap_or(DType::F32);
-                Some(Cv::S(self.b.ins().load(
-                    cl_type(d),
-                    MemFlagsData::trusted(),
-                    addr,
-                    0,
-                )))
-            }
-            OpKind::SetElem {
-                value,
-                dst,
-                indices,
-            } => {
-                let t = f.ty(*dst).clone();
-                let addr = self.elem_addr_of(op, *dst, &t, indices)?;
-                let x = self.scalar(*value)?;
-                self.b.ins().store(MemFlagsData::trusted(), x, addr, 0);
-                if let Ok((id, woff)) = self.win(*dst) {
-                    let base = self.mem(*dst)?;
-                    let rel = self.b.ins().isub(addr, base);
-                    let at = self.b.ins().iadd(woff, rel);
-                    let n = self.iconst(t.dtype().map_or(1, DType::size) as i64);
-                    let st = self.call_hook(hook::TRACK_WRITE, &[id, at, n]);
-                    self.check(st);
-                }
-                None
-            }
             OpKind::Store { value, .. } if self.stored.contains(value) => {
                 // Already written in place by the elementwise op that computed `value`.
                 None
@@ -760,6 +820,63 @@ impl Lower<'_, '_> {
                 })?;
                 None
             }
+            other => {
+                return Err(self.err(format!(
+                    "internal: `{}` is not lowered by `lower_load_store`",
+                    other.info().name
+                )))
+            }
+        })
+    }
+
+    /// Element reads and writes.
+    fn lower_element(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
+        let f = self.f;
+        Ok(match &op.kind {
+            OpKind::Elem { src, indices } => {
+                let t = f.ty(*src).clone();
+                let addr = self.elem_addr_of(op, *src, &t, indices)?;
+                let d = t.dtype().unwrap_or(DType::F32);
+                Some(Cv::S(self.b.ins().load(
+                    cl_type(d),
+                    MemFlagsData::trusted(),
+                    addr,
+                    0,
+                )))
+            }
+            OpKind::SetElem {
+                value,
+                dst,
+                indices,
+            } => {
+                let t = f.ty(*dst).clone();
+                let addr = self.elem_addr_of(op, *dst, &t, indices)?;
+                let x = self.scalar(*value)?;
+                self.b.ins().store(MemFlagsData::trusted(), x, addr, 0);
+                if let Ok((id, woff)) = self.win(*dst) {
+                    let base = self.mem(*dst)?;
+                    let rel = self.b.ins().isub(addr, base);
+                    let at = self.b.ins().iadd(woff, rel);
+                    let n = self.iconst(t.dtype().map_or(1, DType::size) as i64);
+                    let st = self.call_hook(hook::TRACK_WRITE, &[id, at, n]);
+                    self.check(st);
+                }
+                None
+            }
+            other => {
+                return Err(self.err(format!(
+                    "internal: `{}` is not lowered by `lower_element`",
+                    other.info().name
+                )))
+            }
+        })
+    }
+
+    /// Remote tile loads and stores, put and get (through the hooks).
+    fn lower_remote(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
+        let f = self.f;
+        let res_ty = op.result.map(|r| f.ty(r).clone());
+        Ok(match &op.kind {
             OpKind::RemoteLoad { src, peer, offsets } => {
                 let Some(Type::Tile(ts, d)) = res_ty else {
                     return Err(self.err("remote_load without a tile result"));
@@ -840,6 +957,19 @@ impl Lower<'_, '_> {
                 }
                 None
             }
+            other => {
+                return Err(self.err(format!(
+                    "internal: `{}` is not lowered by `lower_remote`",
+                    other.info().name
+                )))
+            }
+        })
+    }
+
+    /// Notify, wait and barrier (through the hooks).
+    fn lower_signal(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
+        let f = self.f;
+        Ok(match &op.kind {
             OpKind::Notify {
                 signal,
                 peer,
@@ -899,6 +1029,20 @@ impl Lower<'_, '_> {
                 self.check(st);
                 None
             }
+            other => {
+                return Err(self.err(format!(
+                    "internal: `{}` is not lowered by `lower_signal`",
+                    other.info().name
+                )))
+            }
+        })
+    }
+
+    /// Variables, loops, branches and calls.
+    fn lower_control(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
+        let f = self.f;
+        let res_ty = op.result.map(|r| f.ty(r).clone());
+        Ok(match &op.kind {
             OpKind::Var(init) => {
                 let Some(Type::Ref(d)) = res_ty else {
                     return Err(self.err("var without a ref type"));
@@ -981,59 +1125,13 @@ impl Lower<'_, '_> {
                 self.check(st);
                 None
             }
-            OpKind::Subview { src, offset } => {
-                let st = f.ty(*src).clone();
-                let dims = st.shape().and_then(|s| s.consts()).unwrap_or_default();
-                let d = st.dtype().unwrap_or(DType::F32);
-                let len = res_ty
-                    .as_ref()
-                    .and_then(|t| t.shape()?.0.first()?.as_const())
-                    .unwrap_or(0);
-                let row_bytes = dims.iter().skip(1).product::<u64>() as usize * d.size();
-                let off = self.scalar(*offset)?;
-                let extent = dims.first().copied().unwrap_or(0);
-                if !self.is_const(*offset) {
-                    let limit = extent.saturating_sub(len) as i64;
-                    let bad = self
-                        .b
-                        .ins()
-                        .icmp_imm_s(IntCC::UnsignedGreaterThan, off, limit);
-                    let lim = self.iconst(limit);
-                    let msg = crate::sites::subview_offset(&f.name, &self.site_op(op), len, extent);
-                    self.fault_if(bad, msg, off, lim);
-                }
-                let delta = self.b.ins().imul_imm_s(off, row_bytes as i64);
-                Some(match self.cv(*src)? {
-                    Cv::Mem(p) => Cv::Mem(self.b.ins().iadd(p, delta)),
-                    Cv::Win(id, base, woff) => {
-                        let b2 = self.b.ins().iadd(base, delta);
-                        let o2 = self.b.ins().iadd(woff, delta);
-                        Cv::Win(id, b2, o2)
-                    }
-                    _ => return Err(self.err("subview of a non-buffer")),
-                })
-            }
-            OpKind::Broadcast { .. }
-            | OpKind::AllGather { .. }
-            | OpKind::ReduceScatter { .. }
-            | OpKind::AllReduce { .. }
-            | OpKind::AllToAll { .. } => {
+            other => {
                 return Err(self.err(format!(
-                    "collective `{}` was not lowered; specialize the module first",
-                    self.op_text(op)
+                    "internal: `{}` is not lowered by `lower_control`",
+                    other.info().name
                 )))
             }
-            OpKind::Dispatch { .. } | OpKind::AllocWindowBuffer | OpKind::Window(_) => {
-                return Err(self.err(format!(
-                    "host op `{}` in a device function",
-                    self.op_text(op)
-                )))
-            }
-        };
-        if let (Some(r), Some(cv)) = (op.result, out) {
-            self.vals.insert(r, cv);
-        }
-        Ok(())
+        })
     }
 
     fn is_const(&self, v: Value) -> bool {
