@@ -12,6 +12,8 @@ pub mod agree;
 mod error;
 mod exec;
 mod host;
+mod job;
+mod options;
 mod pool;
 mod tensor;
 
@@ -24,7 +26,9 @@ pub(crate) use exec::sim;
 pub(crate) use exec::sim::race;
 
 pub use error::{Cause, RuntimeError};
-pub use host::{call_entry, run, run_with, Arg, RunOptions, RunReport};
+pub use host::{call_entry, run, run_with};
+pub use job::{Arg, RunReport};
+pub use options::RunOptions;
 pub use tensor::{Element, Tensor};
 
 /// Where device programs run.

@@ -23,8 +23,8 @@
 //!   checks generated code bit for bit against `sim`; it is slow and meant for tests.
 
 use crate::error::{Cause, RuntimeError};
-use crate::host::{JobArg, RunReport};
-use crate::{Arg, RunOptions};
+use crate::job::{Arg, JobArg, RunReport};
+use crate::options::RunOptions;
 use cudarc::driver::{result as cu, sys};
 use eagle_codegen::abi::{CudaErr, CudaRt};
 use eagle_codegen::cuda::{CudaCode, EntryKind, BLOCK_THREADS};
@@ -712,7 +712,7 @@ pub(crate) fn run(
     art: &Artifact,
     args: &mut [Arg<'_>],
     p: usize,
-    jobs: Vec<Vec<crate::host::Job>>,
+    jobs: Vec<Vec<crate::job::Job>>,
     windows: Vec<(usize, usize, String)>,
     opts: &RunOptions,
 ) -> Result<RunReport, RuntimeError> {
@@ -880,7 +880,7 @@ impl RankRun<'_> {
     /// copies the outputs back, and meets the others at `done` before freeing anything.
     fn run(
         &self,
-        jobs: &[crate::host::Job],
+        jobs: &[crate::job::Job],
         inputs: &[Vec<u8>],
         ready: &std::sync::Barrier,
         done: &std::sync::Barrier,
@@ -906,7 +906,7 @@ impl RankRun<'_> {
     #[allow(clippy::type_complexity)]
     fn prepare<'j>(
         &self,
-        jobs: &'j [crate::host::Job],
+        jobs: &'j [crate::job::Job],
         inputs: &[Vec<u8>],
     ) -> Result<(Stream, RankRecord, Vec<Prepared<'j>>), RuntimeError> {
         let ex = self.ex;
@@ -953,7 +953,7 @@ impl RankRun<'_> {
     /// Launches the prepared dispatches in order and returns the output slices.
     fn execute(
         &self,
-        jobs: &[crate::host::Job],
+        jobs: &[crate::job::Job],
         stream: &Stream,
         rt: &RankRecord,
         steps: &[Prepared<'_>],
@@ -965,7 +965,7 @@ impl RankRun<'_> {
         let mut outs = vec![];
         for (ji, st) in steps.iter().enumerate() {
             // What an earlier dispatch of this rank wrote into a range this one reads.
-            for f in crate::host::forwards(jobs, ji) {
+            for f in crate::job::forwards(jobs, ji) {
                 let src = &steps[f.from_job].bufs[f.from_buf].1;
                 DevBuf::copy(
                     src,

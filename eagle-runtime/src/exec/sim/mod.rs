@@ -145,7 +145,7 @@ impl<'a> World<'a> {
         windows: Vec<WindowMem>,
         artifact: &'a Artifact,
         live: usize,
-        opts: &crate::host::RunOptions,
+        opts: &crate::options::RunOptions,
     ) -> Self {
         let timeout = opts.wait_timeout;
         let race = opts

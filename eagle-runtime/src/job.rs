@@ -1,0 +1,203 @@
+//! A launch as the host interpreter produces it and the executors (sim, MPI, CUDA) run it:
+//! the caller's arguments ([`Arg`]), one list of [`Job`]s (dispatches) per rank with their
+//! arguments, the forwarding of bytes between a rank's jobs, and what a run did ([`RunReport`]).
+
+use crate::error::RuntimeError;
+use crate::tensor::{Element, Tensor};
+use eagle_ir::{Const, DType};
+use std::time::Duration;
+
+/// A host-function argument.
+#[derive(Debug)]
+pub enum Arg<'a> {
+    /// An input tensor: shape, dtype and bytes.
+    In(Vec<usize>, DType, &'a [u8]),
+    /// An output tensor (read and written).
+    Out(Vec<usize>, DType, &'a mut [u8]),
+    /// A scalar.
+    Scalar(Const, DType),
+}
+
+impl<'a, T: Element> From<&'a Tensor<T>> for Arg<'a> {
+    fn from(t: &'a Tensor<T>) -> Self {
+        Arg::In(t.shape().to_vec(), T::DTYPE, t.bytes())
+    }
+}
+impl<'a, T: Element> From<&'a mut Tensor<T>> for Arg<'a> {
+    fn from(t: &'a mut Tensor<T>) -> Self {
+        Arg::Out(t.shape().to_vec(), T::DTYPE, t.bytes_mut())
+    }
+}
+macro_rules! scalar_arg {
+    ($($t:ty => $d:expr, $c:expr),*) => {$(
+        impl From<$t> for Arg<'_> {
+            fn from(v: $t) -> Self {
+                #[allow(clippy::redundant_closure_call)]
+                Arg::Scalar(($c)(v), $d)
+            }
+        }
+    )*};
+}
+scalar_arg!(
+    f32 => DType::F32, Const::F32,
+    f64 => DType::F64, Const::F64,
+    i32 => DType::I32, |v: i32| Const::Int(v as i128),
+    i64 => DType::I64, |v: i64| Const::Int(v as i128),
+    u32 => DType::U32, |v: u32| Const::Int(v as i128),
+    u64 => DType::U64, |v: u64| Const::Int(v as i128),
+    usize => DType::Index, |v: usize| Const::Int(v as i128),
+    bool => DType::Bool, Const::Bool
+);
+
+impl Arg<'_> {
+    /// Checks that a tensor argument carries as many bytes as its shape and dtype say (always
+    /// true for arguments made from a [`Tensor`]; scalars always pass).
+    ///
+    /// # Errors
+    /// [`RuntimeError::Argument`] naming `function` and `argument` when the byte length differs
+    /// from the shape's, or the shape's size overflows `usize`.
+    pub fn check_len(&self, function: &str, argument: &str) -> Result<(), RuntimeError> {
+        let (shape, dtype, len) = match self {
+            Arg::In(s, d, b) => (s, *d, b.len()),
+            Arg::Out(s, d, b) => (s, *d, b.len()),
+            Arg::Scalar(..) => return Ok(()),
+        };
+        let want = crate::tensor::checked_numel(shape).and_then(|n| n.checked_mul(dtype.size()));
+        if want == Some(len) {
+            return Ok(());
+        }
+        Err(RuntimeError::Argument {
+            function: function.into(),
+            argument: argument.into(),
+            expected: match want {
+                Some(w) => format!(
+                    "{w} bytes for shape {shape:?} of {dtype}; build the argument from a `Tensor` (`Arg::from(&t)`)"
+                ),
+                None => format!(
+                    "a shape whose size fits in memory; the product of {shape:?} elements of {dtype} overflows usize"
+                ),
+            },
+            found: format!("{len} bytes"),
+        })
+    }
+    /// The argument as errors describe it ("an input tensor [2, 8] of f32").
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Arg::In(s, d, _) => format!("an input tensor {s:?} of {d}"),
+            Arg::Out(s, d, _) => format!("a mutable tensor {s:?} of {d}"),
+            Arg::Scalar(_, d) => format!("a {d} scalar"),
+        }
+    }
+    /// The shape of a tensor argument.
+    pub(crate) fn shape(&self) -> Option<&[usize]> {
+        match self {
+            Arg::In(s, ..) | Arg::Out(s, ..) => Some(s),
+            Arg::Scalar(..) => None,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// Wall time from the first dispatch to the last copy-back.
+    pub run_time: Duration,
+    /// Per-device program dispatches executed.
+    pub dispatches: usize,
+}
+
+pub(crate) enum JobArg {
+    Tensor {
+        arg: usize,
+        off: usize,
+        bytes: usize,
+        out: bool,
+    },
+    Window(usize),
+    Scalar(u64),
+    Ctx,
+}
+
+pub(crate) struct Job {
+    pub(crate) callee: String,
+    pub(crate) args: Vec<JobArg>,
+    /// Device copies of tensor args (aligned to 8 bytes), in arg order.
+    pub(crate) buffers: Vec<Vec<u64>>,
+}
+
+/// Bytes that an earlier dispatch on the same rank wrote into a host tensor range that a later
+/// dispatch reads: a rank's dispatches run in order, so the later one must see them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Forward {
+    /// The earlier job, and the index of its tensor buffer that holds the bytes.
+    pub(crate) from_job: usize,
+    pub(crate) from_buf: usize,
+    /// Byte offset in that buffer.
+    pub(crate) from_off: usize,
+    /// The index of the later job's tensor buffer, and the byte offset in it.
+    pub(crate) to_buf: usize,
+    pub(crate) to_off: usize,
+    /// Bytes copied.
+    pub(crate) len: usize,
+}
+
+/// The forwards into job `j` of `jobs` (one rank's jobs, in order), to apply in order just
+/// before `j` runs.
+pub(crate) fn forwards(jobs: &[Job], j: usize) -> Vec<Forward> {
+    if j == 0 {
+        // The common case (one dispatch per rank) costs nothing.
+        return vec![];
+    }
+    let tensors = |job: &Job| -> Vec<(usize, usize, usize, bool)> {
+        job.args
+            .iter()
+            .filter_map(|a| match a {
+                JobArg::Tensor {
+                    arg,
+                    off,
+                    bytes,
+                    out,
+                } => Some((*arg, *off, *bytes, *out)),
+                _ => None,
+            })
+            .collect()
+    };
+    let mine = tensors(&jobs[j]);
+    let mut v = vec![];
+    for (to_buf, &(arg, off, bytes, _)) in mine.iter().enumerate() {
+        for (from_job, earlier) in jobs[..j].iter().enumerate() {
+            for (from_buf, &(a2, o2, b2, out)) in tensors(earlier).iter().enumerate() {
+                let (lo, hi) = (off.max(o2), (off + bytes).min(o2 + b2));
+                if out && a2 == arg && lo < hi {
+                    v.push(Forward {
+                        from_job,
+                        from_buf,
+                        from_off: lo - o2,
+                        to_buf,
+                        to_off: lo - off,
+                        len: hi - lo,
+                    });
+                }
+            }
+        }
+    }
+    v
+}
+
+/// Applies the forwards into job `j` between host-memory job buffers.
+pub(crate) fn forward_host(jobs: &mut [Job], j: usize) {
+    for f in forwards(jobs, j) {
+        let (before, rest) = jobs.split_at_mut(j);
+        let src = &before[f.from_job].buffers[f.from_buf];
+        let dst = &mut rest[0].buffers[f.to_buf];
+        // SAFETY: both buffers hold at least `off + len` bytes (the ranges lie inside the
+        // tensor slices the buffers were sized for), and they are distinct allocations.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                src.as_ptr().cast::<u8>().add(f.from_off),
+                dst.as_mut_ptr().cast::<u8>().add(f.to_off),
+                f.len,
+            );
+        }
+    }
+}
