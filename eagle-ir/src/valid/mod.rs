@@ -343,6 +343,48 @@ impl V<'_> {
         }
         use OpKind::*;
         match &op.kind {
+            Const(_) | Dim(_) | Binary(..) | Unary(..) | Fma(..) | Cmp(..) | Select(..)
+            | Cast(_) => self.check_scalar(op)?,
+            Slice { .. }
+            | Subview { .. }
+            | Broadcast { .. }
+            | AllGather { .. }
+            | AllToAll { .. }
+            | ReduceScatter { .. }
+            | AllReduce { .. } => self.check_views_and_collectives(op)?,
+            Elem { .. } | SetElem { .. } | Load { .. } | Store { .. } => self.check_memory(op)?,
+            Var(_)
+            | Read(_)
+            | Write(..)
+            | For { .. }
+            | If { .. }
+            | Call { .. }
+            | Dispatch { .. } => self.check_control(op)?,
+            Rank(_) | NRanks(_) | Barrier(_) | WorldSize | AllocWindowBuffer | Window(_) => {
+                self.check_context_and_host(op)?
+            }
+            Put { .. }
+            | Get { .. }
+            | RemoteLoad { .. }
+            | RemoteStore { .. }
+            | Notify { .. }
+            | Wait { .. } => self.check_remote_and_signals(op)?,
+        }
+        if let Some(r) = op.result {
+            self.define(r);
+            if let Slice { src, .. } | Subview { src, .. } = &op.kind {
+                if let Some(&i) = self.roots.get(src) {
+                    self.roots.insert(r, i);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Constants, dims and elementwise ops.
+    fn check_scalar(&mut self, op: &Op) -> Result<()> {
+        use OpKind::*;
+        match &op.kind {
             Const(c) => {
                 let Some(Type::Scalar(d)) = op.result.map(|r| self.ty(r).clone()) else {
                     return self.fail(op, "a constant must define a scalar result");
@@ -431,6 +473,23 @@ impl V<'_> {
                 };
                 self.expect_result(op, &Self::with_shape(s, d))?;
             }
+            other => {
+                return self.fail(
+                    op,
+                    format!(
+                        "internal: `{}` is not checked by `check_scalar`",
+                        other.info().name
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Slices, sub-views and the built-in collectives.
+    fn check_views_and_collectives(&mut self, op: &Op) -> Result<()> {
+        use OpKind::*;
+        match &op.kind {
             Slice { src, index } => {
                 self.scalar(op, *index, "index", Some(DType::Index))?;
                 match self.ty(*src) {
@@ -511,6 +570,23 @@ impl V<'_> {
                     }
                 }
             }
+            other => {
+                return self.fail(
+                    op,
+                    format!(
+                        "internal: `{}` is not checked by `check_views_and_collectives`",
+                        other.info().name
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Element and tile reads and writes.
+    fn check_memory(&mut self, op: &Op) -> Result<()> {
+        use OpKind::*;
+        match &op.kind {
             Elem { src, indices } => {
                 let (s, d) = self.memory(op, *src, "operand 0 (source)")?;
                 self.offsets(op, indices, s.rank(), "the source")?;
@@ -556,6 +632,23 @@ impl V<'_> {
                     t => return self.fail(op, format!("operand 0 (value) must be a tile of rank {} and dtype `{d}`, found `{t}`", s.rank())),
                 }
             }
+            other => {
+                return self.fail(
+                    op,
+                    format!(
+                        "internal: `{}` is not checked by `check_memory`",
+                        other.info().name
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Variables, loops, branches, calls and dispatches.
+    fn check_control(&mut self, op: &Op) -> Result<()> {
+        use OpKind::*;
+        match &op.kind {
             Var(init) => {
                 let d = self.scalar(op, *init, "0 (initial value)", None)?;
                 self.expect_result(op, &Type::Ref(d))?;
@@ -607,6 +700,23 @@ impl V<'_> {
                 self.args(op, c, args, true)?;
                 self.scalar(op, *device, "device", Some(DType::Index))?;
             }
+            other => {
+                return self.fail(
+                    op,
+                    format!(
+                        "internal: `{}` is not checked by `check_control`",
+                        other.info().name
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Rank, world size, barrier and the host's window ops.
+    fn check_context_and_host(&mut self, op: &Op) -> Result<()> {
+        use OpKind::*;
+        match &op.kind {
             Rank(c) | NRanks(c) => {
                 self.ctx(op, *c)?;
                 self.expect_result(op, &Type::Scalar(DType::Index))?;
@@ -637,6 +747,23 @@ impl V<'_> {
                     _ => return self.fail(op, "window must define a `window` result"),
                 }
             }
+            other => {
+                return self.fail(
+                    op,
+                    format!(
+                        "internal: `{}` is not checked by `check_context_and_host`",
+                        other.info().name
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Put, get, remote loads and stores, notify and wait.
+    fn check_remote_and_signals(&mut self, op: &Op) -> Result<()> {
+        use OpKind::*;
+        match &op.kind {
             Put { dst, peer, src } | Get { dst, peer, src } => {
                 let put = matches!(op.kind, Put { .. });
                 if !put {
@@ -714,13 +841,14 @@ impl V<'_> {
                 self.offsets(op, offsets, s.rank(), "the signal window")?;
                 self.scalar(op, *value, "value", Some(d))?;
             }
-        }
-        if let Some(r) = op.result {
-            self.define(r);
-            if let Slice { src, .. } | Subview { src, .. } = &op.kind {
-                if let Some(&i) = self.roots.get(src) {
-                    self.roots.insert(r, i);
-                }
+            other => {
+                return self.fail(
+                    op,
+                    format!(
+                        "internal: `{}` is not checked by `check_remote_and_signals`",
+                        other.info().name
+                    ),
+                );
             }
         }
         Ok(())
