@@ -917,6 +917,48 @@ impl Emitter<'_> {
             | OpKind::Cmp(..)
             | OpKind::Select(..)
             | OpKind::Cast(..) => self.elementwise(op)?,
+            OpKind::Slice { .. } | OpKind::Subview { .. } => self.emit_view(op)?,
+            OpKind::Load { .. }
+            | OpKind::RemoteLoad { .. }
+            | OpKind::Store { .. }
+            | OpKind::RemoteStore { .. } => self.emit_load_store(op)?,
+            OpKind::Elem { .. } | OpKind::SetElem { .. } => self.emit_element(op)?,
+            OpKind::Put { .. }
+            | OpKind::Get { .. }
+            | OpKind::Notify { .. }
+            | OpKind::Wait { .. }
+            | OpKind::Barrier(_) => self.emit_signal(op)?,
+            OpKind::Var(_)
+            | OpKind::Read(_)
+            | OpKind::Write(..)
+            | OpKind::For { .. }
+            | OpKind::If { .. }
+            | OpKind::Call { .. } => self.emit_control(op)?,
+            OpKind::Broadcast { .. }
+            | OpKind::AllGather { .. }
+            | OpKind::ReduceScatter { .. }
+            | OpKind::AllReduce { .. }
+            | OpKind::AllToAll { .. } => {
+                return Err(self.err(format!(
+                    "collective `{}` was not lowered; specialize the module first",
+                    self.op_text(op)
+                )))
+            }
+            OpKind::Dispatch { .. } | OpKind::AllocWindowBuffer | OpKind::Window(_) => {
+                return Err(self.err(format!(
+                    "host op `{}` in a device function",
+                    self.op_text(op)
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Slices and sub-views.
+    fn emit_view(&mut self, op: &Op) -> Result<(), CodegenError> {
+        let f = self.f;
+        let res = op.result;
+        match &op.kind {
             OpKind::Slice { src, index } => {
                 let Some(r) = res else { return Ok(()) };
                 let dims = self.shape(*src)?;
@@ -976,6 +1018,20 @@ impl Emitter<'_> {
                     t => return Err(self.err(format!("subview of `{t}`"))),
                 }
             }
+            other => {
+                return Err(self.err(format!(
+                    "internal: `{}` is not emitted by `emit_view`",
+                    other.info().name
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Local and remote tile loads and stores.
+    fn emit_load_store(&mut self, op: &Op) -> Result<(), CodegenError> {
+        let res = op.result;
+        match &op.kind {
             OpKind::Load { src, offsets } | OpKind::RemoteLoad { src, offsets, .. } => {
                 let Some(r) = res else { return Ok(()) };
                 let tile = self.shape(r)?;
@@ -1041,6 +1097,20 @@ impl Emitter<'_> {
                 self.line("}");
                 self.sync();
             }
+            other => {
+                return Err(self.err(format!(
+                    "internal: `{}` is not emitted by `emit_load_store`",
+                    other.info().name
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Element reads and writes.
+    fn emit_element(&mut self, op: &Op) -> Result<(), CodegenError> {
+        let res = op.result;
+        match &op.kind {
             OpKind::Elem { src, indices } => {
                 let Some(r) = res else { return Ok(()) };
                 let shape = self.shape(*src)?;
@@ -1071,6 +1141,19 @@ impl Emitter<'_> {
                     Mode::Thread => self.line(format!("{base}[{at}] = {x};")),
                 }
             }
+            other => {
+                return Err(self.err(format!(
+                    "internal: `{}` is not emitted by `emit_element`",
+                    other.info().name
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Put, get, notify, wait and barrier.
+    fn emit_signal(&mut self, op: &Op) -> Result<(), CodegenError> {
+        match &op.kind {
             OpKind::Put { dst, peer, src } | OpKind::Get { dst, peer, src } => {
                 let is_put = matches!(op.kind, OpKind::Put { .. });
                 let (win, local) = if is_put { (*dst, *src) } else { (*src, *dst) };
@@ -1156,6 +1239,22 @@ impl Emitter<'_> {
                 self.sync();
                 self.status_once("eg_barrier(rt)");
             }
+            other => {
+                return Err(self.err(format!(
+                    "internal: `{}` is not emitted by `emit_signal`",
+                    other.info().name
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Variables, loops, branches and calls.
+    fn emit_control(&mut self, op: &Op) -> Result<(), CodegenError> {
+        let f = self.f;
+        let res = op.result;
+        let rty = res.map(|r| f.ty(r).clone());
+        match &op.kind {
             OpKind::Var(init) => {
                 let (Some(r), Some(Type::Ref(d))) = (res, rty) else {
                     return Err(self.err("var without a ref type"));
@@ -1214,20 +1313,10 @@ impl Emitter<'_> {
                     a.join(", ")
                 ));
             }
-            OpKind::Broadcast { .. }
-            | OpKind::AllGather { .. }
-            | OpKind::ReduceScatter { .. }
-            | OpKind::AllReduce { .. }
-            | OpKind::AllToAll { .. } => {
+            other => {
                 return Err(self.err(format!(
-                    "collective `{}` was not lowered; specialize the module first",
-                    self.op_text(op)
-                )))
-            }
-            OpKind::Dispatch { .. } | OpKind::AllocWindowBuffer | OpKind::Window(_) => {
-                return Err(self.err(format!(
-                    "host op `{}` in a device function",
-                    self.op_text(op)
+                    "internal: `{}` is not emitted by `emit_control`",
+                    other.info().name
                 )))
             }
         }
