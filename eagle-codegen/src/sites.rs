@@ -43,3 +43,20 @@ pub fn division_by_zero(function: &str, op: &str) -> String {
 pub fn peer(function: &str, op: &str) -> String {
     format!("function `{function}`, {op}: peer {{a}} is outside the world 0..{{b}}")
 }
+
+/// Why a backend refuses `kind` (op text `op`): one a specialized device function never holds.
+/// `world_size`/`nranks` fold to P and the collectives are lowered by `specialize`; dispatches
+/// and window-buffer ops belong to the host function. Both backends report these with this
+/// one message.
+pub fn not_specialized(kind: &eagle_ir::OpKind, op: &str) -> String {
+    use eagle_ir::OpKind;
+    match kind {
+        OpKind::WorldSize | OpKind::NRanks(_) => {
+            "world size left unfolded; specialize the module first".to_string()
+        }
+        OpKind::Dispatch { .. } | OpKind::AllocWindowBuffer | OpKind::Window(_) => {
+            format!("host op `{op}` in a device function")
+        }
+        _ => format!("collective `{op}` was not lowered; specialize the module first"),
+    }
+}

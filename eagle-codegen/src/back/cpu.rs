@@ -585,9 +585,6 @@ impl Lower<'_, '_> {
                     .ok_or_else(|| self.err(format!("dim `{d}` is unbound; specialize first")))?;
                 Some(Cv::S(self.iconst(n as i64)))
             }
-            OpKind::WorldSize | OpKind::NRanks(_) => {
-                return Err(self.err("world size left unfolded; specialize the module first"));
-            }
             OpKind::Rank(_) => Some(Cv::S(self.b.ins().load(
                 types::I64,
                 MemFlagsData::trusted(),
@@ -643,21 +640,17 @@ impl Lower<'_, '_> {
             | OpKind::For { .. }
             | OpKind::If { .. }
             | OpKind::Call { .. } => self.lower_control(op)?,
-            OpKind::Broadcast { .. }
+            OpKind::WorldSize
+            | OpKind::NRanks(_)
+            | OpKind::Broadcast { .. }
             | OpKind::AllGather { .. }
             | OpKind::ReduceScatter { .. }
             | OpKind::AllReduce { .. }
-            | OpKind::AllToAll { .. } => {
-                return Err(self.err(format!(
-                    "collective `{}` was not lowered; specialize the module first",
-                    self.op_text(op)
-                )))
-            }
-            OpKind::Dispatch { .. } | OpKind::AllocWindowBuffer | OpKind::Window(_) => {
-                return Err(self.err(format!(
-                    "host op `{}` in a device function",
-                    self.op_text(op)
-                )))
+            | OpKind::AllToAll { .. }
+            | OpKind::Dispatch { .. }
+            | OpKind::AllocWindowBuffer
+            | OpKind::Window(_) => {
+                return Err(self.err(crate::sites::not_specialized(&op.kind, &self.op_text(op))))
             }
         };
         if let (Some(r), Some(cv)) = (op.result, out) {

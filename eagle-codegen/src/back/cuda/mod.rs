@@ -908,9 +908,6 @@ impl Emitter<'_> {
                     self.line(format!("const long long v{} = rt->rank;", r.0));
                 }
             }
-            OpKind::WorldSize | OpKind::NRanks(_) => {
-                return Err(self.err("world size left unfolded; specialize the module first"))
-            }
             OpKind::Binary(..)
             | OpKind::Unary(..)
             | OpKind::Fma(..)
@@ -934,21 +931,17 @@ impl Emitter<'_> {
             | OpKind::For { .. }
             | OpKind::If { .. }
             | OpKind::Call { .. } => self.emit_control(op)?,
-            OpKind::Broadcast { .. }
+            OpKind::WorldSize
+            | OpKind::NRanks(_)
+            | OpKind::Broadcast { .. }
             | OpKind::AllGather { .. }
             | OpKind::ReduceScatter { .. }
             | OpKind::AllReduce { .. }
-            | OpKind::AllToAll { .. } => {
-                return Err(self.err(format!(
-                    "collective `{}` was not lowered; specialize the module first",
-                    self.op_text(op)
-                )))
-            }
-            OpKind::Dispatch { .. } | OpKind::AllocWindowBuffer | OpKind::Window(_) => {
-                return Err(self.err(format!(
-                    "host op `{}` in a device function",
-                    self.op_text(op)
-                )))
+            | OpKind::AllToAll { .. }
+            | OpKind::Dispatch { .. }
+            | OpKind::AllocWindowBuffer
+            | OpKind::Window(_) => {
+                return Err(self.err(crate::sites::not_specialized(&op.kind, &self.op_text(op))))
             }
         }
         Ok(())
