@@ -423,101 +423,11 @@ impl Parser {
                 Cmp(c, a, b)
             }
             "cast" => Cast(self.val()?),
-            "slice" => {
-                let src = self.val()?;
-                self.expect_punct("[")?;
-                let index = self.val()?;
-                self.expect_punct("]")?;
-                Slice { src, index }
-            }
-            "subview" => {
-                let src = self.val()?;
-                self.expect_punct("[")?;
-                let offset = self.val()?;
-                self.expect_punct("..")?;
-                self.expect_punct("]")?;
-                Subview { src, offset }
+            "slice" | "subview" | "elem" | "set_elem" | "load" | "store" => {
+                self.parse_memory(&name)?
             }
             "broadcast" | "allgather" | "reduce_scatter" | "allreduce" | "all_to_all" => {
-                let ctx = self.val()?;
-                self.expect_punct(",")?;
-                let src = self.val()?;
-                self.expect_punct(",")?;
-                let dst = self.val()?;
-                match name.as_str() {
-                    "broadcast" => {
-                        self.expect_punct(",")?;
-                        let root = self.val()?;
-                        Broadcast {
-                            ctx,
-                            src,
-                            dst,
-                            root,
-                        }
-                    }
-                    "allgather" => AllGather { ctx, src, dst },
-                    "all_to_all" => AllToAll { ctx, src, dst },
-                    _ => {
-                        self.expect_punct(",")?;
-                        let o = self.ident()?;
-                        let Some(op) = ReduceOp::ALL.into_iter().find(|r| r.name() == o) else {
-                            self.pos -= 1;
-                            return self.err(format!(
-                                "unknown reduce op `{o}`; expected sum, prod, max or min"
-                            ));
-                        };
-                        if name == "reduce_scatter" {
-                            ReduceScatter { ctx, src, dst, op }
-                        } else {
-                            self.expect_punct(",")?;
-                            let m = self.ident()?;
-                            let Some(mode) = AllreduceMode::ALL.into_iter().find(|x| x.name() == m)
-                            else {
-                                self.pos -= 1;
-                                return self.err(format!("unknown allreduce mode `{m}`; expected mesh, two_phase or ring"));
-                            };
-                            AllReduce {
-                                ctx,
-                                src,
-                                dst,
-                                op,
-                                mode,
-                            }
-                        }
-                    }
-                }
-            }
-            "elem" => {
-                let src = self.val()?;
-                let indices = self.offsets()?;
-                Elem { src, indices }
-            }
-            "set_elem" => {
-                let value = self.val()?;
-                self.expect_punct(",")?;
-                let dst = self.val()?;
-                let indices = self.offsets()?;
-                SetElem {
-                    value,
-                    dst,
-                    indices,
-                }
-            }
-            "load" => {
-                let src = self.val()?;
-                let offsets = self.offsets()?;
-                Load { src, offsets }
-            }
-            "store" => {
-                let value = self.val()?;
-                self.expect_punct(",")?;
-                let dst = self.val()?;
-                let offsets = self.offsets()?;
-                Store {
-                    value,
-                    dst,
-                    offsets,
-                }
+                self.parse_collective(&name)?
             }
             "var" => Var(self.val()?),
             "read" => Read(self.val()?),
@@ -592,6 +502,163 @@ impl Parser {
             "world_size" => WorldSize,
             "alloc_window_buffer" => AllocWindowBuffer,
             "window" => Window(self.val()?),
+            "put" | "get" | "remote_load" | "remote_store" | "notify" | "wait" => {
+                self.parse_remote(&name)?
+            }
+            "barrier" => Barrier(self.val()?),
+            other => {
+                if let Some(b) = BinOp::ALL.into_iter().find(|b| b.name() == other) {
+                    let a = self.val()?;
+                    self.expect_punct(",")?;
+                    Binary(b, a, self.val()?)
+                } else if let Some(u) = UnOp::ALL.into_iter().find(|u| u.name() == other) {
+                    Unary(u, self.val()?)
+                } else {
+                    self.pos = name_pos;
+                    return self.err(format!("unknown op `{other}`"));
+                }
+            }
+        };
+        let result = match result_num {
+            Some(n) => {
+                self.expect_punct(":")?;
+                let ty = self.ty()?;
+                if let (Some(t), Type::Scalar(DType::F32)) = (&float_text, &ty) {
+                    if let Ok(x) = t.parse::<f32>() {
+                        kind = Const(crate::ir::Const::F32(x));
+                    }
+                }
+                Some(self.define(n, ty)?)
+            }
+            None => {
+                if self.is_punct(":") {
+                    return self.err(format!("op `{name}` has a type but no result `%N =`"));
+                }
+                None
+            }
+        };
+        if loc.is_none() {
+            loc = self.loc_token();
+        }
+        Ok(Op { result, kind, loc })
+    }
+
+    /// The built-in collectives: `broadcast`, `allgather`, `reduce_scatter`, `allreduce`, `all_to_all`.
+    fn parse_collective(&mut self, name: &str) -> Result<OpKind> {
+        use OpKind::*;
+        Ok(match name {
+            "broadcast" | "allgather" | "reduce_scatter" | "allreduce" | "all_to_all" => {
+                let ctx = self.val()?;
+                self.expect_punct(",")?;
+                let src = self.val()?;
+                self.expect_punct(",")?;
+                let dst = self.val()?;
+                match name {
+                    "broadcast" => {
+                        self.expect_punct(",")?;
+                        let root = self.val()?;
+                        Broadcast {
+                            ctx,
+                            src,
+                            dst,
+                            root,
+                        }
+                    }
+                    "allgather" => AllGather { ctx, src, dst },
+                    "all_to_all" => AllToAll { ctx, src, dst },
+                    _ => {
+                        self.expect_punct(",")?;
+                        let o = self.ident()?;
+                        let Some(op) = ReduceOp::ALL.into_iter().find(|r| r.name() == o) else {
+                            self.pos -= 1;
+                            return self.err(format!(
+                                "unknown reduce op `{o}`; expected sum, prod, max or min"
+                            ));
+                        };
+                        if name == "reduce_scatter" {
+                            ReduceScatter { ctx, src, dst, op }
+                        } else {
+                            self.expect_punct(",")?;
+                            let m = self.ident()?;
+                            let Some(mode) = AllreduceMode::ALL.into_iter().find(|x| x.name() == m)
+                            else {
+                                self.pos -= 1;
+                                return self.err(format!("unknown allreduce mode `{m}`; expected mesh, two_phase or ring"));
+                            };
+                            AllReduce {
+                                ctx,
+                                src,
+                                dst,
+                                op,
+                                mode,
+                            }
+                        }
+                    }
+                }
+            }
+            other => return self.err(format!("internal: `{other}` is not parsed here")),
+        })
+    }
+
+    /// Slices, sub-views, element and tile reads and writes.
+    fn parse_memory(&mut self, name: &str) -> Result<OpKind> {
+        use OpKind::*;
+        Ok(match name {
+            "slice" => {
+                let src = self.val()?;
+                self.expect_punct("[")?;
+                let index = self.val()?;
+                self.expect_punct("]")?;
+                Slice { src, index }
+            }
+            "subview" => {
+                let src = self.val()?;
+                self.expect_punct("[")?;
+                let offset = self.val()?;
+                self.expect_punct("..")?;
+                self.expect_punct("]")?;
+                Subview { src, offset }
+            }
+            "elem" => {
+                let src = self.val()?;
+                let indices = self.offsets()?;
+                Elem { src, indices }
+            }
+            "set_elem" => {
+                let value = self.val()?;
+                self.expect_punct(",")?;
+                let dst = self.val()?;
+                let indices = self.offsets()?;
+                SetElem {
+                    value,
+                    dst,
+                    indices,
+                }
+            }
+            "load" => {
+                let src = self.val()?;
+                let offsets = self.offsets()?;
+                Load { src, offsets }
+            }
+            "store" => {
+                let value = self.val()?;
+                self.expect_punct(",")?;
+                let dst = self.val()?;
+                let offsets = self.offsets()?;
+                Store {
+                    value,
+                    dst,
+                    offsets,
+                }
+            }
+            other => return self.err(format!("internal: `{other}` is not parsed here")),
+        })
+    }
+
+    /// Put, get, remote loads and stores, notify and wait.
+    fn parse_remote(&mut self, name: &str) -> Result<OpKind> {
+        use OpKind::*;
+        Ok(match name {
             "put" | "get" => {
                 let dst = self.val()?;
                 self.expect_punct(",")?;
@@ -671,42 +738,8 @@ impl Parser {
                     cmp,
                 }
             }
-            "barrier" => Barrier(self.val()?),
-            other => {
-                if let Some(b) = BinOp::ALL.into_iter().find(|b| b.name() == other) {
-                    let a = self.val()?;
-                    self.expect_punct(",")?;
-                    Binary(b, a, self.val()?)
-                } else if let Some(u) = UnOp::ALL.into_iter().find(|u| u.name() == other) {
-                    Unary(u, self.val()?)
-                } else {
-                    self.pos = name_pos;
-                    return self.err(format!("unknown op `{other}`"));
-                }
-            }
-        };
-        let result = match result_num {
-            Some(n) => {
-                self.expect_punct(":")?;
-                let ty = self.ty()?;
-                if let (Some(t), Type::Scalar(DType::F32)) = (&float_text, &ty) {
-                    if let Ok(x) = t.parse::<f32>() {
-                        kind = Const(crate::ir::Const::F32(x));
-                    }
-                }
-                Some(self.define(n, ty)?)
-            }
-            None => {
-                if self.is_punct(":") {
-                    return self.err(format!("op `{name}` has a type but no result `%N =`"));
-                }
-                None
-            }
-        };
-        if loc.is_none() {
-            loc = self.loc_token();
-        }
-        Ok(Op { result, kind, loc })
+            other => return self.err(format!("internal: `{other}` is not parsed here")),
+        })
     }
 }
 
