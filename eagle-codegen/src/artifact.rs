@@ -89,12 +89,16 @@ impl Artifact {
     }
 
     /// The entry of site `site` as the runtime names an op (``function `k`, op `wait ...` (at
-    /// src/x.rs:3:5)``), or an empty string for an unknown site.
-    pub fn site_text(&self, site: u32) -> &str {
-        self.code
-            .sites
-            .get(site as usize)
-            .map_or("", String::as_str)
+    /// src/x.rs:3:5)``); `None` for an unknown site.
+    pub fn site_text(&self, site: u32) -> Option<&str> {
+        self.code.sites.get(site as usize).map(String::as_str)
+    }
+
+    /// [`Artifact::site_text`] as the head of a runtime message (``function `k`, op `...`: ``),
+    /// or nothing for an unknown site.
+    pub fn site_prefix(&self, site: u32) -> String {
+        self.site_text(site)
+            .map_or(String::new(), |t| format!("{t}: "))
     }
 
     /// The message of fault `site` with its values filled in.

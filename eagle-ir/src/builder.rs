@@ -155,6 +155,7 @@ impl ModuleBuilder {
             },
             blocks: vec![Block::default()],
             locs: vec![],
+            file: None,
         };
         let r = body(&mut fb);
         let FunctionBuilder {
@@ -203,6 +204,8 @@ pub struct FunctionBuilder<'m> {
     blocks: Vec<Block>,
     /// The source locations entered (innermost last); new ops take the innermost.
     locs: Vec<Loc>,
+    /// The file of the last location entered, shared by the locations that name it.
+    file: Option<std::sync::Arc<str>>,
 }
 
 impl FunctionBuilder<'_> {
@@ -232,9 +235,9 @@ impl FunctionBuilder<'_> {
     /// matching [`FunctionBuilder::leave`] record it, unless a nested `enter` names another.
     /// The macros call this around every statement and expression.
     pub fn enter(&mut self, file: &'static str, line: u32, column: u32) {
-        let file: std::sync::Arc<str> = match self.locs.last() {
-            Some(l) if &*l.file == file => l.file.clone(),
-            _ => file.into(),
+        let file = match &self.file {
+            Some(f) if &**f == file => f.clone(),
+            _ => self.file.insert(file.into()).clone(),
         };
         self.locs.push(Loc { file, line, column });
     }

@@ -745,12 +745,7 @@ unsafe extern "C" fn h_wait(
             return 0;
         }
         if start.elapsed() > e.timeout {
-            let at = e.art.site_text(site);
-            let at = if at.is_empty() {
-                String::new()
-            } else {
-                format!("{at}: ")
-            };
+            let at = e.art.site_prefix(site);
             return fail(e, Cause::WaitTimeout(format!("{at}a wait on window #{win} did not complete within {} s (the peer that should notify may be waiting too: a deadlock across processes; EAGLE_WAIT_TIMEOUT_S)", e.timeout.as_secs())));
         }
         backoff(start);
@@ -763,12 +758,7 @@ unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx, site: u32) -> i32 {
     if missing.is_empty() {
         return 0;
     }
-    let at = e.art.site_text(site);
-    let at = if at.is_empty() {
-        String::new()
-    } else {
-        format!("{at}: ")
-    };
+    let at = e.art.site_prefix(site);
     let m = format!(
         "{at}barrier #{} did not complete within {} s: rank(s) {missing:?} did not arrive (a rank that stopped or failed, or ranks that run a different number of barriers; EAGLE_WAIT_TIMEOUT_S / --wait-timeout)",
         e.wins.barriers.get(),

@@ -227,12 +227,10 @@ impl<'a> World<'a> {
         }
         let mut lines = vec![];
         for (r, b) in blocked {
-            let at = self.artifact.site_text(b.site());
-            let at = if at.is_empty() {
-                String::new()
-            } else {
-                format!(" ({at})")
-            };
+            let at = self
+                .artifact
+                .site_text(b.site())
+                .map_or(String::new(), |t| format!(" ({t})"));
             lines.push(match b {
                 Blocked::Wait {
                     win,
@@ -328,12 +326,7 @@ impl<'a> World<'a> {
             }
             if start.elapsed() > self.timeout {
                 g.blocked[rank] = None;
-                let at = self.artifact.site_text(b.site());
-                let at = if at.is_empty() {
-                    String::new()
-                } else {
-                    format!("{at}: ")
-                };
+                let at = self.artifact.site_prefix(b.site());
                 return Err(Failure::Error(Cause::WaitTimeout(format!(
                     "{at}a wait did not complete within {} s; if the peer is just slow, raise the limit with `--wait-timeout <secs>`, `Session::with_wait_timeout` or EAGLE_WAIT_TIMEOUT_S",
                     self.timeout.as_secs()
@@ -439,12 +432,7 @@ unsafe extern "C" fn h_get(
                 .and_then(|r| r.read(win as usize, p, off, n, e.rank))
             {
                 let w = &e.world.windows[win as usize];
-                let at = e.world.artifact.site_text(site);
-                let at = if at.is_empty() {
-                    String::new()
-                } else {
-                    format!("{at}: ")
-                };
+                let at = e.world.artifact.site_prefix(site);
                 let msg = format!(
                     "{at}data race: rank {} reads window #{win} ({}) elements {}..{} on rank {p}, which rank {} wrote with no notify -> wait (or barrier) ordering that write before this read; after writing, have rank {} notify rank {} and make rank {} wait for that signal before it reads (notify the rank that reads you; wait for the rank you read)",
                     e.rank,
