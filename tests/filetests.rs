@@ -7,6 +7,7 @@
 //! <the module, in IR text>
 //! ; error: result type must be       the command fails; its message contains this text
 //! ; contains: eg_f_scale             the output contains this text (`cuda`)
+//! ; lacks: > 999ull                  the output does not contain this text (`cuda`)
 //! ; out: host @h(...) {              the expected output, line by line
 //! ```
 //!
@@ -33,6 +34,7 @@ struct FileTest {
     args: Vec<(String, String)>,
     errors: Vec<String>,
     contains: Vec<String>,
+    lacks: Vec<String>,
     out: Vec<String>,
     source: String,
 }
@@ -44,6 +46,7 @@ fn read(path: &Path) -> FileTest {
         args: vec![],
         errors: vec![],
         contains: vec![],
+        lacks: vec![],
         out: vec![],
         source: String::new(),
     };
@@ -57,6 +60,8 @@ fn read(path: &Path) -> FileTest {
             t.errors.push(e.to_string());
         } else if let Some(c) = line.strip_prefix("; contains: ") {
             t.contains.push(c.to_string());
+        } else if let Some(c) = line.strip_prefix("; lacks: ") {
+            t.lacks.push(c.to_string());
         } else if let Some(o) = line.strip_prefix("; out:") {
             t.out.push(o.strip_prefix(' ').unwrap_or(o).to_string());
         } else if !line.starts_with("; ") && line != ";" {
@@ -289,8 +294,13 @@ fn check(path: &Path, bless: bool) -> Result<(), String> {
                     return Err(format!("the output lacks `{c}`"));
                 }
             }
+            for c in &t.lacks {
+                if text.contains(c.as_str()) {
+                    return Err(format!("the output contains `{c}`"));
+                }
+            }
             let lines: Vec<String> = text.lines().map(str::to_string).collect();
-            if t.contains.is_empty() && lines != t.out {
+            if t.contains.is_empty() && t.lacks.is_empty() && lines != t.out {
                 if bless {
                     bless_file(path, &lines);
                     return Ok(());

@@ -25,7 +25,7 @@ pub use artifact::{
     Target, DEFAULT_CACHE_BYTES,
 };
 pub use error::{CodegenError, SpecializeError};
-pub use specialize_pass::{specialize, specialize_for, Bindings, Limits};
+pub use specialize_pass::{specialize, specialize_for, Bindings, Limits, Specialized};
 
 /// FNV-1a, 64-bit: a stable hash of text for cache keys and content hashes.
 pub fn fnv1a(bytes: &[u8]) -> u64 {

@@ -1,6 +1,7 @@
 //! Analyses over the IR: the access category of a sample kernel (multi-GPU seed).
 
 use crate::error::{IrError, Result};
+use crate::facts::Defs;
 use crate::ir::{BinOp, Block, Function, Level, OpKind, Value};
 use crate::types::{DType, Type};
 use std::collections::HashMap;
@@ -142,29 +143,20 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
         )));
     }
     // Defining op of every value, and how many times each value is used as an operand.
-    let mut defs: HashMap<Value, OpKind> = HashMap::new();
+    let defs = Defs::of(f);
     let mut uses: HashMap<Value, usize> = HashMap::new();
-    fn collect(b: &Block, defs: &mut HashMap<Value, OpKind>, uses: &mut HashMap<Value, usize>) {
-        for op in &b.ops {
-            if let Some(r) = op.result {
-                defs.insert(r, op.kind.clone());
-            }
-            for v in op.kind.operands() {
-                *uses.entry(v).or_default() += 1;
-            }
-            for b in op.kind.blocks() {
-                collect(b, defs, uses);
-            }
+    f.body.walk(&mut |op| {
+        for v in op.kind.operands() {
+            *uses.entry(v).or_default() += 1;
         }
-    }
-    collect(&f.body, &mut defs, &mut uses);
+    });
     let param_of = |v: Value| -> Option<usize> {
         let mut v = v;
         loop {
             if let Some(i) = f.params.iter().position(|p| p.value == v) {
                 return Some(i);
             }
-            match defs.get(&v) {
+            match defs.kind(v) {
                 Some(OpKind::Slice { src, .. } | OpKind::Subview { src, .. }) => v = *src,
                 _ => return None,
             }
@@ -175,7 +167,7 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
         b: &Block,
         f: &Function,
         s: Value,
-        defs: &HashMap<Value, OpKind>,
+        defs: &Defs<'_>,
         param_of: &dyn Fn(Value) -> Option<usize>,
         w: &mut Walk,
     ) {
@@ -200,15 +192,15 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
                     dst,
                     indices,
                 } => {
-                    let reduce = match defs.get(value) {
+                    let reduce = match defs.kind(*value) {
                         Some(OpKind::Binary(bop, a, c)) => {
                             // The same index: the same value, or equal constants.
                             let eq = |a: &Value, b: &Value| {
                                 a == b
-                                    || matches!((defs.get(a), defs.get(b)), (Some(OpKind::Const(x)), Some(OpKind::Const(y))) if x == y)
+                                    || matches!((defs.kind(*a), defs.kind(*b)), (Some(OpKind::Const(x)), Some(OpKind::Const(y))) if x == y)
                             };
                             let same = |x: &Value| {
-                                matches!(defs.get(x), Some(OpKind::Elem { src, indices: i2 })
+                                matches!(defs.kind(*x), Some(OpKind::Elem { src, indices: i2 })
                                     if src == dst && i2.len() == indices.len() && i2.iter().zip(indices).all(|(a, b)| eq(a, b)))
                             };
                             if same(a) || same(c) {

@@ -17,6 +17,7 @@ mod analysis;
 mod builder;
 mod error;
 pub mod eval;
+mod facts;
 mod ir;
 mod op;
 mod text;
@@ -26,6 +27,7 @@ mod valid;
 pub use analysis::{access_category, AccessCategory, AccessInfo, ReduceKind};
 pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand};
 pub use error::{IrError, Result};
+pub use facts::{Defs, Facts, FunctionFacts, IndexRange};
 pub use ir::{
     at, AllreduceMode, BinOp, Block, CmpOp, Const, Function, Level, Loc, Module, NotifyOp, Op,
     OpKind, Param, ReduceOp, UnOp, Value,

@@ -13,6 +13,7 @@
 
 use crate::abi::{self, hook, CTX_HOOKS, CTX_RANK};
 use crate::error::CodegenError;
+use crate::Specialized;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, SigRef, Signature, StackSlotData,
@@ -25,8 +26,8 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module as _};
 use eagle_ir::{
-    print_op, BinOp, Block as IrBlock, CmpOp, Const, DType, Function, Level, Module, Op, OpKind,
-    Type, UnOp, Value,
+    print_op, BinOp, Block as IrBlock, CmpOp, Const, DType, Function, FunctionFacts, Level, Op,
+    OpKind, Type, UnOp, Value,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -105,12 +106,14 @@ fn unsupported(f: &Function, msg: impl Into<String>) -> CodegenError {
     }
 }
 
-/// JIT-compiles every per-device and compute function of a specialized module.
+/// JIT-compiles every per-device and compute function of a specialized module. An offset is
+/// bounds-checked at run time unless it is a constant or `spec.facts` proves it in bounds.
 ///
 /// # Errors
 /// [`CodegenError::Unsupported`] for a construct the backend cannot lower (for example a
 /// symbolic shape left unbound), [`CodegenError::Cranelift`] if Cranelift rejects the code.
-pub fn compile_module(m: &Module) -> Result<CpuCode, CodegenError> {
+pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
+    let m = &spec.module;
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| {
         f.set(k, v).map_err(|e| CodegenError::Cranelift {
@@ -183,6 +186,7 @@ pub fn compile_module(m: &Module) -> Result<CpuCode, CodegenError> {
             &mut ctx,
             &mut fctx,
             f,
+            spec.facts.function(&f.name),
             &ids,
             &math,
             &mut sites,
@@ -230,6 +234,7 @@ fn lower_function(
     ctx: &mut Context,
     fctx: &mut FunctionBuilderContext,
     f: &Function,
+    facts: &FunctionFacts,
     ids: &BTreeMap<String, FuncId>,
     math: &BTreeMap<&'static str, (ClType, FuncId)>,
     sites: &mut Vec<String>,
@@ -322,7 +327,7 @@ fn lower_function(
         sites,
         stack_bytes: 0,
         uses: use_counts(&f.body),
-        ranges: HashMap::new(),
+        facts,
         plan: BlockPlan::default(),
         lazy_ops: HashMap::new(),
         stored: HashSet::new(),
@@ -390,8 +395,8 @@ struct Lower<'a, 'b> {
     stack_bytes: u64,
     /// Use counts of every value of the function.
     uses: HashMap<Value, usize>,
-    /// Known ranges of index values (constants, loop variables, their arithmetic).
-    ranges: HashMap<Value, (i128, i128)>,
+    /// What specialization proved about the function's values (ranges of offsets).
+    facts: &'a FunctionFacts,
     /// Views, fused ops and in-place stores of the blocks lowered so far.
     plan: BlockPlan,
     /// Elementwise ops by result, for the fused-tree evaluators.
@@ -574,9 +579,6 @@ impl Lower<'_, '_> {
                 let Some(Type::Scalar(d)) = res_ty else {
                     return Err(self.err("constant without a scalar type"));
                 };
-                if let (Const::Int(i), Some(r)) = (c, op.result) {
-                    self.ranges.insert(r, (*i, *i));
-                }
                 Some(Cv::S(self.constant(*c, d)))
             }
             OpKind::Dim(d) => {
@@ -591,33 +593,6 @@ impl Lower<'_, '_> {
                 self.ctx,
                 CTX_RANK,
             ))),
-            OpKind::Binary(b, x, y) if matches!(res_ty, Some(Type::Scalar(DType::Index))) => {
-                // min and max bound a value even when the other operand is unknown (a clamp).
-                let full = (i128::from(i64::MIN), i128::from(i64::MAX));
-                let clamp = matches!(b, BinOp::Min | BinOp::Max);
-                let rx = self.ranges.get(x).copied().or(clamp.then_some(full));
-                let ry = self.ranges.get(y).copied().or(clamp.then_some(full));
-                if let (Some((a0, a1)), Some((b0, b1)), Some(r)) = (rx, ry, op.result) {
-                    let range = match b {
-                        BinOp::Add => Some((a0 + b0, a1 + b1)),
-                        BinOp::Sub => Some((a0 - b1, a1 - b0)),
-                        BinOp::Mul => {
-                            let p = [a0 * b0, a0 * b1, a1 * b0, a1 * b1];
-                            Some((
-                                p.iter().copied().min().unwrap_or(0),
-                                p.iter().copied().max().unwrap_or(0),
-                            ))
-                        }
-                        BinOp::Min => Some((a0.min(b0), a1.min(b1))),
-                        BinOp::Max => Some((a0.max(b0), a1.max(b1))),
-                        _ => None,
-                    };
-                    if let Some(rg) = range {
-                        self.ranges.insert(r, rg);
-                    }
-                }
-                Some(self.elementwise(op)?)
-            }
             OpKind::Binary(..)
             | OpKind::Unary(..)
             | OpKind::Fma(..)
@@ -672,7 +647,7 @@ impl Lower<'_, '_> {
                 let inner: u64 = dims.iter().skip(1).product();
                 let idx = self.scalar(*index)?;
                 let extent = dims.first().copied().unwrap_or(0);
-                if !self.is_const(*index) {
+                if !self.facts.in_bounds(*index, 1, extent) {
                     let bad = self.b.ins().icmp_imm_s(
                         IntCC::UnsignedGreaterThanOrEqual,
                         idx,
@@ -699,7 +674,7 @@ impl Lower<'_, '_> {
                 let row_bytes = dims.iter().skip(1).product::<u64>() as usize * d.size();
                 let off = self.scalar(*offset)?;
                 let extent = dims.first().copied().unwrap_or(0);
-                if !self.is_const(*offset) {
+                if !self.facts.in_bounds(*offset, len, extent) {
                     let limit = extent.saturating_sub(len) as i64;
                     let bad = self
                         .b
@@ -1055,11 +1030,6 @@ impl Lower<'_, '_> {
                 None
             }
             OpKind::For { var, lo, hi, body } => {
-                if let (Some(&(l, _)), Some(&(_, h))) = (self.ranges.get(lo), self.ranges.get(hi)) {
-                    if h > l {
-                        self.ranges.insert(*var, (l, h - 1));
-                    }
-                }
                 let lo = self.scalar(*lo)?;
                 let hi = self.scalar(*hi)?;
                 let var = *var;
@@ -1127,35 +1097,6 @@ impl Lower<'_, '_> {
         })
     }
 
-    fn is_const(&self, v: Value) -> bool {
-        fn find(b: &IrBlock, v: Value) -> Option<bool> {
-            for op in &b.ops {
-                if op.result == Some(v) {
-                    return Some(matches!(op.kind, OpKind::Const(_)));
-                }
-                match &op.kind {
-                    OpKind::For { body, .. } => {
-                        if let Some(x) = find(body, v) {
-                            return Some(x);
-                        }
-                    }
-                    OpKind::If {
-                        then_body,
-                        else_body,
-                        ..
-                    } => {
-                        if let Some(x) = find(then_body, v).or_else(|| find(else_body, v)) {
-                            return Some(x);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            None
-        }
-        find(&self.f.body, v).unwrap_or(false)
-    }
-
     /// Address of element `indices` of tensor or window `v` (bounds-checked when not constant).
     fn elem_addr_of(
         &mut self,
@@ -1186,13 +1127,8 @@ impl Lower<'_, '_> {
         for (d, &o) in offsets.iter().enumerate() {
             let x = self.scalar(o)?;
             let limit = shape[d].saturating_sub(tile[d]) as i64;
-            // Proven in bounds by the ranges of constants, loop variables and their sums and
-            // products: no run-time check (specialization has checked the same ranges).
-            let proven = self
-                .ranges
-                .get(&o)
-                .is_some_and(|&(lo, hi)| lo >= 0 && hi <= limit as i128 && tile[d] <= shape[d]);
-            if !self.is_const(o) && !proven {
+            // Proven in bounds by specialization's range analysis: no run-time check.
+            if !self.facts.in_bounds(o, tile[d], shape[d]) {
                 let bad = self
                     .b
                     .ins()

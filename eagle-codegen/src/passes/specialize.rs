@@ -3,8 +3,8 @@
 use crate::error::SpecializeError;
 use eagle_ir::eval::{self, Scalar};
 use eagle_ir::{
-    print_op, verify_module, BinOp, Block, CmpOp, Const, DType, Dim, Function, Level, Module, Op,
-    OpKind, Shape, Type, UnOp, Value,
+    print_op, verify_module, BinOp, Block, CmpOp, Const, DType, Dim, Facts, Function,
+    FunctionFacts, IndexRange, Level, Module, Op, OpKind, Shape, Type, UnOp, Value,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -43,12 +43,22 @@ impl Bindings {
     }
 }
 
-/// A closed integer interval, and whether it derives from the world size or a rank.
+/// A closed interval of an integer value's mathematical values; whether it derives from the
+/// world size or a rank; whether it is only a bound (`loose`: a clamp of a value with no
+/// range, `min(x, 7)`, lies in `i64::MIN..=7`, yet need not reach 7); and whether the
+/// run-time value may differ from the mathematical one (`wrapped`: this range, or one it was
+/// built from, does not fit its dtype, as `me - 1` on `u32` at rank 0).
+///
+/// Error reports use ranges that are not loose (a wrapped range still shows the bug: `-1`
+/// as a peer). The backends skip the bounds checks that the exported ranges prove
+/// ([`eagle_ir::Facts`]): only ranges that are not wrapped, which hold every run-time value.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Range {
     lo: i128,
     hi: i128,
     world: bool,
+    loose: bool,
+    wrapped: bool,
 }
 
 impl Range {
@@ -57,6 +67,8 @@ impl Range {
             lo: v,
             hi: v,
             world: false,
+            loose: false,
+            wrapped: false,
         }
     }
     /// The values of both, or None when they share none.
@@ -66,23 +78,41 @@ impl Range {
             lo,
             hi,
             world: self.world || o.world,
+            loose: self.loose || o.loose,
+            wrapped: self.wrapped || o.wrapped,
         })
     }
     fn with(self, lo: i128, hi: i128) -> Option<Range> {
         (lo <= hi).then_some(Range { lo, hi, ..self })
     }
+    /// Every value of integer dtype `d` (`index` is a signed 64-bit integer), as a loose
+    /// range (None for other dtypes).
+    fn full(d: DType) -> Option<Range> {
+        let (lo, hi): (i128, i128) = match d {
+            DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+            DType::U32 => (0, u32::MAX.into()),
+            DType::I64 | DType::Index => (i64::MIN.into(), i64::MAX.into()),
+            DType::U64 => (0, u64::MAX.into()),
+            _ => return None,
+        };
+        Some(Range {
+            lo,
+            hi,
+            world: false,
+            loose: true,
+            wrapped: false,
+        })
+    }
     /// Whether every value of the range is representable in `d`: then the run-time value is
     /// the mathematical one (no wrap-around), so a comparison on it can narrow the range.
     fn fits(self, d: DType) -> bool {
-        let (min, max): (i128, i128) = match d {
-            DType::I32 => (i32::MIN.into(), i32::MAX.into()),
-            DType::U32 => (0, u32::MAX.into()),
-            DType::I64 => (i64::MIN.into(), i64::MAX.into()),
-            DType::Index => (0, i64::MAX.into()),
-            DType::U64 => (0, u64::MAX.into()),
-            _ => return false,
-        };
-        self.lo >= min && self.hi <= max
+        let nonneg = d != DType::Index || self.lo >= 0;
+        !self.wrapped && nonneg && self.representable(d)
+    }
+    /// Whether every value of the range is a value of `d` (so the run-time value cannot
+    /// have wrapped around in this op).
+    fn representable(self, d: DType) -> bool {
+        Range::full(d).is_some_and(|f| self.lo >= f.lo && self.hi <= f.hi)
     }
 }
 
@@ -142,6 +172,8 @@ fn hull_sites(a: &[Option<Range>], b: &[Option<Range>]) -> Vec<Option<Range>> {
                 lo: x.lo.min(y.lo),
                 hi: x.hi.max(y.hi),
                 world: x.world || y.world,
+                loose: x.loose || y.loose,
+                wrapped: x.wrapped || y.wrapped,
             }),
             _ => None,
         })
@@ -161,11 +193,18 @@ fn negate(c: CmpOp) -> CmpOp {
 
 fn range_bin(op: BinOp, a: Range, b: Range) -> Option<Range> {
     let world = a.world || b.world;
+    let loose = a.loose || b.loose;
+    let wrapped = a.wrapped || b.wrapped;
     let (lo, hi) = match op {
-        BinOp::Add => (a.lo + b.lo, a.hi + b.hi),
-        BinOp::Sub => (a.lo - b.hi, a.hi - b.lo),
+        BinOp::Add => (a.lo.checked_add(b.lo)?, a.hi.checked_add(b.hi)?),
+        BinOp::Sub => (a.lo.checked_sub(b.hi)?, a.hi.checked_sub(b.lo)?),
         BinOp::Mul => {
-            let p = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi];
+            let p = [
+                a.lo.checked_mul(b.lo)?,
+                a.lo.checked_mul(b.hi)?,
+                a.hi.checked_mul(b.lo)?,
+                a.hi.checked_mul(b.hi)?,
+            ];
             (*p.iter().min()?, *p.iter().max()?)
         }
         BinOp::Div if b.lo > 0 => {
@@ -186,7 +225,13 @@ fn range_bin(op: BinOp, a: Range, b: Range) -> Option<Range> {
         BinOp::Max => (a.lo.max(b.lo), a.hi.max(b.hi)),
         _ => return None,
     };
-    Some(Range { lo, hi, world })
+    Some(Range {
+        lo,
+        hi,
+        world,
+        loose,
+        wrapped,
+    })
 }
 
 struct Spec<'a> {
@@ -231,6 +276,17 @@ impl Spec<'_> {
         }
     }
 
+    /// The ranges recorded over the whole function, for the backends.
+    fn proven(&self, f: &Function) -> FunctionFacts {
+        let mut out = FunctionFacts::default();
+        for (&v, r) in &self.ranges {
+            if !r.wrapped && f.ty(v).dtype().is_some_and(|d| r.representable(d)) {
+                out.set_range(v, IndexRange { lo: r.lo, hi: r.hi });
+            }
+        }
+        out
+    }
+
     /// The range of `v` where it is certain enough to report a violation: everywhere outside
     /// `if` bodies, and inside them only for constants (the analysis is not path-sensitive, so
     /// a guarded range may include values the guard excludes; those are checked at run time).
@@ -238,7 +294,7 @@ impl Spec<'_> {
         self.ranges
             .get(&v)
             .copied()
-            .filter(|r| self.dead == 0 && (self.guarded == 0 || r.lo == r.hi))
+            .filter(|r| !r.loose && self.dead == 0 && (self.guarded == 0 || r.lo == r.hi))
     }
 
     fn check_rank(
@@ -471,6 +527,8 @@ impl Spec<'_> {
             lo,
             hi,
             world: rx.world,
+            loose: rx.loose,
+            wrapped: rx.wrapped,
         })?;
         let mut out = vec![(x, nx)];
         out.extend(self.back(f, x, nx, depth + 1)?);
@@ -550,6 +608,8 @@ impl Spec<'_> {
                             lo: p,
                             hi: p,
                             world: true,
+                            loose: false,
+                            wrapped: false,
                         },
                     );
                 }
@@ -562,19 +622,22 @@ impl Spec<'_> {
                             lo: 0,
                             hi: self.p() as i128 - 1,
                             world: true,
+                            loose: false,
+                            wrapped: false,
                         },
                     );
                 }
             }
             OpKind::Binary(bop, a, b) if scalar_res => {
                 fold_to = self.fold(f, &op.kind, rdt);
-                if fold_to.is_none() {
-                    if let (Some(&x), Some(&y), Some(r)) =
-                        (self.ranges.get(a), self.ranges.get(b), res)
-                    {
-                        if let Some(z) = range_bin(*bop, x, y) {
-                            self.ranges.insert(r, z);
-                        }
+                if let (None, Some(r), Some(d)) = (fold_to, res, rdt) {
+                    // min and max bound a value even when the other operand has no range.
+                    let full = Range::full(d).filter(|_| matches!(bop, BinOp::Min | BinOp::Max));
+                    let x = self.ranges.get(a).copied().or(full);
+                    let y = self.ranges.get(b).copied().or(full);
+                    if let Some(z) = x.zip(y).and_then(|(x, y)| range_bin(*bop, x, y)) {
+                        let wrapped = z.wrapped || !z.representable(d);
+                        self.ranges.insert(r, Range { wrapped, ..z });
                     }
                 }
             }
@@ -594,7 +657,8 @@ impl Spec<'_> {
                     fold_to = Some(c);
                 } else if let (Some(&x), Some(r), Some(d)) = (self.ranges.get(a), res, rdt) {
                     if d.is_int() && f.ty(*a).dtype().is_some_and(DType::is_int) {
-                        self.ranges.insert(r, x);
+                        let wrapped = x.wrapped || !x.representable(d);
+                        self.ranges.insert(r, Range { wrapped, ..x });
                     }
                 }
             }
@@ -763,6 +827,8 @@ impl Spec<'_> {
                         lo: l.lo,
                         hi: (h.hi - 1).max(l.lo),
                         world: l.world || h.world,
+                        loose: l.loose || h.loose,
+                        wrapped: l.wrapped || h.wrapped,
                     };
                     self.ranges.insert(*var, r);
                 }
@@ -837,7 +903,17 @@ fn dce(b: &mut Block, used: &HashSet<Value>) -> bool {
 /// [`SpecializeError::RankOutOfRange`], [`SpecializeError::BadWorldSize`] for P = 0, and
 /// [`SpecializeError::Verify`] when argument and parameter shapes differ once bound.
 pub fn specialize(m: &Module, b: &Bindings) -> Result<Module, SpecializeError> {
-    specialize_for(m, b, &crate::Target::Cpu.limits())
+    specialize_for(m, b, &crate::Target::Cpu.limits()).map(|s| s.module)
+}
+
+/// A specialized module and what its range analysis proved about it.
+#[derive(Debug, Clone)]
+pub struct Specialized {
+    /// The module, every shape constant.
+    pub module: Module,
+    /// The proven ranges of integer values, per function: the backends skip the run-time
+    /// bounds checks these prove unneeded.
+    pub facts: Facts,
 }
 
 /// The sizes a target can hold, checked at specialization ([`SpecializeError::TooLarge`]).
@@ -850,7 +926,8 @@ pub struct Limits {
     pub max_buffer_bytes: u64,
 }
 
-/// [`specialize`] for a target with the given [`Limits`].
+/// [`specialize`] for a target with the given [`Limits`], with the facts its range analysis
+/// proved.
 ///
 /// # Errors
 /// As [`specialize`].
@@ -858,11 +935,12 @@ pub fn specialize_for(
     m: &Module,
     b: &Bindings,
     limits: &Limits,
-) -> Result<Module, SpecializeError> {
+) -> Result<Specialized, SpecializeError> {
     if b.world_size == 0 || b.world_size > 4096 {
         return Err(SpecializeError::BadWorldSize(b.world_size));
     }
     let mut out = m.clone();
+    let mut facts = Facts::default();
     // Callers before callees (the module lists callees first), so that a callee's scalar
     // parameters can take the ranges of the arguments its callers pass.
     let mut seeds: HashMap<String, (Vec<Option<Range>>, String)> = HashMap::new();
@@ -970,6 +1048,9 @@ pub fn specialize_for(
             let mut snapshot = f.clone();
             snapshot.body = body.clone();
             s.block(&snapshot, &mut body)?;
+            if pass == 1 {
+                facts.set_function(&f.name, s.proven(f));
+            }
             for (callee, sites) in s.calls {
                 let e = seeds
                     .entry(callee)
@@ -987,5 +1068,5 @@ pub fn specialize_for(
         f.body = body;
     }
     verify_module(&out)?;
-    Ok(out)
+    Ok(Specialized { module: out, facts })
 }

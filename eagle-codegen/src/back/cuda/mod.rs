@@ -32,9 +32,10 @@
 //! device address, a window's table address, a scalar's bits in the low bytes).
 
 use crate::error::CodegenError;
+use crate::Specialized;
 use eagle_ir::{
-    print_op, BinOp, Block, CmpOp, Const, DType, Function, Level, Module, NotifyOp, Op, OpKind,
-    Type, UnOp, Value,
+    print_op, BinOp, Block, CmpOp, Const, DType, Defs, Function, FunctionFacts, Level, NotifyOp,
+    Op, OpKind, Type, UnOp, Value,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -226,22 +227,25 @@ impl Mode {
 }
 
 /// Emits CUDA C for every per-device, compute and sample function of a specialized module.
-/// Execution-plan wrappers (`__plan_*`) are skipped: the sample entries replace them.
+/// Execution-plan wrappers (`__plan_*`) are skipped: the sample entries replace them. An
+/// offset or index is bounds-checked at run time unless it is a constant or `spec.facts`
+/// proves it in bounds (the rule the CPU backend follows).
 ///
 /// # Errors
 /// [`CodegenError::Unsupported`] (backend `cuda`) for a construct the backend cannot emit: a
 /// symbolic shape left unbound, an unlowered collective, a tile too large for one thread, a
 /// tile or context passed to a call.
-pub fn emit_module(m: &Module) -> Result<CudaCode, CodegenError> {
+pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
+    let m = &spec.module;
     // Values are renumbered as the IR text numbers them, so `v7` in the CUDA C is `%7` in the
     // specialized IR.
-    let canon: Vec<Function> = m
+    let canon: Vec<(Function, FunctionFacts)> = m
         .functions
         .iter()
         .filter(|f| f.level != Level::Host && !f.name.starts_with("__plan_"))
-        .map(canonical)
+        .map(|f| canonical(f, spec.facts.function(&f.name)))
         .collect();
-    let funcs: Vec<&Function> = canon.iter().collect();
+    let funcs: Vec<&Function> = canon.iter().map(|(f, _)| f).collect();
     // Which compute functions each mode needs: block mode from per-device programs, thread
     // mode from sample kernels (transitively).
     let mut need: BTreeSet<(String, bool)> = BTreeSet::new();
@@ -275,13 +279,16 @@ pub fn emit_module(m: &Module) -> Result<CudaCode, CodegenError> {
     let mut entries = BTreeMap::new();
     let mut atomic_signals = false;
     // Callees come before callers in a module, so definition order works for C.
-    for f in &funcs {
+    for (f, facts) in &canon {
+        let defs = Defs::of(f);
         for mode in [Mode::Block, Mode::Thread] {
             if !need.contains(&(f.name.clone(), mode == Mode::Thread)) {
                 continue;
             }
             let mut e = Emitter {
                 f,
+                facts,
+                defs: &defs,
                 mode,
                 sites: &mut sites,
                 out: String::new(),
@@ -335,14 +342,15 @@ pub fn emit_module(m: &Module) -> Result<CudaCode, CodegenError> {
 }
 
 /// `f` with every value renamed to its number in the IR text.
-fn canonical(f: &Function) -> Function {
+fn canonical(f: &Function, facts: &FunctionFacts) -> (Function, FunctionFacts) {
     let nums = eagle_ir::value_numbers(f);
     let mut rename = |v: Value| Value(nums.get(&v).map_or(v.0, |&n| n as u32));
     let mut values = vec![Type::Ctx; nums.len()];
     for (v, &n) in &nums {
         values[n] = f.ty(*v).clone();
     }
-    Function {
+    let facts = facts.renamed(&mut rename);
+    let f = Function {
         name: f.name.clone(),
         level: f.level,
         params: f
@@ -356,7 +364,8 @@ fn canonical(f: &Function) -> Function {
             .collect(),
         values,
         body: f.body.map_values(&mut rename),
-    }
+    };
+    (f, facts)
 }
 
 fn callees(b: &Block) -> Vec<String> {
@@ -540,6 +549,10 @@ fn sample_entries(f: &Function) -> Result<(String, Vec<(String, EntryKind)>), Co
 
 struct Emitter<'a> {
     f: &'a Function,
+    /// What specialization proved about `f`'s values (ranges of offsets).
+    facts: &'a FunctionFacts,
+    /// The op defining each value of `f`.
+    defs: &'a Defs<'a>,
     mode: Mode,
     sites: &'a mut Vec<String>,
     out: String,
@@ -650,10 +663,6 @@ impl Emitter<'_> {
             )),
         }
     }
-    /// Whether `v` is defined by a constant op (no run-time check needed for it).
-    fn is_const(&self, v: Value) -> bool {
-        self.const_of(v).is_some()
-    }
     /// The constant `v` is defined as, if any (a `Dim` gives its bound extent).
     fn const_of(&self, v: Value) -> Option<Const> {
         match self.def_of(v)? {
@@ -664,27 +673,7 @@ impl Emitter<'_> {
     }
     /// The op that defines `v`, if an op does (not a parameter or loop variable).
     fn def_of(&self, v: Value) -> Option<&OpKind> {
-        fn find(b: &Block, v: Value) -> Option<&OpKind> {
-            for op in &b.ops {
-                if op.result == Some(v) {
-                    return Some(&op.kind);
-                }
-                let inner = match &op.kind {
-                    OpKind::For { body, .. } => find(body, v),
-                    OpKind::If {
-                        then_body,
-                        else_body,
-                        ..
-                    } => find(then_body, v).or_else(|| find(else_body, v)),
-                    _ => None,
-                };
-                if inner.is_some() {
-                    return inner;
-                }
-            }
-            None
-        }
-        find(&self.f.body, v)
+        self.defs.kind(v)
     }
 
     fn function(&mut self) -> Result<(), CodegenError> {
@@ -813,7 +802,7 @@ impl Emitter<'_> {
         for (d, &o) in offsets.iter().enumerate() {
             let x = self.v(o);
             let limit = shape[d].saturating_sub(tile[d]);
-            if !self.is_const(o) {
+            if !self.facts.in_bounds(o, tile[d], shape[d]) {
                 let msg =
                     crate::sites::offset(&self.f.name, &self.site_op(op), d, tile[d], shape[d]);
                 self.fault_if(
@@ -961,7 +950,7 @@ impl Emitter<'_> {
                 let inner: u64 = dims.iter().skip(1).product();
                 let extent = dims.first().copied().unwrap_or(0);
                 let x = self.v(*index);
-                if !self.is_const(*index) {
+                if !self.facts.in_bounds(*index, 1, extent) {
                     let msg = crate::sites::slice_index(&f.name, &self.site_op(op));
                     self.fault_if(
                         &format!("(unsigned long long){x} >= {extent}ull"),
@@ -985,7 +974,7 @@ impl Emitter<'_> {
                 let row: u64 = dims.iter().skip(1).product();
                 let extent = dims.first().copied().unwrap_or(0);
                 let x = self.v(*offset);
-                if !self.is_const(*offset) {
+                if !self.facts.in_bounds(*offset, len, extent) {
                     let limit = extent.saturating_sub(len);
                     let msg = crate::sites::subview_offset(&f.name, &self.site_op(op), len, extent);
                     self.fault_if(
