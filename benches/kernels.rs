@@ -203,8 +203,8 @@ fn main() {
     let iters = 200;
 
     // saxpy f32
-    let x = eagle::random_tensor(&[1, N], 1);
-    let y0 = eagle::random_tensor(&[1, N], 2);
+    let x = eagle_runner::random_tensor(&[1, N], 1);
+    let y0 = eagle_runner::random_tensor(&[1, N], 2);
     let mut y = y0.clone();
     let te = eagle_time(iters, &mut |k| {
         saxpy32.launch(&s, &x, &mut y, 1.5, k).expect("saxpy32");
@@ -251,7 +251,7 @@ fn main() {
     });
 
     // stencil
-    let u = eagle::random_tensor(&[1, H, W], 3);
+    let u = eagle_runner::random_tensor(&[1, H, W], 3);
     let mut v = Tensor::<f32>::zeros(&[1, H, W]);
     let te = eagle_time(iters, &mut |k| {
         stencil.launch(&s, &u, &mut v, k).expect("stencil");
@@ -291,7 +291,7 @@ fn main() {
     });
 
     // dot
-    let y1 = eagle::random_tensor(&[1, N], 4);
+    let y1 = eagle_runner::random_tensor(&[1, N], 4);
     let mut acc = Tensor::<f32>::zeros(&[1, B]);
     let mut out = Tensor::<f32>::zeros(&[1, 1]);
     let te = eagle_time(iters, &mut |k| {
@@ -325,8 +325,8 @@ fn main() {
     let same_dot = out.data()[0].to_bits() == dot_rust.to_bits();
 
     // matmul
-    let a = eagle::random_tensor(&[1, M, M], 5);
-    let b = eagle::random_tensor(&[1, M, M], 6);
+    let a = eagle_runner::random_tensor(&[1, M, M], 5);
+    let b = eagle_runner::random_tensor(&[1, M, M], 6);
     let mut c = Tensor::<f32>::zeros(&[1, M, M]);
     let te = eagle_time(iters, &mut |k| {
         matmul.launch(&s, &a, &b, &mut c, k).expect("matmul");

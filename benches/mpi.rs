@@ -40,7 +40,7 @@ mod bench {
     }
 
     pub fn main() {
-        let guard = eagle::MpiGuard::init();
+        let guard = eagle_runner::MpiGuard::init();
         let (rank, size) = (guard.rank, guard.size);
         let world = mpi::topology::SimpleCommunicator::world();
         let root = rank == 0;

@@ -18,7 +18,7 @@ macro_rules! steps {
             #[path = $path]
             mod $m;
         )*
-        fn all_steps() -> Vec<eagle::Step> {
+        fn all_steps() -> Vec<eagle_runner::Step> {
             vec![$($m::STEP),*]
         }
     };

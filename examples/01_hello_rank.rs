@@ -25,17 +25,17 @@ pub fn hello_rank(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>)
 /// Runs the step and checks `y[r] = x[r] + r`.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
-    let x = eagle::random_tensor(&[p, 1, SIZE], 1);
+    let x = eagle_runner::random_tensor(&[p, 1, SIZE], 1);
     let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
     hello_rank.launch(s, &x, &mut y)?;
     let want: Vec<f32> = (0..p)
         .flat_map(|r| x.row(r).iter().map(move |v| v + r as f32))
         .collect();
-    eagle::check_bits("y", y.data(), &want)
+    eagle_runner::check_bits("y", y.data(), &want)
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 1,
     name: "hello_rank",
     modes: &[],
@@ -43,5 +43,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

@@ -33,7 +33,7 @@ pub fn three_levels(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>
 /// Runs the step and checks `y[r] = sqrt(|x[r]|) * 2 + r`.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
-    let x = eagle::random_tensor(&[p, 1, SIZE], 2);
+    let x = eagle_runner::random_tensor(&[p, 1, SIZE], 2);
     let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
     three_levels.launch(s, &x, &mut y)?;
     let want: Vec<f32> = (0..p)
@@ -43,11 +43,11 @@ pub fn run(s: &Session) -> eagle::Result<()> {
                 .map(move |v| v.abs().sqrt() * 2.0 + r as f32)
         })
         .collect();
-    eagle::check_bits("y", y.data(), &want)
+    eagle_runner::check_bits("y", y.data(), &want)
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 2,
     name: "three_levels",
     modes: &[],
@@ -55,5 +55,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

@@ -35,15 +35,15 @@ pub fn window_buffer(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE
 /// Runs the step and checks `y = x * 3 + 1`.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
-    let x = eagle::random_tensor(&[p, 1, SIZE], 3);
+    let x = eagle_runner::random_tensor(&[p, 1, SIZE], 3);
     let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
     window_buffer.launch(s, &x, &mut y)?;
     let want: Vec<f32> = x.data().iter().map(|v| v * 3.0 + 1.0).collect();
-    eagle::check_bits("y", y.data(), &want)
+    eagle_runner::check_bits("y", y.data(), &want)
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 3,
     name: "window_buffer",
     modes: &[],
@@ -51,5 +51,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

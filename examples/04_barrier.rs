@@ -56,15 +56,15 @@ pub fn barrier_step(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
     let builtin = s.mode() == Some("builtin");
-    let x = eagle::random_tensor(&[p, 1, SIZE], 4);
+    let x = eagle_runner::random_tensor(&[p, 1, SIZE], 4);
     let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
     barrier_step.launch(s, &x, &mut y, builtin)?;
     let want: Vec<f32> = (0..p).flat_map(|r| x.row((r + 1) % p).to_vec()).collect();
-    eagle::check_bits("y", y.data(), &want)
+    eagle_runner::check_bits("y", y.data(), &want)
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 4,
     name: "barrier",
     modes: &["handwritten", "builtin"],
@@ -72,5 +72,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

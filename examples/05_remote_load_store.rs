@@ -57,7 +57,7 @@ pub fn ring_store(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>)
 /// Runs the step: load gives `y[r] = x[(r + 1) % P]`, store gives `y[r] = x[(r + P - 1) % P]`.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
-    let x = eagle::random_tensor(&[p, 1, SIZE], 5);
+    let x = eagle_runner::random_tensor(&[p, 1, SIZE], 5);
     let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
     let push = s.mode() == Some("store");
     if push {
@@ -65,11 +65,11 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     } else {
         ring_load.launch(s, &x, &mut y)?;
     }
-    eagle::golden::check_ring_shift(&y, &x, if push { -1 } else { 1 })
+    eagle_runner::golden::check_ring_shift(&y, &x, if push { -1 } else { 1 })
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 5,
     name: "remote_load_store",
     modes: &["load", "store"],
@@ -77,5 +77,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

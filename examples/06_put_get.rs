@@ -64,14 +64,14 @@ pub fn put_get(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>, pu
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
     let pull_mode = s.mode() != Some("put");
-    let x = eagle::random_tensor(&[p, 1, SIZE], 6);
+    let x = eagle_runner::random_tensor(&[p, 1, SIZE], 6);
     let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
     put_get.launch(s, &x, &mut y, pull_mode)?;
-    eagle::golden::check_ring_shift(&y, &x, if pull_mode { 1 } else { -1 })
+    eagle_runner::golden::check_ring_shift(&y, &x, if pull_mode { 1 } else { -1 })
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 6,
     name: "put_get",
     modes: &["get", "put"],
@@ -79,5 +79,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

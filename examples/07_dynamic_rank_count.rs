@@ -82,18 +82,18 @@ pub fn ring_put(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
     let get_mode = s.mode() != Some("put");
-    let x = eagle::random_tensor(&[p, 1, SIZE], 7);
+    let x = eagle_runner::random_tensor(&[p, 1, SIZE], 7);
     let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
     if get_mode {
         ring_get.launch(s, &x, &mut y)?;
     } else {
         ring_put.launch(s, &x, &mut y)?;
     }
-    eagle::golden::check_ring_shift(&y, &x, if get_mode { 1 } else { -1 })
+    eagle_runner::golden::check_ring_shift(&y, &x, if get_mode { 1 } else { -1 })
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 7,
     name: "dynamic_rank_count",
     modes: &["get", "put"],
@@ -102,5 +102,5 @@ pub const STEP: eagle::Step = eagle::Step {
 
 #[allow(dead_code)]
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

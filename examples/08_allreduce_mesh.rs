@@ -37,18 +37,18 @@ pub fn allreduce_mesh(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>) {
 /// Runs the step; every rank must hold the rank-order sum, bit for bit.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
-    let x = eagle::random_tensor(&[p, N], 8);
+    let x = eagle_runner::random_tensor(&[p, N], 8);
     let mut y = Tensor::<f32>::zeros(&[p, N]);
     allreduce_mesh.launch(s, &x, &mut y)?;
-    let want = eagle::golden::allreduce(&x, |a, b| a + b, false);
+    let want = eagle_runner::golden::allreduce(&x, |a, b| a + b, false);
     for r in 0..p {
-        eagle::check_bits(&format!("y[{r}]"), y.row(r), &want)?;
+        eagle_runner::check_bits(&format!("y[{r}]"), y.row(r), &want)?;
     }
     Ok(())
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 8,
     name: "allreduce_mesh",
     modes: &[],
@@ -56,5 +56,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

@@ -68,18 +68,18 @@ pub fn allreduce_two_phase(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>) {
 /// Runs the step; the result equals the mesh result bit for bit (same combine order).
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
-    let x = eagle::random_tensor(&[p, N], 9);
+    let x = eagle_runner::random_tensor(&[p, N], 9);
     let mut y = Tensor::<f32>::zeros(&[p, N]);
     allreduce_two_phase.launch(s, &x, &mut y)?;
-    let want = eagle::golden::allreduce(&x, |a, b| a + b, false);
+    let want = eagle_runner::golden::allreduce(&x, |a, b| a + b, false);
     for r in 0..p {
-        eagle::check_bits(&format!("y[{r}]"), y.row(r), &want)?;
+        eagle_runner::check_bits(&format!("y[{r}]"), y.row(r), &want)?;
     }
     Ok(())
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 9,
     name: "allreduce_two_phase",
     modes: &[],
@@ -87,5 +87,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

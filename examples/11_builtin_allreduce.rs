@@ -101,7 +101,7 @@ pub fn builtin_ring(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>) {
 /// Runs the mode and checks its documented combine order, bit for bit on every rank.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
-    let x = eagle::random_tensor(&[p, N], 11);
+    let x = eagle_runner::random_tensor(&[p, N], 11);
     let mut y = Tensor::<f32>::zeros(&[p, N]);
     let ring = s.mode() == Some("ring");
     match s.mode() {
@@ -109,15 +109,15 @@ pub fn run(s: &Session) -> eagle::Result<()> {
         Some("ring") => builtin_ring.launch(s, &x, &mut y)?,
         _ => builtin_mesh.launch(s, &x, &mut y)?,
     };
-    let want = eagle::golden::allreduce(&x, |a, b| a + b, ring);
+    let want = eagle_runner::golden::allreduce(&x, |a, b| a + b, ring);
     for r in 0..p {
-        eagle::check_bits(&format!("y[{r}]"), y.row(r), &want)?;
+        eagle_runner::check_bits(&format!("y[{r}]"), y.row(r), &want)?;
     }
     Ok(())
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 11,
     name: "builtin_allreduce",
     modes: &["mesh", "two_phase", "ring"],
@@ -125,5 +125,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

@@ -54,17 +54,17 @@ pub fn broadcast_step(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, root: u
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
     let root = p / 2;
-    let x = eagle::random_tensor(&[p, N], 12);
+    let x = eagle_runner::random_tensor(&[p, N], 12);
     let mut y = Tensor::<f32>::zeros(&[p, N]);
     broadcast_step.launch(s, &x, &mut y, root, s.mode() == Some("hand"))?;
     for r in 0..p {
-        eagle::check_bits(&format!("y[{r}]"), y.row(r), x.row(root))?;
+        eagle_runner::check_bits(&format!("y[{r}]"), y.row(r), x.row(root))?;
     }
     Ok(())
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 12,
     name: "broadcast",
     modes: &["hand", "builtin"],
@@ -72,5 +72,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

@@ -51,20 +51,20 @@ pub fn allgather_step(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, hand: b
 /// Runs the step: element j of every row comes from its owner's row.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
-    let x = eagle::random_tensor(&[p, N], 13);
+    let x = eagle_runner::random_tensor(&[p, N], 13);
     let mut y = Tensor::<f32>::zeros(&[p, N]);
     allgather_step.launch(s, &x, &mut y, s.mode() == Some("hand"))?;
     let want: Vec<f32> = (0..N)
-        .map(|j| x.row(eagle::golden::owner(N, p, j))[j])
+        .map(|j| x.row(eagle_runner::golden::owner(N, p, j))[j])
         .collect();
     for r in 0..p {
-        eagle::check_bits(&format!("y[{r}]"), y.row(r), &want)?;
+        eagle_runner::check_bits(&format!("y[{r}]"), y.row(r), &want)?;
     }
     Ok(())
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 13,
     name: "allgather",
     modes: &["hand", "builtin"],
@@ -72,5 +72,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

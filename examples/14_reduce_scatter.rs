@@ -52,22 +52,22 @@ pub fn reduce_scatter_step(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, ha
 /// Runs the step: rank r's chunk r holds the rank-order sum; other elements stay 0.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
-    let x = eagle::random_tensor(&[p, N], 14);
+    let x = eagle_runner::random_tensor(&[p, N], 14);
     let mut y = Tensor::<f32>::zeros(&[p, N]);
     reduce_scatter_step.launch(s, &x, &mut y, s.mode() == Some("hand"))?;
-    let sum = eagle::golden::allreduce(&x, |a, b| a + b, false);
+    let sum = eagle_runner::golden::allreduce(&x, |a, b| a + b, false);
     for r in 0..p {
-        let mine = eagle::golden::chunk(N, p, r);
+        let mine = eagle_runner::golden::chunk(N, p, r);
         let want: Vec<f32> = (0..N)
             .map(|j| if mine.contains(&j) { sum[j] } else { 0.0 })
             .collect();
-        eagle::check_bits(&format!("y[{r}]"), y.row(r), &want)?;
+        eagle_runner::check_bits(&format!("y[{r}]"), y.row(r), &want)?;
     }
     Ok(())
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 14,
     name: "reduce_scatter",
     modes: &["hand", "builtin"],
@@ -75,5 +75,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

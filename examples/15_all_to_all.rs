@@ -55,7 +55,7 @@ pub fn all_to_all_step(x: Tensor<f32, NR, NR, M>, y: Out<Tensor<f32, NR, NR, M>>
 /// Runs the step: `y[r][q] = x[q][r]`.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
-    let x = eagle::random_tensor(&[p, p, M], 15);
+    let x = eagle_runner::random_tensor(&[p, p, M], 15);
     let mut y = Tensor::<f32>::zeros(&[p, p, M]);
     all_to_all_step.launch(s, &x, &mut y, s.mode() == Some("hand"))?;
     let row = |t: &Tensor<f32>, a: usize, b: usize| {
@@ -63,14 +63,14 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     };
     for r in 0..p {
         for q in 0..p {
-            eagle::check_bits(&format!("y[{r}][{q}]"), &row(&y, r, q), &row(&x, q, r))?;
+            eagle_runner::check_bits(&format!("y[{r}][{q}]"), &row(&y, r, q), &row(&x, q, r))?;
         }
     }
     Ok(())
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 15,
     name: "all_to_all",
     modes: &["hand", "builtin"],
@@ -78,5 +78,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

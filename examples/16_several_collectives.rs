@@ -124,21 +124,21 @@ pub fn several(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, hand: bool) {
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
     let hand = s.mode() == Some("hand");
-    let x = eagle::random_tensor(&[p, N], 16);
+    let x = eagle_runner::random_tensor(&[p, N], 16);
     let mut y = Tensor::<f32>::zeros(&[p, N]);
     several.launch(s, &x, &mut y, hand)?;
-    let sum = eagle::golden::allreduce(&x, |a, b| a + b, !hand);
-    let max = eagle::golden::allreduce(&x, eagle::golden::fmax_f32, false);
+    let sum = eagle_runner::golden::allreduce(&x, |a, b| a + b, !hand);
+    let max = eagle_runner::golden::allreduce(&x, eagle_runner::golden::fmax_f32, false);
     let b = x.row(p - 1);
     let want: Vec<f32> = (0..N).map(|j| sum[j] + max[j] * b[j]).collect();
     for r in 0..p {
-        eagle::check_bits(&format!("y[{r}]"), y.row(r), &want)?;
+        eagle_runner::check_bits(&format!("y[{r}]"), y.row(r), &want)?;
     }
     Ok(())
 }
 
 /// The step, for the runner.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 16,
     name: "several_collectives",
     modes: &["hand", "builtin"],
@@ -146,5 +146,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

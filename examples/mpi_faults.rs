@@ -139,7 +139,7 @@ pub fn run(s: &Session) -> eagle::Result<()> {
                 return Ok(());
             }
             let all = RankPartition::allgather_plane(&local, &part)?;
-            eagle::check_bits_f64(
+            eagle_runner::check_bits_f64(
                 "gathered plane",
                 &all,
                 &(0..100).map(|i| i as f64).collect::<Vec<_>>(),
@@ -152,7 +152,7 @@ pub fn run(s: &Session) -> eagle::Result<()> {
 }
 
 /// The example as a step.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 197,
     name: "mpi_faults",
     modes: &[
@@ -168,5 +168,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

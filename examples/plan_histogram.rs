@@ -40,7 +40,7 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     for &v in x.data() {
         want[((v * 64.0) as usize).min(63)] += 1.0;
     }
-    eagle::check_bits_f64("counts", counts.data(), &want)?;
+    eagle_runner::check_bits_f64("counts", counts.data(), &want)?;
     // Deploy, load without the source, and run again: the same bits.
     let dir = std::env::temp_dir().join(format!("eagle-plugin-{}", std::process::id()));
     eagle::plugin::deploy(&p, &dir)?;
@@ -51,11 +51,11 @@ pub fn run(s: &Session) -> eagle::Result<()> {
         &mut Planes::new().input("x", &x).output("counts", &mut again),
     )?;
     let _ = std::fs::remove_dir_all(&dir);
-    eagle::check_bits_f64("counts (plugin)", again.data(), counts.data())
+    eagle_runner::check_bits_f64("counts (plugin)", again.data(), counts.data())
 }
 
 /// The example as a step.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 103,
     name: "plan_histogram",
     modes: &["host_team", "rank_partition"],
@@ -63,5 +63,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

@@ -39,7 +39,7 @@ pub fn run(s: &Session) -> eagle::Result<()> {
 }
 
 /// The example as a step.
-pub const STEP: eagle::Step = eagle::Step {
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 199,
     name: "planted_failure",
     modes: &[],
@@ -47,5 +47,5 @@ pub const STEP: eagle::Step = eagle::Step {
 };
 
 fn main() -> std::process::ExitCode {
-    eagle::example_main(STEP)
+    eagle_runner::example_main(STEP)
 }

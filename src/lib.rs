@@ -50,16 +50,9 @@ pub use eagle_macros::{dynamic, host, kernel};
 pub use eagle_runtime as runtime;
 pub use eagle_runtime::{Arg, Platform, RunReport, Tensor};
 
-mod cli;
-pub mod golden;
 pub mod plan;
+#[cfg(feature = "plugin")]
 pub mod plugin;
-mod random;
-pub use cli::{
-    example_main, is_usage, parse_devices, parse_devices_on, write_failure, CommonArgs, Step,
-    StepOutcome,
-};
-pub use random::random_tensor;
 
 /// Everything a kernel file needs: `use eagle::prelude::*;`.
 pub mod prelude {
@@ -683,132 +676,7 @@ pub fn cuda_c<F: ir::EagleFn>(world_size: u64, bindings: &[(&str, u64)]) -> Resu
         .unwrap_or_default())
 }
 
-/// Compares `got` with `want` bit for bit and names the first differing element.
-///
-/// # Errors
-/// [`Error::Check`] naming `what`, the flat index, and both values.
-pub fn check_bits(what: &str, got: &[f32], want: &[f32]) -> Result<()> {
-    first_difference(what, got, want, |v| u64::from(v.to_bits()))
-}
-
-/// The bit comparison behind [`check_bits`] and [`check_bits_f64`].
-fn first_difference<T: Copy + std::fmt::Debug>(
-    what: &str,
-    got: &[T],
-    want: &[T],
-    bits: impl Fn(T) -> u64,
-) -> Result<()> {
-    if got.len() != want.len() {
-        return Err(Error::Check(format!(
-            "{what}: {} elements, expected {}",
-            got.len(),
-            want.len()
-        )));
-    }
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        if bits(g) != bits(w) {
-            return Err(Error::Check(format!("{what}[{i}] = {g:?}, expected {w:?}")));
-        }
-    }
-    Ok(())
-}
-
 /// The README's example, compiled and run as a doc test.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
-
-/// [`check_bits`] for `f64`.
-///
-/// # Errors
-/// [`Error::Check`] naming `what`, the flat index, and both values.
-pub fn check_bits_f64(what: &str, got: &[f64], want: &[f64]) -> Result<()> {
-    first_difference(what, got, want, f64::to_bits)
-}
-
-/// Starts MPI when the process was launched by `mpirun` (feature `mpi`) and finalises it when
-/// dropped; without the feature, or without `mpirun`, the world is one rank. Hold it for the
-/// whole of `main`.
-#[derive(Debug)]
-pub struct MpiGuard {
-    /// This process's rank.
-    pub rank: usize,
-    /// The number of processes.
-    pub size: usize,
-    /// How long a rank waits for the others in the guard's exchanges (the wait timeout:
-    /// `EAGLE_WAIT_TIMEOUT_S`, default 60 s, or [`MpiGuard::with_wait_timeout`]).
-    pub timeout: Duration,
-}
-
-impl MpiGuard {
-    /// Initialises MPI if launched under `mpirun`.
-    pub fn init() -> MpiGuard {
-        #[cfg(feature = "mpi")]
-        let (rank, size) = eagle_runtime::mpi_rt::init();
-        #[cfg(not(feature = "mpi"))]
-        let (rank, size) = (0, 1);
-        MpiGuard {
-            rank,
-            size,
-            timeout: eagle_runtime::RunOptions::from_env()
-                .unwrap_or_default()
-                .wait_timeout,
-        }
-    }
-    /// Sets how long a rank waits for the others (`--wait-timeout SECS`); `None` keeps it.
-    #[must_use]
-    pub fn with_wait_timeout(mut self, secs: Option<u64>) -> MpiGuard {
-        if let Some(t) = secs {
-            self.timeout = Duration::from_secs(t);
-        }
-        self
-    }
-    /// Whether this process prints (rank 0).
-    pub fn is_root(&self) -> bool {
-        self.rank == 0
-    }
-    /// The first rank whose `digest` differs from rank 0's (always `None` on one rank). Under
-    /// MPI the ranks exchange their digests; a rank that does not take part within the wait
-    /// timeout is named and the job is aborted.
-    pub fn rank_differing(&self, digest: u64) -> Option<usize> {
-        #[cfg(feature = "mpi")]
-        if self.size > 1 {
-            let d = eagle_runtime::mpi_rt::digests(digest, self.timeout);
-            return d.iter().position(|x| *x != d[0]);
-        }
-        let _ = digest;
-        None
-    }
-    /// Whether `ok` holds on every rank (ranks agree on success before they report it). A
-    /// rank at another point of the program counts as a failure.
-    pub fn all_ok(&self, ok: bool) -> bool {
-        #[cfg(feature = "mpi")]
-        if self.size > 1 {
-            return eagle_runtime::mpi_rt::all_ok(ok, self.timeout);
-        }
-        ok
-    }
-    /// Checks that every rank was started with the same command line (`args`, without the
-    /// program path): under `mpirun`'s MPMD form (`-np 1 eagle --mode a : -np 1 eagle --mode
-    /// b`) the ranks would run different programs. Always `Ok` on one rank.
-    ///
-    /// # Errors
-    /// [`eagle_runtime::RuntimeError::RanksDisagree`] naming both command lines, on every rank.
-    pub fn agree_on_command_line(&self, args: &[String]) -> Result<()> {
-        #[cfg(feature = "mpi")]
-        if self.size > 1 {
-            let stance = eagle_runtime::agree::Stance::at("the start of the program")
-                .fact("the command line", format!("`{}`", args.join(" ")));
-            return Ok(eagle_runtime::mpi_rt::agree(&stance, self.timeout)?);
-        }
-        let _ = args;
-        Ok(())
-    }
-}
-
-impl Drop for MpiGuard {
-    fn drop(&mut self) {
-        #[cfg(feature = "mpi")]
-        eagle_runtime::mpi_rt::finalize();
-    }
-}

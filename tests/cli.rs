@@ -2,8 +2,11 @@
 
 use std::process::{Command, Output};
 
+mod bins;
+use bins::{example, runner};
+
 fn eagle(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_eagle"))
+    Command::new(runner())
         .args(args)
         .output()
         .expect("the runner starts")
@@ -112,18 +115,9 @@ fn run_with_env(exe: &std::path::Path, args: &[&str], vars: &[(&str, &str)]) -> 
         .expect("starts")
 }
 
-/// A tutorial example's binary (built next to the runner by `cargo test`).
-fn example(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_BIN_EXE_eagle"))
-        .parent()
-        .map(|d| d.join("examples").join(name))
-        .unwrap_or_default()
-}
-
 #[test]
 fn environment_values_eagle_does_not_understand_exit_with_code_2() {
-    let runner = std::path::PathBuf::from(env!("CARGO_BIN_EXE_eagle"));
-    for exe in [runner, example("01_hello_rank")] {
+    for exe in [runner(), example("01_hello_rank")] {
         for (var, value, expected) in [
             ("EAGLE_RACE_CHECK", "garbage", "expected `1`, `true`, `yes` or `on` (on), or `0`, `false`, `no` or `off` (off), found `garbage`"),
             ("EAGLE_RACE_CHECK", "-1", "found `-1`"),
@@ -146,7 +140,7 @@ fn environment_values_eagle_does_not_understand_exit_with_code_2() {
     }
     // Values it understands still work: the race check off, a timeout of 5 s.
     let out = run_with_env(
-        std::path::Path::new(env!("CARGO_BIN_EXE_eagle")),
+        &runner(),
         &["-d", "0,1", "--step", "01"],
         &[("EAGLE_RACE_CHECK", "off"), ("EAGLE_WAIT_TIMEOUT_S", "5")],
     );
@@ -160,7 +154,7 @@ fn output_to_a_full_disk_is_an_error_and_a_closed_pipe_is_not() {
     if !std::path::Path::new("/dev/full").exists() {
         panic!("this test needs /dev/full (Linux)");
     }
-    let runner = std::path::PathBuf::from(env!("CARGO_BIN_EXE_eagle"));
+    let runner = runner();
     for (exe, args) in [
         (runner.clone(), &["-d", "0,1", "--step", "01"][..]),
         (example("01_hello_rank"), &["-d", "0,1"][..]),
@@ -216,7 +210,7 @@ fn a_libcuda_without_the_driver_functions_is_the_no_driver_error() {
         Ok(p) if !p.is_empty() => format!("{}:{p}", dir.display()),
         _ => dir.display().to_string(),
     };
-    let out = Command::new(env!("CARGO_BIN_EXE_eagle"))
+    let out = Command::new(runner())
         .args(["-p", "cuda", "-d", "0"])
         .env("LD_LIBRARY_PATH", path)
         .output()
@@ -234,12 +228,12 @@ fn parsing_a_million_device_ids_is_linear() {
     let n = 1_000_000;
     let list: String = (0..n).map(|d| d.to_string()).collect::<Vec<_>>().join(",");
     let t = std::time::Instant::now();
-    let ids = eagle::parse_devices(&list).unwrap();
+    let ids = eagle_runner::parse_devices(&list).unwrap();
     let took = t.elapsed();
     assert_eq!(ids.len(), n);
     assert_eq!((ids[0], ids[n - 1]), (0, n - 1));
     assert!(took.as_secs_f64() < 5.0, "{took:?}");
-    let e = eagle::parse_devices(&format!("{list},{}", n / 2)).unwrap_err();
+    let e = eagle_runner::parse_devices(&format!("{list},{}", n / 2)).unwrap_err();
     assert_eq!(
         e.to_string(),
         "argument `-d/--devices`: device 500000 is listed twice; each rank needs its own device, e.g. `0,1,2,3` (only `-p cuda` lets ranks share a device)"

@@ -289,7 +289,7 @@ fn broadcast_allgather_reduce_scatter_all_to_all_at_ragged_sizes() {
         let mut y = Tensor::<f32>::zeros(&[p, n]);
         gather.launch(&s, &x, &mut y).unwrap();
         let want: Vec<f32> = (0..n)
-            .map(|j| x.row(eagle::golden::owner(n, p, j))[j])
+            .map(|j| x.row(eagle_runner::golden::owner(n, p, j))[j])
             .collect();
         for r in 0..p {
             assert_eq!(y.row(r), &want[..], "allgather P={p} N={n} rank {r}");
@@ -297,9 +297,9 @@ fn broadcast_allgather_reduce_scatter_all_to_all_at_ragged_sizes() {
         // reduce-scatter: my chunk holds the rank-order sum, the rest keeps its old value
         let mut y = Tensor::<f32>::from_vec(&[p, n], vec![-7.0; p * n]).unwrap();
         rs.launch(&s, &x, &mut y).unwrap();
-        let sum = eagle::golden::allreduce(&x, |a, b| a + b, false);
+        let sum = eagle_runner::golden::allreduce(&x, |a, b| a + b, false);
         for r in 0..p {
-            let mine = eagle::golden::chunk(n, p, r);
+            let mine = eagle_runner::golden::chunk(n, p, r);
             for (j, &total) in sum.iter().enumerate() {
                 let want = if mine.contains(&j) { total } else { -7.0 };
                 assert_eq!(
@@ -536,7 +536,7 @@ fn allreduce_max_min_nan_results_are_the_canonical_nan_in_every_mode() {
                 |s, x, y| nan_max32_two.launch(s, x, y),
                 |s, x, y| nan_max32_ring.launch(s, x, y),
             ],
-            eagle::golden::fmax_f32,
+            eagle_runner::golden::fmax_f32,
         ),
         (
             "Min",
@@ -545,7 +545,7 @@ fn allreduce_max_min_nan_results_are_the_canonical_nan_in_every_mode() {
                 |s, x, y| nan_min32_two.launch(s, x, y),
                 |s, x, y| nan_min32_ring.launch(s, x, y),
             ],
-            eagle::golden::fmin_f32,
+            eagle_runner::golden::fmin_f32,
         ),
     ];
     let f64_cases: [Case<L64, f64>; 2] = [
@@ -556,7 +556,7 @@ fn allreduce_max_min_nan_results_are_the_canonical_nan_in_every_mode() {
                 |s, x, y| nan_max64_two.launch(s, x, y),
                 |s, x, y| nan_max64_ring.launch(s, x, y),
             ],
-            eagle::golden::fmax_f64,
+            eagle_runner::golden::fmax_f64,
         ),
         (
             "Min",
@@ -565,7 +565,7 @@ fn allreduce_max_min_nan_results_are_the_canonical_nan_in_every_mode() {
                 |s, x, y| nan_min64_two.launch(s, x, y),
                 |s, x, y| nan_min64_ring.launch(s, x, y),
             ],
-            eagle::golden::fmin_f64,
+            eagle_runner::golden::fmin_f64,
         ),
     ];
     let cols = nan_columns_f32();

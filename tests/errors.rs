@@ -45,7 +45,7 @@ fn specialize_err(e: Error) -> SpecializeError {
 #[test]
 fn pinned_world_dim_is_a_specialization_error() {
     let s = Session::sim(4).unwrap();
-    let x = eagle::random_tensor(&[4, 1, SIZE], 1);
+    let x = eagle_runner::random_tensor(&[4, 1, SIZE], 1);
     let mut y = Tensor::<f32>::zeros(&[4, 1, SIZE]);
     let e = specialize_err(pinned.launch(&s, &x, &mut y).unwrap_err());
     assert_eq!(
@@ -70,7 +70,7 @@ fn pinned_world_dim_is_a_specialization_error() {
     }
     // At P = 2 the pinned program still runs: the constant happens to match.
     let s2 = Session::sim(2).unwrap();
-    let x2 = eagle::random_tensor(&[2, 1, SIZE], 2);
+    let x2 = eagle_runner::random_tensor(&[2, 1, SIZE], 2);
     let mut y2 = Tensor::<f32>::zeros(&[2, 1, SIZE]);
     pinned.launch(&s2, &x2, &mut y2).unwrap();
     assert_eq!(y2.row(0), x2.row(1));
@@ -125,7 +125,7 @@ pub fn static_oob(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>)
 #[test]
 fn static_out_of_bounds_tile_is_a_specialization_error() {
     let s = Session::sim(2).unwrap();
-    let x = eagle::random_tensor(&[2, 1, SIZE], 3);
+    let x = eagle_runner::random_tensor(&[2, 1, SIZE], 3);
     let mut y = Tensor::<f32>::zeros(&[2, 1, SIZE]);
     let e = specialize_err(static_oob.launch(&s, &x, &mut y).unwrap_err());
     match e {
@@ -164,7 +164,7 @@ pub fn runtime_oob(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>
 fn dynamic_out_of_bounds_offset_fails_at_run_time_with_the_rank() {
     // Offsets rank * 8 fit for ranks 0..=7 and fail on rank 8 (8 * 8 + 8 > 64).
     let s = Session::sim(9).unwrap();
-    let x = eagle::random_tensor(&[9, 1, SIZE], 4);
+    let x = eagle_runner::random_tensor(&[9, 1, SIZE], 4);
     let mut y = Tensor::<f32>::zeros(&[9, 1, SIZE]);
     match runtime_oob.launch(&s, &x, &mut y).unwrap_err() {
         Error::Runtime(RuntimeError::RankFailed {
@@ -179,7 +179,7 @@ fn dynamic_out_of_bounds_offset_fails_at_run_time_with_the_rank() {
     }
     // At P = 8 every offset fits and the copy is exact.
     let s8 = Session::sim(8).unwrap();
-    let x8 = eagle::random_tensor(&[8, 1, SIZE], 5);
+    let x8 = eagle_runner::random_tensor(&[8, 1, SIZE], 5);
     let mut y8 = Tensor::<f32>::zeros(&[8, 1, SIZE]);
     runtime_oob.launch(&s8, &x8, &mut y8).unwrap();
     assert_eq!(&y8.row(3)[..8], &x8.row(3)[24..32]);
@@ -218,7 +218,7 @@ fn deadlock_is_reported_with_every_rank() {
 #[test]
 fn host_argument_of_the_wrong_shape_is_named() {
     let s = Session::sim(2).unwrap();
-    let x = eagle::random_tensor(&[2, 1, SIZE], 6);
+    let x = eagle_runner::random_tensor(&[2, 1, SIZE], 6);
     let mut y = Tensor::<f32>::zeros(&[2, 1, 32]);
     match runtime_oob.launch(&s, &x, &mut y).unwrap_err() {
         Error::Runtime(RuntimeError::Argument {
@@ -238,7 +238,7 @@ fn host_argument_of_the_wrong_shape_is_named() {
 #[test]
 fn conflicting_symbolic_dims_are_named() {
     let s = Session::sim(2).unwrap();
-    let x = eagle::random_tensor(&[2, 1, SIZE], 7);
+    let x = eagle_runner::random_tensor(&[2, 1, SIZE], 7);
     let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
     match runtime_oob.launch(&s, &x, &mut y).unwrap_err() {
         Error::Runtime(RuntimeError::Argument {
@@ -270,7 +270,7 @@ fn session_rejects_bad_device_lists() {
         Error::Runtime(RuntimeError::Devices(m)) if m.contains("device 9999 does not exist")
     ));
     assert!(matches!(
-        eagle::parse_devices("0,x").unwrap_err(),
+        eagle_runner::parse_devices("0,x").unwrap_err(),
         Error::Usage(m) if m.contains("entry 1 is `x`")
     ));
 }
@@ -288,7 +288,7 @@ pub fn ring_next(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) 
 fn sim_runs_128_and_1024_devices_and_names_its_limit() {
     for p in [128, 1024] {
         let s = Session::sim(p).unwrap();
-        let x = eagle::random_tensor(&[p, 1, SIZE], 5);
+        let x = eagle_runner::random_tensor(&[p, 1, SIZE], 5);
         let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
         let r = ring_next.launch(&s, &x, &mut y).unwrap();
         assert_eq!(r.run.dispatches, p);
@@ -724,7 +724,7 @@ pub fn wrong_handshake(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SI
 #[test]
 fn wrong_handshake_is_reported_as_a_race_on_every_run() {
     let s = Session::sim(3).unwrap();
-    let x = eagle::random_tensor(&[3, 1, SIZE], 11);
+    let x = eagle_runner::random_tensor(&[3, 1, SIZE], 11);
     for run in 0..25 {
         let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
         match wrong_handshake.launch(&s, &x, &mut y).unwrap_err() {
@@ -779,7 +779,7 @@ pub fn unsynchronised(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZ
 #[test]
 fn remote_load_without_synchronisation_is_a_race() {
     let s = Session::sim(2).unwrap();
-    let x = eagle::random_tensor(&[2, 1, SIZE], 12);
+    let x = eagle_runner::random_tensor(&[2, 1, SIZE], 12);
     let mut y = Tensor::<f32>::zeros(&[2, 1, SIZE]);
     let e = unsynchronised
         .launch(&s, &x, &mut y)
@@ -985,7 +985,7 @@ pub fn next_host(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) 
 fn a_peer_guarded_by_its_branch_condition_is_not_flagged() {
     for p in 1..=4 {
         let s = Session::sim(p).unwrap();
-        let x = eagle::random_tensor(&[p, 1, SIZE], 40 + p as u64);
+        let x = eagle_runner::random_tensor(&[p, 1, SIZE], 40 + p as u64);
         let mut y = Tensor::<f32>::zeros(&[p, 1, SIZE]);
         prev_host
             .launch(&s, &x, &mut y)
@@ -1032,7 +1032,7 @@ pub fn pinned4(x: Tensor<f32, 4, 1, SIZE>, y: Out<Tensor<f32, 4, 1, SIZE>>) {
 
 #[test]
 fn a_pinned_world_dim_larger_than_the_world_is_an_error_too() {
-    let x = eagle::random_tensor(&[4, 1, SIZE], 3);
+    let x = eagle_runner::random_tensor(&[4, 1, SIZE], 3);
     for p in 1..=3 {
         let s = Session::sim(p).unwrap();
         let mut y = Tensor::<f32>::zeros(&[4, 1, SIZE]);
@@ -1071,7 +1071,7 @@ pub fn dynamic_shift(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE
 fn a_dynamic_world_dim_bound_to_another_size_names_the_binding_argument() {
     let s = Session::sim(3).unwrap();
     for rows in [2usize, 4] {
-        let x = eagle::random_tensor(&[rows, 1, SIZE], 4);
+        let x = eagle_runner::random_tensor(&[rows, 1, SIZE], 4);
         let mut y = Tensor::<f32>::zeros(&[rows, 1, SIZE]);
         let e = specialize_err(dynamic_shift.launch(&s, &x, &mut y).unwrap_err());
         assert_eq!(
@@ -1282,7 +1282,7 @@ fn a_verifier_error_names_the_rust_source_line() {
 #[test]
 fn a_specialization_error_names_the_rust_source_line() {
     let s = Session::sim(2).unwrap();
-    let x = eagle::random_tensor(&[2, 1, SIZE], 3);
+    let x = eagle_runner::random_tensor(&[2, 1, SIZE], 3);
     let mut y = Tensor::<f32>::zeros(&[2, 1, SIZE]);
     let e = specialize_err(static_oob.launch(&s, &x, &mut y).unwrap_err());
     let SpecializeError::IndexOutOfBounds { loc: Some(loc), .. } = &e else {
@@ -1350,7 +1350,7 @@ fn deadlock_reports_races_and_wait_timeouts_name_the_rust_source_line() {
     assert_eq!(report.matches(&at).count(), 2, "{report}");
     assert!(report.contains("op `wait "), "{report}");
     // A race names the read.
-    let x = eagle::random_tensor(&[3, 1, SIZE], 11);
+    let x = eagle_runner::random_tensor(&[3, 1, SIZE], 11);
     let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
     let s3 = Session::sim(3).unwrap();
     let Err(Error::Runtime(RuntimeError::RankFailed {

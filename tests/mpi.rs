@@ -5,6 +5,8 @@
 use eagle::runtime::agree::{judge, Stance};
 use eagle::runtime::RuntimeError;
 
+mod bins;
+
 fn launch(shape: &str) -> Stance {
     Stance::at("launch #1 (of `rows`)")
         .fact("argument `x` of `rows`", shape)
@@ -101,10 +103,7 @@ fn a_missing_rank_names_the_point_and_the_ranks() {
 /// once.
 #[test]
 fn mpi_fault_modes_on_one_process() {
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_eagle"))
-        .parent()
-        .expect("bin dir")
-        .join("examples/mpi_faults");
+    let bin = bins::example("mpi_faults");
     // `cargo test` builds the examples; a missing binary is a broken build, not a skip.
     assert!(bin.exists(), "{} was not built", bin.display());
     for mode in [

@@ -163,7 +163,7 @@ fn mapreduce_sum_is_bit_identical_at_every_world_size_and_thread_count() {
 #[test]
 fn sample_local_stencil_and_histogram_match_their_goldens_everywhere() {
     let n = 1001;
-    let x = eagle::random_tensor(&[n], 40);
+    let x = eagle_runner::random_tensor(&[n], 40);
     let x64 = Tensor::from_vec(
         &[n],
         x.data().iter().map(|&v| (v as f64 + 1.0) / 2.0).collect(),

@@ -179,7 +179,7 @@ fn step07_cranelift_snapshot() {
 #[test]
 fn second_launch_at_same_world_size_hits_the_cache() {
     let s = Session::sim(4).unwrap();
-    let x = eagle::random_tensor(&[4, 1, 64], 70);
+    let x = eagle_runner::random_tensor(&[4, 1, 64], 70);
     let mut y = eagle::Tensor::<f32>::zeros(&[4, 1, 64]);
     // Clear first so this test's first launch compiles even if another test ran P = 4.
     let first = step07::ring_get.launch(&s, &x, &mut y).unwrap();
@@ -192,7 +192,7 @@ fn second_launch_at_same_world_size_hits_the_cache() {
     assert_eq!(second.compile_time, std::time::Duration::ZERO);
     // A different world size is a different artifact.
     let s3 = Session::sim(3).unwrap();
-    let x3 = eagle::random_tensor(&[3, 1, 64], 71);
+    let x3 = eagle_runner::random_tensor(&[3, 1, 64], 71);
     let mut y3 = eagle::Tensor::<f32>::zeros(&[3, 1, 64]);
     let third = step07::ring_get.launch(&s3, &x3, &mut y3).unwrap();
     assert_ne!(third.artifact_key, second.artifact_key);
@@ -202,7 +202,7 @@ fn second_launch_at_same_world_size_hits_the_cache() {
 fn a_session_keeps_the_reports_of_the_last_launches_only() {
     assert_eq!(Session::REPORTS_KEPT, 1024);
     let s = Session::sim(1).unwrap();
-    let x = eagle::random_tensor(&[1, 1, 64], 3);
+    let x = eagle_runner::random_tensor(&[1, 1, 64], 3);
     let mut y = eagle::Tensor::<f32>::zeros(&[1, 1, 64]);
     // Used to keep every report until taken: 1100 here.
     for _ in 0..1100 {
@@ -215,7 +215,7 @@ fn a_session_keeps_the_reports_of_the_last_launches_only() {
     let s = Session::sim(1).unwrap().with_reports_kept(3);
     let mut keys = vec![];
     for p in 0..5 {
-        let x = eagle::random_tensor(&[1, 1, 64], 10 + p);
+        let x = eagle_runner::random_tensor(&[1, 1, 64], 10 + p);
         keys.push(step01::hello_rank.launch(&s, &x, &mut y).unwrap().digest);
     }
     let kept: Vec<u64> = s.take_reports().iter().map(|r| r.digest).collect();
@@ -228,7 +228,7 @@ fn a_session_keeps_the_reports_of_the_last_launches_only() {
 #[test]
 fn repeated_runs_give_identical_bits() {
     let s = Session::sim(4).unwrap();
-    let x = eagle::random_tensor(&[4, 1, 64], 72);
+    let x = eagle_runner::random_tensor(&[4, 1, 64], 72);
     let mut a = eagle::Tensor::<f32>::zeros(&[4, 1, 64]);
     let mut b = eagle::Tensor::<f32>::zeros(&[4, 1, 64]);
     step02::three_levels.launch(&s, &x, &mut a).unwrap();
@@ -245,11 +245,11 @@ fn repeated_runs_give_identical_bits() {
 #[test]
 fn golden_one_step_behind_is_diagnosed() {
     let s = Session::sim(4).unwrap();
-    let x = eagle::random_tensor(&[4, 1, 64], 73);
+    let x = eagle_runner::random_tensor(&[4, 1, 64], 73);
     let mut y = eagle::Tensor::<f32>::zeros(&[4, 1, 64]);
     step07::ring_put.launch(&s, &x, &mut y).unwrap();
-    eagle::golden::check_ring_shift(&y, &x, -1).unwrap();
-    match eagle::golden::check_ring_shift(&y, &x, 1).unwrap_err() {
+    eagle_runner::golden::check_ring_shift(&y, &x, -1).unwrap();
+    match eagle_runner::golden::check_ring_shift(&y, &x, 1).unwrap_err() {
         eagle::Error::Check(m) => {
             assert_eq!(
                 m,
@@ -304,11 +304,11 @@ fn a_second_dispatch_to_a_rank_sees_what_the_first_wrote() {
         .flat_map(|p| sessions.iter().map(move |s| (p, s)))
     {
         let s = session(p);
-        let x = eagle::random_tensor(&[p, 1, CHAIN], 5);
+        let x = eagle_runner::random_tensor(&[p, 1, CHAIN], 5);
         let mut y = eagle::Tensor::<f32>::zeros(&[p, 1, CHAIN]);
         let mut z = eagle::Tensor::<f32>::zeros(&[p, 1, CHAIN]);
         chained.launch(&s, &x, &mut y, &mut z).unwrap();
         let want: Vec<f32> = x.data().iter().map(|v| v + 1.0 + 1.0).collect();
-        eagle::check_bits("z", z.data(), &want).unwrap();
+        eagle_runner::check_bits("z", z.data(), &want).unwrap();
     }
 }

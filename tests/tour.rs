@@ -5,15 +5,14 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod bins;
+
 fn bin(name: &str) -> PathBuf {
-    let runner = PathBuf::from(env!("CARGO_BIN_EXE_eagle"));
     if name == "eagle" {
-        return runner;
+        bins::runner()
+    } else {
+        bins::example(name)
     }
-    runner
-        .parent()
-        .map(|d| d.join("examples").join(name))
-        .unwrap_or_default()
 }
 
 enum End {

@@ -67,10 +67,15 @@ impl FunctionFacts {
         self.ranges.get(&v).copied()
     }
 
-    /// The same facts with every value renamed by `rename` (for a backend that renumbers).
-    pub fn renamed(&self, rename: &mut dyn FnMut(Value) -> Value) -> FunctionFacts {
+    /// The same facts with every value renamed by `rename` (for a backend that renumbers);
+    /// values it maps to `None` (removed ones) are dropped.
+    pub fn renamed(&self, rename: &mut dyn FnMut(Value) -> Option<Value>) -> FunctionFacts {
         FunctionFacts {
-            ranges: self.ranges.iter().map(|(&v, &r)| (rename(v), r)).collect(),
+            ranges: self
+                .ranges
+                .iter()
+                .filter_map(|(&v, &r)| Some((rename(v)?, r)))
+                .collect(),
         }
     }
 
@@ -133,6 +138,17 @@ mod tests {
         assert!(d.kind(Value(2)).is_none());
         assert!(matches!(d.kind(Value(1)), Some(OpKind::Const(_))));
         assert!(matches!(d.kind(Value(3)), Some(OpKind::Binary(..))));
+    }
+
+    #[test]
+    fn renaming_drops_the_values_the_renaming_removes() {
+        let mut f = FunctionFacts::default();
+        f.set_range(Value(3), IndexRange { lo: 0, hi: 0 });
+        f.set_range(Value(8), IndexRange { lo: 5, hi: 9 });
+        // %8 was removed; %3 becomes %8: the old %8's range must not take its place.
+        let g = f.renamed(&mut |v| (v == Value(3)).then_some(Value(8)));
+        assert_eq!(g.range(Value(8)), Some(IndexRange { lo: 0, hi: 0 }));
+        assert_eq!(g.range(Value(3)), None);
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub mod step15;
 pub mod step16;
 
 /// Every tutorial step, in order.
-pub fn steps() -> Vec<eagle::Step> {
+pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
         step02::STEP,
@@ -57,7 +57,7 @@ pub fn steps() -> Vec<eagle::Step> {
 }
 
 /// The modes of `st` (`[None]` for a step without modes).
-pub fn modes(st: &eagle::Step) -> Vec<Option<String>> {
+pub fn modes(st: &eagle_runner::Step) -> Vec<Option<String>> {
     if st.modes.is_empty() {
         vec![None]
     } else {

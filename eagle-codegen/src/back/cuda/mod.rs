@@ -349,7 +349,7 @@ fn canonical(f: &Function, facts: &FunctionFacts) -> (Function, FunctionFacts) {
     for (v, &n) in &nums {
         values[n] = f.ty(*v).clone();
     }
-    let facts = facts.renamed(&mut rename);
+    let facts = facts.renamed(&mut |v| nums.get(&v).map(|&n| Value(n as u32)));
     let f = Function {
         name: f.name.clone(),
         level: f.level,

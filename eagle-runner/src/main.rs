@@ -14,29 +14,29 @@ macro_rules! steps {
             #[path = $path]
             mod $m;
         )*
-        fn all_steps() -> Vec<eagle::Step> {
+        fn all_steps() -> Vec<eagle_runner::Step> {
             vec![$($m::STEP),*]
         }
     };
 }
 
 steps! {
-    step01 = "../examples/01_hello_rank.rs",
-    step02 = "../examples/02_three_levels.rs",
-    step03 = "../examples/03_window_buffer.rs",
-    step04 = "../examples/04_barrier.rs",
-    step05 = "../examples/05_remote_load_store.rs",
-    step06 = "../examples/06_put_get.rs",
-    step07 = "../examples/07_dynamic_rank_count.rs",
-    step08 = "../examples/08_allreduce_mesh.rs",
-    step09 = "../examples/09_allreduce_two_phase.rs",
-    step10 = "../examples/10_allreduce_ring.rs",
-    step11 = "../examples/11_builtin_allreduce.rs",
-    step12 = "../examples/12_broadcast.rs",
-    step13 = "../examples/13_allgather.rs",
-    step14 = "../examples/14_reduce_scatter.rs",
-    step15 = "../examples/15_all_to_all.rs",
-    step16 = "../examples/16_several_collectives.rs",
+    step01 = "../../examples/01_hello_rank.rs",
+    step02 = "../../examples/02_three_levels.rs",
+    step03 = "../../examples/03_window_buffer.rs",
+    step04 = "../../examples/04_barrier.rs",
+    step05 = "../../examples/05_remote_load_store.rs",
+    step06 = "../../examples/06_put_get.rs",
+    step07 = "../../examples/07_dynamic_rank_count.rs",
+    step08 = "../../examples/08_allreduce_mesh.rs",
+    step09 = "../../examples/09_allreduce_two_phase.rs",
+    step10 = "../../examples/10_allreduce_ring.rs",
+    step11 = "../../examples/11_builtin_allreduce.rs",
+    step12 = "../../examples/12_broadcast.rs",
+    step13 = "../../examples/13_allgather.rs",
+    step14 = "../../examples/14_reduce_scatter.rs",
+    step15 = "../../examples/15_all_to_all.rs",
+    step16 = "../../examples/16_several_collectives.rs",
 }
 
 #[derive(Parser, Debug)]
@@ -47,7 +47,7 @@ steps! {
 )]
 struct Cli {
     #[command(flatten)]
-    common: eagle::CommonArgs,
+    common: eagle_runner::CommonArgs,
     /// Run only step NN (e.g. 07).
     #[arg(long, value_name = "NN")]
     step: Option<String>,
@@ -64,14 +64,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Under `mpirun` (feature `mpi`) every process runs every step for its own rank; rank 0
     // prints, and the ranks agree on success before anyone reports it.
-    let mpi = eagle::MpiGuard::init().with_wait_timeout(cli.common.wait_timeout);
+    let mpi = eagle_runner::MpiGuard::init().with_wait_timeout(cli.common.wait_timeout);
     // Ranks started with different command lines would run different steps: refuse by name.
     if let Err(e) = mpi.agree_on_command_line(&std::env::args().skip(1).collect::<Vec<_>>()) {
         let _ = writeln!(std::io::stderr(), "error: {e}");
         return ExitCode::FAILURE;
     }
     let steps = all_steps();
-    let selected: Vec<eagle::Step> = match &cli.step {
+    let selected: Vec<eagle_runner::Step> = match &cli.step {
         None => steps,
         Some(s) => match s.trim().parse::<u32>() {
             Ok(n) if steps.iter().any(|st| st.number == n) => {
@@ -91,7 +91,7 @@ fn main() -> ExitCode {
     // Validate platform and devices once, before any step runs.
     if let Err(e) = cli.common.session(None) {
         let _ = writeln!(std::io::stderr(), "error: {e}");
-        return ExitCode::from(if eagle::is_usage(&e) { 2 } else { 1 });
+        return ExitCode::from(if eagle_runner::is_usage(&e) { 2 } else { 1 });
     }
     // `--mode M` runs mode M of the selected steps that have it; naming a step that lacks it,
     // or a mode no selected step has, is a usage error.
@@ -175,14 +175,14 @@ fn main() -> ExitCode {
                     outcome.compile_ms, outcome.run_ms
                 ) {
                     printing = false;
-                    write_error = write_error.or(eagle::write_failure(e));
+                    write_error = write_error.or(eagle_runner::write_failure(e));
                 }
             }
         }
     }
     if printing {
         if let Err(e) = out.flush() {
-            write_error = write_error.or(eagle::write_failure(e));
+            write_error = write_error.or(eagle_runner::write_failure(e));
         }
     }
     let ok = mpi.all_ok(failed == 0);

@@ -1,7 +1,8 @@
 //! Command-line plumbing shared by the runner (`src/main.rs`) and the tutorial examples.
 
-use crate::{Error, Platform, Result, Session};
+use crate::MpiGuard;
 use clap::Parser;
+use eagle::{Error, LaunchReport, Platform, Result, Session};
 use std::process::ExitCode;
 
 /// A tutorial step: a number, a name, its modes and the function that runs and checks it.
@@ -29,7 +30,7 @@ pub struct StepOutcome {
     /// FNV-1a over the output digests of every launch of the step.
     pub digest: u64,
     /// The report of every launch, in order.
-    pub reports: Vec<crate::LaunchReport>,
+    pub reports: Vec<LaunchReport>,
 }
 
 impl Step {
@@ -38,7 +39,7 @@ impl Step {
         session.take_reports();
         let result = (self.run)(session);
         let reports = session.take_reports();
-        let ms = |f: &dyn Fn(&crate::LaunchReport) -> std::time::Duration| {
+        let ms = |f: &dyn Fn(&LaunchReport) -> std::time::Duration| {
             reports
                 .iter()
                 .fold(0.0, |a, r| a + f(r).as_secs_f64() * 1e3)
@@ -47,7 +48,7 @@ impl Step {
             .iter()
             .flat_map(|r| r.digest.to_le_bytes())
             .collect();
-        let digest = eagle_codegen::fnv1a(&digests);
+        let digest = eagle::codegen::fnv1a(&digests);
         let compile_ms = ms(&|r| r.compile_time);
         let run_ms = ms(&|r| r.run.run_time);
         StepOutcome {
@@ -168,7 +169,7 @@ impl CommonArgs {
     pub fn session(&self, mode: Option<String>) -> Result<Session> {
         let platform = Platform::parse(&self.platform)?;
         let devices = parse_devices_on(platform, &self.devices)?;
-        if platform == Platform::Cuda && eagle_runtime::RunOptions::from_env()?.cuda_emulate {
+        if platform == Platform::Cuda && eagle::runtime::RunOptions::from_env()?.cuda_emulate {
             use std::io::Write;
             let _ = writeln!(
                 std::io::stderr(),
@@ -207,7 +208,7 @@ pub fn write_failure(e: std::io::Error) -> Option<std::io::Error> {
 
 /// Whether an error is the user's input (exit code 2) rather than a failed run (exit code 1).
 pub fn is_usage(e: &Error) -> bool {
-    use eagle_runtime::RuntimeError as R;
+    use eagle::runtime::RuntimeError as R;
     matches!(
         e,
         Error::Usage(_)
@@ -225,7 +226,7 @@ pub fn is_usage(e: &Error) -> bool {
 /// prints `OK` (exit 0), or the error (exit 2 for bad input, 1 for a failed run).
 pub fn example_main(step: Step) -> ExitCode {
     let args = ExampleArgs::parse();
-    let mpi = crate::MpiGuard::init().with_wait_timeout(args.common.wait_timeout);
+    let mpi = MpiGuard::init().with_wait_timeout(args.common.wait_timeout);
     let run = || -> Result<()> {
         mpi.agree_on_command_line(&std::env::args().skip(1).collect::<Vec<_>>())?;
         step.check_mode(args.mode.as_deref())?;

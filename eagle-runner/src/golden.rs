@@ -1,18 +1,18 @@
 //! Host-side goldens for the collective steps, computed in the combine orders that
 //! `docs/collectives.md` documents (so results compare bit for bit).
 
-use crate::Tensor;
+use eagle::Tensor;
 use std::ops::Range;
 
 /// Float `max` / `min` as compiled code and every collective mode compute them (IEEE 754-2019
 /// maximum / minimum; a NaN result is the canonical NaN, `f32::NAN` / `f64::NAN` bits): use
 /// these, not `f32::max` (which ignores NaN), in goldens of `Max` / `Min` reductions.
-pub use eagle_ir::eval::{fmax_f32, fmax_f64, fmin_f32, fmin_f64};
+pub use eagle::ir::eval::{fmax_f32, fmax_f64, fmin_f32, fmin_f64};
 
 /// Elements of chunk `c` when `n` elements are cut into `p` contiguous chunks, the first
 /// `n % p` one element longer (the rank-partition rule of the multi-GPU seed).
 pub fn chunk(n: usize, p: usize, c: usize) -> Range<usize> {
-    let (off, len) = eagle_codegen::lower::chunk(n as u64, p as u64, c as u64);
+    let (off, len) = eagle::codegen::lower::chunk(n as u64, p as u64, c as u64);
     off as usize..(off + len) as usize
 }
 
@@ -41,9 +41,9 @@ pub fn allreduce(x: &Tensor<f32>, op: fn(f32, f32) -> f32, ring: bool) -> Vec<f3
 /// "golden is one step behind" symptom (pull and push confused) is reported as such.
 ///
 /// # Errors
-/// [`crate::Error::Check`] naming the expected and the observed shift, or the first
+/// [`eagle::Error::Check`] naming the expected and the observed shift, or the first
 /// differing element.
-pub fn check_ring_shift(y: &Tensor<f32>, x: &Tensor<f32>, shift: isize) -> crate::Result<()> {
+pub fn check_ring_shift(y: &Tensor<f32>, x: &Tensor<f32>, shift: isize) -> eagle::Result<()> {
     let p = x.shape().first().copied().unwrap_or(0);
     let src = |r: usize, s: isize| (r as isize + s).rem_euclid(p.max(1) as isize) as usize;
     let matches = |s: isize| {
@@ -69,7 +69,7 @@ pub fn check_ring_shift(y: &Tensor<f32>, x: &Tensor<f32>, shift: isize) -> crate
         } else {
             ""
         };
-        return Err(crate::Error::Check(format!(
+        return Err(eagle::Error::Check(format!(
             "the result is {} but the golden expects {}{hint}",
             name(seen),
             name(shift)

@@ -1,4 +1,4 @@
-use crate::Tensor;
+use eagle::Tensor;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
