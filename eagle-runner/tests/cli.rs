@@ -2,6 +2,7 @@
 
 use std::process::{Command, Output};
 
+#[path = "../../tests/bins/mod.rs"]
 mod bins;
 use bins::{example, runner};
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../../tests/bins/mod.rs"]
 mod bins;
 
 fn bin(name: &str) -> PathBuf {
