@@ -4,7 +4,12 @@ use std::process::{Command, Output};
 
 #[path = "../../tests/bins/mod.rs"]
 mod bins;
-use bins::{example, runner};
+use bins::example;
+
+/// The runner binary, built by cargo for these tests.
+fn runner() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_BIN_EXE_eagle"))
+}
 
 fn eagle(args: &[&str]) -> Output {
     Command::new(runner())

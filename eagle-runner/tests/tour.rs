@@ -10,7 +10,7 @@ mod bins;
 
 fn bin(name: &str) -> PathBuf {
     if name == "eagle" {
-        bins::runner()
+        PathBuf::from(env!("CARGO_BIN_EXE_eagle"))
     } else {
         bins::example(name)
     }

@@ -1,27 +1,14 @@
-//! The binaries the command-line tests run: the runner (`eagle`, of the eagle-runner package,
-//! whose tests get its path from cargo) and the examples of the `eagle` package, which
-//! `cargo test --workspace` builds before any test runs. Shared by `tests/mpi.rs` and
-//! `eagle-runner/tests/{cli,tour}.rs` (through `#[path]`).
+//! The example binaries the command-line tests run (the runner's tests get the runner itself
+//! from cargo, as `CARGO_BIN_EXE_eagle`). `cargo test --workspace` builds the examples before
+//! any test runs. Shared by `tests/mpi.rs` and `eagle-runner/tests/{cli,tour}.rs` (through
+//! `#[path]`).
 
 use std::path::PathBuf;
-
-/// The runner binary (only in the eagle-runner package's tests).
-///
-/// # Panics
-/// Outside those tests, where cargo does not build it.
-#[allow(dead_code)]
-pub fn runner() -> PathBuf {
-    PathBuf::from(
-        option_env!("CARGO_BIN_EXE_eagle")
-            .expect("the runner binary is known to the eagle-runner package's tests only"),
-    )
-}
 
 /// An example's binary, in `target/<profile>/examples/`.
 ///
 /// # Panics
 /// When it is not built, saying how to build it.
-#[allow(dead_code)]
 pub fn example(name: &str) -> PathBuf {
     let dir = std::env::current_exe()
         .ok()
