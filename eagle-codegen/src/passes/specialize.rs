@@ -556,6 +556,114 @@ impl Spec<'_> {
         Ok(())
     }
 
+    /// Checks a slice's index against its extent (and, on the host, a rank loop against a
+    /// pinned world dimension), and records which argument the result is a slice of.
+    fn slice(
+        &mut self,
+        f: &Function,
+        op: &Op,
+        src: Value,
+        index: Value,
+        res: Option<Value>,
+    ) -> Result<(), SpecializeError> {
+        let extent = f
+            .ty(src)
+            .shape()
+            .and_then(|s| s.0.first()?.as_const())
+            .unwrap_or(0);
+        let origin = self.origin.get(&src).cloned();
+        // A host tensor sliced by the rank loop has one row per rank: an extent other
+        // than P is a pinned (or wrongly bound) world dimension at every P, not only
+        // when it is too small.
+        if let (Some(r), Some((arg, dim)), Level::Host) = (self.known(index), &origin, f.level) {
+            let p = self.p();
+            if r.world && r.lo >= 0 && r.hi < p as i128 && extent != p {
+                let written = self.generic[src.0 as usize]
+                    .shape()
+                    .and_then(|s| s.0.first().cloned());
+                return Err(match written {
+                    Some(Dim::Sym(name)) => SpecializeError::WorldDimBound {
+                        function: f.name.clone(),
+                        argument: arg.clone(),
+                        dim: *dim,
+                        name: name.to_string(),
+                        extent,
+                        bound_by: format!("the bindings (`{}`)", self.b.key_text()),
+                        world_size: p,
+                    },
+                    _ => SpecializeError::WorldDimPinned {
+                        function: f.name.clone(),
+                        argument: arg.clone(),
+                        dim: *dim,
+                        extent,
+                        world_size: p,
+                    },
+                });
+            }
+        }
+        if let Some(r) = self.known(index) {
+            if r.lo < 0 || r.hi >= extent as i128 {
+                if let (true, Some((arg, dim)), Level::Host) = (r.world, &origin, f.level) {
+                    return Err(SpecializeError::WorldDimPinned {
+                        function: f.name.clone(),
+                        argument: arg.clone(),
+                        dim: *dim,
+                        extent,
+                        world_size: self.p(),
+                    });
+                }
+                return Err(SpecializeError::IndexOutOfBounds {
+                    function: f.name.clone(),
+                    op: print_op(f, op),
+                    loc: op.loc.clone().map(Box::new),
+                    operand: "the index".into(),
+                    dim: 0,
+                    lo: r.lo,
+                    hi: r.hi,
+                    extent,
+                });
+            }
+        }
+        if let (Some((arg, dim)), Some(r)) = (origin, res) {
+            self.origin.insert(r, (arg, dim + 1));
+        }
+        Ok(())
+    }
+
+    /// Checks a subview's offset plus its length against the extent.
+    fn subview(
+        &self,
+        f: &Function,
+        op: &Op,
+        src: Value,
+        offset: Value,
+        res: Option<Value>,
+    ) -> Result<(), SpecializeError> {
+        let extent = f
+            .ty(src)
+            .shape()
+            .and_then(|s| s.0.first()?.as_const())
+            .unwrap_or(0);
+        let len = res
+            .and_then(|r| f.ty(r).shape()?.0.first()?.as_const())
+            .unwrap_or(0);
+        if let Some(r) = self.known(offset) {
+            if r.lo < 0 || r.hi + len as i128 > extent as i128 {
+                return Err(SpecializeError::IndexOutOfBounds {
+                    function: f.name.clone(),
+                    op: print_op(f, op),
+                    loc: op.loc.clone().map(Box::new),
+                    operand: format!("the subview offset plus its length {len}"),
+                    dim: 0,
+                    lo: r.lo,
+                    hi: r.hi + len as i128 - 1,
+                    extent,
+                });
+            }
+        }
+        Ok(())
+    }
+
     fn op(&mut self, f: &Function, op: &mut Op) -> Result<(), SpecializeError> {
         let res = op.result;
         let rdt = res.and_then(|r| f.ty(r).dtype());
@@ -662,96 +770,8 @@ impl Spec<'_> {
                     }
                 }
             }
-            OpKind::Slice { src, index } => {
-                let (src, index) = (*src, *index);
-                let extent = f
-                    .ty(src)
-                    .shape()
-                    .and_then(|s| s.0.first()?.as_const())
-                    .unwrap_or(0);
-                let origin = self.origin.get(&src).cloned();
-                // A host tensor sliced by the rank loop has one row per rank: an extent other
-                // than P is a pinned (or wrongly bound) world dimension at every P, not only
-                // when it is too small.
-                if let (Some(r), Some((arg, dim)), Level::Host) =
-                    (self.known(index), &origin, f.level)
-                {
-                    let p = self.p();
-                    if r.world && r.lo >= 0 && r.hi < p as i128 && extent != p {
-                        let written = self.generic[src.0 as usize]
-                            .shape()
-                            .and_then(|s| s.0.first().cloned());
-                        return Err(match written {
-                            Some(Dim::Sym(name)) => SpecializeError::WorldDimBound {
-                                function: f.name.clone(),
-                                argument: arg.clone(),
-                                dim: *dim,
-                                name: name.to_string(),
-                                extent,
-                                bound_by: format!("the bindings (`{}`)", self.b.key_text()),
-                                world_size: p,
-                            },
-                            _ => SpecializeError::WorldDimPinned {
-                                function: f.name.clone(),
-                                argument: arg.clone(),
-                                dim: *dim,
-                                extent,
-                                world_size: p,
-                            },
-                        });
-                    }
-                }
-                if let Some(r) = self.known(index) {
-                    if r.lo < 0 || r.hi >= extent as i128 {
-                        if let (true, Some((arg, dim)), Level::Host) = (r.world, &origin, f.level) {
-                            return Err(SpecializeError::WorldDimPinned {
-                                function: f.name.clone(),
-                                argument: arg.clone(),
-                                dim: *dim,
-                                extent,
-                                world_size: self.p(),
-                            });
-                        }
-                        return Err(SpecializeError::IndexOutOfBounds {
-                            function: f.name.clone(),
-                            op: print_op(f, op),
-                            loc: op.loc.clone().map(Box::new),
-                            operand: "the index".into(),
-                            dim: 0,
-                            lo: r.lo,
-                            hi: r.hi,
-                            extent,
-                        });
-                    }
-                }
-                if let (Some((arg, dim)), Some(r)) = (origin, res) {
-                    self.origin.insert(r, (arg, dim + 1));
-                }
-            }
-            OpKind::Subview { src, offset } => {
-                let extent = f
-                    .ty(*src)
-                    .shape()
-                    .and_then(|s| s.0.first()?.as_const())
-                    .unwrap_or(0);
-                let len = res
-                    .and_then(|r| f.ty(r).shape()?.0.first()?.as_const())
-                    .unwrap_or(0);
-                if let Some(r) = self.known(*offset) {
-                    if r.lo < 0 || r.hi + len as i128 > extent as i128 {
-                        return Err(SpecializeError::IndexOutOfBounds {
-                            function: f.name.clone(),
-                            op: print_op(f, op),
-                            loc: op.loc.clone().map(Box::new),
-                            operand: format!("the subview offset plus its length {len}"),
-                            dim: 0,
-                            lo: r.lo,
-                            hi: r.hi + len as i128 - 1,
-                            extent,
-                        });
-                    }
-                }
-            }
+            OpKind::Slice { src, index } => self.slice(f, op, *src, *index, res)?,
+            OpKind::Subview { src, offset } => self.subview(f, op, *src, *offset, res)?,
             OpKind::Broadcast { root, .. } => {
                 let root = *root;
                 self.check_rank(f, op, root, "root")?;
@@ -835,7 +855,23 @@ impl Spec<'_> {
                 recurse = true;
             }
             OpKind::If { .. } => recurse = true,
-            _ => {}
+            // Nothing to fold, bound or check: tile arithmetic (the arms above take scalars),
+            // the collectives (lowered into checked primitives before the second pass),
+            // variables, window allocation and barriers.
+            OpKind::Binary(..)
+            | OpKind::Unary(..)
+            | OpKind::Cmp(..)
+            | OpKind::Fma(..)
+            | OpKind::AllGather { .. }
+            | OpKind::ReduceScatter { .. }
+            | OpKind::AllReduce { .. }
+            | OpKind::AllToAll { .. }
+            | OpKind::Var(_)
+            | OpKind::Read(_)
+            | OpKind::Write(..)
+            | OpKind::AllocWindowBuffer
+            | OpKind::Window(_)
+            | OpKind::Barrier(_) => {}
         }
         if recurse {
             match &mut op.kind {
