@@ -933,6 +933,23 @@ struct Exec<'p> {
 }
 
 impl Exec<'_> {
+    /// The symbol of the sample kernel's CUDA entry of `kind`, as codegen named it.
+    #[cfg(feature = "cuda")]
+    fn entry_symbol(&self, kind: codegen::cuda::EntryKind) -> Result<String> {
+        self.art
+            .cuda
+            .as_ref()
+            .and_then(|c| c.entry(&self.plan.kernel, kind))
+            .map(|e| e.symbol.clone())
+            .ok_or_else(|| {
+                Error::Codegen(codegen::CodegenError::Unsupported {
+                    backend: "cuda",
+                    function: self.plan.kernel.clone(),
+                    message: format!("the artifact has no {kind:?} entry for this sample kernel"),
+                })
+            })
+    }
+
     /// Runs samples `lo..hi` for `rank` with the given buffer addresses. A failure names the
     /// rank, the sample kernel (not its internal wrapper) and the samples that were running.
     fn call(&self, rank: usize, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
@@ -999,7 +1016,7 @@ impl Exec<'_> {
         } else {
             (hi - lo) as u64
         };
-        let symbol = format!("{}__samples", self.plan.kernel);
+        let symbol = self.entry_symbol(codegen::cuda::EntryKind::Samples)?;
         let during = format!("while running samples {lo}..{hi}");
         eagle_runtime::cuda::launch_samples(
             self.art,
@@ -1046,7 +1063,7 @@ impl Exec<'_> {
             let bytes = unsafe { std::slice::from_raw_parts(p.0 as *const u8, len) };
             args.push(KernelArg::In(bytes));
         }
-        let symbol = format!("{}__rows", self.plan.kernel);
+        let symbol = self.entry_symbol(codegen::cuda::EntryKind::Rows)?;
         let during = format!(
             "while running rows {}..{}, samples {}..{}",
             rows.start,

@@ -107,6 +107,14 @@ pub struct CudaCode {
 }
 
 impl CudaCode {
+    /// The entry point of `kind` that runs IR function `function`, if one was emitted (a
+    /// sample kernel has a [`EntryKind::Samples`] entry and, for a mapreduce, a
+    /// [`EntryKind::Rows`] one). Callers load its `symbol`; they never spell symbols.
+    pub fn entry(&self, function: &str, kind: EntryKind) -> Option<&Entry> {
+        self.entries
+            .values()
+            .find(|e| e.function == function && e.kind == kind)
+    }
     /// The source without the prelude (what snapshots pin).
     pub fn kernels(&self) -> &str {
         self.source
