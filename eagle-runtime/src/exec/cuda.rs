@@ -2,7 +2,7 @@
 //!
 //! - The driver (`libcuda.so.1`) is looked for, and its functions looked up, before any call
 //!   into it: a machine without one, or with a library of that name that lacks the driver's
-//!   functions, gets [`RuntimeError::NoCudaDriver`], never a panic.
+//!   functions, gets [`RuntimeError::NoCudaDriver`](crate::RuntimeError::NoCudaDriver), never a panic.
 //! - Each rank runs its per-device programs on GPU `devices[rank]` (several ranks may share a
 //!   GPU), from its own host thread and non-blocking stream, one block per program.
 //! - The CUDA C of the artifact is compiled by NVRTC to a cubin for each device's architecture
@@ -17,7 +17,7 @@
 //!   put/get, remote loads and stores, notify/wait and barriers between ranks travel over the
 //!   host link. Tensor arguments are copied to device memory before a dispatch and outputs back
 //!   after it.
-//! - **Emulation** ([`RunOptions::cuda_emulate`], `EAGLE_CUDA_EMULATE=1`): the same CUDA C is
+//! - **Emulation** ([`RunOptions::cuda_emulate`](crate::RunOptions::cuda_emulate), `EAGLE_CUDA_EMULATE=1`): the same CUDA C is
 //!   compiled by the host C++ compiler against [`eagle_codegen::cuda::HOST_SHIM`] and run on CPU
 //!   threads (one per GPU thread), through this same orchestration. It needs no GPU or driver and
 //!   checks generated code bit for bit against `sim`; it is slow and meant for tests.
