@@ -79,9 +79,19 @@ pub enum Error {
     /// A result did not match its golden.
     #[error("result check failed: {0}")]
     Check(String),
-    /// A bad command line.
+    /// A bad command line (the runner and the examples exit with code 2), and nothing else.
     #[error("{0}")]
     Usage(String),
+    /// An execution plan used wrongly: planes, devices, a world or a structure that do not fit
+    /// its sample kernel ([`plan::plan`], [`plan::Plan::run`] and the RankPartition entries).
+    /// The message names the plane or argument, what was expected and what was found.
+    #[error("{0}")]
+    Plan(String),
+    /// A plugin directory that cannot be written or read, or whose files do not match their
+    /// manifest, sidecar or hashes (`plugin::deploy`, `plugin::load`, feature `plugin`). The
+    /// message names the file.
+    #[error("{0}")]
+    Plugin(String),
 }
 
 impl std::fmt::Debug for Error {
@@ -96,6 +106,8 @@ impl std::fmt::Debug for Error {
             Error::Runtime(e) => f.debug_tuple("Runtime").field(e).finish(),
             Error::Check(m) => f.debug_tuple("Check").field(m).finish(),
             Error::Usage(m) => f.debug_tuple("Usage").field(m).finish(),
+            Error::Plan(m) => f.debug_tuple("Plan").field(m).finish(),
+            Error::Plugin(m) => f.debug_tuple("Plugin").field(m).finish(),
         }
     }
 }
@@ -563,7 +575,7 @@ fn bindings_from_args(
     use eagle_runtime::RuntimeError as E;
     let f = m
         .function(root)
-        .ok_or_else(|| Error::Usage(format!("no function `{root}`")))?;
+        .ok_or_else(|| Error::Codegen(codegen::CodegenError::NoSuchFunction(root.into())))?;
     let mut b = codegen::Bindings::world(p as u64);
     if args.len() != f.params.len() {
         return Err(E::Argument {

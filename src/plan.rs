@@ -123,7 +123,7 @@ impl RankPartition {
     /// every rank holds all of it, in sample order, over MPI (an all-gather-varcount).
     ///
     /// # Errors
-    /// [`Error::Usage`] naming the `mpi` feature, in a build without it, or when `local` does not
+    /// [`Error::Plan`] naming the `mpi` feature, in a build without it, or when `local` does not
     /// have this rank's share length.
     pub fn allgather_plane(local: &[f64], partition: &Partition) -> Result<Vec<f64>> {
         let (me, size) = Self::world();
@@ -131,7 +131,7 @@ impl RankPartition {
             return Err(no_mpi("RankPartition::allgather_plane"));
         }
         let check = if partition.parts != size || local.len() != partition.share(me).len() {
-            Err(Error::Usage(format!(
+            Err(Error::Plan(format!(
                 "argument `local`: rank {me} of {size} holds {} values, but its share of {} items over {} ranks is {} (items {:?}); pass the values of `RankPartition::local(partition)`",
                 local.len(),
                 partition.n,
@@ -165,7 +165,7 @@ impl RankPartition {
             || local.len() != partition.share(me).len()
             || out.len() != partition.n
         {
-            Err(Error::Usage(format!(
+            Err(Error::Plan(format!(
                 "RankPartition::allgather_plane_into: rank {me} of {size} holds {} values (its share of {partition:?} is {}) and an output of {} values (expected {})",
                 local.len(),
                 partition.share(me).len(),
@@ -188,7 +188,7 @@ impl RankPartition {
     /// gets the same `cells` values, whatever the world size.
     ///
     /// # Errors
-    /// [`Error::Usage`] naming the `mpi` feature, in a build without it, or for a `local` of
+    /// [`Error::Plan`] naming the `mpi` feature, in a build without it, or for a `local` of
     /// the wrong length.
     pub fn allgather_fold(
         local: &[f64],
@@ -201,7 +201,7 @@ impl RankPartition {
             return Err(no_mpi("RankPartition::allgather_fold"));
         }
         let check = if rows.parts != size || local.len() != rows.share(me).len() * cells {
-            Err(Error::Usage(format!(
+            Err(Error::Plan(format!(
                 "argument `local`: rank {me} holds {} values, expected {} rows x {cells} cells",
                 local.len(),
                 rows.share(me).len()
@@ -281,7 +281,7 @@ fn no_cuda() -> Error {
 }
 
 fn no_mpi(what: &str) -> Error {
-    Error::Usage(format!(
+    Error::Plan(format!(
         "{what} needs MPI, and this build has no `mpi` feature; rebuild with `cargo build --release --features mpi` (OpenMPI or MPICH and libclang installed), or simulate ranks in-process with `Plan::with_simulated_ranks(R)`"
     ))
 }
@@ -315,7 +315,7 @@ pub struct Plan {
 /// through when `structure` is [`Structure::RankPartition`] (ignored otherwise).
 ///
 /// # Errors
-/// [`Error::Ir`] when `kernel` is not a sample kernel or does not build; [`Error::Usage`] when
+/// [`Error::Ir`] when `kernel` is not a sample kernel or does not build; [`Error::Plan`] when
 /// a `cross_sample_write` kernel is rank-partitioned, or `inner` is itself `RankPartition`.
 pub fn plan<K: EagleFn>(_kernel: K, structure: Structure, inner: Structure) -> Result<Plan> {
     let mut mb = ir::ModuleBuilder::new();
@@ -337,25 +337,25 @@ pub fn plan_module(
     let f = generic
         .function(name)
         .ok_or_else(|| {
-            Error::Usage(format!(
+            Error::Plan(format!(
                 "argument `kernel`: no function `{name}` in the module"
             ))
         })?
         .clone();
     if f.level != Level::Sample {
-        return Err(Error::Usage(format!(
+        return Err(Error::Plan(format!(
             "argument `kernel`: `{name}` is a {} function; plans run sample kernels, declared `#[eagle::kernel(sample)]` with the sample index as first parameter",
             f.level.name()
         )));
     }
     let info = ir::access_category(&f)?;
     if structure == Structure::RankPartition && info.category == AccessCategory::CrossSampleWrite {
-        return Err(Error::Usage(format!(
+        return Err(Error::Plan(format!(
             "kernel `{name}` is cross_sample_write (it writes other samples or reads another sample's output), so it cannot be rank-partitioned at any world size: a rank would write samples another rank owns; plan it with HostTeam or DeviceKernel"
         )));
     }
     if structure == Structure::RankPartition && inner == Structure::RankPartition {
-        return Err(Error::Usage(
+        return Err(Error::Plan(
             "argument `inner`: a rank's share runs through HostTeam or DeviceKernel, not RankPartition".into(),
         ));
     }
@@ -375,7 +375,7 @@ pub fn plan_module(
         .collect();
     for p in &planes {
         if p.rank == 0 || p.rank > 2 {
-            return Err(Error::Usage(format!(
+            return Err(Error::Plan(format!(
                 "plane `{}` of `{name}` has rank {}; planes are `[n]` or `[w, n]` (component-major)",
                 p.name, p.rank
             )));
@@ -633,7 +633,7 @@ impl Plan {
         let (art, _) = codegen::compile(&self.module, &self.kernel, &b, codegen::Target::Cuda)?;
         art.cuda
             .clone()
-            .ok_or_else(|| Error::Usage("no CUDA C was emitted".into()))
+            .ok_or_else(|| Error::Plan("no CUDA C was emitted".into()))
     }
     /// [`Plan::cuda_code`]'s kernels, prelude left out, for review.
     ///
@@ -671,7 +671,7 @@ impl Plan {
     /// rank, for `RankPartition`).
     ///
     /// # Errors
-    /// [`Error::Usage`] for a missing, extra or mis-shaped plane (every per-sample plane must
+    /// [`Error::Plan`] for a missing, extra or mis-shaped plane (every per-sample plane must
     /// have `n` samples along its last dim), a non-`f64` output under `RankPartition`, a device
     /// the platform lacks, or a `RankPartition` without MPI and without simulated ranks;
     /// build, specialization and run-time errors otherwise.
@@ -734,7 +734,7 @@ impl Plan {
 
     fn run_inner(&self, device: usize, planes: &mut Planes<'_>) -> Result<()> {
         if device >= eagle_runtime::Platform::Sim.max_devices() {
-            return Err(Error::Usage(format!(
+            return Err(Error::Plan(format!(
                 "argument `device`: device {device} does not exist; the CPU platform has devices 0 to {}",
                 eagle_runtime::Platform::Sim.max_devices() - 1
             )));
@@ -742,13 +742,13 @@ impl Plan {
         // Match planes to parameters by name.
         for (k, (name, _)) in planes.items.iter().enumerate() {
             if planes.items[..k].iter().any(|(m, _)| m == name) {
-                return Err(Error::Usage(format!(
+                return Err(Error::Plan(format!(
                     "plane `{name}` is passed twice; pass each plane of `{}` once",
                     self.kernel
                 )));
             }
             if !self.planes.iter().any(|p| &p.name == name) {
-                return Err(Error::Usage(format!(
+                return Err(Error::Plan(format!(
                     "plane `{name}` is not a parameter of `{}`; its planes are {}",
                     self.kernel,
                     self.plane_names()
@@ -758,7 +758,7 @@ impl Plan {
         let mut order = vec![];
         for p in &self.planes {
             let Some(i) = planes.items.iter().position(|(n, _)| n == &p.name) else {
-                return Err(Error::Usage(format!(
+                return Err(Error::Plan(format!(
                     "plane `{}` of `{}` is missing; pass every plane: {}",
                     p.name,
                     self.kernel,
@@ -777,31 +777,31 @@ impl Plan {
                 Arg::Scalar(..) => unreachable!("planes are tensors"),
             };
             if p.out && !is_out {
-                return Err(Error::Usage(format!(
+                return Err(Error::Plan(format!(
                     "plane `{}` is an output; pass it with `Planes::output`",
                     p.name
                 )));
             }
             if !p.out && is_out {
-                return Err(Error::Usage(format!(
+                return Err(Error::Plan(format!(
                     "plane `{}` is an input of `{}`; pass it with `Planes::input`",
                     p.name, self.kernel
                 )));
             }
             if dt != p.dtype {
-                return Err(Error::Usage(format!(
+                return Err(Error::Plan(format!(
                     "plane `{}` has dtype {dt}, expected {} as `{}` declares",
                     p.name, p.dtype, self.kernel
                 )));
             }
             if self.structure == Structure::RankPartition && p.out && dt != DType::F64 {
-                return Err(Error::Usage(format!(
+                return Err(Error::Plan(format!(
                     "RankPartition gathers outputs as f64: output plane `{}` is {dt}; declare it `f64`",
                     p.name
                 )));
             }
             if shape.len() != p.rank {
-                return Err(Error::Usage(format!(
+                return Err(Error::Plan(format!(
                     "plane `{}` has shape {shape:?}; `{}` declares rank {}",
                     p.name, self.kernel, p.rank
                 )));
@@ -814,7 +814,7 @@ impl Plan {
                 match n {
                     None => n = Some(len),
                     Some(m) if m != len => {
-                        return Err(Error::Usage(format!(
+                        return Err(Error::Plan(format!(
                             "plane `{}` has {len} samples along its last dim, but an earlier plane has n = {m}; every per-sample plane has n samples",
                             p.name
                         )))
@@ -824,7 +824,7 @@ impl Plan {
             }
         }
         let Some(n) = n else {
-            return Err(Error::Usage(format!(
+            return Err(Error::Plan(format!(
                 "kernel `{}` has no per-sample plane, so the number of samples n is unknown; give it a plane of shape [n] or [w, n] (an input is enough)",
                 self.kernel
             )));
@@ -847,7 +847,7 @@ impl Plan {
         let f = self
             .module
             .function(&self.kernel)
-            .ok_or_else(|| Error::Usage("kernel missing".into()))?;
+            .ok_or_else(|| Error::Plan("kernel missing".into()))?;
         let mut b = codegen::Bindings::world(1);
         for (p, &i) in f.params[1..].iter().zip(&order) {
             let shape = match &planes.items[i].1 {
@@ -859,7 +859,7 @@ impl Plan {
                     match d {
                         ir::Dim::Sym(name) => match b.dims.get(name.as_ref()) {
                             Some(&prev) if prev != len as u64 => {
-                                return Err(Error::Usage(format!(
+                                return Err(Error::Plan(format!(
                                     "plane `{}`: dimension `{name}` is {len} here but {prev} in an earlier plane",
                                     p.name
                                 )))
@@ -869,7 +869,7 @@ impl Plan {
                             }
                         },
                         ir::Dim::Const(c) if *c != len as u64 => {
-                            return Err(Error::Usage(format!(
+                            return Err(Error::Plan(format!(
                                 "plane `{}` has shape {shape:?} but `{}` declares {}",
                                 p.name,
                                 self.kernel,
@@ -1053,9 +1053,7 @@ impl Exec<'_> {
         let mut parts = partials.iter_mut();
         for (i, (p, &len)) in base.iter().zip(&self.sizes).enumerate() {
             if outs.contains(&i) {
-                let part = parts
-                    .next()
-                    .ok_or_else(|| Error::Usage("partials".into()))?;
+                let part = parts.next().ok_or_else(|| Error::Plan("partials".into()))?;
                 args.push(KernelArg::Out(&mut part[..]));
                 continue;
             }
@@ -1140,7 +1138,7 @@ impl Exec<'_> {
             hs.into_iter()
                 .map(|h| {
                     h.join()
-                        .unwrap_or_else(|_| Err(Error::Usage("a worker thread panicked".into())))
+                        .unwrap_or_else(|_| Err(Error::Plan("a worker thread panicked".into())))
                 })
                 .collect::<Result<Vec<()>>>()
                 .map(|_| ())
@@ -1152,7 +1150,7 @@ impl Exec<'_> {
     fn ranks(&self) -> Result<(Vec<usize>, usize, bool)> {
         match self.plan.ranks {
             Some(r) if r >= 1 => Ok(((0..r).collect(), r, false)),
-            Some(_) => Err(Error::Usage(
+            Some(_) => Err(Error::Plan(
                 "argument `ranks`: simulate at least one rank".into(),
             )),
             None if RankPartition::available() => {

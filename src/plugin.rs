@@ -118,7 +118,7 @@ fn hash_of(text: &str) -> String {
 /// socket or directory is refused before it is opened) of at most [`MAX_FILE_BYTES`], in UTF-8.
 fn read_text(path: &Path) -> Result<String> {
     let refuse = |found: String| {
-        Error::Usage(format!(
+        Error::Plugin(format!(
             "plugin: cannot read `{}`: expected a regular file of at most {MAX_FILE_BYTES} bytes, found {found}; deploy the plugin again",
             path.display()
         ))
@@ -154,11 +154,11 @@ fn read_text(path: &Path) -> Result<String> {
 }
 
 fn io(what: &str, path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Usage(format!("plugin: {what} `{}`: {e}", path.display()))
+    Error::Plugin(format!("plugin: {what} `{}`: {e}", path.display()))
 }
 
 fn field(name: &str, expected: impl std::fmt::Display, found: impl std::fmt::Display) -> Error {
-    Error::Usage(format!(
+    Error::Plugin(format!(
         "plugin sidecar field `{name}`: expected {expected}, found {found}; the plugin was modified or does not match its artifact: deploy it again"
     ))
 }
@@ -188,7 +188,7 @@ fn signature(plan: &Plan) -> Vec<PlaneSig> {
 /// CPU artifact. Deploying into a directory that holds other kernels adds to its manifest.
 ///
 /// # Errors
-/// [`Error::Usage`] naming the path on an I/O failure.
+/// [`Error::Plugin`] naming the path on an I/O failure.
 pub fn deploy(plan: &Plan, dir: &Path) -> Result<()> {
     deploy_with(plan, dir, &DeployOptions::default())
 }
@@ -359,7 +359,7 @@ fn is_arch(a: &str) -> bool {
 /// Checks the manifest's format, version and kernel list.
 fn check_manifest(m: &Manifest) -> Result<()> {
     let bad = |name: &str, expected: String, found: String| {
-        Error::Usage(format!(
+        Error::Plugin(format!(
             "plugin manifest field `{name}`: expected {expected}, found {found}; deploy the plugin again with this eagle"
         ))
     };
@@ -396,7 +396,7 @@ fn check_manifest(m: &Manifest) -> Result<()> {
 /// [`MAX_FILE_BYTES`] bytes.
 ///
 /// # Errors
-/// [`Error::Usage`] for a missing, special (FIFO, device) or oversized file, a kernel not in
+/// [`Error::Plugin`] for a missing, special (FIFO, device) or oversized file, a kernel not in
 /// the manifest, another format or eagle version, an unknown field, or a sidecar that does not
 /// match its artifact, naming the field (`content_hash`, `category`, `op`, `signature`,
 /// `targets`, `world_size`, `name`, `cuda.*`); IR errors for an artifact that does not parse.
@@ -406,7 +406,7 @@ pub fn load(dir: &Path, name: &str) -> Result<Loaded> {
     let manifest: Manifest = serde_json::from_str(&text).map_err(|e| io("malformed", &mp, e))?;
     check_manifest(&manifest)?;
     if !manifest.kernels.iter().any(|k| k == name) {
-        return Err(Error::Usage(format!(
+        return Err(Error::Plugin(format!(
             "plugin `{}` has no kernel `{name}`; it has {:?}",
             dir.display(),
             manifest.kernels

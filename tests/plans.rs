@@ -665,6 +665,33 @@ fn max_mapreduce_propagates_nan_like_the_compiled_max() {
 }
 
 #[test]
+fn plan_and_plugin_mistakes_are_their_own_variants_not_command_line_errors() {
+    let x = Tensor::from_vec(&[3], vec![1.0, 2.0, 3.0]).unwrap();
+    let mut y = Tensor::<f64>::zeros(&[3]);
+    let p = plan(accumulate, Structure::HostTeam, Structure::HostTeam).unwrap();
+    let e = p
+        .run(0, &mut Planes::new().input("x", &x).input("z", &x))
+        .unwrap_err();
+    assert!(
+        matches!(&e, eagle::Error::Plan(m) if m.contains("plane `z` is not a parameter of `accumulate`")),
+        "{e:#?}"
+    );
+    let e = p
+        .run(1024, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .unwrap_err();
+    assert!(
+        matches!(&e, eagle::Error::Plan(m) if m.contains("argument `device`")),
+        "{e:#?}"
+    );
+    let missing = std::env::temp_dir().join(format!("eagle-no-plugin-{}", std::process::id()));
+    let e = eagle::plugin::load(&missing, "histogram").unwrap_err();
+    assert!(matches!(&e, eagle::Error::Plugin(_)), "{e:#?}");
+    assert!(
+        !eagle_runner::is_usage(&e) && !eagle_runner::is_usage(&eagle::Error::Plan(String::new()))
+    );
+}
+
+#[test]
 fn plane_mistakes_and_kernel_failures_are_named() {
     let x = Tensor::from_vec(&[3], vec![1.0, 2.0, 3.0]).unwrap();
     let mut y = Tensor::<f64>::zeros(&[3]);
