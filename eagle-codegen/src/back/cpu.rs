@@ -106,6 +106,23 @@ fn unsupported(f: &Function, msg: impl Into<String>) -> CodegenError {
     }
 }
 
+/// A tile moved row by row between local memory and a window on a peer
+/// ([`Lower::remote_rows`]).
+struct RemoteRows<'r> {
+    /// `hook::GET` (window to local) or `hook::PUT` (local to window).
+    hook: i32,
+    /// The window's id and this value's byte offset in it.
+    win: (ClValue, ClValue),
+    peer: ClValue,
+    /// The tile's local memory.
+    local: ClValue,
+    win_shape: &'r [u64],
+    offs: &'r [ClValue],
+    tile: &'r [u64],
+    esize: usize,
+    site: ClValue,
+}
+
 /// JIT-compiles every per-device and compute function of a specialized module. An offset is
 /// bounds-checked at run time unless it is a constant or `spec.facts` proves it in bounds.
 ///
@@ -861,16 +878,18 @@ impl Lower<'_, '_> {
                 let (id, woff) = self.win(*src)?;
                 let peer = self.scalar(*peer)?;
                 let site = self.sync_site(op);
-                self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
-                    let w_rel = lw.linear(&win_shape, &offs, idx, d.size());
-                    let w_off = lw.b.ins().iadd(w_rel, woff);
-                    let t_off = lw.linear_plain(&tile, idx, d.size());
-                    let dp = lw.b.ins().iadd(dst, t_off);
-                    let n = lw.iconst(bytes as i64);
-                    let st = lw.call_hook(hook::GET, &[id, peer, w_off, dp, n, site]);
-                    lw.check(st);
-                    Ok(())
-                })?;
+                let rows = RemoteRows {
+                    hook: hook::GET,
+                    win: (id, woff),
+                    peer,
+                    local: dst,
+                    win_shape: &win_shape,
+                    offs: &offs,
+                    tile: &tile,
+                    esize: d.size(),
+                    site,
+                };
+                self.remote_rows(&rows)?;
                 Some(Cv::Mem(dst))
             }
             OpKind::RemoteStore {
@@ -893,16 +912,18 @@ impl Lower<'_, '_> {
                 let peer = self.scalar(*peer)?;
                 let src_p = self.mem(*value)?;
                 let site = self.sync_site(op);
-                self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
-                    let w_rel = lw.linear(&win_shape, &offs, idx, d.size());
-                    let w_off = lw.b.ins().iadd(w_rel, woff);
-                    let t_off = lw.linear_plain(&tile, idx, d.size());
-                    let sp = lw.b.ins().iadd(src_p, t_off);
-                    let n = lw.iconst(bytes as i64);
-                    let st = lw.call_hook(hook::PUT, &[id, peer, w_off, sp, n, site]);
-                    lw.check(st);
-                    Ok(())
-                })?;
+                let rows = RemoteRows {
+                    hook: hook::PUT,
+                    win: (id, woff),
+                    peer,
+                    local: src_p,
+                    win_shape: &win_shape,
+                    offs: &offs,
+                    tile: &tile,
+                    esize: d.size(),
+                    site,
+                };
+                self.remote_rows(&rows)?;
                 None
             }
             OpKind::Put { dst, peer, src } | OpKind::Get { dst, peer, src } => {
@@ -1141,6 +1162,22 @@ impl Lower<'_, '_> {
             out.push(x);
         }
         Ok(out)
+    }
+
+    /// Moves a tile between local memory and a peer's window, one `get` (window to local) or
+    /// `put` (local to window) hook call per row of the tile.
+    fn remote_rows(&mut self, r: &RemoteRows<'_>) -> Result<(), CodegenError> {
+        let (id, woff) = r.win;
+        self.copy_rows(r.tile, r.esize, &mut |lw, idx, bytes| {
+            let w_rel = lw.linear(r.win_shape, r.offs, idx, r.esize);
+            let w_off = lw.b.ins().iadd(w_rel, woff);
+            let t_off = lw.linear_plain(r.tile, idx, r.esize);
+            let local = lw.b.ins().iadd(r.local, t_off);
+            let n = lw.iconst(bytes as i64);
+            let st = lw.call_hook(r.hook, &[id, r.peer, w_off, local, n, r.site]);
+            lw.check(st);
+            Ok(())
+        })
     }
 
     /// Calls `row(idx, bytes)` for each row of `tile` (all dims but the last), with `idx` the

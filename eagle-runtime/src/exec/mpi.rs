@@ -541,22 +541,8 @@ fn region(
     off: u64,
     n: u64,
 ) -> Result<usize, String> {
-    if peer < 0 || peer as usize >= e.size {
-        return Err(format!(
-            "{what}: peer rank {peer} is outside the world 0..{}",
-            e.size
-        ));
-    }
-    let Some(&bytes) = e.wins.bytes.get(win as usize) else {
-        return Err(format!("{what}: unknown window #{win}"));
-    };
-    if off.checked_add(n).is_none_or(|end| end > bytes as u64) {
-        return Err(format!(
-            "{what}: bytes {off}..{} of window #{win} are outside its {bytes} bytes",
-            off.saturating_add(n)
-        ));
-    }
-    Ok(peer as usize)
+    let window = e.wins.bytes.get(win as usize).map(|&b| (b, None));
+    crate::exec::check_region(what, e.size, window, win, peer, off, n)
 }
 
 fn dtype(kind: u32) -> ffi::MPI_Datatype {

@@ -361,24 +361,11 @@ fn check_region(
     n: u64,
 ) -> Result<usize, String> {
     let w = e.world;
-    if peer < 0 || peer as usize >= w.p {
-        return Err(format!(
-            "{what}: peer rank {peer} is outside the world 0..{}",
-            w.p
-        ));
-    }
-    let Some(wm) = w.windows.get(win as usize) else {
-        return Err(format!("{what}: unknown window #{win}"));
-    };
-    if off.checked_add(n).is_none_or(|end| end > wm.bytes as u64) {
-        return Err(format!(
-            "{what}: bytes {off}..{} of window #{win} ({}) are outside its {} bytes",
-            off.saturating_add(n),
-            wm.desc,
-            wm.bytes
-        ));
-    }
-    Ok(peer as usize)
+    let window = w
+        .windows
+        .get(win as usize)
+        .map(|wm| (wm.bytes, Some(wm.desc.as_str())));
+    crate::exec::check_region(what, w.p, window, win, peer, off, n)
 }
 
 unsafe extern "C" fn h_window_base(ctx: *mut DeviceCtx, win: u64) -> *mut u8 {
