@@ -172,7 +172,7 @@ impl CommonArgs {
         if platform == Platform::Cuda && eagle::runtime::RunOptions::from_env()?.cuda_emulate {
             use std::io::Write;
             let _ = writeln!(
-                std::io::stderr(),
+                crate::stderr_lines(),
                 "note: EAGLE_CUDA_EMULATE is set: the CUDA C runs on CPU threads, not on a GPU"
             );
         }
@@ -246,7 +246,7 @@ pub fn example_main(step: Step) -> ExitCode {
                     .and_then(write_failure)
                 {
                     let _ = writeln!(
-                        std::io::stderr(),
+                        crate::stderr_lines(),
                         "error: the result could not be written to stdout: {e}"
                     );
                     return ExitCode::FAILURE;
@@ -257,7 +257,7 @@ pub fn example_main(step: Step) -> ExitCode {
         Ok(()) => {
             use std::io::Write;
             let _ = writeln!(
-                std::io::stderr(),
+                crate::stderr_lines(),
                 "error: rank {}: the run failed on another rank (its error is printed there)",
                 mpi.rank
             );
@@ -265,7 +265,7 @@ pub fn example_main(step: Step) -> ExitCode {
         }
         Err(e) => {
             use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "error: {e}");
+            let _ = writeln!(crate::stderr_lines(), "error: {e}");
             ExitCode::from(if is_usage(&e) { 2 } else { 1 })
         }
     }

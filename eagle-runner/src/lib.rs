@@ -16,6 +16,8 @@ pub use cli::{
     example_main, is_usage, parse_devices, parse_devices_on, write_failure, CommonArgs, Step,
     StepOutcome,
 };
+/// Standard error, one whole line per `write` (every message of the runner and the examples).
+pub use eagle::runtime::stderr_lines;
 pub use random::random_tensor;
 
 use eagle::{Error, Result};

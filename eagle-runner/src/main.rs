@@ -67,7 +67,7 @@ fn main() -> ExitCode {
     let mpi = eagle_runner::MpiGuard::init().with_wait_timeout(cli.common.wait_timeout);
     // Ranks started with different command lines would run different steps: refuse by name.
     if let Err(e) = mpi.agree_on_command_line(&std::env::args().skip(1).collect::<Vec<_>>()) {
-        let _ = writeln!(std::io::stderr(), "error: {e}");
+        let _ = writeln!(eagle_runner::stderr_lines(), "error: {e}");
         return ExitCode::FAILURE;
     }
     let steps = all_steps();
@@ -80,7 +80,7 @@ fn main() -> ExitCode {
             _ => {
                 let known: Vec<String> = steps.iter().map(|s| format!("{:02}", s.number)).collect();
                 let _ = writeln!(
-                    std::io::stderr(),
+                    eagle_runner::stderr_lines(),
                     "error: argument `--step`: unknown step `{s}`; expected one of {}",
                     known.join(", ")
                 );
@@ -90,7 +90,7 @@ fn main() -> ExitCode {
     };
     // Validate platform and devices once, before any step runs.
     if let Err(e) = cli.common.session(None) {
-        let _ = writeln!(std::io::stderr(), "error: {e}");
+        let _ = writeln!(eagle_runner::stderr_lines(), "error: {e}");
         return ExitCode::from(if eagle_runner::is_usage(&e) { 2 } else { 1 });
     }
     // `--mode M` runs mode M of the selected steps that have it; naming a step that lacks it,
@@ -99,7 +99,7 @@ fn main() -> ExitCode {
         if cli.step.is_some() {
             if let Some(st) = selected.first() {
                 if let Err(e) = st.check_mode(Some(m)) {
-                    let _ = writeln!(std::io::stderr(), "error: {e}");
+                    let _ = writeln!(eagle_runner::stderr_lines(), "error: {e}");
                     return ExitCode::from(2);
                 }
             }
@@ -111,7 +111,7 @@ fn main() -> ExitCode {
             all.sort_unstable();
             all.dedup();
             let _ = writeln!(
-                std::io::stderr(),
+                eagle_runner::stderr_lines(),
                 "error: argument `--mode`: no step has mode `{m}`; modes are {}",
                 all.join(", ")
             );
@@ -140,7 +140,7 @@ fn main() -> ExitCode {
             let session = match cli.common.session(mode.map(String::from)) {
                 Ok(s) => s,
                 Err(e) => {
-                    let _ = writeln!(std::io::stderr(), "error: {e}");
+                    let _ = writeln!(eagle_runner::stderr_lines(), "error: {e}");
                     return ExitCode::from(2);
                 }
             };
@@ -188,13 +188,16 @@ fn main() -> ExitCode {
     let ok = mpi.all_ok(failed == 0);
     if let Some(e) = &write_error {
         let _ = writeln!(
-            std::io::stderr(),
+            eagle_runner::stderr_lines(),
             "error: the results could not be written to stdout: {e}"
         );
     }
     if !ok || failed > 0 {
         if mpi.is_root() {
-            let _ = writeln!(std::io::stderr(), "{failed} of {total} step runs failed");
+            let _ = writeln!(
+                eagle_runner::stderr_lines(),
+                "{failed} of {total} step runs failed"
+            );
         }
         ExitCode::FAILURE
     } else if write_error.is_some() {

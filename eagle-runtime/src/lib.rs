@@ -75,3 +75,10 @@ impl Platform {
         }
     }
 }
+
+/// Standard error written one whole line per `write` call. Ranks under `mpirun` share one
+/// stderr, and unbuffered `eprintln!` issues a `write` per formatted piece, so two ranks'
+/// errors would interleave mid-line; the MPI transport and the runner print through this.
+pub fn stderr_lines() -> std::io::LineWriter<std::io::Stderr> {
+    std::io::LineWriter::with_capacity(16 << 10, std::io::stderr())
+}

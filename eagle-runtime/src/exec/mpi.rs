@@ -42,6 +42,7 @@ use eagle_codegen::Artifact;
 use mpi::ffi;
 use std::cell::Cell;
 use std::ffi::c_void;
+use std::io::Write as _;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -130,7 +131,6 @@ pub fn finalize() {
 /// Ends every rank of the job with `code`, after giving the launcher 200 ms to forward what
 /// this rank printed (MPICH's hydra drops a killed rank's last lines otherwise).
 pub fn abort(code: i32) -> ! {
-    use std::io::Write;
     let _ = std::io::stderr().flush();
     let _ = std::io::stdout().flush();
     std::thread::sleep(Duration::from_millis(200));
@@ -145,14 +145,18 @@ pub fn abort(code: i32) -> ! {
 /// failures detected outside a host program (an execution plan's share), after which the other
 /// ranks would wait forever in the next collective.
 pub fn abort_with(message: &str) -> ! {
-    eprintln!("error: rank {}: {message}", world().0);
+    let _ = writeln!(
+        crate::stderr_lines(),
+        "error: rank {}: {message}",
+        world().0
+    );
     abort(1)
 }
 
 /// Prints `e` as rank `rank`'s error and ends the job.
 pub fn fail_job(rank: usize, e: &RuntimeError) -> ! {
     let _ = rank;
-    eprintln!("error: {e}");
+    let _ = writeln!(crate::stderr_lines(), "error: {e}");
     abort(1)
 }
 
@@ -246,7 +250,7 @@ pub fn stances(mine: &Stance, timeout: Duration) -> Vec<Stance> {
                 missing,
                 secs: timeout.as_secs(),
             };
-            eprintln!("error: {e}; ending the job");
+            let _ = writeln!(crate::stderr_lines(), "error: {e}; ending the job");
             abort(1);
         }
         backoff(start);
@@ -283,7 +287,11 @@ pub fn agree(mine: &Stance, timeout: Duration) -> Result<(), RuntimeError> {
     let verdict = judge(world().0, &all);
     if verdict.is_err() && all.iter().any(|s| s.point != mine.point) {
         if let Err(e) = &verdict {
-            eprintln!("error: rank {}: {e}; ending the job", world().0);
+            let _ = writeln!(
+                crate::stderr_lines(),
+                "error: rank {}: {e}; ending the job",
+                world().0
+            );
         }
         abort(1);
     }
