@@ -3,7 +3,7 @@
 //! emulation (`tests/filetests/run/`, `backend/`), and every elementwise op on every dtype by
 //! `tests/eval_diff.rs` (which walks `BinOp::ALL`, `UnOp::ALL`, `CmpOp::ALL` and every cast).
 use eagle::ir::{
-    AllreduceMode, BinOp, Block, CmpOp, Const, Dim, NotifyOp, OpKind, ReduceOp, UnOp, Value,
+    TileOp, AllreduceMode, BinOp, Block, CmpOp, Const, Dim, NotifyOp, OpKind, ReduceOp, UnOp, Value,
 };
 use std::path::Path;
 
@@ -132,6 +132,7 @@ fn every_kind() -> Vec<OpKind> {
             cmp: CmpOp::Eq,
         },
         OpKind::Barrier(v),
+        OpKind::Tile(TileOp::Matmul, vec![]),
     ];
     for k in &kinds {
         // Exhaustive: a new `OpKind` variant must be added to the list above.
@@ -173,7 +174,8 @@ fn every_kind() -> Vec<OpKind> {
             | OpKind::RemoteStore { .. }
             | OpKind::Notify { .. }
             | OpKind::Wait { .. }
-            | OpKind::Barrier(_) => {}
+            | OpKind::Barrier(_)
+            | OpKind::Tile(..) => {}
         }
     }
     kinds
@@ -190,7 +192,7 @@ fn keywords(dirs: &[&str]) -> std::collections::BTreeSet<String> {
             for line in text.lines().filter(|l| l.starts_with("  ")) {
                 let l = line.trim();
                 let l = l.split_once(" = ").map_or(l, |(_, r)| r);
-                if let Some(w) = l.split_whitespace().next() {
+                if let Some(w) = l.split(|c: char| c.is_whitespace() || c == '[').next() {
                     out.insert(w.to_string());
                 }
             }
@@ -205,6 +207,9 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     let mut names: Vec<&str> = every_kind().iter().map(|k| k.info().name).collect();
     names.extend(BinOp::ALL.iter().map(|b| b.name()));
     names.extend(UnOp::ALL.iter().map(|u| u.name()));
+    let tile_ops = TileOp::keyword_ops();
+    names.extend(tile_ops.iter().map(|t| t.name()));
+    names.push(TileOp::Extract(vec![]).name());
     // `dim` folds to a constant before any backend sees it; `specialize/bind_dims.eir` has it.
     let missing: Vec<&&str> = names
         .iter()
@@ -216,5 +221,5 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     );
     assert!(keywords(&["specialize"]).contains("dim"));
     // And every op kind is in the table, named.
-    assert_eq!(every_kind().len(), 38);
+    assert_eq!(every_kind().len(), 39);
 }

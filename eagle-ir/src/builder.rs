@@ -51,6 +51,22 @@ pub enum Operand {
     Dim(Dim),
 }
 
+/// One argument of a tile intrinsic call ([`FunctionBuilder::tile_intrinsic`]), of the kind
+/// [`crate::tile::ArgKind`] names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TileArg {
+    /// A tile or scalar operand.
+    Value(Operand),
+    /// A shape `[M, N]`.
+    Shape(Vec<Dim>),
+    /// Constant offsets `[i, j]`.
+    Offsets(Vec<Operand>),
+    /// An axis (0 or 1).
+    Axis(usize),
+    /// A dtype.
+    DType(DType),
+}
+
 impl From<Value> for Operand {
     fn from(v: Value) -> Self {
         Operand::Val(v)
@@ -363,6 +379,165 @@ impl FunctionBuilder<'_> {
         Ok((a, b))
     }
 
+    /// The location suffix of build errors: ` (at file:line:column)` of the innermost
+    /// location entered.
+    fn here(&self) -> String {
+        crate::ir::at(self.locs.last())
+    }
+
+    /// Broadcasts the tile operands of an elementwise op to one shape (numpy's rule for
+    /// tiles of one rank, [`crate::tile::broadcast_shape`]), inserting an `expand` for each
+    /// operand of another shape. Scalars stay scalars (every elementwise op takes them).
+    ///
+    /// # Errors
+    /// [`IrError::Build`] naming both shapes when they do not broadcast.
+    fn broadcast_operands<const N: usize>(
+        &mut self,
+        what: &str,
+        vals: [Value; N],
+    ) -> Result<[Value; N]> {
+        let mut shape: Option<Shape> = None;
+        for &v in &vals {
+            if let Type::Tile(s, _) = self.ty(v) {
+                shape = Some(match &shape {
+                    None => s.clone(),
+                    Some(a) => match crate::tile::broadcast_shape(a, s) {
+                        Some(b) => b,
+                        None => {
+                            return self.err(format!(
+                                "`{what}` of tiles of shapes `{a}` and `{s}`{}: they do not broadcast (each dim pair must be equal or one of them 1, with the same rank); reshape or `expand(t, [shape])` one of them",
+                                self.here()
+                            ))
+                        }
+                    },
+                });
+            }
+        }
+        let Some(to) = shape else { return Ok(vals) };
+        let mut out = vals;
+        for v in out.iter_mut() {
+            if let Type::Tile(s, d) = self.ty(*v).clone() {
+                if s != to {
+                    *v = self.push(
+                        OpKind::Tile(crate::tile::TileOp::Expand, vec![*v]),
+                        Type::Tile(to.clone(), d),
+                    );
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// A tile intrinsic (`row_sum(t)`, `matmul(a, b)`, `zeros([M, N], f32)`, ...; the list
+    /// and the argument kinds are [`crate::tile::INTRINSICS`]). `args` are the call's
+    /// arguments in order, as [`TileArg`]s.
+    ///
+    /// # Errors
+    /// [`IrError::Build`], with the source line, for an unknown name, arguments of the wrong
+    /// kind, and every typing error of [`crate::TileOp::infer`] (a row reduction of a 1-D
+    /// tile, matmul inner dims that differ, a reshape that changes the element count, an
+    /// extract outside the tile, a broadcast of incompatible shapes).
+    pub fn tile_intrinsic(&mut self, name: &str, args: Vec<TileArg>) -> Result<Value> {
+        use crate::ir::ReduceOp as R;
+        use crate::tile::{ArgOp, Axis, TileOp};
+        let Some(intr) = crate::tile::intrinsic(name) else {
+            return self.err(format!("`{name}` is not a tile intrinsic{}", self.here()));
+        };
+        let mut vals = vec![];
+        let mut shape = None;
+        let mut offsets = vec![];
+        let mut axis = None;
+        let mut dtype = None;
+        let mut hint = None;
+        for a in &args {
+            if let TileArg::Value(Operand::Val(v)) = a {
+                hint = hint.or(self.ty(*v).dtype());
+            }
+        }
+        for a in args {
+            match a {
+                TileArg::Value(o) => vals.push(o),
+                TileArg::Shape(s) => shape = Some(Shape(s)),
+                TileArg::Offsets(o) => offsets = o,
+                TileArg::Axis(x) => axis = Some(x),
+                TileArg::DType(d) => dtype = Some(d),
+            }
+        }
+        let ax = axis.unwrap_or(0);
+        let red = |op: R, s: &str| -> Option<TileOp> {
+            let a = match s {
+                "row" => Axis::Row,
+                "col" => Axis::Col,
+                "reduce" => Axis::All,
+                _ => return None,
+            };
+            Some(TileOp::Reduce(op, a))
+        };
+        let op = match name.split_once('_') {
+            Some((p, "sum")) => red(R::Sum, p),
+            Some((p, "prod")) => red(R::Prod, p),
+            Some((p, "max")) => red(R::Max, p),
+            Some((p, "min")) => red(R::Min, p),
+            Some(("row", "argmax")) => Some(TileOp::Arg(ArgOp::Max, Axis::Row)),
+            Some(("row", "argmin")) => Some(TileOp::Arg(ArgOp::Min, Axis::Row)),
+            Some(("col", "argmax")) => Some(TileOp::Arg(ArgOp::Max, Axis::Col)),
+            Some(("col", "argmin")) => Some(TileOp::Arg(ArgOp::Min, Axis::Col)),
+            _ => None,
+        };
+        let op = match (op, name) {
+            (Some(op), _) => op,
+            (None, "expand") => TileOp::Expand,
+            (None, "transpose") => TileOp::Transpose,
+            (None, "reshape") => TileOp::Reshape,
+            (None, "concat") => TileOp::Concat(ax),
+            (None, "extract") => {
+                let mut offs = vec![];
+                for o in offsets {
+                    match o {
+                        Operand::Int(i) | Operand::Typed(Const::Int(i), _) if i >= 0 => {
+                            offs.push(i as u64)
+                        }
+                        Operand::Dim(Dim::Const(i)) => offs.push(i),
+                        _ => return self.err(format!("`extract`'s offsets are compile-time constants (literals or Rust `const`s){}; to take a sub-tile at a run-time offset, `load` it from the tensor", self.here())),
+                    }
+                }
+                TileOp::Extract(offs)
+            }
+            (None, "full") => TileOp::Full,
+            (None, "zeros") => {
+                let d = dtype.unwrap_or(DType::F32);
+                let zero = match d {
+                    DType::F32 => Const::F32(0.0),
+                    DType::F64 => Const::F64(0.0),
+                    DType::Bool => Const::Bool(false),
+                    _ => Const::Int(0),
+                };
+                vals.push(Operand::Typed(zero, d));
+                TileOp::Full
+            }
+            (None, "iota") => TileOp::Iota(ax),
+            (None, "matmul") => TileOp::Matmul,
+            (None, "matmul_acc") => TileOp::MatmulAcc,
+            _ => return self.err(format!("internal: tile intrinsic `{name}` has no op")),
+        };
+        let vals = vals
+            .into_iter()
+            .map(|o| self.value(o, hint))
+            .collect::<Result<Vec<_>>>()?;
+        let tys: Vec<&Type> = vals.iter().map(|&v| self.ty(v)).collect();
+        let ty = match op.infer(&tys, shape.as_ref(), dtype) {
+            Ok(t) => t,
+            Err(e) => {
+                return self.err(format!(
+                    "{e}{}; the call is `{}`",
+                    self.here(),
+                    intr.signature
+                ))
+            }
+        };
+        Ok(self.push(OpKind::Tile(op, vals), ty))
+    }
+
     fn elementwise_ty(&self, what: &str, vals: &[Value], dtype: Option<DType>) -> Result<Type> {
         let mut shape: Option<&Shape> = None;
         let mut d = None;
@@ -396,6 +571,7 @@ impl FunctionBuilder<'_> {
         b: impl Into<Operand>,
     ) -> Result<Value> {
         let (a, b) = self.pair(a.into(), b.into())?;
+        let [a, b] = self.broadcast_operands(op.name(), [a, b])?;
         let ty = self.elementwise_ty(op.name(), &[a, b], None)?;
         Ok(self.push(OpKind::Binary(op, a, b), ty))
     }
@@ -470,6 +646,7 @@ impl FunctionBuilder<'_> {
         let (a, b, c) = (a.into(), b.into(), c.into());
         let h = self.hint_of(&a).or(self.hint_of(&b)).or(self.hint_of(&c));
         let (a, b, c) = (self.value(a, h)?, self.value(b, h)?, self.value(c, h)?);
+        let [a, b, c] = self.broadcast_operands("fma", [a, b, c])?;
         let ty = self.elementwise_ty("fma", &[a, b, c], None)?;
         Ok(self.push(OpKind::Fma(a, b, c), ty))
     }
@@ -485,6 +662,7 @@ impl FunctionBuilder<'_> {
         b: impl Into<Operand>,
     ) -> Result<Value> {
         let (a, b) = self.pair(a.into(), b.into())?;
+        let [a, b] = self.broadcast_operands(op.name(), [a, b])?;
         let ty = self.elementwise_ty(op.name(), &[a, b], Some(DType::Bool))?;
         Ok(self.push(OpKind::Cmp(op, a, b), ty))
     }
@@ -501,6 +679,7 @@ impl FunctionBuilder<'_> {
     ) -> Result<Value> {
         let c = self.value(cond, Some(DType::Bool))?;
         let (a, b) = self.pair(a.into(), b.into())?;
+        let [c, a, b] = self.broadcast_operands("select", [c, a, b])?;
         let d = self.ty(a).dtype();
         let ty = self.elementwise_ty("select", &[c, a, b], d)?;
         Ok(self.push(OpKind::Select(c, a, b), ty))
@@ -689,9 +868,12 @@ impl FunctionBuilder<'_> {
     pub fn var(&mut self, init: impl Into<Operand>) -> Result<Value> {
         let init = self.value(init, None)?;
         match self.ty(init).clone() {
-            Type::Scalar(d) => Ok(self.push(OpKind::Var(init), Type::Ref(d))),
+            t @ (Type::Scalar(_) | Type::Tile(..)) => {
+                Ok(self.push(OpKind::Var(init), Type::Ref(Box::new(t))))
+            }
             t => self.err(format!(
-                "`let mut` holds scalars, found `{t}`; store tiles into a tensor or window instead"
+                "`let mut` holds scalars and tiles, found `{t}`{}; write tensors through an `Out` parameter",
+                self.here()
             )),
         }
     }
@@ -702,7 +884,7 @@ impl FunctionBuilder<'_> {
     /// [`IrError::Build`] when `var` is not a variable.
     pub fn read(&mut self, var: Value) -> Result<Value> {
         match self.ty(var).clone() {
-            Type::Ref(d) => Ok(self.push(OpKind::Read(var), Type::Scalar(d))),
+            Type::Ref(t) => Ok(self.push(OpKind::Read(var), *t)),
             t => self.err(format!("expected a `let mut` variable, found `{t}`")),
         }
     }
@@ -712,10 +894,30 @@ impl FunctionBuilder<'_> {
     /// # Errors
     /// [`IrError::Build`] when `var` is not a variable.
     pub fn write(&mut self, var: Value, value: impl Into<Operand>) -> Result<()> {
-        let Type::Ref(d) = self.ty(var).clone() else {
+        let Type::Ref(t) = self.ty(var).clone() else {
             return self.err("assignment needs a `let mut` variable on the left".to_string());
         };
-        let value = self.value(value, Some(d))?;
+        let mut value = self.value(value, t.dtype())?;
+        if let Type::Tile(s, d) = &*t {
+            let vt = self.ty(value).clone();
+            let fits = match &vt {
+                Type::Scalar(e) => e == d,
+                Type::Tile(vs, e) => e == d && crate::tile::expands_to(vs, s),
+                _ => false,
+            };
+            if !fits {
+                return self.err(format!(
+                    "the variable holds a `{t}` but is assigned a `{vt}`{}; a tile variable keeps its shape and dtype",
+                    self.here()
+                ));
+            }
+            if vt != *t {
+                value = self.push(
+                    OpKind::Tile(crate::tile::TileOp::Expand, vec![value]),
+                    (*t).clone(),
+                );
+            }
+        }
         self.push_void(OpKind::Write(var, value));
         Ok(())
     }

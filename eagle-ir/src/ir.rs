@@ -563,6 +563,9 @@ pub enum OpKind {
     },
     /// All ranks reach the barrier before any leaves it.
     Barrier(Value),
+    /// A tile-algebra op (reduction, broadcast, layout, creation, matmul): what it computes,
+    /// its typing and its operands are [`crate::TileOp`]'s.
+    Tile(crate::tile::TileOp, Vec<Value>),
 }
 
 /// A place in the Rust source: the file as rustc names it (`src/heat.rs`), the 1-based line
@@ -842,6 +845,7 @@ impl OpKind {
                 cmp: *cmp,
             },
             Barrier(c) => Barrier(m(c)),
+            Tile(op, args) => Tile(op.clone(), args.iter().map(&mut m).collect()),
             Broadcast {
                 ctx,
                 src,
@@ -929,7 +933,8 @@ impl OpKind {
             | OpKind::RemoteStore { .. }
             | OpKind::Notify { .. }
             | OpKind::Wait { .. }
-            | OpKind::Barrier(_) => vec![],
+            | OpKind::Barrier(_)
+            | OpKind::Tile(..) => vec![],
         }
     }
 
@@ -1001,7 +1006,7 @@ impl OpKind {
                 .collect(),
             For { lo, hi, .. } => vec![*lo, *hi],
             If { cond, .. } => vec![*cond],
-            Call { args, .. } => args.clone(),
+            Call { args, .. } | Tile(_, args) => args.clone(),
             Dispatch { args, device, .. } => args
                 .iter()
                 .copied()

@@ -21,11 +21,12 @@ mod facts;
 mod ir;
 mod op;
 mod text;
+pub mod tile;
 mod types;
 mod valid;
 
 pub use analysis::{access_category, AccessCategory, AccessInfo, ReduceKind};
-pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand};
+pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand, TileArg};
 pub use error::{IrError, Result};
 pub use facts::{Defs, Facts, FunctionFacts, IndexRange};
 pub use ir::{
@@ -37,6 +38,7 @@ pub use text::parse::parse_module;
 pub use text::print::{
     print_function, print_module, print_module_with_locs, print_op, value_numbers,
 };
+pub use tile::TileOp;
 pub use types::{DType, Dim, Shape, Type};
 pub use valid::verify_module;
 

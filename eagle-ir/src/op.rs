@@ -150,6 +150,7 @@ impl OpKind {
             Notify { .. } => writes(info("notify", "a signal operation", Levels::DEVICE)),
             Wait { .. } => info("wait", "a signal operation", Levels::DEVICE),
             Barrier(_) => info("barrier", "a device-context operation", Levels::DEVICE),
+            Tile(op, _) => pure(info(op.name(), "a tile op", Levels::DEVICE)),
         }
     }
 

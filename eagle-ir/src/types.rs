@@ -179,15 +179,16 @@ pub enum Type {
     WinBuf(Shape, DType),
     /// The device context (`ctx`): rank and world size.
     Ctx,
-    /// A mutable scalar variable (`let mut`).
-    Ref(DType),
+    /// A mutable variable (`let mut`) holding a scalar or a tile (the type it holds).
+    Ref(Box<Type>),
 }
 
 impl Type {
     /// Element dtype of scalars, tensors, tiles, windows and refs.
     pub fn dtype(&self) -> Option<DType> {
         match self {
-            Type::Scalar(d) | Type::Ref(d) => Some(*d),
+            Type::Scalar(d) => Some(*d),
+            Type::Ref(t) => t.dtype(),
             Type::Tensor(_, d) | Type::Tile(_, d) | Type::Window(_, d) | Type::WinBuf(_, d) => {
                 Some(*d)
             }
@@ -215,6 +216,7 @@ impl Type {
             Type::Tile(s, d) => Type::Tile(m(s, f), *d),
             Type::Window(s, d) => Type::Window(m(s, f), *d),
             Type::WinBuf(s, d) => Type::WinBuf(m(s, f), *d),
+            Type::Ref(t) => Type::Ref(Box::new(t.map_dims(f))),
             t => t.clone(),
         }
     }
@@ -229,7 +231,7 @@ impl fmt::Display for Type {
             Type::Window(s, d) => write!(f, "window<{s}, {d}>"),
             Type::WinBuf(s, d) => write!(f, "winbuf<{s}, {d}>"),
             Type::Ctx => f.write_str("ctx"),
-            Type::Ref(d) => write!(f, "ref<{d}>"),
+            Type::Ref(t) => write!(f, "ref<{t}>"),
         }
     }
 }

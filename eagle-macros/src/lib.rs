@@ -1202,6 +1202,66 @@ impl Cx {
         })
     }
 
+    /// A tile intrinsic call (`row_sum(t)`, `zeros([M, N], f32)`): its arguments by the kinds
+    /// `eagle_ir::tile::INTRINSICS` lists, built by `FunctionBuilder::tile_intrinsic`.
+    fn tile_call(&mut self, c: &syn::ExprCall, intr: &eagle_ir::tile::Intrinsic) -> R<TS> {
+        use eagle_ir::tile::ArgKind;
+        let sp = c.span();
+        let name = intr.name;
+        if c.args.len() != intr.args.len() {
+            return err(
+                sp,
+                format!(
+                    "`{name}` takes {} argument(s): `{}`; found {}",
+                    intr.args.len(),
+                    intr.signature,
+                    c.args.len()
+                ),
+            );
+        }
+        let mut items = vec![];
+        for (a, kind) in c.args.iter().zip(intr.args) {
+            items.push(match kind {
+                ArgKind::Value => {
+                    let x = self.expr(a)?;
+                    quote!(::eagle::ir::TileArg::Value(#x))
+                }
+                ArgKind::Shape => {
+                    let x = self.shape(a)?;
+                    quote!(::eagle::ir::TileArg::Shape(#x))
+                }
+                ArgKind::Offsets => {
+                    let x = self.offsets(a)?;
+                    quote!(::eagle::ir::TileArg::Offsets(#x))
+                }
+                ArgKind::Axis => {
+                    let ok = match a {
+                        Expr::Lit(syn::ExprLit {
+                            lit: syn::Lit::Int(i),
+                            ..
+                        }) => i.base10_parse::<usize>().ok().filter(|&x| x <= 1),
+                        _ => None,
+                    };
+                    let Some(x) = ok else {
+                        return err(
+                            a.span(),
+                            format!("the axis of `{}` is the literal 0 or 1", intr.signature),
+                        );
+                    };
+                    quote!(::eagle::ir::TileArg::Axis(#x))
+                }
+                ArgKind::DType => {
+                    let dn = path_name(a).unwrap_or_default();
+                    let d = dtype_tokens(&dn, a.span())?;
+                    quote!(::eagle::ir::TileArg::DType(#d))
+                }
+            });
+        }
+        Ok(
+            quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a = vec![#(#items),*]; __f.tile_intrinsic(#name, __a)? })),
+        )
+    }
+
     fn call_expr(&mut self, c: &syn::ExprCall) -> R<TS> {
         let sp = c.span();
         let Expr::Path(p) = &*c.func else {
@@ -1224,8 +1284,13 @@ impl Cx {
             }
             Ok(())
         };
+        if p.path.segments.len() == 1 {
+            if let Some(intr) = eagle_ir::tile::intrinsic(&name) {
+                return self.tile_call(c, intr);
+            }
+        }
         if !(p.path.segments.len() == 1 && is_intrinsic(&name)) {
-            return err(c.func.span(), format!("`{name}` is not an eagle intrinsic with a result; the intrinsics with results are rank, nranks, world_size, load, remote_load, subview, window, alloc_window_buffer, {}, min, max, fma and select. Other eagle functions (`#[eagle::kernel]`) return nothing: call them as statements and pass an `Out` tensor for the result; plain Rust functions cannot be called from kernels", math_names("", "")));
+            return err(c.func.span(), format!("`{name}` is not an eagle intrinsic with a result; the intrinsics with results are rank, nranks, world_size, load, remote_load, subview, window, alloc_window_buffer, {}, min, max, fma, select and the tile ops {}. Other eagle functions (`#[eagle::kernel]`) return nothing: call them as statements and pass an `Out` tensor for the result; plain Rust functions cannot be called from kernels", math_names("", ""), tile_names()));
         }
         let v = |t: TS| quote_spanned!(sp=> ::eagle::ir::Operand::Val(#t));
         Ok(match name.as_str() {
@@ -1366,6 +1431,15 @@ fn math_unop(n: &str) -> Option<eagle_ir::UnOp> {
     eagle_ir::UnOp::ALL
         .into_iter()
         .find(|u| u.call_name() == Some(n))
+}
+
+/// The tile intrinsics' names, comma-separated (from `eagle_ir::tile::INTRINSICS`).
+fn tile_names() -> String {
+    eagle_ir::tile::INTRINSICS
+        .iter()
+        .map(|i| i.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The math intrinsics' names, each between `pre` and `post`, comma-separated.

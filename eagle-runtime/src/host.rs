@@ -247,7 +247,8 @@ impl Interp<'_> {
                 | OpKind::RemoteStore { .. }
                 | OpKind::Notify { .. }
                 | OpKind::Wait { .. }
-                | OpKind::Barrier(_) => {
+                | OpKind::Barrier(_)
+                | OpKind::Tile(..) => {
                     return Err(self.bad(format!(
                         "`{}`{}: {} is not run by the host interpreter (the module was not verified and specialized)",
                         eagle_ir::print_op(self.f, op),

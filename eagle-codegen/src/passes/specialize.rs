@@ -857,7 +857,8 @@ impl Spec<'_> {
             OpKind::If { .. } => recurse = true,
             // Nothing to fold, bound or check: tile arithmetic (the arms above take scalars),
             // the collectives (lowered into checked primitives before the second pass),
-            // variables, window allocation and barriers.
+            // variables, window allocation, barriers and tile ops (their shapes are checked by
+            // the verifier).
             OpKind::Binary(..)
             | OpKind::Unary(..)
             | OpKind::Cmp(..)
@@ -871,7 +872,8 @@ impl Spec<'_> {
             | OpKind::Write(..)
             | OpKind::AllocWindowBuffer
             | OpKind::Window(_)
-            | OpKind::Barrier(_) => {}
+            | OpKind::Barrier(_)
+            | OpKind::Tile(..) => {}
         }
         if recurse {
             match &mut op.kind {

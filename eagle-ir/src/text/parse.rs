@@ -165,9 +165,9 @@ impl Parser {
             }
             "ref" => {
                 self.expect_punct("<")?;
-                let d = self.dtype()?;
+                let t = self.ty()?;
                 self.expect_punct(">")?;
-                Type::Ref(d)
+                Type::Ref(Box::new(t))
             }
             other => match DType::from_name(other) {
                 Some(d) => Type::Scalar(d),
@@ -513,6 +513,31 @@ impl Parser {
                     Binary(b, a, self.val()?)
                 } else if let Some(u) = UnOp::ALL.into_iter().find(|u| u.name() == other) {
                     Unary(u, self.val()?)
+                } else if let Some(mut t) = crate::tile::TileOp::from_name(other) {
+                    if let crate::tile::TileOp::Extract(offs) = &mut t {
+                        self.expect_punct("[")?;
+                        while !self.is_punct("]") {
+                            let n = self.num()?;
+                            let Ok(x) = n.parse::<u64>() else {
+                                self.pos -= 1;
+                                return self
+                                    .err(format!("expected a constant offset, found `{n}`"));
+                            };
+                            offs.push(x);
+                            if self.is_punct(",") {
+                                self.pos += 1;
+                            }
+                        }
+                        self.expect_punct("]")?;
+                    }
+                    let mut args = vec![];
+                    for k in 0..t.arity() {
+                        if k > 0 {
+                            self.expect_punct(",")?;
+                        }
+                        args.push(self.val()?);
+                    }
+                    Tile(t, args)
                 } else {
                     self.pos = name_pos;
                     return self.err(format!("unknown op `{other}`"));

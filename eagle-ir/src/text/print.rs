@@ -285,6 +285,12 @@ fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String)
             cmp.name()
         ),
         Barrier(c) => format!("barrier {}", n.v(*c)),
+        Tile(crate::tile::TileOp::Extract(offs), args) => {
+            let o: Vec<String> = offs.iter().map(u64::to_string).collect();
+            format!("extract[{}] {}", o.join(", "), n.list(args))
+        }
+        Tile(op, args) if args.is_empty() => op.name().to_string(),
+        Tile(op, args) => format!("{} {}", op.name(), n.list(args)),
     };
     s.push_str(&body);
     if let Some(r) = op.result {

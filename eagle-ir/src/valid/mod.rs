@@ -369,6 +369,20 @@ impl V<'_> {
             | RemoteStore { .. }
             | Notify { .. }
             | Wait { .. } => self.check_remote_and_signals(op)?,
+            Tile(t, args) => {
+                let tys: Vec<&Type> = args.iter().map(|&a| self.ty(a)).collect();
+                let Some(r) = op.result else {
+                    return self.fail(op, "a tile op must define a result");
+                };
+                let rt = self.ty(r);
+                match t.infer(&tys, rt.shape(), rt.dtype()) {
+                    Ok(want) if &want == rt => {}
+                    Ok(want) => {
+                        return self.fail(op, format!("result type must be `{want}`, found `{rt}`"))
+                    }
+                    Err(e) => return self.fail(op, e),
+                }
+            }
         }
         if let Some(r) = op.result {
             self.define(r);
@@ -650,17 +664,27 @@ impl V<'_> {
         use OpKind::*;
         match &op.kind {
             Var(init) => {
-                let d = self.scalar(op, *init, "0 (initial value)", None)?;
-                self.expect_result(op, &Type::Ref(d))?;
+                let t = self.ty(*init).clone();
+                if !matches!(t, Type::Tile(..)) {
+                    self.scalar(op, *init, "0 (initial value)", None)?;
+                }
+                self.expect_result(op, &Type::Ref(Box::new(t)))?;
             }
             Read(v) => match self.ty(*v).clone() {
-                Type::Ref(d) => self.expect_result(op, &Type::Scalar(d))?,
+                Type::Ref(t) => self.expect_result(op, &t)?,
                 t => return self.fail(op, format!("operand 0 must be a variable, found `{t}`")),
             },
             Write(v, x) => match self.ty(*v).clone() {
-                Type::Ref(d) => {
-                    self.scalar(op, *x, "1 (value)", Some(d))?;
-                }
+                Type::Ref(t) => match *t {
+                    Type::Scalar(d) => {
+                        self.scalar(op, *x, "1 (value)", Some(d))?;
+                    }
+                    t => {
+                        if *self.ty(*x) != t {
+                            return self.fail(op, format!("operand 1 (value) must be a `{t}` (the variable's type), found `{}`", self.ty(*x)));
+                        }
+                    }
+                },
                 t => return self.fail(op, format!("operand 0 must be a variable, found `{t}`")),
             },
             For { var, lo, hi, body } => {

@@ -19,6 +19,7 @@ struct eg_dim3 { unsigned int x, y, z; };
 struct eg_block_sync {
   std::mutex m; std::condition_variable cv;
   unsigned int n = 0, arrived = 0, gen = 0; int acc = 0, result = 0;
+  alignas(16) unsigned char shared[48 << 10];  // EG_SHARED: the block's shared memory
 };
 static thread_local eg_dim3 threadIdx, blockIdx, blockDim, gridDim;
 static thread_local eg_block_sync* eg_this_block;

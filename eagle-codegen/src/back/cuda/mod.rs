@@ -40,6 +40,9 @@ use eagle_ir::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+mod tile;
+pub use tile::MAX_SHARED_BYTES;
+
 /// Threads of the block that runs one rank's per-device program on a GPU (the `EG_NT` macro
 /// of the emitted source; the CUDA emulation compiles with [`EMULATED_BLOCK_THREADS`]).
 pub const BLOCK_THREADS: u64 = 128;
@@ -304,6 +307,7 @@ pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
                 atomic_signals: false,
                 tile_bytes: 0,
                 checked: vec![Default::default()],
+                shared_bytes: 0,
             };
             e.function()?;
             atomic_signals |= e.atomic_signals;
@@ -572,6 +576,8 @@ struct Emitter<'a> {
     /// Conditions already checked in each enclosing C scope: values are SSA, so a check that
     /// passed holds for the rest of its scope.
     checked: Vec<std::collections::HashSet<String>>,
+    /// Bytes of shared memory the function's tile ops stage at most (block mode).
+    shared_bytes: u64,
 }
 
 impl Emitter<'_> {
@@ -717,7 +723,13 @@ impl Emitter<'_> {
         if self.mode == Mode::Block {
             self.line("const int lane = threadIdx.x; (void)lane;");
         }
+        let body_at = self.out.len();
         self.block(&f.body)?;
+        if self.shared_bytes > 0 {
+            // The staging scratch of the tile ops (see `tile.rs`).
+            self.out
+                .insert_str(body_at, &format!("  EG_SHARED({});\n", self.shared_bytes));
+        }
         self.line("return 0;");
         self.out.push_str("}\n");
         Ok(())
@@ -917,6 +929,7 @@ impl Emitter<'_> {
             | OpKind::Store { .. }
             | OpKind::RemoteStore { .. } => self.emit_load_store(op)?,
             OpKind::Elem { .. } | OpKind::SetElem { .. } => self.emit_element(op)?,
+            OpKind::Tile(..) => self.emit_tile(op)?,
             OpKind::Put { .. }
             | OpKind::Get { .. }
             | OpKind::Notify { .. }
@@ -1246,15 +1259,41 @@ impl Emitter<'_> {
         let rty = res.map(|r| f.ty(r).clone());
         match &op.kind {
             OpKind::Var(init) => {
-                let (Some(r), Some(Type::Ref(d))) = (res, rty) else {
+                let (Some(r), Some(Type::Ref(t))) = (res, rty) else {
                     return Err(self.err("var without a ref type"));
                 };
-                self.line(format!("{} v{} = {};", ctype(d), r.0, self.v(*init)));
-            }
-            OpKind::Read(v) => {
-                if let (Some(r), Some(Type::Scalar(d))) = (res, rty) {
-                    self.line(format!("const {} v{} = {};", ctype(d), r.0, self.v(*v)));
+                match *t {
+                    // A tile variable is an array of this thread's slots; reads and writes
+                    // copy the slots (each thread its own, so no synchronisation).
+                    Type::Tile(s, d) => {
+                        let n = s.numel().unwrap_or(0);
+                        self.declare_tile(r, n, d)?;
+                        self.copy_slots(r, *init, n);
+                    }
+                    t => {
+                        let d = t.dtype().unwrap_or(DType::Index);
+                        self.line(format!("{} v{} = {};", ctype(d), r.0, self.v(*init)));
+                    }
                 }
+            }
+            OpKind::Read(v) => match rty {
+                Some(Type::Tile(s, d)) => {
+                    let (Some(r), n) = (res, s.numel().unwrap_or(0)) else {
+                        return Ok(());
+                    };
+                    self.declare_tile(r, n, d)?;
+                    self.copy_slots(r, *v, n);
+                }
+                Some(Type::Scalar(d)) => {
+                    if let Some(r) = res {
+                        self.line(format!("const {} v{} = {};", ctype(d), r.0, self.v(*v)));
+                    }
+                }
+                _ => {}
+            },
+            OpKind::Write(v, x) if self.is_tile(*x) => {
+                let n = self.shape(*x)?.iter().product();
+                self.copy_slots(*v, *x, n);
             }
             OpKind::Write(v, x) => self.line(format!("{} = {};", self.v(*v), self.v(*x))),
             OpKind::For { var, lo, hi, body } => {
@@ -1311,6 +1350,13 @@ impl Emitter<'_> {
             }
         }
         Ok(())
+    }
+
+    /// `to[k] = from[k]` over this thread's slots of a tile of `n` elements.
+    fn copy_slots(&mut self, to: Value, from: Value, n: u64) {
+        self.open_tile_loop(n);
+        self.line(format!("v{}[k] = v{}[k];", to.0, from.0));
+        self.close();
     }
 
     /// Runs `call` (returning a status) once per block, on thread 0, and leaves the function

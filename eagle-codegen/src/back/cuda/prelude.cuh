@@ -87,6 +87,14 @@ __device__ __forceinline__ int eg_f2i32(double x) { return x != x ? 0 : x <= -21
 __device__ __forceinline__ long long eg_f2i64(double x) { return x != x ? 0 : x <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : x >= 9223372036854775808.0 ? 9223372036854775807LL : (long long)x; }
 __device__ __forceinline__ unsigned int eg_f2u32(double x) { return x != x || x <= 0.0 ? 0u : x >= 4294967295.0 ? 4294967295u : (unsigned int)x; }
 __device__ __forceinline__ unsigned long long eg_f2u64(double x) { return x != x || x <= 0.0 ? 0ull : x >= 18446744073709551616.0 ? 18446744073709551615ull : (unsigned long long)x; }
+// Shared scratch of the tile ops of a per-device program (eagle-codegen back/cuda/tile.rs):
+// static shared memory on a GPU; in the emulation, the block's own buffer.
+#ifdef EG_HOST_EMULATION
+#define EG_SHARED(n) unsigned char* eg_sh = eg_this_block->shared; (void)eg_sh
+#else
+#define EG_SHARED(n) __shared__ __align__(16) unsigned char eg_sh[n]; (void)eg_sh
+#endif
+
 // Float min/max (eagle_ir::eval::fmin_f32 and friends): the canonical NaN (0x7fc00000,
 // 0x7ff8000000000000) if either side is NaN; -0 orders below +0.
 __device__ __forceinline__ float eg_fmin(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : a < b ? a : b < a ? b : (__float_as_int(a) < 0 ? a : b); }

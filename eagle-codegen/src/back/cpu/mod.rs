@@ -31,6 +31,8 @@ use eagle_ir::{
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+mod tile;
+
 /// Code of one module, JIT-compiled for this machine.
 pub struct CpuCode {
     /// Keeps the machine code alive.
@@ -619,6 +621,7 @@ impl Lower<'_, '_> {
             OpKind::Slice { .. } | OpKind::Subview { .. } => self.lower_view(op)?,
             OpKind::Load { .. } | OpKind::Store { .. } => self.lower_load_store(op)?,
             OpKind::Elem { .. } | OpKind::SetElem { .. } => self.lower_element(op)?,
+            OpKind::Tile(..) => self.lower_tile(op)?,
             OpKind::RemoteLoad { .. }
             | OpKind::RemoteStore { .. }
             | OpKind::Put { .. }
@@ -1033,15 +1036,51 @@ impl Lower<'_, '_> {
         let res_ty = op.result.map(|r| f.ty(r).clone());
         Ok(match &op.kind {
             OpKind::Var(init) => {
-                let Some(Type::Ref(d)) = res_ty else {
+                let Some(Type::Ref(t)) = res_ty else {
                     return Err(self.err("var without a ref type"));
                 };
-                let x = self.scalar(*init)?;
-                let var = self.b.declare_var(cl_type(d));
-                self.b.def_var(var, x);
-                Some(Cv::Var(var))
+                match *t {
+                    // A tile variable owns a stack tile; reads and writes copy.
+                    Type::Tile(s, d) => {
+                        let n = s.numel().unwrap_or(0);
+                        let slot = self.stack(n * d.size() as u64);
+                        let src = self.mem(*init)?;
+                        self.copy_tile(slot, src, n, d)?;
+                        Some(Cv::Mem(slot))
+                    }
+                    t => {
+                        let d = t.dtype().unwrap_or(DType::Index);
+                        let x = self.scalar(*init)?;
+                        let var = self.b.declare_var(cl_type(d));
+                        self.b.def_var(var, x);
+                        Some(Cv::Var(var))
+                    }
+                }
             }
-            OpKind::Read(v) => Some(Cv::S(self.scalar(*v)?)),
+            OpKind::Read(v) => match f.ty(*v) {
+                Type::Ref(t) if matches!(**t, Type::Tile(..)) => {
+                    let (n, d) = (
+                        t.shape().and_then(|s| s.numel()).unwrap_or(0),
+                        t.dtype().unwrap_or(DType::F32),
+                    );
+                    let slot = self.stack(n * d.size() as u64);
+                    let src = self.mem(*v)?;
+                    self.copy_tile(slot, src, n, d)?;
+                    Some(Cv::Mem(slot))
+                }
+                _ => Some(Cv::S(self.scalar(*v)?)),
+            },
+            OpKind::Write(v, x) if matches!(f.ty(*x), Type::Tile(..)) => {
+                let t = f.ty(*x).clone();
+                let (n, d) = (
+                    t.shape().and_then(|s| s.numel()).unwrap_or(0),
+                    t.dtype().unwrap_or(DType::F32),
+                );
+                let dst = self.mem(*v)?;
+                let src = self.mem(*x)?;
+                self.copy_tile(dst, src, n, d)?;
+                None
+            }
             OpKind::Write(v, x) => {
                 let x = self.scalar(*x)?;
                 let Cv::Var(var) = self.cv(*v)? else {
@@ -1764,6 +1803,7 @@ fn may_write(k: &OpKind) -> bool {
                 | OpKind::Var(_)
                 | OpKind::Read(_)
                 | OpKind::Write(..)
+                | OpKind::Tile(..)
         ))
 }
 

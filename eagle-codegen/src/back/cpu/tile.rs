@@ -1,0 +1,517 @@
+//! Tile ops on the CPU ([`eagle_ir::TileOp`]): reductions in the fixed 8-lane order, argmax and
+//! argmin scans, broadcasts, layout copies, creation and matmul, over tiles in stack slots.
+//!
+//! Every op reads its operand tiles from memory (row-major, contiguous: the block plan never
+//! fuses a tile op's operand into it) and writes a fresh stack tile, except `reshape`, which
+//! is the operand's memory under a new shape (tiles are immutable values). Matmul on floats
+//! runs 16-byte vectors over `j` (each lane its own `c[i][j]`, accumulated over `k` in
+//! ascending order with a separate multiply and add, as [`eagle_ir::TileOp::eval`] says), so
+//! the SIMD and scalar paths give the same bits.
+
+use super::{cl_type, Cv, Lower};
+use crate::error::CodegenError;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value as ClValue};
+use eagle_ir::tile::{reduce_identity, ArgOp, Axis, TileOp, REDUCE_LANES};
+use eagle_ir::{BinOp, DType, Op, OpKind, ReduceOp, Type, Value};
+
+impl Lower<'_, '_> {
+    /// Loads element `idx` (an `i64` element index) of the tile at `base`.
+    fn tile_load(&mut self, base: ClValue, idx: ClValue, d: DType) -> ClValue {
+        let a = self.elem_addr(base, idx, d.size());
+        self.b.ins().load(cl_type(d), MemFlagsData::trusted(), a, 0)
+    }
+
+    fn tile_store(&mut self, base: ClValue, idx: ClValue, x: ClValue, d: DType) {
+        let a = self.elem_addr(base, idx, d.size());
+        self.b.ins().store(MemFlagsData::trusted(), x, a, 0);
+    }
+
+    /// `a <op> b` on scalars of dtype `d`, as the elementwise op computes it.
+    fn combine(
+        &mut self,
+        op: BinOp,
+        a: ClValue,
+        b: ClValue,
+        d: DType,
+    ) -> Result<ClValue, CodegenError> {
+        let fake = Op {
+            result: None,
+            kind: OpKind::Binary(op, Value(0), Value(0)),
+            loc: None,
+        };
+        self.scalar_op(&fake, &[a, b], &[d, d], d)
+    }
+
+    fn scalar_const(&mut self, s: eagle_ir::eval::Scalar) -> ClValue {
+        self.constant(s.to_const(), s.dtype())
+    }
+
+    #[allow(clippy::type_complexity)]
+    /// Nested loops over every index of `shape` (row-major order); `body` gets the indices.
+    fn for_each_index(
+        &mut self,
+        shape: &[u64],
+        body: &mut dyn FnMut(&mut Self, &[ClValue]) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        self.each_index(shape, &mut vec![], body)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn each_index(
+        &mut self,
+        shape: &[u64],
+        idx: &mut Vec<ClValue>,
+        body: &mut dyn FnMut(&mut Self, &[ClValue]) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        if idx.len() == shape.len() {
+            return body(self, idx);
+        }
+        let n = shape[idx.len()];
+        let (lo, hi) = (self.iconst(0), self.iconst(n as i64));
+        self.emit_loop(lo, hi, &mut |lw, i| {
+            idx.push(i);
+            let r = lw.each_index(shape, idx, body);
+            idx.pop();
+            r
+        })
+    }
+
+    /// `sum_d idx[d] * stride[d] (+ add[d])` as an `i64` element index.
+    fn index_of(&mut self, idx: &[ClValue], strides: &[u64], add: &[u64]) -> ClValue {
+        let mut acc = self.iconst(0);
+        for (d, &i) in idx.iter().enumerate() {
+            if strides[d] == 0 {
+                continue;
+            }
+            let i = match add.get(d) {
+                Some(&a) if a > 0 => self.b.ins().iadd_imm_s(i, a as i64),
+                _ => i,
+            };
+            let t = self.b.ins().imul_imm_s(i, strides[d] as i64);
+            acc = self.b.ins().iadd(acc, t);
+        }
+        acc
+    }
+
+    /// The reduction of `len` elements of the tile at `base`, from element `start` with
+    /// `stride`, in the order of [`eagle_ir::tile::reduce_order`]: eight lanes from the
+    /// identity, lane `j` taking elements `j, j + 8, ...`, then the fixed tree.
+    fn reduce_seq(
+        &mut self,
+        op: ReduceOp,
+        base: ClValue,
+        start: ClValue,
+        stride: u64,
+        len: u64,
+        d: DType,
+    ) -> Result<ClValue, CodegenError> {
+        let bop = op.bin_op();
+        let id = self.scalar_const(reduce_identity(op, d));
+        let lanes: Vec<_> = (0..REDUCE_LANES)
+            .map(|_| {
+                let v = self.b.declare_var(cl_type(d));
+                self.b.def_var(v, id);
+                v
+            })
+            .collect();
+        let w = REDUCE_LANES as u64;
+        let full = len / w;
+        if full > 0 {
+            let (lo, hi) = (self.iconst(0), self.iconst(full as i64));
+            self.emit_loop(lo, hi, &mut |lw, c| {
+                let off = lw.b.ins().imul_imm_s(c, (w * stride) as i64);
+                let at = lw.b.ins().iadd(start, off);
+                for (j, &l) in lanes.iter().enumerate() {
+                    let e = lw.b.ins().iadd_imm_s(at, (j as u64 * stride) as i64);
+                    let x = lw.tile_load(base, e, d);
+                    let acc = lw.b.use_var(l);
+                    let y = lw.combine(bop, acc, x, d)?;
+                    lw.b.def_var(l, y);
+                }
+                Ok(())
+            })?;
+        }
+        for j in 0..len % w {
+            let e = self
+                .b
+                .ins()
+                .iadd_imm_s(start, ((full * w + j) * stride) as i64);
+            let x = self.tile_load(base, e, d);
+            let acc = self.b.use_var(lanes[j as usize]);
+            let y = self.combine(bop, acc, x, d)?;
+            self.b.def_var(lanes[j as usize], y);
+        }
+        let l: Vec<ClValue> = lanes.iter().map(|&v| self.b.use_var(v)).collect();
+        let c01 = self.combine(bop, l[0], l[1], d)?;
+        let c23 = self.combine(bop, l[2], l[3], d)?;
+        let c45 = self.combine(bop, l[4], l[5], d)?;
+        let c67 = self.combine(bop, l[6], l[7], d)?;
+        let a = self.combine(bop, c01, c23, d)?;
+        let b = self.combine(bop, c45, c67, d)?;
+        self.combine(bop, a, b, d)
+    }
+
+    /// Whether `x` replaces the best-so-far `best` of an argmax (argmin) scan
+    /// ([`eagle_ir::tile::arg_better`]), as an `i8` truth value.
+    fn arg_better(&mut self, op: ArgOp, x: ClValue, best: ClValue, d: DType) -> ClValue {
+        if d.is_float() {
+            let ins = self.b.ins();
+            let bn = ins.fcmp(FloatCC::Unordered, best, best);
+            let xn = self.b.ins().fcmp(FloatCC::Unordered, x, x);
+            let cc = if op == ArgOp::Max {
+                FloatCC::GreaterThan
+            } else {
+                FloatCC::LessThan
+            };
+            let wins = self.b.ins().fcmp(cc, x, best);
+            let eq = self.b.ins().fcmp(FloatCC::Equal, x, best);
+            let it = if d == DType::F32 {
+                types::I32
+            } else {
+                types::I64
+            };
+            let flags = MemFlagsData::new();
+            let xb = self.b.ins().bitcast(it, flags, x);
+            let bb = self.b.ins().bitcast(it, flags, best);
+            let xneg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, xb, 0);
+            let bneg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, bb, 0);
+            // Max: +0 beats -0 (x positive, best negative); min: the other way round.
+            let zero_wins = if op == ArgOp::Max {
+                let xpos = self.b.ins().bxor_imm_s(xneg, 1);
+                self.b.ins().band(xpos, bneg)
+            } else {
+                let bpos = self.b.ins().bxor_imm_s(bneg, 1);
+                self.b.ins().band(xneg, bpos)
+            };
+            let tie = self.b.ins().band(eq, zero_wins);
+            let num = self.b.ins().bor(wins, tie);
+            let any = self.b.ins().bor(xn, num);
+            let not_bn = self.b.ins().bxor_imm_s(bn, 1);
+            self.b.ins().band(not_bn, any)
+        } else {
+            let cc = match (op, d.is_signed()) {
+                (ArgOp::Max, true) => IntCC::SignedGreaterThan,
+                (ArgOp::Max, false) => IntCC::UnsignedGreaterThan,
+                (ArgOp::Min, true) => IntCC::SignedLessThan,
+                (ArgOp::Min, false) => IntCC::UnsignedLessThan,
+            };
+            self.b.ins().icmp(cc, x, best)
+        }
+    }
+
+    /// The index (as `i64`) of the element an argmax (argmin) scan keeps.
+    fn arg_seq(
+        &mut self,
+        op: ArgOp,
+        base: ClValue,
+        start: ClValue,
+        stride: u64,
+        len: u64,
+        d: DType,
+    ) -> Result<ClValue, CodegenError> {
+        let bi = self.b.declare_var(types::I64);
+        let bv = self.b.declare_var(cl_type(d));
+        let zero = self.iconst(0);
+        let first = self.tile_load(base, start, d);
+        self.b.def_var(bi, zero);
+        self.b.def_var(bv, first);
+        let (lo, hi) = (self.iconst(1), self.iconst(len as i64));
+        self.emit_loop(lo, hi, &mut |lw, e| {
+            let off = lw.b.ins().imul_imm_s(e, stride as i64);
+            let at = lw.b.ins().iadd(start, off);
+            let x = lw.tile_load(base, at, d);
+            let best = lw.b.use_var(bv);
+            let better = lw.arg_better(op, x, best, d);
+            let cur = lw.b.use_var(bi);
+            let ni = lw.b.ins().select(better, e, cur);
+            let nv = lw.b.ins().select(better, x, best);
+            lw.b.def_var(bi, ni);
+            lw.b.def_var(bv, nv);
+            Ok(())
+        })?;
+        Ok(self.b.use_var(bi))
+    }
+
+    fn tile_mem(&mut self, v: Value) -> Result<(ClValue, Vec<u64>, DType), CodegenError> {
+        let Type::Tile(s, d) = self.f.ty(v).clone() else {
+            return Err(self.err(format!("value %{} is not a tile", v.0)));
+        };
+        let shape = s
+            .consts()
+            .ok_or_else(|| self.err("a tile shape is unbound; specialize first"))?;
+        Ok((self.mem(v)?, shape, d))
+    }
+
+    /// Copies the `n` elements of dtype `d` at `src` to `dst`.
+    pub(super) fn copy_tile(
+        &mut self,
+        dst: ClValue,
+        src: ClValue,
+        n: u64,
+        d: DType,
+    ) -> Result<(), CodegenError> {
+        let (lo, hi) = (self.iconst(0), self.iconst(n as i64));
+        self.emit_loop(lo, hi, &mut |lw, i| {
+            let x = lw.tile_load(src, i, d);
+            lw.tile_store(dst, i, x, d);
+            Ok(())
+        })
+    }
+
+    /// Lowers a tile op (see the module docs).
+    pub(super) fn lower_tile(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
+        let OpKind::Tile(t, args) = &op.kind else {
+            return Err(self.err("internal: not a tile op"));
+        };
+        let Some(r) = op.result else { return Ok(None) };
+        let rty = self.f.ty(r).clone();
+        let rd = rty.dtype().unwrap_or(DType::F32);
+        let rshape = rty
+            .shape()
+            .map(|s| {
+                s.consts()
+                    .ok_or_else(|| self.err("a tile shape is unbound; specialize first"))
+            })
+            .transpose()?
+            .unwrap_or_default();
+        let n: u64 = rshape.iter().product();
+        let strides = |s: &[u64]| -> Vec<u64> {
+            let mut st = vec![1u64; s.len()];
+            for d in (0..s.len().saturating_sub(1)).rev() {
+                st[d] = st[d + 1] * s[d + 1];
+            }
+            st
+        };
+        if let TileOp::Reshape = t {
+            let (p, _, _) = self.tile_mem(args[0])?;
+            return Ok(Some(Cv::Mem(p)));
+        }
+        if let TileOp::Reduce(rop, Axis::All) = t {
+            let (p, s, d) = self.tile_mem(args[0])?;
+            let zero = self.iconst(0);
+            let x = self.reduce_seq(*rop, p, zero, 1, s.iter().product(), d)?;
+            return Ok(Some(Cv::S(x)));
+        }
+        let dst = self.stack(n * rd.size() as u64);
+        let rstr = strides(&rshape);
+        match t {
+            TileOp::Reduce(rop, axis) => {
+                let (p, s, d) = self.tile_mem(args[0])?;
+                let (m, nn) = (s[0], s[1]);
+                let (count, len, outer, inner) = match axis {
+                    Axis::Row => (m, nn, nn, 1),
+                    _ => (nn, m, 1, nn),
+                };
+                let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
+                let rop = *rop;
+                self.emit_loop(lo, hi, &mut |lw, i| {
+                    let start = lw.b.ins().imul_imm_s(i, outer as i64);
+                    let x = lw.reduce_seq(rop, p, start, inner, len, d)?;
+                    lw.tile_store(dst, i, x, d);
+                    Ok(())
+                })?;
+            }
+            TileOp::Arg(aop, axis) => {
+                let (p, s, d) = self.tile_mem(args[0])?;
+                let (m, nn) = (s[0], s[1]);
+                let (count, len, outer, inner) = match axis {
+                    Axis::Row => (m, nn, nn, 1),
+                    _ => (nn, m, 1, nn),
+                };
+                let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
+                let aop = *aop;
+                self.emit_loop(lo, hi, &mut |lw, i| {
+                    let start = lw.b.ins().imul_imm_s(i, outer as i64);
+                    let x = lw.arg_seq(aop, p, start, inner, len, d)?;
+                    lw.tile_store(dst, i, x, DType::I64);
+                    Ok(())
+                })?;
+            }
+            TileOp::Expand | TileOp::Full => {
+                if let Type::Scalar(_) = self.f.ty(args[0]) {
+                    let x = self.scalar(args[0])?;
+                    let (lo, hi) = (self.iconst(0), self.iconst(n as i64));
+                    self.emit_loop(lo, hi, &mut |lw, i| {
+                        lw.tile_store(dst, i, x, rd);
+                        Ok(())
+                    })?;
+                } else {
+                    let (p, s, d) = self.tile_mem(args[0])?;
+                    let sst: Vec<u64> = strides(&s)
+                        .iter()
+                        .zip(&s)
+                        .map(|(&st, &e)| if e == 1 { 0 } else { st })
+                        .collect();
+                    self.for_each_index(&rshape, &mut |lw, idx| {
+                        let from = lw.index_of(idx, &sst, &[]);
+                        let to = lw.index_of(idx, &rstr, &[]);
+                        let x = lw.tile_load(p, from, d);
+                        lw.tile_store(dst, to, x, d);
+                        Ok(())
+                    })?;
+                }
+            }
+            TileOp::Transpose => {
+                let (p, s, d) = self.tile_mem(args[0])?;
+                // dst[j][i] = src[i][j]
+                let tst = [1, s[0]];
+                let sst = strides(&s);
+                self.for_each_index(&s, &mut |lw, idx| {
+                    let from = lw.index_of(idx, &sst, &[]);
+                    let to = lw.index_of(idx, &tst, &[]);
+                    let x = lw.tile_load(p, from, d);
+                    lw.tile_store(dst, to, x, d);
+                    Ok(())
+                })?;
+            }
+            TileOp::Concat(axis) => {
+                for (k, &a) in args.iter().enumerate() {
+                    let (p, s, d) = self.tile_mem(a)?;
+                    let mut add = vec![0u64; s.len()];
+                    if k == 1 {
+                        let (_, s0, _) = self.tile_mem(args[0])?;
+                        add[*axis] = s0[*axis];
+                    }
+                    let sst = strides(&s);
+                    self.for_each_index(&s, &mut |lw, idx| {
+                        let from = lw.index_of(idx, &sst, &[]);
+                        let to = lw.index_of(idx, &rstr, &add);
+                        let x = lw.tile_load(p, from, d);
+                        lw.tile_store(dst, to, x, d);
+                        Ok(())
+                    })?;
+                }
+            }
+            TileOp::Extract(offs) => {
+                let (p, s, d) = self.tile_mem(args[0])?;
+                let sst = strides(&s);
+                let offs = offs.clone();
+                self.for_each_index(&rshape, &mut |lw, idx| {
+                    let from = lw.index_of(idx, &sst, &offs);
+                    let to = lw.index_of(idx, &rstr, &[]);
+                    let x = lw.tile_load(p, from, d);
+                    lw.tile_store(dst, to, x, d);
+                    Ok(())
+                })?;
+            }
+            TileOp::Iota(axis) => {
+                let axis = *axis;
+                self.for_each_index(&rshape, &mut |lw, idx| {
+                    let to = lw.index_of(idx, &rstr, &[]);
+                    let x = lw.cast(idx[axis], DType::I64, rd);
+                    lw.tile_store(dst, to, x, rd);
+                    Ok(())
+                })?;
+            }
+            TileOp::Matmul | TileOp::MatmulAcc => {
+                let acc = *t == TileOp::MatmulAcc;
+                let (a, b) = if acc {
+                    (args[1], args[2])
+                } else {
+                    (args[0], args[1])
+                };
+                let c = if acc {
+                    Some(self.tile_mem(args[0])?.0)
+                } else {
+                    None
+                };
+                let (pa, sa, d) = self.tile_mem(a)?;
+                let (pb, sb, _) = self.tile_mem(b)?;
+                self.matmul(dst, c, pa, pb, sa[0], sa[1], sb[1], d)?;
+            }
+            TileOp::Reshape => unreachable!("handled above"),
+        }
+        Ok(Some(Cv::Mem(dst)))
+    }
+
+    /// `dst[i][j] = c0 + sum_k a[i][k] * b[k][j]` in ascending `k` with a separate multiply
+    /// and add; `c0` is `c[i][j]` or the identity of `+`.
+    #[allow(clippy::too_many_arguments)]
+    fn matmul(
+        &mut self,
+        dst: ClValue,
+        c: Option<ClValue>,
+        pa: ClValue,
+        pb: ClValue,
+        m: u64,
+        k: u64,
+        n: u64,
+        d: DType,
+    ) -> Result<(), CodegenError> {
+        let lanes = (16 / d.size()) as u64;
+        let vec = d.is_float() && n >= lanes;
+        let nvec = if vec { n / lanes } else { 0 };
+        let id = self.scalar_const(eagle_ir::tile::add_identity(d));
+        let esize = d.size() as i64;
+        let (lo, hi) = (self.iconst(0), self.iconst(m as i64));
+        self.emit_loop(lo, hi, &mut |lw, i| {
+            let arow = lw.b.ins().imul_imm_s(i, k as i64);
+            let crow = lw.b.ins().imul_imm_s(i, n as i64);
+            if nvec > 0 {
+                let vty = cl_type(d).by(lanes as u32).expect("a 16-byte vector type");
+                let (lo, hi) = (lw.iconst(0), lw.iconst(nvec as i64));
+                lw.emit_loop(lo, hi, &mut |lw, jv| {
+                    let j = lw.b.ins().imul_imm_s(jv, lanes as i64);
+                    let at = lw.b.ins().iadd(crow, j);
+                    let acc = lw.b.declare_var(vty);
+                    let init = match c {
+                        Some(pc) => {
+                            let addr = lw.elem_addr(pc, at, d.size());
+                            lw.b.ins().load(vty, MemFlagsData::trusted(), addr, 0)
+                        }
+                        None => lw.b.ins().splat(vty, id),
+                    };
+                    lw.b.def_var(acc, init);
+                    let (lo, hi) = (lw.iconst(0), lw.iconst(k as i64));
+                    lw.emit_loop(lo, hi, &mut |lw, kk| {
+                        let ai = lw.b.ins().iadd(arow, kk);
+                        let x = lw.tile_load(pa, ai, d);
+                        let xs = lw.b.ins().splat(vty, x);
+                        let brow = lw.b.ins().imul_imm_s(kk, n as i64);
+                        let bi = lw.b.ins().iadd(brow, j);
+                        let ba = lw.b.ins().imul_imm_s(bi, esize);
+                        let ba = lw.b.ins().iadd(pb, ba);
+                        let y = lw.b.ins().load(vty, MemFlagsData::trusted(), ba, 0);
+                        let p = lw.b.ins().fmul(xs, y);
+                        let cur = lw.b.use_var(acc);
+                        let s = lw.b.ins().fadd(cur, p);
+                        lw.b.def_var(acc, s);
+                        Ok(())
+                    })?;
+                    let v = lw.b.use_var(acc);
+                    let addr = lw.elem_addr(dst, at, d.size());
+                    lw.b.ins().store(MemFlagsData::trusted(), v, addr, 0);
+                    Ok(())
+                })?;
+            }
+            let (lo, hi) = (lw.iconst((nvec * lanes) as i64), lw.iconst(n as i64));
+            lw.emit_loop(lo, hi, &mut |lw, j| {
+                let at = lw.b.ins().iadd(crow, j);
+                let acc = lw.b.declare_var(cl_type(d));
+                let init = match c {
+                    Some(pc) => lw.tile_load(pc, at, d),
+                    None => id,
+                };
+                lw.b.def_var(acc, init);
+                let (lo, hi) = (lw.iconst(0), lw.iconst(k as i64));
+                lw.emit_loop(lo, hi, &mut |lw, kk| {
+                    let ai = lw.b.ins().iadd(arow, kk);
+                    let x = lw.tile_load(pa, ai, d);
+                    let brow = lw.b.ins().imul_imm_s(kk, n as i64);
+                    let bi = lw.b.ins().iadd(brow, j);
+                    let y = lw.tile_load(pb, bi, d);
+                    let p = lw.combine(BinOp::Mul, x, y, d)?;
+                    let cur = lw.b.use_var(acc);
+                    let s = lw.combine(BinOp::Add, cur, p, d)?;
+                    lw.b.def_var(acc, s);
+                    Ok(())
+                })?;
+                let v = lw.b.use_var(acc);
+                lw.tile_store(dst, at, v, d);
+                Ok(())
+            })?;
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,369 @@
+//! Tile ops in CUDA C ([`eagle_ir::TileOp`]), in the orders [`eagle_ir::TileOp::eval`] fixes.
+//!
+//! Each output element is computed by one formula from its operands' elements: a sum or
+//! product over eight lanes and the fixed tree ([`eagle_ir::tile::reduce_order`]), an
+//! argmax/argmin scan, a matmul dot product over ascending `k` with a separate multiply and
+//! add, or an index map (expand, transpose, concat, extract, iota). In thread mode (sample
+//! kernels) the operands are the thread's own arrays. In block mode (per-device programs) a
+//! tile is striped over the block, so the op first stages its tile operands into shared memory
+//! (`eg_sh`, declared once per function by `EG_SHARED`), synchronises, computes the elements
+//! this thread owns, and synchronises again before the scratch is reused. `reshape` keeps
+//! every element at its linear index and so at its thread and slot: it copies slots.
+
+use super::{cast, ctype, literal, Emitter, Mode};
+use crate::error::CodegenError;
+use eagle_ir::tile::{reduce_identity, ArgOp, Axis, TileOp, REDUCE_LANES};
+use eagle_ir::{BinOp, DType, Op, OpKind, Value};
+
+/// Most bytes of shared memory a tile op of a per-device program may stage (CUDA's static
+/// shared memory per block).
+pub const MAX_SHARED_BYTES: u64 = 48 << 10;
+
+fn strides(s: &[u64]) -> Vec<u64> {
+    let mut st = vec![1u64; s.len()];
+    for d in (0..s.len().saturating_sub(1)).rev() {
+        st[d] = st[d + 1] * s[d + 1];
+    }
+    st
+}
+
+impl Emitter<'_> {
+    /// `a <op> b` in C on dtype `d`, as the elementwise op computes it.
+    fn comb(&self, op: BinOp, a: &str, b: &str, d: DType) -> Result<String, CodegenError> {
+        let fake = Op {
+            result: None,
+            kind: OpKind::Binary(op, Value(0), Value(0)),
+            loc: None,
+        };
+        self.expr(&fake, &[a.to_string(), b.to_string()], d, d)
+    }
+
+    /// The multi-index of result element `i` in `shape`, as C expressions.
+    fn unravel(shape: &[u64]) -> Vec<String> {
+        let st = strides(shape);
+        (0..shape.len())
+            .map(|d| format!("((i / {}LL) % {}LL)", st[d], shape[d]))
+            .collect()
+    }
+
+    fn ravel(idx: &[String], shape: &[u64]) -> String {
+        let st = strides(shape);
+        let terms: Vec<String> = idx
+            .iter()
+            .zip(&st)
+            .map(|(x, s)| format!("{x} * {s}LL"))
+            .collect();
+        if terms.is_empty() {
+            "0".into()
+        } else {
+            terms.join(" + ")
+        }
+    }
+
+    /// Emits the eight-lane reduction of `len` elements of `src` from `start` by `stride` into
+    /// `dst` (a C lvalue).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_reduce(
+        &mut self,
+        op: eagle_ir::ReduceOp,
+        src: &str,
+        start: &str,
+        stride: u64,
+        len: u64,
+        d: DType,
+        dst: &str,
+    ) -> Result<(), CodegenError> {
+        let t = ctype(d);
+        let id = literal(reduce_identity(op, d).to_const(), d);
+        let b = op.bin_op();
+        self.line("{");
+        self.depth += 1;
+        self.line(format!("{t} l[{REDUCE_LANES}];"));
+        self.line(format!(
+            "for (int j = 0; j < {REDUCE_LANES}; ++j) l[j] = {id};"
+        ));
+        self.line(format!("for (long long e = 0; e < {len}LL; ++e) {{"));
+        self.depth += 1;
+        self.line(format!("const {t} x = {src}[{start} + e * {stride}LL];"));
+        let c = self.comb(b, "l[e & 7]", "x", d)?;
+        self.line(format!("l[e & 7] = {c};"));
+        self.close();
+        for (name, x, y) in [
+            ("t01", "l[0]", "l[1]"),
+            ("t23", "l[2]", "l[3]"),
+            ("t45", "l[4]", "l[5]"),
+            ("t67", "l[6]", "l[7]"),
+            ("t03", "t01", "t23"),
+            ("t47", "t45", "t67"),
+        ] {
+            let c = self.comb(b, x, y, d)?;
+            self.line(format!("const {t} {name} = {c};"));
+        }
+        let c = self.comb(b, "t03", "t47", d)?;
+        self.line(format!("{dst} = {c};"));
+        self.depth -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// Emits the argmax (argmin) scan ([`eagle_ir::tile::arg_better`]) into `dst`.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_arg(
+        &mut self,
+        op: ArgOp,
+        src: &str,
+        start: &str,
+        stride: u64,
+        len: u64,
+        d: DType,
+        dst: &str,
+    ) {
+        let t = ctype(d);
+        let better = if d.is_float() {
+            let sb = |v: &str| {
+                if d == DType::F32 {
+                    format!("(__float_as_int({v}) < 0)")
+                } else {
+                    format!("(__double_as_longlong({v}) < 0)")
+                }
+            };
+            let (cmp, tie) = match op {
+                ArgOp::Max => (">", format!("{} && !{}", sb("bv"), sb("x"))),
+                ArgOp::Min => ("<", format!("{} && !{}", sb("x"), sb("bv"))),
+            };
+            format!("!(bv != bv) && ((x != x) || x {cmp} bv || (x == bv && {tie}))")
+        } else {
+            let cmp = if op == ArgOp::Max { ">" } else { "<" };
+            format!("x {cmp} bv")
+        };
+        self.line("{");
+        self.depth += 1;
+        self.line("long long bi = 0;");
+        self.line(format!("{t} bv = {src}[{start}];"));
+        self.line(format!("for (long long e = 1; e < {len}LL; ++e) {{"));
+        self.depth += 1;
+        self.line(format!("const {t} x = {src}[{start} + e * {stride}LL];"));
+        self.line(format!("if ({better}) {{ bi = e; bv = x; }}"));
+        self.close();
+        self.line(format!("{dst} = bi;"));
+        self.depth -= 1;
+        self.line("}");
+    }
+
+    /// Emits a tile op (see the module docs).
+    pub(super) fn emit_tile(&mut self, op: &Op) -> Result<(), CodegenError> {
+        let OpKind::Tile(t, args) = &op.kind else {
+            return Err(self.err("internal: not a tile op"));
+        };
+        let Some(r) = op.result else { return Ok(()) };
+        let rd = self.dtype(r)?;
+        let scalar_res = !self.is_tile(r);
+        let rshape = if scalar_res { vec![] } else { self.shape(r)? };
+        let n: u64 = rshape.iter().product();
+        if scalar_res {
+            self.line(format!("{} v{};", ctype(rd), r.0));
+        } else {
+            self.declare_tile(r, n, rd)?;
+        }
+        // Element-local ops: no staging.
+        match t {
+            TileOp::Reshape => {
+                self.open_tile_loop(n);
+                self.line(format!("v{}[k] = v{}[k];", r.0, args[0].0));
+                self.close();
+                return Ok(());
+            }
+            TileOp::Full | TileOp::Expand if !self.is_tile(args[0]) => {
+                self.open_tile_loop(n);
+                self.line(format!("v{}[k] = v{};", r.0, args[0].0));
+                self.close();
+                return Ok(());
+            }
+            TileOp::Iota(axis) => {
+                let idx = Self::unravel(&rshape);
+                self.open_tile_loop(n);
+                let x = cast(&idx[*axis], DType::I64, rd);
+                self.line(format!("v{}[k] = {x};", r.0));
+                self.close();
+                return Ok(());
+            }
+            _ => {}
+        }
+        // Operand arrays: staged in shared memory in block mode.
+        self.line("{");
+        self.depth += 1;
+        let mut srcs = vec![];
+        let mut shapes = vec![];
+        let mut dts = vec![];
+        let mut off = 0u64;
+        for (j, &a) in args.iter().enumerate() {
+            let s = self.shape(a)?;
+            let d = self.dtype(a)?;
+            let na: u64 = s.iter().product();
+            let name = format!("s{j}");
+            match self.mode {
+                Mode::Thread => self.line(format!("const {}* {name} = v{};", ctype(d), a.0)),
+                Mode::Block => {
+                    self.line(format!(
+                        "{}* {name} = ({}*)(eg_sh + {off});",
+                        ctype(d),
+                        ctype(d)
+                    ));
+                    self.open_tile_loop(na);
+                    self.line(format!("{name}[i] = v{}[k];", a.0));
+                    self.close();
+                    off += (na * d.size() as u64).div_ceil(16) * 16;
+                }
+            }
+            srcs.push(name);
+            shapes.push(s);
+            dts.push(d);
+        }
+        if self.mode == Mode::Block {
+            if off > MAX_SHARED_BYTES {
+                return Err(self.err(format!(
+                    "`{}` stages {off} bytes of tiles in shared memory, more than the {MAX_SHARED_BYTES} a per-device program's block may hold; use smaller tiles",
+                    t.name()
+                )));
+            }
+            self.shared_bytes = self.shared_bytes.max(off);
+            self.line("__syncthreads();");
+        }
+        let dst = if scalar_res {
+            format!("v{}", r.0)
+        } else {
+            format!("v{}[k]", r.0)
+        };
+        if let TileOp::Reduce(rop, Axis::All) = t {
+            let d = self.dtype(args[0])?;
+            let len: u64 = shapes[0].iter().product();
+            // Every thread computes the whole reduction alike (scalars are replicated).
+            self.emit_reduce(*rop, &srcs[0], "0", 1, len, d, &dst)?;
+        } else {
+            self.open_tile_loop(n);
+            self.emit_tile_element(t, &srcs, &shapes, &dts, &rshape, rd, &dst)?;
+            self.close();
+        }
+        if self.mode == Mode::Block {
+            self.line("__syncthreads();");
+        }
+        self.depth -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// Emits `dst = <element i of the op>` inside a tile loop; `dts` are the operands'
+    /// dtypes.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_tile_element(
+        &mut self,
+        t: &TileOp,
+        srcs: &[String],
+        shapes: &[Vec<u64>],
+        dts: &[DType],
+        rshape: &[u64],
+        rd: DType,
+        dst: &str,
+    ) -> Result<(), CodegenError> {
+        let s0 = &shapes[0];
+        match t {
+            TileOp::Reduce(rop, axis) => {
+                let (start, stride, len) = match axis {
+                    Axis::Row => (format!("i * {}LL", s0[1]), 1, s0[1]),
+                    _ => ("i".to_string(), s0[1], s0[0]),
+                };
+                self.emit_reduce(*rop, &srcs[0], &start, stride, len, rd, dst)?;
+            }
+            TileOp::Arg(aop, axis) => {
+                let (start, stride, len) = match axis {
+                    Axis::Row => (format!("i * {}LL", s0[1]), 1, s0[1]),
+                    _ => ("i".to_string(), s0[1], s0[0]),
+                };
+                self.emit_arg(*aop, &srcs[0], &start, stride, len, dts[0], dst);
+            }
+            TileOp::Expand => {
+                let idx = Self::unravel(rshape);
+                let st = strides(s0);
+                let terms: Vec<String> = (0..s0.len())
+                    .filter(|&d| s0[d] != 1)
+                    .map(|d| format!("{} * {}LL", idx[d], st[d]))
+                    .collect();
+                let at = if terms.is_empty() {
+                    "0".into()
+                } else {
+                    terms.join(" + ")
+                };
+                self.line(format!("{dst} = {}[{at}];", srcs[0]));
+            }
+            TileOp::Transpose => {
+                // Result [N, M]: element (a, b) is source (b, a).
+                let (m, nn) = (s0[0], s0[1]);
+                self.line(format!(
+                    "{dst} = {}[(i % {m}LL) * {nn}LL + i / {m}LL];",
+                    srcs[0]
+                ));
+            }
+            TileOp::Concat(axis) => {
+                let idx = Self::unravel(rshape);
+                let ax = *axis;
+                let mut bidx = idx.clone();
+                bidx[ax] = format!("({} - {}LL)", idx[ax], s0[ax]);
+                self.line(format!(
+                    "{dst} = {} < {}LL ? {}[{}] : {}[{}];",
+                    idx[ax],
+                    s0[ax],
+                    srcs[0],
+                    Self::ravel(&idx, s0),
+                    srcs[1],
+                    Self::ravel(&bidx, &shapes[1])
+                ));
+            }
+            TileOp::Extract(offs) => {
+                let idx: Vec<String> = Self::unravel(rshape)
+                    .into_iter()
+                    .zip(offs)
+                    .map(|(x, o)| format!("({x} + {o}LL)"))
+                    .collect();
+                self.line(format!("{dst} = {}[{}];", srcs[0], Self::ravel(&idx, s0)));
+            }
+            TileOp::Matmul | TileOp::MatmulAcc => {
+                let acc = *t == TileOp::MatmulAcc;
+                let (a, b, sa, sb) = if acc {
+                    (&srcs[1], &srcs[2], &shapes[1], &shapes[2])
+                } else {
+                    (&srcs[0], &srcs[1], &shapes[0], &shapes[1])
+                };
+                let (k, nn) = (sa[1], sb[1]);
+                let tt = ctype(rd);
+                let init = if acc {
+                    format!("{}[i]", srcs[0])
+                } else {
+                    literal(eagle_ir::tile::add_identity(rd).to_const(), rd)
+                };
+                self.line("{");
+                self.depth += 1;
+                self.line(format!("const long long ii = i / {nn}LL, jj = i % {nn}LL;"));
+                self.line(format!("{tt} c = {init};"));
+                self.line(format!("for (long long q = 0; q < {k}LL; ++q) {{"));
+                self.depth += 1;
+                let p = self.comb(
+                    BinOp::Mul,
+                    &format!("{a}[ii * {k}LL + q]"),
+                    &format!("{b}[q * {nn}LL + jj]"),
+                    rd,
+                )?;
+                self.line(format!("const {tt} p = {p};"));
+                let c = self.comb(BinOp::Add, "c", "p", rd)?;
+                self.line(format!("c = {c};"));
+                self.close();
+                self.line(format!("{dst} = c;"));
+                self.depth -= 1;
+                self.line("}");
+            }
+            TileOp::Reshape | TileOp::Full | TileOp::Iota(_) => {
+                return Err(self.err("internal: element-local tile op in emit_element"))
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,960 @@
+//! The tile algebra: reductions, broadcasting, layout, creation and matmul on tiles, each
+//! stated once.
+//!
+//! An op here is [`crate::OpKind::Tile`]: a [`TileOp`] and its operands. Everything a stage
+//! needs about a tile op derives from this module:
+//! - its spelling in kernels and in the IR text ([`TileOp::name`], [`TileOp::from_name`],
+//!   [`INTRINSICS`], which the macros read to accept a call),
+//! - its typing ([`TileOp::infer`], called by the builder to make the result type and by the
+//!   verifier to check it),
+//! - what it computes ([`TileOp::eval`], the reference semantics the backends are tested
+//!   against bit for bit), including the fixed combine order of the reductions
+//!   ([`REDUCE_LANES`], [`reduce_order`]) and matmul's accumulation order.
+//!
+//! Tiles are row-major. A 2-D tile `[M, N]` has `M` rows of `N` elements.
+
+use crate::eval::{self, Scalar};
+use crate::ir::{BinOp, ReduceOp};
+use crate::types::{DType, Dim, Shape, Type};
+
+/// The number of partial accumulators of a sum or product reduction (see [`reduce_order`]).
+pub const REDUCE_LANES: usize = 8;
+
+/// The axis a reduction runs along.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Axis {
+    /// `row_*`: along each row of a 2-D tile (`[M, N] -> [M, 1]`).
+    Row,
+    /// `col_*`: along each column of a 2-D tile (`[M, N] -> [1, N]`).
+    Col,
+    /// `reduce_*`: over the whole tile in row-major order (any rank -> scalar).
+    All,
+}
+
+/// Which element an `argmax`/`argmin` reduction picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArgOp {
+    /// The first index of the greatest element.
+    Max,
+    /// The first index of the least element.
+    Min,
+}
+
+/// A tile op: what [`crate::OpKind::Tile`] computes. Operands are listed per variant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TileOp {
+    /// `row_sum(t)`, `col_max(t)`, `reduce_prod(t)`, ...: operand `[t]`. Sum and product
+    /// combine in the order of [`reduce_order`]; max and min are the elementwise `max`/`min`
+    /// (IEEE 754-2019 `maximum`/`minimum`, canonical NaN), which are associative, so their
+    /// order does not show.
+    Reduce(ReduceOp, Axis),
+    /// `row_argmax(t)`, `col_argmin(t)`: operand `[t]`, a 2-D tile of a non-bool dtype; the
+    /// result holds `i64` indices. The first NaN wins if there is one; otherwise the first
+    /// index of the greatest (least) element, `+0.0` counting above `-0.0` (the element that
+    /// `row_max` / `row_min` returns).
+    Arg(ArgOp, Axis),
+    /// `expand(t, [shape])` (and implicit broadcasting): operand `[t]`, a tile of the same
+    /// rank whose every dim equals the result's or is 1 (numpy's rule), or a scalar.
+    Expand,
+    /// `transpose(t)`: operand `[t]`, `[M, N] -> [N, M]`.
+    Transpose,
+    /// `reshape(t, [shape])`: operand `[t]`; the same elements in row-major order.
+    Reshape,
+    /// `concat(a, b, axis)`: operands `[a, b]`, equal in every dim but `axis`.
+    Concat(usize),
+    /// `extract(t, [offsets], [shape])`: operand `[t]`; the sub-tile at constant `offsets`.
+    Extract(Vec<u64>),
+    /// `full([shape], v)` and `zeros([shape], dtype)`: operand `[v]`, a scalar.
+    Full,
+    /// `iota([shape], axis, dtype)`: no operands; element `e` is its index along `axis`
+    /// (`as` the result dtype).
+    Iota(usize),
+    /// `matmul(a, b)`: operands `[a, b]`, `[M, K] x [K, N] -> [M, N]`; see [`TileOp::eval`]
+    /// for the accumulation order.
+    Matmul,
+    /// `matmul_acc(c, a, b)`: operands `[c, a, b]`, `c + a x b` accumulated into `c`'s
+    /// values in the same order as [`TileOp::Matmul`].
+    MatmulAcc,
+}
+
+/// How a kernel passes one argument of a tile intrinsic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    /// A tile (or a scalar where the op allows one) expression.
+    Value,
+    /// A shape list `[M, N]` of compile-time extents.
+    Shape,
+    /// An offsets list `[i, j]` of compile-time constants.
+    Offsets,
+    /// An axis, an integer literal (0 or 1).
+    Axis,
+    /// A dtype name (`f32`).
+    DType,
+}
+
+/// One tile intrinsic as a kernel calls it.
+#[derive(Debug, Clone, Copy)]
+pub struct Intrinsic {
+    /// The function name (`row_sum`).
+    pub name: &'static str,
+    /// The arguments in order.
+    pub args: &'static [ArgKind],
+    /// The call as the docs and error messages show it (`row_sum(t)`).
+    pub signature: &'static str,
+}
+
+use ArgKind as K;
+const T: &[ArgKind] = &[K::Value];
+
+/// Every tile intrinsic a kernel can call: the macros accept exactly these names, and
+/// [`crate::FunctionBuilder::tile_intrinsic`] builds them.
+pub const INTRINSICS: &[Intrinsic] = &[
+    Intrinsic {
+        name: "row_sum",
+        args: T,
+        signature: "row_sum(t)",
+    },
+    Intrinsic {
+        name: "row_prod",
+        args: T,
+        signature: "row_prod(t)",
+    },
+    Intrinsic {
+        name: "row_max",
+        args: T,
+        signature: "row_max(t)",
+    },
+    Intrinsic {
+        name: "row_min",
+        args: T,
+        signature: "row_min(t)",
+    },
+    Intrinsic {
+        name: "row_argmax",
+        args: T,
+        signature: "row_argmax(t)",
+    },
+    Intrinsic {
+        name: "row_argmin",
+        args: T,
+        signature: "row_argmin(t)",
+    },
+    Intrinsic {
+        name: "col_sum",
+        args: T,
+        signature: "col_sum(t)",
+    },
+    Intrinsic {
+        name: "col_prod",
+        args: T,
+        signature: "col_prod(t)",
+    },
+    Intrinsic {
+        name: "col_max",
+        args: T,
+        signature: "col_max(t)",
+    },
+    Intrinsic {
+        name: "col_min",
+        args: T,
+        signature: "col_min(t)",
+    },
+    Intrinsic {
+        name: "col_argmax",
+        args: T,
+        signature: "col_argmax(t)",
+    },
+    Intrinsic {
+        name: "col_argmin",
+        args: T,
+        signature: "col_argmin(t)",
+    },
+    Intrinsic {
+        name: "reduce_sum",
+        args: T,
+        signature: "reduce_sum(t)",
+    },
+    Intrinsic {
+        name: "reduce_prod",
+        args: T,
+        signature: "reduce_prod(t)",
+    },
+    Intrinsic {
+        name: "reduce_max",
+        args: T,
+        signature: "reduce_max(t)",
+    },
+    Intrinsic {
+        name: "reduce_min",
+        args: T,
+        signature: "reduce_min(t)",
+    },
+    Intrinsic {
+        name: "expand",
+        args: &[K::Value, K::Shape],
+        signature: "expand(t, [M, N])",
+    },
+    Intrinsic {
+        name: "transpose",
+        args: T,
+        signature: "transpose(t)",
+    },
+    Intrinsic {
+        name: "reshape",
+        args: &[K::Value, K::Shape],
+        signature: "reshape(t, [shape])",
+    },
+    Intrinsic {
+        name: "concat",
+        args: &[K::Value, K::Value, K::Axis],
+        signature: "concat(a, b, axis)",
+    },
+    Intrinsic {
+        name: "extract",
+        args: &[K::Value, K::Offsets, K::Shape],
+        signature: "extract(t, [offsets], [shape])",
+    },
+    Intrinsic {
+        name: "full",
+        args: &[K::Shape, K::Value],
+        signature: "full([shape], v)",
+    },
+    Intrinsic {
+        name: "zeros",
+        args: &[K::Shape, K::DType],
+        signature: "zeros([shape], dtype)",
+    },
+    Intrinsic {
+        name: "iota",
+        args: &[K::Shape, K::Axis, K::DType],
+        signature: "iota([shape], axis, dtype)",
+    },
+    Intrinsic {
+        name: "matmul",
+        args: &[K::Value, K::Value],
+        signature: "matmul(a, b)",
+    },
+    Intrinsic {
+        name: "matmul_acc",
+        args: &[K::Value, K::Value, K::Value],
+        signature: "matmul_acc(c, a, b)",
+    },
+];
+
+/// The tile intrinsic named `name`, if there is one.
+pub fn intrinsic(name: &str) -> Option<&'static Intrinsic> {
+    INTRINSICS.iter().find(|i| i.name == name)
+}
+
+/// The reduction ops in the order the names list them.
+const REDUCE_OPS: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
+
+impl TileOp {
+    /// Every tile op without a list attribute (the ones [`TileOp::from_name`] can name by
+    /// keyword alone); `extract` carries its offsets in its text.
+    pub fn keyword_ops() -> Vec<TileOp> {
+        let mut v = vec![];
+        for a in [Axis::Row, Axis::Col, Axis::All] {
+            for op in REDUCE_OPS {
+                v.push(TileOp::Reduce(op, a));
+            }
+        }
+        for a in [Axis::Row, Axis::Col] {
+            v.push(TileOp::Arg(ArgOp::Max, a));
+            v.push(TileOp::Arg(ArgOp::Min, a));
+        }
+        v.extend([
+            TileOp::Expand,
+            TileOp::Transpose,
+            TileOp::Reshape,
+            TileOp::Concat(0),
+            TileOp::Concat(1),
+            TileOp::Full,
+            TileOp::Iota(0),
+            TileOp::Iota(1),
+            TileOp::Matmul,
+            TileOp::MatmulAcc,
+        ]);
+        v
+    }
+
+    /// The IR text keyword: the kernel's name (`row_sum`, `matmul`), with the axis appended
+    /// where the kernel passes one (`concat_1`, `iota_0`). `extract` prints its offsets after
+    /// the keyword (`extract[0, 16]`).
+    pub fn name(&self) -> &'static str {
+        use ReduceOp as R;
+        match self {
+            TileOp::Reduce(op, a) => match (a, op) {
+                (Axis::Row, R::Sum) => "row_sum",
+                (Axis::Row, R::Prod) => "row_prod",
+                (Axis::Row, R::Max) => "row_max",
+                (Axis::Row, R::Min) => "row_min",
+                (Axis::Col, R::Sum) => "col_sum",
+                (Axis::Col, R::Prod) => "col_prod",
+                (Axis::Col, R::Max) => "col_max",
+                (Axis::Col, R::Min) => "col_min",
+                (Axis::All, R::Sum) => "reduce_sum",
+                (Axis::All, R::Prod) => "reduce_prod",
+                (Axis::All, R::Max) => "reduce_max",
+                (Axis::All, R::Min) => "reduce_min",
+            },
+            TileOp::Arg(op, a) => match (a, op) {
+                (Axis::Col, ArgOp::Max) => "col_argmax",
+                (Axis::Col, ArgOp::Min) => "col_argmin",
+                (_, ArgOp::Max) => "row_argmax",
+                (_, ArgOp::Min) => "row_argmin",
+            },
+            TileOp::Expand => "expand",
+            TileOp::Transpose => "transpose",
+            TileOp::Reshape => "reshape",
+            TileOp::Concat(0) => "concat_0",
+            TileOp::Concat(_) => "concat_1",
+            TileOp::Extract(_) => "extract",
+            TileOp::Full => "full",
+            TileOp::Iota(0) => "iota_0",
+            TileOp::Iota(_) => "iota_1",
+            TileOp::Matmul => "matmul",
+            TileOp::MatmulAcc => "matmul_acc",
+        }
+    }
+
+    /// The number of operands.
+    pub fn arity(&self) -> usize {
+        match self {
+            TileOp::Iota(_) => 0,
+            TileOp::Concat(_) | TileOp::Matmul => 2,
+            TileOp::MatmulAcc => 3,
+            _ => 1,
+        }
+    }
+
+    /// The op a keyword names (`extract` with empty offsets, filled in by the parser).
+    pub fn from_name(s: &str) -> Option<TileOp> {
+        if s == "extract" {
+            return Some(TileOp::Extract(vec![]));
+        }
+        Self::keyword_ops().into_iter().find(|o| o.name() == s)
+    }
+
+    /// The result type of this op on operands of types `args`. `shape` and `dtype` are what
+    /// the kernel wrote (the target shape of `expand`, `reshape`, `extract`, `full`, `iota`;
+    /// the dtype of `iota`); the verifier passes the result type's.
+    ///
+    /// # Errors
+    /// A message naming what was expected and what was found: a row reduction of a tile that
+    /// is not 2-D, a broadcast of incompatible shapes, a reshape that changes the element
+    /// count, an extract outside the tile, matmul operands whose inner dims differ, operands
+    /// of different dtypes.
+    pub fn infer(
+        &self,
+        args: &[&Type],
+        shape: Option<&Shape>,
+        dtype: Option<DType>,
+    ) -> Result<Type, String> {
+        let name = self.name();
+        let n_args = self.arity();
+        if args.len() != n_args {
+            return Err(format!(
+                "`{name}` takes {n_args} operand(s), found {}",
+                args.len()
+            ));
+        }
+        let tile = |i: usize| -> Result<(&Shape, DType), String> {
+            match args[i] {
+                Type::Tile(s, d) => Ok((s, *d)),
+                t => Err(format!(
+                    "`{name}` takes a tile as operand {}, found `{t}`; load one with `load(x, [offsets], [shape])`",
+                    i + 1
+                )),
+            }
+        };
+        let two_d = |i: usize| -> Result<(Dim, Dim, DType), String> {
+            let (s, d) = tile(i)?;
+            match s.0.as_slice() {
+                [m, n] => Ok((m.clone(), n.clone(), d)),
+                _ => Err(format!(
+                    "`{name}` takes a 2-D tile `[M, N]`, found `{}` of rank {}; use `reshape(t, [M, N])` first",
+                    args[i],
+                    s.rank()
+                )),
+            }
+        };
+        let want = |what: &str| -> Result<&Shape, String> {
+            shape.ok_or_else(|| format!("`{name}` needs its {what} shape"))
+        };
+        let one = Dim::Const(1);
+        Ok(match self {
+            TileOp::Reduce(op, axis) => {
+                let (s, d) = tile(0)?;
+                if d == DType::Bool {
+                    return Err(format!("`{name}` reduces numbers, found a tile of `bool`; cast it with `as u32` first"));
+                }
+                let _ = op;
+                match axis {
+                    Axis::All => Type::Scalar(d),
+                    Axis::Row => {
+                        let (m, _, _) = two_d(0)?;
+                        Type::Tile(Shape(vec![m, one]), d)
+                    }
+                    Axis::Col => {
+                        let _ = s;
+                        let (_, n, _) = two_d(0)?;
+                        Type::Tile(Shape(vec![one, n]), d)
+                    }
+                }
+            }
+            TileOp::Arg(_, axis) => {
+                let (m, n, d) = two_d(0)?;
+                if d == DType::Bool {
+                    return Err(format!("`{name}` compares numbers, found a tile of `bool`"));
+                }
+                match axis {
+                    Axis::Row => Type::Tile(Shape(vec![m, one]), DType::I64),
+                    Axis::Col => Type::Tile(Shape(vec![one, n]), DType::I64),
+                    Axis::All => return Err("`argmax` over a whole tile is not an op".into()),
+                }
+            }
+            TileOp::Expand => {
+                let to = want("target")?;
+                match args[0] {
+                    Type::Scalar(d) => Type::Tile(to.clone(), *d),
+                    _ => {
+                        let (s, d) = tile(0)?;
+                        if !expands_to(s, to) {
+                            return Err(format!(
+                                "cannot broadcast a tile of shape `{s}` to `{to}`: each dim must equal the target's or be 1 (numpy's rule), with the same rank"
+                            ));
+                        }
+                        Type::Tile(to.clone(), d)
+                    }
+                }
+            }
+            TileOp::Transpose => {
+                let (m, n, d) = two_d(0)?;
+                Type::Tile(Shape(vec![n, m]), d)
+            }
+            TileOp::Reshape => {
+                let (s, d) = tile(0)?;
+                let to = want("target")?;
+                if let (Some(a), Some(b)) = (s.numel(), to.numel()) {
+                    if a != b {
+                        return Err(format!(
+                            "`reshape` keeps the element count: `{s}` has {a} elements and `{to}` has {b}"
+                        ));
+                    }
+                } else if s != to {
+                    return Err(format!(
+                        "`reshape` of `{s}` to `{to}` needs constant extents (or equal shapes)"
+                    ));
+                }
+                Type::Tile(to.clone(), d)
+            }
+            TileOp::Concat(axis) => {
+                let (a, da) = tile(0)?;
+                let (b, db) = tile(1)?;
+                if da != db {
+                    return Err(format!(
+                        "`concat` of tiles of `{da}` and `{db}`; cast one with `as`"
+                    ));
+                }
+                if a.rank() != b.rank() || *axis >= a.rank() || *axis > 1 {
+                    return Err(format!(
+                        "`concat` along axis {axis} of `{a}` and `{b}`: both need the same rank, above the axis"
+                    ));
+                }
+                let mut out = a.0.clone();
+                for (k, (x, y)) in a.0.iter().zip(&b.0).enumerate() {
+                    if k == *axis {
+                        match (x.as_const(), y.as_const()) {
+                            (Some(x), Some(y)) => out[k] = Dim::Const(x + y),
+                            _ => return Err(format!("`concat` along a symbolic extent (`{a}`, `{b}`); concatenate along a constant dim")),
+                        }
+                    } else if x != y {
+                        return Err(format!(
+                            "`concat` along axis {axis} of `{a}` and `{b}`: dim {k} differs ({x} vs {y})"
+                        ));
+                    }
+                }
+                Type::Tile(Shape(out), da)
+            }
+            TileOp::Extract(offs) => {
+                let (s, d) = tile(0)?;
+                let to = want("sub-tile")?;
+                if offs.len() != s.rank() || to.rank() != s.rank() {
+                    return Err(format!(
+                        "`extract` from `{s}` takes {} offsets and a shape of rank {}, found {} offsets and `{to}`",
+                        s.rank(),
+                        s.rank(),
+                        offs.len()
+                    ));
+                }
+                for k in 0..s.rank() {
+                    if let (Some(e), Some(t)) = (s.0[k].as_const(), to.0[k].as_const()) {
+                        if offs[k].checked_add(t).is_none_or(|end| end > e) {
+                            return Err(format!(
+                                "`extract` of `{to}` at {offs:?} from `{s}` leaves the tile in dim {k}: {} + {t} > {e}",
+                                offs[k]
+                            ));
+                        }
+                    } else if offs[k] != 0 || s.0[k] != to.0[k] {
+                        return Err(format!("`extract` along a symbolic extent of `{s}`; extract along constant dims"));
+                    }
+                }
+                Type::Tile(to.clone(), d)
+            }
+            TileOp::Full => {
+                let to = want("result")?;
+                match args[0] {
+                    Type::Scalar(d) => Type::Tile(to.clone(), *d),
+                    t => return Err(format!("`full` fills with a scalar, found `{t}`")),
+                }
+            }
+            TileOp::Iota(axis) => {
+                let to = want("result")?;
+                let d = dtype.ok_or("`iota` needs a dtype")?;
+                if *axis >= to.rank() || *axis > 1 {
+                    return Err(format!(
+                        "`iota` along axis {axis} of a tile of rank {}",
+                        to.rank()
+                    ));
+                }
+                if d == DType::Bool {
+                    return Err("`iota` counts in a number dtype, found `bool`".into());
+                }
+                Type::Tile(to.clone(), d)
+            }
+            TileOp::Matmul | TileOp::MatmulAcc => {
+                let off = usize::from(*self == TileOp::MatmulAcc);
+                let (m, k, da) = two_d(off)?;
+                let (k2, n, db) = two_d(off + 1)?;
+                if da != db || da == DType::Bool {
+                    return Err(format!(
+                        "`{name}` multiplies tiles of one number dtype, found `{da}` and `{db}`; cast one with `as`"
+                    ));
+                }
+                if k != k2 {
+                    return Err(format!(
+                        "`{name}` of `{}` and `{}`: the inner dims differ ({k} vs {k2}); `[M, K] x [K, N]` needs the same K",
+                        args[off], args[off + 1]
+                    ));
+                }
+                let out = Type::Tile(Shape(vec![m, n]), da);
+                if off == 1 && args[0] != &out {
+                    return Err(format!(
+                        "`matmul_acc` accumulates into a `{out}`, found `{}`",
+                        args[0]
+                    ));
+                }
+                out
+            }
+        })
+    }
+
+    /// What the op computes: the reference semantics, on tiles given as row-major element
+    /// lists with their constant shapes (a scalar is shape `[]`). `result` is the result
+    /// type (its shape must be constant).
+    ///
+    /// - Sums and products follow [`reduce_order`]; max and min fold in any order (they are
+    ///   associative), argmax and argmin as [`TileOp::Arg`] says.
+    /// - `matmul`: `c[i][j] = ((c0 + a[i][0] * b[0][j]) + a[i][1] * b[1][j]) + ...`, `k`
+    ///   ascending, each product and each sum rounded to the dtype (no fused multiply-add:
+    ///   what `acc += a * b` computes in Rust); `c0` is `-0.0` for floats (the identity of
+    ///   `+`, so a zero sum keeps its sign) and 0 for integers, or `c[i][j]` for
+    ///   `matmul_acc`. Integers wrap.
+    ///
+    /// # Errors
+    /// [`eval::EvalError`] for a dtype the op does not take.
+    pub fn eval(&self, args: &[Tile], result: &Type) -> Result<Tile, eval::EvalError> {
+        let rshape = result.shape().and_then(|s| s.consts()).unwrap_or_default();
+        let rd = result.dtype().unwrap_or(DType::F32);
+        let n: usize = rshape.iter().product::<u64>() as usize;
+        let out = |data: Vec<Scalar>| Tile {
+            shape: rshape.clone(),
+            data,
+        };
+        Ok(match self {
+            TileOp::Reduce(op, axis) => {
+                let t = &args[0];
+                let seqs = t.sequences(*axis);
+                let data = seqs
+                    .iter()
+                    .map(|s| reduce(*op, &s.iter().map(|&i| t.data[i]).collect::<Vec<_>>()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Tile {
+                    shape: if *axis == Axis::All { vec![] } else { rshape },
+                    data,
+                }
+            }
+            TileOp::Arg(op, axis) => {
+                let t = &args[0];
+                out(t
+                    .sequences(*axis)
+                    .iter()
+                    .map(|s| {
+                        let mut best = 0usize;
+                        for k in 1..s.len() {
+                            if arg_better(*op, t.data[s[k]], t.data[s[best]]) {
+                                best = k;
+                            }
+                        }
+                        Scalar::I64(best as i64)
+                    })
+                    .collect())
+            }
+            TileOp::Expand => {
+                let t = &args[0];
+                out((0..n)
+                    .map(|e| {
+                        if t.shape.is_empty() {
+                            return t.data[0];
+                        }
+                        let idx = unravel(e, &rshape);
+                        let src: Vec<u64> = idx
+                            .iter()
+                            .zip(&t.shape)
+                            .map(|(&i, &s)| if s == 1 { 0 } else { i })
+                            .collect();
+                        t.data[ravel(&src, &t.shape)]
+                    })
+                    .collect())
+            }
+            TileOp::Transpose => {
+                let t = &args[0];
+                let (m, nn) = (t.shape[0] as usize, t.shape[1] as usize);
+                out((0..n).map(|e| t.data[(e % m) * nn + e / m]).collect())
+            }
+            TileOp::Reshape => out(args[0].data.clone()),
+            TileOp::Concat(axis) => {
+                let (a, b) = (&args[0], &args[1]);
+                out((0..n)
+                    .map(|e| {
+                        let mut idx = unravel(e, &rshape);
+                        if idx[*axis] < a.shape[*axis] {
+                            a.data[ravel(&idx, &a.shape)]
+                        } else {
+                            idx[*axis] -= a.shape[*axis];
+                            b.data[ravel(&idx, &b.shape)]
+                        }
+                    })
+                    .collect())
+            }
+            TileOp::Extract(offs) => {
+                let t = &args[0];
+                out((0..n)
+                    .map(|e| {
+                        let idx: Vec<u64> = unravel(e, &rshape)
+                            .iter()
+                            .zip(offs)
+                            .map(|(i, o)| i + o)
+                            .collect();
+                        t.data[ravel(&idx, &t.shape)]
+                    })
+                    .collect())
+            }
+            TileOp::Full => out(vec![args[0].data[0]; n]),
+            TileOp::Iota(axis) => out((0..n)
+                .map(|e| eval::cast(Scalar::I64(unravel(e, &rshape)[*axis] as i64), rd))
+                .collect()),
+            TileOp::Matmul | TileOp::MatmulAcc => {
+                let acc = *self == TileOp::MatmulAcc;
+                let (a, b) = if acc {
+                    (&args[1], &args[2])
+                } else {
+                    (&args[0], &args[1])
+                };
+                let (m, k, nn) = (
+                    a.shape[0] as usize,
+                    a.shape[1] as usize,
+                    b.shape[1] as usize,
+                );
+                let mut data = Vec::with_capacity(m * nn);
+                for i in 0..m {
+                    for j in 0..nn {
+                        let mut c = if acc {
+                            args[0].data[i * nn + j]
+                        } else {
+                            add_identity(rd)
+                        };
+                        for kk in 0..k {
+                            let p =
+                                eval::binary(BinOp::Mul, a.data[i * k + kk], b.data[kk * nn + j])?;
+                            c = eval::binary(BinOp::Add, c, p)?;
+                        }
+                        data.push(c);
+                    }
+                }
+                out(data)
+            }
+        })
+    }
+}
+
+/// Whether a tile of shape `s` broadcasts to `to` (same rank; each dim equal or 1).
+pub fn expands_to(s: &Shape, to: &Shape) -> bool {
+    s.rank() == to.rank()
+        && s.0
+            .iter()
+            .zip(&to.0)
+            .all(|(a, b)| a == b || *a == Dim::Const(1))
+}
+
+/// The shape two elementwise operands broadcast to (numpy's rule for tiles of one rank:
+/// each dim pair equal, or one of them 1), or `None` when they do not.
+pub fn broadcast_shape(a: &Shape, b: &Shape) -> Option<Shape> {
+    if a.rank() != b.rank() {
+        return None;
+    }
+    let one = Dim::Const(1);
+    a.0.iter()
+        .zip(&b.0)
+        .map(|(x, y)| {
+            if x == y || *y == one {
+                Some(x.clone())
+            } else if *x == one {
+                Some(y.clone())
+            } else {
+                None
+            }
+        })
+        .collect::<Option<Vec<_>>>()
+        .map(Shape)
+}
+
+/// A tile's value for [`TileOp::eval`]: its constant shape and its elements in row-major
+/// order (a scalar has shape `[]` and one element).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tile {
+    /// Extents.
+    pub shape: Vec<u64>,
+    /// Elements, row-major.
+    pub data: Vec<Scalar>,
+}
+
+impl Tile {
+    /// The element indices of each sequence a reduction along `axis` combines, in order:
+    /// one per row (`Row`), one per column (`Col`), or the whole tile (`All`).
+    fn sequences(&self, axis: Axis) -> Vec<Vec<usize>> {
+        let len = self.data.len();
+        match axis {
+            Axis::All => vec![(0..len).collect()],
+            Axis::Row => {
+                let (m, n) = (self.shape[0] as usize, self.shape[1] as usize);
+                (0..m)
+                    .map(|i| (0..n).map(|j| i * n + j).collect())
+                    .collect()
+            }
+            Axis::Col => {
+                let (m, n) = (self.shape[0] as usize, self.shape[1] as usize);
+                (0..n)
+                    .map(|j| (0..m).map(|i| i * n + j).collect())
+                    .collect()
+            }
+        }
+    }
+}
+
+fn unravel(mut e: usize, shape: &[u64]) -> Vec<u64> {
+    let mut idx = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        idx[d] = e as u64 % shape[d];
+        e /= shape[d] as usize;
+    }
+    idx
+}
+
+fn ravel(idx: &[u64], shape: &[u64]) -> usize {
+    idx.iter()
+        .zip(shape)
+        .fold(0u64, |acc, (&i, &s)| acc * s + i) as usize
+}
+
+/// The identity of `+` in dtype `d`: `-0.0` for floats (`x + -0.0 == x` for every `x`, `-0.0`
+/// included), 0 for integers.
+pub fn add_identity(d: DType) -> Scalar {
+    match d {
+        DType::F32 => Scalar::F32(-0.0),
+        DType::F64 => Scalar::F64(-0.0),
+        _ => Scalar::from_bits(0, d),
+    }
+}
+
+/// The identity of reduction `op` in dtype `d`: what an empty lane starts from (`-0.0` or 0
+/// for a sum, 1 for a product, `-inf` or the least integer for max, `+inf` or the greatest
+/// for min).
+pub fn reduce_identity(op: ReduceOp, d: DType) -> Scalar {
+    match (op, d) {
+        (ReduceOp::Sum, _) => add_identity(d),
+        (ReduceOp::Prod, _) => eval::cast(Scalar::I64(1), d),
+        (ReduceOp::Max, DType::F32) => Scalar::F32(f32::NEG_INFINITY),
+        (ReduceOp::Max, DType::F64) => Scalar::F64(f64::NEG_INFINITY),
+        (ReduceOp::Min, DType::F32) => Scalar::F32(f32::INFINITY),
+        (ReduceOp::Min, DType::F64) => Scalar::F64(f64::INFINITY),
+        (ReduceOp::Max, _) => match d {
+            DType::I32 => Scalar::I32(i32::MIN),
+            DType::I64 => Scalar::I64(i64::MIN),
+            DType::Index => Scalar::Index(i64::MIN),
+            _ => Scalar::from_bits(0, d),
+        },
+        (ReduceOp::Min, _) => match d {
+            DType::I32 => Scalar::I32(i32::MAX),
+            DType::I64 => Scalar::I64(i64::MAX),
+            DType::Index => Scalar::Index(i64::MAX),
+            _ => Scalar::from_bits(u64::MAX, d),
+        },
+    }
+}
+
+/// The fixed combine order of a reduction over a sequence `x[0], ..., x[L-1]` (a row, a
+/// column, or a whole tile in row-major order), the same on every backend and at every
+/// vector width: [`REDUCE_LANES`] = 8 partials, where lane `j` starts from the op's identity
+/// ([`reduce_identity`]) and combines `x[j], x[j + 8], x[j + 16], ...` in ascending order;
+/// then the lanes combine as a fixed tree, `((l0 . l1) . (l2 . l3)) . ((l4 . l5) . (l6 . l7))`.
+/// This function returns the combined value; the backends emit the same steps (an 8-lane
+/// vector loop on the CPU, the same loop per thread on CUDA).
+///
+/// # Errors
+/// [`eval::EvalError`] for a dtype the combining op does not take (a `bool`).
+pub fn reduce_order(op: ReduceOp, xs: &[Scalar], d: DType) -> Result<Scalar, eval::EvalError> {
+    let b = op.bin_op();
+    let mut lanes = [reduce_identity(op, d); REDUCE_LANES];
+    for (i, &x) in xs.iter().enumerate() {
+        let l = &mut lanes[i % REDUCE_LANES];
+        *l = eval::binary(b, *l, x)?;
+    }
+    let c = |x: Scalar, y: Scalar| eval::binary(b, x, y);
+    let l = lanes;
+    c(
+        c(c(l[0], l[1])?, c(l[2], l[3])?)?,
+        c(c(l[4], l[5])?, c(l[6], l[7])?)?,
+    )
+}
+
+fn reduce(op: ReduceOp, xs: &[Scalar]) -> Result<Scalar, eval::EvalError> {
+    let d = xs.first().map(|x| x.dtype()).unwrap_or(DType::F32);
+    reduce_order(op, xs, d)
+}
+
+/// Whether `x` replaces the best-so-far `best` in an `argmax`/`argmin` scan (the scan runs in
+/// ascending index order and keeps the first best): a NaN beats any number and loses to an
+/// earlier NaN; otherwise greater (less) wins, and `+0.0` is above `-0.0`.
+pub fn arg_better(op: ArgOp, x: Scalar, best: Scalar) -> bool {
+    if best.is_nan() {
+        return false;
+    }
+    if x.is_nan() {
+        return true;
+    }
+    let m = match op {
+        ArgOp::Max => eval::binary(BinOp::Max, x, best),
+        ArgOp::Min => eval::binary(BinOp::Min, x, best),
+    };
+    match m {
+        Ok(m) => m == x && m != best,
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(v: &[f32]) -> Vec<Scalar> {
+        v.iter().map(|&x| Scalar::F32(x)).collect()
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for op in TileOp::keyword_ops() {
+            assert_eq!(TileOp::from_name(op.name()), Some(op.clone()));
+        }
+        assert_eq!(
+            TileOp::from_name("row_sum"),
+            Some(TileOp::Reduce(ReduceOp::Sum, Axis::Row))
+        );
+        assert_eq!(TileOp::from_name("sum"), None);
+    }
+
+    #[test]
+    fn sum_follows_the_eight_lane_order() {
+        // 1e8 + 1 + ... : sequential order loses the ones, the lane order keeps them apart.
+        let mut xs = vec![1.0f32; 16];
+        xs[0] = 1e8;
+        let got = reduce_order(ReduceOp::Sum, &f32s(&xs), DType::F32).unwrap();
+        let mut lanes = [-0.0f32; 8];
+        for (i, x) in xs.iter().enumerate() {
+            lanes[i % 8] += x;
+        }
+        let l = lanes;
+        let want = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+        assert_eq!(got.bits(), want.to_bits() as u64);
+        // An empty sum is -0.0; a sum of -0.0s stays -0.0.
+        let z = reduce_order(ReduceOp::Sum, &f32s(&[-0.0, -0.0]), DType::F32).unwrap();
+        assert_eq!(z.bits(), (-0.0f32).to_bits() as u64);
+    }
+
+    #[test]
+    fn argmax_prefers_the_first_nan_then_the_first_maximum() {
+        let t = Tile {
+            shape: vec![1, 5],
+            data: f32s(&[1.0, 3.0, 3.0, -0.0, 0.0]),
+        };
+        let ty = Type::Tile(Shape::of(&[1, 1]), DType::I64);
+        let r = TileOp::Arg(ArgOp::Max, Axis::Row)
+            .eval(&[t.clone()], &ty)
+            .unwrap();
+        assert_eq!(r.data, vec![Scalar::I64(1)]);
+        let z = Tile {
+            shape: vec![1, 3],
+            data: f32s(&[-0.0, 0.0, f32::NAN]),
+        };
+        let r = TileOp::Arg(ArgOp::Min, Axis::Row).eval(&[z], &ty).unwrap();
+        assert_eq!(r.data, vec![Scalar::I64(2)]);
+        let z = Tile {
+            shape: vec![1, 2],
+            data: f32s(&[0.0, -0.0]),
+        };
+        let r = TileOp::Arg(ArgOp::Min, Axis::Row).eval(&[z], &ty).unwrap();
+        assert_eq!(r.data, vec![Scalar::I64(1)]);
+    }
+
+    #[test]
+    fn typing_names_both_shapes() {
+        let a = Type::Tile(Shape::of(&[4, 3]), DType::F32);
+        let b = Type::Tile(Shape::of(&[5, 2]), DType::F32);
+        let e = TileOp::Matmul.infer(&[&a, &b], None, None).unwrap_err();
+        assert!(e.contains("inner dims differ (3 vs 5)"), "{e}");
+        let v = Type::Tile(Shape::of(&[8]), DType::F32);
+        let e = TileOp::Reduce(ReduceOp::Sum, Axis::Row)
+            .infer(&[&v], None, None)
+            .unwrap_err();
+        assert!(e.contains("2-D tile"), "{e}");
+        let e = TileOp::Reshape
+            .infer(&[&a], Some(&Shape::of(&[5])), None)
+            .unwrap_err();
+        assert!(e.contains("12 elements"), "{e}");
+        assert_eq!(
+            broadcast_shape(&Shape::of(&[4, 1]), &Shape::of(&[1, 8])),
+            Some(Shape::of(&[4, 8]))
+        );
+        assert_eq!(
+            broadcast_shape(&Shape::of(&[4, 2]), &Shape::of(&[4, 8])),
+            None
+        );
+    }
+
+    #[test]
+    fn matmul_accumulates_in_ascending_k() {
+        let a = Tile {
+            shape: vec![1, 3],
+            data: f32s(&[1e8, 1.0, -1e8]),
+        };
+        let b = Tile {
+            shape: vec![3, 1],
+            data: f32s(&[1.0, 1.0, 1.0]),
+        };
+        let ty = Type::Tile(Shape::of(&[1, 1]), DType::F32);
+        let r = TileOp::Matmul.eval(&[a, b], &ty).unwrap();
+        // ((-0 + 1e8) + 1) + -1e8 = 0 in f32 (the 1 is lost).
+        assert_eq!(r.data, f32s(&[0.0]));
+    }
+}
