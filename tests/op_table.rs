@@ -3,7 +3,7 @@
 //! emulation (`tests/filetests/run/`, `backend/`), and every elementwise op on every dtype by
 //! `tests/eval_diff.rs` (which walks `BinOp::ALL`, `UnOp::ALL`, `CmpOp::ALL` and every cast).
 use eagle::ir::{
-    TileOp, AllreduceMode, BinOp, Block, CmpOp, Const, Dim, NotifyOp, OpKind, ReduceOp, UnOp, Value,
+    AllreduceMode, BinOp, Block, CmpOp, Const, Dim, NotifyOp, OpKind, ReduceOp, TileOp, UnOp, Value,
 };
 use std::path::Path;
 

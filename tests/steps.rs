@@ -44,6 +44,9 @@ fn modules() -> Vec<(&'static str, Module)> {
         ),
         ("15_all_to_all", step15::all_to_all_step::module().unwrap()),
         ("16_several_collectives", step16::several::module().unwrap()),
+        ("softmax", softmax::softmax::module().unwrap()),
+        ("layernorm", layernorm::layernorm::module().unwrap()),
+        ("matmul", matmul::matmul_rows::module().unwrap()),
     ]
 }
 

@@ -37,6 +37,9 @@ steps! {
     step14 = "../../examples/14_reduce_scatter.rs",
     step15 = "../../examples/15_all_to_all.rs",
     step16 = "../../examples/16_several_collectives.rs",
+    softmax = "../../examples/softmax.rs",
+    layernorm = "../../examples/layernorm.rs",
+    matmul = "../../examples/matmul.rs",
 }
 
 #[derive(Parser, Debug)]

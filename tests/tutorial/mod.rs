@@ -34,7 +34,14 @@ pub mod step15;
 #[path = "../../examples/16_several_collectives.rs"]
 pub mod step16;
 
-/// Every tutorial step, in order.
+#[path = "../../examples/layernorm.rs"]
+pub mod layernorm;
+#[path = "../../examples/matmul.rs"]
+pub mod matmul;
+#[path = "../../examples/softmax.rs"]
+pub mod softmax;
+
+/// Every step, then the tile-algebra kernels (softmax, layernorm, matmul).
 pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
@@ -53,6 +60,9 @@ pub fn steps() -> Vec<eagle_runner::Step> {
         step14::STEP,
         step15::STEP,
         step16::STEP,
+        softmax::STEP,
+        layernorm::STEP,
+        matmul::STEP,
     ]
 }
 
