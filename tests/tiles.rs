@@ -1,0 +1,335 @@
+//! The tile algebra from the kernel language: reductions, broadcasting, layout and creation
+//! ops, matmul and tile variables written in `#[eagle::kernel]` code, run on `sim` and in the
+//! CUDA emulation against plain-Rust goldens; and every misuse the issue names refused before
+//! anything runs, with the Rust source line and both shapes.
+use eagle::ir::IrError;
+use eagle::prelude::*;
+use eagle::Error;
+
+#[cfg(feature = "cuda")]
+mod emulation;
+
+const M: usize = 4;
+const N: usize = 12;
+
+/// Column statistics and layout ops in one kernel: `y` gets, row by row, `x - col_mean`
+/// (a `[1, N]` row broadcast), then the transpose of `x`, then `iota` along the columns
+/// times a `[1, 1]` tile, then `concat` of two `extract`ed halves swapped; `s` gets the
+/// whole-tile sum, max and the argmax of each row.
+#[eagle::kernel(device)]
+pub fn stats(
+    ctx: Ctx,
+    x: Tensor<f32, M, N>,
+    y: Out<Tensor<f32, 4, M, N>>,
+    s: Out<Tensor<f32, 2>>,
+    am: Out<Tensor<i64, M, 1>>,
+) {
+    let t = load(x, [0, 0], [M, N]);
+    let mean = col_sum(t) / (M as f32);
+    store(y, [0, 0, 0], reshape(t - mean, [1, M, N]));
+    let tt = transpose(t);
+    store(y, [1, 0, 0], reshape(tt, [1, M, N]));
+    let one = full([1, 1], 2.0);
+    let i = iota([M, N], 1, f32) * one;
+    store(y, [2, 0, 0], reshape(i, [1, M, N]));
+    let left = extract(t, [0, 0], [M, 6]);
+    let right = extract(t, [0, 6], [M, 6]);
+    store(y, [3, 0, 0], reshape(concat(right, left, 1), [1, M, N]));
+    s[0] = reduce_sum(t);
+    s[1] = reduce_max(t);
+    store(am, [0, 0], row_argmax(t));
+}
+
+/// Host: one rank.
+#[eagle::host]
+pub fn stats_host(
+    x: Tensor<f32, M, N>,
+    y: Out<Tensor<f32, 4, M, N>>,
+    s: Out<Tensor<f32, 2>>,
+    am: Out<Tensor<i64, M, 1>>,
+) {
+    stats(x, y, s, am, device = 0);
+}
+
+fn lane_sum(xs: &[f32]) -> f32 {
+    let mut l = [-0.0f32; 8];
+    for (i, x) in xs.iter().enumerate() {
+        l[i % 8] += x;
+    }
+    ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+}
+
+fn stats_golden(x: &[f32]) -> (Vec<f32>, Vec<f32>, Vec<i64>) {
+    let mut y = vec![0.0f32; 4 * M * N];
+    for j in 0..N {
+        let col: Vec<f32> = (0..M).map(|i| x[i * N + j]).collect();
+        let mean = lane_sum(&col) / M as f32;
+        for i in 0..M {
+            y[i * N + j] = x[i * N + j] - mean;
+        }
+    }
+    // The transpose, read back as [M, N] row-major: element e of x^T ([N, M]).
+    for e in 0..M * N {
+        let (a, b) = (e / M, e % M);
+        y[M * N + e] = x[b * N + a];
+    }
+    for i in 0..M {
+        for j in 0..N {
+            y[2 * M * N + i * N + j] = j as f32 * 2.0;
+            let src = if j < 6 { j + 6 } else { j - 6 };
+            y[3 * M * N + i * N + j] = x[i * N + src];
+        }
+    }
+    let s = vec![
+        lane_sum(x),
+        x.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+    ];
+    let am = (0..M)
+        .map(|i| {
+            let row = &x[i * N..(i + 1) * N];
+            let mut best = 0;
+            for k in 1..N {
+                if row[k] > row[best] {
+                    best = k;
+                }
+            }
+            best as i64
+        })
+        .collect();
+    (y, s, am)
+}
+
+fn check_stats(s: &Session) {
+    let x = eagle_runner::random_tensor(&[M, N], 5);
+    let mut y = Tensor::<f32>::zeros(&[4, M, N]);
+    let mut sc = Tensor::<f32>::zeros(&[2]);
+    let mut am = Tensor::<i64>::zeros(&[M, 1]);
+    stats_host.launch(s, &x, &mut y, &mut sc, &mut am).unwrap();
+    let (wy, ws, wam) = stats_golden(x.data());
+    eagle_runner::check_bits("y", y.data(), &wy).unwrap();
+    eagle_runner::check_bits("s", sc.data(), &ws).unwrap();
+    assert_eq!(am.data(), &wam[..]);
+}
+
+#[test]
+fn column_statistics_layout_and_creation_ops_match_plain_rust() {
+    check_stats(&Session::sim(1).unwrap());
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn column_statistics_layout_and_creation_ops_match_in_the_cuda_emulation() {
+    emulation::cxx();
+    let s = Session::cuda_emulated(vec![0]).unwrap();
+    check_stats(&s);
+}
+
+/// A loop-carried tile: `acc` doubles and gains `x` each turn; scalars and `[1, 1]` tiles
+/// broadcast into it.
+#[eagle::kernel(device)]
+pub fn carried(ctx: Ctx, x: Tensor<f64, M, N>, y: Out<Tensor<f64, M, N>>) {
+    let t = load(x, [0, 0], [M, N]);
+    let mut acc = zeros([M, N], f64);
+    for k in 0..3 {
+        acc = acc * 2.0 + t;
+    }
+    let m = row_min(acc);
+    acc = acc - m;
+    store(y, [0, 0], acc);
+}
+
+#[eagle::host]
+pub fn carried_host(x: Tensor<f64, M, N>, y: Out<Tensor<f64, M, N>>) {
+    carried(x, y, device = 0);
+}
+
+#[test]
+fn a_tile_variable_carries_its_value_through_a_loop() {
+    let x = Tensor::from_vec(
+        &[M, N],
+        (0..M * N).map(|i| (i as f64) * 0.5 - 7.0).collect(),
+    )
+    .unwrap();
+    let mut y = Tensor::<f64>::zeros(&[M, N]);
+    carried_host
+        .launch(&Session::sim(1).unwrap(), &x, &mut y)
+        .unwrap();
+    let mut want = vec![0.0f64; M * N];
+    for i in 0..M {
+        let row: Vec<f64> = (0..N)
+            .map(|j| {
+                ((0.0 * 2.0 + x.data()[i * N + j]) * 2.0 + x.data()[i * N + j]) * 2.0
+                    + x.data()[i * N + j]
+            })
+            .collect();
+        let m = row.iter().copied().fold(f64::INFINITY, f64::min);
+        for j in 0..N {
+            want[i * N + j] = row[j] - m;
+        }
+    }
+    eagle_runner::check_bits_f64("y", y.data(), &want).unwrap();
+    let ir = <carried as eagle::ir::EagleFn>::ir().unwrap();
+    assert!(
+        ir.contains("var ") && ir.contains(": ref<tile<[4, 12], f64>>"),
+        "{ir}"
+    );
+}
+
+/// The 1-based line of this file that holds `marker`.
+fn line_of(marker: &str) -> u32 {
+    let src = include_str!("tiles.rs");
+    let hits: Vec<usize> = src
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(marker) && !l.contains("line_of(") && !l.contains("\"marker:"))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(
+        hits.len(),
+        1,
+        "marker {marker:?} must be on exactly one line"
+    );
+    hits[0] as u32
+}
+
+// Kernels that misuse the tile algebra, one mistake each (marked).
+#[eagle::kernel(device)]
+pub fn row_of_1d(ctx: Ctx, x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    let t = load(x, [0, 0], [1, 8]);
+    let v = reshape(t, [8]);
+    let s = row_sum(v); // marker: row of 1-D
+}
+
+#[eagle::host]
+pub fn row_of_1d_host(x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    row_of_1d(x, y, device = 0);
+}
+
+#[eagle::kernel(device)]
+pub fn row_of_3d(ctx: Ctx, x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    let t = load(x, [0, 0], [8, 8]);
+    let s = row_max(reshape(t, [2, 4, 8])); // marker: row of 3-D
+}
+
+#[eagle::host]
+pub fn row_of_3d_host(x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    row_of_3d(x, y, device = 0);
+}
+
+#[eagle::kernel(device)]
+pub fn inner_dims(ctx: Ctx, x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    let a = load(x, [0, 0], [4, 8]);
+    let b = load(x, [0, 0], [4, 8]);
+    store(y, [0, 0], matmul(a, b)); // marker: inner dims
+}
+
+#[eagle::host]
+pub fn inner_dims_host(x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    inner_dims(x, y, device = 0);
+}
+
+#[eagle::kernel(device)]
+pub fn reshape_count(ctx: Ctx, x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    let t = load(x, [0, 0], [8, 8]);
+    let r = reshape(t, [8, 7]); // marker: reshape count
+}
+
+#[eagle::host]
+pub fn reshape_count_host(x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    reshape_count(x, y, device = 0);
+}
+
+#[eagle::kernel(device)]
+pub fn bad_broadcast(ctx: Ctx, x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    let a = load(x, [0, 0], [8, 8]);
+    let b = load(x, [0, 0], [8, 2]);
+    store(y, [0, 0], a + b); // marker: bad broadcast
+}
+
+#[eagle::host]
+pub fn bad_broadcast_host(x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    bad_broadcast(x, y, device = 0);
+}
+
+#[eagle::kernel(device)]
+pub fn extract_out(ctx: Ctx, x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    let t = load(x, [0, 0], [8, 8]);
+    let e = extract(t, [4, 0], [5, 8]); // marker: extract out
+}
+
+#[eagle::host]
+pub fn extract_out_host(x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    extract_out(x, y, device = 0);
+}
+
+#[eagle::kernel(device)]
+pub fn var_shape(ctx: Ctx, x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    let mut acc = zeros([8, 8], f32);
+    acc = load(x, [0, 0], [8, 4]); // marker: var shape
+}
+
+#[eagle::host]
+pub fn var_shape_host(x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    var_shape(x, y, device = 0);
+}
+
+/// Launches `f` and returns the build error's message, checking that it names this file at
+/// the marker's line.
+fn build_error(e: Error, marker: &str) -> String {
+    let Error::Ir(IrError::Build { message, .. }) = &e else {
+        panic!("expected a build error, got {e:?}");
+    };
+    let at = format!("(at tests/tiles.rs:{}:", line_of(marker));
+    assert!(message.contains(&at), "{message} lacks {at}");
+    message.clone()
+}
+
+#[test]
+fn every_misuse_is_an_error_before_anything_runs_with_its_line() {
+    let s = Session::sim(1).unwrap();
+    let x = Tensor::<f32>::zeros(&[8, 8]);
+    let mut y = Tensor::<f32>::zeros(&[8, 8]);
+    let cases: Vec<(Error, &str, &[&str])> = vec![
+        (
+            row_of_1d_host.launch(&s, &x, &mut y).unwrap_err(),
+            "marker: row of 1-D",
+            &["`row_sum` takes a 2-D tile", "tile<[8], f32>", "rank 1"],
+        ),
+        (
+            row_of_3d_host.launch(&s, &x, &mut y).unwrap_err(),
+            "marker: row of 3-D",
+            &["`row_max` takes a 2-D tile", "[2, 4, 8]", "rank 3"],
+        ),
+        (
+            inner_dims_host.launch(&s, &x, &mut y).unwrap_err(),
+            "marker: inner dims",
+            &["inner dims differ (8 vs 4)", "tile<[4, 8], f32>"],
+        ),
+        (
+            reshape_count_host.launch(&s, &x, &mut y).unwrap_err(),
+            "marker: reshape count",
+            &["`[8, 8]` has 64 elements and `[8, 7]` has 56"],
+        ),
+        (
+            bad_broadcast_host.launch(&s, &x, &mut y).unwrap_err(),
+            "marker: bad broadcast",
+            &["shapes `[8, 8]` and `[8, 2]`", "do not broadcast"],
+        ),
+        (
+            extract_out_host.launch(&s, &x, &mut y).unwrap_err(),
+            "marker: extract out",
+            &["leaves the tile in dim 0: 4 + 5 > 8"],
+        ),
+        (
+            var_shape_host.launch(&s, &x, &mut y).unwrap_err(),
+            "marker: var shape",
+            &["holds a `tile<[8, 8], f32>` but is assigned a `tile<[8, 4], f32>`"],
+        ),
+    ];
+    for (e, marker, wants) in cases {
+        let msg = build_error(e, marker);
+        for w in wants {
+            assert!(msg.contains(w), "{marker}: {msg} lacks {w:?}");
+        }
+    }
+}
