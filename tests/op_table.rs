@@ -223,3 +223,31 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     // And every op kind is in the table, named.
     assert_eq!(every_kind().len(), 39);
 }
+
+#[test]
+fn the_language_reference_lists_every_op_and_intrinsic() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/language.md"))
+            .unwrap();
+    let mut names: Vec<String> = every_kind()
+        .iter()
+        .map(|k| k.info().name.to_string())
+        .collect();
+    names.extend(BinOp::ALL.iter().map(|b| b.name().to_string()));
+    names.extend(UnOp::ALL.iter().map(|u| u.name().to_string()));
+    names.extend(CmpOp::ALL.iter().map(|c| c.name().to_string()));
+    names.extend(TileOp::keyword_ops().iter().map(|t| t.name().to_string()));
+    names.extend(
+        eagle::ir::tile::INTRINSICS
+            .iter()
+            .map(|i| i.signature.to_string()),
+    );
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|n| !doc.contains(&format!("`{n}`")) && !doc.contains(&format!("`{n}(")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/language.md does not name: {missing:?}"
+    );
+}

@@ -1,0 +1,12 @@
+use eagle::prelude::*;
+
+const SIZE: usize = 8;
+
+#[eagle::kernel]
+pub fn k(x: Tensor<f32, SIZE, SIZE>) {
+    let t = load(x, [0, 0], [SIZE, SIZE]);
+    let axis = 1;
+    let c = concat(t, t, axis);
+}
+
+fn main() {}
