@@ -25,6 +25,9 @@ mod emulation;
 const A: [u64; 2] = [6, 19];
 const B: [u64; 2] = [19, 7];
 const C: [u64; 2] = [6, 7];
+/// An odd row count and a wide `B`, for matmul's register blocks and their edges.
+const E: [u64; 2] = [5, 19];
+const W: [u64; 2] = [19, 21];
 
 /// A case: the op text with operands `A`, `B`, `C` (tiles of the shapes above), `R` (the
 /// row-max `[6, 1]`), `Q` (the col-sum `[1, 19]`), `S` (the whole-tile max, a scalar); the
@@ -79,6 +82,8 @@ fn cases(d: DType) -> Vec<Case> {
         c("iota_1", &[], &[6, 19], None, false),
         c("matmul", &['A', 'B'], &[6, 7], None, true),
         c("matmul_acc", &['C', 'A', 'B'], &[6, 7], None, true),
+        c("matmul", &['E', 'W'], &[5, 21], None, true),
+        c("transpose", &['W'], &[21, 19], None, false),
     ];
     if let Some(Case { op, .. }) = v.iter_mut().find(|k| k.text.starts_with("extract")) {
         *op = TileOp::Extract(vec![1, 3]);
@@ -179,6 +184,8 @@ fn program(d: DType, cases: &[Case]) -> String {
         format!("%1 a: {}", tensor(&A, d)),
         format!("%2 b: {}", tensor(&B, d)),
         format!("%3 c: {}", tensor(&C, d)),
+        format!("%4 e: {}", tensor(&E, d)),
+        format!("%5 w: {}", tensor(&W, d)),
     ];
     let out_shape = |k: &Case| -> Vec<u64> {
         if k.shape.is_empty() {
@@ -190,12 +197,12 @@ fn program(d: DType, cases: &[Case]) -> String {
     for (i, k) in cases.iter().enumerate() {
         params.push(format!(
             "out %{} y{i}: {}",
-            4 + i,
+            6 + i,
             tensor(&out_shape(k), k.dtype.unwrap())
         ));
     }
     let mut body = String::new();
-    let mut n = 4 + cases.len();
+    let mut n = 6 + cases.len();
     let mut fresh = || {
         n += 1;
         n - 1
@@ -206,6 +213,9 @@ fn program(d: DType, cases: &[Case]) -> String {
     let _ = writeln!(body, "  %{ta} = load %1[%{z}, %{z}] : {}", tile(&A, d));
     let _ = writeln!(body, "  %{tb} = load %2[%{z}, %{z}] : {}", tile(&B, d));
     let _ = writeln!(body, "  %{tc} = load %3[%{z}, %{z}] : {}", tile(&C, d));
+    let (te, tw) = (fresh(), fresh());
+    let _ = writeln!(body, "  %{te} = load %4[%{z}, %{z}] : {}", tile(&E, d));
+    let _ = writeln!(body, "  %{tw} = load %5[%{z}, %{z}] : {}", tile(&W, d));
     let (r, q, s) = (fresh(), fresh(), fresh());
     let _ = writeln!(body, "  %{r} = row_max %{ta} : {}", tile(&[6, 1], d));
     let _ = writeln!(body, "  %{q} = col_sum %{ta} : {}", tile(&[1, 19], d));
@@ -221,6 +231,8 @@ fn program(d: DType, cases: &[Case]) -> String {
                         'A' => ta,
                         'B' => tb,
                         'C' => tc,
+                        'E' => te,
+                        'W' => tw,
                         'R' => r,
                         'Q' => q,
                         _ => s,
@@ -238,26 +250,28 @@ fn program(d: DType, cases: &[Case]) -> String {
             tile(&k.shape, k.dtype.unwrap())
         );
         if k.shape.is_empty() {
-            let _ = writeln!(body, "  set_elem %{v}, %{}[%{z}]", 4 + i);
+            let _ = writeln!(body, "  set_elem %{v}, %{}[%{z}]", 6 + i);
         } else {
             let offs = vec![format!("%{z}"); k.shape.len()];
-            let _ = writeln!(body, "  store %{v}, %{}[{}]", 4 + i, offs.join(", "));
+            let _ = writeln!(body, "  store %{v}, %{}[{}]", 6 + i, offs.join(", "));
         }
     }
     let mut host_params = vec![
         format!("%0 a: {}", tensor(&A, d)),
         format!("%1 b: {}", tensor(&B, d)),
         format!("%2 c: {}", tensor(&C, d)),
+        format!("%3 e: {}", tensor(&E, d)),
+        format!("%4 w: {}", tensor(&W, d)),
     ];
     for (i, k) in cases.iter().enumerate() {
         host_params.push(format!(
             "out %{} y{i}: {}",
-            3 + i,
+            5 + i,
             tensor(&out_shape(k), k.dtype.unwrap())
         ));
     }
-    let h0 = 3 + cases.len();
-    let hargs: Vec<String> = (0..3 + cases.len()).map(|i| format!("%{i}")).collect();
+    let h0 = 5 + cases.len();
+    let hargs: Vec<String> = (0..5 + cases.len()).map(|i| format!("%{i}")).collect();
     format!(
         "device @k({}) {{\n{body}}}\n\nhost @h({}) {{\n  %{h0} = const 0 : index\n  dispatch @k({}) device %{h0}\n}}\n",
         params.join(", "),
@@ -299,7 +313,8 @@ fn check(d: DType, target: Target, opts: &RunOptions, compared: &mut usize) -> V
         values(d, 133, 10),
         values(d, 42, 12),
     );
-    let (ab, bb, cb) = (bytes(&a), bytes(&b), bytes(&c));
+    let (e, w) = (values(d, 95, 14), values(d, 399, 16));
+    let (ab, bb, cb, eb, wb) = (bytes(&a), bytes(&b), bytes(&c), bytes(&e), bytes(&w));
     let mut outs: Vec<Vec<u8>> = cases
         .iter()
         .map(|k| {
@@ -310,6 +325,8 @@ fn check(d: DType, target: Target, opts: &RunOptions, compared: &mut usize) -> V
         Arg::In(A.iter().map(|&x| x as usize).collect(), d, &ab),
         Arg::In(B.iter().map(|&x| x as usize).collect(), d, &bb),
         Arg::In(C.iter().map(|&x| x as usize).collect(), d, &cb),
+        Arg::In(E.iter().map(|&x| x as usize).collect(), d, &eb),
+        Arg::In(W.iter().map(|&x| x as usize).collect(), d, &wb),
     ];
     for (k, o) in cases.iter().zip(outs.iter_mut()) {
         let shape = if k.shape.is_empty() {
@@ -325,7 +342,7 @@ fn check(d: DType, target: Target, opts: &RunOptions, compared: &mut usize) -> V
         shape: shape.to_vec(),
         data: data.to_vec(),
     };
-    let (ta, tb, tc) = (t(&A, &a), t(&B, &b), t(&C, &c));
+    let (ta, tb, tc, te, tw) = (t(&A, &a), t(&B, &b), t(&C, &c), t(&E, &e), t(&W, &w));
     let ty = |shape: &[u64], d: DType| {
         if shape.is_empty() {
             Type::Scalar(d)
@@ -354,6 +371,8 @@ fn check(d: DType, target: Target, opts: &RunOptions, compared: &mut usize) -> V
                 'A' => ta.clone(),
                 'B' => tb.clone(),
                 'C' => tc.clone(),
+                'E' => te.clone(),
+                'W' => tw.clone(),
                 'R' => r.clone(),
                 'Q' => q.clone(),
                 _ => s.clone(),

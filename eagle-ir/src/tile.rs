@@ -900,7 +900,7 @@ mod tests {
         };
         let ty = Type::Tile(Shape::of(&[1, 1]), DType::I64);
         let r = TileOp::Arg(ArgOp::Max, Axis::Row)
-            .eval(&[t.clone()], &ty)
+            .eval(std::slice::from_ref(&t), &ty)
             .unwrap();
         assert_eq!(r.data, vec![Scalar::I64(1)]);
         let z = Tile {

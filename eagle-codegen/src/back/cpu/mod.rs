@@ -1819,8 +1819,8 @@ fn contiguous(tile: &[u64], shape: &[u64]) -> bool {
 }
 
 /// How the tiles of one block are lowered without copies:
-/// - `views`: loads read in place (contiguous, used only by elementwise ops of the block before
-///   any op that may write memory);
+/// - `views`: loads read in place (contiguous, used only by elementwise ops and tile ops of
+///   the block before any op that may write memory);
 /// - `lazy`: single-use elementwise ops evaluated inside their consumer's loop;
 /// - `direct`: elementwise results written straight into the destination of the contiguous
 ///   tensor store that immediately follows them (when no view of the same tensor at other
@@ -1896,12 +1896,15 @@ impl BlockPlan {
             let mut last = k;
             let mut ok = true;
             for &u in &us {
-                match ops[u]
-                    .result
-                    .filter(|_| is_elementwise(&ops[u].kind))
-                    .and_then(|x| mat.get(&x))
-                {
-                    Some(&m) => last = last.max(m),
+                // A tile op reads its operands where it stands (`reshape` passes its
+                // operand's memory on, so it takes a copy).
+                let read_at = match &ops[u].kind {
+                    OpKind::Tile(t, _) if *t != eagle_ir::TileOp::Reshape => Some(u),
+                    k if is_elementwise(k) => ops[u].result.and_then(|x| mat.get(&x).copied()),
+                    _ => None,
+                };
+                match read_at {
+                    Some(m) => last = last.max(m),
                     None => ok = false,
                 }
             }

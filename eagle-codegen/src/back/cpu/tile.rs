@@ -106,6 +106,9 @@ impl Lower<'_, '_> {
         len: u64,
         d: DType,
     ) -> Result<ClValue, CodegenError> {
+        if stride == 1 && d.is_float() {
+            return self.reduce_contiguous(op, base, start, len, d);
+        }
         let bop = op.bin_op();
         let id = self.scalar_const(reduce_identity(op, d));
         let lanes: Vec<_> = (0..REDUCE_LANES)
@@ -150,6 +153,165 @@ impl Lower<'_, '_> {
         let a = self.combine(bop, c01, c23, d)?;
         let b = self.combine(bop, c45, c67, d)?;
         self.combine(bop, a, b, d)
+    }
+
+    /// `a <op> b` on float vectors (lane-wise IEEE, as the scalar op), except that a NaN
+    /// result of `min`/`max` is left as the hardware makes it: a reduction canonicalises it
+    /// once, in its final tree (a NaN stays a NaN through `minimum`/`maximum`).
+    fn vcombine(&mut self, op: BinOp, a: ClValue, b: ClValue) -> ClValue {
+        match op {
+            BinOp::Add => self.b.ins().fadd(a, b),
+            BinOp::Mul => self.b.ins().fmul(a, b),
+            BinOp::Max => self.b.ins().fmax(a, b),
+            _ => self.b.ins().fmin(a, b),
+        }
+    }
+
+    /// [`Lower::vcombine`] with the canonical NaN (the elementwise op exactly).
+    fn vcombine_exact(&mut self, op: BinOp, a: ClValue, b: ClValue) -> ClValue {
+        match op {
+            BinOp::Min | BinOp::Max => self.float_min_max(op, a, b),
+            _ => self.vcombine(op, a, b),
+        }
+    }
+
+    /// [`Lower::reduce_seq`] of a contiguous float sequence, with the 8 lanes held in 16-byte
+    /// vectors (two of `f32`, four of `f64`): the same steps, lane for lane.
+    fn reduce_contiguous(
+        &mut self,
+        op: ReduceOp,
+        base: ClValue,
+        start: ClValue,
+        len: u64,
+        d: DType,
+    ) -> Result<ClValue, CodegenError> {
+        let bop = op.bin_op();
+        let lpv = (16 / d.size()) as u64;
+        let nv = REDUCE_LANES as u64 / lpv;
+        let vty = cl_type(d).by(lpv as u32).expect("a 16-byte vector type");
+        let id = self.scalar_const(reduce_identity(op, d));
+        let idv = self.b.ins().splat(vty, id);
+        let accs: Vec<_> = (0..nv)
+            .map(|_| {
+                let v = self.b.declare_var(vty);
+                self.b.def_var(v, idv);
+                v
+            })
+            .collect();
+        let w = REDUCE_LANES as u64;
+        let full = len / w;
+        let esize = d.size() as i64;
+        let flags = MemFlagsData::trusted();
+        if full > 0 {
+            let (lo, hi) = (self.iconst(0), self.iconst(full as i64));
+            self.emit_loop(lo, hi, &mut |lw, c| {
+                let e = lw.b.ins().imul_imm_s(c, w as i64);
+                let e = lw.b.ins().iadd(start, e);
+                let off = lw.b.ins().imul_imm_s(e, esize);
+                let addr = lw.b.ins().iadd(base, off);
+                for (v, &acc) in accs.iter().enumerate() {
+                    let x = lw.b.ins().load(vty, flags, addr, (v as u64 * 16) as i32);
+                    let cur = lw.b.use_var(acc);
+                    let y = lw.vcombine(bop, cur, x);
+                    lw.b.def_var(acc, y);
+                }
+                Ok(())
+            })?;
+        }
+        let mut l: Vec<ClValue> = vec![];
+        for &acc in &accs {
+            let v = self.b.use_var(acc);
+            for k in 0..lpv {
+                l.push(self.b.ins().extractlane(v, k as u8));
+            }
+        }
+        for j in 0..len % w {
+            let e = self.b.ins().iadd_imm_s(start, (full * w + j) as i64);
+            let x = self.tile_load(base, e, d);
+            l[j as usize] = self.combine(bop, l[j as usize], x, d)?;
+        }
+        let c01 = self.combine(bop, l[0], l[1], d)?;
+        let c23 = self.combine(bop, l[2], l[3], d)?;
+        let c45 = self.combine(bop, l[4], l[5], d)?;
+        let c67 = self.combine(bop, l[6], l[7], d)?;
+        let a = self.combine(bop, c01, c23, d)?;
+        let b = self.combine(bop, c45, c67, d)?;
+        self.combine(bop, a, b, d)
+    }
+
+    /// Column reductions of an `[m, n]` float tile, a 16-byte vector of adjacent columns at a
+    /// time: eight vector lanes (row `i` into lane `i % 8`), then the fixed tree, each column
+    /// in its own vector lane ([`eagle_ir::tile::reduce_order`] for every column). Returns the
+    /// number of columns done; the rest take [`Lower::reduce_seq`].
+    fn reduce_columns(
+        &mut self,
+        op: ReduceOp,
+        src: ClValue,
+        dst: ClValue,
+        m: u64,
+        n: u64,
+        d: DType,
+    ) -> Result<u64, CodegenError> {
+        let bop = op.bin_op();
+        let lpv = (16 / d.size()) as u64;
+        let groups = n / lpv;
+        if groups == 0 {
+            return Ok(0);
+        }
+        let vty = cl_type(d).by(lpv as u32).expect("a 16-byte vector type");
+        let esize = d.size() as i64;
+        let flags = MemFlagsData::trusted();
+        let w = REDUCE_LANES as u64;
+        let (lo, hi) = (self.iconst(0), self.iconst(groups as i64));
+        self.emit_loop(lo, hi, &mut |lw, g| {
+            let col = lw.b.ins().imul_imm_s(g, lpv as i64);
+            let id = lw.scalar_const(reduce_identity(op, d));
+            let idv = lw.b.ins().splat(vty, id);
+            let accs: Vec<_> = (0..w)
+                .map(|_| {
+                    let v = lw.b.declare_var(vty);
+                    lw.b.def_var(v, idv);
+                    v
+                })
+                .collect();
+            let full = m / w;
+            let colb = lw.b.ins().imul_imm_s(col, esize);
+            let colp = lw.b.ins().iadd(src, colb);
+            if full > 0 {
+                let (lo, hi) = (lw.iconst(0), lw.iconst(full as i64));
+                lw.emit_loop(lo, hi, &mut |lw, c| {
+                    let row = lw.b.ins().imul_imm_s(c, (w * n) as i64 * esize);
+                    let addr = lw.b.ins().iadd(colp, row);
+                    for (l, &acc) in accs.iter().enumerate() {
+                        let off = (l as u64 * n) as i64 * esize;
+                        let x = lw.b.ins().load(vty, flags, addr, off as i32);
+                        let cur = lw.b.use_var(acc);
+                        let y = lw.vcombine(bop, cur, x);
+                        lw.b.def_var(acc, y);
+                    }
+                    Ok(())
+                })?;
+            }
+            for l in 0..m % w {
+                let off = ((full * w + l) * n) as i64 * esize;
+                let x = lw.b.ins().load(vty, flags, colp, off as i32);
+                let cur = lw.b.use_var(accs[l as usize]);
+                let y = lw.vcombine(bop, cur, x);
+                lw.b.def_var(accs[l as usize], y);
+            }
+            let l: Vec<ClValue> = accs.iter().map(|&a| lw.b.use_var(a)).collect();
+            let c01 = lw.vcombine(bop, l[0], l[1]);
+            let c23 = lw.vcombine(bop, l[2], l[3]);
+            let c45 = lw.vcombine(bop, l[4], l[5]);
+            let c67 = lw.vcombine(bop, l[6], l[7]);
+            let a = lw.vcombine(bop, c01, c23);
+            let b = lw.vcombine(bop, c45, c67);
+            let r = lw.vcombine_exact(bop, a, b);
+            let addr = lw.b.ins().iadd(dst, colb);
+            lw.b.ins().store(flags, r, addr, 0);
+            Ok(())
+        })?;
+        Ok(groups * lpv)
     }
 
     /// Whether `x` replaces the best-so-far `best` of an argmax (argmin) scan
@@ -303,8 +465,13 @@ impl Lower<'_, '_> {
                     Axis::Row => (m, nn, nn, 1),
                     _ => (nn, m, 1, nn),
                 };
-                let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
                 let rop = *rop;
+                let done = if *axis == Axis::Col && d.is_float() {
+                    self.reduce_columns(rop, p, dst, m, nn, d)?
+                } else {
+                    0
+                };
+                let (lo, hi) = (self.iconst(done as i64), self.iconst(count as i64));
                 self.emit_loop(lo, hi, &mut |lw, i| {
                     let start = lw.b.ins().imul_imm_s(i, outer as i64);
                     let x = lw.reduce_seq(rop, p, start, inner, len, d)?;
@@ -426,7 +593,9 @@ impl Lower<'_, '_> {
     }
 
     /// `dst[i][j] = c0 + sum_k a[i][k] * b[k][j]` in ascending `k` with a separate multiply
-    /// and add; `c0` is `c[i][j]` or the identity of `+`.
+    /// and add; `c0` is `c[i][j]` or the identity of `+`. Floats run register-blocked
+    /// micro-kernels ([`Lower::mm_block`]: 2 rows x 4 vectors, then narrower blocks for the
+    /// edges); the columns past the last whole vector, and integers, run the scalar loop.
     #[allow(clippy::too_many_arguments)]
     fn matmul(
         &mut self,
@@ -440,51 +609,50 @@ impl Lower<'_, '_> {
         d: DType,
     ) -> Result<(), CodegenError> {
         let lanes = (16 / d.size()) as u64;
-        let vec = d.is_float() && n >= lanes;
-        let nvec = if vec { n / lanes } else { 0 };
+        let nvec = if d.is_float() { n / lanes } else { 0 };
+        let g = MatmulGeom {
+            dst,
+            c,
+            pa,
+            pb,
+            k,
+            n,
+            d,
+            lanes,
+        };
+        if nvec > 0 {
+            const ROWS: u64 = 2;
+            const VECS: u64 = 4;
+            let rows = [(0, m / ROWS, ROWS), (m / ROWS * ROWS, m % ROWS, 1)];
+            for (row0, count, r) in rows {
+                if count == 0 {
+                    continue;
+                }
+                let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
+                self.emit_loop(lo, hi, &mut |lw, ib| {
+                    let t = lw.b.ins().imul_imm_s(ib, r as i64);
+                    let i = lw.b.ins().iadd_imm_s(t, row0 as i64);
+                    let blocks = nvec / VECS;
+                    if blocks > 0 {
+                        let (lo, hi) = (lw.iconst(0), lw.iconst(blocks as i64));
+                        lw.emit_loop(lo, hi, &mut |lw, jb| {
+                            let j = lw.b.ins().imul_imm_s(jb, (VECS * lanes) as i64);
+                            lw.mm_block(&g, i, r, j, VECS)
+                        })?;
+                    }
+                    for v in blocks * VECS..nvec {
+                        let j = lw.iconst((v * lanes) as i64);
+                        lw.mm_block(&g, i, r, j, 1)?;
+                    }
+                    Ok(())
+                })?;
+            }
+        }
         let id = self.scalar_const(eagle_ir::tile::add_identity(d));
-        let esize = d.size() as i64;
         let (lo, hi) = (self.iconst(0), self.iconst(m as i64));
         self.emit_loop(lo, hi, &mut |lw, i| {
             let arow = lw.b.ins().imul_imm_s(i, k as i64);
             let crow = lw.b.ins().imul_imm_s(i, n as i64);
-            if nvec > 0 {
-                let vty = cl_type(d).by(lanes as u32).expect("a 16-byte vector type");
-                let (lo, hi) = (lw.iconst(0), lw.iconst(nvec as i64));
-                lw.emit_loop(lo, hi, &mut |lw, jv| {
-                    let j = lw.b.ins().imul_imm_s(jv, lanes as i64);
-                    let at = lw.b.ins().iadd(crow, j);
-                    let acc = lw.b.declare_var(vty);
-                    let init = match c {
-                        Some(pc) => {
-                            let addr = lw.elem_addr(pc, at, d.size());
-                            lw.b.ins().load(vty, MemFlagsData::trusted(), addr, 0)
-                        }
-                        None => lw.b.ins().splat(vty, id),
-                    };
-                    lw.b.def_var(acc, init);
-                    let (lo, hi) = (lw.iconst(0), lw.iconst(k as i64));
-                    lw.emit_loop(lo, hi, &mut |lw, kk| {
-                        let ai = lw.b.ins().iadd(arow, kk);
-                        let x = lw.tile_load(pa, ai, d);
-                        let xs = lw.b.ins().splat(vty, x);
-                        let brow = lw.b.ins().imul_imm_s(kk, n as i64);
-                        let bi = lw.b.ins().iadd(brow, j);
-                        let ba = lw.b.ins().imul_imm_s(bi, esize);
-                        let ba = lw.b.ins().iadd(pb, ba);
-                        let y = lw.b.ins().load(vty, MemFlagsData::trusted(), ba, 0);
-                        let p = lw.b.ins().fmul(xs, y);
-                        let cur = lw.b.use_var(acc);
-                        let s = lw.b.ins().fadd(cur, p);
-                        lw.b.def_var(acc, s);
-                        Ok(())
-                    })?;
-                    let v = lw.b.use_var(acc);
-                    let addr = lw.elem_addr(dst, at, d.size());
-                    lw.b.ins().store(MemFlagsData::trusted(), v, addr, 0);
-                    Ok(())
-                })?;
-            }
             let (lo, hi) = (lw.iconst((nvec * lanes) as i64), lw.iconst(n as i64));
             lw.emit_loop(lo, hi, &mut |lw, j| {
                 let at = lw.b.ins().iadd(crow, j);
@@ -514,4 +682,87 @@ impl Lower<'_, '_> {
             Ok(())
         })
     }
+
+    /// One register block of a float matmul: rows `i .. i + rows`, columns `j .. j + vecs *
+    /// lanes`, every `c` element its own vector lane, accumulated over `k` ascending with a
+    /// multiply and an add (the order of [`eagle_ir::TileOp::eval`]).
+    fn mm_block(
+        &mut self,
+        g: &MatmulGeom,
+        i: ClValue,
+        rows: u64,
+        j: ClValue,
+        vecs: u64,
+    ) -> Result<(), CodegenError> {
+        let d = g.d;
+        let vty = cl_type(d)
+            .by(g.lanes as u32)
+            .expect("a 16-byte vector type");
+        let flags = MemFlagsData::trusted();
+        let esize = d.size() as i64;
+        let mut accs = vec![];
+        for r in 0..rows {
+            let ir = self.b.ins().iadd_imm_s(i, r as i64);
+            let crow = self.b.ins().imul_imm_s(ir, g.n as i64);
+            let at = self.b.ins().iadd(crow, j);
+            for v in 0..vecs {
+                let acc = self.b.declare_var(vty);
+                let init = match g.c {
+                    Some(pc) => {
+                        let addr = self.elem_addr(pc, at, d.size());
+                        self.b.ins().load(vty, flags, addr, (v * 16) as i32)
+                    }
+                    None => {
+                        let id = self.scalar_const(eagle_ir::tile::add_identity(d));
+                        self.b.ins().splat(vty, id)
+                    }
+                };
+                self.b.def_var(acc, init);
+                accs.push((acc, at, v));
+            }
+        }
+        let arow0 = self.b.ins().imul_imm_s(i, g.k as i64);
+        let (lo, hi) = (self.iconst(0), self.iconst(g.k as i64));
+        self.emit_loop(lo, hi, &mut |lw, kk| {
+            let brow = lw.b.ins().imul_imm_s(kk, g.n as i64);
+            let bi = lw.b.ins().iadd(brow, j);
+            let ba = lw.b.ins().imul_imm_s(bi, esize);
+            let ba = lw.b.ins().iadd(g.pb, ba);
+            let bv: Vec<ClValue> = (0..vecs)
+                .map(|v| lw.b.ins().load(vty, flags, ba, (v * 16) as i32))
+                .collect();
+            for r in 0..rows {
+                let ai = lw.b.ins().iadd(arow0, kk);
+                let ai = lw.b.ins().iadd_imm_s(ai, (r * g.k) as i64);
+                let x = lw.tile_load(g.pa, ai, d);
+                let xs = lw.b.ins().splat(vty, x);
+                for v in 0..vecs {
+                    let (acc, _, _) = accs[(r * vecs + v) as usize];
+                    let p = lw.b.ins().fmul(xs, bv[v as usize]);
+                    let cur = lw.b.use_var(acc);
+                    let s = lw.b.ins().fadd(cur, p);
+                    lw.b.def_var(acc, s);
+                }
+            }
+            Ok(())
+        })?;
+        for (acc, at, v) in accs {
+            let x = self.b.use_var(acc);
+            let addr = self.elem_addr(g.dst, at, d.size());
+            self.b.ins().store(flags, x, addr, (v * 16) as i32);
+        }
+        Ok(())
+    }
+}
+
+/// The operands of a matmul being lowered ([`Lower::matmul`]).
+struct MatmulGeom {
+    dst: ClValue,
+    c: Option<ClValue>,
+    pa: ClValue,
+    pb: ClValue,
+    k: u64,
+    n: u64,
+    d: DType,
+    lanes: u64,
 }
