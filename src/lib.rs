@@ -629,7 +629,91 @@ fn bindings_from_args(
             }
         }
     }
+    check_derived_dims(f, root, args, &mut b, bound_by)?;
     Ok(b)
+}
+
+/// Derived dims of `root`'s parameters (`NR * 16`, `M / NR`): a dim whose one unbound symbol
+/// it determines binds it (`NR * 16` with extent 48 binds `NR = 3`); then every derived dim
+/// must equal its argument's extent.
+///
+/// # Errors
+/// [`eagle_runtime::RuntimeError::Argument`] naming the argument, the dim, the expression and
+/// both values (the extent, and what the expression gives at the bindings), or the division
+/// that is not exact.
+fn check_derived_dims(
+    f: &ir::Function,
+    root: &str,
+    args: &[Arg<'_>],
+    b: &mut codegen::Bindings,
+    bound_by: &mut std::collections::BTreeMap<String, String>,
+) -> Result<()> {
+    use eagle_runtime::RuntimeError as E;
+    let derived = || {
+        f.params.iter().zip(args).flat_map(|(prm, a)| {
+            let actual = match a {
+                Arg::In(s, ..) | Arg::Out(s, ..) => s.clone(),
+                Arg::Scalar(..) => vec![],
+            };
+            let dims = f
+                .ty(prm.value)
+                .shape()
+                .map(|s| s.0.clone())
+                .unwrap_or_default();
+            dims.into_iter()
+                .zip(actual)
+                .enumerate()
+                .filter(|(_, (d, _))| matches!(d, Dim::Expr(_)))
+                .map(move |(i, (d, n))| (prm.name.clone(), i, d, n as u64))
+                .collect::<Vec<_>>()
+        })
+    };
+    // Bind what a derived dim alone determines, until nothing changes.
+    loop {
+        let mut changed = false;
+        for (arg, _, d, n) in derived() {
+            if let Some((sym, v)) = d.solve(n, &|s| b.dims.get(s).copied()) {
+                b.dims.insert(sym.clone(), v);
+                bound_by.insert(sym, arg);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    for (arg, i, d, n) in derived() {
+        let bindings = d
+            .symbols()
+            .iter()
+            .filter_map(|s| b.dims.get(s).map(|v| format!("{s} = {v}")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        match d.eval(&|s| b.dims.get(s).copied()) {
+            Ok(v) if v == n => {}
+            Ok(v) => {
+                return Err(E::Argument {
+                    function: root.into(),
+                    argument: arg,
+                    expected: format!("dimension {i} = {d} = {v} (with {bindings})"),
+                    found: format!("{n}; pass an extent of {v}, or bindings for which {d} = {n}"),
+                }
+                .into())
+            }
+            Err(e) => {
+                return Err(E::Argument {
+                    function: root.into(),
+                    argument: arg,
+                    expected: format!(
+                        "dimension {i} = {d} (with {bindings}), which has no value: {e}"
+                    ),
+                    found: format!("{n}"),
+                }
+                .into())
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The IR of host or kernel function `F` specialized for `world_size` and `bindings`, for

@@ -849,6 +849,7 @@ impl Plan {
             .function(&self.kernel)
             .ok_or_else(|| Error::Plan("kernel missing".into()))?;
         let mut b = codegen::Bindings::world(1);
+        let mut derived = vec![];
         for (p, &i) in f.params[1..].iter().zip(&order) {
             let shape = match &planes.items[i].1 {
                 Arg::In(s, ..) | Arg::Out(s, ..) => s.clone(),
@@ -876,8 +877,25 @@ impl Plan {
                                 decl
                             )))
                         }
+                        ir::Dim::Expr(_) => derived.push((p.name.clone(), d.clone(), len as u64)),
                         _ => {}
                     }
+                }
+            }
+        }
+        // Derived dims (`N + 2`, `M / NR`) hold for the planes' extents.
+        for (plane, d, len) in derived {
+            match d.eval(&|s| b.dims.get(s).copied()) {
+                Ok(v) if v == len => {}
+                Ok(v) => {
+                    return Err(Error::Plan(format!(
+                        "plane `{plane}`: dimension {d} = {v} at these bindings, but the plane's extent is {len}"
+                    )))
+                }
+                Err(e) => {
+                    return Err(Error::Plan(format!(
+                        "plane `{plane}`: dimension {d} has no value: {e}"
+                    )))
                 }
             }
         }

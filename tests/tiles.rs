@@ -333,3 +333,106 @@ fn every_misuse_is_an_error_before_anything_runs_with_its_line() {
         }
     }
 }
+
+// Derived dims: `NR * 16` ties A's rows to the world dim; `M / NR` must divide.
+const NR: Dim = dynamic!("NR");
+const MD: Dim = dynamic!("M");
+const ROWS: usize = 16;
+
+/// Tensor-parallel mat-vec: A (`[NR * 16, 8]`) split by rows, rank `r` computes rows
+/// `16 r ..` of `y = A x`.
+#[eagle::kernel(device)]
+pub fn mv_rows(
+    ctx: Ctx,
+    a: Tensor<f32, { NR * ROWS }, 8>,
+    x: Tensor<f32, 8, 1>,
+    y: Out<Tensor<f32, ROWS, 1>>,
+) {
+    let me = rank(ctx);
+    let t = load(a, [me * ROWS, 0], [ROWS, 8]);
+    store(y, [0, 0], matmul(t, load(x, [0, 0], [8, 1])));
+}
+
+#[eagle::host]
+pub fn mv(
+    a: Tensor<f32, { NR * ROWS }, 8>,
+    x: Tensor<f32, 8, 1>,
+    y: Out<Tensor<f32, NR, ROWS, 1>>,
+) {
+    for r in 0..world_size() {
+        mv_rows(a, x, y[r], device = r);
+    }
+}
+
+#[test]
+fn a_derived_dim_ties_an_extent_to_the_world_size() {
+    let p = 3;
+    let s = Session::sim(p).unwrap();
+    let a = eagle_runner::random_tensor(&[p * ROWS, 8], 7);
+    let x = eagle_runner::random_tensor(&[8, 1], 8);
+    let mut y = Tensor::<f32>::zeros(&[p, ROWS, 1]);
+    mv.launch(&s, &a, &x, &mut y).unwrap();
+    let want: Vec<f32> = (0..p * ROWS)
+        .map(|i| {
+            let mut acc = -0.0f32;
+            for k in 0..8 {
+                acc += a.data()[i * 8 + k] * x.data()[k];
+            }
+            acc
+        })
+        .collect();
+    eagle_runner::check_bits("y", y.data(), &want).unwrap();
+    let ir = <mv as eagle::ir::EagleFn>::ir().unwrap();
+    assert!(ir.contains("tensor<[(NR * 16), 8], f32>"), "{ir}");
+    // The text form reads back.
+    let m = eagle::ir::parse_module(&ir).unwrap();
+    assert_eq!(eagle::ir::print_module(&m), ir);
+
+    // NR * 16 + 3 rows: refused by name before anything runs.
+    let bad = eagle_runner::random_tensor(&[p * ROWS + 3, 8], 7);
+    let e = mv.launch(&s, &bad, &x, &mut y).unwrap_err();
+    let text = e.to_string();
+    for want in [
+        "argument `a`",
+        "dimension 0 = (NR * 16) = 48 (with NR = 3)",
+        "51",
+    ] {
+        assert!(text.contains(want), "{text} lacks {want:?}");
+    }
+}
+
+/// `y` holds the rows of `x` split evenly over the ranks: `M / NR` must be exact.
+#[eagle::kernel(device)]
+pub fn copy_share(ctx: Ctx, x: Tensor<f32, { MD / NR }>, y: Out<Tensor<f32, { MD / NR }>>) {
+    store(y, [0], load(x, [0], [MD / NR]));
+}
+
+#[eagle::host]
+pub fn share(
+    x: Tensor<f32, NR, { MD / NR }>,
+    y: Out<Tensor<f32, NR, { MD / NR }>>,
+    all: Tensor<f32, MD>,
+) {
+    for r in 0..world_size() {
+        copy_share(x[r], y[r], device = r);
+    }
+}
+
+#[test]
+fn a_derived_division_must_be_exact() {
+    let s = Session::sim(3).unwrap();
+    let x = eagle_runner::random_tensor(&[3, 4], 9);
+    let mut y = Tensor::<f32>::zeros(&[3, 4]);
+    share
+        .launch(&s, &x, &mut y, &Tensor::<f32>::zeros(&[12]))
+        .unwrap();
+    assert_eq!(x.data(), y.data());
+    // M = 10 over NR = 3 ranks.
+    let e = share
+        .launch(&s, &x, &mut y, &Tensor::<f32>::zeros(&[10]))
+        .unwrap_err();
+    let text = e.to_string();
+    for want in ["argument `x`", "(M / NR)", "10 / 3, which is not exact"] {
+        assert!(text.contains(want), "{text} lacks {want:?}");
+    }
+}

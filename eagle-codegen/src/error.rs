@@ -14,6 +14,19 @@ pub enum SpecializeError {
         /// The symbol.
         name: String,
     },
+    /// A derived dim (`NR * 16`, `M / NR`) that has no value at these bindings: a division
+    /// that is not exact, a subtraction below zero.
+    #[error("function `{function}`, {place}: the derived dimension `{expr}` has no value at these bindings: {message}")]
+    DerivedDim {
+        /// Function.
+        function: String,
+        /// Where the dim appears (an argument and dim index, or an op).
+        place: String,
+        /// The dim as written (`(M / NR)`).
+        expr: String,
+        /// What went wrong, with both values.
+        message: String,
+    },
     /// A constant extent where the world size belongs (tutorial seed, "Fatal pitfall").
     #[error("function `{function}`, argument `{argument}`, dimension {dim}: the extent is pinned to the constant {extent}, but the program runs at world size {world_size} and indexes this dimension with ranks 0..{world_size}; declare the world dimension with `dynamic!`: `const NR: Dim = dynamic!(\"NR\");` and use `NR` in place of {extent} in the signature")]
     WorldDimPinned {

@@ -39,7 +39,7 @@ pub use text::print::{
     print_function, print_module, print_module_with_locs, print_op, value_numbers,
 };
 pub use tile::TileOp;
-pub use types::{DType, Dim, Shape, Type};
+pub use types::{DType, Dim, DimError, DimExpr, DimOp, Shape, Type};
 pub use valid::verify_module;
 
 /// Implemented (by `#[eagle::kernel]` and `#[eagle::host]`) for every eagle function.

@@ -94,13 +94,99 @@ impl fmt::Display for DType {
     }
 }
 
-/// One extent of a shape: a constant, or a symbol bound at specialization (`dynamic!("NR")`).
+/// One extent of a shape: a constant, a symbol bound at specialization (`dynamic!("NR")`), or
+/// a derived dim, arithmetic on them (`NR * 16`, `M / NR`, `N + 2`), written in a signature
+/// as a const block `Tensor<f32, { NR * 16 }>` (built by Rust's `*`, `/`, `+`, `-` on
+/// [`Dim`]s and integers). A derived dim is evaluated when its symbols are bound, and every
+/// relation is checked: an argument whose extent differs from its derived dim, or a division
+/// that is not exact, is an error before anything runs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Dim {
     /// A constant extent.
     Const(u64),
     /// A symbolic extent, bound when the program is invoked.
     Sym(Cow<'static, str>),
+    /// A derived extent: `lhs op rhs`.
+    Expr(std::sync::Arc<DimExpr>),
+}
+
+/// The arithmetic of a derived dim ([`Dim::Expr`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DimExpr {
+    /// The operation.
+    pub op: DimOp,
+    /// Left operand.
+    pub lhs: Dim,
+    /// Right operand.
+    pub rhs: Dim,
+}
+
+/// The operations of a derived dim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DimOp {
+    /// `a + b`
+    Add,
+    /// `a - b` (must not go below 0)
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b` (must be exact)
+    Div,
+}
+
+impl DimOp {
+    /// The operator as written (`*`).
+    pub fn symbol(self) -> &'static str {
+        match self {
+            DimOp::Add => "+",
+            DimOp::Sub => "-",
+            DimOp::Mul => "*",
+            DimOp::Div => "/",
+        }
+    }
+}
+
+/// Why a derived dim has no value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DimError {
+    /// A symbol without a binding.
+    Unbound(String),
+    /// `a / b` with a remainder, or a division by 0: the expression and both values.
+    NotExact {
+        /// The division (`(M/NR)`).
+        expr: String,
+        /// Dividend.
+        a: u64,
+        /// Divisor.
+        b: u64,
+    },
+    /// `a - b` below zero, or a result past `u64`: the expression and both values.
+    OutOfRange {
+        /// The expression.
+        expr: String,
+        /// Left value.
+        a: u64,
+        /// Right value.
+        b: u64,
+    },
+}
+
+impl fmt::Display for DimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DimError::Unbound(s) => write!(f, "dim `{s}` is unbound"),
+            DimError::NotExact { expr, a, b } => write!(
+                f,
+                "`{expr}` is {a} / {b}, which is not exact; choose extents that divide"
+            ),
+            DimError::OutOfRange { expr, a, b } => {
+                write!(
+                    f,
+                    "`{expr}` of {a} and {b} is not an extent (below 0 or too large)"
+                )
+            }
+        }
+    }
 }
 
 impl Dim {
@@ -112,16 +198,132 @@ impl Dim {
     pub fn as_const(&self) -> Option<u64> {
         match self {
             Dim::Const(n) => Some(*n),
-            Dim::Sym(_) => None,
+            Dim::Sym(_) | Dim::Expr(_) => None,
+        }
+    }
+    /// `lhs op rhs`, folded when both are constants and the result is exact.
+    pub fn derived(op: DimOp, lhs: Dim, rhs: Dim) -> Dim {
+        if let (Dim::Const(a), Dim::Const(b)) = (&lhs, &rhs) {
+            let v = match op {
+                DimOp::Add => a.checked_add(*b),
+                DimOp::Sub => a.checked_sub(*b),
+                DimOp::Mul => a.checked_mul(*b),
+                DimOp::Div if *b != 0 && a % b == 0 => Some(a / b),
+                DimOp::Div => None,
+            };
+            if let Some(v) = v {
+                return Dim::Const(v);
+            }
+        }
+        Dim::Expr(std::sync::Arc::new(DimExpr { op, lhs, rhs }))
+    }
+    /// The symbols the dim names, in order.
+    pub fn symbols(&self) -> Vec<String> {
+        match self {
+            Dim::Const(_) => vec![],
+            Dim::Sym(s) => vec![s.to_string()],
+            Dim::Expr(e) => {
+                let mut v = e.lhs.symbols();
+                v.extend(e.rhs.symbols());
+                v
+            }
+        }
+    }
+    /// The extent, with symbols looked up in `bound`.
+    ///
+    /// # Errors
+    /// [`DimError`]: an unbound symbol, an inexact division, a subtraction below zero.
+    pub fn eval(&self, bound: &dyn Fn(&str) -> Option<u64>) -> Result<u64, DimError> {
+        match self {
+            Dim::Const(n) => Ok(*n),
+            Dim::Sym(s) => bound(s).ok_or_else(|| DimError::Unbound(s.to_string())),
+            Dim::Expr(e) => {
+                let (a, b) = (e.lhs.eval(bound)?, e.rhs.eval(bound)?);
+                let v = match e.op {
+                    DimOp::Add => a.checked_add(b),
+                    DimOp::Sub => a.checked_sub(b),
+                    DimOp::Mul => a.checked_mul(b),
+                    DimOp::Div => {
+                        if b == 0 || a % b != 0 {
+                            return Err(DimError::NotExact {
+                                expr: self.to_string(),
+                                a,
+                                b,
+                            });
+                        }
+                        Some(a / b)
+                    }
+                };
+                v.ok_or_else(|| DimError::OutOfRange {
+                    expr: self.to_string(),
+                    a,
+                    b,
+                })
+            }
+        }
+    }
+    /// The value of the one unbound symbol of this dim that makes it equal `extent`, when the
+    /// dim is that symbol combined with bound parts by `+`, `-` or `*` (`NR * 16 = 48` gives
+    /// `NR = 3`); `None` otherwise.
+    pub fn solve(&self, extent: u64, bound: &dyn Fn(&str) -> Option<u64>) -> Option<(String, u64)> {
+        match self {
+            Dim::Sym(s) if bound(s).is_none() => Some((s.to_string(), extent)),
+            Dim::Expr(e) => {
+                let (l, r) = (e.lhs.eval(bound).ok(), e.rhs.eval(bound).ok());
+                match (e.op, l, r) {
+                    (DimOp::Add, None, Some(b)) => e.lhs.solve(extent.checked_sub(b)?, bound),
+                    (DimOp::Add, Some(a), None) => e.rhs.solve(extent.checked_sub(a)?, bound),
+                    (DimOp::Sub, None, Some(b)) => e.lhs.solve(extent.checked_add(b)?, bound),
+                    (DimOp::Sub, Some(a), None) => e.rhs.solve(a.checked_sub(extent)?, bound),
+                    (DimOp::Mul, None, Some(b)) if b != 0 && extent % b == 0 => {
+                        e.lhs.solve(extent / b, bound)
+                    }
+                    (DimOp::Mul, Some(a), None) if a != 0 && extent % a == 0 => {
+                        e.rhs.solve(extent / a, bound)
+                    }
+                    (DimOp::Div, None, Some(b)) => e.lhs.solve(extent.checked_mul(b)?, bound),
+                    _ => None,
+                }
+            }
+            _ => None,
         }
     }
 }
 
+/// Derived dims from Rust arithmetic: `NR * 16`, `M / NR`, `N + 2`, `L - 1` with `Dim`s and
+/// integer extents on either side (see [`Dim`]).
+macro_rules! dim_ops {
+    ($($tr:ident $m:ident $op:ident),*) => {$(
+        impl std::ops::$tr<Dim> for Dim {
+            type Output = Dim;
+            fn $m(self, rhs: Dim) -> Dim {
+                Dim::derived(DimOp::$op, self, rhs)
+            }
+        }
+        impl std::ops::$tr<usize> for Dim {
+            type Output = Dim;
+            fn $m(self, rhs: usize) -> Dim {
+                Dim::derived(DimOp::$op, self, Dim::Const(rhs as u64))
+            }
+        }
+        impl std::ops::$tr<Dim> for usize {
+            type Output = Dim;
+            fn $m(self, rhs: Dim) -> Dim {
+                Dim::derived(DimOp::$op, Dim::Const(self as u64), rhs)
+            }
+        }
+    )*};
+}
+dim_ops!(Add add Add, Sub sub Sub, Mul mul Mul, Div div Div);
+
+/// A constant, a symbol, or a derived dim in parentheses, `(NR * 16)`, `((M / NR) + 2)`: the form
+/// the IR text parser reads back.
 impl fmt::Display for Dim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Dim::Const(n) => write!(f, "{n}"),
             Dim::Sym(s) => f.write_str(s),
+            Dim::Expr(e) => write!(f, "({} {} {})", e.lhs, e.op.symbol(), e.rhs),
         }
     }
 }

@@ -193,6 +193,16 @@ fn dtype_tokens(name: &str, span: Span) -> R<TS> {
 fn dim_tokens(arg: &GenericArgument) -> R<TS> {
     let e: TS = match arg {
         GenericArgument::Type(Type::Path(p)) if p.qself.is_none() => quote!(#p),
+        // `{ NR * 16 }`: the block's expression, bound by a `let` so that rustc sees no
+        // braces around a call argument (no `unused_braces` warning at the user's span).
+        GenericArgument::Const(Expr::Block(b))
+            if b.block.stmts.len() == 1 && matches!(b.block.stmts[0], syn::Stmt::Expr(_, None)) =>
+        {
+            let syn::Stmt::Expr(inner, None) = &b.block.stmts[0] else {
+                unreachable!("matched above")
+            };
+            return Ok(quote_spanned!(arg.span()=> { let __dim = #inner; ::eagle::ir::IntoDim::into_dim(__dim) }));
+        }
         GenericArgument::Const(e) => quote!(#e),
         other => {
             return err(

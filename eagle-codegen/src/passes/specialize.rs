@@ -689,21 +689,14 @@ impl Spec<'_> {
                 }
             }
             OpKind::Dim(d) => {
-                let v =
-                    match d {
-                        Dim::Const(n) => *n,
-                        Dim::Sym(s) => *self.b.dims.get(s.as_ref()).ok_or_else(|| {
-                            SpecializeError::UnboundDim {
-                                function: f.name.clone(),
-                                place: format!(
-                                    "op `{}`{}",
-                                    print_op(f, op),
-                                    eagle_ir::at(op.loc.as_ref())
-                                ),
-                                name: s.to_string(),
-                            }
-                        })?,
-                    };
+                let v = d.eval(&|s| self.b.dims.get(s).copied()).map_err(|e| {
+                    derived_dim_error(
+                        &f.name,
+                        format!("op `{}`{}", print_op(f, op), eagle_ir::at(op.loc.as_ref())),
+                        d.to_string(),
+                        e,
+                    )
+                })?;
                 fold_to = Some(Const::Int(v as i128));
             }
             OpKind::WorldSize | OpKind::NRanks(_) => {
@@ -987,32 +980,25 @@ pub fn specialize_for(
         let params: HashMap<Value, String> =
             f.params.iter().map(|p| (p.value, p.name.clone())).collect();
         for (i, t) in f.values.iter_mut().enumerate() {
-            let mut missing: Option<(usize, String)> = None;
+            let mut missing: Option<(usize, eagle_ir::DimError, String)> = None;
             let mut idx = 0usize;
             let nt = t.map_dims(&mut |d| {
-                let r = match d {
-                    Dim::Sym(s) => match b.dims.get(s.as_ref()) {
-                        Some(v) => Dim::Const(*v),
-                        None => {
-                            missing.get_or_insert((idx, s.to_string()));
-                            d.clone()
-                        }
-                    },
-                    d => d.clone(),
+                let r = match d.eval(&|s| b.dims.get(s).copied()) {
+                    Ok(v) => Dim::Const(v),
+                    Err(e) => {
+                        missing.get_or_insert((idx, e, d.to_string()));
+                        d.clone()
+                    }
                 };
                 idx += 1;
                 r
             });
-            if let Some((dim, name)) = missing {
+            if let Some((dim, e, expr)) = missing {
                 let place = match params.get(&Value(i as u32)) {
                     Some(p) => format!("argument `{p}`, dimension {dim}"),
                     None => format!("a value of type `{t}`"),
                 };
-                return Err(SpecializeError::UnboundDim {
-                    function: f.name.clone(),
-                    place,
-                    name,
-                });
+                return Err(derived_dim_error(&f.name, place, expr, e));
             }
             let bytes = nt
                 .shape()
@@ -1107,4 +1093,27 @@ pub fn specialize_for(
     }
     verify_module(&out)?;
     Ok(Specialized { module: out, facts })
+}
+
+/// The error of a dim without a value: an unbound symbol, or a derived dim that does not hold
+/// (an inexact division, a subtraction below zero).
+fn derived_dim_error(
+    function: &str,
+    place: String,
+    expr: String,
+    e: eagle_ir::DimError,
+) -> SpecializeError {
+    match e {
+        eagle_ir::DimError::Unbound(name) => SpecializeError::UnboundDim {
+            function: function.to_string(),
+            place,
+            name,
+        },
+        e => SpecializeError::DerivedDim {
+            function: function.to_string(),
+            place,
+            expr,
+            message: e.to_string(),
+        },
+    }
 }

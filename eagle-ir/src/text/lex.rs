@@ -80,7 +80,16 @@ impl Lexer {
                 adv(2, &mut i, &mut col);
                 continue;
             }
-            let punct = ["(", ")", "{", "}", "[", "]", "<", ">", ",", ":", "="];
+            // `-` alone (before a space) is the operator of a derived dim, `(N - 2)`; before a
+            // digit or letter it starts a number (`-2`, `-inf`).
+            if c == '-' && chars.get(i + 1).is_some_and(|n| n.is_whitespace()) {
+                out.push((Tok::Punct("-"), l0, c0));
+                adv(1, &mut i, &mut col);
+                continue;
+            }
+            let punct = [
+                "(", ")", "{", "}", "[", "]", "<", ">", ",", ":", "=", "*", "+", "/",
+            ];
             if let Some(p) = punct.iter().find(|p| p.starts_with(c)) {
                 out.push((Tok::Punct(p), l0, c0));
                 adv(1, &mut i, &mut col);

@@ -113,26 +113,54 @@ impl Parser {
             if !dims.is_empty() {
                 self.expect_punct(",")?;
             }
-            match self.next() {
-                Some(Tok::Num(n)) => match n.parse::<u64>() {
-                    Ok(v) => dims.push(Dim::Const(v)),
-                    Err(_) => {
-                        self.pos -= 1;
-                        return self.err(format!("expected an extent, found `{n}`"));
-                    }
-                },
-                Some(Tok::Ident(s)) => dims.push(Dim::Sym(Cow::Owned(s))),
-                t => {
-                    self.pos -= 1;
-                    return self.err(format!(
-                        "expected an extent, found {}",
-                        describe(t.as_ref())
-                    ));
-                }
-            }
+            dims.push(self.dim()?);
         }
         self.expect_punct("]")?;
         Ok(Shape(dims))
+    }
+
+    /// An extent: an integer, a symbol, or a derived dim `(a op b)` (op `+ - * /`).
+    fn dim(&mut self) -> Result<Dim> {
+        match self.next() {
+            Some(Tok::Num(n)) => match n.parse::<u64>() {
+                Ok(v) => Ok(Dim::Const(v)),
+                Err(_) => {
+                    self.pos -= 1;
+                    self.err(format!("expected an extent, found `{n}`"))
+                }
+            },
+            Some(Tok::Ident(s)) => Ok(Dim::Sym(Cow::Owned(s))),
+            Some(Tok::Punct("(")) => {
+                let lhs = self.dim()?;
+                let op = match self.next() {
+                    Some(Tok::Punct("+")) => crate::types::DimOp::Add,
+                    Some(Tok::Punct("-")) => crate::types::DimOp::Sub,
+                    Some(Tok::Punct("*")) => crate::types::DimOp::Mul,
+                    Some(Tok::Punct("/")) => crate::types::DimOp::Div,
+                    t => {
+                        self.pos -= 1;
+                        return self.err(format!(
+                            "expected `+`, `-`, `*` or `/` in a derived dim, found {}",
+                            describe(t.as_ref())
+                        ));
+                    }
+                };
+                let rhs = self.dim()?;
+                self.expect_punct(")")?;
+                Ok(Dim::Expr(std::sync::Arc::new(crate::types::DimExpr {
+                    op,
+                    lhs,
+                    rhs,
+                })))
+            }
+            t => {
+                self.pos -= 1;
+                self.err(format!(
+                    "expected an extent, found {}",
+                    describe(t.as_ref())
+                ))
+            }
+        }
     }
 
     fn ty(&mut self) -> Result<Type> {
@@ -385,20 +413,7 @@ impl Parser {
                 };
                 Const(c)
             }
-            "dim" => match self.next() {
-                Some(Tok::Num(n)) => match n.parse() {
-                    Ok(v) => Dim(crate::types::Dim::Const(v)),
-                    Err(_) => return self.err(format!("bad extent `{n}`")),
-                },
-                Some(Tok::Ident(s)) => Dim(crate::types::Dim::Sym(Cow::Owned(s))),
-                t => {
-                    self.pos -= 1;
-                    return self.err(format!(
-                        "expected an extent, found {}",
-                        describe(t.as_ref())
-                    ));
-                }
-            },
+            "dim" => Dim(self.dim()?),
             "fma" | "select" => {
                 let a = self.val()?;
                 self.expect_punct(",")?;
