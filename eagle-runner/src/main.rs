@@ -1,4 +1,5 @@
-//! The eagle runner: runs every tutorial step at the world size given by `-d`.
+//! The eagle runner: runs every tutorial step, then the tile-algebra kernels (softmax,
+//! layernorm, matmul), at the world size given by `-d`.
 //!
 //! `cargo run --release -- -d 0,1,2,3` prints one line per step and mode (step, P, compile ms,
 //! run ms, OK or FAILED with the reason) and exits non-zero if any fails.
