@@ -642,3 +642,144 @@ fn allreduce_max_min_nan_results_are_the_canonical_nan_in_every_mode() {
         }
     }
 }
+
+// Collectives on 2-D buffers: chunked along dim 0 (rows) by the same rule.
+const ROWS: Dim = dynamic!("ROWS");
+const COLS: usize = 3;
+
+macro_rules! allreduce_2d {
+    ($dev:ident, $host:ident, $mode:ident) => {
+        #[eagle::kernel(device)]
+        pub fn $dev(
+            ctx: Ctx,
+            x: Tensor<f32, ROWS, COLS>,
+            y: Out<Tensor<f32, ROWS, COLS>>,
+            src: Window<f32, ROWS, COLS>,
+            dst: Window<f32, ROWS, COLS>,
+        ) {
+            let me = rank(ctx);
+            put(src, me, x);
+            allreduce(ctx, src, dst, Sum, $mode);
+            get(y, me, dst);
+        }
+        #[eagle::host]
+        pub fn $host(x: Tensor<f32, NR, ROWS, COLS>, y: Out<Tensor<f32, NR, ROWS, COLS>>) {
+            let s = alloc_window_buffer([ROWS, COLS], f32);
+            let d = alloc_window_buffer([ROWS, COLS], f32);
+            for r in 0..world_size() {
+                $dev(
+                    x[r],
+                    y[r],
+                    window(s, [ROWS, COLS], f32),
+                    window(d, [ROWS, COLS], f32),
+                    device = r,
+                );
+            }
+        }
+    };
+}
+allreduce_2d!(ar2_mesh_d, ar2_mesh, Mesh);
+allreduce_2d!(ar2_two_d, ar2_two, TwoPhase);
+allreduce_2d!(ar2_ring_d, ar2_ring, Ring);
+
+/// Allgather and reduce-scatter of `[ROWS, COLS]` buffers; `w[i][j]` element access on a 2-D
+/// window (every rank raises `w[0][1]` of its own window by 1 before the gather).
+#[eagle::kernel(device)]
+pub fn ag2_d(
+    ctx: Ctx,
+    x: Tensor<f32, ROWS, COLS>,
+    g: Out<Tensor<f32, ROWS, COLS>>,
+    scat: Out<Tensor<f32, ROWS, COLS>>,
+    src: Window<f32, ROWS, COLS>,
+) {
+    let me = rank(ctx);
+    put(src, me, x);
+    src[0][1] = src[0][1] + 1.0;
+    allgather(ctx, src, g);
+    reduce_scatter(ctx, src, scat, Sum);
+}
+#[eagle::host]
+pub fn ag2(
+    x: Tensor<f32, NR, ROWS, COLS>,
+    g: Out<Tensor<f32, NR, ROWS, COLS>>,
+    scat: Out<Tensor<f32, NR, ROWS, COLS>>,
+) {
+    let s = alloc_window_buffer([ROWS, COLS], f32);
+    for r in 0..world_size() {
+        ag2_d(
+            x[r],
+            g[r],
+            scat[r],
+            window(s, [ROWS, COLS], f32),
+            device = r,
+        );
+    }
+}
+
+#[test]
+fn collectives_on_2d_buffers_chunk_whole_rows() {
+    let rows = 7;
+    let n = rows * COLS;
+    for p in 1..=5 {
+        let s = Session::sim(p).unwrap();
+        let x = inputs::<f32>(p, n, p as u64);
+        // Row chunk of element j.
+        let chunk_of = |j: usize| {
+            (0..p as u64)
+                .find(|&c| {
+                    let (o, l) = chunk(rows as u64, p as u64, c);
+                    (o..o + l).contains(&((j / COLS) as u64))
+                })
+                .unwrap() as usize
+        };
+        for mode in ["mesh", "two_phase", "ring"] {
+            let mut y = Tensor::<f32>::zeros(&[p, rows, COLS]);
+            let x3 = Tensor::from_vec(&[p, rows, COLS], x.data().to_vec()).unwrap();
+            match mode {
+                "mesh" => ar2_mesh.launch(&s, &x3, &mut y).unwrap(),
+                "two_phase" => ar2_two.launch(&s, &x3, &mut y).unwrap(),
+                _ => ar2_ring.launch(&s, &x3, &mut y).unwrap(),
+            };
+            let want: Vec<f32> = (0..n)
+                .map(|j| {
+                    let start = if mode == "ring" { chunk_of(j) } else { 0 };
+                    let mut acc = x.row(start)[j];
+                    for k in 1..p {
+                        acc += x.row((start + k) % p)[j];
+                    }
+                    acc
+                })
+                .collect();
+            for r in 0..p {
+                eagle_runner::check_bits(mode, &y.data()[r * n..(r + 1) * n], &want).unwrap();
+            }
+        }
+        let x3 = Tensor::from_vec(&[p, rows, COLS], x.data().to_vec()).unwrap();
+        let mut g = Tensor::<f32>::zeros(&[p, rows, COLS]);
+        let mut sc = Tensor::<f32>::zeros(&[p, rows, COLS]);
+        ag2.launch(&s, &x3, &mut g, &mut sc).unwrap();
+        // Rank q's window: x[q] with element [0][1] raised by 1.
+        let win = |q: usize, j: usize| x.row(q)[j] + if j == 1 { 1.0 } else { 0.0 };
+        for r in 0..p {
+            for j in 0..n {
+                let c = chunk_of(j);
+                assert_eq!(
+                    g.data()[r * n + j].to_bits(),
+                    win(c, j).to_bits(),
+                    "allgather p={p} r={r} j={j}"
+                );
+                if c == r {
+                    let mut acc = win(0, j);
+                    for q in 1..p {
+                        acc += win(q, j);
+                    }
+                    assert_eq!(
+                        sc.data()[r * n + j].to_bits(),
+                        acc.to_bits(),
+                        "reduce_scatter p={p} r={r} j={j}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,9 +1,10 @@
 //! Lowering of built-in collectives into eagle IR primitives (barrier, get, remote_load,
 //! load, store, elementwise ops, `for`, `if`), once the world size P is known.
 //!
-//! Buffers are flat (`[N]`) and cut into P contiguous chunks, the first `N % P` one element
-//! longer (the same rule as the rank partition of the multi-GPU seed). Large chunks are
-//! processed in tiles of [`BLOCK`] elements. Every reduction is a left fold in a fixed rank
+//! Buffers of any rank `[D0, D1, ...]` are cut along dim 0 into P contiguous chunks of rows,
+//! the first `D0 % P` one row longer (the same rule as the rank partition of the multi-GPU
+//! seed; a flat `[N]` buffer is N rows of one element). Large chunks are processed in tiles
+//! of about [`BLOCK`] elements (whole rows, at least one). Every reduction is a left fold in a fixed rank
 //! order, documented per mode in `docs/collectives.md`.
 
 use crate::error::SpecializeError;
@@ -86,35 +87,46 @@ impl Em<'_> {
         };
         self.push(OpKind::Subview { src, offset: off }, t)
     }
+    /// The tile of `len` rows of buffer `v` (its trailing dims whole).
     fn tile(&self, v: Value, len: u64) -> Type {
-        Type::Tile(Shape::of(&[len]), self.ty(v).dtype().unwrap_or(DType::F32))
+        let t = self.ty(v);
+        let mut dims = vec![eagle_ir::Dim::Const(len)];
+        dims.extend(t.shape().map(|s| s.0[1..].to_vec()).unwrap_or_default());
+        Type::Tile(Shape(dims), t.dtype().unwrap_or(DType::F32))
+    }
+    /// Offsets of row `off` of buffer `v`: `[off, 0, ...]`.
+    fn row_offsets(&mut self, v: Value, off: Value) -> Vec<Value> {
+        let rank = self.ty(v).shape().map_or(1, Shape::rank);
+        let mut o = vec![off];
+        for _ in 1..rank {
+            let z = self.idx(0);
+            o.push(z);
+        }
+        o
     }
     fn rload(&mut self, win: Value, peer: Value, off: Value, len: u64) -> Value {
         let t = self.tile(win, len);
+        let offsets = self.row_offsets(win, off);
         self.push(
             OpKind::RemoteLoad {
                 src: win,
                 peer,
-                offsets: vec![off],
+                offsets,
             },
             t,
         )
     }
     fn load(&mut self, mem: Value, off: Value, len: u64) -> Value {
         let t = self.tile(mem, len);
-        self.push(
-            OpKind::Load {
-                src: mem,
-                offsets: vec![off],
-            },
-            t,
-        )
+        let offsets = self.row_offsets(mem, off);
+        self.push(OpKind::Load { src: mem, offsets }, t)
     }
     fn store(&mut self, tile: Value, mem: Value, off: Value) {
+        let offsets = self.row_offsets(mem, off);
         self.push_void(OpKind::Store {
             value: tile,
             dst: mem,
-            offsets: vec![off],
+            offsets,
         });
     }
     fn tbin(&mut self, op: BinOp, a: Value, b: Value) -> Value {
@@ -182,24 +194,26 @@ impl Em<'_> {
         );
     }
 
-    /// Runs `body(offset, len)` over `[off, off + len)` in tiles of at most [`BLOCK`].
-    fn blocks(&mut self, off: Value, len: u64, body: &dyn Fn(&mut Self, Value, u64)) {
-        let nb = len / BLOCK;
+    /// Runs `body(offset, len)` over rows `[off, off + len)` in tiles of `block` rows (at
+    /// least 1).
+    fn blocks(&mut self, off: Value, len: u64, block: u64, body: &dyn Fn(&mut Self, Value, u64)) {
+        let block = block.max(1);
+        let nb = len / block;
         if nb == 1 {
-            body(self, off, BLOCK);
+            body(self, off, block);
         } else if nb > 1 {
             self.for_(0, nb, |e, i| {
-                let b = e.idx(BLOCK);
+                let b = e.idx(block);
                 let o = e.ibin(BinOp::Mul, i, b);
                 let abs = e.ibin(BinOp::Add, off, o);
-                body(e, abs, BLOCK);
+                body(e, abs, block);
             });
         }
-        let tail = len % BLOCK;
+        let tail = len % block;
         if tail > 0 && nb == 0 {
             body(self, off, tail);
         } else if tail > 0 {
-            let t = self.idx(nb * BLOCK);
+            let t = self.idx(nb * block);
             let abs = self.ibin(BinOp::Add, off, t);
             body(self, abs, tail);
         }
@@ -224,8 +238,13 @@ impl Em<'_> {
     }
 }
 
-fn numel(t: &Type) -> u64 {
-    t.shape().and_then(Shape::numel).unwrap_or(0)
+/// The rows (dim 0) of a collective's buffer, and the rows per tile of about [`BLOCK`]
+/// elements.
+fn rows(t: &Type) -> (u64, u64) {
+    let s = t.shape().and_then(Shape::consts).unwrap_or_default();
+    let d0 = s.first().copied().unwrap_or(0);
+    let row: u64 = s.iter().skip(1).product();
+    (d0, (BLOCK / row.max(1)).max(1))
 }
 
 fn lower_block(
@@ -255,7 +274,7 @@ fn lower_block(
                 true
             }
             OpKind::AllGather { ctx, src, dst } => {
-                let n = numel(&em.ty(src));
+                let (n, _) = rows(&em.ty(src));
                 em.barrier(ctx);
                 for q in 0..p {
                     let (off, len) = chunk(n, p, q);
@@ -302,12 +321,12 @@ fn lower_block(
                 dst,
                 op: r,
             } => {
-                let n = numel(&em.ty(src));
+                let (n, blk) = rows(&em.ty(src));
                 em.barrier(ctx);
                 let me = em.rank(ctx);
                 let order: Vec<Value> = (0..p).map(|q| em.idx(q)).collect();
                 em.dyn_chunk(me, n, p, &|e, off, len| {
-                    e.blocks(off, len, &|e, o, b| {
+                    e.blocks(off, len, blk, &|e, o, b| {
                         e.reduce_block(src, dst, &order, o, b, r)
                     });
                 });
@@ -321,20 +340,20 @@ fn lower_block(
                 op: r,
                 mode,
             } => {
-                let n = numel(&em.ty(src));
+                let (n, blk) = rows(&em.ty(src));
                 em.barrier(ctx);
                 let order: Vec<Value> = (0..p).map(|q| em.idx(q)).collect();
                 match mode {
                     AllreduceMode::Mesh => {
                         let zero = em.idx(0);
-                        em.blocks(zero, n, &|e, o, b| {
+                        em.blocks(zero, n, blk, &|e, o, b| {
                             e.reduce_block(src, dst, &order, o, b, r)
                         });
                     }
                     AllreduceMode::TwoPhase => {
                         let me = em.rank(ctx);
                         em.dyn_chunk(me, n, p, &|e, off, len| {
-                            e.blocks(off, len, &|e, o, b| {
+                            e.blocks(off, len, blk, &|e, o, b| {
                                 e.reduce_block(src, dst, &order, o, b, r)
                             });
                         });
@@ -373,7 +392,7 @@ fn lower_block(
                             let c = em.ibin(BinOp::Rem, t, pv);
                             let partial = if s == 0 { src } else { dst };
                             em.dyn_chunk(c, n, p, &|e, off, len| {
-                                e.blocks(off, len, &|e, o, b| {
+                                e.blocks(off, len, blk, &|e, o, b| {
                                     let from_prev = e.rload(partial, prev, o, b);
                                     let mine = e.load(src, o, b);
                                     let acc = e.tbin(r.bin_op(), from_prev, mine);

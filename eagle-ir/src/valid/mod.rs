@@ -159,15 +159,15 @@ impl V<'_> {
         let (ss, sd) = self.window(op, src, "operand 1 (send buffer)")?;
         let (ds, dd) = self.memory(op, dst, "operand 2 (receive buffer)")?;
         let want_rank = if rows { 2 } else { 1 };
-        if ss.rank() != want_rank {
+        if ss.rank() < want_rank {
             return self.fail(
                 op,
                 format!(
-                    "the send buffer must have rank {want_rank}{}, found shape {ss}",
+                    "the send buffer must have rank {want_rank} or more{}, found shape {ss}",
                     if rows {
-                        " ([P, M]: one row per rank)"
+                        " ([P, M, ...]: one row per rank)"
                     } else {
-                        " (a flat buffer of N elements)"
+                        " (chunked along dim 0)"
                     }
                 ),
             );
