@@ -436,3 +436,88 @@ fn a_derived_division_must_be_exact() {
         assert!(text.contains(want), "{text} lacks {want:?}");
     }
 }
+
+const S: Dim = dynamic!("S");
+
+/// Tile ops in a sample kernel (thread mode in the CUDA C): per sample, the `[4, 8]` tile
+/// `t[i][j] = j * x[s] + i`, centred by its row maxima, summed, plus the largest entry of its Gram matrix.
+#[eagle::kernel(sample)]
+pub fn tile_sample(s: usize, x: Tensor<f32, S>, y: Out<Tensor<f32, S>>) {
+    let t = iota([4, 8], 1, f32) * x[s] + iota([4, 8], 0, f32);
+    y[s] = reduce_sum(t - row_max(t)) + reduce_max(matmul(transpose(t), t));
+}
+
+fn tile_sample_golden(x: f32) -> f32 {
+    use eagle::ir::eval::Scalar;
+    use eagle::ir::tile::{Tile, TileOp};
+    use eagle::ir::{DType, Shape, Type};
+    let t = Tile {
+        shape: vec![4, 8],
+        data: (0..32)
+            .map(|e| Scalar::F32((e % 8) as f32 * x + (e / 8) as f32))
+            .collect(),
+    };
+    let ty = |s: &[u64]| Type::Tile(Shape::of(s), DType::F32);
+    let op = |n: &str| TileOp::from_name(n).unwrap();
+    let m = op("row_max")
+        .eval(std::slice::from_ref(&t), &ty(&[4, 1]))
+        .unwrap();
+    let centred: Vec<f32> = (0..32)
+        .map(|e| {
+            let (Scalar::F32(a), Scalar::F32(b)) = (t.data[e], m.data[e / 8]) else {
+                unreachable!()
+            };
+            a - b
+        })
+        .collect();
+    let lane = |xs: &[f32]| {
+        let mut l = [-0.0f32; 8];
+        for (i, x) in xs.iter().enumerate() {
+            l[i % 8] += x;
+        }
+        ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+    };
+    let tt = op("transpose")
+        .eval(std::slice::from_ref(&t), &ty(&[8, 4]))
+        .unwrap();
+    let g = op("matmul").eval(&[tt, t], &ty(&[8, 8])).unwrap();
+    let gmax = g
+        .data
+        .iter()
+        .map(|v| match v {
+            Scalar::F32(f) => *f,
+            _ => unreachable!(),
+        })
+        .fold(f32::NEG_INFINITY, f32::max);
+    lane(&centred) + gmax
+}
+
+#[test]
+fn tile_ops_in_a_sample_kernel_match_the_reference_on_the_cpu_and_in_the_cuda_emulation() {
+    use eagle::plan::{plan, Planes, Structure};
+    let n = 37;
+    let x = Tensor::from_vec(&[n], (0..n).map(|i| i as f32 * 0.25 - 4.0).collect()).unwrap();
+    let want: Vec<f32> = x.data().iter().map(|&v| tile_sample_golden(v)).collect();
+    let mut y = Tensor::<f32>::zeros(&[n]);
+    plan(tile_sample, Structure::HostTeam, Structure::HostTeam)
+        .unwrap()
+        .run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .unwrap();
+    eagle_runner::check_bits("y (cpu)", y.data(), &want).unwrap();
+    #[cfg(feature = "cuda")]
+    {
+        emulation::cxx();
+        let mut y = Tensor::<f32>::zeros(&[n]);
+        plan(
+            tile_sample,
+            Structure::DeviceKernel,
+            Structure::DeviceKernel,
+        )
+        .unwrap()
+        .with_platform(eagle::Platform::Cuda)
+        .with_cuda_emulation(true)
+        .run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .unwrap();
+        eagle_runner::check_bits("y (cuda emulation)", y.data(), &want).unwrap();
+    }
+}
