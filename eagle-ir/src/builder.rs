@@ -438,8 +438,7 @@ impl FunctionBuilder<'_> {
     /// tile, matmul inner dims that differ, a reshape that changes the element count, an
     /// extract outside the tile, a broadcast of incompatible shapes).
     pub fn tile_intrinsic(&mut self, name: &str, args: Vec<TileArg>) -> Result<Value> {
-        use crate::ir::ReduceOp as R;
-        use crate::tile::{ArgOp, Axis, TileOp};
+        use crate::tile::TileOp;
         let Some(intr) = crate::tile::intrinsic(name) else {
             return self.err(format!("`{name}` is not a tile intrinsic{}", self.here()));
         };
@@ -464,33 +463,12 @@ impl FunctionBuilder<'_> {
             }
         }
         let ax = axis.unwrap_or(0);
-        let red = |op: R, s: &str| -> Option<TileOp> {
-            let a = match s {
-                "row" => Axis::Row,
-                "col" => Axis::Col,
-                "reduce" => Axis::All,
-                _ => return None,
-            };
-            Some(TileOp::Reduce(op, a))
-        };
-        let op = match name.split_once('_') {
-            Some((p, "sum")) => red(R::Sum, p),
-            Some((p, "prod")) => red(R::Prod, p),
-            Some((p, "max")) => red(R::Max, p),
-            Some((p, "min")) => red(R::Min, p),
-            Some(("row", "argmax")) => Some(TileOp::Arg(ArgOp::Max, Axis::Row)),
-            Some(("row", "argmin")) => Some(TileOp::Arg(ArgOp::Min, Axis::Row)),
-            Some(("col", "argmax")) => Some(TileOp::Arg(ArgOp::Max, Axis::Col)),
-            Some(("col", "argmin")) => Some(TileOp::Arg(ArgOp::Min, Axis::Col)),
-            _ => None,
-        };
-        let op = match (op, name) {
-            (Some(op), _) => op,
-            (None, "expand") => TileOp::Expand,
-            (None, "transpose") => TileOp::Transpose,
-            (None, "reshape") => TileOp::Reshape,
-            (None, "concat") => TileOp::Concat(ax),
-            (None, "extract") => {
+        // The kernel's name is the op's IR keyword, except for the ops that take an axis or
+        // offsets, and `zeros` (a `full` of 0).
+        let op = match name {
+            "concat" => TileOp::Concat(ax),
+            "iota" => TileOp::Iota(ax),
+            "extract" => {
                 let mut offs = vec![];
                 for o in offsets {
                     match o {
@@ -503,8 +481,7 @@ impl FunctionBuilder<'_> {
                 }
                 TileOp::Extract(offs)
             }
-            (None, "full") => TileOp::Full,
-            (None, "zeros") => {
+            "zeros" => {
                 let d = dtype.unwrap_or(DType::F32);
                 let zero = match d {
                     DType::F32 => Const::F32(0.0),
@@ -515,10 +492,10 @@ impl FunctionBuilder<'_> {
                 vals.push(Operand::Typed(zero, d));
                 TileOp::Full
             }
-            (None, "iota") => TileOp::Iota(ax),
-            (None, "matmul") => TileOp::Matmul,
-            (None, "matmul_acc") => TileOp::MatmulAcc,
-            _ => return self.err(format!("internal: tile intrinsic `{name}` has no op")),
+            _ => match TileOp::from_name(name) {
+                Some(op) => op,
+                None => return self.err(format!("internal: tile intrinsic `{name}` has no op")),
+            },
         };
         let vals = vals
             .into_iter()

@@ -384,12 +384,11 @@ impl TileOp {
         };
         let one = Dim::Const(1);
         Ok(match self {
-            TileOp::Reduce(op, axis) => {
-                let (s, d) = tile(0)?;
+            TileOp::Reduce(_, axis) => {
+                let (_, d) = tile(0)?;
                 if d == DType::Bool {
                     return Err(format!("`{name}` reduces numbers, found a tile of `bool`; cast it with `as u32` first"));
                 }
-                let _ = op;
                 match axis {
                     Axis::All => Type::Scalar(d),
                     Axis::Row => {
@@ -397,7 +396,6 @@ impl TileOp {
                         Type::Tile(Shape(vec![m, one]), d)
                     }
                     Axis::Col => {
-                        let _ = s;
                         let (_, n, _) = two_d(0)?;
                         Type::Tile(Shape(vec![one, n]), d)
                     }

@@ -275,10 +275,10 @@ impl Dim {
                     (DimOp::Add, Some(a), None) => e.rhs.solve(extent.checked_sub(a)?, bound),
                     (DimOp::Sub, None, Some(b)) => e.lhs.solve(extent.checked_add(b)?, bound),
                     (DimOp::Sub, Some(a), None) => e.rhs.solve(a.checked_sub(extent)?, bound),
-                    (DimOp::Mul, None, Some(b)) if b != 0 && extent % b == 0 => {
+                    (DimOp::Mul, None, Some(b)) if b != 0 && extent.is_multiple_of(b) => {
                         e.lhs.solve(extent / b, bound)
                     }
-                    (DimOp::Mul, Some(a), None) if a != 0 && extent % a == 0 => {
+                    (DimOp::Mul, Some(a), None) if a != 0 && extent.is_multiple_of(a) => {
                         e.rhs.solve(extent / a, bound)
                     }
                     (DimOp::Div, None, Some(b)) => e.lhs.solve(extent.checked_mul(b)?, bound),

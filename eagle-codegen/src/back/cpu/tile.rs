@@ -146,13 +146,24 @@ impl Lower<'_, '_> {
             self.b.def_var(lanes[j as usize], y);
         }
         let l: Vec<ClValue> = lanes.iter().map(|&v| self.b.use_var(v)).collect();
-        let c01 = self.combine(bop, l[0], l[1], d)?;
-        let c23 = self.combine(bop, l[2], l[3], d)?;
-        let c45 = self.combine(bop, l[4], l[5], d)?;
-        let c67 = self.combine(bop, l[6], l[7], d)?;
-        let a = self.combine(bop, c01, c23, d)?;
-        let b = self.combine(bop, c45, c67, d)?;
-        self.combine(bop, a, b, d)
+        self.lane_tree(&l, &mut |lw, x, y, _| lw.combine(bop, x, y, d))
+    }
+
+    /// The fixed tree of [`eagle_ir::tile::reduce_order`] over the 8 lane values `l`:
+    /// `((l0 . l1) . (l2 . l3)) . ((l4 . l5) . (l6 . l7))`; `f` gets `true` for the root.
+    #[allow(clippy::type_complexity)]
+    fn lane_tree(
+        &mut self,
+        l: &[ClValue],
+        f: &mut dyn FnMut(&mut Self, ClValue, ClValue, bool) -> Result<ClValue, CodegenError>,
+    ) -> Result<ClValue, CodegenError> {
+        let c01 = f(self, l[0], l[1], false)?;
+        let c23 = f(self, l[2], l[3], false)?;
+        let c45 = f(self, l[4], l[5], false)?;
+        let c67 = f(self, l[6], l[7], false)?;
+        let a = f(self, c01, c23, false)?;
+        let b = f(self, c45, c67, false)?;
+        f(self, a, b, true)
     }
 
     /// `a <op> b` on float vectors (lane-wise IEEE, as the scalar op), except that a NaN
@@ -230,13 +241,7 @@ impl Lower<'_, '_> {
             let x = self.tile_load(base, e, d);
             l[j as usize] = self.combine(bop, l[j as usize], x, d)?;
         }
-        let c01 = self.combine(bop, l[0], l[1], d)?;
-        let c23 = self.combine(bop, l[2], l[3], d)?;
-        let c45 = self.combine(bop, l[4], l[5], d)?;
-        let c67 = self.combine(bop, l[6], l[7], d)?;
-        let a = self.combine(bop, c01, c23, d)?;
-        let b = self.combine(bop, c45, c67, d)?;
-        self.combine(bop, a, b, d)
+        self.lane_tree(&l, &mut |lw, x, y, _| lw.combine(bop, x, y, d))
     }
 
     /// Column reductions of an `[m, n]` float tile, a 16-byte vector of adjacent columns at a
@@ -300,13 +305,13 @@ impl Lower<'_, '_> {
                 lw.b.def_var(accs[l as usize], y);
             }
             let l: Vec<ClValue> = accs.iter().map(|&a| lw.b.use_var(a)).collect();
-            let c01 = lw.vcombine(bop, l[0], l[1]);
-            let c23 = lw.vcombine(bop, l[2], l[3]);
-            let c45 = lw.vcombine(bop, l[4], l[5]);
-            let c67 = lw.vcombine(bop, l[6], l[7]);
-            let a = lw.vcombine(bop, c01, c23);
-            let b = lw.vcombine(bop, c45, c67);
-            let r = lw.vcombine_exact(bop, a, b);
+            let r = lw.lane_tree(&l, &mut |lw, x, y, last| {
+                Ok(if last {
+                    lw.vcombine_exact(bop, x, y)
+                } else {
+                    lw.vcombine(bop, x, y)
+                })
+            })?;
             let addr = lw.b.ins().iadd(dst, colb);
             lw.b.ins().store(flags, r, addr, 0);
             Ok(())
