@@ -426,6 +426,44 @@ impl Lower<'_, '_> {
         })
     }
 
+    /// A row or column reduction, argmax or argmin of the 2-D tile `src` into `dst`.
+    fn lower_reduce(&mut self, t: &TileOp, src: Value, dst: ClValue) -> Result<(), CodegenError> {
+        let (p, s, d) = self.tile_mem(src)?;
+        let (m, nn) = (s[0], s[1]);
+        let axis = match t {
+            TileOp::Reduce(_, a) | TileOp::Arg(_, a) => *a,
+            _ => return Err(self.err("internal: not a reduction")),
+        };
+        // `count` sequences of `len` elements, sequence `i` from `i * outer` by `inner`.
+        let (count, len, outer, inner) = match axis {
+            Axis::Row => (m, nn, nn, 1),
+            _ => (nn, m, 1, nn),
+        };
+        let done = match t {
+            TileOp::Reduce(rop, Axis::Col) if d.is_float() => {
+                self.reduce_columns(*rop, p, dst, m, nn, d)?
+            }
+            _ => 0,
+        };
+        let (lo, hi) = (self.iconst(done as i64), self.iconst(count as i64));
+        let t = t.clone();
+        self.emit_loop(lo, hi, &mut |lw, i| {
+            let start = lw.b.ins().imul_imm_s(i, outer as i64);
+            match &t {
+                TileOp::Arg(aop, _) => {
+                    let x = lw.arg_seq(*aop, p, start, inner, len, d)?;
+                    lw.tile_store(dst, i, x, DType::I64);
+                }
+                TileOp::Reduce(rop, _) => {
+                    let x = lw.reduce_seq(*rop, p, start, inner, len, d)?;
+                    lw.tile_store(dst, i, x, d);
+                }
+                _ => {}
+            }
+            Ok(())
+        })
+    }
+
     /// Lowers a tile op (see the module docs).
     pub(super) fn lower_tile(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
         let OpKind::Tile(t, args) = &op.kind else {
@@ -463,43 +501,7 @@ impl Lower<'_, '_> {
         let dst = self.stack(n * rd.size() as u64);
         let rstr = strides(&rshape);
         match t {
-            TileOp::Reduce(rop, axis) => {
-                let (p, s, d) = self.tile_mem(args[0])?;
-                let (m, nn) = (s[0], s[1]);
-                let (count, len, outer, inner) = match axis {
-                    Axis::Row => (m, nn, nn, 1),
-                    _ => (nn, m, 1, nn),
-                };
-                let rop = *rop;
-                let done = if *axis == Axis::Col && d.is_float() {
-                    self.reduce_columns(rop, p, dst, m, nn, d)?
-                } else {
-                    0
-                };
-                let (lo, hi) = (self.iconst(done as i64), self.iconst(count as i64));
-                self.emit_loop(lo, hi, &mut |lw, i| {
-                    let start = lw.b.ins().imul_imm_s(i, outer as i64);
-                    let x = lw.reduce_seq(rop, p, start, inner, len, d)?;
-                    lw.tile_store(dst, i, x, d);
-                    Ok(())
-                })?;
-            }
-            TileOp::Arg(aop, axis) => {
-                let (p, s, d) = self.tile_mem(args[0])?;
-                let (m, nn) = (s[0], s[1]);
-                let (count, len, outer, inner) = match axis {
-                    Axis::Row => (m, nn, nn, 1),
-                    _ => (nn, m, 1, nn),
-                };
-                let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
-                let aop = *aop;
-                self.emit_loop(lo, hi, &mut |lw, i| {
-                    let start = lw.b.ins().imul_imm_s(i, outer as i64);
-                    let x = lw.arg_seq(aop, p, start, inner, len, d)?;
-                    lw.tile_store(dst, i, x, DType::I64);
-                    Ok(())
-                })?;
-            }
+            TileOp::Reduce(..) | TileOp::Arg(..) => self.lower_reduce(t, args[0], dst)?,
             TileOp::Expand | TileOp::Full => {
                 if let Type::Scalar(_) = self.f.ty(args[0]) {
                     let x = self.scalar(args[0])?;
