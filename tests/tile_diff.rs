@@ -306,6 +306,10 @@ fn check(d: DType, target: Target, opts: &RunOptions, compared: &mut usize) -> V
     let text = program(d, &cases);
     let m = parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     eagle::ir::verify_module(&m).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    // The text form of every tile op round-trips.
+    let printed = eagle::ir::print_module(&m);
+    let again = parse_module(&printed).unwrap_or_else(|e| panic!("{e}\n{printed}"));
+    assert_eq!(eagle::ir::print_module(&again), printed);
     let (art, _) =
         compile(&m, "h", &Bindings::world(1), target).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let (a, b, c) = (
