@@ -700,6 +700,15 @@ fn check_derived_dims(
                 }
                 .into())
             }
+            Err(eagle_ir::DimError::Unbound(sym)) => {
+                return Err(E::Argument {
+                    function: root.into(),
+                    argument: arg,
+                    expected: format!("dimension {i} = {d}, where `{sym}` is bound by no argument and an extent of {n} does not determine it; give `{sym}` a dimension of its own in some argument"),
+                    found: format!("{n}"),
+                }
+                .into())
+            }
             Err(e) => {
                 return Err(E::Argument {
                     function: root.into(),

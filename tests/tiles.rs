@@ -521,3 +521,108 @@ fn tile_ops_in_a_sample_kernel_match_the_reference_on_the_cpu_and_in_the_cuda_em
         eagle_runner::check_bits("y (cuda emulation)", y.data(), &want).unwrap();
     }
 }
+
+// Edge cases found by trying to break the tile algebra.
+
+/// A tile op on a tile with an empty dim.
+#[eagle::kernel(device)]
+pub fn empty_rows(ctx: Ctx, y: Out<Tensor<f32, 3, 1>>) {
+    let t = zeros([3, 0], f32); // marker: empty tile
+    store(y, [0, 0], row_max(t));
+}
+#[eagle::host]
+pub fn empty_rows_host(y: Out<Tensor<f32, 3, 1>>) {
+    empty_rows(y, device = 0);
+}
+
+/// `extract` at a negative offset.
+#[eagle::kernel(device)]
+pub fn negative_extract(ctx: Ctx, x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    let t = load(x, [0, 0], [8, 8]);
+    let e = extract(t, [0, -1], [8, 8]); // marker: negative extract
+}
+#[eagle::host]
+pub fn negative_extract_host(x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    negative_extract(x, y, device = 0);
+}
+
+/// A tile assigned to a scalar variable.
+#[eagle::kernel(device)]
+pub fn tile_into_scalar(ctx: Ctx, x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    let mut s = 0.0;
+    s = load(x, [0, 0], [8, 8]); // marker: tile into scalar
+}
+#[eagle::host]
+pub fn tile_into_scalar_host(x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    tile_into_scalar(x, y, device = 0);
+}
+
+#[test]
+fn empty_tiles_negative_offsets_and_tiles_in_scalar_variables_are_build_errors() {
+    let s = Session::sim(1).unwrap();
+    let x = Tensor::<f32>::zeros(&[8, 8]);
+    let mut y = Tensor::<f32>::zeros(&[8, 8]);
+    let mut y3 = Tensor::<f32>::zeros(&[3, 1]);
+    let cases: Vec<(Error, &str, &str)> = vec![
+        (
+            empty_rows_host.launch(&s, &mut y3).unwrap_err(),
+            "marker: empty tile",
+            "a tile has at least one element along every dim",
+        ),
+        (
+            negative_extract_host.launch(&s, &x, &mut y).unwrap_err(),
+            "marker: negative extract",
+            "offset -1 is negative",
+        ),
+        (
+            tile_into_scalar_host.launch(&s, &x, &mut y).unwrap_err(),
+            "marker: tile into scalar",
+            "holds a `f32` but is assigned a `tile<[8, 8], f32>`",
+        ),
+    ];
+    for (e, marker, want) in cases {
+        let msg = build_error(e, marker);
+        assert!(msg.contains(want), "{marker}: {msg} lacks {want:?}");
+    }
+}
+
+const KD: Dim = dynamic!("K");
+const K2: Dim = dynamic!("K2");
+
+/// Matmul and concat on symbolic extents: checked once the symbols are bound.
+#[eagle::kernel(device)]
+pub fn sym_mm(ctx: Ctx, a: Tensor<f32, 2, KD>, b: Tensor<f32, K2, 3>, y: Out<Tensor<f32, 2, 6>>) {
+    let p = matmul(load(a, [0, 0], [2, KD]), load(b, [0, 0], [K2, 3]));
+    store(y, [0, 0], concat(p, p, 1));
+}
+#[eagle::host]
+pub fn sym_mm_host(a: Tensor<f32, 2, KD>, b: Tensor<f32, K2, 3>, y: Out<Tensor<f32, 2, 6>>) {
+    sym_mm(a, b, y, device = 0);
+}
+
+#[test]
+fn symbolic_extents_are_checked_once_bound() {
+    let s = Session::sim(1).unwrap();
+    let a = eagle_runner::random_tensor(&[2, 4], 1);
+    let b = eagle_runner::random_tensor(&[4, 3], 2);
+    let mut y = Tensor::<f32>::zeros(&[2, 6]);
+    sym_mm_host.launch(&s, &a, &b, &mut y).unwrap();
+    for i in 0..2 {
+        for j in 0..3 {
+            let mut acc = -0.0f32;
+            for k in 0..4 {
+                acc += a.data()[i * 4 + k] * b.data()[k * 3 + j];
+            }
+            assert_eq!(y.data()[i * 6 + j].to_bits(), acc.to_bits());
+            assert_eq!(y.data()[i * 6 + 3 + j].to_bits(), acc.to_bits());
+        }
+    }
+    // K = 4 but K2 = 5: the verifier of the specialized module names the op and its line.
+    let b5 = eagle_runner::random_tensor(&[5, 3], 2);
+    let e = sym_mm_host.launch(&s, &a, &b5, &mut y).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("inner dims differ (4 vs 5)") && text.contains("tests/tiles.rs:"),
+        "{text}"
+    );
+}

@@ -475,6 +475,9 @@ impl FunctionBuilder<'_> {
                         Operand::Int(i) | Operand::Typed(Const::Int(i), _) if i >= 0 => {
                             offs.push(i as u64)
                         }
+                        Operand::Int(i) | Operand::Typed(Const::Int(i), _) => {
+                            return self.err(format!("`extract`'s offset {i} is negative{}; offsets count elements from the tile's first, from 0", self.here()))
+                        }
                         Operand::Dim(Dim::Const(i)) => offs.push(i),
                         _ => return self.err(format!("`extract`'s offsets are compile-time constants (literals or Rust `const`s){}; to take a sub-tile at a run-time offset, `load` it from the tensor", self.here())),
                     }
@@ -875,6 +878,12 @@ impl FunctionBuilder<'_> {
             return self.err("assignment needs a `let mut` variable on the left".to_string());
         };
         let mut value = self.value(value, t.dtype())?;
+        if let (Type::Scalar(_), vt @ Type::Tile(..)) = (&*t, self.ty(value)) {
+            return self.err(format!(
+                "the variable holds a `{t}` but is assigned a `{vt}`{}; declare it as a tile (`let mut v = zeros([M, N], f32);`) or reduce the tile to a scalar (`reduce_sum(t)`)",
+                self.here()
+            ));
+        }
         if let Type::Tile(s, d) = &*t {
             let vt = self.ty(value).clone();
             let fits = match &vt {

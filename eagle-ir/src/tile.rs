@@ -353,6 +353,19 @@ impl TileOp {
     ) -> Result<Type, String> {
         let name = self.name();
         let n_args = self.arity();
+        let empty = |s: &Shape| s.0.contains(&Dim::Const(0));
+        for (i, t) in args.iter().enumerate() {
+            if let Type::Tile(s, _) = t {
+                if empty(s) {
+                    return Err(format!("`{name}` of a tile with an empty dim (operand {}, `{t}`); a tile has at least one element along every dim", i + 1));
+                }
+            }
+        }
+        if let Some(s) = shape {
+            if empty(s) {
+                return Err(format!("`{name}` to a tile with an empty dim (`{s}`); a tile has at least one element along every dim"));
+            }
+        }
         if args.len() != n_args {
             return Err(format!(
                 "`{name}` takes {n_args} operand(s), found {}",
@@ -440,11 +453,9 @@ impl TileOp {
                             "`reshape` keeps the element count: `{s}` has {a} elements and `{to}` has {b}"
                         ));
                     }
-                } else if s != to {
-                    return Err(format!(
-                        "`reshape` of `{s}` to `{to}` needs constant extents (or equal shapes)"
-                    ));
                 }
+                // With symbolic extents the count is checked once they are bound (the
+                // verifier runs again after specialization).
                 Type::Tile(to.clone(), d)
             }
             TileOp::Concat(axis) => {
@@ -463,11 +474,8 @@ impl TileOp {
                 let mut out = a.0.clone();
                 for (k, (x, y)) in a.0.iter().zip(&b.0).enumerate() {
                     if k == *axis {
-                        match (x.as_const(), y.as_const()) {
-                            (Some(x), Some(y)) => out[k] = Dim::Const(x + y),
-                            _ => return Err(format!("`concat` along a symbolic extent (`{a}`, `{b}`); concatenate along a constant dim")),
-                        }
-                    } else if x != y {
+                        out[k] = Dim::derived(crate::types::DimOp::Add, x.clone(), y.clone());
+                    } else if !dims_compatible(x, y) {
                         return Err(format!(
                             "`concat` along axis {axis} of `{a}` and `{b}`: dim {k} differs ({x} vs {y})"
                         ));
@@ -494,9 +502,9 @@ impl TileOp {
                                 offs[k]
                             ));
                         }
-                    } else if offs[k] != 0 || s.0[k] != to.0[k] {
-                        return Err(format!("`extract` along a symbolic extent of `{s}`; extract along constant dims"));
                     }
+                    // Symbolic extents are checked once bound (the verifier runs again
+                    // after specialization).
                 }
                 Type::Tile(to.clone(), d)
             }
@@ -530,7 +538,7 @@ impl TileOp {
                         "`{name}` multiplies tiles of one number dtype, found `{da}` and `{db}`; cast one with `as`"
                     ));
                 }
-                if k != k2 {
+                if !dims_compatible(&k, &k2) {
                     return Err(format!(
                         "`{name}` of `{}` and `{}`: the inner dims differ ({k} vs {k2}); `[M, K] x [K, N]` needs the same K",
                         args[off], args[off + 1]
@@ -684,6 +692,15 @@ impl TileOp {
                 out(data)
             }
         })
+    }
+}
+
+/// Whether two extents can be equal: equal constants, or either symbolic (then the verifier
+/// checks them again once specialization has bound them).
+fn dims_compatible(a: &Dim, b: &Dim) -> bool {
+    match (a.as_const(), b.as_const()) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
     }
 }
 

@@ -700,6 +700,7 @@ impl Emitter<'_> {
                 Type::Tensor(_, d) => format!("{}* v{}", ctype(*d), p.value.0),
                 Type::Window(..) => format!("eg_win v{}", p.value.0),
                 Type::Scalar(d) => format!("{} v{}", ctype(*d), p.value.0),
+                other @ Type::Tile(..) => return Err(self.err(format!("parameter `{}` of type `{other}`: the CUDA backend does not pass tiles to compute kernels (a tile is striped over a block); pass a tensor and `load` the tile in the callee, or run on the CPU (`sim`, `cpu`)", p.name))),
                 other => return Err(self.err(format!("parameter `{}` of type `{other}`", p.name))),
             });
         }
