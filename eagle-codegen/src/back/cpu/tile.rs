@@ -196,17 +196,38 @@ impl Lower<'_, '_> {
         len: u64,
         d: DType,
     ) -> Result<ClValue, CodegenError> {
+        Ok(self.reduce_rows(op, base, start, 1, len, len, d)?[0])
+    }
+
+    /// [`Lower::reduce_contiguous`] of `rows` sequences at once (row `r` starts `r * stride`
+    /// elements after `start`): each row keeps its own lanes and order, and the rows' chains
+    /// interleave, so the adds of one row wait less on each other.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_rows(
+        &mut self,
+        op: ReduceOp,
+        base: ClValue,
+        start: ClValue,
+        rows: u64,
+        stride: u64,
+        len: u64,
+        d: DType,
+    ) -> Result<Vec<ClValue>, CodegenError> {
         let bop = op.bin_op();
         let lpv = (16 / d.size()) as u64;
         let nv = REDUCE_LANES as u64 / lpv;
         let vty = cl_type(d).by(lpv as u32).expect("a 16-byte vector type");
         let id = self.scalar_const(reduce_identity(op, d));
         let idv = self.b.ins().splat(vty, id);
-        let accs: Vec<_> = (0..nv)
+        let accs: Vec<Vec<_>> = (0..rows)
             .map(|_| {
-                let v = self.b.declare_var(vty);
-                self.b.def_var(v, idv);
-                v
+                (0..nv)
+                    .map(|_| {
+                        let v = self.b.declare_var(vty);
+                        self.b.def_var(v, idv);
+                        v
+                    })
+                    .collect()
             })
             .collect();
         let w = REDUCE_LANES as u64;
@@ -220,28 +241,38 @@ impl Lower<'_, '_> {
                 let e = lw.b.ins().iadd(start, e);
                 let off = lw.b.ins().imul_imm_s(e, esize);
                 let addr = lw.b.ins().iadd(base, off);
-                for (v, &acc) in accs.iter().enumerate() {
-                    let x = lw.b.ins().load(vty, flags, addr, (v as u64 * 16) as i32);
-                    let cur = lw.b.use_var(acc);
-                    let y = lw.vcombine(bop, cur, x);
-                    lw.b.def_var(acc, y);
+                for (r, row) in accs.iter().enumerate() {
+                    for (v, &acc) in row.iter().enumerate() {
+                        let at = (r as u64 * stride) as i64 * esize + (v as u64 * 16) as i64;
+                        let x = lw.b.ins().load(vty, flags, addr, at as i32);
+                        let cur = lw.b.use_var(acc);
+                        let y = lw.vcombine(bop, cur, x);
+                        lw.b.def_var(acc, y);
+                    }
                 }
                 Ok(())
             })?;
         }
-        let mut l: Vec<ClValue> = vec![];
-        for &acc in &accs {
-            let v = self.b.use_var(acc);
-            for k in 0..lpv {
-                l.push(self.b.ins().extractlane(v, k as u8));
+        let mut out = vec![];
+        for (r, row) in accs.iter().enumerate() {
+            let mut l: Vec<ClValue> = vec![];
+            for &acc in row {
+                let v = self.b.use_var(acc);
+                for k in 0..lpv {
+                    l.push(self.b.ins().extractlane(v, k as u8));
+                }
             }
+            for j in 0..len % w {
+                let e = self
+                    .b
+                    .ins()
+                    .iadd_imm_s(start, (r as u64 * stride + full * w + j) as i64);
+                let x = self.tile_load(base, e, d);
+                l[j as usize] = self.combine(bop, l[j as usize], x, d)?;
+            }
+            out.push(self.lane_tree(&l, &mut |lw, x, y, _| lw.combine(bop, x, y, d))?);
         }
-        for j in 0..len % w {
-            let e = self.b.ins().iadd_imm_s(start, (full * w + j) as i64);
-            let x = self.tile_load(base, e, d);
-            l[j as usize] = self.combine(bop, l[j as usize], x, d)?;
-        }
-        self.lane_tree(&l, &mut |lw, x, y, _| lw.combine(bop, x, y, d))
+        Ok(out)
     }
 
     /// Column reductions of an `[m, n]` float tile, a 16-byte vector of adjacent columns at a
@@ -442,6 +473,22 @@ impl Lower<'_, '_> {
         let done = match t {
             TileOp::Reduce(rop, Axis::Col) if d.is_float() => {
                 self.reduce_columns(*rop, p, dst, m, nn, d)?
+            }
+            TileOp::Reduce(rop, Axis::Row) if d.is_float() && m >= ROW_GROUP => {
+                // Rows in groups of ROW_GROUP, their chains interleaved.
+                let rop = *rop;
+                let (lo, hi) = (self.iconst(0), self.iconst((m / ROW_GROUP) as i64));
+                self.emit_loop(lo, hi, &mut |lw, g| {
+                    let row0 = lw.b.ins().imul_imm_s(g, ROW_GROUP as i64);
+                    let start = lw.b.ins().imul_imm_s(row0, nn as i64);
+                    let xs = lw.reduce_rows(rop, p, start, ROW_GROUP, nn, nn, d)?;
+                    for (r, x) in xs.into_iter().enumerate() {
+                        let at = lw.b.ins().iadd_imm_s(row0, r as i64);
+                        lw.tile_store(dst, at, x, d);
+                    }
+                    Ok(())
+                })?;
+                m / ROW_GROUP * ROW_GROUP
             }
             _ => 0,
         };
@@ -761,6 +808,9 @@ impl Lower<'_, '_> {
         Ok(())
     }
 }
+
+/// Rows whose float reductions run interleaved ([`Lower::reduce_rows`]).
+const ROW_GROUP: u64 = 4;
 
 /// The operands of a matmul being lowered ([`Lower::matmul`]).
 struct MatmulGeom {
