@@ -212,6 +212,13 @@ fn cases(d: DType) -> Vec<Case> {
             to,
             cuda: true,
         });
+        v.push(Case {
+            text: "bitcast A".into(),
+            kind: OpKind::Bitcast(a),
+            arity: 1,
+            to,
+            cuda: true,
+        });
     }
     v.into_iter().filter(|k| verifies(k, d)).collect()
 }

@@ -20,6 +20,7 @@ fn every_kind() -> Vec<OpKind> {
         OpKind::Cmp(CmpOp::Eq, v, v),
         OpKind::Select(v, v, v),
         OpKind::Cast(v),
+        OpKind::Bitcast(v),
         OpKind::Slice { src: v, index: v },
         OpKind::Subview { src: v, offset: v },
         OpKind::Broadcast {
@@ -145,6 +146,7 @@ fn every_kind() -> Vec<OpKind> {
             | OpKind::Cmp(..)
             | OpKind::Select(..)
             | OpKind::Cast(_)
+            | OpKind::Bitcast(_)
             | OpKind::Slice { .. }
             | OpKind::Subview { .. }
             | OpKind::Broadcast { .. }
@@ -221,7 +223,7 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     );
     assert!(keywords(&["specialize"]).contains("dim"));
     // And every op kind is in the table, named.
-    assert_eq!(every_kind().len(), 39);
+    assert_eq!(every_kind().len(), 40);
 }
 
 #[test]

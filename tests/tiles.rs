@@ -626,3 +626,47 @@ fn symbolic_extents_are_checked_once_bound() {
         "{text}"
     );
 }
+
+/// Shifts, bitwise not and bit casts from kernel code: the exponent field of each float,
+/// and `x` rebuilt from its bits.
+#[eagle::kernel(device)]
+pub fn bits_k(ctx: Ctx, x: Tensor<f32, 8>, e: Out<Tensor<u32, 8>>, y: Out<Tensor<f32, 8>>) {
+    let t = load(x, [0], [8]);
+    let b = t.to_bits();
+    store(e, [0], (b >> 23) & 255u32);
+    let mut m = b;
+    m <<= 1;
+    m >>= 1;
+    store(y, [0], f32::from_bits(!(!m)));
+}
+#[eagle::host]
+pub fn bits_host(x: Tensor<f32, 8>, e: Out<Tensor<u32, 8>>, y: Out<Tensor<f32, 8>>) {
+    bits_k(x, e, y, device = 0);
+}
+
+#[test]
+fn shifts_not_and_bit_casts_match_rust() {
+    let xs = [
+        1.0f32,
+        -2.5,
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::from_bits(1),
+        3.0e38,
+        -1e-3,
+    ];
+    let x = Tensor::from_vec(&[8], xs.to_vec()).unwrap();
+    let mut e = Tensor::<u32>::zeros(&[8]);
+    let mut y = Tensor::<f32>::zeros(&[8]);
+    bits_host
+        .launch(&Session::sim(1).unwrap(), &x, &mut e, &mut y)
+        .unwrap();
+    let we: Vec<u32> = xs.iter().map(|v| (v.to_bits() >> 23) & 255).collect();
+    let wy: Vec<f32> = xs
+        .iter()
+        .map(|v| f32::from_bits((v.to_bits() << 1) >> 1))
+        .collect();
+    assert_eq!(e.data(), &we[..]);
+    eagle_runner::check_bits("y", y.data(), &wy).unwrap();
+}

@@ -593,6 +593,9 @@ impl FunctionBuilder<'_> {
             BinOp::And => Some(x & y),
             BinOp::Or => Some(x | y),
             BinOp::Xor => Some(x ^ y),
+            // Rust folds literal shifts exactly and refuses an amount past the width.
+            BinOp::Shl => u32::try_from(y).ok().filter(|&s| s < 64).map(|s| x << s),
+            BinOp::Shr => u32::try_from(y).ok().filter(|&s| s < 64).map(|s| x >> s),
         };
         match folded {
             Some(v) => Ok(Operand::Int(v)),
@@ -673,6 +676,49 @@ impl FunctionBuilder<'_> {
         let a = self.value(a, Some(dtype))?;
         let ty = self.elementwise_ty("cast", &[a], Some(dtype))?;
         Ok(self.push(OpKind::Cast(a), ty))
+    }
+
+    /// The same bits as `dtype` (`f32::from_bits(u)`, and [`FunctionBuilder::to_bits`]).
+    ///
+    /// # Errors
+    /// [`IrError::Build`], with the source line, unless the operand and `dtype` are a float
+    /// and an integer of the same width ([`DType::bitcasts_to`]).
+    pub fn bitcast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
+        let hint = match dtype {
+            DType::F32 => Some(DType::U32),
+            DType::F64 => Some(DType::U64),
+            _ => None,
+        };
+        let a = self.value(a, hint)?;
+        let from = self.ty(a).dtype().unwrap_or(DType::Bool);
+        if !from.bitcasts_to(dtype) {
+            return self.err(format!(
+                "`{}::from_bits` / `to_bits` keeps the bits between a float and an integer of the same width (`f32` and `u32`, `f64` and `u64`), found `{}` to `{}`{}; convert values with `as`",
+                rust_name(dtype),
+                rust_name(from),
+                rust_name(dtype),
+                self.here()
+            ));
+        }
+        let ty = self.elementwise_ty("bitcast", &[a], Some(dtype))?;
+        Ok(self.push(OpKind::Bitcast(a), ty))
+    }
+
+    /// `x.to_bits()`: an `f32`'s bits as `u32`, an `f64`'s as `u64`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `x` is not a float.
+    pub fn to_bits(&mut self, a: impl Into<Operand>) -> Result<Value> {
+        let a = self.value(a, None)?;
+        match self.ty(a).dtype() {
+            Some(DType::F32) => self.bitcast(a, DType::U32),
+            Some(DType::F64) => self.bitcast(a, DType::U64),
+            other => self.err(format!(
+                "`.to_bits()` takes an `f32` or `f64`, found `{}`{}",
+                other.map_or("?", rust_name),
+                self.here()
+            )),
+        }
     }
 
     /// `x[i]`: the sub-tensor at `i` of dim 0.

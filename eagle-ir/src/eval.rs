@@ -254,6 +254,9 @@ macro_rules! int_bin {
             BinOp::And => x & y,
             BinOp::Or => x | y,
             BinOp::Xor => x ^ y,
+            // The amount's low bits, as Rust's `wrapping_shl(y as u32)`.
+            BinOp::Shl => x.wrapping_shl(y as u32),
+            BinOp::Shr => x.wrapping_shr(y as u32),
         }
     }};
 }
@@ -268,7 +271,7 @@ macro_rules! float_bin {
             BinOp::Div => x / y,
             BinOp::Min => $min(x, y),
             BinOp::Max => $max(x, y),
-            BinOp::Rem | BinOp::And | BinOp::Or | BinOp::Xor => {
+            BinOp::Rem | BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr => {
                 return Err(EvalError::Unsupported {
                     op: $op.name(),
                     dtype: $d,
@@ -474,6 +477,7 @@ pub fn elementwise(kind: &OpKind, args: &[Scalar], to: DType) -> Result<Scalar, 
         (OpKind::Cmp(op, ..), &[a, b]) => Scalar::Bool(cmp(*op, a, b)?),
         (OpKind::Select(..), &[Scalar::Bool(c), a, b]) => select(c, a, b),
         (OpKind::Cast(_), &[a]) => cast(a, to),
+        (OpKind::Bitcast(_), &[a]) => Scalar::from_bits(a.bits(), to),
         _ => return Err(EvalError::NotElementwise),
     })
 }

@@ -113,11 +113,16 @@ pub enum BinOp {
     Or,
     /// `^`
     Xor,
+    /// `<<` on integers, as Rust's `wrapping_shl`: the amount is taken modulo the bit width.
+    Shl,
+    /// `>>` on integers, as Rust's `wrapping_shr`: arithmetic for signed dtypes, logical for
+    /// unsigned; the amount is taken modulo the bit width.
+    Shr,
 }
 
 impl BinOp {
     /// All binary ops.
-    pub const ALL: [BinOp; 10] = [
+    pub const ALL: [BinOp; 12] = [
         BinOp::Add,
         BinOp::Sub,
         BinOp::Mul,
@@ -128,6 +133,8 @@ impl BinOp {
         BinOp::And,
         BinOp::Or,
         BinOp::Xor,
+        BinOp::Shl,
+        BinOp::Shr,
     ];
     /// IR spelling.
     pub fn name(self) -> &'static str {
@@ -142,6 +149,8 @@ impl BinOp {
             BinOp::And => "and",
             BinOp::Or => "or",
             BinOp::Xor => "xor",
+            BinOp::Shl => "shl",
+            BinOp::Shr => "shr",
         }
     }
 }
@@ -344,6 +353,9 @@ pub enum OpKind {
     Select(Value, Value, Value),
     /// Conversion to the result dtype (Rust `as` semantics; float to int saturates).
     Cast(Value),
+    /// The same bits as another dtype of the same width (`x.to_bits()`, `f32::from_bits(u)`):
+    /// `f32` <-> `u32`/`i32`, `f64` <-> `u64`/`i64`/`index`.
+    Bitcast(Value),
     /// `x[i]`: the sub-tensor at index `i` of the leading dim.
     Slice {
         /// Tensor sliced.
@@ -718,6 +730,7 @@ impl OpKind {
             Cmp(o, a, b) => Cmp(*o, m(a), m(b)),
             Select(a, b, c) => Select(m(a), m(b), m(c)),
             Cast(a) => Cast(m(a)),
+            Bitcast(a) => Bitcast(m(a)),
             Slice { src, index } => Slice {
                 src: m(src),
                 index: m(index),
@@ -906,6 +919,7 @@ impl OpKind {
             | OpKind::Cmp(..)
             | OpKind::Select(..)
             | OpKind::Cast(_)
+            | OpKind::Bitcast(_)
             | OpKind::Slice { .. }
             | OpKind::Subview { .. }
             | OpKind::Broadcast { .. }
@@ -962,6 +976,7 @@ impl OpKind {
             Binary(_, a, b) | Cmp(_, a, b) | Write(a, b) => vec![*a, *b],
             Unary(_, a)
             | Cast(a)
+            | Bitcast(a)
             | Var(a)
             | Read(a)
             | Rank(a)

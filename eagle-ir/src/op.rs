@@ -116,6 +116,7 @@ impl OpKind {
             Cmp(..) => elementwise("cmp"),
             Select(..) => elementwise("select"),
             Cast(_) => elementwise("cast"),
+            Bitcast(_) => elementwise("bitcast"),
             Slice { .. } => pure(info("slice", "a slice (`x[i]`)", Levels::ALL)),
             Subview { .. } => pure(info("subview", "a sub-view (`x[a..b]`)", Levels::DEVICE)),
             Broadcast { .. } => writes(info("broadcast", COLLECTIVE, Levels::DEVICE)),

@@ -72,6 +72,15 @@ impl DType {
         DType::ALL.into_iter().find(|d| d.name() == s)
     }
     /// `f32` or `f64`.
+    /// Whether a bitcast (`to_bits`, `from_bits`) goes from `self` to `to`: a float and an
+    /// integer of the same width (`f32` and `u32`/`i32`, `f64` and `u64`/`i64`/`index`).
+    pub fn bitcasts_to(self, to: DType) -> bool {
+        self != DType::Bool
+            && to != DType::Bool
+            && self.size() == to.size()
+            && self.is_float() != to.is_float()
+    }
+    /// Whether this is a float dtype.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F64)
     }

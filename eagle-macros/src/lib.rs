@@ -1192,8 +1192,9 @@ impl Cx {
                         let op = if name == "min" { quote!(::eagle::ir::BinOp::Min) } else { quote!(::eagle::ir::BinOp::Max) };
                         quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; let __a2 = #b; __f.bin(__a0, __a1, __a2)? }))
                     }
+                    ("to_bits", []) => quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #recv; __f.to_bits(__a0)? })),
                     ("mul_add", [b, c]) => quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #recv; let __a1 = #b; let __a2 = #c; __f.fma(__a0, __a1, __a2)? })),
-                    _ => return err(m.method.span(), format!("method `.{name}()` is not supported; supported methods: {}, `.min(b)`, `.max(b)`, `.mul_add(b, c)`", math_names("`.", "()`"))),
+                    _ => return err(m.method.span(), format!("method `.{name}()` is not supported; supported methods: {}, `.min(b)`, `.max(b)`, `.mul_add(b, c)`, `.to_bits()`", math_names("`.", "()`"))),
                 }
             }
             Expr::Call(c) => self.call_expr(c)?,
@@ -1298,6 +1299,27 @@ impl Cx {
             if let Some(intr) = eagle_ir::tile::intrinsic(&name) {
                 return self.tile_call(c, intr);
             }
+        }
+        // `f32::from_bits(u)`, `f64::from_bits(u)`.
+        if p.path.segments.len() == 2 && name == "from_bits" {
+            let ty = p.path.segments[0].ident.to_string();
+            if ty != "f32" && ty != "f64" {
+                return err(p.path.segments[0].ident.span(), format!("`{ty}::from_bits` is not an eagle intrinsic; `f32::from_bits(u)` and `f64::from_bits(u)` are"));
+            }
+            if a.len() != 1 {
+                return err(
+                    sp,
+                    format!(
+                        "`{ty}::from_bits` takes 1 argument: `{ty}::from_bits(u)`; found {}",
+                        a.len()
+                    ),
+                );
+            }
+            let d = dtype_tokens(&ty, p.path.segments[0].ident.span())?;
+            let x = self.expr(a[0])?;
+            return Ok(
+                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #x; let __a1 = #d; __f.bitcast(__a0, __a1)? })),
+            );
         }
         if !(p.path.segments.len() == 1 && is_intrinsic(&name)) {
             return err(c.func.span(), format!("`{name}` is not an eagle intrinsic with a result; the intrinsics with results are rank, nranks, world_size, load, remote_load, subview, window, alloc_window_buffer, {}, min, max, fma, select and the tile ops {}. Other eagle functions (`#[eagle::kernel]`) return nothing: call them as statements and pass an `Out` tensor for the result; plain Rust functions cannot be called from kernels", math_names("", ""), tile_names()));
@@ -1534,6 +1556,8 @@ fn compound_op(op: &SynBin) -> TS {
         SynBin::RemAssign(_) => quote!(::eagle::ir::BinOp::Rem),
         SynBin::BitAndAssign(_) => quote!(::eagle::ir::BinOp::And),
         SynBin::BitOrAssign(_) => quote!(::eagle::ir::BinOp::Or),
+        SynBin::ShlAssign(_) => quote!(::eagle::ir::BinOp::Shl),
+        SynBin::ShrAssign(_) => quote!(::eagle::ir::BinOp::Shr),
         _ => quote!(::eagle::ir::BinOp::Xor),
     }
 }
@@ -1560,18 +1584,15 @@ fn bin_tokens(op: &SynBin) -> R<(syn::Ident, TS)> {
         SynBin::BitAnd(_) | SynBin::And(_) => b("And"),
         SynBin::BitOr(_) | SynBin::Or(_) => b("Or"),
         SynBin::BitXor(_) => b("Xor"),
+        SynBin::Shl(_) => b("Shl"),
+        SynBin::Shr(_) => b("Shr"),
         SynBin::Eq(_) => c("Eq"),
         SynBin::Ne(_) => c("Ne"),
         SynBin::Lt(_) => c("Lt"),
         SynBin::Le(_) => c("Le"),
         SynBin::Gt(_) => c("Gt"),
         SynBin::Ge(_) => c("Ge"),
-        other => {
-            return err(
-                other.span(),
-                "shifts are not supported; multiply or divide by a power of two",
-            )
-        }
+        other => return err(other.span(), "unsupported operator in a kernel"),
     })
 }
 

@@ -76,7 +76,8 @@ impl Interp<'_> {
                 | OpKind::Fma(..)
                 | OpKind::Cmp(..)
                 | OpKind::Select(..)
-                | OpKind::Cast(_) => {
+                | OpKind::Cast(_)
+                | OpKind::Bitcast(_) => {
                     // The reference evaluator defines what the op computes.
                     let args = op
                         .kind

@@ -753,6 +753,11 @@ impl Spec<'_> {
                     }
                 }
             }
+            OpKind::Bitcast(_) => {
+                if let (true, Some(c)) = (scalar_res, self.fold(f, &op.kind, rdt)) {
+                    fold_to = Some(c);
+                }
+            }
             OpKind::Cast(a) => {
                 if let (true, Some(c)) = (scalar_res, self.fold(f, &op.kind, rdt)) {
                     fold_to = Some(c);

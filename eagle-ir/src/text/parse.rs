@@ -438,6 +438,7 @@ impl Parser {
                 Cmp(c, a, b)
             }
             "cast" => Cast(self.val()?),
+            "bitcast" => Bitcast(self.val()?),
             "slice" | "subview" | "elem" | "set_elem" | "load" | "store" => {
                 self.parse_memory(&name)?
             }

@@ -148,6 +148,7 @@ fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String)
         Cmp(o, a, b) => format!("cmp {} {}, {}", o.name(), n.v(*a), n.v(*b)),
         Select(a, b, c) => format!("select {}", n.list(&[*a, *b, *c])),
         Cast(a) => format!("cast {}", n.v(*a)),
+        Bitcast(a) => format!("bitcast {}", n.v(*a)),
         Slice { src, index } => format!("slice {}[{}]", n.v(*src), n.v(*index)),
         Load { src, offsets } => format!("load {}{}", n.v(*src), offs(offsets)),
         Elem { src, indices } => format!("elem {}{}", n.v(*src), offs(indices)),

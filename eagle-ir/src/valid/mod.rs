@@ -344,7 +344,7 @@ impl V<'_> {
         use OpKind::*;
         match &op.kind {
             Const(_) | Dim(_) | Binary(..) | Unary(..) | Fma(..) | Cmp(..) | Select(..)
-            | Cast(_) => self.check_scalar(op)?,
+            | Cast(_) | Bitcast(_) => self.check_scalar(op)?,
             Slice { .. }
             | Subview { .. }
             | Broadcast { .. }
@@ -432,6 +432,12 @@ impl V<'_> {
                 if *b == BinOp::Rem && d.is_float() {
                     return self.fail(op, "`%` on floats is not supported; compute `x - (x / y).floor() * y` explicitly");
                 }
+                if matches!(b, BinOp::Shl | BinOp::Shr) && !d.is_int() {
+                    return self.fail(
+                        op,
+                        format!("`{}` shifts integers, found `{d}`; shift the bits of a float with `x.to_bits()`, or multiply by a power of two", b.name()),
+                    );
+                }
                 self.expect_result(op, &Self::with_shape(s, d))?;
             }
             Unary(u, x) => {
@@ -486,6 +492,20 @@ impl V<'_> {
                     }
                 };
                 self.expect_result(op, &Self::with_shape(s, d))?;
+            }
+            Bitcast(a) => {
+                let (s, from) = self.elementwise(op, &[*a])?;
+                let Some(r) = op.result else {
+                    return self.fail(op, "bitcast must define a result");
+                };
+                let to = self.ty(r).dtype().unwrap_or(DType::Bool);
+                if !from.bitcasts_to(to) {
+                    return self.fail(
+                        op,
+                        format!("a bitcast keeps the bits between a float and an integer of the same width (`f32` and `u32`/`i32`, `f64` and `u64`/`i64`), found `{from}` to `{to}`; use `as` to convert a value"),
+                    );
+                }
+                self.expect_result(op, &Self::with_shape(s, to))?;
             }
             other => {
                 return self.fail(

@@ -617,7 +617,8 @@ impl Lower<'_, '_> {
             | OpKind::Fma(..)
             | OpKind::Cmp(..)
             | OpKind::Select(..)
-            | OpKind::Cast(..) => Some(self.elementwise(op)?),
+            | OpKind::Cast(..)
+            | OpKind::Bitcast(..) => Some(self.elementwise(op)?),
             OpKind::Slice { .. } | OpKind::Subview { .. } => self.lower_view(op)?,
             OpKind::Load { .. } | OpKind::Store { .. } => self.lower_load_store(op)?,
             OpKind::Elem { .. } | OpKind::SetElem { .. } => self.lower_element(op)?,
@@ -1433,6 +1434,7 @@ impl Lower<'_, '_> {
                 BinOp::Add | BinOp::Sub => d.is_float() || d.is_int(),
                 BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max => d.is_float(),
                 BinOp::And | BinOp::Or | BinOp::Xor => d.is_int(),
+                BinOp::Shl | BinOp::Shr => false,
                 BinOp::Rem => false,
             },
             OpKind::Unary(u, _) => d.is_float() && matches!(u, UnOp::Neg | UnOp::Abs | UnOp::Sqrt),
@@ -1632,6 +1634,10 @@ impl Lower<'_, '_> {
                         BinOp::And => self.b.ins().band(a, b),
                         BinOp::Or => self.b.ins().bor(a, b),
                         BinOp::Xor => self.b.ins().bxor(a, b),
+                        // Cranelift takes the amount modulo the width: `wrapping_shl`.
+                        BinOp::Shl => self.b.ins().ishl(a, b),
+                        BinOp::Shr if signed => self.b.ins().sshr(a, b),
+                        BinOp::Shr => self.b.ins().ushr(a, b),
                     }
                 }
             }
@@ -1687,6 +1693,10 @@ impl Lower<'_, '_> {
             }
             OpKind::Select(..) => self.b.ins().select(xs[0], xs[1], xs[2]),
             OpKind::Cast(_) => self.cast(xs[0], d, rd),
+            OpKind::Bitcast(_) => self
+                .b
+                .ins()
+                .bitcast(cl_type(rd), MemFlagsData::new(), xs[0]),
             _ => return Err(self.err("not an elementwise op")),
         })
     }
@@ -1783,6 +1793,7 @@ fn is_elementwise(k: &OpKind) -> bool {
             | OpKind::Cmp(..)
             | OpKind::Select(..)
             | OpKind::Cast(..)
+            | OpKind::Bitcast(..)
     )
 }
 

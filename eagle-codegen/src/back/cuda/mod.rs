@@ -923,7 +923,8 @@ impl Emitter<'_> {
             | OpKind::Fma(..)
             | OpKind::Cmp(..)
             | OpKind::Select(..)
-            | OpKind::Cast(..) => self.elementwise(op)?,
+            | OpKind::Cast(..)
+            | OpKind::Bitcast(..) => self.elementwise(op)?,
             OpKind::Slice { .. } | OpKind::Subview { .. } => self.emit_view(op)?,
             OpKind::Load { .. }
             | OpKind::RemoteLoad { .. }
@@ -1509,6 +1510,12 @@ impl Emitter<'_> {
                         BinOp::And => format!("({t})({a} & {c})"),
                         BinOp::Or => format!("({t})({a} | {c})"),
                         BinOp::Xor => format!("({t})({a} ^ {c})"),
+                        // `wrapping_shl` / `wrapping_shr`: the amount modulo the width; `>>`
+                        // on a signed value is arithmetic (as Rust's).
+                        BinOp::Shl => {
+                            format!("({t})(({u}){a} << (({u}){c} & {}u))", d.size() * 8 - 1)
+                        }
+                        BinOp::Shr => format!("({t})({a} >> (({u}){c} & {}u))", d.size() * 8 - 1),
                     }
                 }
             }
@@ -1550,6 +1557,17 @@ impl Emitter<'_> {
             }
             OpKind::Select(..) => format!("{} ? {} : {}", x[0], x[1], x[2]),
             OpKind::Cast(v) => cast(&x[0], self.dtype(*v)?, rd),
+            // The same bits: CUDA's reinterpreting intrinsics (and the emulation's).
+            OpKind::Bitcast(_) => match (d, rd) {
+                (DType::F32, DType::I32) => format!("__float_as_int({})", x[0]),
+                (DType::F32, _) => format!("(unsigned int)__float_as_int({})", x[0]),
+                (DType::I32 | DType::U32, DType::F32) => format!("__int_as_float((int){})", x[0]),
+                (DType::F64, DType::U64) => {
+                    format!("(unsigned long long)__double_as_longlong({})", x[0])
+                }
+                (DType::F64, _) => format!("__double_as_longlong({})", x[0]),
+                (_, _) => format!("__longlong_as_double((long long){})", x[0]),
+            },
             _ => return Err(self.err("not an elementwise op")),
         })
     }
