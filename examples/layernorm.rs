@@ -42,24 +42,15 @@ pub fn layernorm(
     }
 }
 
-/// The sum in eagle's documented reduction order (`docs/language.md`, "Reductions").
-pub fn lane_sum(xs: &[f32]) -> f32 {
-    let mut l = [-0.0f32; 8];
-    for (i, x) in xs.iter().enumerate() {
-        l[i % 8] += x;
-    }
-    ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
-}
-
 /// The golden: the kernel's steps in plain Rust, in the same order.
 pub fn golden(x: &[f32], g: &[f32], b: &[f32]) -> Vec<f32> {
     let n = COLS as f32;
     let mut y = Vec::with_capacity(x.len());
     for row in x.chunks(COLS) {
-        let mean = lane_sum(row) / n;
+        let mean = eagle_runner::golden::lane_sum(row) / n;
         let d: Vec<f32> = row.iter().map(|v| v - mean).collect();
         let sq: Vec<f32> = d.iter().map(|v| v * v).collect();
-        let var = lane_sum(&sq) / n;
+        let var = eagle_runner::golden::lane_sum(&sq) / n;
         let inv = 1.0 / (var + EPS).sqrt();
         y.extend(d.iter().enumerate().map(|(j, v)| v * inv * g[j] + b[j]));
     }

@@ -27,17 +27,6 @@ pub fn softmax(x: Tensor<f32, NR, ROWS, COLS>, y: Out<Tensor<f32, NR, ROWS, COLS
     }
 }
 
-/// The sum of `xs` in eagle's documented reduction order (`docs/language.md`, "Reductions"):
-/// eight lanes from `-0.0`, lane `j` adding `xs[j], xs[j + 8], ...` in turn, then
-/// `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`.
-pub fn lane_sum(xs: &[f32]) -> f32 {
-    let mut l = [-0.0f32; 8];
-    for (i, x) in xs.iter().enumerate() {
-        l[i % 8] += x;
-    }
-    ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
-}
-
 /// The golden: the same steps in plain Rust (`exp` is Rust's `f32::exp`, which the CPU backend
 /// calls too).
 pub fn golden(x: &[f32]) -> Vec<f32> {
@@ -45,7 +34,7 @@ pub fn golden(x: &[f32]) -> Vec<f32> {
     for row in x.chunks(COLS) {
         let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let e: Vec<f32> = row.iter().map(|v| (v - m).exp()).collect();
-        let s = lane_sum(&e);
+        let s = eagle_runner::golden::lane_sum(&e);
         y.extend(e.iter().map(|v| v / s));
     }
     y

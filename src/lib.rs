@@ -649,32 +649,27 @@ fn check_derived_dims(
     bound_by: &mut std::collections::BTreeMap<String, String>,
 ) -> Result<()> {
     use eagle_runtime::RuntimeError as E;
-    let derived = || {
-        f.params.iter().zip(args).flat_map(|(prm, a)| {
-            let actual = match a {
-                Arg::In(s, ..) | Arg::Out(s, ..) => s.clone(),
-                Arg::Scalar(..) => vec![],
-            };
-            let dims = f
-                .ty(prm.value)
-                .shape()
-                .map(|s| s.0.clone())
-                .unwrap_or_default();
-            dims.into_iter()
-                .zip(actual)
-                .enumerate()
-                .filter(|(_, (d, _))| matches!(d, Dim::Expr(_)))
-                .map(move |(i, (d, n))| (prm.name.clone(), i, d, n as u64))
-                .collect::<Vec<_>>()
-        })
-    };
+    // (argument, dim index, the derived dim, the argument's extent); empty for most programs.
+    let mut derived: Vec<(&str, usize, &Dim, u64)> = vec![];
+    for (prm, a) in f.params.iter().zip(args) {
+        let (Some(shape), Arg::In(actual, ..) | Arg::Out(actual, ..)) =
+            (f.ty(prm.value).shape(), a)
+        else {
+            continue;
+        };
+        for (i, (d, &n)) in shape.0.iter().zip(actual).enumerate() {
+            if matches!(d, Dim::Expr(_)) {
+                derived.push((prm.name.as_str(), i, d, n as u64));
+            }
+        }
+    }
     // Bind what a derived dim alone determines, until nothing changes.
     loop {
         let mut changed = false;
-        for (arg, _, d, n) in derived() {
+        for &(arg, _, d, n) in &derived {
             if let Some((sym, v)) = d.solve(n, &|s| b.dims.get(s).copied()) {
                 b.dims.insert(sym.clone(), v);
-                bound_by.insert(sym, arg);
+                bound_by.insert(sym, arg.to_string());
                 changed = true;
             }
         }
@@ -682,7 +677,8 @@ fn check_derived_dims(
             break;
         }
     }
-    for (arg, i, d, n) in derived() {
+    for (arg, i, d, n) in derived {
+        let arg = arg.to_string();
         let bindings = d
             .symbols()
             .iter()

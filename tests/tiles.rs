@@ -5,6 +5,7 @@
 use eagle::ir::IrError;
 use eagle::prelude::*;
 use eagle::Error;
+use eagle_runner::golden::lane_sum;
 
 #[cfg(feature = "cuda")]
 mod emulation;
@@ -49,14 +50,6 @@ pub fn stats_host(
     am: Out<Tensor<i64, M, 1>>,
 ) {
     stats(x, y, s, am, device = 0);
-}
-
-fn lane_sum(xs: &[f32]) -> f32 {
-    let mut l = [-0.0f32; 8];
-    for (i, x) in xs.iter().enumerate() {
-        l[i % 8] += x;
-    }
-    ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
 }
 
 fn stats_golden(x: &[f32]) -> (Vec<f32>, Vec<f32>, Vec<i64>) {
@@ -470,13 +463,6 @@ fn tile_sample_golden(x: f32) -> f32 {
             a - b
         })
         .collect();
-    let lane = |xs: &[f32]| {
-        let mut l = [-0.0f32; 8];
-        for (i, x) in xs.iter().enumerate() {
-            l[i % 8] += x;
-        }
-        ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
-    };
     let tt = op("transpose")
         .eval(std::slice::from_ref(&t), &ty(&[8, 4]))
         .unwrap();
@@ -489,7 +475,7 @@ fn tile_sample_golden(x: f32) -> f32 {
             _ => unreachable!(),
         })
         .fold(f32::NEG_INFINITY, f32::max);
-    lane(&centred) + gmax
+    lane_sum(&centred) + gmax
 }
 
 #[test]

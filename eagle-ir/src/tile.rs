@@ -768,6 +768,16 @@ impl Tile {
     }
 }
 
+/// The row-major strides of `shape`, in elements (`[M, N]` -> `[N, 1]`): what every backend
+/// indexes tiles by.
+pub fn strides(shape: &[u64]) -> Vec<u64> {
+    let mut st = vec![1u64; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        st[d] = st[d + 1] * shape[d + 1];
+    }
+    st
+}
+
 fn unravel(mut e: usize, shape: &[u64]) -> Vec<u64> {
     let mut idx = vec![0; shape.len()];
     for d in (0..shape.len()).rev() {

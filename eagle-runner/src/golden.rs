@@ -1,5 +1,6 @@
-//! Host-side goldens for the collective steps, computed in the combine orders that
-//! `docs/collectives.md` documents (so results compare bit for bit).
+//! Host-side goldens for the collective steps and the tile reductions, computed in the combine
+//! orders that `docs/collectives.md` and `docs/language.md` document (so results compare bit
+//! for bit).
 
 use eagle::Tensor;
 use std::ops::Range;
@@ -8,6 +9,18 @@ use std::ops::Range;
 /// maximum / minimum; a NaN result is the canonical NaN, `f32::NAN` / `f64::NAN` bits): use
 /// these, not `f32::max` (which ignores NaN), in goldens of `Max` / `Min` reductions.
 pub use eagle::ir::eval::{fmax_f32, fmax_f64, fmin_f32, fmin_f64};
+
+/// The `f32` sum of `xs` in the order of eagle's sum reductions (`row_sum`, `col_sum`,
+/// `reduce_sum`; `docs/language.md`, "Reductions"), in plain Rust: eight lanes from `-0.0`,
+/// lane `j` adding `xs[j], xs[j + 8], ...` in turn, then
+/// `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`.
+pub fn lane_sum(xs: &[f32]) -> f32 {
+    let mut l = [-0.0f32; 8];
+    for (i, x) in xs.iter().enumerate() {
+        l[i % 8] += x;
+    }
+    ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+}
 
 /// Elements of chunk `c` when `n` elements are cut into `p` contiguous chunks, the first
 /// `n % p` one element longer (the rank-partition rule of the multi-GPU seed).

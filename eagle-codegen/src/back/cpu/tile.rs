@@ -11,8 +11,9 @@
 use super::{cl_type, Cv, Lower};
 use crate::error::CodegenError;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value as ClValue};
-use eagle_ir::tile::{reduce_identity, ArgOp, Axis, TileOp, REDUCE_LANES};
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type as ClType, Value as ClValue};
+use cranelift_frontend::Variable;
+use eagle_ir::tile::{reduce_identity, strides, ArgOp, Axis, TileOp, REDUCE_LANES};
 use eagle_ir::{BinOp, DType, Op, OpKind, ReduceOp, Type, Value};
 
 impl Lower<'_, '_> {
@@ -25,6 +26,17 @@ impl Lower<'_, '_> {
     fn tile_store(&mut self, base: ClValue, idx: ClValue, x: ClValue, d: DType) {
         let a = self.elem_addr(base, idx, d.size());
         self.b.ins().store(MemFlagsData::trusted(), x, a, 0);
+    }
+
+    /// `n` fresh variables of type `ty`, each set to `init` (a reduction's lanes).
+    fn vars(&mut self, n: u64, ty: ClType, init: ClValue) -> Vec<Variable> {
+        (0..n)
+            .map(|_| {
+                let v = self.b.declare_var(ty);
+                self.b.def_var(v, init);
+                v
+            })
+            .collect()
     }
 
     /// `a <op> b` on scalars of dtype `d`, as the elementwise op computes it.
@@ -111,13 +123,7 @@ impl Lower<'_, '_> {
         }
         let bop = op.bin_op();
         let id = self.scalar_const(reduce_identity(op, d));
-        let lanes: Vec<_> = (0..REDUCE_LANES)
-            .map(|_| {
-                let v = self.b.declare_var(cl_type(d));
-                self.b.def_var(v, id);
-                v
-            })
-            .collect();
+        let lanes = self.vars(REDUCE_LANES as u64, cl_type(d), id);
         let w = REDUCE_LANES as u64;
         let full = len / w;
         if full > 0 {
@@ -219,17 +225,7 @@ impl Lower<'_, '_> {
         let vty = cl_type(d).by(lpv as u32).expect("a 16-byte vector type");
         let id = self.scalar_const(reduce_identity(op, d));
         let idv = self.b.ins().splat(vty, id);
-        let accs: Vec<Vec<_>> = (0..rows)
-            .map(|_| {
-                (0..nv)
-                    .map(|_| {
-                        let v = self.b.declare_var(vty);
-                        self.b.def_var(v, idv);
-                        v
-                    })
-                    .collect()
-            })
-            .collect();
+        let accs: Vec<Vec<_>> = (0..rows).map(|_| self.vars(nv, vty, idv)).collect();
         let w = REDUCE_LANES as u64;
         let full = len / w;
         let esize = d.size() as i64;
@@ -303,13 +299,7 @@ impl Lower<'_, '_> {
             let col = lw.b.ins().imul_imm_s(g, lpv as i64);
             let id = lw.scalar_const(reduce_identity(op, d));
             let idv = lw.b.ins().splat(vty, id);
-            let accs: Vec<_> = (0..w)
-                .map(|_| {
-                    let v = lw.b.declare_var(vty);
-                    lw.b.def_var(v, idv);
-                    v
-                })
-                .collect();
+            let accs = lw.vars(w, vty, idv);
             let full = m / w;
             let colb = lw.b.ins().imul_imm_s(col, esize);
             let colp = lw.b.ins().iadd(src, colb);
@@ -528,13 +518,6 @@ impl Lower<'_, '_> {
             .transpose()?
             .unwrap_or_default();
         let n: u64 = rshape.iter().product();
-        let strides = |s: &[u64]| -> Vec<u64> {
-            let mut st = vec![1u64; s.len()];
-            for d in (0..s.len().saturating_sub(1)).rev() {
-                st[d] = st[d + 1] * s[d + 1];
-            }
-            st
-        };
         if let TileOp::Reshape = t {
             let (p, _, _) = self.tile_mem(args[0])?;
             return Ok(Some(Cv::Mem(p)));

@@ -12,20 +12,12 @@
 
 use super::{cast, ctype, literal, Emitter, Mode};
 use crate::error::CodegenError;
-use eagle_ir::tile::{reduce_identity, ArgOp, Axis, TileOp, REDUCE_LANES};
+use eagle_ir::tile::{reduce_identity, strides, ArgOp, Axis, TileOp, REDUCE_LANES};
 use eagle_ir::{BinOp, DType, Op, OpKind, Value};
 
 /// Most bytes of shared memory a tile op of a per-device program may stage (CUDA's static
 /// shared memory per block).
 pub const MAX_SHARED_BYTES: u64 = 48 << 10;
-
-fn strides(s: &[u64]) -> Vec<u64> {
-    let mut st = vec![1u64; s.len()];
-    for d in (0..s.len().saturating_sub(1)).rev() {
-        st[d] = st[d + 1] * s[d + 1];
-    }
-    st
-}
 
 impl Emitter<'_> {
     /// `a <op> b` in C on dtype `d`, as the elementwise op computes it.
