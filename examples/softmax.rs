@@ -27,13 +27,16 @@ pub fn softmax(x: Tensor<f32, NR, ROWS, COLS>, y: Out<Tensor<f32, NR, ROWS, COLS
     }
 }
 
-/// The golden: the same steps in plain Rust (`exp` is Rust's `f32::exp`, which the CPU backend
-/// calls too).
+/// The golden: the same steps in plain Rust, with eagle's own `exp` (`MathFn::Exp`, the one
+/// definition every backend computes; within 1 ulp of the exact value, like `f32::exp`).
 pub fn golden(x: &[f32]) -> Vec<f32> {
     let mut y = Vec::with_capacity(x.len());
     for row in x.chunks(COLS) {
         let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let e: Vec<f32> = row.iter().map(|v| (v - m).exp()).collect();
+        let e: Vec<f32> = row
+            .iter()
+            .map(|v| eagle::ir::MathFn::Exp.eval_f32(&[v - m]))
+            .collect();
         let s = eagle_runner::golden::lane_sum(&e);
         y.extend(e.iter().map(|v| v / s));
     }

@@ -16,7 +16,7 @@
 //! documented in the evaluator's module docs).
 use eagle::codegen::{compile, Bindings, Target};
 use eagle::ir::eval::{self, Scalar};
-use eagle::ir::{parse_module, BinOp, CmpOp, DType, OpKind, UnOp, Value};
+use eagle::ir::{parse_module, BinOp, CmpOp, DType, MathFn, OpKind, UnOp, Value};
 use eagle::runtime::{run_with, Arg, RunOptions};
 use std::fmt::Write;
 
@@ -178,7 +178,23 @@ fn cases(d: DType) -> Vec<Case> {
             kind: OpKind::Unary(op, a),
             arity: 1,
             to: d,
-            cuda: op != UnOp::Exp,
+            cuda: true,
+        });
+    }
+    // The math library (expanded into the ops above at specialization); `powi`'s exponent
+    // is `i32`, so it is covered by `tests/math.rs` instead.
+    for f in MathFn::ALL {
+        let (text, args) = match f.arity() {
+            1 => (format!("{} A", f.name()), vec![a]),
+            _ if f == MathFn::Powi => continue,
+            _ => (format!("{} A, B", f.name()), vec![a, b]),
+        };
+        v.push(Case {
+            text,
+            kind: OpKind::Math(f, args.clone()),
+            arity: args.len(),
+            to: d,
+            cuda: true,
         });
     }
     v.push(Case {
@@ -289,8 +305,9 @@ fn same(k: &Case, want: Scalar, got: Scalar) -> bool {
     let arith = matches!(
         k.kind,
         OpKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, ..)
-            | OpKind::Unary(UnOp::Sqrt | UnOp::Exp | UnOp::Neg | UnOp::Abs, _)
+            | OpKind::Unary(UnOp::Sqrt | UnOp::Neg | UnOp::Abs, _)
             | OpKind::Fma(..)
+            | OpKind::Math(..)
     );
     want == got || (arith && want.is_nan() && got.is_nan())
 }

@@ -3,7 +3,8 @@
 //! emulation (`tests/filetests/run/`, `backend/`), and every elementwise op on every dtype by
 //! `tests/eval_diff.rs` (which walks `BinOp::ALL`, `UnOp::ALL`, `CmpOp::ALL` and every cast).
 use eagle::ir::{
-    AllreduceMode, BinOp, Block, CmpOp, Const, Dim, NotifyOp, OpKind, ReduceOp, TileOp, UnOp, Value,
+    AllreduceMode, BinOp, Block, CmpOp, Const, Dim, MathFn, NotifyOp, OpKind, ReduceOp, TileOp,
+    UnOp, Value,
 };
 use std::path::Path;
 
@@ -134,6 +135,7 @@ fn every_kind() -> Vec<OpKind> {
         },
         OpKind::Barrier(v),
         OpKind::Tile(TileOp::Matmul, vec![]),
+        OpKind::Math(MathFn::Ln, vec![]),
     ];
     for k in &kinds {
         // Exhaustive: a new `OpKind` variant must be added to the list above.
@@ -177,7 +179,8 @@ fn every_kind() -> Vec<OpKind> {
             | OpKind::Notify { .. }
             | OpKind::Wait { .. }
             | OpKind::Barrier(_)
-            | OpKind::Tile(..) => {}
+            | OpKind::Tile(..)
+            | OpKind::Math(..) => {}
         }
     }
     kinds
@@ -212,6 +215,7 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     let tile_ops = TileOp::keyword_ops();
     names.extend(tile_ops.iter().map(|t| t.name()));
     names.push(TileOp::Extract(vec![]).name());
+    names.extend(MathFn::ALL.iter().map(|f| f.name()));
     // `dim` folds to a constant before any backend sees it; `specialize/bind_dims.eir` has it.
     let missing: Vec<&&str> = names
         .iter()
@@ -223,7 +227,7 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     );
     assert!(keywords(&["specialize"]).contains("dim"));
     // And every op kind is in the table, named.
-    assert_eq!(every_kind().len(), 40);
+    assert_eq!(every_kind().len(), 41);
 }
 
 #[test]
@@ -239,6 +243,7 @@ fn the_language_reference_lists_every_op_and_intrinsic() {
     names.extend(UnOp::ALL.iter().map(|u| u.name().to_string()));
     names.extend(CmpOp::ALL.iter().map(|c| c.name().to_string()));
     names.extend(TileOp::keyword_ops().iter().map(|t| t.name().to_string()));
+    names.extend(MathFn::ALL.iter().map(|f| f.name().to_string()));
     names.extend(
         eagle::ir::tile::INTRINSICS
             .iter()

@@ -47,6 +47,9 @@ fn modules() -> Vec<(&'static str, Module)> {
         ("softmax", softmax::softmax::module().unwrap()),
         ("layernorm", layernorm::layernorm::module().unwrap()),
         ("matmul", matmul::matmul_rows::module().unwrap()),
+        ("gelu", gelu::gelu::module().unwrap()),
+        ("log_softmax", log_softmax::log_softmax::module().unwrap()),
+        ("rotary", rotary::rotary::module().unwrap()),
     ]
 }
 

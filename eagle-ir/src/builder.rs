@@ -616,6 +616,66 @@ impl FunctionBuilder<'_> {
         Ok(self.push(OpKind::Unary(op, a), ty))
     }
 
+    /// A function of the math library ([`crate::math`]), elementwise: `ln(x)`, `atan2(y, x)`,
+    /// `powi(x, n)`. Operand 0 is `f32` or `f64` (a float literal takes the dtype of the other
+    /// operand, else `f32`); the others have its dtype, except `powi`'s exponent (`i32`).
+    /// Tiles broadcast as for `+`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] naming the function, the operand, the dtype found and the fix, for
+    /// a wrong number of operands, an integer operand 0 or another operand of the wrong dtype;
+    /// and for shapes that do not broadcast.
+    pub fn math(&mut self, f: crate::math::MathFn, args: Vec<Operand>) -> Result<Value> {
+        let (n, sig) = (f.name(), f.signature());
+        if args.len() != f.arity() {
+            return self.err(format!(
+                "`{n}({sig})` takes {} operand(s), found {}{}",
+                f.arity(),
+                args.len(),
+                self.here()
+            ));
+        }
+        let float = args
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| f.operand_dtype(*i, DType::F64) == DType::F64)
+            .find_map(|(_, a)| self.hint_of(a).filter(|d| d.is_float()));
+        let d0 = float.unwrap_or(DType::F32);
+        let mut vals = Vec::with_capacity(args.len());
+        for (i, a) in args.into_iter().enumerate() {
+            let want = f.operand_dtype(i, d0);
+            let v = self.value(a, Some(want))?;
+            let got = elem(self.ty(v));
+            if got != Some(want) {
+                let found = match got {
+                    Some(d) => format!("`{}`", rust_name(d)),
+                    None => format!("`{}`", self.ty(v)),
+                };
+                let fix = if i == 0 {
+                    "convert it with `as f64` (or `as f32`)".to_string()
+                } else {
+                    format!("convert it with `as {}`", rust_name(want))
+                };
+                return self.err(format!(
+                    "operand {i} of `{n}({sig})`{}: expected `{}`, found {found}; {fix}",
+                    self.here(),
+                    rust_name(want)
+                ));
+            }
+            vals.push(v);
+        }
+        if vals.len() == 2 {
+            let [a, b] = self.broadcast_operands(n, [vals[0], vals[1]])?;
+            vals = vec![a, b];
+        }
+        let ty = self.elementwise_ty(n, &vals[..1], Some(d0))?;
+        let ty = match (ty, vals.get(1).map(|v| self.ty(*v).clone())) {
+            (Type::Scalar(d), Some(Type::Tile(s, _))) => Type::Tile(s, d),
+            (t, _) => t,
+        };
+        Ok(self.push(OpKind::Math(f, vals), ty))
+    }
+
     /// `a * b + c` with one rounding.
     ///
     /// # Errors

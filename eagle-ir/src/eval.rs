@@ -22,9 +22,8 @@
 //!   to nearest even (`i64 as f32` rounds the integer directly, never through `f64`); float to
 //!   `index` saturates as `usize` (a negative float is 0), the bits held as `i64`. `x as bool`
 //!   (which Rust lacks) is `x != 0`; `bool as T` is 0 or 1.
-//! - `exp` is `f32::exp` / `f64::exp` of the Rust standard library (the CPU backend calls the
-//!   same functions; the CUDA backend's `expf`/`exp` are within 2 ulp of it, the one documented
-//!   difference, see `docs/performance.md`).
+//! - The math library (`exp`, `ln`, `sin`, ...: `OpKind::Math`) is eagle's own,
+//!   [`crate::math`]: one definition in these primitives, so every backend computes its bits.
 
 use crate::ir::{BinOp, CmpOp, Const, OpKind, UnOp};
 use crate::types::DType;
@@ -334,7 +333,7 @@ pub fn unary(op: UnOp, a: Scalar) -> Result<Scalar, EvalError> {
                 UnOp::Neg => $x.wrapping_neg(),
                 UnOp::Not => !$x,
                 UnOp::Abs => $abs,
-                UnOp::Sqrt | UnOp::Exp => return Err(bad()),
+                UnOp::Sqrt => return Err(bad()),
             }
         };
     }
@@ -344,7 +343,6 @@ pub fn unary(op: UnOp, a: Scalar) -> Result<Scalar, EvalError> {
                 UnOp::Neg => -$x,
                 UnOp::Abs => $x.abs(),
                 UnOp::Sqrt => $x.sqrt(),
-                UnOp::Exp => $x.exp(),
                 UnOp::Not => return Err(bad()),
             }
         };
@@ -478,6 +476,7 @@ pub fn elementwise(kind: &OpKind, args: &[Scalar], to: DType) -> Result<Scalar, 
         (OpKind::Select(..), &[Scalar::Bool(c), a, b]) => select(c, a, b),
         (OpKind::Cast(_), &[a]) => cast(a, to),
         (OpKind::Bitcast(_), &[a]) => Scalar::from_bits(a.bits(), to),
+        (OpKind::Math(f, _), args) => f.eval(args)?,
         _ => return Err(EvalError::NotElementwise),
     })
 }

@@ -164,22 +164,19 @@ pub enum UnOp {
     Not,
     /// `sqrt(x)` (float)
     Sqrt,
-    /// `exp(x)` (float)
-    Exp,
     /// `abs(x)`
     Abs,
 }
 
 impl UnOp {
     /// All unary ops.
-    pub const ALL: [UnOp; 5] = [UnOp::Neg, UnOp::Not, UnOp::Sqrt, UnOp::Exp, UnOp::Abs];
+    pub const ALL: [UnOp; 4] = [UnOp::Neg, UnOp::Not, UnOp::Sqrt, UnOp::Abs];
     /// IR spelling.
     pub fn name(self) -> &'static str {
         match self {
             UnOp::Neg => "neg",
             UnOp::Not => "not",
             UnOp::Sqrt => "sqrt",
-            UnOp::Exp => "exp",
             UnOp::Abs => "abs",
         }
     }
@@ -189,7 +186,7 @@ impl UnOp {
     pub fn call_name(self) -> Option<&'static str> {
         match self {
             UnOp::Neg | UnOp::Not => None,
-            UnOp::Sqrt | UnOp::Exp | UnOp::Abs => Some(self.name()),
+            UnOp::Sqrt | UnOp::Abs => Some(self.name()),
         }
     }
 }
@@ -578,6 +575,9 @@ pub enum OpKind {
     /// A tile-algebra op (reduction, broadcast, layout, creation, matmul): what it computes,
     /// its typing and its operands are [`crate::TileOp`]'s.
     Tile(crate::tile::TileOp, Vec<Value>),
+    /// A function of the math library (`ln x`, `atan2 y, x`), elementwise on scalars and
+    /// tiles; expanded into the ops above at specialization ([`crate::math`]).
+    Math(crate::math::MathFn, Vec<Value>),
 }
 
 /// A place in the Rust source: the file as rustc names it (`src/heat.rs`), the 1-based line
@@ -859,6 +859,7 @@ impl OpKind {
             },
             Barrier(c) => Barrier(m(c)),
             Tile(op, args) => Tile(op.clone(), args.iter().map(&mut m).collect()),
+            Math(f, args) => Math(*f, args.iter().map(&mut m).collect()),
             Broadcast {
                 ctx,
                 src,
@@ -948,7 +949,8 @@ impl OpKind {
             | OpKind::Notify { .. }
             | OpKind::Wait { .. }
             | OpKind::Barrier(_)
-            | OpKind::Tile(..) => vec![],
+            | OpKind::Tile(..)
+            | OpKind::Math(..) => vec![],
         }
     }
 
@@ -1021,7 +1023,7 @@ impl OpKind {
                 .collect(),
             For { lo, hi, .. } => vec![*lo, *hi],
             If { cond, .. } => vec![*cond],
-            Call { args, .. } | Tile(_, args) => args.clone(),
+            Call { args, .. } | Tile(_, args) | Math(_, args) => args.clone(),
             Dispatch { args, device, .. } => args
                 .iter()
                 .copied()

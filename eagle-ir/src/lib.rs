@@ -19,6 +19,7 @@ mod error;
 pub mod eval;
 mod facts;
 mod ir;
+pub mod math;
 mod op;
 mod text;
 pub mod tile;
@@ -33,6 +34,7 @@ pub use ir::{
     at, AllreduceMode, BinOp, Block, CmpOp, Const, Function, Level, Loc, Module, NotifyOp, Op,
     OpKind, Param, ReduceOp, UnOp, Value,
 };
+pub use math::MathFn;
 pub use op::{Levels, OpInfo};
 pub use text::parse::parse_module;
 pub use text::print::{

@@ -152,6 +152,7 @@ impl OpKind {
             Wait { .. } => info("wait", "a signal operation", Levels::DEVICE),
             Barrier(_) => info("barrier", "a device-context operation", Levels::DEVICE),
             Tile(op, _) => pure(info(op.name(), "a tile op", Levels::DEVICE)),
+            Math(f, _) => elementwise(f.name()),
         }
     }
 
@@ -173,7 +174,7 @@ mod tests {
         let div = OpKind::Binary(BinOp::Div, v, v);
         assert!(div.info().elementwise && !div.info().pure);
         assert!(OpKind::Binary(BinOp::Add, v, v).is_pure());
-        assert!(OpKind::Unary(UnOp::Exp, v)
+        assert!(OpKind::Unary(UnOp::Sqrt, v)
             .info()
             .levels
             .allows(Level::Host));

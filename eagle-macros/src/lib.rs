@@ -1188,12 +1188,20 @@ impl Cx {
                         let op = unop(&name);
                         quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; __f.un(__a0, __a1)? }))
                     }
+                    (n, rest) if math_unop(n).is_none() && eagle_ir::MathFn::from_method(n).is_some_and(|f| f.arity() == rest.len() + 1) => {
+                        let f = math_fn_tokens(eagle_ir::MathFn::from_method(n));
+                        quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #f; let __a1 = vec![#recv #(, #rest)*]; __f.math(__a0, __a1)? }))
+                    }
                     ("min" | "max", [b]) => {
                         let op = if name == "min" { quote!(::eagle::ir::BinOp::Min) } else { quote!(::eagle::ir::BinOp::Max) };
                         quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; let __a2 = #b; __f.bin(__a0, __a1, __a2)? }))
                     }
                     ("to_bits", []) => quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #recv; __f.to_bits(__a0)? })),
                     ("mul_add", [b, c]) => quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #recv; let __a1 = #b; let __a2 = #c; __f.fma(__a0, __a1, __a2)? })),
+                    (n, rest) if eagle_ir::MathFn::from_method(n).is_some() => {
+                        let f = eagle_ir::MathFn::from_method(n).unwrap_or(eagle_ir::MathFn::Ln);
+                        return err(m.method.span(), format!("`.{name}()` takes {} argument(s) besides the receiver (`{}`), found {}", f.arity() - 1, f.signature(), rest.len()));
+                    }
                     _ => return err(m.method.span(), format!("method `.{name}()` is not supported; supported methods: {}, `.min(b)`, `.max(b)`, `.mul_add(b, c)`, `.to_bits()`", math_names("`.", "()`"))),
                 }
             }
@@ -1342,6 +1350,13 @@ impl Cx {
                 let op = unop(&name);
                 v(quote!({ let __a0 = #op; let __a1 = #x; __f.un(__a0, __a1)? }))
             }
+            n if eagle_ir::MathFn::from_name(n).is_some() => {
+                let f = eagle_ir::MathFn::from_name(n).unwrap_or(eagle_ir::MathFn::Ln);
+                arity(f.arity(), &format!("{name}({})", f.signature()))?;
+                let xs = a.iter().map(|x| self.expr(x)).collect::<R<Vec<_>>>()?;
+                let ft = math_fn_tokens(Some(f));
+                v(quote!({ let __a0 = #ft; let __a1 = vec![#(#xs),*]; __f.math(__a0, __a1)? }))
+            }
             "min" | "max" => {
                 arity(2, &format!("{name}(a, b)"))?;
                 let (x, y) = (self.expr(a[0])?, self.expr(a[1])?);
@@ -1455,6 +1470,14 @@ fn is_intrinsic(n: &str) -> bool {
             | "allreduce"
             | "all_to_all"
     ) || math_unop(n).is_some()
+        || eagle_ir::MathFn::from_name(n).is_some()
+}
+
+/// The tokens naming a math-library function (`::eagle::ir::MathFn::Ln`).
+fn math_fn_tokens(f: Option<eagle_ir::MathFn>) -> TS {
+    let f = f.unwrap_or(eagle_ir::MathFn::Ln);
+    let v = format_ident!("{}", format!("{f:?}"));
+    quote!(::eagle::ir::MathFn::#v)
 }
 
 /// The unary math op a kernel builds by calling `n` (`sqrt(x)`, `x.sqrt()`): from
@@ -1479,6 +1502,7 @@ fn math_names(pre: &str, post: &str) -> String {
     eagle_ir::UnOp::ALL
         .into_iter()
         .filter_map(|u| u.call_name())
+        .chain(eagle_ir::MathFn::ALL.into_iter().map(|f| f.name()))
         .map(|n| format!("{pre}{n}{post}"))
         .collect::<Vec<_>>()
         .join(", ")

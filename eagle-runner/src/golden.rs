@@ -93,3 +93,50 @@ pub fn check_ring_shift(y: &Tensor<f32>, x: &Tensor<f32>, shift: isize) -> eagle
     }
     Ok(())
 }
+
+/// How many `f32` values lie between `a` and `b` (0 when they are equal, `-0` equal to `+0`;
+/// `u32::MAX` when either is NaN and the other is not). Ordered by their bits, so the count is
+/// in units in the last place.
+pub fn ulps_apart(a: f32, b: f32) -> u32 {
+    if a.is_nan() || b.is_nan() {
+        return if a.is_nan() && b.is_nan() {
+            0
+        } else {
+            u32::MAX
+        };
+    }
+    let key = |x: f32| {
+        let i = x.to_bits() as i32;
+        if i < 0 {
+            i64::from(i32::MIN) - i64::from(i)
+        } else {
+            i64::from(i)
+        }
+    };
+    (key(a) - key(b)).unsigned_abs().min(u64::from(u32::MAX)) as u32
+}
+
+/// Checks eagle's math function `f` against Rust std's `std_f` at each of `args`: at most
+/// `max_ulps` apart (eagle's functions are within 1 ulp of the exact value, see
+/// `docs/language.md`; std's are within its libm's bound).
+///
+/// # Errors
+/// [`eagle::Error::Check`] naming the function, the argument and both results.
+pub fn check_near_std(
+    f: eagle::ir::MathFn,
+    std_f: fn(f32) -> f32,
+    args: &[f32],
+    max_ulps: u32,
+) -> eagle::Result<()> {
+    for &x in args {
+        let (a, b) = (f.eval_f32(&[x]), std_f(x));
+        if ulps_apart(a, b) > max_ulps {
+            return Err(eagle::Error::Check(format!(
+                "{}({x:e}) = {a:e} in eagle, {b:e} in Rust std: {} ulp apart, more than {max_ulps}",
+                f.name(),
+                ulps_apart(a, b)
+            )));
+        }
+    }
+    Ok(())
+}

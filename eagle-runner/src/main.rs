@@ -1,5 +1,6 @@
 //! The eagle runner: runs every tutorial step, then the tile-algebra kernels (softmax,
-//! layernorm, matmul), at the world size given by `-d`.
+//! layernorm, matmul) and the math-library kernels (gelu, log_softmax, rotary), at the world
+//! size given by `-d`.
 //!
 //! `cargo run --release -- -d 0,1,2,3` prints one line per step and mode (step, P, compile ms,
 //! run ms, OK or FAILED with the reason) and exits non-zero if any fails.
@@ -41,6 +42,9 @@ steps! {
     softmax = "../../examples/softmax.rs",
     layernorm = "../../examples/layernorm.rs",
     matmul = "../../examples/matmul.rs",
+    gelu = "../../examples/gelu.rs",
+    log_softmax = "../../examples/log_softmax.rs",
+    rotary = "../../examples/rotary.rs",
 }
 
 #[derive(Parser, Debug)]

@@ -29,7 +29,7 @@ fn runner_prints_ok_for_every_step_and_mode() {
         let stdout = text(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
         let lines: Vec<&str> = stdout.lines().collect();
-        assert_eq!(lines.len(), 30, "{stdout}");
+        assert_eq!(lines.len(), 33, "{stdout}");
         for l in &lines {
             assert!(l.ends_with("OK"), "{l}");
             assert!(l.contains(&format!("P={p} ")), "{l}");

@@ -76,7 +76,7 @@ fn fifty_bad_command_lines_give_clear_errors() {
         vec!["-p", "cuda"],
         vec!["-p", "mpi"],
         vec!["--step", "0"],
-        vec!["--step", "20"],
+        vec!["--step", "99"],
         vec!["--step", "abc"],
         vec!["--step", "-1"],
         vec!["--step", "1.5"],

@@ -77,7 +77,8 @@ impl Interp<'_> {
                 | OpKind::Cmp(..)
                 | OpKind::Select(..)
                 | OpKind::Cast(_)
-                | OpKind::Bitcast(_) => {
+                | OpKind::Bitcast(_)
+                | OpKind::Math(..) => {
                     // The reference evaluator defines what the op computes.
                     let args = op
                         .kind

@@ -34,14 +34,21 @@ pub mod step15;
 #[path = "../../examples/16_several_collectives.rs"]
 pub mod step16;
 
+#[path = "../../examples/gelu.rs"]
+pub mod gelu;
 #[path = "../../examples/layernorm.rs"]
 pub mod layernorm;
+#[path = "../../examples/log_softmax.rs"]
+pub mod log_softmax;
 #[path = "../../examples/matmul.rs"]
 pub mod matmul;
+#[path = "../../examples/rotary.rs"]
+pub mod rotary;
 #[path = "../../examples/softmax.rs"]
 pub mod softmax;
 
-/// Every step, then the tile-algebra kernels (softmax, layernorm, matmul).
+/// Every step, then the tile-algebra kernels (softmax, layernorm, matmul) and the
+/// math-library kernels (gelu, log_softmax, rotary).
 pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
@@ -63,6 +70,9 @@ pub fn steps() -> Vec<eagle_runner::Step> {
         softmax::STEP,
         layernorm::STEP,
         matmul::STEP,
+        gelu::STEP,
+        log_softmax::STEP,
+        rotary::STEP,
     ]
 }
 

@@ -871,7 +871,9 @@ impl Spec<'_> {
             | OpKind::AllocWindowBuffer
             | OpKind::Window(_)
             | OpKind::Barrier(_)
-            | OpKind::Tile(..) => {}
+            | OpKind::Tile(..)
+            // Expanded into primitive ops before this pass (`eagle_ir::math::expand_function`).
+            | OpKind::Math(..) => {}
         }
         if recurse {
             match &mut op.kind {
@@ -981,6 +983,11 @@ pub fn specialize_for(
     // parameters can take the ranges of the arguments its callers pass.
     let mut seeds: HashMap<String, (Vec<Option<Range>>, String)> = HashMap::new();
     for f in out.functions.iter_mut().rev() {
+        // Math-library ops become their primitive ops (one definition for every backend);
+        // the host interpreter evaluates them directly with the same definition.
+        if f.level != Level::Host {
+            eagle_ir::math::expand_function(f);
+        }
         let generic = f.values.clone();
         let params: HashMap<Value, String> =
             f.params.iter().map(|p| (p.value, p.name.clone())).collect();

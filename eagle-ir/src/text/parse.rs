@@ -554,6 +554,15 @@ impl Parser {
                         args.push(self.val()?);
                     }
                     Tile(t, args)
+                } else if let Some(f) = crate::math::MathFn::from_name(other) {
+                    let mut args = vec![];
+                    for k in 0..f.arity() {
+                        if k > 0 {
+                            self.expect_punct(",")?;
+                        }
+                        args.push(self.val()?);
+                    }
+                    Math(f, args)
                 } else {
                     self.pos = name_pos;
                     return self.err(format!("unknown op `{other}`"));

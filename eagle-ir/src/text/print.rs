@@ -292,6 +292,7 @@ fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String)
         }
         Tile(op, args) if args.is_empty() => op.name().to_string(),
         Tile(op, args) => format!("{} {}", op.name(), n.list(args)),
+        Math(f, args) => format!("{} {}", f.name(), n.list(args)),
     };
     s.push_str(&body);
     if let Some(r) = op.result {

@@ -344,7 +344,7 @@ impl V<'_> {
         use OpKind::*;
         match &op.kind {
             Const(_) | Dim(_) | Binary(..) | Unary(..) | Fma(..) | Cmp(..) | Select(..)
-            | Cast(_) | Bitcast(_) => self.check_scalar(op)?,
+            | Cast(_) | Bitcast(_) | Math(..) => self.check_scalar(op)?,
             Slice { .. }
             | Subview { .. }
             | Broadcast { .. }
@@ -445,7 +445,7 @@ impl V<'_> {
                 let ok = match u {
                     UnOp::Neg => d.is_float() || d.is_signed(),
                     UnOp::Not => d == DType::Bool || d.is_int(),
-                    UnOp::Sqrt | UnOp::Exp => d.is_float(),
+                    UnOp::Sqrt => d.is_float(),
                     UnOp::Abs => d.is_float() || d.is_int(),
                 };
                 if !ok {
@@ -506,6 +506,42 @@ impl V<'_> {
                     );
                 }
                 self.expect_result(op, &Self::with_shape(s, to))?;
+            }
+            Math(f, args) => {
+                if args.len() != f.arity() {
+                    return self.fail(
+                        op,
+                        format!(
+                            "`{}` takes {} operand(s) ({}), found {}",
+                            f.name(),
+                            f.arity(),
+                            f.signature(),
+                            args.len()
+                        ),
+                    );
+                }
+                let mut shape: Option<Shape> = None;
+                let mut d0 = DType::F64;
+                for (i, &a) in args.iter().enumerate() {
+                    let (s, d) = self.elementwise(op, &[a])?;
+                    if i == 0 {
+                        if !d.is_float() {
+                            return self.fail(op, format!("`{}` is defined on `f32` and `f64`, found `{d}`; convert with `as f64`", f.name()));
+                        }
+                        d0 = d;
+                    } else if d != f.operand_dtype(i, d0) {
+                        return self.fail(op, format!("operand {i} of `{}({})` must be `{}`, found `{d}`; convert it with `as {}`", f.name(), f.signature(), f.operand_dtype(i, d0), f.operand_dtype(i, d0).rust_name()));
+                    }
+                    if let (Some(a), Some(b)) = (&shape, &s) {
+                        if !shapes_compatible(a, b) {
+                            return self.fail(op, format!("operand {i} is a tile of shape {b} but an earlier operand has shape {a}"));
+                        }
+                    }
+                    if shape.is_none() {
+                        shape = s;
+                    }
+                }
+                self.expect_result(op, &Self::with_shape(shape, d0))?;
             }
             other => {
                 return self.fail(

@@ -13,6 +13,7 @@
 
 use crate::abi::{self, hook, CTX_HOOKS, CTX_RANK};
 use crate::error::CodegenError;
+use crate::passes::fusion::{fusion_roots, is_elementwise, may_write, use_counts};
 use crate::Specialized;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -66,13 +67,6 @@ unsafe impl Sync for JitHolder {}
 /// Most bytes of tile storage one device or compute function may use (device threads run on
 /// 16 MiB stacks).
 pub const MAX_TILE_BYTES: u64 = 4 << 20;
-
-extern "C" fn eagle_exp_f32(x: f32) -> f32 {
-    x.exp()
-}
-extern "C" fn eagle_exp_f64(x: f64) -> f64 {
-    x.exp()
-}
 
 fn cl_type(d: DType) -> ClType {
     match d {
@@ -153,9 +147,7 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
             function: String::new(),
             message: e.to_string(),
         })?;
-    let mut jb = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    jb.symbol("eagle_exp_f32", eagle_exp_f32 as *const u8);
-    jb.symbol("eagle_exp_f64", eagle_exp_f64 as *const u8);
+    let jb = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     let mut module = JITModule::new(jb);
     let ptr = module.target_config().pointer_type();
 
@@ -179,19 +171,6 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
             })?;
         ids.insert(f.name.clone(), id);
     }
-    let mut math = BTreeMap::new();
-    for (name, t) in [("eagle_exp_f32", types::F32), ("eagle_exp_f64", types::F64)] {
-        let mut s = module.make_signature();
-        s.params.push(AbiParam::new(t));
-        s.returns.push(AbiParam::new(t));
-        let id = module
-            .declare_function(name, Linkage::Import, &s)
-            .map_err(|e| CodegenError::Cranelift {
-                function: name.into(),
-                message: e.to_string(),
-            })?;
-        math.insert(name, (t, id));
-    }
 
     let mut clif = BTreeMap::new();
     let mut sites = vec![];
@@ -207,7 +186,6 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
             f,
             spec.facts.function(&f.name),
             &ids,
-            &math,
             &mut sites,
             ptr,
         )?;
@@ -255,7 +233,6 @@ fn lower_function(
     f: &Function,
     facts: &FunctionFacts,
     ids: &BTreeMap<String, FuncId>,
-    math: &BTreeMap<&'static str, (ClType, FuncId)>,
     sites: &mut Vec<String>,
     ptr: ClType,
 ) -> Result<(), CodegenError> {
@@ -277,13 +254,9 @@ fn lower_function(
     }
     let cfg = module.target_config();
     let mut callee_refs = HashMap::new();
-    let mut math_refs = HashMap::new();
     let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
     for (name, id) in ids {
         callee_refs.insert(name.clone(), module.declare_func_in_func(*id, b.func));
-    }
-    for (t, id) in math.values() {
-        math_refs.insert(*t, module.declare_func_in_func(*id, b.func));
     }
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -342,7 +315,6 @@ fn lower_function(
         err_block,
         hook_sigs,
         callee_refs,
-        math_refs,
         sites,
         stack_bytes: 0,
         uses: use_counts(&f.body),
@@ -408,7 +380,6 @@ struct Lower<'a, 'b> {
     err_block: Block,
     hook_sigs: HashMap<i32, SigRef>,
     callee_refs: HashMap<String, FuncRef>,
-    math_refs: HashMap<ClType, FuncRef>,
     sites: &'a mut Vec<String>,
     /// Bytes of tile storage (stack slots) so far.
     stack_bytes: u64,
@@ -593,62 +564,66 @@ impl Lower<'_, '_> {
     fn op(&mut self, op: &Op) -> Result<(), CodegenError> {
         let f = self.f;
         let res_ty = op.result.map(|r| f.ty(r).clone());
-        let out = match &op.kind {
-            OpKind::Const(c) => {
-                let Some(Type::Scalar(d)) = res_ty else {
-                    return Err(self.err("constant without a scalar type"));
-                };
-                Some(Cv::S(self.constant(*c, d)))
-            }
-            OpKind::Dim(d) => {
-                let n = d
-                    .as_const()
-                    .ok_or_else(|| self.err(format!("dim `{d}` is unbound; specialize first")))?;
-                Some(Cv::S(self.iconst(n as i64)))
-            }
-            OpKind::Rank(_) => Some(Cv::S(self.b.ins().load(
-                types::I64,
-                MemFlagsData::trusted(),
-                self.ctx,
-                CTX_RANK,
-            ))),
-            OpKind::Binary(..)
-            | OpKind::Unary(..)
-            | OpKind::Fma(..)
-            | OpKind::Cmp(..)
-            | OpKind::Select(..)
-            | OpKind::Cast(..)
-            | OpKind::Bitcast(..) => Some(self.elementwise(op)?),
-            OpKind::Slice { .. } | OpKind::Subview { .. } => self.lower_view(op)?,
-            OpKind::Load { .. } | OpKind::Store { .. } => self.lower_load_store(op)?,
-            OpKind::Elem { .. } | OpKind::SetElem { .. } => self.lower_element(op)?,
-            OpKind::Tile(..) => self.lower_tile(op)?,
-            OpKind::RemoteLoad { .. }
-            | OpKind::RemoteStore { .. }
-            | OpKind::Put { .. }
-            | OpKind::Get { .. } => self.lower_remote(op)?,
-            OpKind::Notify { .. } | OpKind::Wait { .. } | OpKind::Barrier(_) => {
-                self.lower_signal(op)?
-            }
-            OpKind::Var(_)
-            | OpKind::Read(_)
-            | OpKind::Write(..)
-            | OpKind::For { .. }
-            | OpKind::If { .. }
-            | OpKind::Call { .. } => self.lower_control(op)?,
-            OpKind::WorldSize
-            | OpKind::NRanks(_)
-            | OpKind::Broadcast { .. }
-            | OpKind::AllGather { .. }
-            | OpKind::ReduceScatter { .. }
-            | OpKind::AllReduce { .. }
-            | OpKind::AllToAll { .. }
-            | OpKind::Dispatch { .. }
-            | OpKind::AllocWindowBuffer
-            | OpKind::Window(_) => {
-                return Err(self.err(crate::sites::not_specialized(&op.kind, &self.op_text(op))))
-            }
-        };
+        let out =
+            match &op.kind {
+                OpKind::Const(c) => {
+                    let Some(Type::Scalar(d)) = res_ty else {
+                        return Err(self.err("constant without a scalar type"));
+                    };
+                    Some(Cv::S(self.constant(*c, d)))
+                }
+                OpKind::Dim(d) => {
+                    let n = d.as_const().ok_or_else(|| {
+                        self.err(format!("dim `{d}` is unbound; specialize first"))
+                    })?;
+                    Some(Cv::S(self.iconst(n as i64)))
+                }
+                OpKind::Rank(_) => Some(Cv::S(self.b.ins().load(
+                    types::I64,
+                    MemFlagsData::trusted(),
+                    self.ctx,
+                    CTX_RANK,
+                ))),
+                OpKind::Binary(..)
+                | OpKind::Unary(..)
+                | OpKind::Fma(..)
+                | OpKind::Cmp(..)
+                | OpKind::Select(..)
+                | OpKind::Cast(..)
+                | OpKind::Bitcast(..) => Some(self.elementwise(op)?),
+                OpKind::Slice { .. } | OpKind::Subview { .. } => self.lower_view(op)?,
+                OpKind::Load { .. } | OpKind::Store { .. } => self.lower_load_store(op)?,
+                OpKind::Elem { .. } | OpKind::SetElem { .. } => self.lower_element(op)?,
+                OpKind::Tile(..) => self.lower_tile(op)?,
+                OpKind::Math(..) => return Err(self.err(
+                    "a math-library op reached the backend; specialize first (it expands math ops)",
+                )),
+                OpKind::RemoteLoad { .. }
+                | OpKind::RemoteStore { .. }
+                | OpKind::Put { .. }
+                | OpKind::Get { .. } => self.lower_remote(op)?,
+                OpKind::Notify { .. } | OpKind::Wait { .. } | OpKind::Barrier(_) => {
+                    self.lower_signal(op)?
+                }
+                OpKind::Var(_)
+                | OpKind::Read(_)
+                | OpKind::Write(..)
+                | OpKind::For { .. }
+                | OpKind::If { .. }
+                | OpKind::Call { .. } => self.lower_control(op)?,
+                OpKind::WorldSize
+                | OpKind::NRanks(_)
+                | OpKind::Broadcast { .. }
+                | OpKind::AllGather { .. }
+                | OpKind::ReduceScatter { .. }
+                | OpKind::AllReduce { .. }
+                | OpKind::AllToAll { .. }
+                | OpKind::Dispatch { .. }
+                | OpKind::AllocWindowBuffer
+                | OpKind::Window(_) => {
+                    return Err(self.err(crate::sites::not_specialized(&op.kind, &self.op_text(op))))
+                }
+            };
         if let (Some(r), Some(cv)) = (op.result, out) {
             self.vals.insert(r, cv);
         }
@@ -1367,7 +1342,7 @@ impl Lower<'_, '_> {
                 };
                 self.lazy_ops.insert(r, op.clone());
                 let lanes = (16 / rd.size()) as u64;
-                let nvec = if rd != DType::Bool && self.vectorizable(r) {
+                let nvec = if rd != DType::Bool && self.vectorizable(r, &mut HashMap::new()) {
                     numel / lanes
                 } else {
                     0
@@ -1378,7 +1353,7 @@ impl Lower<'_, '_> {
                         .by(lanes as u32)
                         .ok_or_else(|| self.err("no vector type"))?;
                     let mut splats = HashMap::new();
-                    self.hoist_splats(r, vty, &mut splats)?;
+                    self.hoist_splats(r, vty, &mut splats, &mut HashSet::new())?;
                     // Unrolled by UNROLL vectors, then the remaining whole vectors.
                     const UNROLL: u64 = 4;
                     let groups = nvec / UNROLL;
@@ -1390,7 +1365,7 @@ impl Lower<'_, '_> {
                             let base = lw.b.ins().iadd_imm_s(step, (16 * first) as i64);
                             for u in 0..per {
                                 let off = lw.b.ins().iadd_imm_s(base, (16 * u) as i64);
-                                let x = lw.eval_vec(r, off, vty, &splats)?;
+                                let x = lw.eval_vec(r, off, vty, &splats, &mut HashMap::new())?;
                                 let a = lw.b.ins().iadd(dst, off);
                                 lw.b.ins().store(MemFlagsData::new().with_notrap(), x, a, 0);
                             }
@@ -1409,7 +1384,7 @@ impl Lower<'_, '_> {
                     let lo = self.iconst(done as i64);
                     let hi = self.iconst(numel as i64);
                     self.emit_loop(lo, hi, &mut |lw, i| {
-                        let x = lw.eval_scalar(r, i)?;
+                        let x = lw.eval_scalar(r, i, &mut HashMap::new())?;
                         let a = lw.elem_addr(dst, i, rd.size());
                         lw.b.ins().store(MemFlagsData::trusted(), x, a, 0);
                         Ok(())
@@ -1424,7 +1399,10 @@ impl Lower<'_, '_> {
     }
 
     /// Whether the fused tree rooted at elementwise result `v` has an exact SIMD form.
-    fn vectorizable(&self, v: Value) -> bool {
+    fn vectorizable(&self, v: Value, seen: &mut HashMap<Value, bool>) -> bool {
+        if let Some(&ok) = seen.get(&v) {
+            return ok;
+        }
         let Some(op) = self.lazy_ops.get(&v) else {
             return true; // a leaf: a tile in memory or a scalar
         };
@@ -1440,11 +1418,14 @@ impl Lower<'_, '_> {
             OpKind::Unary(u, _) => d.is_float() && matches!(u, UnOp::Neg | UnOp::Abs | UnOp::Sqrt),
             _ => false,
         };
-        ok && op
-            .kind
-            .operands()
-            .iter()
-            .all(|o| self.f.ty(*o).dtype() == Some(d) && self.vectorizable(*o))
+        let ok = ok
+            && op
+                .kind
+                .operands()
+                .iter()
+                .all(|o| self.f.ty(*o).dtype() == Some(d) && self.vectorizable(*o, seen));
+        seen.insert(v, ok);
+        ok
     }
 
     fn hoist_splats(
@@ -1452,10 +1433,13 @@ impl Lower<'_, '_> {
         v: Value,
         vty: ClType,
         out: &mut HashMap<Value, ClValue>,
+        seen: &mut HashSet<Value>,
     ) -> Result<(), CodegenError> {
         if let Some(op) = self.lazy_ops.get(&v).cloned() {
             for o in op.kind.operands() {
-                self.hoist_splats(o, vty, out)?;
+                if seen.insert(o) {
+                    self.hoist_splats(o, vty, out, seen)?;
+                }
             }
         } else if matches!(self.f.ty(v), Type::Scalar(_)) && !out.contains_key(&v) {
             let x = self.scalar(v)?;
@@ -1472,10 +1456,24 @@ impl Lower<'_, '_> {
         off: ClValue,
         vty: ClType,
         splats: &HashMap<Value, ClValue>,
+        memo: &mut HashMap<Value, ClValue>,
     ) -> Result<ClValue, CodegenError> {
-        if let Some(sp) = splats.get(&v) {
+        if let Some(sp) = splats.get(&v).or(memo.get(&v)) {
             return Ok(*sp);
         }
+        let x = self.eval_vec_uncached(v, off, vty, splats, memo)?;
+        memo.insert(v, x);
+        Ok(x)
+    }
+
+    fn eval_vec_uncached(
+        &mut self,
+        v: Value,
+        off: ClValue,
+        vty: ClType,
+        splats: &HashMap<Value, ClValue>,
+        memo: &mut HashMap<Value, ClValue>,
+    ) -> Result<ClValue, CodegenError> {
         let Some(op) = self.lazy_ops.get(&v).cloned() else {
             let p = self.mem(v)?;
             let a = self.b.ins().iadd(p, off);
@@ -1488,7 +1486,7 @@ impl Lower<'_, '_> {
             .kind
             .operands()
             .into_iter()
-            .map(|o| self.eval_vec(o, off, vty, splats))
+            .map(|o| self.eval_vec(o, off, vty, splats, memo))
             .collect::<Result<Vec<_>, _>>()?;
         let d = self.f.ty(v).dtype().unwrap_or(DType::F32);
         if d.is_float() {
@@ -1547,7 +1545,28 @@ impl Lower<'_, '_> {
     }
 
     /// Element `i` of the fused tree rooted at `v`.
-    fn eval_scalar(&mut self, v: Value, i: ClValue) -> Result<ClValue, CodegenError> {
+    /// The element `i` of the fused DAG rooted at `v`; `memo` holds the elements already
+    /// computed for this `i` (a value with several users in the DAG is computed once).
+    fn eval_scalar(
+        &mut self,
+        v: Value,
+        i: ClValue,
+        memo: &mut HashMap<Value, ClValue>,
+    ) -> Result<ClValue, CodegenError> {
+        if let Some(x) = memo.get(&v) {
+            return Ok(*x);
+        }
+        let x = self.eval_scalar_uncached(v, i, memo)?;
+        memo.insert(v, x);
+        Ok(x)
+    }
+
+    fn eval_scalar_uncached(
+        &mut self,
+        v: Value,
+        i: ClValue,
+        memo: &mut HashMap<Value, ClValue>,
+    ) -> Result<ClValue, CodegenError> {
         let Some(op) = self.lazy_ops.get(&v).cloned() else {
             return match (self.cv(v)?, self.f.ty(v)) {
                 (Cv::Mem(p), Type::Tile(_, d)) => {
@@ -1565,7 +1584,7 @@ impl Lower<'_, '_> {
             .collect();
         let xs = operands
             .into_iter()
-            .map(|o| self.eval_scalar(o, i))
+            .map(|o| self.eval_scalar(o, i, memo))
             .collect::<Result<Vec<_>, _>>()?;
         let rd = self.f.ty(v).dtype().unwrap_or(DType::F32);
         self.scalar_op(&op, &xs, &in_dt, rd)
@@ -1653,12 +1672,6 @@ impl Lower<'_, '_> {
                     (UnOp::Abs, false) if d.is_signed() => self.b.ins().iabs(a),
                     // `abs` of an unsigned integer is the integer (eagle_ir::eval::unary).
                     (UnOp::Abs, false) => a,
-                    (UnOp::Exp, _) => {
-                        let t = cl_type(d);
-                        let fr = self.math_refs[&t];
-                        let inst = self.b.ins().call(fr, &[a]);
-                        self.b.inst_results(inst)[0]
-                    }
                 }
             }
             OpKind::Fma(..) => self.b.ins().fma(xs[0], xs[1], xs[2]),
@@ -1759,65 +1772,6 @@ impl Lower<'_, '_> {
 /// Emits the copy of one row: (lowering, row index per dim, row bytes).
 type RowFn<'r, L> = dyn FnMut(&mut L, &[ClValue], u64) -> Result<(), CodegenError> + 'r;
 
-fn use_counts(b: &IrBlock) -> HashMap<Value, usize> {
-    fn walk(b: &IrBlock, out: &mut HashMap<Value, usize>) {
-        for op in &b.ops {
-            for v in op.kind.operands() {
-                *out.entry(v).or_default() += 1;
-            }
-            match &op.kind {
-                OpKind::For { body, .. } => walk(body, out),
-                OpKind::If {
-                    then_body,
-                    else_body,
-                    ..
-                } => {
-                    walk(then_body, out);
-                    walk(else_body, out);
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut out = HashMap::new();
-    walk(b, &mut out);
-    out
-}
-
-fn is_elementwise(k: &OpKind) -> bool {
-    matches!(
-        k,
-        OpKind::Binary(..)
-            | OpKind::Unary(..)
-            | OpKind::Fma(..)
-            | OpKind::Cmp(..)
-            | OpKind::Select(..)
-            | OpKind::Cast(..)
-            | OpKind::Bitcast(..)
-    )
-}
-
-/// Whether an op may write memory (or let a peer write it): nothing may be read in place across it.
-fn may_write(k: &OpKind) -> bool {
-    !(is_elementwise(k)
-        || matches!(
-            k,
-            OpKind::Const(_)
-                | OpKind::Dim(_)
-                | OpKind::Slice { .. }
-                | OpKind::Subview { .. }
-                | OpKind::Load { .. }
-                | OpKind::RemoteLoad { .. }
-                | OpKind::Elem { .. }
-                | OpKind::Rank(_)
-                | OpKind::NRanks(_)
-                | OpKind::Var(_)
-                | OpKind::Read(_)
-                | OpKind::Write(..)
-                | OpKind::Tile(..)
-        ))
-}
-
 /// Whether a `tile` region of an array of `shape` is one contiguous run of memory.
 fn contiguous(tile: &[u64], shape: &[u64]) -> bool {
     if tile.len() != shape.len() {
@@ -1852,20 +1806,15 @@ impl BlockPlan {
                 users.entry(v).or_default().push(k);
             }
         }
+        let def_of: HashMap<Value, &Op> = ops
+            .iter()
+            .filter_map(|o| o.result.map(|r| (r, o)))
+            .collect();
         let writes_between = |a: usize, z: usize| (a + 1..z).any(|k| may_write(&ops[k].kind));
         let tile_of = |v: Value| matches!(f.ty(v), Type::Tile(..));
         let mut plan = BlockPlan::default();
-        // Single-use elementwise ops feeding another elementwise op of the block.
-        for (k, op) in ops.iter().enumerate() {
-            let Some(r) = op.result else { continue };
-            if !is_elementwise(&op.kind) || !tile_of(r) || uses.get(&r) != Some(&1) {
-                continue;
-            }
-            if let Some(&[c]) = users.get(&r).map(Vec::as_slice) {
-                if is_elementwise(&ops[c].kind) && !writes_between(k, c) {
-                    plan.lazy.insert(r);
-                }
-            }
+        for r in fusion_roots(f, ops, uses, |_| true).into_keys() {
+            plan.lazy.insert(r);
         }
         // Where each elementwise result is materialised (its own op, or its consumer's).
         let mut mat: HashMap<Value, usize> = HashMap::new();
@@ -1967,9 +1916,13 @@ impl BlockPlan {
             // Leaves of the fused tree that are views of the same tensor at other offsets
             // would be overwritten before they are read.
             let mut stack = vec![r];
+            let mut seen = HashSet::new();
             let mut safe = true;
             while let Some(v) = stack.pop() {
-                let Some(d) = ops.iter().find(|o| o.result == Some(v)) else {
+                if !seen.insert(v) {
+                    continue; // a DAG: each value once
+                }
+                let Some(d) = def_of.get(&v) else {
                     continue;
                 };
                 if plan.lazy.contains(&v) || v == r {

@@ -37,7 +37,7 @@ use eagle_ir::{
     print_op, BinOp, Block, CmpOp, Const, DType, Defs, Function, FunctionFacts, Level, NotifyOp,
     Op, OpKind, Type, UnOp, Value,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
 mod tile;
@@ -306,6 +306,11 @@ pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
                 depth: 1,
                 atomic_signals: false,
                 tile_bytes: 0,
+                live_tiles: vec![],
+                last_use: tile_last_uses(f),
+                uses: crate::passes::fusion::use_counts(&f.body),
+                fused: HashMap::new(),
+                pos: 0,
                 checked: vec![Default::default()],
                 shared_bytes: 0,
             };
@@ -571,8 +576,19 @@ struct Emitter<'a> {
     depth: usize,
     /// Some `notify` adds atomically.
     atomic_signals: bool,
-    /// Bytes of tile storage declared so far in this function, per thread.
+    /// Bytes of tile storage live at the op being emitted, per thread.
     tile_bytes: u64,
+    /// The declared tiles still live: (last use, bytes per thread).
+    live_tiles: Vec<(usize, u64)>,
+    /// Where each value is used last ([`tile_last_uses`]).
+    last_use: HashMap<Value, usize>,
+    /// The preorder position of the op being emitted.
+    pos: usize,
+    /// How many times each value is used.
+    uses: HashMap<Value, usize>,
+    /// Fused elementwise tile results (`crate::passes::fusion`): computed per element, as
+    /// `e<N>`, inside their group root's loop, with the op that computes them.
+    fused: HashMap<Value, Op>,
     /// Conditions already checked in each enclosing C scope: values are SSA, so a check that
     /// passed holds for the rest of its scope.
     checked: Vec<std::collections::HashSet<String>>,
@@ -737,6 +753,16 @@ impl Emitter<'_> {
     }
 
     fn block(&mut self, b: &Block) -> Result<(), CodegenError> {
+        // Integer division stays unfused: its zero check runs per tile.
+        let roots = crate::passes::fusion::fusion_roots(self.f, &b.ops, &self.uses, |op| {
+            !matches!(&op.kind, OpKind::Binary(BinOp::Div | BinOp::Rem, ..)
+                if op.result.and_then(|r| self.f.ty(r).dtype()).is_some_and(|d| !d.is_float()))
+        });
+        for op in &b.ops {
+            if let Some(r) = op.result.filter(|r| roots.contains_key(r)) {
+                self.fused.insert(r, op.clone());
+            }
+        }
         for op in &b.ops {
             self.op(op)?;
         }
@@ -772,7 +798,9 @@ impl Emitter<'_> {
 
     /// The expression of operand `v` inside a tile loop (slot `k`) or as a scalar.
     fn at(&self, v: Value) -> String {
-        if self.is_tile(v) {
+        if self.fused.contains_key(&v) {
+            format!("e{}", v.0)
+        } else if self.is_tile(v) {
             format!("v{}[k]", v.0)
         } else {
             format!("v{}", v.0)
@@ -879,7 +907,13 @@ impl Emitter<'_> {
                 "a sample kernel's",
             ),
         };
-        self.tile_bytes += per_thread;
+        // Only tiles still live count: a long elementwise chain (an expanded math function)
+        // holds a few tiles at a time, as the compiler's register allocation sees it.
+        let pos = self.pos;
+        self.live_tiles.retain(|(last, _)| *last >= pos);
+        self.live_tiles
+            .push((self.last_use.get(&r).copied().unwrap_or(pos), per_thread));
+        self.tile_bytes = self.live_tiles.iter().map(|(_, b)| b).sum();
         if self.tile_bytes > limit {
             return Err(self.err(format!(
                 "its tiles need {} bytes per GPU thread (this tile of {n} {} elements: {per_thread}), more than the {limit} {mode} thread may hold; use smaller tiles",
@@ -895,6 +929,10 @@ impl Emitter<'_> {
     }
 
     fn op(&mut self, op: &Op) -> Result<(), CodegenError> {
+        self.pos += 1;
+        if op.result.is_some_and(|r| self.fused.contains_key(&r)) {
+            return Ok(()); // computed inside its group root's loop
+        }
         let f = self.f;
         let res = op.result;
         let rty = res.map(|r| f.ty(r).clone());
@@ -932,6 +970,11 @@ impl Emitter<'_> {
             | OpKind::RemoteStore { .. } => self.emit_load_store(op)?,
             OpKind::Elem { .. } | OpKind::SetElem { .. } => self.emit_element(op)?,
             OpKind::Tile(..) => self.emit_tile(op)?,
+            OpKind::Math(..) => {
+                return Err(self.err(
+                    "a math-library op reached the backend; specialize first (it expands math ops)",
+                ))
+            }
             OpKind::Put { .. }
             | OpKind::Get { .. }
             | OpKind::Notify { .. }
@@ -1398,21 +1441,45 @@ impl Emitter<'_> {
     }
 
     /// Elementwise ops on scalars, or on tiles with scalars broadcast.
+    /// The dtype an elementwise op computes in: its first operand's (a select's second).
+    fn operand_dtype(&self, op: &Op, rd: DType) -> Result<DType, CodegenError> {
+        if let OpKind::Select(_, a, _) = &op.kind {
+            return self.dtype(*a);
+        }
+        Ok(op
+            .kind
+            .operands()
+            .first()
+            .map(|&v| self.dtype(v))
+            .transpose()?
+            .unwrap_or(rd))
+    }
+
+    /// Defines, inside a tile loop, the per-element values `e<N>` of the fused operands of
+    /// `op` (transitively, each once, operands first).
+    fn fused_defs(&mut self, op: &Op, done: &mut HashSet<Value>) -> Result<(), CodegenError> {
+        for o in op.kind.operands() {
+            let Some(def) = self.fused.get(&o).cloned() else {
+                continue;
+            };
+            if !done.insert(o) {
+                continue;
+            }
+            self.fused_defs(&def, done)?;
+            let rd = self.dtype(o)?;
+            let ind = self.operand_dtype(&def, rd)?;
+            let ops: Vec<String> = def.kind.operands().iter().map(|&v| self.at(v)).collect();
+            let expr = self.expr(&def, &ops, ind, rd)?;
+            self.line(format!("const {} e{} = {expr};", ctype(rd), o.0));
+        }
+        Ok(())
+    }
+
     fn elementwise(&mut self, op: &Op) -> Result<(), CodegenError> {
         let Some(r) = op.result else { return Ok(()) };
         let rd = self.dtype(r)?;
         let operands = op.kind.operands();
-        let ind = operands
-            .first()
-            .map(|&v| self.dtype(v))
-            .transpose()?
-            .unwrap_or(rd);
-        // The operand dtype of a select is its second operand's.
-        let ind = if let OpKind::Select(_, a, _) = &op.kind {
-            self.dtype(*a)?
-        } else {
-            ind
-        };
+        let ind = self.operand_dtype(op, rd)?;
         let tile = self.is_tile(r);
         let ops: Vec<String> = operands.iter().map(|&v| self.at(v)).collect();
         // Integer `/` and `%` check for a zero divisor unless it is a non-zero constant.
@@ -1443,6 +1510,7 @@ impl Emitter<'_> {
             self.depth += 1;
             self.line("int bad = 0;");
             self.open_tile_loop(n);
+            self.fused_defs(op, &mut HashSet::new())?;
             let b = &ops[1];
             self.line(format!("if ({b} == 0) {{ bad = 1; continue; }}"));
             self.line(format!("v{}[k] = {expr};", r.0));
@@ -1457,6 +1525,7 @@ impl Emitter<'_> {
             self.line("}");
         } else {
             self.open_tile_loop(n);
+            self.fused_defs(op, &mut HashSet::new())?;
             self.line(format!("v{}[k] = {expr};", r.0));
             self.close();
         }
@@ -1528,7 +1597,6 @@ impl Emitter<'_> {
                     (UnOp::Not, _) if d == DType::Bool => format!("!{a}"),
                     (UnOp::Not, _) => format!("({t})~{a}"),
                     (UnOp::Sqrt, true) => format!("{}({a})", if f32_ { "sqrtf" } else { "sqrt" }),
-                    (UnOp::Exp, true) => format!("{}({a})", if f32_ { "expf" } else { "exp" }),
                     (UnOp::Abs, true) => format!("{}({a})", if f32_ { "fabsf" } else { "fabs" }),
                     (UnOp::Abs, false) if d.is_signed() => {
                         format!("({a} < 0 ? ({t})(({u})0 - ({u}){a}) : {a})", u = utype(d))
@@ -1593,6 +1661,51 @@ fn cast(x: &str, from: DType, to: DType) -> String {
         },
         _ => format!("({t}){x}"),
     }
+}
+
+/// For every value of `f`, the preorder position (1-based, as [`Emitter::op`] counts) of
+/// its last use; a use inside a loop that does not contain the definition counts at the
+/// loop's end (the value is needed on every iteration).
+fn tile_last_uses(f: &Function) -> HashMap<Value, usize> {
+    fn walk(
+        b: &Block,
+        pos: &mut usize,
+        loops: &mut Vec<(usize, usize)>,
+        def: &mut HashMap<Value, usize>,
+        uses: &mut Vec<(Value, usize)>,
+    ) {
+        for op in &b.ops {
+            *pos += 1;
+            let here = *pos;
+            for v in op.kind.operands() {
+                uses.push((v, here));
+            }
+            if let Some(r) = op.result {
+                def.insert(r, here);
+            }
+            for nb in op.kind.blocks() {
+                walk(nb, pos, loops, def, uses);
+            }
+            if matches!(op.kind, OpKind::For { .. }) {
+                loops.push((here, *pos));
+            }
+        }
+    }
+    let (mut pos, mut loops, mut def, mut uses) = (0, vec![], HashMap::new(), vec![]);
+    walk(&f.body, &mut pos, &mut loops, &mut def, &mut uses);
+    let mut last: HashMap<Value, usize> = HashMap::new();
+    for (v, u) in uses {
+        let d = def.get(&v).copied().unwrap_or(0);
+        let end = loops
+            .iter()
+            .filter(|(s, e)| *s <= u && u <= *e && *s > d)
+            .map(|(_, e)| *e)
+            .max()
+            .unwrap_or(u);
+        let l = last.entry(v).or_insert(0);
+        *l = (*l).max(end);
+    }
+    last
 }
 
 /// NVRTC options: IEEE division and square root, no contraction (so float results match the
