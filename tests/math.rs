@@ -1,5 +1,6 @@
-//! The math library from kernel code: every function on `f32` and `f64` tiles (and scalars in
-//! a sample kernel), run on `sim` and in the CUDA emulation, equals the one definition
+//! The math library from kernel code: every function on `f32` and `f64` tiles (and on
+//! scalars, folded or interpreted on the host), run on `sim` and in the CUDA emulation,
+//! equals the one definition
 //! (`eagle::ir::MathFn::eval_f32` / `eval_f64`) bit for bit, over special values (NaN, ±inf,
 //! ±0, subnormals, huge and tiny magnitudes) and seeded random inputs; and misuse (an
 //! integer argument, a wrong exponent dtype) is an error at the source line.
