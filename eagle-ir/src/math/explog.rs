@@ -57,25 +57,8 @@ const LG: [f64; 7] = [
 /// returned as `(k, f, hfsq, tail)` with `tail = s (hfsq + R)`, `1 + f` in
 /// `[sqrt(2)/2, sqrt(2))`.
 pub fn ln_parts<R: Real>(x: R) -> (R, R, R, R) {
-    // Subnormals: scale by 2^54 first.
-    let sub = x.lt(R::lit(f64::MIN_POSITIVE));
-    let xs = R::select(sub, x * R::lit(18014398509481984.0), x);
-    let kadj = R::select(sub, R::lit(-54.0), R::lit(0.0));
-    // Move the significand into [sqrt(2)/2, sqrt(2)): add (0x3ff00000 - 0x3fe6a09e) to the
-    // high word, read the exponent, then rebuild the significand with exponent 0x3fe6a09e.
-    let ix = xs.to_bits() + R::Bits::lit((0x3ff0_0000u64 - 0x3fe6_a09e) << 32);
-    let e = ix >> 52;
-    let k = from_small::<R>(e) - R::lit(1023.0) + kadj;
-    let hi = ((ix >> 32) & R::Bits::lit(0x000f_ffff)) + R::Bits::lit(0x3fe6_a09e);
-    let m = R::from_bits((hi << 32) | (ix & R::Bits::lit(0xffff_ffff)));
-    let f = m - R::lit(1.0);
-    let hfsq = R::lit(0.5) * f * f;
-    let s = f / (R::lit(2.0) + f);
-    let z = s * s;
-    let w = z * z;
-    let t1 = w * (R::lit(LG[1]) + w * (R::lit(LG[3]) + w * R::lit(LG[5])));
-    let t2 = z * (R::lit(LG[0]) + w * (R::lit(LG[2]) + w * (R::lit(LG[4]) + w * R::lit(LG[6]))));
-    let tail = s * (hfsq + (t2 + t1));
+    let (k, f) = ln_reduce(x);
+    let (hfsq, tail, _) = ln_tail(f);
     (k, f, hfsq, tail)
 }
 

@@ -274,7 +274,7 @@ impl MathFn {
             left: args.first().map_or(DType::Bool, |a| a.dtype()),
             right: args.get(1).map_or(DType::Bool, |a| a.dtype()),
         };
-        if args.len() != self.arity() {
+        if args.len() != self.arity() || !args[0].dtype().is_float() {
             return Err(bad());
         }
         let mut wide = Vec::with_capacity(2);
@@ -295,5 +295,54 @@ impl MathFn {
             DType::F32 => Scalar::F32(r as f32),
             _ => Scalar::F64(r),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Known values (correctly rounded ones from MPFR unless noted) and special cases.
+    #[test]
+    fn known_values_and_special_cases() {
+        let f = |m: MathFn, a: &[f64]| m.eval_f64(a);
+        // e = 2.71828182845904523536...: 0.68 ulp above `E`, within the 1-ulp bound.
+        assert_eq!(
+            f(MathFn::Exp, &[1.0]).to_bits(),
+            std::f64::consts::E.to_bits() + 1
+        );
+        assert_eq!(f(MathFn::Ln, &[2.0]), std::f64::consts::LN_2);
+        assert_eq!(f(MathFn::Sin, &[1e22]), -0.852_200_849_767_188_8);
+        assert_eq!(f(MathFn::Atan2, &[1.0, 1.0]), std::f64::consts::FRAC_PI_4);
+        assert_eq!(f(MathFn::Powf, &[2.0, 10.0]), 1024.0);
+        assert_eq!(f(MathFn::Cbrt, &[-27.0]), -3.0);
+        assert_eq!(f(MathFn::Round, &[-2.5]), -3.0);
+        assert_eq!(f(MathFn::Tanh, &[-0.0]).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(f(MathFn::Sigmoid, &[f64::NEG_INFINITY]), 0.0);
+        assert!(f(MathFn::Ln, &[-1.0]).is_nan());
+        assert_eq!(f(MathFn::Erf, &[f64::INFINITY]), 1.0);
+        // f32: computed in f64, rounded once.
+        assert_eq!(MathFn::Exp.eval_f32(&[1.0]), std::f32::consts::E);
+    }
+
+    #[test]
+    fn names_and_methods_round_trip() {
+        for m in MathFn::ALL {
+            assert_eq!(MathFn::from_name(m.name()), Some(m));
+            assert_eq!(MathFn::from_method(m.name()), Some(m));
+        }
+        assert_eq!(MathFn::from_method("ln_1p"), Some(MathFn::Log1p));
+        assert_eq!(MathFn::from_method("exp_m1"), Some(MathFn::Expm1));
+    }
+
+    #[test]
+    fn eval_checks_operand_dtypes() {
+        let ok = MathFn::Powi.eval(&[Scalar::F32(2.0), Scalar::I32(3)]);
+        assert_eq!(ok, Ok(Scalar::F32(8.0)));
+        assert!(MathFn::Ln.eval(&[Scalar::I32(3)]).is_err());
+        assert!(MathFn::Atan2
+            .eval(&[Scalar::F32(1.0), Scalar::F64(1.0)])
+            .is_err());
+        assert!(MathFn::Ln.eval(&[]).is_err());
     }
 }
