@@ -49,6 +49,8 @@ pub use eagle_ir::Dim;
 pub use eagle_macros::{dynamic, host, kernel};
 pub use eagle_runtime as runtime;
 pub use eagle_runtime::{Arg, Platform, RunReport, Tensor};
+/// The 16-bit float types of `Tensor<f16>` and `Tensor<bf16>` (the `half` crate's).
+pub use half::{bf16, f16};
 
 pub mod plan;
 #[cfg(feature = "plugin")]
@@ -56,7 +58,7 @@ pub mod plugin;
 
 /// Everything a kernel file needs: `use eagle::prelude::*;`.
 pub mod prelude {
-    pub use crate::{dynamic, host, kernel, Dim, Result, Session, Tensor};
+    pub use crate::{bf16, dynamic, f16, host, kernel, Dim, Result, Session, Tensor};
 }
 
 /// Every error eagle returns.

@@ -528,56 +528,42 @@ unsafe impl Send for Ptr {}
 unsafe impl Sync for Ptr {}
 
 fn identity(kind: ReduceKind, d: DType) -> Vec<u8> {
-    match (kind, d) {
-        (ReduceKind::Sum, d) => vec![0; d.size()],
-        (ReduceKind::Times, DType::F64) => 1f64.to_le_bytes().to_vec(),
-        (ReduceKind::Times, DType::F32) => 1f32.to_le_bytes().to_vec(),
-        (ReduceKind::Times, d) => {
-            let mut v = vec![0; d.size()];
-            v[0] = 1;
-            v
-        }
-        (ReduceKind::Max, DType::F64) => f64::NEG_INFINITY.to_le_bytes().to_vec(),
-        (ReduceKind::Max, DType::F32) => f32::NEG_INFINITY.to_le_bytes().to_vec(),
-        (ReduceKind::Max, DType::I32) => i32::MIN.to_le_bytes().to_vec(),
-        (ReduceKind::Max, DType::I64 | DType::Index) => i64::MIN.to_le_bytes().to_vec(),
-        (ReduceKind::Max, d) => vec![0; d.size()],
-        (ReduceKind::Land, d) => {
-            let mut v = vec![0; d.size()];
-            v[0] = 1;
-            v
-        }
-    }
+    use eagle_ir::eval::{cast, Scalar};
+    let top = 1u64 << (8 * d.size() - 1);
+    let s = match kind {
+        ReduceKind::Sum => Scalar::from_bits(0, d),
+        ReduceKind::Times => cast(Scalar::I32(1), d),
+        ReduceKind::Max if d.is_float() => cast(Scalar::F64(f64::NEG_INFINITY), d),
+        ReduceKind::Max if d.is_signed() => Scalar::from_bits(top, d),
+        ReduceKind::Max => Scalar::from_bits(0, d),
+        ReduceKind::Land => cast(Scalar::Bool(true), d),
+    };
+    s.bits().to_le_bytes()[..d.size()].to_vec()
 }
 
-/// `acc = acc <kind> x`, elementwise, in dtype `d` (the same arithmetic as compiled code).
+/// `acc = acc <kind> x`, elementwise, in dtype `d`: the evaluator's op (`eagle_ir::eval`, the
+/// one definition compiled code also follows: wrapping integers, `max` with the canonical
+/// NaN, `f16` rounded after each op).
 fn combine(kind: ReduceKind, d: DType, acc: &mut [u8], x: &[u8]) {
-    macro_rules! go {
-        ($t:ty, $f:expr) => {{
-            let w = std::mem::size_of::<$t>();
-            for (a, b) in acc.chunks_exact_mut(w).zip(x.chunks_exact(w)) {
-                let av = <$t>::from_le_bytes(a.try_into().unwrap_or_default());
-                let bv = <$t>::from_le_bytes(b.try_into().unwrap_or_default());
-                let f: fn($t, $t) -> $t = $f;
-                a.copy_from_slice(&f(av, bv).to_le_bytes());
-            }
-        }};
-    }
-    match (kind, d) {
-        (ReduceKind::Sum, DType::F64) => go!(f64, |a, b| a + b),
-        (ReduceKind::Times, DType::F64) => go!(f64, |a, b| a * b),
-        // The compiled `max` (one definition, with the canonical NaN): NaN wins, +0 > -0.
-        (ReduceKind::Max, DType::F64) => go!(f64, eagle_ir::eval::fmax_f64),
-        (ReduceKind::Sum, DType::F32) => go!(f32, |a, b| a + b),
-        (ReduceKind::Times, DType::F32) => go!(f32, |a, b| a * b),
-        (ReduceKind::Max, DType::F32) => go!(f32, eagle_ir::eval::fmax_f32),
-        (ReduceKind::Sum, DType::I64 | DType::Index) => go!(i64, i64::wrapping_add),
-        (ReduceKind::Times, DType::I64 | DType::Index) => go!(i64, i64::wrapping_mul),
-        (ReduceKind::Max, DType::I64 | DType::Index) => go!(i64, i64::max),
-        (ReduceKind::Sum, DType::I32) => go!(i32, i32::wrapping_add),
-        (ReduceKind::Times, DType::I32) => go!(i32, i32::wrapping_mul),
-        (ReduceKind::Max, DType::I32) => go!(i32, i32::max),
-        (_, _) => go!(u8, |a, b| a & b),
+    use eagle_ir::eval::{binary, Scalar};
+    use eagle_ir::BinOp;
+    let op = match kind {
+        ReduceKind::Sum => BinOp::Add,
+        ReduceKind::Times => BinOp::Mul,
+        ReduceKind::Max => BinOp::Max,
+        ReduceKind::Land => BinOp::And,
+    };
+    let w = d.size();
+    let word = |b: &[u8]| {
+        let mut le = [0u8; 8];
+        le[..w].copy_from_slice(b);
+        Scalar::from_bits(u64::from_le_bytes(le), d)
+    };
+    for (a, b) in acc.chunks_exact_mut(w).zip(x.chunks_exact(w)) {
+        let (av, bv) = (word(a), word(b));
+        // The plan's verifier admits only ops defined on the dtype.
+        let r = binary(op, av, bv).unwrap_or(av);
+        a.copy_from_slice(&r.bits().to_le_bytes()[..w]);
     }
 }
 

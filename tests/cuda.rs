@@ -633,6 +633,73 @@ fn edge_values(d: eagle::ir::DType, n: usize, seed: u64, nonzero: bool) -> Vec<u
                 out.extend(v.to_le_bytes());
             }
             D::Bool => out.push((r & 1) as u8),
+            D::I8 => {
+                let v = [
+                    i8::MIN,
+                    i8::MAX,
+                    -1,
+                    1,
+                    0,
+                    7,
+                    -7,
+                    r as i8,
+                    (r >> 8) as i8,
+                    3,
+                ][k];
+                out.extend((if nonzero && v == 0 { 5 } else { v }).to_le_bytes());
+            }
+            D::U8 => {
+                let v = [u8::MAX, 1, 0, 7, 128, r as u8, 3, 9, 100, 255][k];
+                out.extend((if nonzero && v == 0 { 5 } else { v }).to_le_bytes());
+            }
+            D::I16 => {
+                let v = [
+                    i16::MIN,
+                    i16::MAX,
+                    -1,
+                    1,
+                    0,
+                    7,
+                    -7,
+                    r as i16,
+                    (r >> 8) as i16,
+                    3,
+                ][k];
+                out.extend((if nonzero && v == 0 { 5 } else { v }).to_le_bytes());
+            }
+            D::U16 => {
+                let v = [u16::MAX, 1, 0, 7, 32768, r as u16, 3, 9, 100, 256][k];
+                out.extend((if nonzero && v == 0 { 5 } else { v }).to_le_bytes());
+            }
+            D::F16 | D::BF16 => {
+                // NaN, inf, -inf, -0, 0, the largest finite, a subnormal, any, -2.5, 1.
+                let f16 = [
+                    0x7e00u16,
+                    0x7c00,
+                    0xfc00,
+                    0x8000,
+                    0,
+                    0x7bff,
+                    0x0001,
+                    r as u16 & 0x7bff,
+                    0xc100,
+                    0x3c00,
+                ];
+                let bf = [
+                    0x7fc0u16,
+                    0x7f80,
+                    0xff80,
+                    0x8000,
+                    0,
+                    0x7f7f,
+                    0x0001,
+                    r as u16 & 0x7f7f,
+                    0xc020,
+                    0x3f80,
+                ];
+                let v = if d == D::F16 { f16[k] } else { bf[k] };
+                out.extend(v.to_le_bytes());
+            }
         }
     }
     out
@@ -656,9 +723,9 @@ fn every_op_module(d: eagle::ir::DType) -> (String, usize, Vec<eagle::ir::DType>
         bin.extend(["rem", "and", "or", "xor"]);
         un.push("not");
     }
-    let casts: Vec<D> = [D::I32, D::I64, D::U32, D::U64, D::F32, D::F64, D::Bool]
+    let casts: Vec<D> = D::ALL
         .into_iter()
-        .filter(|&c| c != d)
+        .filter(|&c| c != d && c != D::Index)
         .collect();
     let rows = bin.len() + un.len() + 6 + 2 + usize::from(float);
     let tile = format!("tile<[2, 40], {t}>");
@@ -673,27 +740,27 @@ fn every_op_module(d: eagle::ir::DType) -> (String, usize, Vec<eagle::ir::DType>
         let k = next();
         let s = next();
         body.push_str(&format!(
-            "  %{k} = const {row} : index\n  %{s} = slice %3[%{k}] : tensor<[2, 40], {t}>\n  store %{val}, %{s}[%10, %10]\n"
+            "  %{k} = const {row} : index\n  %{s} = slice %3[%{k}] : tensor<[2, 40], {t}>\n  store %{val}, %{s}[%50, %50]\n"
         ));
         row += 1;
     };
     body.push_str(&format!(
-        "  %10 = const 0 : index\n  %11 = load %1[%10, %10] : {tile}\n  %12 = load %2[%10, %10] : {tile}\n"
+        "  %50 = const 0 : index\n  %51 = load %1[%50, %50] : {tile}\n  %52 = load %2[%50, %50] : {tile}\n"
     ));
     for op in &bin {
         let r = next();
-        body.push_str(&format!("  %{r} = {op} %11, %12 : {tile}\n"));
+        body.push_str(&format!("  %{r} = {op} %51, %52 : {tile}\n"));
         store(&mut body, r as usize, &mut next);
     }
     for op in &un {
         let r = next();
-        body.push_str(&format!("  %{r} = {op} %11 : {tile}\n"));
+        body.push_str(&format!("  %{r} = {op} %51 : {tile}\n"));
         store(&mut body, r as usize, &mut next);
     }
     for c in ["eq", "ne", "lt", "le", "gt", "ge"] {
         let (b, r) = (next(), next());
         body.push_str(&format!(
-            "  %{b} = cmp {c} %11, %12 : tile<[2, 40], bool>\n  %{r} = select %{b}, %11, %12 : {tile}\n"
+            "  %{b} = cmp {c} %51, %52 : tile<[2, 40], bool>\n  %{r} = select %{b}, %51, %52 : {tile}\n"
         ));
         store(&mut body, r as usize, &mut next);
     }
@@ -701,17 +768,17 @@ fn every_op_module(d: eagle::ir::DType) -> (String, usize, Vec<eagle::ir::DType>
     let (s, r) = (next(), next());
     let three = if float { "3.0" } else { "3" };
     body.push_str(&format!(
-        "  %{s} = const {three} : {t}\n  %{r} = mul %11, %{s} : {tile}\n"
+        "  %{s} = const {three} : {t}\n  %{r} = mul %51, %{s} : {tile}\n"
     ));
     store(&mut body, r as usize, &mut next);
     let (e, q, r) = (next(), next(), next());
     body.push_str(&format!(
-        "  %{e} = elem %1[%10, %10] : {t}\n  %{q} = add %{e}, %{s} : {t}\n  %{r} = add %12, %{q} : {tile}\n"
+        "  %{e} = elem %1[%50, %50] : {t}\n  %{q} = add %{e}, %{s} : {t}\n  %{r} = add %52, %{q} : {tile}\n"
     ));
     store(&mut body, r as usize, &mut next);
     if float {
         let r = next();
-        body.push_str(&format!("  %{r} = fma %11, %12, %11 : {tile}\n"));
+        body.push_str(&format!("  %{r} = fma %51, %52, %51 : {tile}\n"));
         store(&mut body, r as usize, &mut next);
     }
     let mut cast_params = String::new();
@@ -720,7 +787,7 @@ fn every_op_module(d: eagle::ir::DType) -> (String, usize, Vec<eagle::ir::DType>
         cast_params.push_str(&format!(", out %{p} c{i}: tensor<[2, 40], {}>", c.name()));
         let r = next();
         body.push_str(&format!(
-            "  %{r} = cast %11 : tile<[2, 40], {}>\n  store %{r}, %{p}[%10, %10]\n",
+            "  %{r} = cast %51 : tile<[2, 40], {}>\n  store %{r}, %{p}[%50, %50]\n",
             c.name()
         ));
     }
@@ -755,7 +822,20 @@ fn emulated_cuda_matches_the_cpu_on_every_op_and_dtype() {
     use eagle::runtime::{run_with, Arg, RunOptions};
     cxx();
     let p = 2usize;
-    for d in [D::I32, D::I64, D::U32, D::U64, D::F32, D::F64] {
+    for d in [
+        D::I8,
+        D::U8,
+        D::I16,
+        D::U16,
+        D::F16,
+        D::BF16,
+        D::I32,
+        D::I64,
+        D::U32,
+        D::U64,
+        D::F32,
+        D::F64,
+    ] {
         let (text, rows, casts) = every_op_module(d);
         let m = eagle::ir::parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         eagle::ir::verify_module(&m).unwrap_or_else(|e| panic!("{e}\n{text}"));

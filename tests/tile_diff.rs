@@ -157,6 +157,27 @@ fn values(d: DType, n: usize, seed: u64) -> Vec<Scalar> {
                 DType::U64 => Scalar::U64(if edge { 0 } else { r >> (r % 50) }),
                 DType::Index => Scalar::Index((r as i64) >> (r % 50)),
                 DType::Bool => Scalar::Bool(r & 1 == 1),
+                DType::F16 | DType::BF16 => {
+                    let x = if edge {
+                        f32_edges[(r % 8) as usize]
+                    } else {
+                        let k = (r % 41) as i32 - 20;
+                        k as f32 / 8.0 + if r & 128 != 0 { 0.1 } else { 0.0 }
+                    };
+                    eagle::ir::eval::narrow_float(x as f64, d)
+                }
+                DType::I8 => Scalar::I8(if edge { i8::MIN } else { (r as i8) >> (r % 6) }),
+                DType::U8 => Scalar::U8(if edge { u8::MAX } else { (r as u8) >> (r % 6) }),
+                DType::I16 => Scalar::I16(if edge {
+                    i16::MIN
+                } else {
+                    (r as i16) >> (r % 12)
+                }),
+                DType::U16 => Scalar::U16(if edge {
+                    u16::MAX
+                } else {
+                    (r as u16) >> (r % 12)
+                }),
             }
         })
         .collect()
@@ -401,7 +422,13 @@ fn check(d: DType, target: Target, opts: &RunOptions, compared: &mut usize) -> V
     bad
 }
 
-const DTYPES: [DType; 7] = [
+const DTYPES: [DType; 13] = [
+    DType::F16,
+    DType::BF16,
+    DType::I8,
+    DType::U8,
+    DType::I16,
+    DType::U16,
     DType::F32,
     DType::F64,
     DType::I32,

@@ -306,6 +306,7 @@ impl FunctionBuilder<'_> {
             Operand::Dim(d) => return Ok(self.push(OpKind::Dim(d), Type::Scalar(DType::Index))),
             Operand::Int(i) => match hint {
                 Some(DType::F32) => (Const::F32(i as f32), DType::F32),
+                Some(h @ (DType::F16 | DType::BF16)) => (Const::F64(i as f64), h),
                 Some(h) if h.is_float() => (Const::F64(i as f64), h),
                 Some(DType::Bool) => return self.err(format!("integer literal `{i}` used where a `bool` is expected; write `true` or `false`")),
                 Some(h) => (Const::Int(i), h),
@@ -314,6 +315,7 @@ impl FunctionBuilder<'_> {
             Operand::Float(x) => match hint {
                 Some(DType::F64) => (Const::F64(x), DType::F64),
                 Some(DType::F32) | None => (Const::F32(x as f32), DType::F32),
+                Some(h @ (DType::F16 | DType::BF16)) => (Const::F64(x), h),
                 Some(DType::Bool) => return self.err(format!("float literal `{x:?}` used where a `bool` is expected; write `true` or `false`, or compare (`x != 0.0`)")),
                 Some(h) => return self.err(format!("float literal `{x:?}` used where `{}` is expected; write an integer literal or cast with `as {}`", rust_name(h), rust_name(h))),
             },
@@ -323,10 +325,21 @@ impl FunctionBuilder<'_> {
         let c = match (c, d) {
             (Const::F64(x), DType::F32) => Const::F32(x as f32),
             (Const::F32(x), DType::F64) => Const::F64(x as f64),
+            // A 16-bit float constant is the `f32` of its value, the literal rounded once.
+            (Const::F64(x), DType::F16 | DType::BF16) => {
+                Const::F32(crate::eval::narrow_float(x, d).widen_float())
+            }
+            (Const::F32(x), DType::F16 | DType::BF16) => {
+                Const::F32(crate::eval::narrow_float(x as f64, d).widen_float())
+            }
             (c, _) => c,
         };
         if let Const::Int(i) = c {
             let (lo, hi): (i128, i128) = match d {
+                DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+                DType::U8 => (0, u8::MAX.into()),
+                DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+                DType::U16 => (0, u16::MAX.into()),
                 DType::I32 => (i32::MIN.into(), i32::MAX.into()),
                 DType::U32 => (0, u32::MAX.into()),
                 DType::U64 => (0, u64::MAX.into()),
@@ -764,7 +777,8 @@ impl FunctionBuilder<'_> {
         Ok(self.push(OpKind::Bitcast(a), ty))
     }
 
-    /// `x.to_bits()`: an `f32`'s bits as `u32`, an `f64`'s as `u64`.
+    /// `x.to_bits()`: an `f32`'s bits as `u32`, an `f64`'s as `u64`, an `f16`'s or `bf16`'s
+    /// as `u16`.
     ///
     /// # Errors
     /// [`IrError::Build`] when `x` is not a float.
@@ -773,8 +787,9 @@ impl FunctionBuilder<'_> {
         match self.ty(a).dtype() {
             Some(DType::F32) => self.bitcast(a, DType::U32),
             Some(DType::F64) => self.bitcast(a, DType::U64),
+            Some(DType::F16 | DType::BF16) => self.bitcast(a, DType::U16),
             other => self.err(format!(
-                "`.to_bits()` takes an `f32` or `f64`, found `{}`{}",
+                "`.to_bits()` takes a float (`f16`, `bf16`, `f32`, `f64`), found `{}`{}",
                 other.map_or("?", rust_name),
                 self.here()
             )),

@@ -26,6 +26,8 @@
 //!   [`crate::math`]: one definition in these primitives, so every backend computes its bits.
 
 use crate::ir::{BinOp, CmpOp, Const, OpKind, UnOp};
+use crate::math::lanes::W;
+use crate::math::narrow::{decode, encode, round_to, BF16, F16};
 use crate::types::DType;
 use std::fmt;
 
@@ -42,6 +44,14 @@ pub const CANONICAL_NAN_F64: u64 = 0x7ff8_0000_0000_0000;
 pub enum Scalar {
     /// `bool`
     Bool(bool),
+    /// `i8`
+    I8(i8),
+    /// `u8`
+    U8(u8),
+    /// `i16`
+    I16(i16),
+    /// `u16`
+    U16(u16),
     /// `i32`
     I32(i32),
     /// `i64`
@@ -54,6 +64,10 @@ pub enum Scalar {
     F32(f32),
     /// `f64`
     F64(f64),
+    /// `f16`
+    F16(half::f16),
+    /// `bf16`
+    BF16(half::bf16),
     /// `index` (`usize` in the source; 64-bit, signed in comparisons and division)
     Index(i64),
 }
@@ -122,6 +136,12 @@ impl Scalar {
     pub fn dtype(self) -> DType {
         match self {
             Scalar::Bool(_) => DType::Bool,
+            Scalar::I8(_) => DType::I8,
+            Scalar::U8(_) => DType::U8,
+            Scalar::I16(_) => DType::I16,
+            Scalar::U16(_) => DType::U16,
+            Scalar::F16(_) => DType::F16,
+            Scalar::BF16(_) => DType::BF16,
             Scalar::I32(_) => DType::I32,
             Scalar::I64(_) => DType::I64,
             Scalar::U32(_) => DType::U32,
@@ -137,6 +157,12 @@ impl Scalar {
     pub fn bits(self) -> u64 {
         match self {
             Scalar::Bool(b) => b as u64,
+            Scalar::I8(v) => v as u8 as u64,
+            Scalar::U8(v) => v as u64,
+            Scalar::I16(v) => v as u16 as u64,
+            Scalar::U16(v) => v as u64,
+            Scalar::F16(v) => v.to_bits() as u64,
+            Scalar::BF16(v) => v.to_bits() as u64,
             Scalar::I32(v) => v as u32 as u64,
             Scalar::I64(v) | Scalar::Index(v) => v as u64,
             Scalar::U32(v) => v as u64,
@@ -151,6 +177,12 @@ impl Scalar {
     pub fn from_bits(bits: u64, d: DType) -> Scalar {
         match d {
             DType::Bool => Scalar::Bool(bits as u8 != 0),
+            DType::I8 => Scalar::I8(bits as u8 as i8),
+            DType::U8 => Scalar::U8(bits as u8),
+            DType::I16 => Scalar::I16(bits as u16 as i16),
+            DType::U16 => Scalar::U16(bits as u16),
+            DType::F16 => Scalar::F16(half::f16::from_bits(bits as u16)),
+            DType::BF16 => Scalar::BF16(half::bf16::from_bits(bits as u16)),
             DType::I32 => Scalar::I32(bits as u32 as i32),
             DType::I64 => Scalar::I64(bits as i64),
             DType::U32 => Scalar::U32(bits as u32),
@@ -162,10 +194,16 @@ impl Scalar {
     }
 
     /// The constant `c` as a value of dtype `d`: an integer is wrapped to `d`'s width, a float
-    /// keeps its bits. `None` when `c`'s kind does not fit `d` (a float constant of an integer
-    /// dtype, an `f64` constant of dtype `f32`).
+    /// keeps its bits (an `f32` constant of dtype `f16`/`bf16` is rounded to it). `None` when
+    /// `c`'s kind does not fit `d` (a float constant of an integer dtype, an `f64` constant
+    /// of dtype `f32`).
     pub fn from_const(c: Const, d: DType) -> Option<Scalar> {
         Some(match (c, d) {
+            (Const::Int(v), DType::I8) => Scalar::I8(v as i8),
+            (Const::Int(v), DType::U8) => Scalar::U8(v as u8),
+            (Const::Int(v), DType::I16) => Scalar::I16(v as i16),
+            (Const::Int(v), DType::U16) => Scalar::U16(v as u16),
+            (Const::F32(v), DType::F16 | DType::BF16) => narrow_float(v as f64, d),
             (Const::Int(v), DType::I32) => Scalar::I32(v as i32),
             (Const::Int(v), DType::I64) => Scalar::I64(v as i64),
             (Const::Int(v), DType::U32) => Scalar::U32(v as u32),
@@ -182,6 +220,11 @@ impl Scalar {
     pub fn to_const(self) -> Const {
         match self {
             Scalar::Bool(b) => Const::Bool(b),
+            Scalar::I8(v) => Const::Int(v.into()),
+            Scalar::U8(v) => Const::Int(v.into()),
+            Scalar::I16(v) => Const::Int(v.into()),
+            Scalar::U16(v) => Const::Int(v.into()),
+            Scalar::F16(_) | Scalar::BF16(_) => Const::F32(self.widen_float()),
             Scalar::I32(v) => Const::Int(v.into()),
             Scalar::I64(v) | Scalar::Index(v) => Const::Int(v.into()),
             Scalar::U32(v) => Const::Int(v.into()),
@@ -196,8 +239,55 @@ impl Scalar {
         match self {
             Scalar::F32(v) => v.is_nan(),
             Scalar::F64(v) => v.is_nan(),
+            Scalar::F16(v) => v.is_nan(),
+            Scalar::BF16(v) => v.is_nan(),
             _ => false,
         }
+    }
+
+    /// The `f32` holding an `f16` or `bf16` value exactly (NaN quieted, payload kept), by
+    /// [`crate::math::narrow::decode`]; 0 for other dtypes.
+    pub fn widen_float(self) -> f32 {
+        match self {
+            Scalar::F16(v) => decode::<f64>(W(v.to_bits() as u64), F16) as f32,
+            Scalar::BF16(v) => decode::<f64>(W(v.to_bits() as u64), BF16) as f32,
+            _ => 0.0,
+        }
+    }
+}
+
+/// `x` rounded to the 16-bit float dtype `d` (`f16` or `bf16`), ties to even, by
+/// [`crate::math::narrow::round_to`]; `half`'s `from_f64` (and `from_f32` for an `f32` `x`).
+pub fn narrow_float(x: f64, d: DType) -> Scalar {
+    let fmt = if d == DType::F16 { F16 } else { BF16 };
+    let bits = encode::<f64>(round_to(x, fmt), fmt).0 as u16;
+    if d == DType::F16 {
+        Scalar::F16(half::f16::from_bits(bits))
+    } else {
+        Scalar::BF16(half::bf16::from_bits(bits))
+    }
+}
+
+/// The compute-dtype value of a storage-dtype scalar ([`DType::compute`]): `i8`/`i16` as
+/// `i32`, `u8`/`u16` as `u32`, `f16`/`bf16` as `f32` (exactly); other scalars unchanged.
+pub fn widen(a: Scalar) -> Scalar {
+    match a {
+        Scalar::I8(v) => Scalar::I32(v.into()),
+        Scalar::I16(v) => Scalar::I32(v.into()),
+        Scalar::U8(v) => Scalar::U32(v.into()),
+        Scalar::U16(v) => Scalar::U32(v.into()),
+        Scalar::F16(_) | Scalar::BF16(_) => Scalar::F32(a.widen_float()),
+        a => a,
+    }
+}
+
+/// The compute-dtype result `r` of an op narrowed back to the storage dtype `d`: integers
+/// wrapped to `d`'s width, floats rounded to nearest even ([`narrow_float`]).
+pub(crate) fn narrow(r: Scalar, d: DType) -> Scalar {
+    match (r, d) {
+        (Scalar::F32(x), DType::F16 | DType::BF16) => narrow_float(x as f64, d),
+        (r, d) if d.is_narrow() => Scalar::from_bits(r.bits(), d),
+        (r, _) => r,
     }
 }
 
@@ -288,6 +378,19 @@ macro_rules! float_bin {
 /// operands of different dtypes.
 pub fn binary(op: BinOp, a: Scalar, b: Scalar) -> Result<Scalar, EvalError> {
     use Scalar::*;
+    let d = a.dtype();
+    if d.is_narrow() && b.dtype() == d {
+        // Computed in the compute dtype, narrowed once; a shift amount is taken modulo the
+        // storage width first (Rust's `i8::wrapping_shl`).
+        let b = match (op, widen(b)) {
+            (BinOp::Shl | BinOp::Shr, U32(n)) => U32(n % (8 * d.size() as u32)),
+            (BinOp::Shl | BinOp::Shr, I32(n)) => I32(n.rem_euclid(8 * d.size() as i32)),
+            (_, w) => w,
+        };
+        return binary(op, widen(a), b)
+            .map(|r| narrow(r, d))
+            .map_err(|e| at_dtype(e, d));
+    }
     Ok(match (a, b) {
         (I32(x), I32(y)) => I32(int_bin!(op, x, y)),
         (I64(x), I64(y)) => I64(int_bin!(op, x, y)),
@@ -315,6 +418,14 @@ pub fn binary(op: BinOp, a: Scalar, b: Scalar) -> Result<Scalar, EvalError> {
             })
         }
     })
+}
+
+/// `e` naming the storage dtype `d` rather than the compute dtype it was found in.
+fn at_dtype(e: EvalError, d: DType) -> EvalError {
+    match e {
+        EvalError::Unsupported { op, .. } => EvalError::Unsupported { op, dtype: d },
+        e => e,
+    }
 }
 
 /// `op a`, of `a`'s dtype.
@@ -347,6 +458,12 @@ pub fn unary(op: UnOp, a: Scalar) -> Result<Scalar, EvalError> {
             }
         };
     }
+    if a.dtype().is_narrow() {
+        let d = a.dtype();
+        return unary(op, widen(a))
+            .map(|r| narrow(r, d))
+            .map_err(|e| at_dtype(e, d));
+    }
     Ok(match a {
         Bool(x) if op == UnOp::Not => Bool(!x),
         Bool(_) => return Err(bad()),
@@ -357,6 +474,7 @@ pub fn unary(op: UnOp, a: Scalar) -> Result<Scalar, EvalError> {
         U64(x) => U64(int!(x, x)),
         F32(x) => F32(float!(x)),
         F64(x) => F64(float!(x)),
+        I8(_) | U8(_) | I16(_) | U16(_) | F16(_) | BF16(_) => unreachable!("widened above"),
     })
 }
 
@@ -366,6 +484,12 @@ pub fn unary(op: UnOp, a: Scalar) -> Result<Scalar, EvalError> {
 /// [`EvalError::Unsupported`] on integer or `bool` operands, [`EvalError::Mismatch`] for
 /// operands of different dtypes.
 pub fn fma(a: Scalar, b: Scalar, c: Scalar) -> Result<Scalar, EvalError> {
+    let d = a.dtype();
+    if d.is_narrow() && b.dtype() == d && c.dtype() == d {
+        return fma(widen(a), widen(b), widen(c))
+            .map(|r| narrow(r, d))
+            .map_err(|e| at_dtype(e, d));
+    }
     match (a, b, c) {
         (Scalar::F32(x), Scalar::F32(y), Scalar::F32(z)) => Ok(Scalar::F32(x.mul_add(y, z))),
         (Scalar::F64(x), Scalar::F64(y), Scalar::F64(z)) => Ok(Scalar::F64(x.mul_add(y, z))),
@@ -392,6 +516,9 @@ pub fn fma(a: Scalar, b: Scalar, c: Scalar) -> Result<Scalar, EvalError> {
 /// [`EvalError::Mismatch`] for operands of different dtypes.
 pub fn cmp(op: CmpOp, a: Scalar, b: Scalar) -> Result<bool, EvalError> {
     use Scalar::*;
+    if a.dtype().is_narrow() && b.dtype() == a.dtype() {
+        return cmp(op, widen(a), widen(b));
+    }
     Ok(match (a, b) {
         (Bool(x), Bool(y)) => op.eval(x, y),
         (I32(x), I32(y)) => op.eval(x, y),
@@ -422,6 +549,19 @@ pub fn select(c: bool, a: Scalar, b: Scalar) -> Scalar {
 /// `a as to`, with the rules in the module docs.
 pub fn cast(a: Scalar, to: DType) -> Scalar {
     use Scalar::*;
+    let a = widen(a);
+    if to.is_narrow() {
+        return match (a, to) {
+            // To a 16-bit float: an integer goes through `f32` (`bf16::from_f32(x as f32)`),
+            // a float rounds once.
+            (F64(x), DType::F16 | DType::BF16) => narrow_float(x, to),
+            (a, DType::F16 | DType::BF16) => narrow_float(cast(a, DType::F32).bits_f32(), to),
+            // To a narrow integer: Rust's `as` (floats saturate, integers wrap).
+            (F32(x), _) => cast_float_to_narrow(x as f64, to),
+            (F64(x), _) => cast_float_to_narrow(x, to),
+            (a, _) => Scalar::from_bits(a.bits(), to),
+        };
+    }
     if to == DType::Bool {
         return Bool(match a {
             Bool(b) => b,
@@ -440,7 +580,13 @@ pub fn cast(a: Scalar, to: DType) -> Scalar {
                 DType::F32 => F32($x as f32),
                 DType::F64 => F64($x as f64),
                 DType::Index => Index($x as u64 as i64),
-                DType::Bool => unreachable!("handled above"),
+                DType::Bool
+                | DType::I8
+                | DType::U8
+                | DType::I16
+                | DType::U16
+                | DType::F16
+                | DType::BF16 => unreachable!("handled above"),
             }
         };
     }
@@ -457,6 +603,27 @@ pub fn cast(a: Scalar, to: DType) -> Scalar {
         U64(x) => to!(x),
         F32(x) => to!(x),
         F64(x) => to!(x),
+        I8(_) | U8(_) | I16(_) | U16(_) | F16(_) | BF16(_) => unreachable!("widened above"),
+    }
+}
+
+/// A float `as` a narrow integer dtype: saturating, NaN to 0.
+fn cast_float_to_narrow(x: f64, to: DType) -> Scalar {
+    match to {
+        DType::I8 => Scalar::I8(x as i8),
+        DType::U8 => Scalar::U8(x as u8),
+        DType::I16 => Scalar::I16(x as i16),
+        _ => Scalar::U16(x as u16),
+    }
+}
+
+impl Scalar {
+    /// The `f64` of an `f32` scalar (exactly); 0 for other dtypes.
+    fn bits_f32(self) -> f64 {
+        match self {
+            Scalar::F32(x) => x as f64,
+            _ => 0.0,
+        }
     }
 }
 

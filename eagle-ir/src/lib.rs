@@ -20,6 +20,7 @@ pub mod eval;
 mod facts;
 mod ir;
 pub mod math;
+pub mod narrow;
 mod op;
 mod text;
 pub mod tile;

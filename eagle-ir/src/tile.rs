@@ -571,6 +571,24 @@ impl TileOp {
     /// # Errors
     /// [`eval::EvalError`] for a dtype the op does not take.
     pub fn eval(&self, args: &[Tile], result: &Type) -> Result<Tile, eval::EvalError> {
+        let narrow = |t: &Tile| t.data.first().is_some_and(|s| s.dtype().is_narrow());
+        if result.dtype().is_some_and(DType::is_narrow) || args.iter().any(narrow) {
+            // A storage dtype is computed in its compute dtype and the result narrowed once
+            // (`crate::narrow`): a sum or a matmul of `f16` accumulates in `f32`.
+            let wide: Vec<Tile> = args
+                .iter()
+                .map(|t| Tile {
+                    shape: t.shape.clone(),
+                    data: t.data.iter().map(|&s| eval::widen(s)).collect(),
+                })
+                .collect();
+            let r = self.eval(&wide, &crate::narrow::widen_type(result))?;
+            let rd = result.dtype().unwrap_or(DType::F32);
+            return Ok(Tile {
+                shape: r.shape,
+                data: r.data.into_iter().map(|s| eval::narrow(s, rd)).collect(),
+            });
+        }
         let rshape = result.shape().and_then(|s| s.consts()).unwrap_or_default();
         let rd = result.dtype().unwrap_or(DType::F32);
         let n: usize = rshape.iter().product::<u64>() as usize;

@@ -6,6 +6,14 @@ use std::fmt;
 pub enum DType {
     /// `bool`, one byte in memory (0 or 1).
     Bool,
+    /// `i8`: a storage dtype, computed in `i32` and wrapped to 8 bits after each op.
+    I8,
+    /// `u8`: a storage dtype, computed in `u32` and wrapped to 8 bits after each op.
+    U8,
+    /// `i16`: a storage dtype, computed in `i32` and wrapped to 16 bits after each op.
+    I16,
+    /// `u16`: a storage dtype, computed in `u32` and wrapped to 16 bits after each op.
+    U16,
     /// `i32`.
     I32,
     /// `i64`.
@@ -18,18 +26,30 @@ pub enum DType {
     F32,
     /// `f64`, IEEE-754 binary64.
     F64,
+    /// `f16`, IEEE-754 binary16 (`half::f16` on the host): a storage dtype, computed in `f32`
+    /// and rounded to nearest even after each op.
+    F16,
+    /// `bf16`, bfloat16 (`half::bf16` on the host: 8 exponent bits, 8 significand bits): a
+    /// storage dtype, computed in `f32` and rounded to nearest even after each op.
+    BF16,
     /// `index` (Rust `usize` in kernel source), signed 64-bit in the IR.
     Index,
 }
 
 impl DType {
     /// All dtypes, in text order.
-    pub const ALL: [DType; 8] = [
+    pub const ALL: [DType; 14] = [
         DType::Bool,
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::U16,
         DType::I32,
         DType::I64,
         DType::U32,
         DType::U64,
+        DType::F16,
+        DType::BF16,
         DType::F32,
         DType::F64,
         DType::Index,
@@ -38,7 +58,8 @@ impl DType {
     /// Size in bytes of one element in memory.
     pub fn size(self) -> usize {
         match self {
-            DType::Bool => 1,
+            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
             DType::I64 | DType::U64 | DType::F64 | DType::Index => 8,
         }
@@ -47,6 +68,12 @@ impl DType {
     pub fn name(self) -> &'static str {
         match self {
             DType::Bool => "bool",
+            DType::I8 => "i8",
+            DType::U8 => "u8",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
             DType::I32 => "i32",
             DType::I64 => "i64",
             DType::U32 => "u32",
@@ -71,9 +98,9 @@ impl DType {
         }
         DType::ALL.into_iter().find(|d| d.name() == s)
     }
-    /// `f32` or `f64`.
     /// Whether a bitcast (`to_bits`, `from_bits`) goes from `self` to `to`: a float and an
-    /// integer of the same width (`f32` and `u32`/`i32`, `f64` and `u64`/`i64`/`index`).
+    /// integer of the same width (`f16`/`bf16` and `u16`/`i16`, `f32` and `u32`/`i32`, `f64` and
+    /// `u64`/`i64`/`index`).
     pub fn bitcasts_to(self, to: DType) -> bool {
         self != DType::Bool
             && to != DType::Bool
@@ -82,18 +109,45 @@ impl DType {
     }
     /// Whether this is a float dtype.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F64)
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+    /// The dtype this one is computed in: `i32` for `i8`/`i16`, `u32` for `u8`/`u16`, `f32`
+    /// for `f16`/`bf16`, itself for every other dtype. Specialization widens every value of a
+    /// storage dtype to its compute dtype ([`crate::narrow`]); memory keeps the storage dtype.
+    pub fn compute(self) -> DType {
+        match self {
+            DType::I8 | DType::I16 => DType::I32,
+            DType::U8 | DType::U16 => DType::U32,
+            DType::F16 | DType::BF16 => DType::F32,
+            d => d,
+        }
+    }
+    /// Whether this is a storage dtype (`i8 u8 i16 u16 f16 bf16`), computed in a wider one
+    /// ([`DType::compute`]).
+    pub fn is_narrow(self) -> bool {
+        self.compute() != self
     }
     /// Any integer dtype, `index` included (not `bool`).
     pub fn is_int(self) -> bool {
         matches!(
             self,
-            DType::I32 | DType::I64 | DType::U32 | DType::U64 | DType::Index
+            DType::I8
+                | DType::U8
+                | DType::I16
+                | DType::U16
+                | DType::I32
+                | DType::I64
+                | DType::U32
+                | DType::U64
+                | DType::Index
         )
     }
     /// Signed integers and `index`.
     pub fn is_signed(self) -> bool {
-        matches!(self, DType::I32 | DType::I64 | DType::Index)
+        matches!(
+            self,
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::Index
+        )
     }
 }
 

@@ -164,8 +164,14 @@ fn window_rank(ty: &Type) -> Option<(usize, String)> {
     Some((a.args.len().saturating_sub(1), text))
 }
 
-const DTYPES: [(&str, &str); 8] = [
+const DTYPES: [(&str, &str); 14] = [
     ("bool", "Bool"),
+    ("i8", "I8"),
+    ("u8", "U8"),
+    ("i16", "I16"),
+    ("u16", "U16"),
+    ("f16", "F16"),
+    ("bf16", "BF16"),
     ("i32", "I32"),
     ("i64", "I64"),
     ("u32", "U32"),
@@ -184,7 +190,7 @@ fn dtype_tokens(name: &str, span: Span) -> R<TS> {
         None => err(
             span,
             format!(
-                "unknown dtype `{name}`; expected one of bool, i32, i64, u32, u64, f32, f64, usize"
+                "unknown dtype `{name}`; expected one of bool, i8, u8, i16, u16, i32, i64, u32, u64, f16, bf16, f32, f64, usize"
             ),
         ),
     }
@@ -340,7 +346,11 @@ fn check_dims_not_params(ty: &Type, names: &[String]) -> R<()> {
 
 fn dname_rust(d: &str) -> TS {
     let i = format_ident!("{}", d);
-    quote!(#i)
+    match d {
+        // Not Rust primitives: the `half` crate's, re-exported by eagle.
+        "f16" | "bf16" => quote!(::eagle::#i),
+        _ => quote!(#i),
+    }
 }
 
 fn expand(level: Level, category: Option<String>, item: TokenStream) -> TokenStream {
@@ -1311,8 +1321,8 @@ impl Cx {
         // `f32::from_bits(u)`, `f64::from_bits(u)`.
         if p.path.segments.len() == 2 && name == "from_bits" {
             let ty = p.path.segments[0].ident.to_string();
-            if ty != "f32" && ty != "f64" {
-                return err(p.path.segments[0].ident.span(), format!("`{ty}::from_bits` is not an eagle intrinsic; `f32::from_bits(u)` and `f64::from_bits(u)` are"));
+            if !matches!(ty.as_str(), "f16" | "bf16" | "f32" | "f64") {
+                return err(p.path.segments[0].ident.span(), format!("`{ty}::from_bits` is not an eagle intrinsic; `f32::from_bits(u)`, `f64::from_bits(u)`, `f16::from_bits(u)` and `bf16::from_bits(u)` are"));
             }
             if a.len() != 1 {
                 return err(

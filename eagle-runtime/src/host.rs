@@ -35,7 +35,11 @@ struct Interp<'a> {
 
 /// The ABI slot of scalar `c` of dtype `d`: a float's bits, an integer sign- or
 /// zero-extended to 64 bits, a bool 0 or 1.
-fn const_bits(c: Const, _d: DType) -> u64 {
+fn const_bits(c: Const, d: DType) -> u64 {
+    // A 16-bit float is held as the `f32` of its value; its argument is its pattern.
+    if let Some(s) = eagle_ir::eval::Scalar::from_const(c, d) {
+        return s.bits();
+    }
     match c {
         Const::F32(x) => x.to_bits() as u64,
         Const::F64(x) => x.to_bits(),

@@ -46,7 +46,13 @@ scalar_arg!(
     u32 => DType::U32, |v: u32| Const::Int(v as i128),
     u64 => DType::U64, |v: u64| Const::Int(v as i128),
     usize => DType::Index, |v: usize| Const::Int(v as i128),
-    bool => DType::Bool, Const::Bool
+    bool => DType::Bool, Const::Bool,
+    i8 => DType::I8, |v: i8| Const::Int(v as i128),
+    u8 => DType::U8, |v: u8| Const::Int(v as i128),
+    i16 => DType::I16, |v: i16| Const::Int(v as i128),
+    u16 => DType::U16, |v: u16| Const::Int(v as i128),
+    half::f16 => DType::F16, |v: half::f16| Const::F32(v.to_f32()),
+    half::bf16 => DType::BF16, |v: half::bf16| Const::F32(v.to_f32())
 );
 
 impl Arg<'_> {

@@ -24,6 +24,31 @@ impl Element for u32 {
 impl Element for u64 {
     const DTYPE: DType = DType::U64;
 }
+impl Element for i8 {
+    const DTYPE: DType = DType::I8;
+}
+impl Element for u8 {
+    const DTYPE: DType = DType::U8;
+}
+impl Element for i16 {
+    const DTYPE: DType = DType::I16;
+}
+impl Element for u16 {
+    const DTYPE: DType = DType::U16;
+}
+/// IEEE binary16, as the `half` crate holds it.
+impl Element for half::f16 {
+    const DTYPE: DType = DType::F16;
+}
+/// bfloat16, as the `half` crate holds it.
+impl Element for half::bf16 {
+    const DTYPE: DType = DType::BF16;
+}
+/// One byte, 0 or 1: every `bool` a kernel stores is one of the two (a comparison, a cast
+/// `x as bool`, a load of a `bool`), so the bytes eagle writes into a `Tensor<bool>` are valid.
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+}
 
 /// A host tensor: a row-major, contiguous array of `T` with a shape.
 #[derive(Debug, Clone, PartialEq)]

@@ -986,6 +986,9 @@ pub fn specialize_for(
         // Math-library ops become their primitive ops (one definition for every backend);
         // the host interpreter evaluates them directly with the same definition.
         if f.level != Level::Host {
+            // Storage dtypes (`i8`, `f16`, ...) are computed in their compute dtypes; then
+            // math-library ops become their primitive ops.
+            eagle_ir::narrow::widen_function(f);
             eagle_ir::math::expand_function(f);
         }
         let generic = f.values.clone();

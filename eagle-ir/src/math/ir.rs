@@ -292,3 +292,79 @@ fn expand_one(
     }
     (em.ops, em.values)
 }
+
+/// Appends to `out` the ops of `build`, run with the IR instance of the lanes on `values`
+/// (the ops take `loc`); returns the value `build` returns. Used by [`crate::narrow`] for the
+/// 16-bit float conversions of [`super::narrow`].
+fn emit_into(
+    values: &mut Vec<Type>,
+    out: &mut Vec<Op>,
+    loc: Option<Loc>,
+    build: impl FnOnce() -> Value,
+) -> Value {
+    let taken = std::mem::take(values);
+    EMIT.with(|e| {
+        *e.borrow_mut() = Some(Emitter {
+            values: taken,
+            ops: vec![],
+            loc,
+            consts: HashMap::new(),
+        })
+    });
+    let r = build();
+    let em = EMIT
+        .with(|e| e.borrow_mut().take())
+        .expect("the emitter was set above");
+    *values = em.values;
+    out.extend(em.ops);
+    r
+}
+
+/// `x` (an `f32` or `f64` scalar or tile) rounded to `fmt`, as an `f32` holding the value
+/// exactly ([`super::narrow::round_to`]).
+pub(crate) fn emit_round(
+    values: &mut Vec<Type>,
+    out: &mut Vec<Op>,
+    loc: Option<Loc>,
+    x: Value,
+    fmt: super::narrow::Format,
+) -> Value {
+    emit_into(values, out, loc, || {
+        let wide = match with(|e| e.values[x.index()].dtype()) {
+            Some(DType::F64) => F(x),
+            _ => F(push(OpKind::Cast(x), DType::F64)),
+        };
+        let r = super::narrow::round_to(wide, fmt);
+        push(OpKind::Cast(r.0), DType::F32)
+    })
+}
+
+/// The `f32` value of the 16-bit patterns `h` (a `u64` scalar or tile, the bits above 16
+/// zero) of `fmt` ([`super::narrow::decode`]).
+pub(crate) fn emit_decode(
+    values: &mut Vec<Type>,
+    out: &mut Vec<Op>,
+    loc: Option<Loc>,
+    h: Value,
+    fmt: super::narrow::Format,
+) -> Value {
+    emit_into(values, out, loc, || {
+        let r: F = super::narrow::decode(U(h), fmt);
+        push(OpKind::Cast(r.0), DType::F32)
+    })
+}
+
+/// The 16-bit patterns of `fmt` (a `u64` scalar or tile) of `x`, an `f32` scalar or tile of
+/// values of `fmt` ([`super::narrow::encode`]).
+pub(crate) fn emit_encode(
+    values: &mut Vec<Type>,
+    out: &mut Vec<Op>,
+    loc: Option<Loc>,
+    x: Value,
+    fmt: super::narrow::Format,
+) -> Value {
+    emit_into(values, out, loc, || {
+        let wide = F(push(OpKind::Cast(x), DType::F64));
+        super::narrow::encode(wide, fmt).0
+    })
+}

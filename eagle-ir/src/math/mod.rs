@@ -25,7 +25,9 @@ pub mod expfam;
 pub mod explog;
 pub mod invtrig;
 mod ir;
+pub(crate) use ir::{emit_decode, emit_encode, emit_round};
 pub mod lanes;
+pub mod narrow;
 pub mod power;
 pub mod rounding;
 pub mod trig;
@@ -277,8 +279,16 @@ impl MathFn {
         if args.len() != self.arity() || !args[0].dtype().is_float() {
             return Err(bad());
         }
-        let mut wide = Vec::with_capacity(2);
         let d = args[0].dtype();
+        if d.is_narrow() {
+            // `f16`/`bf16`: the `f32` function, rounded to the dtype.
+            let w: Vec<Scalar> = args.iter().map(|&a| crate::eval::widen(a)).collect();
+            return match self.eval(&w)? {
+                Scalar::F32(r) => Ok(crate::eval::narrow_float(r as f64, d)),
+                _ => Err(bad()),
+            };
+        }
+        let mut wide = Vec::with_capacity(2);
         for (i, a) in args.iter().enumerate() {
             if a.dtype() != self.operand_dtype(i, d) {
                 return Err(bad());

@@ -405,6 +405,14 @@ impl V<'_> {
                 };
                 let ok = match c {
                     crate::ir::Const::Int(_) => d.is_int(),
+                    // A 16-bit float constant is the `f32` of a value of its dtype.
+                    crate::ir::Const::F32(x) if matches!(d, DType::F16 | DType::BF16) => {
+                        x.is_nan()
+                            || crate::eval::narrow_float(*x as f64, d)
+                                .widen_float()
+                                .to_bits()
+                                == x.to_bits()
+                    }
                     crate::ir::Const::F32(_) => d == DType::F32,
                     crate::ir::Const::F64(_) => d == DType::F64,
                     crate::ir::Const::Bool(_) => d == DType::Bool,

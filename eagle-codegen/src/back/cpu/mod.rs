@@ -70,7 +70,10 @@ pub const MAX_TILE_BYTES: u64 = 4 << 20;
 
 fn cl_type(d: DType) -> ClType {
     match d {
-        DType::Bool => types::I8,
+        DType::Bool | DType::I8 | DType::U8 => types::I8,
+        // `f16`/`bf16` only move (loads, stores, bitcasts to `u16`): specialization widens
+        // every computation on them to `f32` (`eagle_ir::narrow`).
+        DType::I16 | DType::U16 | DType::F16 | DType::BF16 => types::I16,
         DType::I32 | DType::U32 => types::I32,
         DType::I64 | DType::U64 | DType::Index => types::I64,
         DType::F32 => types::F32,
@@ -1265,8 +1268,8 @@ impl Lower<'_, '_> {
 
     fn widen_i64(&mut self, v: ClValue, d: DType) -> ClValue {
         match d {
-            DType::I32 => self.b.ins().sextend(types::I64, v),
-            DType::U32 => self.b.ins().uextend(types::I64, v),
+            DType::I8 | DType::I16 | DType::I32 => self.b.ins().sextend(types::I64, v),
+            DType::U8 | DType::U16 | DType::U32 => self.b.ins().uextend(types::I64, v),
             _ => v,
         }
     }
@@ -1706,6 +1709,8 @@ impl Lower<'_, '_> {
             }
             OpKind::Select(..) => self.b.ins().select(xs[0], xs[1], xs[2]),
             OpKind::Cast(_) => self.cast(xs[0], d, rd),
+            // A 16-bit float and a 16-bit integer share the register type.
+            OpKind::Bitcast(_) if cl_type(d) == cl_type(rd) => xs[0],
             OpKind::Bitcast(_) => self
                 .b
                 .ins()

@@ -158,6 +158,12 @@ pub const PRELUDE: &str = include_str!("prelude.cuh");
 fn ctype(d: DType) -> &'static str {
     match d {
         DType::Bool => "bool",
+        DType::I8 => "signed char",
+        DType::U8 => "unsigned char",
+        DType::I16 => "short",
+        // `f16`/`bf16` are held as their bit patterns: specialization widens every
+        // computation on them to `float` (`eagle_ir::narrow`).
+        DType::U16 | DType::F16 | DType::BF16 => "unsigned short",
         DType::I32 => "int",
         DType::I64 | DType::Index => "long long",
         DType::U32 => "unsigned int",
@@ -1627,6 +1633,9 @@ impl Emitter<'_> {
             OpKind::Cast(v) => cast(&x[0], self.dtype(*v)?, rd),
             // The same bits: CUDA's reinterpreting intrinsics (and the emulation's).
             OpKind::Bitcast(_) => match (d, rd) {
+                (DType::F16 | DType::BF16, _) | (_, DType::F16 | DType::BF16) => {
+                    format!("({t}){}", x[0])
+                }
                 (DType::F32, DType::I32) => format!("__float_as_int({})", x[0]),
                 (DType::F32, _) => format!("(unsigned int)__float_as_int({})", x[0]),
                 (DType::I32 | DType::U32, DType::F32) => format!("__int_as_float((int){})", x[0]),

@@ -1,0 +1,391 @@
+//! Widening of the storage dtypes (`i8 u8 i16 u16 f16 bf16`) to their compute dtypes.
+//!
+//! A storage dtype lives in memory (tensors, windows) at its own width; every value of it in
+//! a device or compute function is computed in its compute dtype ([`DType::compute`]):
+//! `i8`/`i16` in `i32`, `u8`/`u16` in `u32`, `f16`/`bf16` in `f32`. [`widen_function`]
+//! rewrites a function so that no op computes on a storage dtype:
+//! - every scalar, tile and variable of a storage dtype takes its compute dtype;
+//! - a load of a storage dtype (`Elem`, `Load`, `RemoteLoad`) is followed by its widening (an
+//!   integer `as` cast; for a 16-bit float, the bit pattern decoded by
+//!   [`crate::math::narrow::decode`]), a store (`SetElem`, `Store`, `RemoteStore`) and a scalar
+//!   argument of a call are preceded by its narrowing, and a scalar parameter is widened on
+//!   entry;
+//! - after every op whose result could leave the storage dtype's values (`+ - * / %`, shifts,
+//!   `!`, `fma`, casts, math functions, sum and product reductions, matmul, `iota`), the
+//!   result is narrowed again in the compute dtype: an integer wraps to its width (`(x << 24)
+//!   >> 24` for `i8`, `x & 0xff` for `u8`), a float rounds to nearest even
+//!   ([`crate::math::narrow::round_to`]). Ops that cannot leave the values (`min`, `max`,
+//!   `neg` and `abs` of a float, and/or/xor, select, moves and layout ops) are unchanged.
+//!
+//! So a storage-dtype op computes what Rust computes on `i8` (wrapping) and what `half`
+//! computes on `f16` (`f16::from_f32(a.to_f32() + b.to_f32())`), and a sum, product or matmul
+//! accumulates in `f32` (in its fixed order) and rounds once. For `+ - * /` and `sqrt` the
+//! `f32` result rounded to `f16` or `bf16` is the correctly rounded one (`f32` holds more than
+//! twice their significand bits plus two). [`crate::eval`] defines the same results on scalars.
+//!
+//! Specialization runs this before the math-library expansion; the backends see storage
+//! dtypes only in memory, in loads and stores, in `as` casts to and from the compute dtype and
+//! in bitcasts of a 16-bit float to `u16` and back.
+
+use crate::ir::{BinOp, Block, Const, Function, Loc, Op, OpKind, UnOp, Value};
+use crate::math::narrow::{Format, BF16, F16};
+use crate::math::{emit_decode, emit_encode, emit_round};
+use crate::tile::TileOp;
+use crate::types::{DType, Type};
+use std::collections::HashSet;
+
+/// Whether `t` is a scalar, tile or variable of a storage dtype (not memory).
+fn narrow_value(t: &Type) -> bool {
+    match t {
+        Type::Scalar(d) | Type::Tile(_, d) => d.is_narrow(),
+        Type::Ref(t) => narrow_value(t),
+        _ => false,
+    }
+}
+
+/// `t` with its dtype replaced by its compute dtype (scalars, tiles and variables only).
+pub(crate) fn widen_type(t: &Type) -> Type {
+    match t {
+        Type::Scalar(d) => Type::Scalar(d.compute()),
+        Type::Tile(s, d) => Type::Tile(s.clone(), d.compute()),
+        Type::Ref(t) => Type::Ref(Box::new(widen_type(t))),
+        t => t.clone(),
+    }
+}
+
+/// The 16-bit float format of `d`.
+fn format(d: DType) -> Format {
+    if d == DType::F16 {
+        F16
+    } else {
+        BF16
+    }
+}
+
+/// Rewrites `f` so that every value of a storage dtype is computed in its compute dtype (see
+/// the module docs). A function without storage-dtype values is left as it is.
+///
+/// Expects a verified function; the result verifies.
+pub fn widen_function(f: &mut Function) {
+    if !f.values.iter().any(narrow_value) {
+        return;
+    }
+    let mut w = Widen {
+        values: std::mem::take(&mut f.values),
+        raw: HashSet::new(),
+    };
+    let mut entry = vec![];
+    for p in &mut f.params {
+        if let Type::Scalar(d) = w.values[p.value.index()] {
+            if d.is_narrow() {
+                let raw = w.fresh(Type::Scalar(d), true);
+                w.widen_loaded(&mut entry, &None, raw, p.value, d);
+                p.value = raw;
+            }
+        }
+    }
+    let mut body = std::mem::take(&mut f.body);
+    w.block(&mut body);
+    entry.append(&mut body.ops);
+    f.body = Block { ops: entry };
+    for (i, t) in w.values.iter_mut().enumerate() {
+        if !w.raw.contains(&Value(i as u32)) {
+            *t = widen_type(t);
+        }
+    }
+    f.values = w.values;
+}
+
+struct Widen {
+    values: Vec<Type>,
+    /// Values that keep their storage dtype: loaded and to-be-stored patterns, parameters.
+    raw: HashSet<Value>,
+}
+
+impl Widen {
+    fn fresh(&mut self, t: Type, raw: bool) -> Value {
+        let v = Value(self.values.len() as u32);
+        self.values.push(t);
+        if raw {
+            self.raw.insert(v);
+        }
+        v
+    }
+
+    /// A value shaped like `like` (scalar or tile) of dtype `d`.
+    fn like(&mut self, like: Value, d: DType, raw: bool) -> Value {
+        let t = match &self.values[like.index()] {
+            Type::Tile(s, _) => Type::Tile(s.clone(), d),
+            _ => Type::Scalar(d),
+        };
+        self.fresh(t, raw)
+    }
+
+    fn push(out: &mut Vec<Op>, loc: &Option<Loc>, result: Value, kind: OpKind) {
+        out.push(Op {
+            result: Some(result),
+            kind,
+            loc: loc.clone(),
+        });
+    }
+
+    /// A scalar constant of dtype `d`.
+    fn constant(&mut self, out: &mut Vec<Op>, loc: &Option<Loc>, c: Const, d: DType) -> Value {
+        let v = self.fresh(Type::Scalar(d), false);
+        Self::push(out, loc, v, OpKind::Const(c));
+        v
+    }
+
+    fn dtype(&self, v: Value) -> DType {
+        self.values[v.index()].dtype().unwrap_or(DType::Bool)
+    }
+
+    fn block(&mut self, b: &mut Block) {
+        let mut out = Vec::with_capacity(b.ops.len());
+        for mut op in std::mem::take(&mut b.ops) {
+            for nested in op.kind.blocks_mut() {
+                self.block(nested);
+            }
+            self.op(op, &mut out);
+        }
+        b.ops = out;
+    }
+
+    fn op(&mut self, mut op: Op, out: &mut Vec<Op>) {
+        let loc = op.loc.clone();
+        // Stores and calls: narrow the stored value or scalar argument first.
+        match &mut op.kind {
+            OpKind::SetElem { value, .. }
+            | OpKind::Store { value, .. }
+            | OpKind::RemoteStore { value, .. } => {
+                let d = self.dtype(*value);
+                if d.is_narrow() {
+                    *value = self.narrow_to_store(out, &loc, *value, d);
+                }
+            }
+            OpKind::Call { args, .. } => {
+                for a in args.iter_mut() {
+                    if let Type::Scalar(d) = self.values[a.index()] {
+                        if d.is_narrow() {
+                            *a = self.narrow_to_store(out, &loc, *a, d);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        let Some(r) = op.result else {
+            out.push(op);
+            return;
+        };
+        if !narrow_value(&self.values[r.index()]) {
+            out.push(op);
+            return;
+        }
+        let d = self.dtype(r);
+        match &mut op.kind {
+            OpKind::Elem { .. } | OpKind::Load { .. } | OpKind::RemoteLoad { .. } => {
+                let raw = self.like(r, d, true);
+                op.result = Some(raw);
+                out.push(op);
+                self.widen_loaded(out, &loc, raw, r, d);
+            }
+            OpKind::Const(c) => {
+                if let (Const::F32(v), true) = (*c, d.is_float()) {
+                    *c = Const::F32(crate::eval::narrow_float(v as f64, d).widen_float());
+                }
+                out.push(op);
+            }
+            OpKind::Cast(x) => {
+                let x = *x;
+                self.cast(out, &loc, x, r, d);
+            }
+            OpKind::Bitcast(x) => {
+                let x = *x;
+                self.bitcast(out, &loc, x, r, d);
+            }
+            OpKind::Binary(BinOp::Shl | BinOp::Shr, _, amount) => {
+                // Rust's `wrapping_shl` on `i8` takes the amount modulo 8, not 32.
+                let a = *amount;
+                let bits = self.constant(out, &loc, Const::Int(8 * d.size() as i128 - 1), d);
+                let m = self.like(a, d.compute(), false);
+                Self::push(out, &loc, m, OpKind::Binary(BinOp::And, a, bits));
+                *amount = m;
+                self.then_narrow(out, op, r, d);
+            }
+            kind if changes_values(kind, d) => self.then_narrow(out, op, r, d),
+            _ => out.push(op),
+        }
+    }
+
+    /// Pushes `op` with a fresh result, then narrows that into `r`.
+    fn then_narrow(&mut self, out: &mut Vec<Op>, mut op: Op, r: Value, d: DType) {
+        let loc = op.loc.clone();
+        let t = self.like(r, d.compute(), false);
+        op.result = Some(t);
+        out.push(op);
+        self.narrow_in_place(out, &loc, t, r, d);
+    }
+
+    /// `r` = the compute-dtype value `t` narrowed to `d`'s values, in the compute dtype.
+    fn narrow_in_place(
+        &mut self,
+        out: &mut Vec<Op>,
+        loc: &Option<Loc>,
+        t: Value,
+        r: Value,
+        d: DType,
+    ) {
+        if d.is_float() {
+            let v = emit_round(&mut self.values, out, loc.clone(), t, format(d));
+            rename_last(out, v, r);
+        } else if d.is_signed() {
+            let k = self.constant(out, loc, Const::Int(32 - 8 * d.size() as i128), DType::I32);
+            let s = self.like(t, DType::I32, false);
+            Self::push(out, loc, s, OpKind::Binary(BinOp::Shl, t, k));
+            Self::push(out, loc, r, OpKind::Binary(BinOp::Shr, s, k));
+        } else {
+            let mask = (1i128 << (8 * d.size())) - 1;
+            let k = self.constant(out, loc, Const::Int(mask), DType::U32);
+            Self::push(out, loc, r, OpKind::Binary(BinOp::And, t, k));
+        }
+    }
+
+    /// `r` = the compute-dtype value of `raw`, a loaded value of the storage dtype `d`.
+    fn widen_loaded(
+        &mut self,
+        out: &mut Vec<Op>,
+        loc: &Option<Loc>,
+        raw: Value,
+        r: Value,
+        d: DType,
+    ) {
+        if !d.is_float() {
+            Self::push(out, loc, r, OpKind::Cast(raw));
+            return;
+        }
+        let u16v = self.like(raw, DType::U16, true);
+        Self::push(out, loc, u16v, OpKind::Bitcast(raw));
+        let u64v = self.like(raw, DType::U64, false);
+        Self::push(out, loc, u64v, OpKind::Cast(u16v));
+        let v = emit_decode(&mut self.values, out, loc.clone(), u64v, format(d));
+        rename_last(out, v, r);
+    }
+
+    /// The storage-dtype value of `v` (holding a value of `d` in the compute dtype).
+    fn narrow_to_store(
+        &mut self,
+        out: &mut Vec<Op>,
+        loc: &Option<Loc>,
+        v: Value,
+        d: DType,
+    ) -> Value {
+        let raw = self.like(v, d, true);
+        if !d.is_float() {
+            Self::push(out, loc, raw, OpKind::Cast(v));
+            return raw;
+        }
+        let bits = emit_encode(&mut self.values, out, loc.clone(), v, format(d));
+        let u16v = self.like(v, DType::U16, true);
+        Self::push(out, loc, u16v, OpKind::Cast(bits));
+        Self::push(out, loc, raw, OpKind::Bitcast(u16v));
+        raw
+    }
+
+    /// `r = x as d`, `d` a storage dtype; `x` already holds its compute-dtype value.
+    fn cast(&mut self, out: &mut Vec<Op>, loc: &Option<Loc>, x: Value, r: Value, d: DType) {
+        let from = self.dtype(x);
+        let wide = d.compute();
+        if d.is_float() {
+            // A float rounds once (an `f64` directly); an integer or bool goes through `f32`.
+            let src = if from.is_float() {
+                x
+            } else {
+                let t = self.like(x, DType::F32, false);
+                Self::push(out, loc, t, OpKind::Cast(x));
+                t
+            };
+            let v = emit_round(&mut self.values, out, loc.clone(), src, format(d));
+            rename_last(out, v, r);
+            return;
+        }
+        let t = self.like(x, wide, false);
+        Self::push(out, loc, t, OpKind::Cast(x));
+        if from.is_float() {
+            // Saturating, as Rust's `as`: the compute-dtype cast saturates to its range (NaN to
+            // 0), then the value is clamped to the storage dtype's.
+            let bits = 8 * d.size() as u32;
+            let (lo, hi) = if d.is_signed() {
+                (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+            } else {
+                (0, (1i128 << bits) - 1)
+            };
+            let kh = self.constant(out, loc, Const::Int(hi), wide);
+            if d.is_signed() {
+                let kl = self.constant(out, loc, Const::Int(lo), wide);
+                let m = self.like(x, wide, false);
+                Self::push(out, loc, m, OpKind::Binary(BinOp::Max, t, kl));
+                Self::push(out, loc, r, OpKind::Binary(BinOp::Min, m, kh));
+            } else {
+                Self::push(out, loc, r, OpKind::Binary(BinOp::Min, t, kh));
+            }
+        } else {
+            self.narrow_in_place(out, loc, t, r, d);
+        }
+    }
+
+    /// `r` = the bits of `x` as `d`, one of `x`, `d` a 16-bit float and the other a 16-bit
+    /// integer (the only bitcasts of storage dtypes).
+    fn bitcast(&mut self, out: &mut Vec<Op>, loc: &Option<Loc>, x: Value, r: Value, d: DType) {
+        let from = self.dtype(x);
+        if from.is_float() {
+            // `x.to_bits()`: the pattern of the `f16` held in `x`.
+            let bits = emit_encode(&mut self.values, out, loc.clone(), x, format(from));
+            let t = self.like(x, d.compute(), false);
+            Self::push(out, loc, t, OpKind::Cast(bits));
+            self.narrow_in_place(out, loc, t, r, d);
+        } else {
+            // `f16::from_bits(u)`: the low 16 bits of the compute-dtype integer.
+            let u = self.like(x, DType::U64, false);
+            Self::push(out, loc, u, OpKind::Cast(x));
+            let k = self.constant(out, loc, Const::Int(0xffff), DType::U64);
+            let h = self.like(x, DType::U64, false);
+            Self::push(out, loc, h, OpKind::Binary(BinOp::And, u, k));
+            let v = emit_decode(&mut self.values, out, loc.clone(), h, format(d));
+            rename_last(out, v, r);
+        }
+    }
+}
+
+/// Renames the definition of `v` (the last op of `out`) to `r`.
+fn rename_last(out: &mut [Op], v: Value, r: Value) {
+    if let Some(last) = out.last_mut() {
+        debug_assert_eq!(last.result, Some(v));
+        last.result = Some(r);
+    }
+}
+
+/// Whether an op computing `kind` on values of the storage dtype `d` (in its compute dtype)
+/// can produce a value outside `d`'s values, and so needs narrowing after it.
+fn changes_values(kind: &OpKind, d: DType) -> bool {
+    match kind {
+        OpKind::Binary(op, ..) => !matches!(
+            op,
+            BinOp::Min | BinOp::Max | BinOp::And | BinOp::Or | BinOp::Xor
+        ),
+        OpKind::Unary(op, _) => match op {
+            UnOp::Neg | UnOp::Abs => !d.is_float(),
+            UnOp::Not => !d.is_signed(),
+            UnOp::Sqrt => true,
+        },
+        OpKind::Fma(..) | OpKind::Math(..) => true,
+        OpKind::Tile(t, _) => matches!(
+            t,
+            TileOp::Reduce(crate::ir::ReduceOp::Sum | crate::ir::ReduceOp::Prod, _)
+                | TileOp::Matmul
+                | TileOp::MatmulAcc
+                | TileOp::Iota(_)
+        ),
+        _ => false,
+    }
+}
