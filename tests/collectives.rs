@@ -60,6 +60,28 @@ macro_rules! combine_int {
 }
 combine_int!(i32);
 combine_int!(i64);
+combine_int!(i8);
+combine_int!(u8);
+combine_int!(i16);
+combine_int!(u16);
+/// The 16-bit floats combine in `f32` and round once per op (docs/language.md).
+macro_rules! combine_half {
+    ($t:ty) => {
+        impl Combine for $t {
+            fn combine(op: &str, a: Self, b: Self) -> Self {
+                <$t>::from_f32(f32::combine(op, a.to_f32(), b.to_f32()))
+            }
+            fn bits(self) -> u64 {
+                self.to_bits() as u64
+            }
+            fn sample(seed: u64, i: usize) -> Self {
+                <$t>::from_f32(f32::sample(seed, i) * 3.0)
+            }
+        }
+    };
+}
+combine_half!(f16);
+combine_half!(bf16);
 
 /// Defines a per-device program and host for `allreduce` with a fixed dtype, op and mode.
 macro_rules! allreduce_case {
@@ -101,6 +123,13 @@ allreduce_case!(ar_prod_ring_d, ar_prod_ring, f64, Prod, Ring);
 allreduce_case!(ar_max_two_d, ar_max_two, i32, Max, TwoPhase);
 allreduce_case!(ar_min_mesh_d, ar_min_mesh, i64, Min, Mesh);
 allreduce_case!(ar_sum64_ring_d, ar_sum64_ring, f64, Sum, Ring);
+allreduce_case!(ar_sum_f16_ring_d, ar_sum_f16_ring, f16, Sum, Ring);
+allreduce_case!(ar_sum_bf16_mesh_d, ar_sum_bf16_mesh, bf16, Sum, Mesh);
+allreduce_case!(ar_max_bf16_two_d, ar_max_bf16_two, bf16, Max, TwoPhase);
+allreduce_case!(ar_prod_i8_two_d, ar_prod_i8_two, i8, Prod, TwoPhase);
+allreduce_case!(ar_sum_u8_ring_d, ar_sum_u8_ring, u8, Sum, Ring);
+allreduce_case!(ar_min_i16_mesh_d, ar_min_i16_mesh, i16, Min, Mesh);
+allreduce_case!(ar_sum_u16_two_d, ar_sum_u16_two, u16, Sum, TwoPhase);
 
 fn inputs<T: Combine + eagle::runtime::Element>(p: usize, n: usize, seed: u64) -> Tensor<T> {
     let data = (0..p * n).map(|i| T::sample(seed, i)).collect();
@@ -194,6 +223,55 @@ fn allreduce_other_ops_and_dtypes() {
         check_allreduce::<f64>(&|s, x, y| ar_sum64_ring.launch(s, x, y), p, n, "Sum", true);
         check_allreduce::<i32>(&|s, x, y| ar_max_two.launch(s, x, y), p, n, "Max", false);
         check_allreduce::<i64>(&|s, x, y| ar_min_mesh.launch(s, x, y), p, n, "Min", false);
+    }
+}
+
+#[test]
+fn allreduce_on_the_storage_dtypes() {
+    for &(p, n) in SIZES {
+        check_allreduce::<f16>(
+            &|s, x, y| ar_sum_f16_ring.launch(s, x, y),
+            p,
+            n,
+            "Sum",
+            true,
+        );
+        check_allreduce::<bf16>(
+            &|s, x, y| ar_sum_bf16_mesh.launch(s, x, y),
+            p,
+            n,
+            "Sum",
+            false,
+        );
+        check_allreduce::<bf16>(
+            &|s, x, y| ar_max_bf16_two.launch(s, x, y),
+            p,
+            n,
+            "Max",
+            false,
+        );
+        check_allreduce::<i8>(
+            &|s, x, y| ar_prod_i8_two.launch(s, x, y),
+            p,
+            n,
+            "Prod",
+            false,
+        );
+        check_allreduce::<u8>(&|s, x, y| ar_sum_u8_ring.launch(s, x, y), p, n, "Sum", true);
+        check_allreduce::<i16>(
+            &|s, x, y| ar_min_i16_mesh.launch(s, x, y),
+            p,
+            n,
+            "Min",
+            false,
+        );
+        check_allreduce::<u16>(
+            &|s, x, y| ar_sum_u16_two.launch(s, x, y),
+            p,
+            n,
+            "Sum",
+            false,
+        );
     }
 }
 

@@ -392,3 +392,26 @@ fn emulation_gives_the_same_bits() {
     check_ints(&s);
     check_halves(&s);
 }
+
+/// `f16 + f32` without a cast.
+#[eagle::kernel(device)]
+pub fn mixed(ctx: Ctx, a: Tensor<f16, 1, N>, x: Tensor<f32, 1, N>, y: Out<Tensor<f32, 1, N>>) {
+    let t = load(a, [0, 0], [1, N]);
+    store(y, [0, 0], t + load(x, [0, 0], [1, N]));
+}
+
+#[test]
+fn mixing_f16_with_f32_is_an_error_at_the_line() {
+    let e = mixed.ir().unwrap_err().to_string();
+    let line = line!() - 6;
+    assert!(
+        e.contains(&format!("(at tests/narrow.rs:{line}:22)")),
+        "{e}"
+    );
+    assert!(
+        e.contains(
+            "operand 1 has dtype `f32` but an earlier operand has `f16`; convert one with `as f16`"
+        ),
+        "{e}"
+    );
+}

@@ -955,3 +955,52 @@ fn reading_another_sample_of_an_output_is_cross_sample_write() {
         );
     }
 }
+
+/// Whether every sample is positive: a mapreduce over `bool` (`land`).
+#[eagle::kernel(sample)]
+pub fn all_positive(s: usize, x: Tensor<f64, N>, out: Out<Tensor<bool, 1>>) {
+    out[0] = out[0] & (x[s] > 0.0);
+}
+
+#[test]
+fn mapreduce_land_runs_on_bool_tensors_everywhere() {
+    let m = all_positive::module().unwrap();
+    let info = eagle::ir::access_category(m.function("all_positive").unwrap()).unwrap();
+    assert_eq!(info.category, AccessCategory::Mapreduce(ReduceKind::Land));
+    let n = 100_003;
+    let ones = vec![1.0f64; n];
+    let mut one_negative = ones.clone();
+    one_negative[77_777] = -1.0;
+    for (data, want) in [(ones, true), (one_negative, false)] {
+        let x = Tensor::from_vec(&[n], data).unwrap();
+        let mut seen = vec![];
+        let mut run = |p: eagle::plan::Plan| {
+            // Start from the other value: the plan writes the fold over its identity.
+            let mut out = Tensor::from_vec(&[1], vec![!want]).unwrap();
+            p.run(0, &mut Planes::new().input("x", &x).output("out", &mut out))
+                .unwrap();
+            seen.push(out.data()[0]);
+        };
+        for threads in 1..=4 {
+            run(plan(all_positive, Structure::HostTeam, Structure::HostTeam)
+                .unwrap()
+                .with_threads(threads));
+        }
+        run(plan(all_positive, Structure::DeviceKernel, Structure::HostTeam).unwrap());
+        assert_eq!(seen.len(), 5);
+        assert!(seen.iter().all(|&b| b == want), "{seen:?}, want {want}");
+    }
+    // RankPartition keeps the seed's rule: what it gathers is f64.
+    let x = Tensor::from_vec(&[n], vec![1.0f64; n]).unwrap();
+    let mut out = Tensor::from_vec(&[1], vec![false]).unwrap();
+    let e = plan(all_positive, Structure::RankPartition, Structure::HostTeam)
+        .unwrap()
+        .with_simulated_ranks(2)
+        .run(0, &mut Planes::new().input("x", &x).output("out", &mut out))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "RankPartition gathers outputs as f64: output plane `out` is bool; declare it `f64`"
+    );
+}

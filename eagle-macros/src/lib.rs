@@ -164,33 +164,24 @@ fn window_rank(ty: &Type) -> Option<(usize, String)> {
     Some((a.args.len().saturating_sub(1), text))
 }
 
-const DTYPES: [(&str, &str); 14] = [
-    ("bool", "Bool"),
-    ("i8", "I8"),
-    ("u8", "U8"),
-    ("i16", "I16"),
-    ("u16", "U16"),
-    ("f16", "F16"),
-    ("bf16", "BF16"),
-    ("i32", "I32"),
-    ("i64", "I64"),
-    ("u32", "U32"),
-    ("u64", "U64"),
-    ("f32", "F32"),
-    ("f64", "F64"),
-    ("usize", "Index"),
-];
+/// The dtype a kernel spells `name` (`usize` for `index`): the IR's table, `DType::ALL`.
+fn dtype_named(name: &str) -> Option<eagle_ir::DType> {
+    eagle_ir::DType::ALL
+        .into_iter()
+        .find(|d| d.rust_name() == name)
+}
 
 fn dtype_tokens(name: &str, span: Span) -> R<TS> {
-    match DTYPES.iter().find(|(n, _)| *n == name) {
-        Some((_, v)) => {
-            let v = format_ident!("{}", v);
+    match dtype_named(name) {
+        Some(d) => {
+            let v = format_ident!("{}", format!("{d:?}"));
             Ok(quote_spanned!(span=> ::eagle::ir::DType::#v))
         }
         None => err(
             span,
             format!(
-                "unknown dtype `{name}`; expected one of bool, i8, u8, i16, u16, i32, i64, u32, u64, f16, bf16, f32, f64, usize"
+                "unknown dtype `{name}`; expected one of {}",
+                eagle_ir::DType::ALL.map(|d| d.rust_name()).join(", ")
             ),
         ),
     }
@@ -305,7 +296,7 @@ fn param_type(ty: &Type, level: Level) -> R<(TS, bool, TS)> {
             }
             Ok((t, false, quote!(&::eagle::Tensor<#rust>)))
         }
-        n if DTYPES.iter().any(|(d, _)| *d == n) && generics.is_empty() => {
+        n if dtype_named(n).is_some() && generics.is_empty() => {
             let d = dtype_tokens(n, seg.span())?;
             let rust = dname_rust(n);
             Ok((quote!(::eagle::ir::Type::Scalar(#d)), false, rust))

@@ -5,6 +5,6 @@ const SIZE: usize = 8;
 const NR: Dim = dynamic!("NR");
 
 #[eagle::kernel]
-pub fn k(x: Tensor<f16, SIZE>) {}
+pub fn k(x: Tensor<i128, SIZE>) {}
 
 fn main() {}

@@ -872,7 +872,7 @@ impl Spec<'_> {
             | OpKind::Window(_)
             | OpKind::Barrier(_)
             | OpKind::Tile(..)
-            // Expanded into primitive ops before this pass (`eagle_ir::math::expand_function`).
+            // Expanded into primitive ops after the first pass (`eagle_ir::math::expand_function`).
             | OpKind::Math(..) => {}
         }
         if recurse {
@@ -985,12 +985,7 @@ pub fn specialize_for(
     for f in out.functions.iter_mut().rev() {
         // Math-library ops become their primitive ops (one definition for every backend);
         // the host interpreter evaluates them directly with the same definition.
-        if f.level != Level::Host {
-            // Storage dtypes (`i8`, `f16`, ...) are computed in their compute dtypes; then
-            // math-library ops become their primitive ops.
-            eagle_ir::narrow::widen_function(f);
-            eagle_ir::math::expand_function(f);
-        }
+
         let generic = f.values.clone();
         let params: HashMap<Value, String> =
             f.params.iter().map(|p| (p.value, p.name.clone())).collect();
@@ -1049,6 +1044,14 @@ pub fn specialize_for(
             if pass == 1 {
                 f.body = std::mem::take(&mut body);
                 crate::lower::lower_collectives(f, b.world_size)?;
+                if f.level != Level::Host {
+                    // Storage dtypes (`i8`, `f16`, ...) are computed in their compute dtypes
+                    // (the lowered collectives' arithmetic too); then math-library ops become
+                    // their primitive ops. The host interpreter evaluates both directly with
+                    // the same definitions (`eagle_ir::eval`).
+                    eagle_ir::narrow::widen_function(f);
+                    eagle_ir::math::expand_function(f);
+                }
                 body = std::mem::take(&mut f.body);
             }
             let mut s = Spec {
