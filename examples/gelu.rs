@@ -1,9 +1,12 @@
 //! GELU, tanh form: each rank applies `y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` to
-//! its `[ROWS, COLS]` block, in `f32` and in `f64`. `tanh` is eagle's own (the same bits on
-//! every backend); the golden computes it with the same definition
-//! (`eagle::ir::MathFn::Tanh`), and checks it against Rust std's `f32::tanh` (2 ulp at most).
+//! its `[ROWS, COLS]` block, in `f32`, in `f64` and in `bf16` (each op computed in `f32` and
+//! rounded to `bf16`). `tanh` is eagle's own (the same bits on every backend); the golden
+//! computes it with the same definition (`eagle::ir::MathFn::Tanh`), and checks it against Rust
+//! std's `f32::tanh` (2 ulp at most; 1 `bf16` ulp for the `bf16` kernel). The `bf16` golden does
+//! each op with the `half` crate.
 //!
 //! `cargo run --example gelu -- -d 0,1,2,3`
+use eagle::ir::eval::Scalar;
 use eagle::ir::MathFn;
 use eagle::prelude::*;
 
@@ -31,17 +34,28 @@ pub fn gelu_rows64(ctx: Ctx, x: Tensor<f64, ROWS, COLS>, y: Out<Tensor<f64, ROWS
     store(y, [0, 0], t * 0.5 * (inner.tanh() + 1.0));
 }
 
-/// Host: rank `r` takes block `r`, in both dtypes.
+/// Per-device program, `bf16`: the same source; the literals round to `bf16`.
+#[eagle::kernel(device)]
+pub fn gelu_rows_bf16(ctx: Ctx, x: Tensor<bf16, ROWS, COLS>, y: Out<Tensor<bf16, ROWS, COLS>>) {
+    let t = load(x, [0, 0], [ROWS, COLS]);
+    let inner = (t + t * t * t * 0.044715) * 0.7978845608028654;
+    store(y, [0, 0], t * 0.5 * (inner.tanh() + 1.0));
+}
+
+/// Host: rank `r` takes block `r`, in every dtype.
 #[eagle::host]
 pub fn gelu(
     x: Tensor<f32, NR, ROWS, COLS>,
     y: Out<Tensor<f32, NR, ROWS, COLS>>,
     x64: Tensor<f64, NR, ROWS, COLS>,
     y64: Out<Tensor<f64, NR, ROWS, COLS>>,
+    x16: Tensor<bf16, NR, ROWS, COLS>,
+    y16: Out<Tensor<bf16, NR, ROWS, COLS>>,
 ) {
     for r in 0..world_size() {
         gelu_rows(x[r], y[r], device = r);
         gelu_rows64(x64[r], y64[r], device = r);
+        gelu_rows_bf16(x16[r], y16[r], device = r);
     }
 }
 
@@ -67,6 +81,28 @@ pub fn golden64(x: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// `tanh` of a `bf16`: eagle's `f32` function, rounded to `bf16`.
+fn tanh_bf16(v: bf16) -> bf16 {
+    match MathFn::Tanh.eval(&[Scalar::BF16(v)]) {
+        Ok(Scalar::BF16(r)) => r,
+        _ => bf16::NAN,
+    }
+}
+
+/// The golden, `bf16`: each op in `f32`, rounded to `bf16` (the `half` crate's rounding).
+pub fn golden_bf16(x: &[bf16]) -> Vec<bf16> {
+    let op = |a: bf16, b: bf16, f: fn(f32, f32) -> f32| bf16::from_f32(f(a.to_f32(), b.to_f32()));
+    let mul = |a, b| op(a, b, |p, q| p * q);
+    let add = |a, b| op(a, b, |p, q| p + q);
+    let (c, k) = (bf16::from_f64(C), bf16::from_f64(K));
+    x.iter()
+        .map(|&t| {
+            let inner = mul(add(t, mul(mul(mul(t, t), t), c)), k);
+            mul(mul(t, bf16::from_f32(0.5)), add(tanh_bf16(inner), bf16::ONE))
+        })
+        .collect()
+}
+
 /// Runs the program on seeded random inputs (scaled to `[-4, 4)`) and checks every bit
 /// against the goldens, and eagle's `tanh` against Rust std's.
 pub fn run(s: &Session) -> eagle::Result<()> {
@@ -80,13 +116,29 @@ pub fn run(s: &Session) -> eagle::Result<()> {
             .map(|&v| f64::from(v) * 1.000_000_1)
             .collect(),
     )?;
+    let x16 = Tensor::from_vec(
+        &[p, ROWS, COLS],
+        x.data().iter().map(|&v| bf16::from_f32(v)).collect(),
+    )?;
     let mut y = Tensor::<f32>::zeros(&[p, ROWS, COLS]);
     let mut y64 = Tensor::<f64>::zeros(&[p, ROWS, COLS]);
-    gelu.launch(s, &x, &mut y, &x64, &mut y64)?;
+    let mut y16 = Tensor::<bf16>::zeros(&[p, ROWS, COLS]);
+    gelu.launch(s, &x, &mut y, &x64, &mut y64, &x16, &mut y16)?;
     eagle_runner::check_bits("y", y.data(), &golden(x.data()))?;
     eagle_runner::check_bits_f64("y64", y64.data(), &golden64(x64.data()))?;
+    eagle_runner::check_bits_bf16("y16", y16.data(), &golden_bf16(x16.data()))?;
     let args: Vec<f32> = x.data().iter().map(|&v| inner(v)).collect();
-    eagle_runner::golden::check_near_std(MathFn::Tanh, f32::tanh, &args, 2)
+    eagle_runner::golden::check_near_std(MathFn::Tanh, f32::tanh, &args, 2)?;
+    // bf16 tanh within one bf16 ulp of std's f32 tanh rounded to bf16.
+    for &v in x16.data() {
+        let (e, r) = (tanh_bf16(v).to_bits() as i32, bf16::from_f32(v.to_f32().tanh()).to_bits() as i32);
+        if (e - r).abs() > 1 {
+            return Err(eagle::Error::Check(format!(
+                "bf16 tanh({v}): eagle {e:#06x}, std {r:#06x}: more than 1 ulp apart"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The example, for the runner.

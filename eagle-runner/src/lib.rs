@@ -31,6 +31,14 @@ pub fn check_bits(what: &str, got: &[f32], want: &[f32]) -> Result<()> {
     first_difference(what, got, want, |v| u64::from(v.to_bits()))
 }
 
+/// [`check_bits`] for `bf16` tensors.
+///
+/// # Errors
+/// [`Error::Check`] naming the first element whose bits differ.
+pub fn check_bits_bf16(what: &str, got: &[eagle::bf16], want: &[eagle::bf16]) -> Result<()> {
+    first_difference(what, got, want, |v| u64::from(v.to_bits()))
+}
+
 /// The bit comparison behind [`check_bits`] and [`check_bits_f64`].
 fn first_difference<T: Copy + std::fmt::Debug>(
     what: &str,
