@@ -98,7 +98,10 @@ pub fn golden_bf16(x: &[bf16]) -> Vec<bf16> {
     x.iter()
         .map(|&t| {
             let inner = mul(add(t, mul(mul(mul(t, t), t), c)), k);
-            mul(mul(t, bf16::from_f32(0.5)), add(tanh_bf16(inner), bf16::ONE))
+            mul(
+                mul(t, bf16::from_f32(0.5)),
+                add(tanh_bf16(inner), bf16::ONE),
+            )
         })
         .collect()
 }
@@ -131,7 +134,10 @@ pub fn run(s: &Session) -> eagle::Result<()> {
     eagle_runner::golden::check_near_std(MathFn::Tanh, f32::tanh, &args, 2)?;
     // bf16 tanh within one bf16 ulp of std's f32 tanh rounded to bf16.
     for &v in x16.data() {
-        let (e, r) = (tanh_bf16(v).to_bits() as i32, bf16::from_f32(v.to_f32().tanh()).to_bits() as i32);
+        let (e, r) = (
+            tanh_bf16(v).to_bits() as i32,
+            bf16::from_f32(v.to_f32().tanh()).to_bits() as i32,
+        );
         if (e - r).abs() > 1 {
             return Err(eagle::Error::Check(format!(
                 "bf16 tanh({v}): eagle {e:#06x}, std {r:#06x}: more than 1 ulp apart"

@@ -427,3 +427,45 @@ fn the_folder_and_the_host_interpreter_compute_the_same_bits() {
     assert_eq!(y.data()[1].to_bits(), MathFn::Ln.eval_f64(&[3.0]).to_bits());
     assert!((y.data()[0] - 0.5f64.sin()).abs() <= f64::EPSILON * 0.5);
 }
+
+/// Arithmetic on unsuffixed float literals takes the dtype of the other operand and is
+/// computed in it, as in Rust: `1.0 / 3.0` next to an `f64` is the `f64` third, next to an
+/// `f32` the `f32` third.
+#[eagle::kernel(device)]
+pub fn literal_thirds(ctx: Ctx, x: Tensor<f64, 4>, y: Out<Tensor<f64, 4>>, z: Out<Tensor<f32, 4>>) {
+    let t = load(x, [0], [4]);
+    store(y, [0], t * (1.0 / 3.0));
+    store(z, [0], t.powf(1.0 / 3.0 - 0.1) as f32 * (2.0 / 3.0));
+}
+#[eagle::host]
+pub fn literal_thirds_host(x: Tensor<f64, 4>, y: Out<Tensor<f64, 4>>, z: Out<Tensor<f32, 4>>) {
+    literal_thirds(x, y, z, device = 0);
+}
+
+/// `ln(2)`: an integer literal where a float is expected (a Rust error too).
+#[eagle::kernel(device)]
+pub fn int_literal_ln(ctx: Ctx, y: Out<Tensor<f32, 1>>) {
+    y[0] = ln(2); // marker: int literal
+}
+
+#[test]
+fn float_literal_arithmetic_is_computed_in_the_dtype_it_takes() {
+    let x = Tensor::from_vec(&[4], vec![1.0, 3.0, 0.1, 7.0]).unwrap();
+    let mut y = Tensor::<f64>::zeros(&[4]);
+    let mut z = Tensor::<f32>::zeros(&[4]);
+    literal_thirds_host
+        .launch(&Session::sim(1).unwrap(), &x, &mut y, &mut z)
+        .unwrap();
+    for (i, &v) in x.data().iter().enumerate() {
+        assert_eq!(y.data()[i].to_bits(), (v * (1.0f64 / 3.0)).to_bits());
+        let p = MathFn::Powf.eval_f64(&[v, 1.0f64 / 3.0 - 0.1]) as f32;
+        assert_eq!(z.data()[i].to_bits(), (p * (2.0f32 / 3.0)).to_bits());
+    }
+    let e = int_literal_ln.ir().unwrap_err().to_string();
+    let at = format!("(at tests/math.rs:{}:", line_of("marker: int literal"));
+    assert!(e.contains(&at), "{e}");
+    assert!(
+        e.contains("expected `f32`, found the integer literal `2`; write `2.0`"),
+        "{e}"
+    );
+}

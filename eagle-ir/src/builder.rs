@@ -43,6 +43,10 @@ pub enum Operand {
     Int(i128),
     /// An unsuffixed float literal (`2.0`): takes the dtype of the other operand, else `f32`.
     Float(f64),
+    /// Arithmetic (`+ - * /`) on unsuffixed float literals (`1.0 / 3.0`): like a literal, it
+    /// takes the dtype of the other operand (else `f32`) and is then computed in that dtype,
+    /// as Rust computes it: each literal rounded to the dtype, each op rounded once.
+    FloatExpr(BinOp, Box<Operand>, Box<Operand>),
     /// A bool literal.
     Bool(bool),
     /// A constant with a fixed dtype (`1u32`, a Rust `const X: f64`, a `usize` constant).
@@ -321,6 +325,17 @@ impl FunctionBuilder<'_> {
             },
             Operand::Bool(b) => (Const::Bool(b), DType::Bool),
             Operand::Typed(c, d) => (c, d),
+            e @ Operand::FloatExpr(..) => {
+                let d = hint.unwrap_or(DType::F32);
+                match float_literal_value(&e, d) {
+                    Some(v) => (v.to_const(), d),
+                    None => return self.err(format!(
+                        "a float literal expression used where `{}` is expected; write an integer literal or cast with `as {}`",
+                        rust_name(d),
+                        rust_name(d)
+                    )),
+                }
+            }
         };
         let c = match (c, d) {
             (Const::F64(x), DType::F32) => Const::F32(x as f32),
@@ -585,6 +600,14 @@ impl FunctionBuilder<'_> {
         b: impl Into<Operand>,
     ) -> Result<Operand> {
         let (a, b) = (a.into(), b.into());
+        let float_lit = |o: &Operand| matches!(o, Operand::Float(_) | Operand::FloatExpr(..));
+        if float_lit(&a)
+            && float_lit(&b)
+            && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div)
+        {
+            // Computed once the dtype is known (Rust's inference of `{float}`).
+            return Ok(Operand::FloatExpr(op, Box::new(a), Box::new(b)));
+        }
         let (Operand::Int(x), Operand::Int(y)) = (&a, &b) else {
             return Ok(Operand::Val(self.bin(op, a, b)?));
         };
@@ -657,6 +680,14 @@ impl FunctionBuilder<'_> {
         let mut vals = Vec::with_capacity(args.len());
         for (i, a) in args.into_iter().enumerate() {
             let want = f.operand_dtype(i, d0);
+            if let (Operand::Int(k), true) = (&a, want.is_float()) {
+                // Rust has no implicit int-to-float conversion: `f64::ln(2)` does not compile.
+                return self.err(format!(
+                    "operand {i} of `{n}({sig})`{}: expected `{}`, found the integer literal `{k}`; write `{k}.0`",
+                    self.here(),
+                    rust_name(want)
+                ));
+            }
             let v = self.value(a, Some(want))?;
             let got = elem(self.ty(v));
             if got != Some(want) {
@@ -1405,4 +1436,23 @@ impl FunctionBuilder<'_> {
 /// The Rust spelling of a dtype as written in kernel source (`usize` for `index`).
 fn rust_name(d: DType) -> &'static str {
     d.rust_name()
+}
+
+/// The value of a float literal or literal expression ([`Operand::FloatExpr`]) in the float
+/// dtype `d`: each literal rounded to `d`, each op computed in `d` ([`crate::eval::binary`]).
+/// `None` for a non-float `d`.
+fn float_literal_value(o: &Operand, d: DType) -> Option<crate::eval::Scalar> {
+    use crate::eval::Scalar;
+    match o {
+        Operand::Float(x) => match d {
+            DType::F32 => Some(Scalar::F32(*x as f32)),
+            DType::F64 => Some(Scalar::F64(*x)),
+            DType::F16 | DType::BF16 => Some(crate::eval::narrow_float(*x, d)),
+            _ => None,
+        },
+        Operand::FloatExpr(op, a, b) => {
+            crate::eval::binary(*op, float_literal_value(a, d)?, float_literal_value(b, d)?).ok()
+        }
+        _ => None,
+    }
 }
