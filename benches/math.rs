@@ -1,7 +1,8 @@
 //! eagle's math library against Rust std's scalar calls, in one process on the same seeded
 //! inputs: `tanh`, `ln`, `sin` and `exp` over 1M `f32` and `f64` values. The eagle kernel
-//! applies the function to `[1024]` tiles in a loop in one per-device program; the peer is a
-//! plain Rust loop `y[i] = x[i].tanh()` (glibc's libm on Linux). Prints a markdown table (the
+//! applies the function to `[1024]` tiles in a loop in one per-device program, 8 passes over
+//! the data per launch (so the launch's argument copies weigh little); the peer is a plain
+//! Rust loop `y[i] = x[i].tanh()` (glibc's libm on Linux), 8 passes too. Prints a markdown table (the
 //! one in `docs/performance.md`): Melem/s of each and the ratio eagle / std (above 1: eagle is
 //! faster). Median of 5 interleaved rounds.
 //!
@@ -16,14 +17,19 @@ const B: usize = 1024;
 /// Tiles: `N = B * TILES` = 1,048,576 elements.
 const TILES: usize = 1024;
 const N: usize = B * TILES;
+/// Passes over the data per launch (and per std loop), so that the launch and its argument
+/// copies (docs/performance.md, launches) weigh little next to the function.
+const REPS: usize = 8;
 
 /// `tanh` of `N` f32 values, tile by tile.
 #[eagle::kernel(device)]
 pub fn tanh_f32_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>) {
-    for i in 0..TILES {
-        let o = i * B;
-        let t = load(x, [o], [B]);
-        store(y, [o], t.tanh());
+    for pass in 0..REPS {
+        for i in 0..TILES {
+            let o = i * B;
+            let t = load(x, [o], [B]);
+            store(y, [o], t.tanh());
+        }
     }
 }
 #[eagle::host]
@@ -34,10 +40,12 @@ pub fn tanh_f32(x: Tensor<f32, N>, y: Out<Tensor<f32, N>>) {
 /// `ln` of `N` f32 values, tile by tile.
 #[eagle::kernel(device)]
 pub fn ln_f32_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>) {
-    for i in 0..TILES {
-        let o = i * B;
-        let t = load(x, [o], [B]);
-        store(y, [o], t.ln());
+    for pass in 0..REPS {
+        for i in 0..TILES {
+            let o = i * B;
+            let t = load(x, [o], [B]);
+            store(y, [o], t.ln());
+        }
     }
 }
 #[eagle::host]
@@ -48,10 +56,12 @@ pub fn ln_f32(x: Tensor<f32, N>, y: Out<Tensor<f32, N>>) {
 /// `sin` of `N` f32 values, tile by tile.
 #[eagle::kernel(device)]
 pub fn sin_f32_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>) {
-    for i in 0..TILES {
-        let o = i * B;
-        let t = load(x, [o], [B]);
-        store(y, [o], t.sin());
+    for pass in 0..REPS {
+        for i in 0..TILES {
+            let o = i * B;
+            let t = load(x, [o], [B]);
+            store(y, [o], t.sin());
+        }
     }
 }
 #[eagle::host]
@@ -62,10 +72,12 @@ pub fn sin_f32(x: Tensor<f32, N>, y: Out<Tensor<f32, N>>) {
 /// `exp` of `N` f32 values, tile by tile.
 #[eagle::kernel(device)]
 pub fn exp_f32_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>) {
-    for i in 0..TILES {
-        let o = i * B;
-        let t = load(x, [o], [B]);
-        store(y, [o], t.exp());
+    for pass in 0..REPS {
+        for i in 0..TILES {
+            let o = i * B;
+            let t = load(x, [o], [B]);
+            store(y, [o], t.exp());
+        }
     }
 }
 #[eagle::host]
@@ -76,10 +88,12 @@ pub fn exp_f32(x: Tensor<f32, N>, y: Out<Tensor<f32, N>>) {
 /// `tanh` of `N` f64 values, tile by tile.
 #[eagle::kernel(device)]
 pub fn tanh_f64_d(ctx: Ctx, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
-    for i in 0..TILES {
-        let o = i * B;
-        let t = load(x, [o], [B]);
-        store(y, [o], t.tanh());
+    for pass in 0..REPS {
+        for i in 0..TILES {
+            let o = i * B;
+            let t = load(x, [o], [B]);
+            store(y, [o], t.tanh());
+        }
     }
 }
 #[eagle::host]
@@ -90,10 +104,12 @@ pub fn tanh_f64(x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
 /// `ln` of `N` f64 values, tile by tile.
 #[eagle::kernel(device)]
 pub fn ln_f64_d(ctx: Ctx, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
-    for i in 0..TILES {
-        let o = i * B;
-        let t = load(x, [o], [B]);
-        store(y, [o], t.ln());
+    for pass in 0..REPS {
+        for i in 0..TILES {
+            let o = i * B;
+            let t = load(x, [o], [B]);
+            store(y, [o], t.ln());
+        }
     }
 }
 #[eagle::host]
@@ -104,10 +120,12 @@ pub fn ln_f64(x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
 /// `sin` of `N` f64 values, tile by tile.
 #[eagle::kernel(device)]
 pub fn sin_f64_d(ctx: Ctx, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
-    for i in 0..TILES {
-        let o = i * B;
-        let t = load(x, [o], [B]);
-        store(y, [o], t.sin());
+    for pass in 0..REPS {
+        for i in 0..TILES {
+            let o = i * B;
+            let t = load(x, [o], [B]);
+            store(y, [o], t.sin());
+        }
     }
 }
 #[eagle::host]
@@ -118,10 +136,12 @@ pub fn sin_f64(x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
 /// `exp` of `N` f64 values, tile by tile.
 #[eagle::kernel(device)]
 pub fn exp_f64_d(ctx: Ctx, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
-    for i in 0..TILES {
-        let o = i * B;
-        let t = load(x, [o], [B]);
-        store(y, [o], t.exp());
+    for pass in 0..REPS {
+        for i in 0..TILES {
+            let o = i * B;
+            let t = load(x, [o], [B]);
+            store(y, [o], t.exp());
+        }
     }
 }
 #[eagle::host]
@@ -254,10 +274,12 @@ fn main() {
         for _ in 0..rounds {
             te.push(secs(&mut || launch(&s, &x, &mut y)));
             ts.push(secs(&mut || {
-                for (o, &v) in out.iter_mut().zip(black_box(&xs)) {
-                    *o = std_f(v);
+                for _ in 0..REPS {
+                    for (o, &v) in out.iter_mut().zip(black_box(&xs)) {
+                        *o = std_f(v);
+                    }
+                    black_box(&out);
                 }
-                black_box(&out);
             }));
         }
         report(name, "f32", median(te), median(ts));
@@ -272,10 +294,12 @@ fn main() {
         for _ in 0..rounds {
             te.push(secs(&mut || launch(&s, &x, &mut y)));
             ts.push(secs(&mut || {
-                for (o, &v) in out.iter_mut().zip(black_box(&xs)) {
-                    *o = std_f(v);
+                for _ in 0..REPS {
+                    for (o, &v) in out.iter_mut().zip(black_box(&xs)) {
+                        *o = std_f(v);
+                    }
+                    black_box(&out);
                 }
-                black_box(&out);
             }));
         }
         report(name, "f64", median(te), median(ts));
@@ -283,7 +307,7 @@ fn main() {
 }
 
 fn report(name: &str, dtype: &str, te: f64, ts: f64) {
-    let m = N as f64 / 1e6;
+    let m = (N * REPS) as f64 / 1e6;
     println!(
         "| `{name}` | {dtype} | {:.0} | {:.0} | {:.2} |",
         m / te,

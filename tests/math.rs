@@ -469,3 +469,54 @@ fn float_literal_arithmetic_is_computed_in_the_dtype_it_takes() {
         "{e}"
     );
 }
+
+/// `sin`, `cos` and `tan` of a tile with no argument beyond the Cody-Waite range skip the
+/// Payne-Hanek reduction (one branch for the tile); with one huge argument they take it. Both
+/// equal the definition bit for bit.
+#[eagle::kernel(device)]
+pub fn trig_tiles(ctx: Ctx, x: Tensor<f64, 2, 64>, y: Out<Tensor<f64, 6, 64>>) {
+    let small = load(x, [0, 0], [1, 64]);
+    let huge = load(x, [1, 0], [1, 64]);
+    store(y, [0, 0], small.sin());
+    store(y, [1, 0], small.cos());
+    store(y, [2, 0], small.tan());
+    store(y, [3, 0], huge.sin());
+    store(y, [4, 0], huge.cos());
+    store(y, [5, 0], huge.tan());
+}
+#[eagle::host]
+pub fn trig_tiles_host(x: Tensor<f64, 2, 64>, y: Out<Tensor<f64, 6, 64>>) {
+    trig_tiles(x, y, device = 0);
+}
+
+fn check_trig_tiles(s: &Session) {
+    let mut xs: Vec<f64> = (0..128).map(|i| (i as f64 - 64.0) * 0.37 + 0.001).collect();
+    xs[100] = 1e300;
+    let x = Tensor::from_vec(&[2, 64], xs.clone()).unwrap();
+    let mut y = Tensor::<f64>::zeros(&[6, 64]);
+    trig_tiles_host.launch(s, &x, &mut y).unwrap();
+    let fs = [MathFn::Sin, MathFn::Cos, MathFn::Tan];
+    for row in 0..6 {
+        for j in 0..64 {
+            let v = xs[(row / 3) * 64 + j];
+            let want = fs[row % 3].eval_f64(&[v]);
+            let got = y.data()[row * 64 + j];
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{:?}({v:e}): {got:e} vs {want:e}",
+                fs[row % 3]
+            );
+        }
+    }
+}
+
+#[test]
+fn trig_skips_payne_hanek_per_tile_with_the_same_bits() {
+    check_trig_tiles(&Session::sim(1).unwrap());
+    #[cfg(feature = "cuda")]
+    {
+        emulation::cxx();
+        check_trig_tiles(&Session::cuda_emulated(vec![0]).unwrap());
+    }
+}

@@ -1,7 +1,7 @@
 //! The IR instance of [`Real`]: each primitive appends one IR op. [`expand_function`] replaces
 //! every `OpKind::Math` op by the ops of its one definition.
 
-use super::lanes::{Bits, Mask, Real};
+use super::lanes::{Bits, Mask, Real, Triple};
 use super::MathFn;
 use crate::ir::{BinOp, Block, CmpOp, Const, Function, Loc, Op, OpKind, UnOp, Value};
 use crate::types::{DType, Type};
@@ -69,6 +69,22 @@ impl Emitter {
 
 fn push(kind: OpKind, d: DType) -> Value {
     with(|e| e.push(kind, d))
+}
+
+/// Appends `kind` with a result of type `ty` (or none).
+fn push_typed(kind: OpKind, ty: Option<Type>) -> Option<Value> {
+    with(|e| {
+        let v = ty.map(|t| {
+            e.values.push(t);
+            Value(e.values.len() as u32 - 1)
+        });
+        e.ops.push(Op {
+            result: v,
+            kind,
+            loc: e.loc.clone(),
+        });
+        v
+    })
 }
 
 /// `select(m, a, b)`; where the mask is a tile and both branches are scalars, `a` is first
@@ -203,6 +219,59 @@ impl Real for F {
     }
     fn from_bits(b: U) -> F {
         F(push(OpKind::Bitcast(b.0), DType::F64))
+    }
+    /// `if any(m) { vars = f() }`: `f`'s ops in the then-block of one `if` on a scalar, with
+    /// three variables carrying the results out (initialised to `otherwise`).
+    fn if_any(m: M, f: impl FnOnce() -> Triple<F>, otherwise: Triple<F>) -> Triple<F> {
+        let ty = |v: Value| with(|e| e.values[v.index()].clone());
+        let any = match ty(m.0) {
+            Type::Tile(..) => {
+                // Whether some lane holds: the maximum of select(m, 1, 0) over the tile.
+                let s = select(m.0, F::lit(1.0).0, F::lit(0.0).0, DType::F64);
+                let all = crate::tile::Axis::All;
+                let top = OpKind::Tile(
+                    crate::tile::TileOp::Reduce(crate::ir::ReduceOp::Max, all),
+                    vec![s],
+                );
+                let top = push_typed(top, Some(Type::Scalar(DType::F64))).expect("typed");
+                let half = F::lit(0.5).0;
+                push_typed(
+                    OpKind::Cmp(CmpOp::Lt, half, top),
+                    Some(Type::Scalar(DType::Bool)),
+                )
+                .expect("typed")
+            }
+            _ => m.0,
+        };
+        let init = [otherwise.0 .0, otherwise.1 .0, otherwise.2 .0];
+        let vars = init
+            .map(|v| push_typed(OpKind::Var(v), Some(Type::Ref(Box::new(ty(v))))).expect("typed"));
+        // The then-block: its own ops, and constants that do not leak out of it.
+        let outer = with(|e| (std::mem::take(&mut e.ops), e.consts.clone()));
+        let (n, h, l) = f();
+        for (var, v) in vars.iter().zip([n.0, h.0, l.0]) {
+            push_typed(OpKind::Write(*var, v), None);
+        }
+        let then_ops = with(|e| {
+            e.consts = outer.1;
+            std::mem::replace(&mut e.ops, outer.0)
+        });
+        push_typed(
+            OpKind::If {
+                cond: any,
+                then_body: Block { ops: then_ops },
+                else_body: Block::default(),
+            },
+            None,
+        );
+        let [n, h, l] = vars.map(|var| {
+            let t = match ty(var) {
+                Type::Ref(t) => *t,
+                t => t,
+            };
+            push_typed(OpKind::Read(var), Some(t)).expect("typed")
+        });
+        (U(n), F(h), F(l))
     }
 }
 

@@ -6,7 +6,8 @@
 //! reduction is musl's `__rem_pio2` medium path (Cody-Waite with a 3-part `pi/2`, all three
 //! rounds always taken) for `|x| < 1.5 * 2^20`, and a branch-free Payne-Hanek reduction
 //! (after fdlibm's `__kernel_rem_pio2`: 24-bit digits of `2/pi`, exact products, carry
-//! propagation in floating point) above; both are computed and one is selected. The table
+//! propagation in floating point) above, computed only when some lane needs it (a tile takes
+//! one branch), and one of the two selected per lane. The table
 //! of `2/pi` digits is indexed by the exponent through a barrel shifter of selects.
 
 use super::lanes::*;
@@ -166,8 +167,9 @@ pub fn rem_pio2_medium<R: Real>(x: R) -> (R::Bits, R, R) {
 /// `1.5 * 2^20`, Payne-Hanek above (both computed, one selected). Returns (`n` bits, hi, lo).
 pub fn rem_pio2<R: Real>(x: R) -> (R::Bits, R, R) {
     let (nm, hm, lm) = rem_pio2_medium(x);
-    let (nl, hl, ll) = rem_pio2_large(x);
     let big = x.abs().ge(R::lit(MEDIUM_LIMIT));
+    // Payne-Hanek only where some lane needs it (for a tile: one branch for all its lanes).
+    let (nl, hl, ll) = R::if_any(big, || rem_pio2_large(x), (nm, hm, lm));
     (
         R::Bits::select(big, nl, nm),
         R::select(big, hl, hm),

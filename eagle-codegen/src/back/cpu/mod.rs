@@ -1344,44 +1344,56 @@ impl Lower<'_, '_> {
                     None => self.stack(numel * rd.size() as u64),
                 };
                 self.lazy_ops.insert(r, op.clone());
-                let lanes = (16 / rd.size()) as u64;
-                let nvec = if rd != DType::Bool && self.vectorizable(r, &mut HashMap::new()) {
-                    numel / lanes
+                // SIMD: one step covers `step` elements, every value of the DAG in 16-byte
+                // parts of its own lane width (an f32 root over f64 math: 4 elements, two f64
+                // parts per f64 value).
+                let simd = if rd != DType::Bool {
+                    self.simd_widths(r)
                 } else {
-                    0
+                    None
                 };
+                let step = simd.as_ref().map_or(1, |w| {
+                    16 / u64::from(w.values().copied().min().unwrap_or(16))
+                });
+                let nvec = if simd.is_some() { numel / step } else { 0 };
                 let mut done = 0;
-                if nvec > 0 {
-                    let vty = cl_type(rd)
-                        .by(lanes as u32)
-                        .ok_or_else(|| self.err("no vector type"))?;
+                if let (Some(widths), true) = (simd, nvec > 0) {
                     let mut splats = HashMap::new();
-                    self.hoist_splats(r, vty, &mut splats, &mut HashSet::new())?;
-                    // Unrolled by UNROLL vectors, then the remaining whole vectors.
-                    const UNROLL: u64 = 4;
-                    let groups = nvec / UNROLL;
+                    self.hoist_splats(r, &widths, &mut splats, &mut HashSet::new())?;
+                    let rparts = (step * rd.size() as u64 / 16) as u32;
+                    let rsize = rd.size() as i64;
+                    // Unrolled by `unroll` steps, then the remaining whole steps.
+                    // A large DAG is not unrolled: its values alone fill the registers.
+                    let unroll: u64 = if widths.len() > 24 { 1 } else { 4 };
+                    let groups = nvec / unroll;
                     let emit = |lw: &mut Self, first: u64, count: u64, per: u64| {
                         let lo = lw.iconst(0);
                         let hi = lw.iconst(count as i64);
                         lw.emit_loop(lo, hi, &mut |lw, i| {
-                            let step = lw.b.ins().imul_imm_s(i, (16 * per) as i64);
-                            let base = lw.b.ins().iadd_imm_s(step, (16 * first) as i64);
+                            let e = lw.b.ins().imul_imm_s(i, (step * per) as i64);
+                            let base = lw.b.ins().iadd_imm_s(e, (step * first) as i64);
                             for u in 0..per {
-                                let off = lw.b.ins().iadd_imm_s(base, (16 * u) as i64);
-                                let x = lw.eval_vec(r, off, vty, &splats, &mut HashMap::new())?;
-                                let a = lw.b.ins().iadd(dst, off);
-                                lw.b.ins().store(MemFlagsData::new().with_notrap(), x, a, 0);
+                                let e0 = lw.b.ins().iadd_imm_s(base, (step * u) as i64);
+                                let mut memo = HashMap::new();
+                                for part in 0..rparts {
+                                    let x =
+                                        lw.eval_vec(r, e0, part, &widths, &splats, &mut memo)?;
+                                    let off = lw.b.ins().imul_imm_s(e0, rsize);
+                                    let a = lw.b.ins().iadd(dst, off);
+                                    let flags = MemFlagsData::new().with_notrap();
+                                    lw.b.ins().store(flags, x, a, 16 * part as i32);
+                                }
                             }
                             Ok(())
                         })
                     };
                     if groups > 0 {
-                        emit(self, 0, groups, UNROLL)?;
+                        emit(self, 0, groups, unroll)?;
                     }
-                    if nvec % UNROLL > 0 {
-                        emit(self, groups * UNROLL, nvec % UNROLL, 1)?;
+                    if nvec % unroll > 0 {
+                        emit(self, groups * unroll, nvec % unroll, 1)?;
                     }
-                    done = nvec * lanes;
+                    done = nvec * step;
                 }
                 if done < numel {
                     let lo = self.iconst(done as i64);
@@ -1401,50 +1413,126 @@ impl Lower<'_, '_> {
         }
     }
 
-    /// Whether the fused tree rooted at elementwise result `v` has an exact SIMD form.
-    fn vectorizable(&self, v: Value, seen: &mut HashMap<Value, bool>) -> bool {
-        if let Some(&ok) = seen.get(&v) {
-            return ok;
-        }
-        let Some(op) = self.lazy_ops.get(&v) else {
-            return true; // a leaf: a tile in memory or a scalar
-        };
-        let d = self.f.ty(v).dtype().unwrap_or(DType::Bool);
-        let ok = match &op.kind {
-            OpKind::Binary(b, ..) => match b {
-                BinOp::Add | BinOp::Sub => d.is_float() || d.is_int(),
-                BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max => d.is_float(),
-                BinOp::And | BinOp::Or | BinOp::Xor => d.is_int(),
-                BinOp::Shl | BinOp::Shr => false,
-                BinOp::Rem => false,
-            },
-            OpKind::Unary(u, _) => d.is_float() && matches!(u, UnOp::Neg | UnOp::Abs | UnOp::Sqrt),
-            _ => false,
-        };
-        let ok = ok
-            && op
-                .kind
-                .operands()
-                .iter()
-                .all(|o| self.f.ty(*o).dtype() == Some(d) && self.vectorizable(*o, seen));
-        seen.insert(v, ok);
-        ok
+    /// The lane width in bytes of every value of the fused DAG rooted at elementwise result
+    /// `r` in its exact SIMD form (a `bool` mask has the width of the values it compares), or
+    /// `None` when some op has none. The SIMD form computes what the scalar path does, lane by
+    /// lane: IEEE arithmetic, compares as all-ones masks, `select` as a bit select, bit casts,
+    /// and `f32` <-> `f64` conversions (exact one way, rounded to nearest even the other).
+    fn simd_widths(&self, r: Value) -> Option<HashMap<Value, u32>> {
+        let mut w = HashMap::new();
+        self.simd_width(r, &mut w)?;
+        Some(w)
     }
 
+    fn simd_width(&self, v: Value, seen: &mut HashMap<Value, u32>) -> Option<u32> {
+        if let Some(&w) = seen.get(&v) {
+            return Some(w);
+        }
+        let d = self.f.ty(v).dtype()?;
+        let lane = |d: DType| -> Option<u32> {
+            (d != DType::Bool && !d.is_narrow()).then_some(d.size() as u32)
+        };
+        let w = match self.lazy_ops.get(&v) {
+            // A leaf: a tile in memory, or a scalar splatted to every lane.
+            None => lane(d)?,
+            Some(op) => {
+                let dt = |o: Value| self.f.ty(o).dtype();
+                let scalar = |o: Value| matches!(self.f.ty(o), Type::Scalar(_));
+                match &op.kind {
+                    OpKind::Binary(b, x, y) => {
+                        let ok = match b {
+                            BinOp::Add | BinOp::Sub => d.is_float() || d.is_int(),
+                            BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max => d.is_float(),
+                            BinOp::And | BinOp::Or | BinOp::Xor => d.is_int() || d == DType::Bool,
+                            // A vector shift takes one amount for every lane: a scalar.
+                            BinOp::Shl => d.is_int() && scalar(*y),
+                            BinOp::Shr => d.is_int() && !d.is_signed() && scalar(*y),
+                            BinOp::Rem => false,
+                        };
+                        if !ok {
+                            return None;
+                        }
+                        if matches!(b, BinOp::Shl | BinOp::Shr) {
+                            let wx = self.simd_width(*x, seen)?;
+                            (dt(*x) == Some(d)).then_some(wx)?
+                        } else {
+                            let (wx, wy) = (self.simd_width(*x, seen)?, self.simd_width(*y, seen)?);
+                            let same = dt(*x) == Some(d) && dt(*y) == Some(d) && wx == wy;
+                            same.then_some(wx)?
+                        }
+                    }
+                    OpKind::Unary(u, x) => {
+                        let ok = match u {
+                            UnOp::Neg | UnOp::Abs | UnOp::Sqrt => d.is_float(),
+                            UnOp::Not => d.is_int() || d == DType::Bool,
+                        };
+                        let wx = self.simd_width(*x, seen)?;
+                        (ok && dt(*x) == Some(d)).then_some(wx)?
+                    }
+                    OpKind::Cmp(_, x, y) => {
+                        let (wx, wy) = (self.simd_width(*x, seen)?, self.simd_width(*y, seen)?);
+                        let dx = dt(*x)?;
+                        (dx != DType::Bool && dt(*y) == Some(dx) && wx == wy).then_some(wx)?
+                    }
+                    OpKind::Select(m, x, y) => {
+                        let wm = self.simd_width(*m, seen)?;
+                        let (wx, wy) = (self.simd_width(*x, seen)?, self.simd_width(*y, seen)?);
+                        let ok = dt(*x) == Some(d) && dt(*y) == Some(d) && wx == wy && wm == wx;
+                        // A scalar condition is not a mask.
+                        (ok && !scalar(*m)).then_some(wx)?
+                    }
+                    OpKind::Bitcast(x) => {
+                        let wx = self.simd_width(*x, seen)?;
+                        (lane(d)? == wx).then_some(wx)?
+                    }
+                    OpKind::Cast(x) => {
+                        self.simd_width(*x, seen)?;
+                        let from = dt(*x)?;
+                        let ok = matches!(
+                            (from, d),
+                            (DType::F32, DType::F64) | (DType::F64, DType::F32)
+                        );
+                        ok.then_some(d.size() as u32)?
+                    }
+                    _ => return None,
+                }
+            }
+        };
+        seen.insert(v, w);
+        Some(w)
+    }
+
+    /// The SIMD type of `v`'s parts: its dtype in lanes of `w` bytes (a mask: integers).
+    fn simd_type(&self, v: Value, w: u32) -> ClType {
+        let d = self.f.ty(v).dtype().unwrap_or(DType::F32);
+        let lane = if d == DType::Bool {
+            ClType::int(w as u16 * 8).unwrap_or(types::I64)
+        } else {
+            cl_type(d)
+        };
+        lane.by(16 / w).unwrap_or(types::I64X2)
+    }
+
+    /// Splats every scalar leaf of the DAG (not shift amounts) once, before the loop.
     fn hoist_splats(
         &mut self,
         v: Value,
-        vty: ClType,
+        widths: &HashMap<Value, u32>,
         out: &mut HashMap<Value, ClValue>,
         seen: &mut HashSet<Value>,
     ) -> Result<(), CodegenError> {
         if let Some(op) = self.lazy_ops.get(&v).cloned() {
+            let amount = match &op.kind {
+                OpKind::Binary(BinOp::Shl | BinOp::Shr, _, y) => Some(*y),
+                _ => None,
+            };
             for o in op.kind.operands() {
-                if seen.insert(o) {
-                    self.hoist_splats(o, vty, out, seen)?;
+                if Some(o) != amount && seen.insert(o) {
+                    self.hoist_splats(o, widths, out, seen)?;
                 }
             }
         } else if matches!(self.f.ty(v), Type::Scalar(_)) && !out.contains_key(&v) {
+            let vty = self.simd_type(v, widths.get(&v).copied().unwrap_or(8));
             let x = self.scalar(v)?;
             let sp = self.b.ins().splat(vty, x);
             out.insert(v, sp);
@@ -1452,65 +1540,122 @@ impl Lower<'_, '_> {
         Ok(())
     }
 
-    /// The vector of lanes at byte offset `off` of the fused tree rooted at `v`.
+    /// Part `part` (16 bytes) of `v`'s lanes in the SIMD step starting at element `e0` of the
+    /// fused DAG rooted at the elementwise result being lowered.
     fn eval_vec(
         &mut self,
         v: Value,
-        off: ClValue,
-        vty: ClType,
+        e0: ClValue,
+        part: u32,
+        widths: &HashMap<Value, u32>,
         splats: &HashMap<Value, ClValue>,
-        memo: &mut HashMap<Value, ClValue>,
+        memo: &mut HashMap<(Value, u32), ClValue>,
     ) -> Result<ClValue, CodegenError> {
-        if let Some(sp) = splats.get(&v).or(memo.get(&v)) {
+        if let Some(sp) = splats.get(&v).or(memo.get(&(v, part))) {
             return Ok(*sp);
         }
-        let x = self.eval_vec_uncached(v, off, vty, splats, memo)?;
-        memo.insert(v, x);
+        let x = self.eval_vec_uncached(v, e0, part, widths, splats, memo)?;
+        memo.insert((v, part), x);
         Ok(x)
     }
 
     fn eval_vec_uncached(
         &mut self,
         v: Value,
-        off: ClValue,
-        vty: ClType,
+        e0: ClValue,
+        part: u32,
+        widths: &HashMap<Value, u32>,
         splats: &HashMap<Value, ClValue>,
-        memo: &mut HashMap<Value, ClValue>,
+        memo: &mut HashMap<(Value, u32), ClValue>,
     ) -> Result<ClValue, CodegenError> {
+        let w = widths.get(&v).copied().unwrap_or(8);
+        let vty = self.simd_type(v, w);
+        let little = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
         let Some(op) = self.lazy_ops.get(&v).cloned() else {
             let p = self.mem(v)?;
+            let off = self.b.ins().imul_imm_s(e0, w as i64);
             let a = self.b.ins().iadd(p, off);
-            return Ok(self
-                .b
-                .ins()
-                .load(vty, MemFlagsData::new().with_notrap(), a, 0));
+            let flags = MemFlagsData::new().with_notrap();
+            return Ok(self.b.ins().load(vty, flags, a, 16 * part as i32));
         };
+        let d = self.f.ty(v).dtype().unwrap_or(DType::F32);
+        match &op.kind {
+            OpKind::Cast(x) => {
+                let wx = widths.get(x).copied().unwrap_or(8);
+                return Ok(if wx < w {
+                    // f32 -> f64: part `part` holds lanes 2*part%4.. of an f32 part.
+                    let src = self.eval_vec(*x, e0, part / 2, widths, splats, memo)?;
+                    let src = if part % 2 == 1 {
+                        let b = self.b.ins().bitcast(types::I8X16, little, src);
+                        let mask: Vec<u8> = (8..16).chain(0..8).collect();
+                        let imm = self.b.func.dfg.immediates.push(mask.as_slice().into());
+                        let sh = self.b.ins().shuffle(b, b, imm);
+                        self.b.ins().bitcast(types::F32X4, little, sh)
+                    } else {
+                        src
+                    };
+                    self.b.ins().fvpromote_low(src)
+                } else {
+                    // f64 -> f32: two f64 parts demoted into one f32 part.
+                    let lo = self.eval_vec(*x, e0, 2 * part, widths, splats, memo)?;
+                    let hi = self.eval_vec(*x, e0, 2 * part + 1, widths, splats, memo)?;
+                    let (lo, hi) = (self.b.ins().fvdemote(lo), self.b.ins().fvdemote(hi));
+                    let lo = self.b.ins().bitcast(types::I64X2, little, lo);
+                    let hi = self.b.ins().bitcast(types::I64X2, little, hi);
+                    let h0 = self.b.ins().extractlane(hi, 0);
+                    let both = self.b.ins().insertlane(lo, h0, 1);
+                    self.b.ins().bitcast(types::F32X4, little, both)
+                });
+            }
+            OpKind::Binary(b @ (BinOp::Shl | BinOp::Shr), x, y) => {
+                let xv = self.eval_vec(*x, e0, part, widths, splats, memo)?;
+                let amount = self.scalar(*y)?;
+                return Ok(if *b == BinOp::Shl {
+                    self.b.ins().ishl(xv, amount)
+                } else {
+                    self.b.ins().ushr(xv, amount)
+                });
+            }
+            _ => {}
+        }
         let xs = op
             .kind
             .operands()
             .into_iter()
-            .map(|o| self.eval_vec(o, off, vty, splats, memo))
+            .map(|o| self.eval_vec(o, e0, part, widths, splats, memo))
             .collect::<Result<Vec<_>, _>>()?;
-        let d = self.f.ty(v).dtype().unwrap_or(DType::F32);
         if d.is_float() {
             if let OpKind::Binary(bop @ (BinOp::Min | BinOp::Max), ..) = &op.kind {
                 return Ok(self.float_min_max(*bop, xs[0], xs[1]));
             }
         }
-        let ins = self.b.ins();
         Ok(match (&op.kind, d.is_float()) {
-            (OpKind::Binary(BinOp::Add, ..), true) => ins.fadd(xs[0], xs[1]),
-            (OpKind::Binary(BinOp::Sub, ..), true) => ins.fsub(xs[0], xs[1]),
-            (OpKind::Binary(BinOp::Mul, ..), true) => ins.fmul(xs[0], xs[1]),
-            (OpKind::Binary(BinOp::Div, ..), true) => ins.fdiv(xs[0], xs[1]),
-            (OpKind::Binary(BinOp::Add, ..), false) => ins.iadd(xs[0], xs[1]),
-            (OpKind::Binary(BinOp::Sub, ..), false) => ins.isub(xs[0], xs[1]),
-            (OpKind::Binary(BinOp::And, ..), _) => ins.band(xs[0], xs[1]),
-            (OpKind::Binary(BinOp::Or, ..), _) => ins.bor(xs[0], xs[1]),
-            (OpKind::Binary(BinOp::Xor, ..), _) => ins.bxor(xs[0], xs[1]),
-            (OpKind::Unary(UnOp::Neg, _), _) => ins.fneg(xs[0]),
-            (OpKind::Unary(UnOp::Abs, _), _) => ins.fabs(xs[0]),
-            (OpKind::Unary(UnOp::Sqrt, _), _) => ins.sqrt(xs[0]),
+            (OpKind::Binary(BinOp::Add, ..), true) => self.b.ins().fadd(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Sub, ..), true) => self.b.ins().fsub(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Mul, ..), true) => self.b.ins().fmul(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Div, ..), true) => self.b.ins().fdiv(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Add, ..), false) => self.b.ins().iadd(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Sub, ..), false) => self.b.ins().isub(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::And, ..), _) => self.b.ins().band(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Or, ..), _) => self.b.ins().bor(xs[0], xs[1]),
+            (OpKind::Binary(BinOp::Xor, ..), _) => self.b.ins().bxor(xs[0], xs[1]),
+            (OpKind::Unary(UnOp::Neg, _), _) => self.b.ins().fneg(xs[0]),
+            (OpKind::Unary(UnOp::Abs, _), _) => self.b.ins().fabs(xs[0]),
+            (OpKind::Unary(UnOp::Sqrt, _), _) => self.b.ins().sqrt(xs[0]),
+            (OpKind::Unary(UnOp::Not, _), _) => self.b.ins().bnot(xs[0]),
+            (OpKind::Cmp(c, x, _), _) => {
+                let dx = self.f.ty(*x).dtype().unwrap_or(DType::F64);
+                if dx.is_float() {
+                    self.b.ins().fcmp(float_cc(*c), xs[0], xs[1])
+                } else {
+                    self.b.ins().icmp(int_cc(*c, dx.is_signed()), xs[0], xs[1])
+                }
+            }
+            (OpKind::Select(..), _) => {
+                let m = self.b.ins().bitcast(vty, little, xs[0]);
+                self.b.ins().bitselect(m, xs[1], xs[2])
+            }
+            (OpKind::Bitcast(_), _) => self.b.ins().bitcast(vty, little, xs[0]),
             _ => return Err(self.err("op has no SIMD form")),
         })
     }
@@ -1681,30 +1826,9 @@ impl Lower<'_, '_> {
             OpKind::Cmp(c, ..) => {
                 let (a, b) = (xs[0], xs[1]);
                 if d.is_float() {
-                    let cc = match c {
-                        CmpOp::Eq => FloatCC::Equal,
-                        CmpOp::Ne => FloatCC::NotEqual,
-                        CmpOp::Lt => FloatCC::LessThan,
-                        CmpOp::Le => FloatCC::LessThanOrEqual,
-                        CmpOp::Gt => FloatCC::GreaterThan,
-                        CmpOp::Ge => FloatCC::GreaterThanOrEqual,
-                    };
-                    self.b.ins().fcmp(cc, a, b)
+                    self.b.ins().fcmp(float_cc(*c), a, b)
                 } else {
-                    let s = d.is_signed();
-                    let cc = match c {
-                        CmpOp::Eq => IntCC::Equal,
-                        CmpOp::Ne => IntCC::NotEqual,
-                        CmpOp::Lt if s => IntCC::SignedLessThan,
-                        CmpOp::Lt => IntCC::UnsignedLessThan,
-                        CmpOp::Le if s => IntCC::SignedLessThanOrEqual,
-                        CmpOp::Le => IntCC::UnsignedLessThanOrEqual,
-                        CmpOp::Gt if s => IntCC::SignedGreaterThan,
-                        CmpOp::Gt => IntCC::UnsignedGreaterThan,
-                        CmpOp::Ge if s => IntCC::SignedGreaterThanOrEqual,
-                        CmpOp::Ge => IntCC::UnsignedGreaterThanOrEqual,
-                    };
-                    self.b.ins().icmp(cc, a, b)
+                    self.b.ins().icmp(int_cc(*c, d.is_signed()), a, b)
                 }
             }
             OpKind::Select(..) => self.b.ins().select(xs[0], xs[1], xs[2]),
@@ -1771,6 +1895,34 @@ impl Lower<'_, '_> {
                 }
             }
         }
+    }
+}
+
+/// The Cranelift condition of a float comparison (ordered: false with a NaN, except `ne`).
+fn float_cc(c: CmpOp) -> FloatCC {
+    match c {
+        CmpOp::Eq => FloatCC::Equal,
+        CmpOp::Ne => FloatCC::NotEqual,
+        CmpOp::Lt => FloatCC::LessThan,
+        CmpOp::Le => FloatCC::LessThanOrEqual,
+        CmpOp::Gt => FloatCC::GreaterThan,
+        CmpOp::Ge => FloatCC::GreaterThanOrEqual,
+    }
+}
+
+/// The Cranelift condition of an integer comparison of the given signedness.
+fn int_cc(c: CmpOp, signed: bool) -> IntCC {
+    match (c, signed) {
+        (CmpOp::Eq, _) => IntCC::Equal,
+        (CmpOp::Ne, _) => IntCC::NotEqual,
+        (CmpOp::Lt, true) => IntCC::SignedLessThan,
+        (CmpOp::Lt, false) => IntCC::UnsignedLessThan,
+        (CmpOp::Le, true) => IntCC::SignedLessThanOrEqual,
+        (CmpOp::Le, false) => IntCC::UnsignedLessThanOrEqual,
+        (CmpOp::Gt, true) => IntCC::SignedGreaterThan,
+        (CmpOp::Gt, false) => IntCC::UnsignedGreaterThan,
+        (CmpOp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
+        (CmpOp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
     }
 }
 
