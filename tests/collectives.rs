@@ -861,3 +861,78 @@ fn collectives_on_2d_buffers_chunk_whole_rows() {
         }
     }
 }
+
+#[eagle::kernel(device)]
+pub fn gather_u8_d(ctx: Ctx, x: Tensor<u8, N>, y: Out<Tensor<u8, N>>, src: Window<u8, N>) {
+    put(src, rank(ctx), x);
+    allgather(ctx, src, y);
+}
+#[eagle::host]
+pub fn gather_u8(x: Tensor<u8, NR, N>, y: Out<Tensor<u8, NR, N>>) {
+    let s = alloc_window_buffer([N], u8);
+    for r in 0..world_size() {
+        gather_u8_d(x[r], y[r], window(s, [N], u8), device = r);
+    }
+}
+
+#[eagle::kernel(device)]
+pub fn bcast_i16_d(ctx: Ctx, x: Tensor<i16, N>, y: Out<Tensor<i16, N>>, src: Window<i16, N>) {
+    put(src, rank(ctx), x);
+    broadcast(ctx, src, y, 1);
+}
+#[eagle::host]
+pub fn bcast_i16(x: Tensor<i16, NR, N>, y: Out<Tensor<i16, NR, N>>) {
+    let s = alloc_window_buffer([N], i16);
+    for r in 0..world_size() {
+        bcast_i16_d(x[r], y[r], window(s, [N], i16), device = r);
+    }
+}
+
+#[eagle::kernel(device)]
+pub fn rs_bf16_d(ctx: Ctx, x: Tensor<bf16, N>, y: Out<Tensor<bf16, N>>, src: Window<bf16, N>) {
+    put(src, rank(ctx), x);
+    reduce_scatter(ctx, src, y, Sum);
+}
+#[eagle::host]
+pub fn rs_bf16(x: Tensor<bf16, NR, N>, y: Out<Tensor<bf16, NR, N>>) {
+    let s = alloc_window_buffer([N], bf16);
+    for r in 0..world_size() {
+        rs_bf16_d(x[r], y[r], window(s, [N], bf16), device = r);
+    }
+}
+
+#[test]
+fn allgather_broadcast_reduce_scatter_on_storage_dtypes() {
+    for &(p, n) in SIZES.iter().filter(|(p, _)| *p >= 2) {
+        let s = Session::sim(p).unwrap();
+        let x = inputs::<u8>(p, n, 5);
+        let mut y = Tensor::<u8>::zeros(&[p, n]);
+        gather_u8.launch(&s, &x, &mut y).unwrap();
+        let want: Vec<u8> = (0..n)
+            .map(|j| x.row(eagle_runner::golden::owner(n, p, j))[j])
+            .collect();
+        for r in 0..p {
+            assert_eq!(y.row(r), &want[..], "u8 allgather P={p} N={n} rank {r}");
+        }
+        let x = inputs::<i16>(p, n, 6);
+        let mut y = Tensor::<i16>::zeros(&[p, n]);
+        bcast_i16.launch(&s, &x, &mut y).unwrap();
+        for r in 0..p {
+            assert_eq!(y.row(r), x.row(1), "i16 broadcast P={p} N={n} rank {r}");
+        }
+        // Reduce-scatter of bf16: the rank-order sum, each add in f32 rounded to bf16.
+        let x = inputs::<bf16>(p, n, 7);
+        let mut y = Tensor::<bf16>::zeros(&[p, n]);
+        rs_bf16.launch(&s, &x, &mut y).unwrap();
+        let sum = golden(&x, p, n, "Sum", false);
+        for r in 0..p {
+            for j in eagle_runner::golden::chunk(n, p, r) {
+                assert_eq!(
+                    y.row(r)[j].to_bits(),
+                    sum[j].to_bits(),
+                    "bf16 reduce_scatter P={p} N={n} rank {r} element {j}"
+                );
+            }
+        }
+    }
+}
