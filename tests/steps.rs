@@ -50,6 +50,14 @@ fn modules() -> Vec<(&'static str, Module)> {
         ("gelu", gelu::gelu::module().unwrap()),
         ("log_softmax", log_softmax::log_softmax::module().unwrap()),
         ("rotary", rotary::rotary::module().unwrap()),
+        (
+            "sharded_softmax",
+            sharded_softmax::sharded_softmax::module().unwrap(),
+        ),
+        (
+            "sharded_layernorm",
+            sharded_layernorm::sharded_layernorm::module().unwrap(),
+        ),
     ]
 }
 
@@ -316,5 +324,17 @@ fn a_second_dispatch_to_a_rank_sees_what_the_first_wrote() {
         chained.launch(&s, &x, &mut y, &mut z).unwrap();
         let want: Vec<f32> = x.data().iter().map(|v| v + 1.0 + 1.0).collect();
         eagle_runner::check_bits("z", z.data(), &want).unwrap();
+    }
+}
+
+/// The distributed programs at P = 6..8 too (race detector on): the same bits as the
+/// single-rank golden.
+#[test]
+fn distributed_programs_at_world_sizes_6_to_8() {
+    for p in 6..=8 {
+        for st in [sharded_softmax::STEP, sharded_layernorm::STEP] {
+            let s = Session::sim(p).unwrap();
+            (st.run)(&s).unwrap_or_else(|e| panic!("{} at P={p}: {e}", st.name));
+        }
     }
 }

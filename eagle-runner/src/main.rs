@@ -1,6 +1,6 @@
 //! The eagle runner: runs every tutorial step, then the tile-algebra kernels (softmax,
-//! layernorm, matmul) and the math-library kernels (gelu, log_softmax, rotary), at the world
-//! size given by `-d`.
+//! layernorm, matmul), the math-library kernels (gelu, log_softmax, rotary) and the
+//! distributed programs (sharded_softmax, sharded_layernorm), at the world size given by `-d`.
 //!
 //! `cargo run --release -- -d 0,1,2,3` prints one line per step and mode (step, P, compile ms,
 //! run ms, OK or FAILED with the reason) and exits non-zero if any fails.
@@ -45,6 +45,8 @@ steps! {
     gelu = "../../examples/gelu.rs",
     log_softmax = "../../examples/log_softmax.rs",
     rotary = "../../examples/rotary.rs",
+    sharded_softmax = "../../examples/sharded_softmax.rs",
+    sharded_layernorm = "../../examples/sharded_layernorm.rs",
 }
 
 #[derive(Parser, Debug)]

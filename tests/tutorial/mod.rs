@@ -44,11 +44,16 @@ pub mod log_softmax;
 pub mod matmul;
 #[path = "../../examples/rotary.rs"]
 pub mod rotary;
+#[path = "../../examples/sharded_layernorm.rs"]
+pub mod sharded_layernorm;
+#[path = "../../examples/sharded_softmax.rs"]
+pub mod sharded_softmax;
 #[path = "../../examples/softmax.rs"]
 pub mod softmax;
 
-/// Every step, then the tile-algebra kernels (softmax, layernorm, matmul) and the
-/// math-library kernels (gelu, log_softmax, rotary).
+/// Every step, then the tile-algebra kernels (softmax, layernorm, matmul), the
+/// math-library kernels (gelu, log_softmax, rotary) and the distributed programs
+/// (sharded_softmax, sharded_layernorm).
 pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
@@ -73,6 +78,8 @@ pub fn steps() -> Vec<eagle_runner::Step> {
         gelu::STEP,
         log_softmax::STEP,
         rotary::STEP,
+        sharded_softmax::STEP,
+        sharded_layernorm::STEP,
     ]
 }
 
