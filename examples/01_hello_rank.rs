@@ -39,6 +39,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 1,
     name: "hello_rank",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -51,6 +51,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 2,
     name: "three_levels",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -47,6 +47,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 3,
     name: "window_buffer",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -68,6 +68,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 4,
     name: "barrier",
     modes: &["handwritten", "builtin"],
+    world: eagle_runner::World::Any,
     run,
 };
 

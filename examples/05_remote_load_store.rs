@@ -73,6 +73,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 5,
     name: "remote_load_store",
     modes: &["load", "store"],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -75,6 +75,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 6,
     name: "put_get",
     modes: &["get", "put"],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -97,6 +97,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 7,
     name: "dynamic_rank_count",
     modes: &["get", "put"],
+    world: eagle_runner::World::Any,
     run,
 };
 

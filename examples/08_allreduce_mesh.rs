@@ -52,6 +52,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 8,
     name: "allreduce_mesh",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -83,6 +83,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 9,
     name: "allreduce_two_phase",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

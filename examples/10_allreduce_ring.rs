@@ -98,6 +98,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 10,
     name: "allreduce_ring",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -121,6 +121,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 11,
     name: "builtin_allreduce",
     modes: &["mesh", "two_phase", "ring"],
+    world: eagle_runner::World::Any,
     run,
 };
 

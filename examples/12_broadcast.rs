@@ -68,6 +68,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 12,
     name: "broadcast",
     modes: &["hand", "builtin"],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -71,6 +71,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 14,
     name: "reduce_scatter",
     modes: &["hand", "builtin"],
+    world: eagle_runner::World::Any,
     run,
 };
 

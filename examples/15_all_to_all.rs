@@ -74,6 +74,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 15,
     name: "all_to_all",
     modes: &["hand", "builtin"],
+    world: eagle_runner::World::Any,
     run,
 };
 

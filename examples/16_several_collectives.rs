@@ -142,6 +142,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 16,
     name: "several_collectives",
     modes: &["hand", "builtin"],
+    world: eagle_runner::World::Any,
     run,
 };
 

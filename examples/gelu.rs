@@ -152,6 +152,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 20,
     name: "gelu",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

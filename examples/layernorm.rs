@@ -73,6 +73,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 18,
     name: "layernorm",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -63,6 +63,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 21,
     name: "log_softmax",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -68,6 +68,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 19,
     name: "matmul",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

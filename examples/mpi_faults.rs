@@ -164,6 +164,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
         "plan_n",
         "gather_share",
     ],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -59,6 +59,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 103,
     name: "plan_histogram",
     modes: &["host_team", "rank_partition"],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -60,6 +60,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 101,
     name: "plan_sample_local",
     modes: &["host_team", "rank_partition"],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -57,6 +57,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 102,
     name: "plan_stencil",
     modes: &["host_team", "rank_partition"],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -43,6 +43,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 199,
     name: "planted_failure",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -81,6 +81,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 22,
     name: "rotary",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

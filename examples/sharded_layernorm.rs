@@ -153,6 +153,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 24,
     name: "sharded_layernorm",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

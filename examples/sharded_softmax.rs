@@ -128,6 +128,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 23,
     name: "sharded_softmax",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -57,6 +57,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 17,
     name: "softmax",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

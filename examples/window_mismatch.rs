@@ -36,6 +36,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 198,
     name: "window_mismatch",
     modes: &[],
+    world: eagle_runner::World::Any,
     run,
 };
 

@@ -260,7 +260,10 @@ fn gpu_steps_match_sim_bit_for_bit() {
 /// requires the same output digest.
 fn steps_match_sim(ps: &[usize], on: &str, session: &dyn Fn(usize) -> Session) {
     for &p in ps {
-        for st in steps() {
+        for st in steps()
+            .into_iter()
+            .filter(|st| st.world.refuses(p).is_none())
+        {
             for mode in modes(&st) {
                 let want = st.execute(&Session::sim(p).unwrap().with_mode(mode.clone()));
                 assert!(want.result.is_ok());

@@ -14,8 +14,39 @@ pub struct Step {
     pub name: &'static str,
     /// Modes (`--mode`), first is the default; empty when the step has none.
     pub modes: &'static [&'static str],
+    /// The world sizes the step's layout allows; at any other the runner prints `SKIP` with
+    /// the reason (the example itself, run alone at such a P, fails with the launch error
+    /// naming the argument).
+    pub world: World,
     /// Runs the step on a session and checks its golden.
     pub run: fn(&Session) -> Result<()>,
+}
+
+/// The world sizes a step runs at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum World {
+    /// Any world size.
+    Any,
+    /// World sizes that divide `extent`, the size of the dimension the layout splits
+    /// across ranks (named `what`).
+    Divides {
+        /// The split extent.
+        extent: usize,
+        /// Its name in the program (`ffn`).
+        what: &'static str,
+    },
+}
+
+impl World {
+    /// Why the step does not run at world size `p`, or `None` when it does.
+    pub fn refuses(self, p: usize) -> Option<String> {
+        match self {
+            World::Any => None,
+            World::Divides { extent, what } => (p == 0 || extent % p != 0).then(|| {
+                format!("the layout splits `{what}` = {extent} across ranks; P = {p} does not divide it")
+            }),
+        }
+    }
 }
 
 /// The outcome of one step in one mode.

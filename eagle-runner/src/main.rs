@@ -1,6 +1,7 @@
 //! The eagle runner: runs every tutorial step, then the tile-algebra kernels (softmax,
 //! layernorm, matmul), the math-library kernels (gelu, log_softmax, rotary) and the
-//! distributed programs (sharded_softmax, sharded_layernorm), at the world size given by `-d`.
+//! distributed programs (sharded_softmax, sharded_layernorm, tp_ffn), at the world size given
+//! by `-d`. A program whose layout does not split at that size prints `SKIP` and the reason.
 //!
 //! `cargo run --release -- -d 0,1,2,3` prints one line per step and mode (step, P, compile ms,
 //! run ms, OK or FAILED with the reason) and exits non-zero if any fails.
@@ -47,6 +48,7 @@ steps! {
     rotary = "../../examples/rotary.rs",
     sharded_softmax = "../../examples/sharded_softmax.rs",
     sharded_layernorm = "../../examples/sharded_layernorm.rs",
+    tp_ffn = "../../examples/tp_ffn.rs",
 }
 
 #[derive(Parser, Debug)]
@@ -154,8 +156,17 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let mut outcome = st.execute(&session);
             let p = session.world_size();
+            if let Some(why) = st.world.refuses(p) {
+                if mpi.is_root() && printing {
+                    if let Err(e) = writeln!(out, "step {label:<36} P={p:<2} SKIP: {why}") {
+                        printing = false;
+                        write_error = write_error.or(eagle_runner::write_failure(e));
+                    }
+                }
+                continue;
+            }
+            let mut outcome = st.execute(&session);
             if let Some(q) = mpi.rank_differing(outcome.digest) {
                 outcome.result = Err(eagle::Error::Check(format!(
                     "rank {q}'s outputs differ from rank 0's (digest)"

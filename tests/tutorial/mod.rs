@@ -50,10 +50,12 @@ pub mod sharded_layernorm;
 pub mod sharded_softmax;
 #[path = "../../examples/softmax.rs"]
 pub mod softmax;
+#[path = "../../examples/tp_ffn.rs"]
+pub mod tp_ffn;
 
 /// Every step, then the tile-algebra kernels (softmax, layernorm, matmul), the
 /// math-library kernels (gelu, log_softmax, rotary) and the distributed programs
-/// (sharded_softmax, sharded_layernorm).
+/// (sharded_softmax, sharded_layernorm, tp_ffn).
 pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
@@ -80,6 +82,7 @@ pub fn steps() -> Vec<eagle_runner::Step> {
         rotary::STEP,
         sharded_softmax::STEP,
         sharded_layernorm::STEP,
+        tp_ffn::STEP,
     ]
 }
 
