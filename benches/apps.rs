@@ -27,18 +27,28 @@ fn main() {
         let x = eagle_runner::random_tensor(&[T, D], 1);
         let w1 = eagle_runner::random_tensor(&[p, D, fp], 2);
         let w2 = eagle_runner::random_tensor(&[p, fp, D], 3);
-        let b1 = Tensor::from_vec(w1.shape(), w1.data().iter().map(|&v| bf16::from_f32(v)).collect())
-            .expect("b1");
-        let b2 = Tensor::from_vec(w2.shape(), w2.data().iter().map(|&v| bf16::from_f32(v)).collect())
-            .expect("b2");
+        let b1 = Tensor::from_vec(
+            w1.shape(),
+            w1.data().iter().map(|&v| bf16::from_f32(v)).collect(),
+        )
+        .expect("b1");
+        let b2 = Tensor::from_vec(
+            w2.shape(),
+            w2.data().iter().map(|&v| bf16::from_f32(v)).collect(),
+        )
+        .expect("b2");
         let mut h = Tensor::<f32>::zeros(&[p, T, fp]);
         let mut y = Tensor::<f32>::zeros(&[p, T, D]);
         for mode in ["f32", "bf16"] {
             let mut run = || {
                 if mode == "f32" {
-                    tp_ffn::tp_ffn.launch(&s, &x, &w1, &w2, &mut h, &mut y).expect("f32");
+                    tp_ffn::tp_ffn
+                        .launch(&s, &x, &w1, &w2, &mut h, &mut y)
+                        .expect("f32");
                 } else {
-                    tp_ffn::tp_ffn_bf16.launch(&s, &x, &b1, &b2, &mut h, &mut y).expect("bf16");
+                    tp_ffn::tp_ffn_bf16
+                        .launch(&s, &x, &b1, &b2, &mut h, &mut y)
+                        .expect("bf16");
                 }
             };
             run();

@@ -60,6 +60,10 @@ fn modules() -> Vec<(&'static str, Module)> {
         ),
         ("tp_ffn", tp_ffn::tp_ffn::module().unwrap()),
         ("tp_ffn_bf16", tp_ffn::tp_ffn_bf16::module().unwrap()),
+        (
+            "allgather_gemm",
+            allgather_gemm::allgather_gemm::module().unwrap(),
+        ),
     ]
 }
 
@@ -347,6 +351,13 @@ fn distributed_programs_at_world_sizes_6_to_8() {
     for mode in ["f32", "bf16"] {
         let s = Session::sim(8).unwrap().with_mode(Some(mode.into()));
         (tp_ffn::STEP.run)(&s).unwrap_or_else(|e| panic!("tp_ffn {mode} at P=8: {e}"));
+    }
+    for p in [6, 8] {
+        for mode in ["overlap", "bulk"] {
+            let s = Session::sim(p).unwrap().with_mode(Some(mode.into()));
+            (allgather_gemm::STEP.run)(&s)
+                .unwrap_or_else(|e| panic!("allgather_gemm {mode} at P={p}: {e}"));
+        }
     }
 }
 

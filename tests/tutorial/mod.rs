@@ -34,6 +34,8 @@ pub mod step15;
 #[path = "../../examples/16_several_collectives.rs"]
 pub mod step16;
 
+#[path = "../../examples/allgather_gemm.rs"]
+pub mod allgather_gemm;
 #[path = "../../examples/gelu.rs"]
 pub mod gelu;
 #[path = "../../examples/layernorm.rs"]
@@ -55,7 +57,7 @@ pub mod tp_ffn;
 
 /// Every step, then the tile-algebra kernels (softmax, layernorm, matmul), the
 /// math-library kernels (gelu, log_softmax, rotary) and the distributed programs
-/// (sharded_softmax, sharded_layernorm, tp_ffn).
+/// (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm).
 pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
@@ -83,6 +85,7 @@ pub fn steps() -> Vec<eagle_runner::Step> {
         sharded_softmax::STEP,
         sharded_layernorm::STEP,
         tp_ffn::STEP,
+        allgather_gemm::STEP,
     ]
 }
 
