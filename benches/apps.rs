@@ -1,13 +1,17 @@
 //! The distributed programs (issue 16): `tp_ffn` tokens per second at P = 1, 2, 4 on `sim`,
-//! in both weight modes. Each cell is the median of 7 launches after one to compile (the
-//! launch includes copying the arguments in and out, which `sim` does per device). Prints a
-//! markdown table (the one in `docs/performance.md`).
+//! in both weight modes, and `allgather_gemm` overlapped against bulk at P = 2, 4. Each cell
+//! is the median of 7 launches after one to compile (the launch includes copying the
+//! arguments in and out, which `sim` does per device). Prints markdown tables (the ones in
+//! `docs/performance.md`).
 //!
 //! `cargo bench --bench apps`
 
 use eagle::prelude::*;
 use std::time::Instant;
 
+#[allow(dead_code)]
+#[path = "../examples/allgather_gemm.rs"]
+mod allgather_gemm;
 #[allow(dead_code)]
 #[path = "../examples/tp_ffn.rs"]
 mod tp_ffn;
@@ -66,5 +70,39 @@ fn main() {
                 T as f64 / t
             );
         }
+    }
+    println!();
+    println!("| program | P | overlap (ms) | bulk (ms) | bulk / overlap |");
+    println!("|---|---|---|---|---|");
+    for p in [2usize, 4] {
+        use allgather_gemm::{K, M, N};
+        let s = Session::sim(p).expect("session").with_race_check(false);
+        let a = eagle_runner::random_tensor(&[p, M, K], 1);
+        let b = eagle_runner::random_tensor(&[K, N], 2);
+        let mut c = Tensor::<f32>::zeros(&[p, p * M, N]);
+        let mut time = |overlap: bool| {
+            let mut run = || {
+                allgather_gemm::allgather_gemm
+                    .launch(&s, &a, &b, &mut c, overlap)
+                    .expect("allgather_gemm");
+            };
+            run();
+            median(
+                (0..7)
+                    .map(|_| {
+                        let t = Instant::now();
+                        run();
+                        t.elapsed().as_secs_f64()
+                    })
+                    .collect(),
+            )
+        };
+        let (o, bk) = (time(true), time(false));
+        println!(
+            "| `allgather_gemm` (M = {M} rows per rank) | {p} | {:.2} | {:.2} | {:.2} |",
+            o * 1e3,
+            bk * 1e3,
+            bk / o
+        );
     }
 }
