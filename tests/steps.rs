@@ -64,6 +64,10 @@ fn modules() -> Vec<(&'static str, Module)> {
             "allgather_gemm",
             allgather_gemm::allgather_gemm::module().unwrap(),
         ),
+        (
+            "gemm_reduce_scatter",
+            gemm_reduce_scatter::gemm_reduce_scatter::module().unwrap(),
+        ),
     ]
 }
 
@@ -357,6 +361,9 @@ fn distributed_programs_at_world_sizes_6_to_8() {
             let s = Session::sim(p).unwrap().with_mode(Some(mode.into()));
             (allgather_gemm::STEP.run)(&s)
                 .unwrap_or_else(|e| panic!("allgather_gemm {mode} at P={p}: {e}"));
+            let s = Session::sim(p).unwrap().with_mode(Some(mode.into()));
+            (gemm_reduce_scatter::STEP.run)(&s)
+                .unwrap_or_else(|e| panic!("gemm_reduce_scatter {mode} at P={p}: {e}"));
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The eagle runner: runs every tutorial step, then the tile-algebra kernels (softmax,
 //! layernorm, matmul), the math-library kernels (gelu, log_softmax, rotary) and the
-//! distributed programs (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm), at the
-//! world size given
+//! distributed programs (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm,
+//! gemm_reduce_scatter), at the world size given
 //! by `-d`. A program whose layout does not split at that size prints `SKIP` and the reason.
 //!
 //! `cargo run --release -- -d 0,1,2,3` prints one line per step and mode (step, P, compile ms,
@@ -51,6 +51,7 @@ steps! {
     sharded_layernorm = "../../examples/sharded_layernorm.rs",
     tp_ffn = "../../examples/tp_ffn.rs",
     allgather_gemm = "../../examples/allgather_gemm.rs",
+    gemm_reduce_scatter = "../../examples/gemm_reduce_scatter.rs",
 }
 
 #[derive(Parser, Debug)]

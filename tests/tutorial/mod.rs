@@ -38,6 +38,8 @@ pub mod step16;
 pub mod allgather_gemm;
 #[path = "../../examples/gelu.rs"]
 pub mod gelu;
+#[path = "../../examples/gemm_reduce_scatter.rs"]
+pub mod gemm_reduce_scatter;
 #[path = "../../examples/layernorm.rs"]
 pub mod layernorm;
 #[path = "../../examples/log_softmax.rs"]
@@ -57,7 +59,7 @@ pub mod tp_ffn;
 
 /// Every step, then the tile-algebra kernels (softmax, layernorm, matmul), the
 /// math-library kernels (gelu, log_softmax, rotary) and the distributed programs
-/// (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm).
+/// (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm, gemm_reduce_scatter).
 pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
@@ -86,6 +88,7 @@ pub fn steps() -> Vec<eagle_runner::Step> {
         sharded_layernorm::STEP,
         tp_ffn::STEP,
         allgather_gemm::STEP,
+        gemm_reduce_scatter::STEP,
     ]
 }
 
