@@ -415,3 +415,150 @@ fn mixing_f16_with_f32_is_an_error_at_the_line() {
         "{e}"
     );
 }
+
+/// Constants of the storage dtypes stored straight to memory, and passed to a compute kernel
+/// (a regression: they were folded into constants of the storage dtype, which the backends
+/// did not hold as their bit patterns).
+#[eagle::kernel]
+pub fn add_f16(b: f16, x: Tensor<f16, 4>, y: Out<Tensor<f16, 4>>) {
+    for i in 0..4 {
+        y[i] = x[i] + b;
+    }
+}
+#[eagle::kernel]
+pub fn add_i8(b: i8, x: Tensor<i8, 4>, y: Out<Tensor<i8, 4>>) {
+    for i in 0..4 {
+        y[i] = x[i] + b;
+    }
+}
+#[eagle::kernel(device)]
+pub fn constants(
+    ctx: Ctx,
+    x: Tensor<f16, 4>,
+    x8: Tensor<i8, 4>,
+    y: Out<Tensor<f16, 6>>,
+    yb: Out<Tensor<bf16, 2>>,
+    y8: Out<Tensor<i8, 3>>,
+    a8: Out<Tensor<u8, 2>>,
+    z: Out<Tensor<f16, 4>>,
+    z8: Out<Tensor<i8, 4>>,
+) {
+    y[0] = 0.5;
+    let c: f16 = 0.5;
+    y[1] = c;
+    y[2] = c + 1.0;
+    y[3] = -c;
+    let d: f16 = 0.1;
+    y[4] = d * 3.0;
+    y[5] = c / 0.0;
+    yb[0] = 2.0;
+    yb[1] = bf16::from_bits(0x4040u16);
+    y8[0] = 5;
+    y8[1] = -3;
+    let q: i8 = 100;
+    y8[2] = q + q;
+    a8[0] = 200;
+    a8[1] = 7;
+    add_f16(1.5, x, z);
+    add_i8(5, x8, z8);
+}
+#[eagle::host]
+pub fn constants_host(
+    x: Tensor<f16, 4>,
+    x8: Tensor<i8, 4>,
+    y: Out<Tensor<f16, 6>>,
+    yb: Out<Tensor<bf16, 2>>,
+    y8: Out<Tensor<i8, 3>>,
+    a8: Out<Tensor<u8, 2>>,
+    z: Out<Tensor<f16, 4>>,
+    z8: Out<Tensor<i8, 4>>,
+) {
+    constants(x, x8, y, yb, y8, a8, z, z8, device = 0);
+}
+
+fn check_constants(s: &Session) {
+    let x = Tensor::from_vec(&[4], vec![f16::ONE; 4]).unwrap();
+    let x8 = Tensor::from_vec(&[4], vec![1i8, -7, 120, 0]).unwrap();
+    let mut y = Tensor::<f16>::zeros(&[6]);
+    let mut yb = Tensor::<bf16>::zeros(&[2]);
+    let mut y8 = Tensor::<i8>::zeros(&[3]);
+    let mut a8 = Tensor::<u8>::zeros(&[2]);
+    let mut z = Tensor::<f16>::zeros(&[4]);
+    let mut z8 = Tensor::<i8>::zeros(&[4]);
+    constants_host
+        .launch(
+            s, &x, &x8, &mut y, &mut yb, &mut y8, &mut a8, &mut z, &mut z8,
+        )
+        .unwrap();
+    let h = f16::from_f32;
+    let d = h(0.1).to_f32();
+    let want = [h(0.5), h(0.5), h(1.5), h(-0.5), h(d * 3.0), f16::INFINITY];
+    let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(y.data()), bits(&want));
+    assert_eq!(yb.data(), &[bf16::from_f32(2.0), bf16::from_f32(3.0)]);
+    assert_eq!(y8.data(), &[5, -3, -56]);
+    assert_eq!(a8.data(), &[200, 7]);
+    assert_eq!(bits(z.data()), bits(&[h(2.5); 4]));
+    assert_eq!(z8.data(), &[6, -2, 125, 5]);
+}
+
+#[test]
+fn storage_dtype_constants_are_stored_and_passed_as_their_values() {
+    check_constants(&Session::sim(1).unwrap());
+    #[cfg(feature = "cuda")]
+    {
+        emulation::cxx();
+        check_constants(&Session::cuda_emulated(vec![0]).unwrap());
+    }
+}
+
+/// `f16::from_bits` of an unsuffixed literal takes `u16`.
+#[eagle::kernel(device)]
+pub fn from_bits_literal(ctx: Ctx, y: Out<Tensor<f16, 1>>) {
+    y[0] = f16::from_bits(0x3c01);
+}
+#[eagle::host]
+pub fn from_bits_literal_host(y: Out<Tensor<f16, 1>>) {
+    from_bits_literal(y, device = 0);
+}
+
+/// An `i8` literal out of range.
+#[eagle::kernel(device)]
+pub fn i8_literal(ctx: Ctx, y: Out<Tensor<i8, 1>>) {
+    y[0] = 300; // marker: i8 literal
+}
+
+/// A float literal beyond `f16`'s range.
+#[eagle::kernel(device)]
+pub fn f16_literal(ctx: Ctx, x: Tensor<f16, 1>, y: Out<Tensor<f16, 1>>) {
+    y[0] = x[0] * 1e10; // marker: f16 literal
+}
+
+fn line_of(marker: &str) -> u32 {
+    let src = include_str!("narrow.rs");
+    let at = src.find(&format!("// {marker}\n")).unwrap();
+    src[..at].lines().count() as u32
+}
+
+#[test]
+fn literals_of_storage_dtypes_are_checked_at_the_line() {
+    let mut y = Tensor::<f16>::zeros(&[1]);
+    from_bits_literal_host
+        .launch(&Session::sim(1).unwrap(), &mut y)
+        .unwrap();
+    assert_eq!(y.data()[0].to_bits(), 0x3c01);
+    let e = i8_literal.ir().unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "integer literal `300` does not fit `i8` (range -128..=127) (at tests/narrow.rs:"
+        ) && e.contains(&format!("narrow.rs:{}:", line_of("marker: i8 literal"))),
+        "{e}"
+    );
+    let e = f16_literal.ir().unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "float literal `1e10` is out of range for `f16` (its largest value is 6.5504e4)"
+        ) && e.contains(&format!("narrow.rs:{}:", line_of("marker: f16 literal"))),
+        "{e}"
+    );
+}

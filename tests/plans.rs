@@ -1004,3 +1004,38 @@ fn mapreduce_land_runs_on_bool_tensors_everywhere() {
         "RankPartition gathers outputs as f64: output plane `out` is bool; declare it `f64`"
     );
 }
+
+/// A sum of `f16` samples: each add in `f32` rounded to `f16`, in the rows-of-32 order.
+#[eagle::kernel(sample)]
+pub fn sum_f16(s: usize, x: Tensor<f16, N>, out: Out<Tensor<f16, 1>>) {
+    out[0] = out[0] + x[s];
+}
+
+#[test]
+fn mapreduce_over_f16_rounds_after_each_add() {
+    let n = 1000;
+    let xs: Vec<f16> = (0..n)
+        .map(|i| f16::from_f32(0.1 + (i % 7) as f32 * 0.37))
+        .collect();
+    let x = Tensor::from_vec(&[n], xs.clone()).unwrap();
+    // The documented order: rows of ROW samples, each summed from 0 in sample order with an
+    // f16 rounding per add, then the rows folded in row order (f16 adds too).
+    let add = |a: f16, b: f16| f16::from_f32(a.to_f32() + b.to_f32());
+    let want = xs
+        .chunks(ROW)
+        .map(|row| row.iter().fold(f16::ZERO, |a, &b| add(a, b)))
+        .fold(f16::ZERO, add);
+    for st in [Structure::HostTeam, Structure::DeviceKernel] {
+        let mut out = Tensor::<f16>::zeros(&[1]);
+        plan(sum_f16, st, Structure::HostTeam)
+            .unwrap()
+            .run(0, &mut Planes::new().input("x", &x).output("out", &mut out))
+            .unwrap();
+        assert_eq!(
+            out.data()[0].to_bits(),
+            want.to_bits(),
+            "{st:?}: {} vs {want}",
+            out.data()[0]
+        );
+    }
+}

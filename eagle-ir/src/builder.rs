@@ -342,7 +342,19 @@ impl FunctionBuilder<'_> {
             (Const::F32(x), DType::F64) => Const::F64(x as f64),
             // A 16-bit float constant is the `f32` of its value, the literal rounded once.
             (Const::F64(x), DType::F16 | DType::BF16) => {
-                Const::F32(crate::eval::narrow_float(x, d).widen_float())
+                let v = crate::eval::narrow_float(x, d).widen_float();
+                if x.is_finite() && v.is_infinite() {
+                    // rustc refuses an overflowing literal too (`overflowing_literals`).
+                    return self.err(format!(
+                        "float literal `{x:e}` is out of range for `{d}` (its largest value is {:e}){}; scale the computation or use a wider dtype",
+                        match d {
+                            DType::F16 => crate::math::narrow::F16.max(),
+                            _ => crate::math::narrow::BF16.max(),
+                        },
+                        self.here()
+                    ));
+                }
+                Const::F32(v)
             }
             (Const::F32(x), DType::F16 | DType::BF16) => {
                 Const::F32(crate::eval::narrow_float(x as f64, d).widen_float())
@@ -362,7 +374,8 @@ impl FunctionBuilder<'_> {
             };
             if i < lo || i > hi {
                 return self.err(format!(
-                    "integer literal `{i}` does not fit `{d}` (range {lo}..={hi}); use a wider type or a smaller value"
+                    "integer literal `{i}` does not fit `{d}` (range {lo}..={hi}){}; use a wider type or a smaller value",
+                    self.here()
                 ));
             }
         }
@@ -789,6 +802,7 @@ impl FunctionBuilder<'_> {
     /// and an integer of the same width ([`DType::bitcasts_to`]).
     pub fn bitcast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
         let hint = match dtype {
+            DType::F16 | DType::BF16 => Some(DType::U16),
             DType::F32 => Some(DType::U32),
             DType::F64 => Some(DType::U64),
             _ => None,
@@ -797,7 +811,7 @@ impl FunctionBuilder<'_> {
         let from = self.ty(a).dtype().unwrap_or(DType::Bool);
         if !from.bitcasts_to(dtype) {
             return self.err(format!(
-                "`{}::from_bits` / `to_bits` keeps the bits between a float and an integer of the same width (`f32` and `u32`, `f64` and `u64`), found `{}` to `{}`{}; convert values with `as`",
+                "`{}::from_bits` / `to_bits` keeps the bits between a float and an integer of the same width (`f16`/`bf16` and `u16`, `f32` and `u32`, `f64` and `u64`), found `{}` to `{}`{}; convert values with `as`",
                 rust_name(dtype),
                 rust_name(from),
                 rust_name(dtype),

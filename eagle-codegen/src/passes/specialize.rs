@@ -236,6 +236,10 @@ fn range_bin(op: BinOp, a: Range, b: Range) -> Option<Range> {
 
 struct Spec<'a> {
     b: &'a Bindings,
+    /// Storage dtypes are widened (the second pass of a device or compute function): a value
+    /// of a storage dtype is then a bit pattern on its way to or from memory, and is not
+    /// folded into a constant (the backends hold no constants of those dtypes).
+    widened: bool,
     consts: HashMap<Value, Const>,
     ranges: HashMap<Value, Range>,
     /// Tensor values that are (slices of) a parameter: (param name, dims sliced off).
@@ -539,6 +543,9 @@ impl Spec<'_> {
     /// reference evaluator's result (`eagle_ir::eval`). `None` when an operand is unknown or
     /// the evaluation fails (a division by zero is left to the run-time check).
     fn fold(&self, f: &Function, kind: &OpKind, to: Option<DType>) -> Option<Const> {
+        if self.widened && to.is_some_and(DType::is_narrow) {
+            return None;
+        }
         let args = kind
             .operands()
             .into_iter()
@@ -1056,6 +1063,7 @@ pub fn specialize_for(
             }
             let mut s = Spec {
                 b,
+                widened: pass == 1 && f.level != Level::Host,
                 consts: HashMap::new(),
                 ranges: HashMap::new(),
                 origin: f
