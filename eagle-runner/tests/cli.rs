@@ -29,8 +29,13 @@ fn runner_prints_ok_for_every_step_and_mode() {
         let stdout = text(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
         let lines: Vec<&str> = stdout.lines().collect();
-        assert_eq!(lines.len(), 33, "{stdout}");
+        assert_eq!(lines.len(), 41, "{stdout}");
         for l in &lines {
+            // tp_ffn's layout needs P to divide ffn = 1024: at P = 3 the runner says so.
+            if p == 3 && l.starts_with("step 25 tp_ffn") {
+                assert!(l.ends_with("SKIP: the layout splits `ffn` = 1024 across ranks; P = 3 does not divide it"), "{l}");
+                continue;
+            }
             assert!(l.ends_with("OK"), "{l}");
             assert!(l.contains(&format!("P={p} ")), "{l}");
         }

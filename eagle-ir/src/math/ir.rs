@@ -1,7 +1,7 @@
 //! The IR instance of [`Real`]: each primitive appends one IR op. [`expand_function`] replaces
 //! every `OpKind::Math` op by the ops of its one definition.
 
-use super::lanes::{Bits, Mask, Real, Triple};
+use super::lanes::{Bits, Mask, Real};
 use super::MathFn;
 use crate::ir::{BinOp, Block, CmpOp, Const, Function, Loc, Op, OpKind, UnOp, Value};
 use crate::types::{DType, Type};
@@ -220,9 +220,10 @@ impl Real for F {
     fn from_bits(b: U) -> F {
         F(push(OpKind::Bitcast(b.0), DType::F64))
     }
-    /// `if any(m) { vars = f() }`: `f`'s ops in the then-block of one `if` on a scalar, with
-    /// three variables carrying the results out (initialised to `otherwise`).
-    fn if_any(m: M, f: impl FnOnce() -> Triple<F>, otherwise: Triple<F>) -> Triple<F> {
+    /// `if any(m) { v = f() }`: `f`'s ops in the then-block of one `if` on a scalar, with a
+    /// variable carrying the result out (initialised to `otherwise`). `f` builds one value, so
+    /// the block is one fused tree.
+    fn if_any(m: M, f: impl FnOnce() -> F, otherwise: F) -> F {
         let ty = |v: Value| with(|e| e.values[v.index()].clone());
         let any = match ty(m.0) {
             Type::Tile(..) => {
@@ -243,15 +244,15 @@ impl Real for F {
             }
             _ => m.0,
         };
-        let init = [otherwise.0 .0, otherwise.1 .0, otherwise.2 .0];
-        let vars = init
-            .map(|v| push_typed(OpKind::Var(v), Some(Type::Ref(Box::new(ty(v))))).expect("typed"));
+        let var = push_typed(
+            OpKind::Var(otherwise.0),
+            Some(Type::Ref(Box::new(ty(otherwise.0)))),
+        )
+        .expect("typed");
         // The then-block: its own ops, and constants that do not leak out of it.
         let outer = with(|e| (std::mem::take(&mut e.ops), e.consts.clone()));
-        let (n, h, l) = f();
-        for (var, v) in vars.iter().zip([n.0, h.0, l.0]) {
-            push_typed(OpKind::Write(*var, v), None);
-        }
+        let v = f();
+        push_typed(OpKind::Write(var, v.0), None);
         let then_ops = with(|e| {
             e.consts = outer.1;
             std::mem::replace(&mut e.ops, outer.0)
@@ -264,14 +265,7 @@ impl Real for F {
             },
             None,
         );
-        let [n, h, l] = vars.map(|var| {
-            let t = match ty(var) {
-                Type::Ref(t) => *t,
-                t => t,
-            };
-            push_typed(OpKind::Read(var), Some(t)).expect("typed")
-        });
-        (U(n), F(h), F(l))
+        F(push_typed(OpKind::Read(var), Some(ty(otherwise.0))).expect("typed"))
     }
 }
 

@@ -72,15 +72,12 @@ pub trait Real:
     fn to_bits(self) -> Self::Bits;
     /// The float with these bits (`f64::from_bits`).
     fn from_bits(b: Self::Bits) -> Self;
-    /// `f()` where some lane of `m` holds, else `otherwise`: an instance may skip `f` when no
-    /// lane of `m` holds (the IR instance does, with one branch for a whole tile). The caller
-    /// selects by `m` lane by lane afterwards, so the result never depends on the skipping.
-    /// This is the only control flow in the library: the rare slow path of a reduction.
-    fn if_any(
-        m: Self::Mask,
-        f: impl FnOnce() -> Triple<Self>,
-        otherwise: Triple<Self>,
-    ) -> Triple<Self>;
+    /// `f()` where some lane of `m` holds, else `otherwise`, for an `f` that equals
+    /// `otherwise` in every lane where `m` does not hold: an instance may skip `f` when no lane
+    /// of `m` holds (the IR instance does, with one branch for a whole tile), and the result
+    /// never depends on the skipping. The only control flow in the library: the rare slow path
+    /// of a reduction.
+    fn if_any(m: Self::Mask, f: impl FnOnce() -> Self, otherwise: Self) -> Self;
 
     /// `self > o`.
     fn gt(self, o: Self) -> Self::Mask {
@@ -95,9 +92,6 @@ pub trait Real:
         !self.eq(self)
     }
 }
-
-/// An integer and a two-part float (a reduced argument: quadrant `n`, `hi`, `lo`).
-pub type Triple<R> = (<R as Real>::Bits, R, R);
 
 /// The `u64` lane of the reference instance: wrapping arithmetic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,7 +184,7 @@ impl Real for f64 {
     fn from_bits(b: W) -> f64 {
         f64::from_bits(b.0)
     }
-    fn if_any(m: bool, f: impl FnOnce() -> Triple<f64>, otherwise: Triple<f64>) -> Triple<f64> {
+    fn if_any(m: bool, f: impl FnOnce() -> f64, otherwise: f64) -> f64 {
         if m {
             f()
         } else {

@@ -167,9 +167,8 @@ pub fn rem_pio2_medium<R: Real>(x: R) -> (R::Bits, R, R) {
 /// `1.5 * 2^20`, Payne-Hanek above (both computed, one selected). Returns (`n` bits, hi, lo).
 pub fn rem_pio2<R: Real>(x: R) -> (R::Bits, R, R) {
     let (nm, hm, lm) = rem_pio2_medium(x);
+    let (nl, hl, ll) = rem_pio2_large(x);
     let big = x.abs().ge(R::lit(MEDIUM_LIMIT));
-    // Payne-Hanek only where some lane needs it (for a tile: one branch for all its lanes).
-    let (nl, hl, ll) = R::if_any(big, || rem_pio2_large(x), (nm, hm, lm));
     (
         R::Bits::select(big, nl, nm),
         R::select(big, hl, hm),
@@ -273,7 +272,19 @@ fn specials<R: Real>(x: R, r: R, keep_zero: bool) -> R {
 /// `sin x`: fdlibm/musl `sin` (reduction by `rem_pio2`: Cody-Waite, Payne-Hanek for huge
 /// `x`; `__kernel_sin`/`__kernel_cos` by quadrant).
 pub fn sin<R: Real>(x: R) -> R {
-    let (n, y0, y1) = rem_pio2(x);
+    with_reduction(x, sin_reduced)
+}
+
+/// `f(x, rem_pio2(x))`, computing the Payne-Hanek reduction only when some lane needs it:
+/// `f` of the Cody-Waite reduction alone is the result wherever `|x| < 1.5 * 2^20`, so where
+/// no lane is that large (a whole tile, one branch) it is the result.
+fn with_reduction<R: Real>(x: R, f: fn(R, (R::Bits, R, R)) -> R) -> R {
+    let big = x.abs().ge(R::lit(MEDIUM_LIMIT));
+    let medium = f(x, rem_pio2_medium(x));
+    R::if_any(big, || f(x, rem_pio2(x)), medium)
+}
+
+fn sin_reduced<R: Real>(x: R, (n, y0, y1): (R::Bits, R, R)) -> R {
     let s = kernel_sin(y0, y1);
     let c = kernel_cos(y0, y1);
     let odd = (n & R::Bits::lit(1)).eq(R::Bits::lit(1));
@@ -285,7 +296,10 @@ pub fn sin<R: Real>(x: R) -> R {
 /// `cos x`: fdlibm/musl `cos` (reduction by `rem_pio2`: Cody-Waite, Payne-Hanek for huge
 /// `x`; `__kernel_cos`/`__kernel_sin` by quadrant).
 pub fn cos<R: Real>(x: R) -> R {
-    let (n, y0, y1) = rem_pio2(x);
+    with_reduction(x, cos_reduced)
+}
+
+fn cos_reduced<R: Real>(x: R, (n, y0, y1): (R::Bits, R, R)) -> R {
     let s = kernel_sin(y0, y1);
     let c = kernel_cos(y0, y1);
     let odd = (n & R::Bits::lit(1)).eq(R::Bits::lit(1));
@@ -297,7 +311,10 @@ pub fn cos<R: Real>(x: R) -> R {
 /// `tan x`: fdlibm/musl `tan` (reduction by `rem_pio2`: Cody-Waite, Payne-Hanek for huge
 /// `x`; `__kernel_tan` with the parity of `n`).
 pub fn tan<R: Real>(x: R) -> R {
-    let (n, y0, y1) = rem_pio2(x);
+    with_reduction(x, tan_reduced)
+}
+
+fn tan_reduced<R: Real>(x: R, (n, y0, y1): (R::Bits, R, R)) -> R {
     let odd = (n & R::Bits::lit(1)).eq(R::Bits::lit(1));
     let r = kernel_tan(y0, y1, odd);
     specials(x, r, true)
