@@ -529,13 +529,13 @@ unsafe impl Sync for Ptr {}
 
 fn identity(kind: ReduceKind, d: DType) -> Vec<u8> {
     use eagle_ir::eval::{cast, Scalar};
-    let top = 1u64 << (8 * d.size() - 1);
+    use eagle_ir::tile::reduce_identity;
+    use eagle_ir::ReduceOp;
     let s = match kind {
+        // A mapreduce's rows start from +0 (the tile reductions' lanes from -0.0).
         ReduceKind::Sum => Scalar::from_bits(0, d),
-        ReduceKind::Times => cast(Scalar::I32(1), d),
-        ReduceKind::Max if d.is_float() => cast(Scalar::F64(f64::NEG_INFINITY), d),
-        ReduceKind::Max if d.is_signed() => Scalar::from_bits(top, d),
-        ReduceKind::Max => Scalar::from_bits(0, d),
+        ReduceKind::Times => reduce_identity(ReduceOp::Prod, d),
+        ReduceKind::Max => reduce_identity(ReduceOp::Max, d),
         ReduceKind::Land => cast(Scalar::Bool(true), d),
     };
     s.bits().to_le_bytes()[..d.size()].to_vec()

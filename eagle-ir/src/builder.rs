@@ -347,10 +347,7 @@ impl FunctionBuilder<'_> {
                     // rustc refuses an overflowing literal too (`overflowing_literals`).
                     return self.err(format!(
                         "float literal `{x:e}` is out of range for `{d}` (its largest value is {:e}){}; scale the computation or use a wider dtype",
-                        match d {
-                            DType::F16 => crate::math::narrow::F16.max(),
-                            _ => crate::math::narrow::BF16.max(),
-                        },
+                        crate::math::narrow::Format::of(d).map_or(f64::MAX, |f| f.max()),
                         self.here()
                     ));
                 }

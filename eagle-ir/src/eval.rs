@@ -27,7 +27,7 @@
 
 use crate::ir::{BinOp, CmpOp, Const, OpKind, UnOp};
 use crate::math::lanes::W;
-use crate::math::narrow::{decode, encode, round_to, BF16, F16};
+use crate::math::narrow::{decode, encode, round_to, Format, BF16};
 use crate::types::DType;
 use std::fmt;
 
@@ -248,24 +248,19 @@ impl Scalar {
     /// The `f32` holding an `f16` or `bf16` value exactly (NaN quieted, payload kept), by
     /// [`crate::math::narrow::decode`]; 0 for other dtypes.
     pub fn widen_float(self) -> f32 {
-        match self {
-            Scalar::F16(v) => decode::<f64>(W(v.to_bits() as u64), F16) as f32,
-            Scalar::BF16(v) => decode::<f64>(W(v.to_bits() as u64), BF16) as f32,
-            _ => 0.0,
+        match Format::of(self.dtype()) {
+            Some(fmt) => decode::<f64>(W(self.bits()), fmt) as f32,
+            None => 0.0,
         }
     }
 }
 
-/// `x` rounded to the 16-bit float dtype `d` (`f16` or `bf16`), ties to even, by
+/// `x` rounded to the 16-bit float dtype `d` (`f16` or `bf16`; callers pass no other), ties
+/// to even, by
 /// [`crate::math::narrow::round_to`]; `half`'s `from_f64` (and `from_f32` for an `f32` `x`).
 pub fn narrow_float(x: f64, d: DType) -> Scalar {
-    let fmt = if d == DType::F16 { F16 } else { BF16 };
-    let bits = encode::<f64>(round_to(x, fmt), fmt).0 as u16;
-    if d == DType::F16 {
-        Scalar::F16(half::f16::from_bits(bits))
-    } else {
-        Scalar::BF16(half::bf16::from_bits(bits))
-    }
+    let fmt = Format::of(d).unwrap_or(BF16);
+    Scalar::from_bits(encode::<f64>(round_to(x, fmt), fmt).0, d)
 }
 
 /// The compute-dtype value of a storage-dtype scalar ([`DType::compute`]): `i8`/`i16` as

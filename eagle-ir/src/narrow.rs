@@ -28,7 +28,7 @@
 //! in bitcasts of a 16-bit float to `u16` and back.
 
 use crate::ir::{BinOp, Block, Const, Function, Loc, Op, OpKind, UnOp, Value};
-use crate::math::narrow::{Format, BF16, F16};
+use crate::math::narrow::{Format, BF16};
 use crate::math::{emit_decode, emit_encode, emit_round};
 use crate::tile::TileOp;
 use crate::types::{DType, Type};
@@ -53,13 +53,9 @@ pub(crate) fn widen_type(t: &Type) -> Type {
     }
 }
 
-/// The 16-bit float format of `d`.
+/// The 16-bit float format of `d` (a 16-bit float dtype).
 fn format(d: DType) -> Format {
-    if d == DType::F16 {
-        F16
-    } else {
-        BF16
-    }
+    Format::of(d).unwrap_or(BF16)
 }
 
 /// Rewrites `f` so that every value of a storage dtype is computed in its compute dtype (see

@@ -828,22 +828,13 @@ pub fn reduce_identity(op: ReduceOp, d: DType) -> Scalar {
     match (op, d) {
         (ReduceOp::Sum, _) => add_identity(d),
         (ReduceOp::Prod, _) => eval::cast(Scalar::I64(1), d),
-        (ReduceOp::Max, DType::F32) => Scalar::F32(f32::NEG_INFINITY),
-        (ReduceOp::Max, DType::F64) => Scalar::F64(f64::NEG_INFINITY),
-        (ReduceOp::Min, DType::F32) => Scalar::F32(f32::INFINITY),
-        (ReduceOp::Min, DType::F64) => Scalar::F64(f64::INFINITY),
-        (ReduceOp::Max, _) => match d {
-            DType::I32 => Scalar::I32(i32::MIN),
-            DType::I64 => Scalar::I64(i64::MIN),
-            DType::Index => Scalar::Index(i64::MIN),
-            _ => Scalar::from_bits(0, d),
-        },
-        (ReduceOp::Min, _) => match d {
-            DType::I32 => Scalar::I32(i32::MAX),
-            DType::I64 => Scalar::I64(i64::MAX),
-            DType::Index => Scalar::Index(i64::MAX),
-            _ => Scalar::from_bits(u64::MAX, d),
-        },
+        (ReduceOp::Max, _) if d.is_float() => eval::cast(Scalar::F64(f64::NEG_INFINITY), d),
+        (ReduceOp::Min, _) if d.is_float() => eval::cast(Scalar::F64(f64::INFINITY), d),
+        // The least and greatest integers of the dtype's width (`index` is signed).
+        (ReduceOp::Max, _) if d.is_signed() => Scalar::from_bits(1 << (8 * d.size() - 1), d),
+        (ReduceOp::Min, _) if d.is_signed() => Scalar::from_bits(!0 >> (65 - 8 * d.size()), d),
+        (ReduceOp::Max, _) => Scalar::from_bits(0, d),
+        (ReduceOp::Min, _) => Scalar::from_bits(u64::MAX, d),
     }
 }
 

@@ -41,6 +41,14 @@ pub const BF16: Format = Format {
 };
 
 impl Format {
+    /// The format of a 16-bit float dtype (`None` for any other dtype).
+    pub fn of(d: crate::DType) -> Option<Format> {
+        match d {
+            crate::DType::F16 => Some(F16),
+            crate::DType::BF16 => Some(BF16),
+            _ => None,
+        }
+    }
     /// The smallest normal exponent (`1 - bias`).
     fn emin(self) -> i64 {
         1 - self.bias
