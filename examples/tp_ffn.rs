@@ -28,132 +28,76 @@ pub const F: usize = 1024;
 pub const B: usize = 64;
 const NR: Dim = dynamic!("NR");
 
-/// Per-device program, `f32` weights.
-#[eagle::kernel(device)]
-pub fn ffn_shard(
-    ctx: Ctx,
-    x: Tensor<f32, T, D>,
-    w1: Tensor<f32, D, { F / NR }>,
-    w2: Tensor<f32, { F / NR }, D>,
-    h: Out<Tensor<f32, T, { F / NR }>>,
-    y: Out<Tensor<f32, T, D>>,
-    part: Window<f32, T, D>,
-    sum: Window<f32, T, D>,
-) {
-    let blocks = F / nranks(ctx) / B;
-    // h = gelu(x W1_r), B columns at a time.
-    for j in 0..blocks {
-        let mut acc = zeros([T, B], f32);
-        for k in 0..D / B {
-            acc = matmul_acc(
-                acc,
-                load(x, [0, k * B], [T, B]),
-                load(w1, [k * B, j * B], [B, B]),
-            );
+/// Defines the per-device program `$dev` and the host `$host` for weights of dtype `$w`: one
+/// source for both modes. Each weight tile is cast to `f32` (exact; a no-op for `f32`), so
+/// every product and sum is `f32`.
+macro_rules! tp_ffn_program {
+    ($dev:ident, $host:ident, $w:ident) => {
+        /// Per-device program: `h = gelu(x W1_r)`, the partial `h W2_r`, the allreduce.
+        #[eagle::kernel(device)]
+        pub fn $dev(
+            ctx: Ctx,
+            x: Tensor<f32, T, D>,
+            w1: Tensor<$w, D, { F / NR }>,
+            w2: Tensor<$w, { F / NR }, D>,
+            h: Out<Tensor<f32, T, { F / NR }>>,
+            y: Out<Tensor<f32, T, D>>,
+            part: Window<f32, T, D>,
+            sum: Window<f32, T, D>,
+        ) {
+            let blocks = F / nranks(ctx) / B;
+            // h = gelu(x W1_r), B columns at a time.
+            for j in 0..blocks {
+                let mut acc = zeros([T, B], f32);
+                for k in 0..D / B {
+                    let w = load(w1, [k * B, j * B], [B, B]) as f32;
+                    acc = matmul_acc(acc, load(x, [0, k * B], [T, B]), w);
+                }
+                let inner = (acc + acc * acc * acc * 0.044715) * 0.7978845608028654;
+                store(h, [0, j * B], acc * 0.5 * (inner.tanh() + 1.0));
+            }
+            // The partial h W2_r, B columns at a time.
+            for n in 0..D / B {
+                let mut acc = zeros([T, B], f32);
+                for j in 0..blocks {
+                    let w = load(w2, [j * B, n * B], [B, B]) as f32;
+                    acc = matmul_acc(acc, load(h, [0, j * B], [T, B]), w);
+                }
+                store(part, [0, n * B], acc);
+            }
+            allreduce(ctx, part, sum, Sum, TwoPhase);
+            get(y, rank(ctx), sum);
         }
-        let inner = (acc + acc * acc * acc * 0.044715) * 0.7978845608028654;
-        store(h, [0, j * B], acc * 0.5 * (inner.tanh() + 1.0));
-    }
-    // The partial h W2_r, B columns at a time.
-    for n in 0..D / B {
-        let mut acc = zeros([T, B], f32);
-        for j in 0..blocks {
-            acc = matmul_acc(
-                acc,
-                load(h, [0, j * B], [T, B]),
-                load(w2, [j * B, n * B], [B, B]),
-            );
+
+        /// Host: rank `r` takes `w1[r]` (`[D, F/P]`) and `w2[r]` (`[F/P, D]`).
+        #[eagle::host]
+        pub fn $host(
+            x: Tensor<f32, T, D>,
+            w1: Tensor<$w, NR, D, { F / NR }>,
+            w2: Tensor<$w, NR, { F / NR }, D>,
+            h: Out<Tensor<f32, NR, T, { F / NR }>>,
+            y: Out<Tensor<f32, NR, T, D>>,
+        ) {
+            let part = alloc_window_buffer([T, D], f32);
+            let sum = alloc_window_buffer([T, D], f32);
+            for r in 0..world_size() {
+                $dev(
+                    x,
+                    w1[r],
+                    w2[r],
+                    h[r],
+                    y[r],
+                    window(part, [T, D], f32),
+                    window(sum, [T, D], f32),
+                    device = r,
+                );
+            }
         }
-        store(part, [0, n * B], acc);
-    }
-    allreduce(ctx, part, sum, Sum, TwoPhase);
-    get(y, rank(ctx), sum);
+    };
 }
 
-/// Per-device program, `bf16` weights: each weight tile is cast to `f32` (exact) and every
-/// product and sum is `f32`, as in [`ffn_shard`].
-#[eagle::kernel(device)]
-pub fn ffn_shard_bf16(
-    ctx: Ctx,
-    x: Tensor<f32, T, D>,
-    w1: Tensor<bf16, D, { F / NR }>,
-    w2: Tensor<bf16, { F / NR }, D>,
-    h: Out<Tensor<f32, T, { F / NR }>>,
-    y: Out<Tensor<f32, T, D>>,
-    part: Window<f32, T, D>,
-    sum: Window<f32, T, D>,
-) {
-    let blocks = F / nranks(ctx) / B;
-    for j in 0..blocks {
-        let mut acc = zeros([T, B], f32);
-        for k in 0..D / B {
-            let w = load(w1, [k * B, j * B], [B, B]) as f32;
-            acc = matmul_acc(acc, load(x, [0, k * B], [T, B]), w);
-        }
-        let inner = (acc + acc * acc * acc * 0.044715) * 0.7978845608028654;
-        store(h, [0, j * B], acc * 0.5 * (inner.tanh() + 1.0));
-    }
-    for n in 0..D / B {
-        let mut acc = zeros([T, B], f32);
-        for j in 0..blocks {
-            let w = load(w2, [j * B, n * B], [B, B]) as f32;
-            acc = matmul_acc(acc, load(h, [0, j * B], [T, B]), w);
-        }
-        store(part, [0, n * B], acc);
-    }
-    allreduce(ctx, part, sum, Sum, TwoPhase);
-    get(y, rank(ctx), sum);
-}
-
-/// Host, `f32` weights: rank `r` takes `w1[r]` (`[D, F/P]`) and `w2[r]` (`[F/P, D]`).
-#[eagle::host]
-pub fn tp_ffn(
-    x: Tensor<f32, T, D>,
-    w1: Tensor<f32, NR, D, { F / NR }>,
-    w2: Tensor<f32, NR, { F / NR }, D>,
-    h: Out<Tensor<f32, NR, T, { F / NR }>>,
-    y: Out<Tensor<f32, NR, T, D>>,
-) {
-    let part = alloc_window_buffer([T, D], f32);
-    let sum = alloc_window_buffer([T, D], f32);
-    for r in 0..world_size() {
-        ffn_shard(
-            x,
-            w1[r],
-            w2[r],
-            h[r],
-            y[r],
-            window(part, [T, D], f32),
-            window(sum, [T, D], f32),
-            device = r,
-        );
-    }
-}
-
-/// Host, `bf16` weights.
-#[eagle::host]
-pub fn tp_ffn_bf16(
-    x: Tensor<f32, T, D>,
-    w1: Tensor<bf16, NR, D, { F / NR }>,
-    w2: Tensor<bf16, NR, { F / NR }, D>,
-    h: Out<Tensor<f32, NR, T, { F / NR }>>,
-    y: Out<Tensor<f32, NR, T, D>>,
-) {
-    let part = alloc_window_buffer([T, D], f32);
-    let sum = alloc_window_buffer([T, D], f32);
-    for r in 0..world_size() {
-        ffn_shard_bf16(
-            x,
-            w1[r],
-            w2[r],
-            h[r],
-            y[r],
-            window(part, [T, D], f32),
-            window(sum, [T, D], f32),
-            device = r,
-        );
-    }
-}
+tp_ffn_program!(ffn_shard, tp_ffn, f32);
+tp_ffn_program!(ffn_shard_bf16, tp_ffn_bf16, bf16);
 
 /// GELU, tanh form, with eagle's `tanh` (the kernel's steps in the same order).
 fn gelu(v: f32) -> f32 {
