@@ -292,6 +292,10 @@ pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
     out.push_str(&crate::abi::c_layout_checks());
     out.push_str(PRELUDE_END);
     out.push('\n');
+    // Where the block's shared scratch is declared, once its size (the most any function
+    // stages) is known.
+    let shared_at = out.len();
+    let mut shared_max = 0u64;
     let mut sites = vec![];
     let mut entries = BTreeMap::new();
     let mut atomic_signals = false;
@@ -321,6 +325,7 @@ pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
                 shared_bytes: 0,
             };
             e.function()?;
+            shared_max = shared_max.max(e.shared_bytes);
             atomic_signals |= e.atomic_signals;
             out.push('\n');
             out.push_str(&e.out);
@@ -355,6 +360,9 @@ pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
             }
             _ => {}
         }
+    }
+    if shared_max > 0 {
+        out.insert_str(shared_at, &format!("EG_SHARED_BLOCK({shared_max})\n"));
     }
     Ok(CudaCode {
         source: out,

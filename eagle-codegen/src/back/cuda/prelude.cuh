@@ -88,11 +88,16 @@ __device__ __forceinline__ long long eg_f2i64(double x) { return x != x ? 0 : x 
 __device__ __forceinline__ unsigned int eg_f2u32(double x) { return x != x || x <= 0.0 ? 0u : x >= 4294967295.0 ? 4294967295u : (unsigned int)x; }
 __device__ __forceinline__ unsigned long long eg_f2u64(double x) { return x != x || x <= 0.0 ? 0ull : x >= 18446744073709551616.0 ? 18446744073709551615ull : (unsigned long long)x; }
 // Shared scratch of the tile ops of a per-device program (eagle-codegen back/cuda/tile.rs):
-// static shared memory on a GPU; in the emulation, the block's own buffer.
+// on a GPU one static shared buffer per translation unit, `eg_sh_block` (declared after the
+// prelude, sized for the function that stages most), which a caller and its callees reuse (a
+// tile op's staging is dead once the op has synchronised); in the emulation, the block's own
+// buffer.
 #ifdef EG_HOST_EMULATION
 #define EG_SHARED(n) unsigned char* eg_sh = eg_this_block->shared; (void)eg_sh
+#define EG_SHARED_BLOCK(n)
 #else
-#define EG_SHARED(n) __shared__ __align__(16) unsigned char eg_sh[n]; (void)eg_sh
+#define EG_SHARED(n) unsigned char* eg_sh = eg_sh_block; (void)eg_sh
+#define EG_SHARED_BLOCK(n) __shared__ __align__(16) unsigned char eg_sh_block[n];
 #endif
 
 // Float min/max (eagle_ir::eval::fmin_f32 and friends): the canonical NaN (0x7fc00000,

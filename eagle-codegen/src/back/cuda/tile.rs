@@ -6,7 +6,8 @@
 //! add, or an index map (expand, transpose, concat, extract, iota). In thread mode (sample
 //! kernels) the operands are the thread's own arrays. In block mode (per-device programs) a
 //! tile is striped over the block, so the op first stages its tile operands into shared memory
-//! (`eg_sh`, declared once per function by `EG_SHARED`), synchronises, computes the elements
+//! (`eg_sh`: the block's one scratch buffer, which `EG_SHARED` points each function at, so
+//! a caller and its callees reuse it), synchronises, computes the elements
 //! this thread owns, and synchronises again before the scratch is reused. `reshape` keeps
 //! every element at its linear index and so at its thread and slot: it copies slots.
 
