@@ -1,10 +1,20 @@
-//! The distributed programs (issue 16): `tp_ffn` tokens per second at P = 1, 2, 4 on `sim`,
-//! in both weight modes, and `allgather_gemm` overlapped against bulk at P = 2, 4. Each cell
-//! is the median of 7 launches after one to compile (the launch includes copying the
-//! arguments in and out, which `sim` does per device). Prints markdown tables (the ones in
-//! `docs/performance.md`).
+//! The distributed programs (issue 16), on `sim` at P = 1, 2, 4 or, built with `--features mpi`
+//! and started by `mpirun -np P`, over MPI at that P:
 //!
-//! `cargo bench --bench apps`
+//! 1. `tp_ffn` tokens per second, both weight modes;
+//! 2. `allgather_gemm` and `gemm_reduce_scatter`, overlapped against bulk, at 64, 256 and 1024
+//!    rows per rank;
+//! 3. `moe_dispatch_combine`: one dispatch + combine with the expert FFN replaced by a copy
+//!    (`ffn = false`: the routing and data movement alone), the full program, and the
+//!    built-in `all_to_all` moving the same bytes (two all-to-alls of `2T / P` token rows per
+//!    rank pair: the dispatch and the combine with uniform routing).
+//!
+//! Each cell is the min / median / max of 7 launches after one to compile; the modes of a
+//! row are measured in interleaved rounds. A launch includes copying the arguments in and out
+//! (`sim` keeps a memory per device). Prints the markdown tables of `docs/performance.md`.
+//!
+//! `cargo bench --bench apps`; over MPI: `cargo build --release --features mpi --bench apps`,
+//! then `mpirun -np 4 target/release/deps/apps-<hash> --bench`.
 
 use eagle::prelude::*;
 use std::time::Instant;
@@ -13,96 +23,284 @@ use std::time::Instant;
 #[path = "../examples/allgather_gemm.rs"]
 mod allgather_gemm;
 #[allow(dead_code)]
+#[path = "../examples/gemm_reduce_scatter.rs"]
+mod gemm_reduce_scatter;
+#[allow(dead_code)]
+#[path = "../examples/moe_dispatch_combine.rs"]
+mod moe_dispatch_combine;
+#[allow(dead_code)]
 #[path = "../examples/tp_ffn.rs"]
 mod tp_ffn;
 
-fn median(mut v: Vec<f64>) -> f64 {
+const NR: Dim = dynamic!("NR");
+const L: Dim = dynamic!("L");
+const BI: Dim = dynamic!("BI");
+const BO: Dim = dynamic!("BO");
+
+/// Two built-in all-to-alls: rows of `L` f32 to every rank (the dispatch) and back (the
+/// combine). `ins` and `outs` are not touched: they make the launch copy as many argument
+/// bytes in and out as the MoE program's (its weights above all).
+#[eagle::kernel(device)]
+pub fn a2a_twice(
+    ctx: Ctx,
+    x: Tensor<f32, NR, L>,
+    ins: Tensor<f32, BI>,
+    outs: Out<Tensor<f32, BO>>,
+    src: Window<f32, NR, L>,
+    mid: Window<f32, NR, L>,
+    back: Window<f32, NR, L>,
+) {
+    put(src, rank(ctx), x);
+    all_to_all(ctx, src, mid);
+    all_to_all(ctx, mid, back);
+}
+
+/// Host of [`a2a_twice`].
+#[eagle::host]
+pub fn a2a_bench(
+    x: Tensor<f32, NR, NR, L>,
+    ins: Tensor<f32, NR, BI>,
+    outs: Out<Tensor<f32, NR, BO>>,
+) {
+    let s = alloc_window_buffer([NR, L], f32);
+    let m = alloc_window_buffer([NR, L], f32);
+    let b = alloc_window_buffer([NR, L], f32);
+    for r in 0..world_size() {
+        a2a_twice(
+            x[r],
+            ins[r],
+            outs[r],
+            window(s, [NR, L], f32),
+            window(m, [NR, L], f32),
+            window(b, [NR, L], f32),
+            device = r,
+        );
+    }
+}
+
+/// Min, median and max of `v`, in ms.
+fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    (v[0] * 1e3, v[v.len() / 2] * 1e3, v[v.len() - 1] * 1e3)
+}
+
+fn cell((lo, med, hi): (f64, f64, f64)) -> String {
+    format!("{med:.2} ({lo:.2}-{hi:.2})")
+}
+
+/// Times the closures in interleaved rounds: one untimed run each, then 7 rounds.
+fn interleaved(runs: &mut [&mut dyn FnMut()]) -> Vec<(f64, f64, f64)> {
+    for r in runs.iter_mut() {
+        r();
+    }
+    let mut times = vec![Vec::new(); runs.len()];
+    for _ in 0..7 {
+        for (i, r) in runs.iter_mut().enumerate() {
+            let t = Instant::now();
+            r();
+            times[i].push(t.elapsed().as_secs_f64());
+        }
+    }
+    times.into_iter().map(stats).collect()
 }
 
 fn main() {
-    use tp_ffn::{D, F, T};
-    println!("| program | weights | P | ms per launch | tokens/s |");
-    println!("|---|---|---|---|---|");
-    for p in [1usize, 2, 4] {
-        let s = Session::sim(p).expect("session").with_race_check(false);
+    let guard = eagle_runner::MpiGuard::init();
+    let root = guard.is_root();
+    let (ps, on): (Vec<usize>, &str) = if guard.size > 1 {
+        (vec![guard.size], "MPI")
+    } else {
+        (vec![1, 2, 4], "sim")
+    };
+    let session = |p: usize| {
+        Session::new(eagle::Platform::Sim, (0..p).collect())
+            .expect("session")
+            .with_race_check(false)
+    };
+    let say = |s: String| {
+        if root {
+            println!("{s}");
+        }
+    };
+    say("| program | on | weights | P | ms per launch, median (min-max) | tokens/s |".into());
+    say("|---|---|---|---|---|---|".into());
+    for &p in &ps {
+        use tp_ffn::{D, F, T};
+        if !F.is_multiple_of(p) {
+            continue;
+        }
+        let s = session(p);
         let fp = F / p;
         let x = eagle_runner::random_tensor(&[T, D], 1);
         let w1 = eagle_runner::random_tensor(&[p, D, fp], 2);
         let w2 = eagle_runner::random_tensor(&[p, fp, D], 3);
-        let b1 = Tensor::from_vec(
-            w1.shape(),
-            w1.data().iter().map(|&v| bf16::from_f32(v)).collect(),
-        )
-        .expect("b1");
-        let b2 = Tensor::from_vec(
-            w2.shape(),
-            w2.data().iter().map(|&v| bf16::from_f32(v)).collect(),
-        )
-        .expect("b2");
+        let half = |t: &Tensor<f32>| {
+            Tensor::from_vec(
+                t.shape(),
+                t.data().iter().map(|&v| bf16::from_f32(v)).collect(),
+            )
+            .expect("same shape")
+        };
+        let (b1, b2) = (half(&w1), half(&w2));
         let mut h = Tensor::<f32>::zeros(&[p, T, fp]);
         let mut y = Tensor::<f32>::zeros(&[p, T, D]);
-        for mode in ["f32", "bf16"] {
-            let mut run = || {
-                if mode == "f32" {
-                    tp_ffn::tp_ffn
-                        .launch(&s, &x, &w1, &w2, &mut h, &mut y)
-                        .expect("f32");
-                } else {
-                    tp_ffn::tp_ffn_bf16
-                        .launch(&s, &x, &b1, &b2, &mut h, &mut y)
-                        .expect("bf16");
-                }
-            };
-            run();
-            let times: Vec<f64> = (0..7)
-                .map(|_| {
-                    let t = Instant::now();
-                    run();
-                    t.elapsed().as_secs_f64()
-                })
-                .collect();
-            let t = median(times);
-            println!(
-                "| `tp_ffn` | {mode} | {p} | {:.2} | {:.0} |",
-                t * 1e3,
-                T as f64 / t
-            );
+        let mut h2 = h.clone();
+        let mut y2 = y.clone();
+        let r = interleaved(&mut [
+            &mut || {
+                tp_ffn::tp_ffn
+                    .launch(&s, &x, &w1, &w2, &mut h, &mut y)
+                    .expect("f32");
+            },
+            &mut || {
+                tp_ffn::tp_ffn_bf16
+                    .launch(&s, &x, &b1, &b2, &mut h2, &mut y2)
+                    .expect("bf16");
+            },
+        ]);
+        for (mode, t) in ["f32", "bf16"].iter().zip(r) {
+            say(format!(
+                "| `tp_ffn` | {on} | {mode} | {p} | {} | {:.0} |",
+                cell(t),
+                T as f64 / (t.1 / 1e3)
+            ));
         }
     }
-    println!();
-    println!("| program | P | overlap (ms) | bulk (ms) | bulk / overlap |");
-    println!("|---|---|---|---|---|");
-    for p in [2usize, 4] {
-        use allgather_gemm::{K, M, N};
-        let s = Session::sim(p).expect("session").with_race_check(false);
-        let a = eagle_runner::random_tensor(&[p, M, K], 1);
-        let b = eagle_runner::random_tensor(&[K, N], 2);
-        let mut c = Tensor::<f32>::zeros(&[p, p * M, N]);
-        let mut time = |overlap: bool| {
-            let mut run = || {
-                allgather_gemm::allgather_gemm
-                    .launch(&s, &a, &b, &mut c, overlap)
-                    .expect("allgather_gemm");
-            };
-            run();
-            median(
-                (0..7)
-                    .map(|_| {
-                        let t = Instant::now();
-                        run();
-                        t.elapsed().as_secs_f64()
-                    })
-                    .collect(),
-            )
+    say(String::new());
+    say("| program | on | P | rows per rank | overlap (ms) | bulk (ms) | bulk / overlap |".into());
+    say("|---|---|---|---|---|---|---|".into());
+    for &p in ps.iter().filter(|&&p| p > 1) {
+        let s = session(p);
+        for m in [64usize, 256, 1024] {
+            use allgather_gemm::{K, N};
+            let a = eagle_runner::random_tensor(&[p, m, K], 1);
+            let b = eagle_runner::random_tensor(&[K, N], 2);
+            let mut c = Tensor::<f32>::zeros(&[p, p * m, N]);
+            let mut c2 = c.clone();
+            let r = interleaved(&mut [
+                &mut || {
+                    allgather_gemm::allgather_gemm
+                        .launch(&s, &a, &b, &mut c, true)
+                        .expect("overlap");
+                },
+                &mut || {
+                    allgather_gemm::allgather_gemm
+                        .launch(&s, &a, &b, &mut c2, false)
+                        .expect("bulk");
+                },
+            ]);
+            say(format!(
+                "| `allgather_gemm` | {on} | {p} | {m} | {} | {} | {:.2} |",
+                cell(r[0]),
+                cell(r[1]),
+                r[1].1 / r[0].1
+            ));
+        }
+        for m in [64usize, 256, 1024] {
+            use gemm_reduce_scatter::{KP, N};
+            let a = eagle_runner::random_tensor(&[p, p * m, KP], 1);
+            let b = eagle_runner::random_tensor(&[p, KP, N], 2);
+            let mut scratch = Tensor::<f32>::zeros(&[p, p * m, N]);
+            let mut c = Tensor::<f32>::zeros(&[p, m, N]);
+            let mut scratch2 = scratch.clone();
+            let mut c2 = c.clone();
+            let r = interleaved(&mut [
+                &mut || {
+                    gemm_reduce_scatter::gemm_reduce_scatter
+                        .launch(&s, &a, &b, &mut scratch, &mut c, true)
+                        .expect("overlap");
+                },
+                &mut || {
+                    gemm_reduce_scatter::gemm_reduce_scatter
+                        .launch(&s, &a, &b, &mut scratch2, &mut c2, false)
+                        .expect("bulk");
+                },
+            ]);
+            say(format!(
+                "| `gemm_reduce_scatter` | {on} | {p} | {m} | {} | {} | {:.2} |",
+                cell(r[0]),
+                cell(r[1]),
+                r[1].1 / r[0].1
+            ));
+        }
+    }
+    say(String::new());
+    say("| program | on | P | dispatch + combine (ms) | with the expert FFN (ms) | 2 x all_to_all, same token bytes (ms) | the same + the MoE's argument bytes (ms) | dispatch + combine / all_to_all | / all_to_all + arguments |".into());
+    say("|---|---|---|---|---|---|---|---|---|".into());
+    for &p in ps.iter().filter(|&&p| p > 1) {
+        use crate::moe_dispatch_combine::{
+            moe_dispatch_combine, Inputs, CAPACITY, D, EPR, T, TOPK,
         };
-        let (o, bk) = (time(true), time(false));
-        println!(
-            "| `allgather_gemm` (M = {M} rows per rank) | {p} | {:.2} | {:.2} | {:.2} |",
-            o * 1e3,
-            bk * 1e3,
-            bk / o
+        let s = session(p);
+        let inp = Inputs::random(p, 61);
+        let cap = CAPACITY;
+        let outs = |ffn: bool| {
+            let mut counts = Tensor::<i32>::zeros(&[p, p, EPR * p]);
+            let mut slot = Tensor::<i32>::zeros(&[p, T, TOPK]);
+            let mut kept = Tensor::<i32>::zeros(&[p, 1, EPR]);
+            let mut dispatched = Tensor::<f32>::zeros(&[p, EPR * cap, D]);
+            let mut y = Tensor::<f32>::zeros(&[p, T, D]);
+            let inp = &inp;
+            let s = &s;
+            move || {
+                moe_dispatch_combine
+                    .launch(
+                        s,
+                        &inp.x,
+                        &inp.route,
+                        &inp.gate,
+                        &inp.w1,
+                        &inp.w2,
+                        &mut counts,
+                        &mut slot,
+                        &mut kept,
+                        &mut dispatched,
+                        &mut y,
+                        ffn,
+                    )
+                    .expect("moe");
+            }
+        };
+        let (mut route_only, mut full) = (outs(false), outs(true));
+        let x = eagle_runner::random_tensor(&[p, p, TOPK * T * D / p], 3);
+        // The MoE launch's argument elements per rank, in and out (all 4 bytes wide).
+        let per_rank = |ts: &[usize]| ts.iter().sum::<usize>() / p;
+        let moe_in = per_rank(&[
+            inp.x.data().len(),
+            inp.route.data().len(),
+            inp.gate.data().len(),
+            inp.w1.data().len(),
+            inp.w2.data().len(),
+        ]);
+        let moe_out = p * EPR * p + T * TOPK + EPR + EPR * cap * D + T * D;
+        let (none_in, mut none_out) =
+            (Tensor::<f32>::zeros(&[p, 1]), Tensor::<f32>::zeros(&[p, 1]));
+        let (ins, mut outs) = (
+            Tensor::<f32>::zeros(&[p, moe_in]),
+            Tensor::<f32>::zeros(&[p, moe_out]),
         );
+        let r = interleaved(&mut [
+            &mut route_only,
+            &mut full,
+            &mut || {
+                a2a_bench
+                    .launch(&s, &x, &none_in, &mut none_out)
+                    .expect("all_to_all");
+            },
+            &mut || {
+                a2a_bench
+                    .launch(&s, &x, &ins, &mut outs)
+                    .expect("all_to_all with the MoE's argument bytes");
+            },
+        ]);
+        say(format!(
+            "| `moe_dispatch_combine` | {on} | {p} | {} | {} | {} | {} | {:.2} | {:.2} |",
+            cell(r[0]),
+            cell(r[1]),
+            cell(r[2]),
+            cell(r[3]),
+            r[0].1 / r[2].1,
+            r[0].1 / r[3].1
+        ));
     }
 }

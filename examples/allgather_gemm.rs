@@ -16,8 +16,10 @@
 //! `cargo run --example allgather_gemm -- -d 0,1,2,3 --mode overlap`
 use eagle::prelude::*;
 
-/// Rows of `A` (and of `C`'s chunk) per rank.
-pub const M: usize = 64;
+/// Rows of `A` (and of `C`'s chunk) per rank in the runner's run; any multiple of `BT` works
+/// (`M` is bound from `a`'s shape at launch, `benches/apps.rs` sweeps 64 to 1024).
+pub const ROWS: usize = 64;
+const M: Dim = dynamic!("M");
 /// Inner dimension.
 pub const K: usize = 128;
 /// Columns of `B` and `C`.
@@ -34,13 +36,16 @@ pub fn gemm_chunk(
     c: Out<Tensor<f32, { NR * M }, N>>,
     q: usize,
 ) {
-    for n in 0..N / BT {
-        let mut acc = zeros([M, BT], f32);
-        for k in 0..K / BT {
-            let at = load(src, [q * M, k * BT], [M, BT]);
-            acc = matmul_acc(acc, at, load(b, [k * BT, n * BT], [BT, BT]));
+    for m in 0..M / BT {
+        let row = q * M + m * BT;
+        for n in 0..N / BT {
+            let mut acc = zeros([BT, BT], f32);
+            for k in 0..K / BT {
+                let at = load(src, [row, k * BT], [BT, BT]);
+                acc = matmul_acc(acc, at, load(b, [k * BT, n * BT], [BT, BT]));
+            }
+            store(c, [row, n * BT], acc);
         }
-        store(c, [q * M, n * BT], acc);
     }
 }
 
@@ -142,11 +147,11 @@ pub fn golden(a: &[f32], b: &[f32], rows: usize) -> Vec<f32> {
 /// Runs the mode on seeded random inputs; every rank's `C` must equal the golden bit for bit.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
-    let a = eagle_runner::random_tensor(&[p, M, K], 41);
+    let a = eagle_runner::random_tensor(&[p, ROWS, K], 41);
     let b = eagle_runner::random_tensor(&[K, N], 42);
-    let mut c = Tensor::<f32>::zeros(&[p, p * M, N]);
+    let mut c = Tensor::<f32>::zeros(&[p, p * ROWS, N]);
     allgather_gemm.launch(s, &a, &b, &mut c, s.mode() != Some("bulk"))?;
-    let want = golden(a.data(), b.data(), p * M);
+    let want = golden(a.data(), b.data(), p * ROWS);
     for r in 0..p {
         eagle_runner::check_bits(&format!("C on rank {r}"), c.row(r), &want)?;
     }

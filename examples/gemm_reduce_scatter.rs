@@ -16,8 +16,10 @@
 //! `cargo run --example gemm_reduce_scatter -- -d 0,1,2,3 --mode overlap`
 use eagle::prelude::*;
 
-/// Rows of `C` per rank.
-pub const M: usize = 64;
+/// Rows of `C` per rank in the runner's run; any multiple of `BT` works (`M` is bound from
+/// `c`'s shape at launch, `benches/apps.rs` sweeps 64 to 1024).
+pub const ROWS: usize = 64;
+const M: Dim = dynamic!("M");
 /// Columns of `A` (rows of `B`) per rank.
 pub const KP: usize = 64;
 /// Columns of `B` and `C`.
@@ -35,13 +37,15 @@ pub fn partial_block(
     q: usize,
     at: usize,
 ) {
-    for n in 0..N / BT {
-        let mut acc = zeros([M, BT], f32);
-        for k in 0..KP / BT {
-            let t = load(a, [q * M, k * BT], [M, BT]);
-            acc = matmul_acc(acc, t, load(b, [k * BT, n * BT], [BT, BT]));
+    for m in 0..M / BT {
+        for n in 0..N / BT {
+            let mut acc = zeros([BT, BT], f32);
+            for k in 0..KP / BT {
+                let t = load(a, [q * M + m * BT, k * BT], [BT, BT]);
+                acc = matmul_acc(acc, t, load(b, [k * BT, n * BT], [BT, BT]));
+            }
+            store(out, [at + m * BT, n * BT], acc);
         }
-        store(out, [at, n * BT], acc);
     }
 }
 
@@ -65,14 +69,16 @@ pub fn gemm_rs_overlap(
         put(subview(slots, me * M, M), q, subview(scratch, q * M, M));
         notify(sig, q, [me, 0], 1, Set);
     }
-    // My block: the P partials, added in rank order.
+    // My block: the P partials, added in rank order as each arrives (`BT` rows at a time).
     wait(sig, [0, 0], 1, Eq);
-    let mut acc = load(slots, [0, 0], [M, N]);
+    get(c, me, subview(slots, 0, M));
     for s in 1..n {
         wait(sig, [s, 0], 1, Eq);
-        acc = acc + load(slots, [s * M, 0], [M, N]);
+        for m in 0..M / BT {
+            let sum = load(c, [m * BT, 0], [BT, N]) + load(slots, [s * M + m * BT, 0], [BT, N]);
+            store(c, [m * BT, 0], sum);
+        }
     }
-    store(c, [0, 0], acc);
 }
 
 /// Per-device program, bulk: the whole partial product, then the built-in reduce-scatter.
@@ -92,7 +98,7 @@ pub fn gemm_rs_bulk(
     }
     put(src, me, scratch);
     reduce_scatter(ctx, src, dst, Sum);
-    store(c, [0, 0], load(dst, [me * M, 0], [M, N]));
+    get(c, me, subview(dst, me * M, M));
 }
 
 /// Host: rank `r` holds `a[r]` (`[P * M, KP]`, its columns of `A`) and `b[r]` (`[KP, N]`).
@@ -135,7 +141,7 @@ pub fn gemm_reduce_scatter(
 /// The golden: rows `r * M ..` of `C` for every rank `r`, `[P, M, N]`: the partial of rank
 /// `s` (from `+0.0` over its `KP` columns in ascending order), added in rank order.
 pub fn golden(a: &[f32], b: &[f32], p: usize) -> Vec<f32> {
-    let rows = p * M;
+    let rows = p * ROWS;
     let mut c = vec![0.0f32; rows * N];
     for s in 0..p {
         let (a_s, b_s) = (&a[s * rows * KP..][..rows * KP], &b[s * KP * N..][..KP * N]);
@@ -156,10 +162,10 @@ pub fn golden(a: &[f32], b: &[f32], p: usize) -> Vec<f32> {
 /// golden bit for bit.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
-    let a = eagle_runner::random_tensor(&[p, p * M, KP], 51);
+    let a = eagle_runner::random_tensor(&[p, p * ROWS, KP], 51);
     let b = eagle_runner::random_tensor(&[p, KP, N], 52);
-    let mut scratch = Tensor::<f32>::zeros(&[p, p * M, N]);
-    let mut c = Tensor::<f32>::zeros(&[p, M, N]);
+    let mut scratch = Tensor::<f32>::zeros(&[p, p * ROWS, N]);
+    let mut c = Tensor::<f32>::zeros(&[p, ROWS, N]);
     gemm_reduce_scatter.launch(s, &a, &b, &mut scratch, &mut c, s.mode() != Some("bulk"))?;
     let want = golden(a.data(), b.data(), p);
     eagle_runner::check_bits("C", c.data(), &want)

@@ -94,6 +94,11 @@ pub enum Error {
     /// message names the file.
     #[error("{0}")]
     Plugin(String),
+    /// An input whose values a program checks before it launches do not fit it (a routing
+    /// table naming an expert that does not exist, a capacity of 0): data the compiler cannot
+    /// see. The message names the argument, the element, what was expected and the fix.
+    #[error("{0}")]
+    Input(String),
 }
 
 impl std::fmt::Debug for Error {
@@ -110,6 +115,7 @@ impl std::fmt::Debug for Error {
             Error::Usage(m) => f.debug_tuple("Usage").field(m).finish(),
             Error::Plan(m) => f.debug_tuple("Plan").field(m).finish(),
             Error::Plugin(m) => f.debug_tuple("Plugin").field(m).finish(),
+            Error::Input(m) => f.debug_tuple("Input").field(m).finish(),
         }
     }
 }

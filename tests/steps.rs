@@ -68,7 +68,24 @@ fn modules() -> Vec<(&'static str, Module)> {
             "gemm_reduce_scatter",
             gemm_reduce_scatter::gemm_reduce_scatter::module().unwrap(),
         ),
+        (
+            "moe_dispatch_combine",
+            moe_dispatch_combine::moe_dispatch_combine::module().unwrap(),
+        ),
+        ("halo_2d", halo_2d::halo_2d::module().unwrap()),
     ]
+}
+
+/// The bindings a module of `modules()` is specialized with at world size `p` (the MoE
+/// program's capacity and the GEMMs' rows per rank at the runner's values).
+fn bindings(name: &str, p: u64) -> codegen::Bindings {
+    let b = codegen::Bindings::world(p).with("NR", p);
+    match name {
+        "moe_dispatch_combine" => b.with("CAP", moe_dispatch_combine::CAPACITY as u64),
+        "allgather_gemm" => b.with("M", allgather_gemm::ROWS as u64),
+        "gemm_reduce_scatter" => b.with("M", gemm_reduce_scatter::ROWS as u64),
+        _ => b,
+    }
 }
 
 #[test]
@@ -136,8 +153,9 @@ fn ir_text_round_trips() {
         let mut texts = vec![print_module(&m)];
         // (tp_ffn's layout needs P to divide 1024.)
         for p in (1..=4u64).filter(|p| !name.starts_with("tp_ffn") || 1024 % p == 0) {
-            let b = codegen::Bindings::world(p).with("NR", p);
-            texts.push(print_module(&codegen::specialize(&m, &b).unwrap()));
+            texts.push(print_module(
+                &codegen::specialize(&m, &bindings(name, p)).unwrap(),
+            ));
         }
         for text in texts {
             let parsed = parse_module(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
@@ -154,7 +172,7 @@ fn ir_text_with_source_locations_round_trips() {
     use eagle::ir::print_module_with_locs;
     for (name, m) in modules() {
         let p = if name.starts_with("tp_ffn") { 4 } else { 3 };
-        let spec = codegen::specialize(&m, &codegen::Bindings::world(p).with("NR", p)).unwrap();
+        let spec = codegen::specialize(&m, &bindings(name, p)).unwrap();
         for m in [m, spec] {
             let text = print_module_with_locs(&m);
             let ops = text
@@ -364,6 +382,148 @@ fn distributed_programs_at_world_sizes_6_to_8() {
             let s = Session::sim(p).unwrap().with_mode(Some(mode.into()));
             (gemm_reduce_scatter::STEP.run)(&s)
                 .unwrap_or_else(|e| panic!("gemm_reduce_scatter {mode} at P={p}: {e}"));
+        }
+        for mode in ["capacity", "dropless"] {
+            let s = Session::sim(p).unwrap().with_mode(Some(mode.into()));
+            (moe_dispatch_combine::STEP.run)(&s)
+                .unwrap_or_else(|e| panic!("moe_dispatch_combine {mode} at P={p}: {e}"));
+        }
+    }
+    for p in 6..=8 {
+        (halo_2d::STEP.run)(&Session::sim(p).unwrap())
+            .unwrap_or_else(|e| panic!("halo_2d at P={p}: {e}"));
+    }
+}
+
+/// The capacity rule: pairs past an expert's capacity are dropped in (source rank, token, k)
+/// order, recorded as slot -1 and left out of the combine; the counts, slots and kept rows
+/// are exact and the outputs bit for bit the golden's, at every capacity.
+#[test]
+fn moe_drops_pairs_past_the_capacity_in_slot_order() {
+    use moe_dispatch_combine::{check, golden, moe, Inputs, CAPACITY, D, EPR, T, TOPK};
+    let p = 3;
+    let s = Session::sim(p).unwrap();
+    let mut inp = Inputs::random(p, 61);
+    for capacity in [1, 8, CAPACITY, p * T] {
+        let want = golden(p, &inp, capacity);
+        let dropped = want.slot.iter().filter(|&&v| v == -1).count();
+        // Expected drops: every pair beyond `capacity` at its expert.
+        let per_expert: usize = (0..EPR * p)
+            .map(|e| {
+                let n = inp
+                    .route
+                    .data()
+                    .iter()
+                    .filter(|&&v| v as usize == e)
+                    .count();
+                n.saturating_sub(capacity)
+            })
+            .sum();
+        assert_eq!(dropped, per_expert, "capacity {capacity}");
+        assert_eq!(
+            dropped == 0,
+            capacity == p * T,
+            "capacity {capacity}: {dropped} dropped"
+        );
+        check(&moe(&s, &inp, capacity).unwrap(), &want).unwrap();
+    }
+    // Every token of every rank to experts 0 and 1: expert 0 takes rank 0's first 40 tokens
+    // and nothing else; the rest come back as +0.0 halves.
+    let n = inp.route.data().len();
+    inp.route =
+        eagle::Tensor::from_vec(&[p, T, TOPK], (0..n).map(|i| (i % 2) as i32).collect()).unwrap();
+    let got = moe(&s, &inp, CAPACITY).unwrap();
+    check(&got, &golden(p, &inp, CAPACITY)).unwrap();
+    assert_eq!(&got.kept[..EPR], &[CAPACITY as i32, CAPACITY as i32, 0, 0]);
+    assert_eq!(got.slot[2 * (CAPACITY - 1)], CAPACITY as i32 - 1);
+    assert_eq!(got.slot[2 * CAPACITY], -1);
+    assert!(got.y[CAPACITY * D..].iter().all(|v| v.to_bits() == 0));
+    // The check catches a single flipped bit.
+    let mut bad = got.clone();
+    bad.y[5] = f32::from_bits(bad.y[5].to_bits() ^ 1);
+    assert!(matches!(
+        check(&bad, &golden(p, &inp, CAPACITY)),
+        Err(eagle::Error::Check(_))
+    ));
+}
+
+/// Bad MoE inputs are errors before anything runs, naming the argument and the fix.
+#[test]
+fn moe_bad_inputs_are_errors_before_anything_runs() {
+    use moe_dispatch_combine::{moe, Inputs, CAPACITY, T, TOPK};
+    let p = 2;
+    let s = Session::sim(p).unwrap();
+    let inp = Inputs::random(p, 61);
+    let err = |inp: &Inputs, capacity| match moe(&s, inp, capacity) {
+        Err(eagle::Error::Input(m)) => m,
+        other => panic!("expected Error::Input, got {other:?}"),
+    };
+    assert_eq!(
+        err(&inp, 0),
+        "argument `capacity`: 0 rows per expert would drop every token; give at least 1 (here the mean load is 32 rows per expert, e.g. `capacity = 40`)"
+    );
+    let with = |at: usize, e: i32| {
+        let mut r = inp.route.data().to_vec();
+        r[at] = e;
+        Inputs {
+            route: eagle::Tensor::from_vec(&[p, T, TOPK], r).unwrap(),
+            ..inp.clone()
+        }
+    };
+    assert_eq!(
+        err(&with(2 * T + 7, 8), CAPACITY),
+        "argument `route`: route[1][3][1] = 8 names no expert: at P = 2 there are 8 experts (4 per rank), 0 to 7; route each token to experts in that range"
+    );
+    assert!(err(&with(0, -1), CAPACITY)
+        .starts_with("argument `route`: route[0][0][0] = -1 names no expert"));
+    let other = inp.route.data()[1];
+    assert_eq!(
+        err(&with(0, other), CAPACITY),
+        format!("argument `route`: token 0 of rank 0 names expert {other} twice (route[0][0] = [{other}, {other}]); the top-2 experts of a token must be distinct")
+    );
+    // Nothing ran: the session saw no launch.
+    assert!(s.take_reports().is_empty());
+}
+
+/// A process grid that does not hold the world is an error before anything runs; every
+/// factorisation of P gives the serial sweep's bits.
+#[test]
+fn halo_2d_grid_must_factor_the_world() {
+    use halo_2d::{golden, process_grid, sweep, BC, BR};
+    let s = Session::sim(6).unwrap();
+    match sweep(&s, (4, 2), 3, 71) {
+        Err(eagle::Error::Input(m)) => assert_eq!(
+            m,
+            "argument `grid`: a 4 x 2 process grid has 8 ranks, but the world has 6; give a factorisation of 6, e.g. 2 x 3"
+        ),
+        other => panic!("expected Error::Input, got {other:?}"),
+    }
+    assert_eq!(
+        (1..=8).map(process_grid).collect::<Vec<_>>(),
+        [
+            (1, 1),
+            (1, 2),
+            (1, 3),
+            (2, 2),
+            (1, 5),
+            (2, 3),
+            (1, 7),
+            (2, 4)
+        ]
+    );
+    for grid in [(1, 6), (6, 1), (3, 2)] {
+        let (out, g) = sweep(&s, grid, 7, 71).unwrap();
+        let (w, want) = (g.w, golden(g.h, g.w, &g.cells, 7));
+        for r in 0..6 {
+            let (i0, j0) = (r / grid.1 * BR + 1, r % grid.1 * BC + 1);
+            for i in 0..BR {
+                eagle_runner::check_bits(
+                    &format!("{grid:?} rank {r} row {i}"),
+                    &out.data()[(r * BR + i) * BC..(r * BR + i + 1) * BC],
+                    &want[(i0 + i) * w + j0..(i0 + i) * w + j0 + BC],
+                )
+                .unwrap();
+            }
         }
     }
 }

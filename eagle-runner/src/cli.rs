@@ -22,6 +22,31 @@ pub struct Step {
     pub run: fn(&Session) -> Result<()>,
 }
 
+/// The runner's groups of steps (`--suite`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Suite {
+    /// The tutorial steps 01-16: the primitives, one at a time.
+    Tutorial,
+    /// Steps 17-22: single-device kernels of the tile algebra and the math library.
+    Kernels,
+    /// Steps 23 and up: the distributed programs.
+    Apps,
+    /// Every step.
+    All,
+}
+
+impl Suite {
+    /// Whether `step` belongs to this suite.
+    pub fn contains(self, step: &Step) -> bool {
+        match self {
+            Suite::Tutorial => step.number <= 16,
+            Suite::Kernels => (17..=22).contains(&step.number),
+            Suite::Apps => step.number >= 23,
+            Suite::All => true,
+        }
+    }
+}
+
 /// The world sizes a step runs at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum World {

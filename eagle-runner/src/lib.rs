@@ -14,7 +14,7 @@ mod random;
 
 pub use cli::{
     example_main, is_usage, parse_devices, parse_devices_on, write_failure, CommonArgs, Step,
-    StepOutcome, World,
+    StepOutcome, Suite, World,
 };
 /// Standard error, one whole line per `write` (every message of the runner and the examples).
 pub use eagle::runtime::stderr_lines;

@@ -1,8 +1,9 @@
 //! The eagle runner: runs every tutorial step, then the tile-algebra kernels (softmax,
 //! layernorm, matmul), the math-library kernels (gelu, log_softmax, rotary) and the
 //! distributed programs (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm,
-//! gemm_reduce_scatter), at the world size given
-//! by `-d`. A program whose layout does not split at that size prints `SKIP` and the reason.
+//! gemm_reduce_scatter, moe_dispatch_combine, halo_2d), at the world size given by `-d`;
+//! `--suite tutorial|kernels|apps` runs one group. A program whose layout does not split at
+//! that size prints `SKIP` and the reason.
 //!
 //! `cargo run --release -- -d 0,1,2,3` prints one line per step and mode (step, P, compile ms,
 //! run ms, OK or FAILED with the reason) and exits non-zero if any fails.
@@ -52,6 +53,8 @@ steps! {
     tp_ffn = "../../examples/tp_ffn.rs",
     allgather_gemm = "../../examples/allgather_gemm.rs",
     gemm_reduce_scatter = "../../examples/gemm_reduce_scatter.rs",
+    moe_dispatch_combine = "../../examples/moe_dispatch_combine.rs",
+    halo_2d = "../../examples/halo_2d.rs",
 }
 
 #[derive(Parser, Debug)]
@@ -66,6 +69,10 @@ struct Cli {
     /// Run only step NN (e.g. 07).
     #[arg(long, value_name = "NN")]
     step: Option<String>,
+    /// Run one group of steps: the tutorial (01-16), the single-device kernels (17-22) or
+    /// the distributed programs (23-).
+    #[arg(long, value_enum, default_value = "all")]
+    suite: eagle_runner::Suite,
     /// Run only this mode of the selected steps that have it.
     #[arg(long)]
     mode: Option<String>,
@@ -85,7 +92,10 @@ fn main() -> ExitCode {
         let _ = writeln!(eagle_runner::stderr_lines(), "error: {e}");
         return ExitCode::FAILURE;
     }
-    let steps = all_steps();
+    let steps: Vec<eagle_runner::Step> = all_steps()
+        .into_iter()
+        .filter(|st| cli.suite.contains(st))
+        .collect();
     let selected: Vec<eagle_runner::Step> = match &cli.step {
         None => steps,
         Some(s) => match s.trim().parse::<u32>() {
@@ -94,9 +104,13 @@ fn main() -> ExitCode {
             }
             _ => {
                 let known: Vec<String> = steps.iter().map(|s| format!("{:02}", s.number)).collect();
+                let within = match cli.suite {
+                    eagle_runner::Suite::All => String::new(),
+                    suite => format!(" in `--suite {}`", format!("{suite:?}").to_lowercase()),
+                };
                 let _ = writeln!(
                     eagle_runner::stderr_lines(),
-                    "error: argument `--step`: unknown step `{s}`; expected one of {}",
+                    "error: argument `--step`: unknown step `{s}`{within}; expected one of {}",
                     known.join(", ")
                 );
                 return ExitCode::from(2);

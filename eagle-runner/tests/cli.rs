@@ -29,7 +29,7 @@ fn runner_prints_ok_for_every_step_and_mode() {
         let stdout = text(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
         let lines: Vec<&str> = stdout.lines().collect();
-        assert_eq!(lines.len(), 41, "{stdout}");
+        assert_eq!(lines.len(), 44, "{stdout}");
         for l in &lines {
             // tp_ffn's layout needs P to divide ffn = 1024: at P = 3 the runner says so.
             if p == 3 && l.starts_with("step 25 tp_ffn") {
@@ -44,6 +44,53 @@ fn runner_prints_ok_for_every_step_and_mode() {
             "{stdout}"
         );
     }
+}
+
+/// `--suite` runs one group of steps; `--step` names a step of that group.
+#[test]
+fn suite_selects_a_group_of_steps() {
+    let out = eagle(&["-d", "0,1", "--suite", "apps"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let names: Vec<&str> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().nth(2).unwrap_or(""))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "sharded_softmax",
+            "sharded_layernorm",
+            "tp_ffn",
+            "tp_ffn",
+            "allgather_gemm",
+            "allgather_gemm",
+            "gemm_reduce_scatter",
+            "gemm_reduce_scatter",
+            "moe_dispatch_combine",
+            "moe_dispatch_combine",
+            "halo_2d"
+        ],
+        "{stdout}"
+    );
+    let out = eagle(&["-d", "0,1", "--suite", "kernels", "--step", "07"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr).trim(),
+        "error: argument `--step`: unknown step `07` in `--suite kernels`; expected one of 17, 18, 19, 20, 21, 22"
+    );
+    let out = eagle(&[
+        "-d", "0,1", "--suite", "tutorial", "--step", "07", "--mode", "get",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().count(), 1);
+    let out = eagle(&["--suite", "demo"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("invalid value 'demo' for '--suite <SUITE>'"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -40,12 +40,16 @@ pub mod allgather_gemm;
 pub mod gelu;
 #[path = "../../examples/gemm_reduce_scatter.rs"]
 pub mod gemm_reduce_scatter;
+#[path = "../../examples/halo_2d.rs"]
+pub mod halo_2d;
 #[path = "../../examples/layernorm.rs"]
 pub mod layernorm;
 #[path = "../../examples/log_softmax.rs"]
 pub mod log_softmax;
 #[path = "../../examples/matmul.rs"]
 pub mod matmul;
+#[path = "../../examples/moe_dispatch_combine.rs"]
+pub mod moe_dispatch_combine;
 #[path = "../../examples/rotary.rs"]
 pub mod rotary;
 #[path = "../../examples/sharded_layernorm.rs"]
@@ -59,7 +63,8 @@ pub mod tp_ffn;
 
 /// Every step, then the tile-algebra kernels (softmax, layernorm, matmul), the
 /// math-library kernels (gelu, log_softmax, rotary) and the distributed programs
-/// (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm, gemm_reduce_scatter).
+/// (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm, gemm_reduce_scatter,
+/// moe_dispatch_combine, halo_2d).
 pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
@@ -89,6 +94,8 @@ pub fn steps() -> Vec<eagle_runner::Step> {
         tp_ffn::STEP,
         allgather_gemm::STEP,
         gemm_reduce_scatter::STEP,
+        moe_dispatch_combine::STEP,
+        halo_2d::STEP,
     ]
 }
 
