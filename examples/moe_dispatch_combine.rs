@@ -16,14 +16,13 @@
 //! **Capacity.** Each expert takes at most `CAP` rows (`capacity`). A (token, k) pair whose slot
 //! is `CAP` or more is **dropped**: nothing is sent, its slot is recorded as `-1`, and it adds
 //! nothing to the combine (a token with both pairs dropped comes back as `+0.0`). Which pairs
-//! drop is fixed by the slot order above, so it is the same at every world size and on every
-//! platform. `--mode capacity` (default) uses `CAP = 40` (1.25x the mean load `2T`/`EPR`
+//! drop is fixed by the slot order above: deterministic, independent of timing and platform. `--mode capacity` (default) uses `CAP = 40` (1.25x the mean load `2T`/`EPR`
 //! = 32, so some pairs drop); `--mode dropless` uses `CAP = P * T` (an expert can take every
 //! token of every rank).
 //!
 //! Inputs are checked before anything runs ([`check_inputs`]): a routing table naming an
-//! expert that does not exist, or a token naming one expert twice, and a capacity of 0 are
-//! [`eagle::Error::Input`] naming the argument and the fix.
+//! expert that does not exist, or a token naming one expert twice, and a capacity of 0 or
+//! above `P * T` are [`eagle::Error::Input`] naming the argument and the fix.
 //!
 //! Orders (the golden's): each FFN product accumulates every element from `+0.0` over ascending
 //! `k` (`matmul_acc` from `zeros`), rows are independent, and the combine adds in `k` order from
@@ -314,13 +313,21 @@ pub struct Outputs {
 /// Checks the inputs before anything runs.
 ///
 /// # Errors
-/// [`eagle::Error::Input`] for a capacity of 0, a routing entry outside `0..EPR * P`, or a
+/// [`eagle::Error::Input`] for a capacity of 0 or above `P * T` (more rows than an expert can
+/// receive), a routing table of another shape, a routing entry outside `0..EPR * P`, or a
 /// token naming one expert twice, naming the argument, the element and the fix.
 pub fn check_inputs(p: usize, route: &Tensor<i32>, capacity: usize) -> eagle::Result<()> {
     if capacity == 0 {
         return Err(eagle::Error::Input(format!(
             "argument `capacity`: 0 rows per expert would drop every token; give at least 1 (here the mean load is {} rows per expert, e.g. `capacity = {CAPACITY}`)",
             T * TOPK / EPR
+        )));
+    }
+    if capacity > p * T {
+        return Err(eagle::Error::Input(format!(
+            "argument `capacity`: {capacity} rows per expert is more than an expert can receive at P = {p} (each of the {} tokens names it at most once); give at most {}, which already drops nothing",
+            p * T,
+            p * T
         )));
     }
     let experts = EPR * p;

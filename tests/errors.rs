@@ -792,6 +792,115 @@ fn remote_load_without_synchronisation_is_a_race() {
     );
 }
 
+/// Push without a wait: every rank stores into the next rank's window and notifies it, but
+/// `wait_first = false` reads its own window without waiting for that signal.
+#[eagle::kernel(device)]
+pub fn push_then_load(
+    ctx: Ctx,
+    x: Tensor<f32, 1, SIZE>,
+    y: Out<Tensor<f32, 1, SIZE>>,
+    win: Window<f32, 1, SIZE>,
+    sig: Window<i32, 1, 1>,
+    wait_first: bool,
+) {
+    let next = (rank(ctx) + 1) % nranks(ctx);
+    remote_store(win, next, [0, 0], load(x, [0, 0], [1, SIZE]));
+    notify(sig, next, [0, 0], 1, Set);
+    if wait_first {
+        wait(sig, [0, 0], 1, Eq);
+    }
+    store(y, [0, 0], load(win, [0, 0], [1, SIZE])); // marker: the unordered load
+                                                    // Keep every window alive until all have read.
+    barrier(ctx);
+}
+
+/// Two ranks write the same elements of rank 0's window with nothing ordering the writes.
+#[eagle::kernel(device)]
+pub fn two_writers(ctx: Ctx, x: Tensor<f32, 1, SIZE>, win: Window<f32, 1, SIZE>) {
+    put(win, 0, x); // marker: the second of two unordered writes
+    barrier(ctx);
+}
+
+#[eagle::host]
+pub fn push_step(
+    x: Tensor<f32, NR, 1, SIZE>,
+    y: Out<Tensor<f32, NR, 1, SIZE>>,
+    wait_first: bool,
+    writers: bool,
+) {
+    let buf = alloc_window_buffer([1, SIZE], f32);
+    let sig = alloc_window_buffer([1, 1], i32);
+    for r in 0..world_size() {
+        if writers {
+            two_writers(x[r], window(buf, [1, SIZE], f32), device = r);
+        } else {
+            push_then_load(
+                x[r],
+                y[r],
+                window(buf, [1, SIZE], f32),
+                window(sig, [1, 1], i32),
+                wait_first,
+                device = r,
+            );
+        }
+    }
+}
+
+/// A rank's own `load` of what a peer pushed (`remote_store`) must follow a wait for the
+/// peer's signal, and two ranks' writes of the same elements must be ordered: both are
+/// reported on every run with the op's source line; with the wait the program runs.
+#[test]
+fn pushed_data_loaded_without_a_wait_and_unordered_writes_are_races() {
+    let s = Session::sim(3).unwrap();
+    let x = eagle_runner::random_tensor(&[3, 1, SIZE], 13);
+    let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
+    let line = |marker: &str| {
+        let src = include_str!("errors.rs");
+        let at = src.find(marker).unwrap();
+        src[..at].lines().count()
+    };
+    for run in 0..3 {
+        let e = push_step
+            .launch(&s, &x, &mut y, false, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("data race: rank")
+                && e.contains(" reads window #0 ([1, 64] f32) elements 0..64 on rank ")
+                && e.contains(&format!(
+                    "tests/errors.rs:{}:",
+                    line("// marker: the unordered load")
+                )),
+            "run {run}: {e}"
+        );
+        let e = push_step
+            .launch(&s, &x, &mut y, false, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(" writes window #0 ([1, 64] f32) elements 0..64 on rank 0, which rank ")
+                && e.contains(
+                    "also wrote with no notify -> wait (or barrier) ordering the two writes"
+                )
+                && e.contains(&format!(
+                    "tests/errors.rs:{}:",
+                    line("// marker: the second of two")
+                )),
+            "run {run}: {e}"
+        );
+    }
+    push_step.launch(&s, &x, &mut y, true, false).unwrap();
+    for r in 0..3 {
+        let from = (r + 2) % 3;
+        eagle_runner::check_bits(
+            "y",
+            &y.data()[r * SIZE..(r + 1) * SIZE],
+            &x.data()[from * SIZE..(from + 1) * SIZE],
+        )
+        .unwrap();
+    }
+}
+
 #[eagle::kernel(device)]
 pub fn busy_or_waiting(ctx: Ctx, sig: Window<i32, 1, 1>, out: Out<Tensor<f32, 1>>) {
     if rank(ctx) == 0 {

@@ -462,6 +462,12 @@ fn moe_bad_inputs_are_errors_before_anything_runs() {
         err(&inp, 0),
         "argument `capacity`: 0 rows per expert would drop every token; give at least 1 (here the mean load is 32 rows per expert, e.g. `capacity = 40`)"
     );
+    assert_eq!(
+        err(&inp, p * T + 1),
+        "argument `capacity`: 129 rows per expert is more than an expert can receive at P = 2 (each of the 128 tokens names it at most once); give at most 128, which already drops nothing"
+    );
+    // A capacity whose buffer size would overflow is refused the same way.
+    assert!(err(&inp, usize::MAX / 2).starts_with("argument `capacity`: "));
     let with = |at: usize, e: i32| {
         let mut r = inp.route.data().to_vec();
         r[at] = e;

@@ -295,6 +295,17 @@ pub struct Hooks {
     /// ignore it or use it to check synchronisation (the `sim` race detector does).
     pub track_write:
         unsafe extern "C" fn(ctx: *mut DeviceCtx, win: u64, off: u64, nbytes: u64) -> i32,
+    /// Compiled code reads `nbytes` at offset `off` of this rank's allocation of window `win`
+    /// with a plain load (a tile `load` or an element read), at op `site`. A runtime may ignore
+    /// it or check the read against the last write (the `sim` race detector does: a peer's
+    /// `put` or `remote_store` must be ordered before it by a notify -> wait or a barrier).
+    pub track_read: unsafe extern "C" fn(
+        ctx: *mut DeviceCtx,
+        win: u64,
+        off: u64,
+        nbytes: u64,
+        site: u32,
+    ) -> i32,
 }
 
 /// Byte offsets of the hooks in [`Hooks`] (what compiled code loads through `ctx.hooks`).
@@ -317,6 +328,8 @@ pub mod hook {
     pub const FAULT: i32 = offset_of!(Hooks, fault) as i32;
     /// `track_write`
     pub const TRACK_WRITE: i32 = offset_of!(Hooks, track_write) as i32;
+    /// `track_read`
+    pub const TRACK_READ: i32 = offset_of!(Hooks, track_read) as i32;
 }
 
 /// A compiled entry point.
@@ -341,7 +354,10 @@ mod tests {
             "{checks}"
         );
         assert!(checks.contains("sizeof(eg_rt) == 48 && sizeof(eg_err) == 32"));
-        assert_eq!((hook::WINDOW_BASE, hook::TRACK_WRITE), (0, 56));
+        assert_eq!(
+            (hook::WINDOW_BASE, hook::TRACK_WRITE, hook::TRACK_READ),
+            (0, 56, 64)
+        );
         assert_eq!((CTX_RANK, CTX_HOOKS), (0, 16));
         for (k, c) in eagle_ir::CmpOp::ALL.into_iter().enumerate() {
             assert_eq!(decode_cmp(cmp_code(c)), c);

@@ -771,6 +771,16 @@ unsafe extern "C" fn h_track_write(_ctx: *mut DeviceCtx, _win: u64, _off: u64, _
     0
 }
 
+unsafe extern "C" fn h_track_read(
+    _ctx: *mut DeviceCtx,
+    _win: u64,
+    _off: u64,
+    _n: u64,
+    _site: u32,
+) -> i32 {
+    0
+}
+
 /// The hook table of the MPI transport.
 pub(crate) static HOOKS: Hooks = Hooks {
     window_base: h_window_base,
@@ -781,6 +791,7 @@ pub(crate) static HOOKS: Hooks = Hooks {
     barrier: h_barrier,
     fault: h_fault,
     track_write: h_track_write,
+    track_read: h_track_read,
 };
 
 /// Builds the context for one call.

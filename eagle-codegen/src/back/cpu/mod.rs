@@ -304,6 +304,10 @@ fn lower_function(
         (hook::BARRIER, mk(&[ptr, i32t], Some(i32t))),
         (hook::FAULT, mk(&[ptr, i32t, i64t, i64t], Some(i32t))),
         (hook::TRACK_WRITE, mk(&[ptr, i64t, i64t, i64t], Some(i32t))),
+        (
+            hook::TRACK_READ,
+            mk(&[ptr, i64t, i64t, i64t, i32t], Some(i32t)),
+        ),
     ];
     for (k, s) in sigs {
         hook_sigs.insert(k, b.import_signature(s));
@@ -703,6 +707,31 @@ impl Lower<'_, '_> {
         })
     }
 
+    /// Tells the runtime about the rows a tile `load` of `src` reads when `src` is a window
+    /// (`hook::TRACK_READ`, one call per contiguous row; the `sim` race detector checks them).
+    fn track_window_read(
+        &mut self,
+        op: &Op,
+        src: Value,
+        src_shape: &[u64],
+        offs: &[ClValue],
+        tile: &[u64],
+        esize: usize,
+    ) -> Result<(), CodegenError> {
+        let Ok((id, woff)) = self.win(src) else {
+            return Ok(());
+        };
+        let site = self.sync_site(op);
+        self.copy_rows(tile, esize, &mut |lw, idx, bytes| {
+            let s_off = lw.linear(src_shape, offs, idx, esize);
+            let at = lw.b.ins().iadd(woff, s_off);
+            let n = lw.iconst(bytes as i64);
+            let st = lw.call_hook(hook::TRACK_READ, &[id, at, n, site]);
+            lw.check(st);
+            Ok(())
+        })
+    }
+
     /// Tile loads and stores (read in place, fused into a store, or copied).
     fn lower_load_store(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
         let f = self.f;
@@ -718,6 +747,7 @@ impl Lower<'_, '_> {
                 let tile = ts.consts().unwrap_or_default();
                 let src_shape = ss.consts().unwrap_or_default();
                 let offs = self.offsets(op, offsets, &src_shape, &tile)?;
+                self.track_window_read(op, *src, &src_shape, &offs, &tile, d.size())?;
                 let zero: Vec<ClValue> = (0..tile.len()).map(|_| self.iconst(0)).collect();
                 let off = self.linear_with(&src_shape, &offs, &zero, d.size());
                 let base = self.mem(*src)?;
@@ -736,6 +766,7 @@ impl Lower<'_, '_> {
                     .and_then(|s| s.consts())
                     .unwrap_or_default();
                 let offs = self.offsets(op, offsets, &src_shape, &tile)?;
+                self.track_window_read(op, *src, &src_shape, &offs, &tile, d.size())?;
                 let src_p = self.mem(*src)?;
                 self.copy_rows(&tile, d.size(), &mut |lw, idx, bytes| {
                     let s_off = lw.linear(&src_shape, &offs, idx, d.size());
@@ -804,6 +835,15 @@ impl Lower<'_, '_> {
                 let t = f.ty(*src).clone();
                 let addr = self.elem_addr_of(op, *src, &t, indices)?;
                 let d = t.dtype().unwrap_or(DType::F32);
+                if let Ok((id, woff)) = self.win(*src) {
+                    let base = self.mem(*src)?;
+                    let rel = self.b.ins().isub(addr, base);
+                    let at = self.b.ins().iadd(woff, rel);
+                    let n = self.iconst(d.size() as i64);
+                    let site = self.sync_site(op);
+                    let st = self.call_hook(hook::TRACK_READ, &[id, at, n, site]);
+                    self.check(st);
+                }
                 Some(Cv::S(self.b.ins().load(
                     cl_type(d),
                     MemFlagsData::trusted(),

@@ -2,6 +2,7 @@
 //! code through the [`Hooks`] table.
 
 pub(crate) mod race;
+use crate::race::RaceReport;
 use crate::Cause;
 use eagle_codegen::abi::{sigkind, DeviceCtx, Hooks};
 use eagle_codegen::Artifact;
@@ -352,6 +353,32 @@ fn fail(e: &mut RankEnv<'_, '_>, cause: Cause) -> i32 {
     1
 }
 
+/// The report of a read by this rank of `win` on rank `owner` that no synchronisation orders
+/// after the write it sees (`at`: the op's site prefix).
+fn read_race(e: &RankEnv<'_, '_>, at: &str, win: u64, owner: usize, rep: &RaceReport) -> Cause {
+    let w = &e.world.windows[win as usize];
+    let (r, wr) = (e.rank, rep.writer);
+    Cause::Race(format!(
+        "{at}data race: rank {r} reads window #{win} ({}) elements {}..{} on rank {owner}, which rank {wr} wrote with no notify -> wait (or barrier) ordering that write before this read; after writing, have rank {wr} notify rank {r} and make rank {r} wait for that signal before it reads (notify the rank that reads you; wait for the rank you read)",
+        w.desc,
+        rep.start / w.elem as u64,
+        rep.end / w.elem as u64,
+    ))
+}
+
+/// The report of a write by this rank of `win` on rank `owner` over bytes another rank wrote
+/// with no synchronisation between the two writes.
+fn write_race(e: &RankEnv<'_, '_>, at: &str, win: u64, owner: usize, rep: &RaceReport) -> Cause {
+    let w = &e.world.windows[win as usize];
+    let (r, wr) = (e.rank, rep.writer);
+    Cause::Race(format!(
+        "{at}data race: rank {r} writes window #{win} ({}) elements {}..{} on rank {owner}, which rank {wr} also wrote with no notify -> wait (or barrier) ordering the two writes, so which value stays depends on timing; order them (rank {wr} notifies rank {r} after its write, and rank {r} waits for that signal before writing), or write disjoint elements",
+        w.desc,
+        rep.start / w.elem as u64,
+        rep.end / w.elem as u64,
+    ))
+}
+
 fn check_region(
     e: &RankEnv<'_, '_>,
     what: &str,
@@ -383,11 +410,21 @@ unsafe extern "C" fn h_put(
     off: u64,
     src: *const u8,
     n: u64,
-    _site: u32,
+    site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
     match check_region(e, "put", win, peer, off, n) {
         Ok(p) => {
+            if let Some(rep) = e
+                .world
+                .race
+                .as_ref()
+                .and_then(|r| r.write(win as usize, p, off, n, e.rank))
+            {
+                let at = e.world.artifact.site_prefix(site);
+                let cause = write_race(e, &at, win, p, &rep);
+                return fail(e, cause);
+            }
             let dst = e.world.windows[win as usize]
                 .ptr(p)
                 .wrapping_add(off as usize);
@@ -418,20 +455,9 @@ unsafe extern "C" fn h_get(
                 .as_ref()
                 .and_then(|r| r.read(win as usize, p, off, n, e.rank))
             {
-                let w = &e.world.windows[win as usize];
                 let at = e.world.artifact.site_prefix(site);
-                let msg = format!(
-                    "{at}data race: rank {} reads window #{win} ({}) elements {}..{} on rank {p}, which rank {} wrote with no notify -> wait (or barrier) ordering that write before this read; after writing, have rank {} notify rank {} and make rank {} wait for that signal before it reads (notify the rank that reads you; wait for the rank you read)",
-                    e.rank,
-                    w.desc,
-                    rep.start / w.elem as u64,
-                    rep.end / w.elem as u64,
-                    rep.writer,
-                    rep.writer,
-                    e.rank,
-                    e.rank
-                );
-                return fail(e, Cause::Race(msg));
+                let cause = read_race(e, &at, win, p, &rep);
+                return fail(e, cause);
             }
             let src = e.world.windows[win as usize]
                 .ptr(p)
@@ -530,8 +556,38 @@ unsafe extern "C" fn h_track_write(ctx: *mut DeviceCtx, win: u64, off: u64, n: u
     if let Err(m) = check_region(e, "store", win, rank, off, n) {
         return fail(e, Cause::Access(m));
     }
-    if let Some(r) = &e.world.race {
-        r.write(win as usize, e.rank, off, n, e.rank);
+    if let Some(rep) = e
+        .world
+        .race
+        .as_ref()
+        .and_then(|r| r.write(win as usize, e.rank, off, n, e.rank))
+    {
+        let cause = write_race(e, "", win, e.rank, &rep);
+        return fail(e, cause);
+    }
+    0
+}
+
+unsafe extern "C" fn h_track_read(
+    ctx: *mut DeviceCtx,
+    win: u64,
+    off: u64,
+    n: u64,
+    site: u32,
+) -> i32 {
+    let e = unsafe { env(ctx) };
+    // Nothing to do without the detector (compiled code has checked the bounds).
+    let Some(race) = &e.world.race else {
+        return 0;
+    };
+    let rank = e.rank as i64;
+    if let Err(m) = check_region(e, "load", win, rank, off, n) {
+        return fail(e, Cause::Access(m));
+    }
+    if let Some(rep) = race.read(win as usize, e.rank, off, n, e.rank) {
+        let at = e.world.artifact.site_prefix(site);
+        let cause = read_race(e, &at, win, e.rank, &rep);
+        return fail(e, cause);
     }
     0
 }
@@ -589,6 +645,7 @@ pub(crate) static HOOKS: Hooks = Hooks {
     barrier: h_barrier,
     fault: h_fault,
     track_write: h_track_write,
+    track_read: h_track_read,
 };
 
 /// Builds the context for one call on `rank`.

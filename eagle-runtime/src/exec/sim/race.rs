@@ -1,11 +1,14 @@
 //! The `sim` race detector: vector clocks over notify -> wait and barriers, and a shadow of the
 //! last writer of every byte range of every window allocation.
 //!
-//! Rule (design.md: notify is a release, wait an acquire): a `get` or `remote_load` by rank r
-//! of bytes that rank w wrote is ordered only if w's write happened before a release (notify or
-//! barrier arrival) that r acquired (a satisfied wait on that signal, or leaving that barrier),
-//! directly or through a chain. Any other such read is reported, on every run, whatever the
-//! timing: the clocks follow the program's synchronisation, not the order threads ran in.
+//! Rule (design.md: notify is a release, wait an acquire): a read by rank r (a `get` or
+//! `remote_load` of any rank's window, or a plain `load` or element read of its own) of bytes
+//! that rank w wrote (a plain store into its own window, or a `put`, `remote_store` or `get`
+//! into any rank's) is ordered only if w's write happened before a release (notify or barrier
+//! arrival) that r acquired (a satisfied wait on that signal, or leaving that barrier),
+//! directly or through a chain. A write by r of bytes that w wrote is held to the same rule.
+//! Any other such access is reported, on every run, whatever the timing: the clocks follow the
+//! program's synchronisation, not the order threads ran in.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
@@ -129,12 +132,31 @@ impl Race {
         self.shadows.get(win * self.p + owner)
     }
 
-    /// Rank `writer` wrote `[off, off + n)` of `owner`'s allocation of `win`.
-    pub(crate) fn write(&self, win: usize, owner: usize, off: u64, n: u64, writer: usize) {
-        let epoch = lock(&self.clocks[writer])[writer];
-        if let Some(s) = self.shadow(win, owner) {
-            lock(s).write(off, off + n, writer, epoch);
-        }
+    /// Rank `writer` writes `[off, off + n)` of `owner`'s allocation of `win`. Returns the
+    /// earlier write by another rank that no synchronisation orders before this one (two
+    /// unordered writes of one byte: which lands last depends on timing), if any; the write
+    /// is recorded either way.
+    pub(crate) fn write(
+        &self,
+        win: usize,
+        owner: usize,
+        off: u64,
+        n: u64,
+        writer: usize,
+    ) -> Option<RaceReport> {
+        let clock = lock(&self.clocks[writer]).clone();
+        let epoch = clock[writer];
+        let mut s = lock(self.shadow(win, owner)?);
+        let found = s
+            .overlapping(off, off + n)
+            .find(|(_, seg)| seg.writer != writer && seg.epoch > clock[seg.writer])
+            .map(|(k, seg)| RaceReport {
+                writer: seg.writer,
+                start: k.max(off),
+                end: seg.end.min(off + n),
+            });
+        s.write(off, off + n, writer, epoch);
+        found
     }
 
     /// Rank `reader` reads `[off, off + n)` of `owner`'s allocation of `win`.
