@@ -88,6 +88,16 @@ fn cell((lo, med, hi): (f64, f64, f64)) -> String {
     format!("{med:.2} ({lo:.2}-{hi:.2})")
 }
 
+/// A row of the overlap table: `r` holds the overlapped then the bulk timings.
+fn overlap_row(name: &str, on: &str, p: usize, m: usize, r: &[(f64, f64, f64)]) -> String {
+    format!(
+        "| `{name}` | {on} | {p} | {m} | {} | {} | {:.2} |",
+        cell(r[0]),
+        cell(r[1]),
+        r[1].1 / r[0].1
+    )
+}
+
 /// Times the closures in interleaved rounds: one untimed run each, then 7 rounds.
 fn interleaved(runs: &mut [&mut dyn FnMut()]) -> Vec<(f64, f64, f64)> {
     for r in runs.iter_mut() {
@@ -189,12 +199,7 @@ fn main() {
                         .expect("bulk");
                 },
             ]);
-            say(format!(
-                "| `allgather_gemm` | {on} | {p} | {m} | {} | {} | {:.2} |",
-                cell(r[0]),
-                cell(r[1]),
-                r[1].1 / r[0].1
-            ));
+            say(overlap_row("allgather_gemm", on, p, m, &r));
         }
         for m in [64usize, 256, 1024] {
             use gemm_reduce_scatter::{KP, N};
@@ -216,50 +221,21 @@ fn main() {
                         .expect("bulk");
                 },
             ]);
-            say(format!(
-                "| `gemm_reduce_scatter` | {on} | {p} | {m} | {} | {} | {:.2} |",
-                cell(r[0]),
-                cell(r[1]),
-                r[1].1 / r[0].1
-            ));
+            say(overlap_row("gemm_reduce_scatter", on, p, m, &r));
         }
     }
     say(String::new());
     say("| program | on | P | dispatch + combine (ms) | with the expert FFN (ms) | 2 x all_to_all, same token bytes (ms) | the same + the MoE's argument bytes (ms) | dispatch + combine / all_to_all | / all_to_all + arguments |".into());
     say("|---|---|---|---|---|---|---|---|---|".into());
     for &p in ps.iter().filter(|&&p| p > 1) {
-        use crate::moe_dispatch_combine::{
-            moe_dispatch_combine, Inputs, CAPACITY, D, EPR, T, TOPK,
-        };
+        use crate::moe_dispatch_combine::{Buffers, Inputs, CAPACITY, D, EPR, T, TOPK};
         let s = session(p);
         let inp = Inputs::random(p, 61);
         let cap = CAPACITY;
         let outs = |ffn: bool| {
-            let mut counts = Tensor::<i32>::zeros(&[p, p, EPR * p]);
-            let mut slot = Tensor::<i32>::zeros(&[p, T, TOPK]);
-            let mut kept = Tensor::<i32>::zeros(&[p, 1, EPR]);
-            let mut dispatched = Tensor::<f32>::zeros(&[p, EPR * cap, D]);
-            let mut y = Tensor::<f32>::zeros(&[p, T, D]);
-            let inp = &inp;
-            let s = &s;
-            move || {
-                moe_dispatch_combine
-                    .launch(
-                        s,
-                        &inp.x,
-                        &inp.route,
-                        &inp.gate,
-                        &inp.w1,
-                        &inp.w2,
-                        &mut counts,
-                        &mut slot,
-                        &mut kept,
-                        &mut dispatched,
-                        &mut y,
-                        ffn,
-                    )
-                    .expect("moe");
-            }
+            let mut bufs = Buffers::new(p, cap);
+            let (inp, s) = (&inp, &s);
+            move || bufs.launch(s, inp, ffn).expect("moe")
         };
         let (mut route_only, mut full) = (outs(false), outs(true));
         let x = eagle_runner::random_tensor(&[p, p, TOPK * T * D / p], 3);

@@ -50,12 +50,12 @@ pub fn jacobi_rank(
     iters: usize,
 ) {
     let me = rank(ctx);
-    let rows = nranks(ctx) / cols;
+    let n = nranks(ctx);
+    let rows = n / cols;
     let ri = me / cols;
     let ci = me % cols;
     // The neighbours (each used only where it exists; written modulo P so that every rank
     // number is in range).
-    let n = nranks(ctx);
     let west = (me + n - 1) % n;
     let east = (me + 1) % n;
     let north = (me + n - cols) % n;

@@ -356,39 +356,72 @@ pub fn check_inputs(p: usize, route: &Tensor<i32>, capacity: usize) -> eagle::Re
     Ok(())
 }
 
+/// The output tensors of a launch (leading dim `P`), reused across launches.
+#[derive(Debug, Clone)]
+pub struct Buffers {
+    counts: Tensor<i32>,
+    slot: Tensor<i32>,
+    kept: Tensor<i32>,
+    dispatched: Tensor<f32>,
+    y: Tensor<f32>,
+}
+
+impl Buffers {
+    /// Zeroed outputs for world size `p` and `capacity` rows per expert.
+    pub fn new(p: usize, capacity: usize) -> Buffers {
+        Buffers {
+            counts: Tensor::zeros(&[p, p, EPR * p]),
+            slot: Tensor::zeros(&[p, T, TOPK]),
+            kept: Tensor::zeros(&[p, 1, EPR]),
+            dispatched: Tensor::zeros(&[p, EPR * capacity, D]),
+            y: Tensor::zeros(&[p, T, D]),
+        }
+    }
+
+    /// One launch into these buffers, with the expert FFN (`ffn`) or a copy in its place.
+    /// The inputs are not checked: call [`check_inputs`] first ([`moe`] does).
+    ///
+    /// # Errors
+    /// The launch's errors.
+    pub fn launch(&mut self, s: &Session, inp: &Inputs, ffn: bool) -> eagle::Result<()> {
+        moe_dispatch_combine.launch(
+            s,
+            &inp.x,
+            &inp.route,
+            &inp.gate,
+            &inp.w1,
+            &inp.w2,
+            &mut self.counts,
+            &mut self.slot,
+            &mut self.kept,
+            &mut self.dispatched,
+            &mut self.y,
+            ffn,
+        )?;
+        Ok(())
+    }
+
+    /// The outputs, copied out.
+    pub fn outputs(&self) -> Outputs {
+        Outputs {
+            counts: self.counts.data().to_vec(),
+            slot: self.slot.data().to_vec(),
+            kept: self.kept.data().to_vec(),
+            dispatched: self.dispatched.data().to_vec(),
+            y: self.y.data().to_vec(),
+        }
+    }
+}
+
 /// Checks the inputs, then runs one dispatch + FFN + combine with `capacity` rows per expert.
 ///
 /// # Errors
 /// [`check_inputs`]'s errors, before anything runs; then the launch's.
 pub fn moe(s: &Session, inp: &Inputs, capacity: usize) -> eagle::Result<Outputs> {
-    let p = s.world_size();
-    check_inputs(p, &inp.route, capacity)?;
-    let mut counts = Tensor::<i32>::zeros(&[p, p, EPR * p]);
-    let mut slot = Tensor::<i32>::zeros(&[p, T, TOPK]);
-    let mut kept = Tensor::<i32>::zeros(&[p, 1, EPR]);
-    let mut dispatched = Tensor::<f32>::zeros(&[p, EPR * capacity, D]);
-    let mut y = Tensor::<f32>::zeros(&[p, T, D]);
-    moe_dispatch_combine.launch(
-        s,
-        &inp.x,
-        &inp.route,
-        &inp.gate,
-        &inp.w1,
-        &inp.w2,
-        &mut counts,
-        &mut slot,
-        &mut kept,
-        &mut dispatched,
-        &mut y,
-        true,
-    )?;
-    Ok(Outputs {
-        counts: counts.data().to_vec(),
-        slot: slot.data().to_vec(),
-        kept: kept.data().to_vec(),
-        dispatched: dispatched.data().to_vec(),
-        y: y.data().to_vec(),
-    })
+    check_inputs(s.world_size(), &inp.route, capacity)?;
+    let mut out = Buffers::new(s.world_size(), capacity);
+    out.launch(s, inp, true)?;
+    Ok(out.outputs())
 }
 
 /// The golden, in plain Rust, in the program's documented orders.

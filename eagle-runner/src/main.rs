@@ -106,7 +106,9 @@ fn main() -> ExitCode {
                 let known: Vec<String> = steps.iter().map(|s| format!("{:02}", s.number)).collect();
                 let within = match cli.suite {
                     eagle_runner::Suite::All => String::new(),
-                    suite => format!(" in `--suite {}`", format!("{suite:?}").to_lowercase()),
+                    suite => clap::ValueEnum::to_possible_value(&suite)
+                        .map(|v| format!(" in `--suite {}`", v.get_name()))
+                        .unwrap_or_default(),
                 };
                 let _ = writeln!(
                     eagle_runner::stderr_lines(),

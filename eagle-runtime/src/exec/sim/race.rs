@@ -71,11 +71,18 @@ impl Shadow {
         );
     }
 
-    fn overlapping(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, Seg)> + '_ {
+    /// The first write of `[start, end)` by a rank other than `rank` that `rank`'s `clock`
+    /// does not order before now.
+    fn unordered(&self, start: u64, end: u64, rank: usize, clock: &[u64]) -> Option<RaceReport> {
         self.0
             .range(..end)
-            .filter(move |(_, s)| s.end > start)
-            .map(|(k, s)| (*k, *s))
+            .filter(|(_, s)| s.end > start)
+            .find(|(_, s)| s.writer != rank && s.epoch > clock[s.writer])
+            .map(|(&k, s)| RaceReport {
+                writer: s.writer,
+                start: k.max(start),
+                end: s.end.min(end),
+            })
     }
 }
 
@@ -145,17 +152,9 @@ impl Race {
         writer: usize,
     ) -> Option<RaceReport> {
         let clock = lock(&self.clocks[writer]).clone();
-        let epoch = clock[writer];
         let mut s = lock(self.shadow(win, owner)?);
-        let found = s
-            .overlapping(off, off + n)
-            .find(|(_, seg)| seg.writer != writer && seg.epoch > clock[seg.writer])
-            .map(|(k, seg)| RaceReport {
-                writer: seg.writer,
-                start: k.max(off),
-                end: seg.end.min(off + n),
-            });
-        s.write(off, off + n, writer, epoch);
+        let found = s.unordered(off, off + n, writer, &clock);
+        s.write(off, off + n, writer, clock[writer]);
         found
     }
 
@@ -170,14 +169,7 @@ impl Race {
     ) -> Option<RaceReport> {
         let clock = lock(&self.clocks[reader]).clone();
         let s = lock(self.shadow(win, owner)?);
-        let found = s
-            .overlapping(off, off + n)
-            .find(|(_, seg)| seg.writer != reader && seg.epoch > clock[seg.writer]);
-        found.map(|(k, seg)| RaceReport {
-            writer: seg.writer,
-            start: k.max(off),
-            end: seg.end.min(off + n),
-        })
+        s.unordered(off, off + n, reader, &clock)
     }
 
     /// Rank `rank` notifies the signal at (`win`, `owner`, `off`): a release.
