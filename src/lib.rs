@@ -397,6 +397,7 @@ impl Session {
     /// argument and both values). A rank that does not reach the launch within the wait
     /// timeout is named and the job is aborted.
     pub fn launch<F: ir::EagleFn + 'static>(&self, mut args: Vec<Arg<'_>>) -> Result<LaunchReport> {
+        let _launch = tracing::info_span!(target: "eagle", "launch", function = F::NAME, world_size = self.world_size(), platform = self.platform.name()).entered();
         let target = if self.emit_cuda {
             codegen::Target::Cuda
         } else {
@@ -544,7 +545,14 @@ fn generic_of<F: ir::EagleFn + 'static>() -> Result<(std::sync::Arc<ir::Module>,
     {
         return Ok(hit);
     }
-    let m = Arc::new(F::module()?);
+    let span = tracing::debug_span!(target: "eagle", "build", function = F::NAME, ops = tracing::field::Empty);
+    let m = span.in_scope(|| F::module())?;
+    let mut ops = 0usize;
+    for f in &m.functions {
+        f.body.walk(&mut |_| ops += 1);
+    }
+    span.record("ops", ops);
+    let m = Arc::new(m);
     let h = codegen::fnv1a(ir::print_module(&m).as_bytes());
     if let Ok(mut c) = cache.lock() {
         c.insert(TypeId::of::<F>(), (Arc::clone(&m), h));

@@ -669,6 +669,7 @@ impl Plan {
     /// ends the whole job with `MPI_Abort` (exit status 1), since the other ranks would
     /// otherwise wait forever in the gather.
     pub fn run(&self, device: usize, planes: &mut Planes<'_>) -> Result<()> {
+        let _run = tracing::info_span!(target: "eagle", "plan_run", kernel = %self.kernel, structure = self.structure.name(), inner = self.inner.name(), threads = self.threads, device, platform = self.platform.name()).entered();
         #[cfg(feature = "mpi")]
         if self.structure == Structure::RankPartition
             && self.ranks.is_none()

@@ -149,6 +149,79 @@ fn nvrtc_compiles_every_translation_unit() {
     }
 }
 
+/// NVRTC's images go through the persistent cache: after the in-process images are
+/// forgotten, the same source is read from disk (no NVRTC call), a source with another
+/// constant is a miss, and a damaged entry is a logged miss that NVRTC rebuilds with the
+/// same bytes.
+#[test]
+#[ignore = "needs NVRTC (libnvrtc.so.12); run by .ci/run and scripts/gpu-check.sh"]
+fn nvrtc_images_are_kept_on_disk_and_a_damaged_entry_is_rebuilt() {
+    nvrtc();
+    let Some(disk) = codegen::disk::global() else {
+        panic!("the disk cache is off (EAGLE_CACHE_DIR=off): this test needs it on");
+    };
+    let unit = |c: f32| {
+        let m = eagle::ir::parse_module(&format!(
+            "device @k(%0 ctx: ctx, %1 x: tensor<[1, 8], f32>, out %2 y: tensor<[1, 8], f32>) {{
+  %3 = const 0 : index
+  %4 = load %1[%3, %3] : tile<[1, 8], f32>
+  %5 = const {c:?} : f32
+  %6 = add %4, %5 : tile<[1, 8], f32>
+  store %6, %2[%3, %3]
+}}
+
+host @h(%0 x: tensor<[1, 8], f32>, out %1 y: tensor<[1, 8], f32>) {{
+  %2 = const 0 : index
+  dispatch @k(%0, %1) device %2
+}}
+"
+        ))
+        .unwrap();
+        let (a, _) = codegen::compile(&m, "h", &codegen::Bindings::world(1), Target::Cuda).unwrap();
+        a.cuda.clone().unwrap()
+    };
+    // A constant no other test uses, so the first lookup may only miss or hit this test's
+    // own earlier run.
+    let one = unit(1.0625);
+    let path = disk.entry_path(
+        "nvrtc",
+        &cuda::nvrtc_disk_key(&one, "compute_80", None),
+        "ptx",
+    );
+    let _ = std::fs::remove_file(&path);
+    cuda::clear_image_cache();
+    let s0 = codegen::disk::stats();
+    let first = cuda::compile_ptx(&one, "compute_80").unwrap();
+    let s1 = codegen::disk::stats();
+    assert_eq!((s1.misses - s0.misses, s1.writes - s0.writes), (1, 1));
+    assert!(path.exists(), "{}", path.display());
+    cuda::clear_image_cache();
+    let again = cuda::compile_ptx(&one, "compute_80").unwrap();
+    let s2 = codegen::disk::stats();
+    assert_eq!((s2.hits - s1.hits, s2.writes - s1.writes), (1, 0));
+    assert_eq!(again, first);
+    // Another constant: another key.
+    let two = unit(2.0625);
+    assert_ne!(
+        cuda::nvrtc_disk_key(&two, "compute_80", None),
+        cuda::nvrtc_disk_key(&one, "compute_80", None)
+    );
+    assert_ne!(
+        cuda::nvrtc_disk_key(&one, "compute_80", Some(12080)),
+        cuda::nvrtc_disk_key(&one, "compute_80", None),
+        "the driver's version is part of the key"
+    );
+    // Truncated: a miss, rebuilt by NVRTC with the same PTX.
+    let b = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &b[..b.len() / 2]).unwrap();
+    cuda::clear_image_cache();
+    let rebuilt = cuda::compile_ptx(&one, "compute_80").unwrap();
+    let s3 = codegen::disk::stats();
+    assert_eq!((s3.corrupt - s2.corrupt, s3.writes - s2.writes), (1, 1));
+    assert_eq!(rebuilt, first);
+    assert_eq!(std::fs::read(&path).unwrap().len(), b.len());
+}
+
 #[test]
 #[ignore = "needs NVRTC (libnvrtc.so.12); run by .ci/run and scripts/gpu-check.sh"]
 fn nvrtc_errors_show_the_log_and_the_kernels() {

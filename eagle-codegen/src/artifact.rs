@@ -274,15 +274,24 @@ pub fn compile_hashed(
     let hit = cache().get(key);
     if let Some(a) = hit {
         HITS.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(target: "eagle", function = root, key = %format_args!("{key:016x}"), "artifact cache hit");
         return Ok((a, true));
     }
+    tracing::debug!(target: "eagle", function = root, key = %format_args!("{key:016x}"), "artifact cache miss");
+    let _compile = tracing::info_span!(target: "eagle", "compile", function = root, for_target = target.name(), world_size = b.world_size, bindings = %b.key_text()).entered();
     let t0 = Instant::now();
-    verify_module(m)?;
-    let spec = specialize_for(m, b, &target.limits())?;
-    let code = cpu::compile_module(&spec)?;
+    tracing::debug_span!(target: "eagle", "verify", function = root)
+        .in_scope(|| verify_module(m))?;
+    let spec = tracing::debug_span!(target: "eagle", "specialize", function = root, world_size = b.world_size, bindings = %b.key_text())
+        .in_scope(|| specialize_for(m, b, &target.limits()))?;
+    let code = tracing::debug_span!(target: "eagle", "backend", backend = "cpu", functions = spec.module.functions.len())
+        .in_scope(|| cpu::compile_module(&spec))?;
     let cuda = match target {
         Target::Cpu => None,
-        Target::Cuda => Some(crate::cuda::emit_module(&spec)?),
+        Target::Cuda => Some(
+            tracing::debug_span!(target: "eagle", "backend", backend = "cuda", functions = spec.module.functions.len())
+                .in_scope(|| crate::cuda::emit_module(&spec))?,
+        ),
     };
     let a = Arc::new(Artifact {
         key,

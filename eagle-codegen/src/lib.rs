@@ -5,12 +5,15 @@
 //! - [`cpu`]: lowers per-device and compute functions to Cranelift IR and JIT-compiles them.
 //! - [`cuda`]: emits CUDA C for the same functions (compiled to PTX by NVRTC in the runtime).
 //! - [`compile`]: the artifact cache, keyed by a hash of (generic IR text, bindings, target).
+//! - [`disk`]: the persistent cache of NVRTC images and the CUDA emulation's libraries
+//!   (`EAGLE_CACHE_DIR`, SHA-256 keys, verified entries, a size bound).
 //! - [`abi`]: the calling convention between compiled code and a runtime. Compiled code reaches
 //!   the runtime only through the [`abi::Hooks`] table, so no backend knows a transport.
 
 pub mod abi;
 mod artifact;
 mod back;
+pub mod disk;
 mod error;
 mod passes;
 pub mod sites;

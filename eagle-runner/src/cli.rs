@@ -215,6 +215,11 @@ pub struct CommonArgs {
     /// least 1).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub wait_timeout: Option<u64>,
+    /// Show eagle's tracing spans on standard error: `-v` launches, compiles and plan runs with
+    /// their durations, `-vv` every stage, dispatch and cache lookup (`RUST_LOG=eagle=debug`
+    /// overrides).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 }
 
 impl CommonArgs {
@@ -282,6 +287,11 @@ pub fn is_usage(e: &Error) -> bool {
 /// prints `OK` (exit 0), or the error (exit 2 for bad input, 1 for a failed run).
 pub fn example_main(step: Step) -> ExitCode {
     let args = ExampleArgs::parse();
+    if let Err(e) = crate::trace::init(args.common.verbose) {
+        use std::io::Write;
+        let _ = writeln!(crate::stderr_lines(), "error: {e}");
+        return ExitCode::from(2);
+    }
     let mpi = MpiGuard::init().with_wait_timeout(args.common.wait_timeout);
     let run = || -> Result<()> {
         mpi.agree_on_command_line(&std::env::args().skip(1).collect::<Vec<_>>())?;

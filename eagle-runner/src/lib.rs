@@ -11,6 +11,7 @@
 mod cli;
 pub mod golden;
 mod random;
+pub mod trace;
 
 pub use cli::{
     example_main, is_usage, parse_devices, parse_devices_on, write_failure, CommonArgs, Step,

@@ -80,10 +80,73 @@ struct Cli {
     /// `mpirun`, every rank's digest is compared with rank 0's.
     #[arg(long)]
     digest: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// The persistent artifact cache (`EAGLE_CACHE_DIR`, default `~/.cache/eagle`).
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+    },
+}
+
+#[derive(clap::Subcommand, Debug, Clone, Copy)]
+enum CacheAction {
+    /// Print the cache directory, its entries and their bytes.
+    Info,
+    /// Delete every entry.
+    Clear,
+}
+
+/// `eagle cache info|clear`.
+fn cache_command(action: CacheAction) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let Some(cache) = eagle::codegen::disk::DiskCache::from_env() else {
+        let _ = writeln!(
+            out,
+            "the disk cache is off (EAGLE_CACHE_DIR=off, or no home directory): nothing to do"
+        );
+        return ExitCode::SUCCESS;
+    };
+    let dir = cache.dir().display().to_string();
+    let r = match action {
+        CacheAction::Info => {
+            let u = cache.usage();
+            writeln!(out, "{dir}: {} entries, {} bytes", u.entries, u.bytes)
+        }
+        CacheAction::Clear => match cache.clear() {
+            Ok(u) => writeln!(
+                out,
+                "{dir}: deleted {} entries, {} bytes",
+                u.entries, u.bytes
+            ),
+            Err(e) => {
+                let _ = writeln!(
+                    eagle_runner::stderr_lines(),
+                    "error: the cache directory {dir} cannot be cleared: {e}"
+                );
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    match r.err().and_then(eagle_runner::write_failure) {
+        Some(_) => ExitCode::FAILURE,
+        None => ExitCode::SUCCESS,
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Cache { action }) = cli.command {
+        return cache_command(action);
+    }
+    if let Err(e) = eagle_runner::trace::init(cli.common.verbose) {
+        let _ = writeln!(eagle_runner::stderr_lines(), "error: {e}");
+        return ExitCode::from(2);
+    }
     // Under `mpirun` (feature `mpi`) every process runs every step for its own rank; rank 0
     // prints, and the ranks agree on success before anyone reports it.
     let mpi = eagle_runner::MpiGuard::init().with_wait_timeout(cli.common.wait_timeout);

@@ -298,3 +298,132 @@ fn parsing_a_million_device_ids_is_linear() {
     );
     println!("parse_devices: {n} ids in {took:?}");
 }
+
+/// The persistent cache across processes (`EAGLE_CACHE_DIR`): the first run compiles the CUDA
+/// emulation's libraries and writes them, a second process loads them, a truncated entry is
+/// a logged miss that is rebuilt (never loaded), and `eagle cache info|clear` report and
+/// empty the folder.
+#[cfg(feature = "cuda")]
+#[test]
+fn the_disk_cache_serves_a_second_process_and_a_damaged_entry_is_rebuilt() {
+    let dir = std::env::temp_dir().join(format!("eagle-cli-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = |args: &[&str]| {
+        Command::new(runner())
+            .args(args)
+            .env("EAGLE_CACHE_DIR", &dir)
+            .env("EAGLE_CUDA_EMULATE", "1")
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("the runner starts")
+    };
+    let step = ["-p", "cuda", "-d", "0,1", "--step", "07"];
+    let count = |o: &Output, what: &str| text(&o.stderr).matches(what).count();
+    // The compiler's span, as it closes (its events carry its name too).
+    let compiles = |o: &Output| {
+        text(&o.stderr)
+            .lines()
+            .filter(|l| l.contains("cuda_emu_compile{") && l.contains(": eagle: close"))
+            .count()
+    };
+    let ok = |o: &Output| {
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let stdout = text(&o.stdout);
+        assert_eq!(stdout.lines().count(), 2, "{stdout}");
+        assert!(stdout.lines().all(|l| l.ends_with("OK")), "{stdout}");
+    };
+    let verbose: Vec<&str> = step.iter().copied().chain(["-vv"]).collect();
+    // Cold: the two modes (get, put) are two sources, two misses, two entries.
+    let cold = run(&verbose);
+    ok(&cold);
+    assert_eq!(count(&cold, "disk cache miss kind=\"cuda-emu\""), 2);
+    assert_eq!(count(&cold, "disk cache write kind=\"cuda-emu\""), 2);
+    assert_eq!(count(&cold, "disk cache hit"), 0);
+    assert_eq!(compiles(&cold), 2);
+    // Warm: a second process compiles nothing.
+    let warm = run(&verbose);
+    ok(&warm);
+    assert_eq!(count(&warm, "disk cache hit kind=\"cuda-emu\""), 2);
+    assert_eq!(count(&warm, "disk cache miss"), 0);
+    assert_eq!(compiles(&warm), 0);
+    // Truncate both entries: a warning (shown without -v), rebuilt, the same results.
+    let folder = dir.join("cuda-emu");
+    let files: Vec<_> = std::fs::read_dir(&folder)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    for f in &files {
+        let b = std::fs::read(f).unwrap();
+        std::fs::write(f, &b[..b.len() - 100]).unwrap();
+    }
+    let damaged = run(&step);
+    ok(&damaged);
+    assert_eq!(
+        count(&damaged, "disk cache entry is corrupted or truncated"),
+        2,
+        "{}",
+        text(&damaged.stderr)
+    );
+    let again = run(&verbose);
+    ok(&again);
+    assert_eq!(count(&again, "disk cache hit kind=\"cuda-emu\""), 2);
+    // The subcommands.
+    let info = run(&["cache", "info"]);
+    assert_eq!(info.status.code(), Some(0));
+    assert!(
+        text(&info.stdout).contains(": 2 entries,"),
+        "{}",
+        text(&info.stdout)
+    );
+    let clear = run(&["cache", "clear"]);
+    assert_eq!(clear.status.code(), Some(0));
+    assert!(
+        text(&clear.stdout).contains(": deleted 2 entries,"),
+        "{}",
+        text(&clear.stdout)
+    );
+    assert!(text(&run(&["cache", "info"]).stdout).contains(": 0 entries, 0 bytes"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `-v` shows the launch and compile spans with their durations; a bad `RUST_LOG` is a usage
+/// error naming the variable.
+#[test]
+fn verbose_prints_spans_and_a_bad_rust_log_is_a_usage_error() {
+    let out = Command::new(runner())
+        .args(["-d", "0,1", "--step", "01", "-v"])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("launch{function=\"hello_rank\" world_size=2 platform=\"sim\"}"),
+        "{err}"
+    );
+    assert!(err.contains("time.busy="), "{err}");
+    assert!(
+        !err.contains("dispatch{"),
+        "-v leaves out the debug spans: {err}"
+    );
+    let out = Command::new(runner())
+        .args(["-d", "0,1", "--step", "01"])
+        .env("RUST_LOG", "eagle=debug")
+        .output()
+        .unwrap();
+    assert!(text(&out.stderr).contains("dispatch{rank=1 function=\"hello\"}"));
+    let out = Command::new(runner())
+        .args(["-d", "0,1", "--step", "01"])
+        .env("RUST_LOG", "eagle=loud")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr)
+            .contains("environment variable `RUST_LOG`: expected `target=level` directives"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -403,11 +403,14 @@ pub fn run_with(
         .collect();
     let world = World::new(p, wins, art, live, opts);
     let world_ref = &world;
+    // Device threads run each dispatch in a span whose parent is the caller's (the launch).
+    let parent = tracing::Span::current();
+    let parent = &parent;
     let tasks: Vec<DeviceTask<'_>> = jobs
         .into_iter()
         .enumerate()
         .map(|(rank, js)| {
-            let t: DeviceTask<'_> = Box::new(move || device_main(world_ref, rank, js));
+            let t: DeviceTask<'_> = Box::new(move || device_main(world_ref, rank, js, parent));
             t
         })
         .collect();
@@ -467,14 +470,26 @@ pub fn run_with(
     })
 }
 
+/// The span of one dispatch: `dispatch {rank, function}` under `parent` (every platform's
+/// executor opens one per dispatch it runs).
+pub(crate) fn dispatch_span(parent: &tracing::Span, rank: usize, function: &str) -> tracing::Span {
+    tracing::debug_span!(target: "eagle", parent: parent, "dispatch", rank, function)
+}
+
 /// One device's run: its jobs back (with their buffers) and how it ended.
 type DeviceTask<'a> = Box<dyn FnOnce() -> (Vec<Job>, Option<Failure>) + Send + 'a>;
 
-fn device_main(world: &World<'_>, rank: usize, mut jobs: Vec<Job>) -> (Vec<Job>, Option<Failure>) {
+fn device_main(
+    world: &World<'_>,
+    rank: usize,
+    mut jobs: Vec<Job>,
+    parent: &tracing::Span,
+) -> (Vec<Job>, Option<Failure>) {
     let mut failure = None;
     for ji in 0..jobs.len() {
         forward_host(&mut jobs, ji);
         let j = &mut jobs[ji];
+        let _dispatch = dispatch_span(parent, rank, &j.callee).entered();
         let Some(entry) = world.artifact.code.entries.get(&j.callee).copied() else {
             failure = Some(Failure::Error(Cause::Device(format!(
                 "no compiled code for `{}`",
@@ -634,6 +649,7 @@ fn run_mpi(
         copy_in(&mut jobs[rank][ji], args);
         forward_host(&mut jobs[rank], ji);
         let j = &mut jobs[rank][ji];
+        let _dispatch = dispatch_span(&tracing::Span::current(), rank, &j.callee).entered();
         let Some(entry) = art.code.entries.get(&j.callee).copied() else {
             mpi_rt::fail_job(
                 rank,

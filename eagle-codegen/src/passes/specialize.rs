@@ -1050,6 +1050,7 @@ pub fn specialize_for(
         for pass in 0..2 {
             if pass == 1 {
                 f.body = std::mem::take(&mut body);
+                let _lower = tracing::debug_span!(target: "eagle", "lower", function = %f.name, world_size = b.world_size).entered();
                 crate::lower::lower_collectives(f, b.world_size)?;
                 if f.level != Level::Host {
                     // Storage dtypes (`i8`, `f16`, ...) are computed in their compute dtypes
@@ -1060,6 +1061,7 @@ pub fn specialize_for(
                     eagle_ir::math::expand_function(f);
                 }
                 body = std::mem::take(&mut f.body);
+                drop(_lower);
             }
             let mut s = Spec {
                 b,

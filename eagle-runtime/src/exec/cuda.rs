@@ -233,7 +233,7 @@ fn module(code: &CudaCode, ordinal: usize, ex: Exec) -> Result<Loaded, RuntimeEr
         return Ok(*m);
     }
     let loaded = match ex {
-        Exec::Emulator => Loaded::Emulator(emulator_library(code, hash)?),
+        Exec::Emulator => Loaded::Emulator(emulator_library(code)?),
         Exec::Driver => {
             // PTX a plugin carries for this architecture, else a cubin from NVRTC (a cubin
             // loads on any driver of the same major version; newer PTX might not).
@@ -244,9 +244,13 @@ fn module(code: &CudaCode, ordinal: usize, ex: Exec) -> Result<Loaded, RuntimeEr
                     v.push(0);
                     v
                 }
-                None => eagle_codegen::cuda::compile_cubin(code, &arch.replace("compute_", "sm_"))
-                    .map_err(|e| RuntimeError::CudaCompile(e.to_string()))?
-                    .to_vec(),
+                None => eagle_codegen::cuda::compile_cubin_for_driver(
+                    code,
+                    &arch.replace("compute_", "sm_"),
+                    driver_version(),
+                )
+                .map_err(|e| RuntimeError::CudaCompile(e.to_string()))?
+                .to_vec(),
             };
             bind(ordinal, ex)?;
             // SAFETY: `image` is a cubin or a NUL-terminated PTX text, alive for the call; the
@@ -260,53 +264,112 @@ fn module(code: &CudaCode, ordinal: usize, ex: Exec) -> Result<Loaded, RuntimeEr
     Ok(loaded)
 }
 
+/// The loaded CUDA driver's version (`cuDriverGetVersion`, e.g. 12080), or 0 if it does not say.
+fn driver_version() -> i32 {
+    let mut v = 0;
+    // SAFETY: the driver was found loadable before any device call; writes one int.
+    let _ = unsafe { sys::cuDriverGetVersion(&mut v) };
+    v
+}
+
+/// The host C++ compiler (`$CXX`, default `c++`) and the first line of its `--version`, read
+/// once per process (part of the emulation's disk-cache key).
+fn host_compiler() -> &'static (String, String) {
+    static CXX: OnceLock<(String, String)> = OnceLock::new();
+    CXX.get_or_init(|| {
+        let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+        let version = std::process::Command::new(&cxx)
+            .arg("--version")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|t| t.lines().next().map(str::to_string))
+            .unwrap_or_default();
+        (cxx, version)
+    })
+}
+
+/// The emulation's compile flags (with `-DEG_NT=` appended).
+const EMU_FLAGS: [&str; 6] = ["-std=c++20", "-O0", "-fPIC", "-shared", "-pthread", "-w"];
+
 /// Compiles `code` with the host C++ compiler (`$CXX`, default `c++`) against the emulation
-/// shim into a shared library, and loads it.
-fn emulator_library(
-    code: &CudaCode,
-    hash: u64,
-) -> Result<&'static libloading::Library, RuntimeError> {
+/// shim into a shared library, and loads it. Libraries are kept in the persistent cache
+/// (`eagle_codegen::disk`, folder `cuda-emu/`, keyed by the compiler, its version, the flags,
+/// the block width, the shim and the source), so a later process loads instead of compiling;
+/// with the cache off, a private temporary file is built and loaded.
+fn emulator_library(code: &CudaCode) -> Result<&'static libloading::Library, RuntimeError> {
+    const KIND: &str = "cuda-emu";
     let fail = |m: String| RuntimeError::CudaCompile(format!("CUDA emulation: {m}"));
-    let dir = std::env::temp_dir().join("eagle-cuda-emu");
-    std::fs::create_dir_all(&dir).map_err(|e| fail(format!("{}: {e}", dir.display())))?;
-    // One library per (source, shim, block width), shared by every process: built under a
-    // private name, then renamed into place (atomic), and reused from then on.
     let nt = eagle_codegen::cuda::EMULATED_BLOCK_THREADS;
     let text = format!("{}\n{}", eagle_codegen::cuda::HOST_SHIM, code.source);
-    let key = eagle_codegen::fnv1a(format!("{hash:016x} EG_NT={nt}\n{text}").as_bytes());
-    let lib = dir.join(format!("{key:016x}.so"));
-    if !lib.exists() {
-        let tag = format!("{key:016x}-{}", std::process::id());
-        let src = dir.join(format!("{tag}.cpp"));
-        let tmp = dir.join(format!("{tag}.so"));
-        std::fs::write(&src, &text).map_err(|e| fail(format!("{}: {e}", src.display())))?;
-        let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-        let out = std::process::Command::new(&cxx)
-            .args(["-std=c++20", "-O0", "-fPIC", "-shared", "-pthread", "-w"])
-            .arg(format!("-DEG_NT={nt}"))
-            .arg("-o")
-            .arg(&tmp)
-            .arg(&src)
-            .output();
-        let _ = std::fs::remove_file(&src);
-        let out = out.map_err(|e| {
-            fail(format!(
-                "could not run the C++ compiler `{cxx}` ({e}); install g++ or set CXX"
-            ))
-        })?;
-        if !out.status.success() {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(fail(format!(
-                "`{cxx}` rejected the CUDA C:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-        std::fs::rename(&tmp, &lib).map_err(|e| fail(format!("{}: {e}", lib.display())))?;
+    let (cxx, cxx_version) = host_compiler();
+    let nt_flag = format!("-DEG_NT={nt}");
+    let key = eagle_codegen::disk::key(&[
+        KIND.as_bytes(),
+        cxx.as_bytes(),
+        cxx_version.as_bytes(),
+        EMU_FLAGS.join(" ").as_bytes(),
+        nt_flag.as_bytes(),
+        text.as_bytes(),
+    ]);
+    // Loaded once per process (every device ordinal of the emulation shares it).
+    type Libs = Mutex<HashMap<eagle_codegen::disk::Key, &'static libloading::Library>>;
+    static LIBS: OnceLock<Libs> = OnceLock::new();
+    let libs = LIBS.get_or_init(Default::default);
+    let mut libs = libs.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(l) = libs.get(&key) {
+        return Ok(l);
     }
-    // SAFETY: the library was just built from the shim and the emitted source; loading runs
-    // no initialisers beyond the C++ runtime's.
+    let disk = eagle_codegen::disk::global();
+    let found = disk.and_then(|d| d.get_path(KIND, &key, "so"));
+    let lib = match found {
+        Some(p) => p,
+        None => {
+            let _span = tracing::debug_span!(target: "eagle", "cuda_emu_compile", compiler = %cxx, bytes = text.len()).entered();
+            // Built under a private name next to its entry, then committed (renamed into
+            // place, atomic); without a cache, in the temporary directory.
+            let tmp = match disk.and_then(|d| d.temp_path(KIND, "so")) {
+                Some(t) => t,
+                None => {
+                    let dir = std::env::temp_dir();
+                    dir.join(format!("eagle-emu-{}-{}.so", key.hex(), std::process::id()))
+                }
+            };
+            let src = tmp.with_extension("cpp");
+            std::fs::write(&src, &text).map_err(|e| fail(format!("{}: {e}", src.display())))?;
+            let out = std::process::Command::new(cxx)
+                .args(EMU_FLAGS)
+                .arg(&nt_flag)
+                .arg("-o")
+                .arg(&tmp)
+                .arg(&src)
+                .output();
+            let _ = std::fs::remove_file(&src);
+            let out = out.map_err(|e| {
+                fail(format!(
+                    "could not run the C++ compiler `{cxx}` ({e}); install g++ or set CXX"
+                ))
+            })?;
+            if !out.status.success() {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(fail(format!(
+                    "`{cxx}` rejected the CUDA C:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                )));
+            }
+            match disk {
+                Some(d) => d.commit(KIND, &key, "so", &tmp).unwrap_or(tmp),
+                None => tmp,
+            }
+        }
+    };
+    // SAFETY: the library was built from the shim and the emitted source (verified against its
+    // SHA-256 when it came from the disk cache); loading runs no initialisers beyond the C++
+    // runtime's.
     let l = unsafe { libloading::Library::new(&lib) }.map_err(|e| fail(e.to_string()))?;
-    Ok(Box::leak(Box::new(l)))
+    let l: &'static libloading::Library = Box::leak(Box::new(l));
+    libs.insert(key, l);
+    Ok(l)
 }
 
 fn function(m: Loaded, symbol: &str) -> Result<Func, RuntimeError> {
@@ -783,6 +846,8 @@ pub(crate) fn run(
         .collect();
     let ready = std::sync::Barrier::new(p);
     let done = std::sync::Barrier::new(p);
+    // Each rank's thread runs its dispatches in spans under the caller's (the launch).
+    let parent = tracing::Span::current();
     let results: Vec<RankResult> = std::thread::scope(|s| {
         let hs: Vec<_> = jobs
             .iter()
@@ -799,8 +864,8 @@ pub(crate) fn run(
                     opts,
                     ex,
                 };
-                let (ready, done) = (&ready, &done);
-                s.spawn(move || rank_run.run(js, ins, ready, done))
+                let (ready, done, parent) = (&ready, &done, &parent);
+                s.spawn(move || parent.in_scope(|| rank_run.run(js, ins, ready, done)))
             })
             .collect();
         hs.into_iter()
@@ -976,6 +1041,9 @@ impl RankRun<'_> {
                     stream,
                 )?;
             }
+            let _dispatch =
+                crate::host::dispatch_span(&tracing::Span::current(), self.rank, &jobs[ji].callee)
+                    .entered();
             launch(st.f, 1, block as u32, stream, rt, &st.slots)?;
             if rt.failure().is_some() {
                 // The record says why; the caller reads it.

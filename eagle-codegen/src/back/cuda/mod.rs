@@ -1755,8 +1755,14 @@ pub fn preload_ptx(code: &CudaCode, arch: &str, ptx: &str) {
     }
 }
 
-/// The cached image of `code` for `arch`, or NVRTC's, cached.
-fn image(code: &CudaCode, arch: &str) -> Result<std::sync::Arc<[u8]>, CodegenError> {
+/// The cached image of `code` for `arch`, or NVRTC's, cached in the process and on disk
+/// ([`crate::disk`]: `nvrtc/<key>.ptx` or `.cubin`). `driver` is the CUDA driver's version
+/// where one is loaded (part of the disk key).
+fn image(
+    code: &CudaCode,
+    arch: &str,
+    driver: Option<i32>,
+) -> Result<std::sync::Arc<[u8]>, CodegenError> {
     let key = image_key(code, arch);
     if let Some(i) = image_cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
         return Ok(i);
@@ -1768,7 +1774,26 @@ fn image(code: &CudaCode, arch: &str) -> Result<std::sync::Arc<[u8]>, CodegenErr
                 detail: "no libnvrtc.so on the library path".into(),
             });
         }
-        let i: std::sync::Arc<[u8]> = nvrtc_compile(code, arch)?.into();
+        let ext = if arch.starts_with("sm_") {
+            "cubin"
+        } else {
+            "ptx"
+        };
+        let disk = crate::disk::global().map(|d| (d, nvrtc_disk_key(code, arch, driver)));
+        let cached = disk.as_ref().and_then(|(d, k)| d.get("nvrtc", k, ext));
+        let i: std::sync::Arc<[u8]> = match cached {
+            Some(bytes) => bytes.into(),
+            None => {
+                let _span =
+                    tracing::debug_span!(target: "eagle", "nvrtc", arch, bytes = code.source.len())
+                        .entered();
+                let bytes = nvrtc_compile(code, arch)?;
+                if let Some((d, k)) = &disk {
+                    d.put("nvrtc", k, ext, &bytes);
+                }
+                bytes.into()
+            }
+        };
         if let Ok(mut c) = image_cache().lock() {
             c.insert(key, i.clone());
         }
@@ -1776,10 +1801,47 @@ fn image(code: &CudaCode, arch: &str) -> Result<std::sync::Arc<[u8]>, CodegenErr
     }
     #[cfg(not(feature = "cuda"))]
     {
-        let _ = key;
+        let _ = (key, driver);
         Err(CodegenError::NvrtcUnavailable {
             detail: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
         })
+    }
+}
+
+/// The version of the NVRTC that loads, as `major.minor` (`"unknown"` if it does not say).
+#[cfg(feature = "cuda")]
+pub fn nvrtc_version() -> String {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: called only after `nvrtc_available`; writes two ints.
+    let r = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    if r == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+        format!("{major}.{minor}")
+    } else {
+        "unknown".into()
+    }
+}
+
+/// The disk-cache key of NVRTC's image of `code` for `arch`: NVRTC's version, the driver's
+/// (`None` for [`compile_ptx`] and [`compile_cubin`]), the architecture, the options and the
+/// CUDA C (see [`crate::disk`]). The entry is `nvrtc/<key>.ptx` (`compute_XY`) or `.cubin`.
+#[cfg(feature = "cuda")]
+pub fn nvrtc_disk_key(code: &CudaCode, arch: &str, driver: Option<i32>) -> crate::disk::Key {
+    let driver = driver.map_or("none".to_string(), |v| v.to_string());
+    crate::disk::key(&[
+        b"nvrtc",
+        nvrtc_version().as_bytes(),
+        driver.as_bytes(),
+        arch.as_bytes(),
+        NVRTC_OPTIONS.join(" ").as_bytes(),
+        code.source.as_bytes(),
+    ])
+}
+
+/// Forgets the images compiled or registered in this process (the disk cache keeps its
+/// entries): the next [`compile_ptx`] or [`compile_cubin`] reads the disk cache or runs NVRTC.
+pub fn clear_image_cache() {
+    if let Ok(mut c) = image_cache().lock() {
+        c.clear();
     }
 }
 
@@ -1805,7 +1867,7 @@ pub fn nvrtc_available() -> bool {
 /// `cuda` feature); [`CodegenError::Nvrtc`] with NVRTC's log and the kernel names when NVRTC
 /// rejects the source.
 pub fn compile_ptx(code: &CudaCode, arch: &str) -> Result<std::sync::Arc<str>, CodegenError> {
-    image(code, arch).map(|i| String::from_utf8_lossy(&i).into())
+    image(code, arch, None).map(|i| String::from_utf8_lossy(&i).into())
 }
 
 /// The PTX registered for `code` and `arch` by [`preload_ptx`] or an earlier [`compile_ptx`].
@@ -1824,7 +1886,20 @@ pub fn cached_ptx(code: &CudaCode, arch: &str) -> Option<std::sync::Arc<str>> {
 /// # Errors
 /// As [`compile_ptx`].
 pub fn compile_cubin(code: &CudaCode, arch: &str) -> Result<std::sync::Arc<[u8]>, CodegenError> {
-    image(code, arch)
+    image(code, arch, None)
+}
+
+/// [`compile_cubin`] for the device of a loaded CUDA driver of version `driver` (as
+/// `cuDriverGetVersion` gives it), which is part of the disk cache's key.
+///
+/// # Errors
+/// As [`compile_ptx`].
+pub fn compile_cubin_for_driver(
+    code: &CudaCode,
+    arch: &str,
+    driver: i32,
+) -> Result<std::sync::Arc<[u8]>, CodegenError> {
+    image(code, arch, Some(driver))
 }
 
 #[cfg(feature = "cuda")]
