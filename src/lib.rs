@@ -43,15 +43,20 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+pub use args::{AsInput, AsOutput};
 pub use eagle_codegen as codegen;
 pub use eagle_ir as ir;
 pub use eagle_ir::Dim;
 pub use eagle_macros::{dynamic, host, kernel};
 pub use eagle_runtime as runtime;
-pub use eagle_runtime::{Arg, Platform, RunReport, Tensor};
+pub use eagle_runtime::{Arg, Element, Platform, RunReport, Tensor};
 /// The 16-bit float types of `Tensor<f16>` and `Tensor<bf16>` (the `half` crate's).
 pub use half::{bf16, f16};
+/// The `ndarray` crate this build of eagle accepts arrays of (feature `ndarray`).
+#[cfg(feature = "ndarray")]
+pub use ndarray;
 
+mod args;
 pub mod plan;
 #[cfg(feature = "plugin")]
 pub mod plugin;

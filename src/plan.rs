@@ -18,7 +18,7 @@
 
 use crate::ir::{self, AccessCategory, AccessInfo, DType, EagleFn, Level, ReduceKind, Type};
 
-use crate::{codegen, Arg, Error, Result, Tensor};
+use crate::{codegen, Arg, Error, Result};
 use eagle_runtime::Element;
 use std::ops::Range;
 
@@ -48,25 +48,64 @@ impl Structure {
 }
 
 /// The named planes of one run: inputs by shared reference, outputs by mutable reference.
+/// A plane is a [`crate::Tensor`] or (feature `ndarray`) an `ndarray` array or view
+/// ([`crate::AsInput`], [`crate::AsOutput`]): inputs in any layout (standard layouts
+/// borrowed, others copied once), outputs in standard (C-contiguous) layout only.
 #[derive(Debug, Default)]
 pub struct Planes<'a> {
     items: Vec<(String, Arg<'a>)>,
+    /// The first plane refused while adding (an output not in standard layout), reported by
+    /// [`Plan::run`] before anything runs.
+    refused: Option<String>,
 }
 
 impl<'a> Planes<'a> {
     /// No planes yet.
     pub fn new() -> Self {
-        Planes { items: vec![] }
+        Planes {
+            items: vec![],
+            refused: None,
+        }
     }
-    /// Adds input plane `name`.
-    pub fn input<T: Element>(mut self, name: &str, t: &'a Tensor<T>) -> Self {
-        self.items.push((name.to_string(), Arg::from(t)));
+    /// Adds input plane `name`: a `&Tensor<T>`, or an `ndarray` array or view.
+    pub fn input<T: Element>(mut self, name: &str, t: impl crate::AsInput<'a, T>) -> Self {
+        match t.input_arg("(plan)", name) {
+            Ok(a) => self.items.push((name.to_string(), a)),
+            Err(e) => {
+                self.refused.get_or_insert_with(|| plane_refusal(name, &e));
+            }
+        }
         self
     }
-    /// Adds output plane `name`.
-    pub fn output<T: Element>(mut self, name: &str, t: &'a mut Tensor<T>) -> Self {
-        self.items.push((name.to_string(), Arg::from(t)));
+    /// Adds output plane `name`: a `&mut Tensor<T>`, or an `ndarray` array or view in
+    /// standard layout (any other layout makes [`Plan::run`] fail with [`Error::Plan`] naming
+    /// the plane, before anything runs).
+    pub fn output<T: Element>(mut self, name: &str, t: impl crate::AsOutput<'a, T>) -> Self {
+        match t.output_arg("(plan)", name) {
+            Ok(a) => self.items.push((name.to_string(), a)),
+            Err(e) => {
+                self.refused.get_or_insert_with(|| plane_refusal(name, &e));
+            }
+        }
         self
+    }
+    /// The address of plane `name`'s first byte as the run reads or writes it (the caller's
+    /// storage when nothing was copied), if there is such a plane.
+    pub fn data_ptr(&self, name: &str) -> Option<*const u8> {
+        self.items
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, a)| a.data_ptr())
+    }
+}
+
+/// The message of a plane refused by [`Planes::input`] or [`Planes::output`].
+fn plane_refusal(name: &str, e: &Error) -> String {
+    match e {
+        Error::Runtime(eagle_runtime::RuntimeError::Argument {
+            expected, found, ..
+        }) => format!("plane `{name}`: expected {expected}, found {found}"),
+        e => format!("plane `{name}`: {e}"),
     }
 }
 
@@ -697,10 +736,12 @@ impl Plan {
         static RUNS: AtomicU64 = AtomicU64::new(0);
         let k = RUNS.fetch_add(1, Ordering::Relaxed) + 1;
         let mut stance =
-            eagle_runtime::agree::Stance::at(format!("plan run #{k} (of `{}`)", self.kernel)).fact(
-                "the plan",
-                format!("`{}` on {:?}", self.kernel, self.structure),
-            );
+            eagle_runtime::agree::Stance::at(format!("plan run #{k} (of `{}`)", self.kernel))
+                .fact(
+                    "the plan",
+                    format!("`{}` on {:?}", self.kernel, self.structure),
+                )
+                .failed(planes.refused.as_ref().map(|m| self.refusal(m).to_string()));
         for (name, a) in &planes.items {
             let v = match a {
                 Arg::In(s, d, _) => format!(
@@ -719,7 +760,15 @@ impl Plan {
         Ok(eagle_runtime::mpi_rt::agree(&stance, timeout)?)
     }
 
+    /// The error of a plane refused while adding it.
+    fn refusal(&self, m: &str) -> Error {
+        Error::Plan(format!("plan of `{}`: {m}", self.kernel))
+    }
+
     fn run_inner(&self, device: usize, planes: &mut Planes<'_>) -> Result<()> {
+        if let Some(m) = &planes.refused {
+            return Err(self.refusal(m));
+        }
         if device >= eagle_runtime::Platform::Sim.max_devices() {
             return Err(Error::Plan(format!(
                 "argument `device`: device {device} does not exist; the CPU platform has devices 0 to {}",

@@ -928,8 +928,8 @@ fn emulated_cuda_matches_the_cpu_on_every_op_and_dtype() {
             let mut y = vec![0u8; p * rows * 80 * d.size()];
             let mut cs: Vec<Vec<u8>> = casts.iter().map(|c| vec![0u8; p * 80 * c.size()]).collect();
             let mut args = vec![
-                Arg::In(vec![p, 2, 40], d, &x),
-                Arg::In(vec![p, 2, 40], d, &z),
+                Arg::In(vec![p, 2, 40], d, (&x[..]).into()),
+                Arg::In(vec![p, 2, 40], d, (&z[..]).into()),
                 Arg::Out(vec![p, rows, 2, 40], d, &mut y),
             ];
             for (c, buf) in casts.iter().zip(cs.iter_mut()) {

@@ -365,12 +365,12 @@ fn an_argument_whose_bytes_do_not_match_its_shape_is_an_error() {
     use eagle::ir::DType;
     use eagle::runtime::Arg;
     let s = Session::sim(N_RANKS).unwrap();
-    let bytes = vec![0u8; 100];
+    let bytes = [0u8; 100];
     let mut out = vec![0u8; N_RANKS * SIZE * 4];
     // Used to panic slicing the 100 bytes as the 512 the shape asks for.
     let e = s
         .launch::<pinned>(vec![
-            Arg::In(vec![N_RANKS, 1, SIZE], DType::F32, &bytes),
+            Arg::In(vec![N_RANKS, 1, SIZE], DType::F32, (&bytes[..]).into()),
             Arg::Out(vec![N_RANKS, 1, SIZE], DType::F32, &mut out),
         ])
         .unwrap_err();
@@ -384,7 +384,7 @@ fn an_argument_whose_bytes_do_not_match_its_shape_is_an_error() {
     // A shape whose size overflows, with a symbolic dim it would bind.
     let e = s
         .launch::<ring_next>(vec![
-            Arg::In(vec![1 << 62, 1, SIZE], DType::F32, &bytes),
+            Arg::In(vec![1 << 62, 1, SIZE], DType::F32, (&bytes[..]).into()),
             Arg::Out(vec![N_RANKS, 1, SIZE], DType::F32, &mut out),
         ])
         .unwrap_err();
@@ -404,7 +404,7 @@ fn an_argument_whose_bytes_do_not_match_its_shape_is_an_error() {
     let e = eagle::runtime::run(
         &art,
         &mut [
-            Arg::In(vec![N_RANKS, 1, SIZE], DType::F32, &bytes),
+            Arg::In(vec![N_RANKS, 1, SIZE], DType::F32, (&bytes[..]).into()),
             Arg::Out(vec![N_RANKS, 1, SIZE], DType::F32, &mut out),
         ],
         N_RANKS,

@@ -541,10 +541,10 @@ fn run(p: &Program, d: DType, target: Target, opts: &RunOptions) -> Results {
         })
         .collect();
     let mut args = vec![
-        Arg::In(vec![c, n], d, &a),
-        Arg::In(vec![c, n], d, &b),
-        Arg::In(vec![c, n], d, &cc),
-        Arg::In(vec![c, n], DType::Bool, &s),
+        Arg::In(vec![c, n], d, (&a[..]).into()),
+        Arg::In(vec![c, n], d, (&b[..]).into()),
+        Arg::In(vec![c, n], d, (&cc[..]).into()),
+        Arg::In(vec![c, n], DType::Bool, (&s[..]).into()),
     ];
     for (o, rows, bytes) in outs.iter_mut() {
         args.push(Arg::Out(vec![*rows, n], *o, bytes));

@@ -228,7 +228,7 @@ fn run_on(
                 args.push(if p.out {
                     Arg::Out(shape, *d, buf)
                 } else {
-                    Arg::In(shape, *d, buf)
+                    Arg::In(shape, *d, (&buf[..]).into())
                 });
             }
             _ => {

@@ -347,11 +347,11 @@ fn check(d: DType, target: Target, opts: &RunOptions, compared: &mut usize) -> V
         })
         .collect();
     let mut args = vec![
-        Arg::In(A.iter().map(|&x| x as usize).collect(), d, &ab),
-        Arg::In(B.iter().map(|&x| x as usize).collect(), d, &bb),
-        Arg::In(C.iter().map(|&x| x as usize).collect(), d, &cb),
-        Arg::In(E.iter().map(|&x| x as usize).collect(), d, &eb),
-        Arg::In(W.iter().map(|&x| x as usize).collect(), d, &wb),
+        Arg::In(A.iter().map(|&x| x as usize).collect(), d, (&ab[..]).into()),
+        Arg::In(B.iter().map(|&x| x as usize).collect(), d, (&bb[..]).into()),
+        Arg::In(C.iter().map(|&x| x as usize).collect(), d, (&cb[..]).into()),
+        Arg::In(E.iter().map(|&x| x as usize).collect(), d, (&eb[..]).into()),
+        Arg::In(W.iter().map(|&x| x as usize).collect(), d, (&wb[..]).into()),
     ];
     for (k, o) in cases.iter().zip(outs.iter_mut()) {
         let shape = if k.shape.is_empty() {

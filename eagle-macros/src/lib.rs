@@ -263,7 +263,7 @@ fn param_type(ty: &Type, level: Level) -> R<(TS, bool, TS)> {
                 }),
                 _ => None,
             };
-            let lt = quote!(&mut ::eagle::Tensor<#rust>);
+            let lt = quote!(impl ::eagle::AsOutput<'__eagle, #rust>);
             Ok((t, true, lt))
         }
         "Ctx" => {
@@ -294,7 +294,7 @@ fn param_type(ty: &Type, level: Level) -> R<(TS, bool, TS)> {
             if level == Level::Host && name != "Tensor" {
                 return err(seg.span(), format!("a host function takes tensors and scalars; `{name}` values are created inside the host body"));
             }
-            Ok((t, false, quote!(&::eagle::Tensor<#rust>)))
+            Ok((t, false, quote!(impl ::eagle::AsInput<'__eagle, #rust>)))
         }
         n if dtype_named(n).is_some() && generics.is_empty() => {
             let d = dtype_tokens(n, seg.span())?;
@@ -463,16 +463,27 @@ fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
             .iter()
             .map(|p| {
                 let n = &p.name;
-                quote!(::eagle::Arg::from(#n))
+                let ns = n.to_string();
+                if p.out {
+                    quote!(::eagle::AsOutput::output_arg(#n, #name_str, #ns)?)
+                } else if p.ty.to_string().contains("Tensor") {
+                    quote!(::eagle::AsInput::input_arg(#n, #name_str, #ns)?)
+                } else {
+                    quote!(::eagle::Arg::from(#n))
+                }
             })
             .collect();
         quote! {
             /// Compiles this host program for the session's world size (cached) and runs it.
+            /// Tensors are `eagle::Tensor`s or (feature `ndarray`) `ndarray` arrays and views:
+            /// inputs in any layout (standard ones borrowed, others copied), outputs in
+            /// standard layout (`eagle::AsInput`, `eagle::AsOutput`).
             ///
             /// # Errors
-            /// Build, verification, specialization and run-time errors, as `eagle::Error`.
+            /// Build, verification, specialization and run-time errors, as `eagle::Error`; an
+            /// output array that is not in standard layout, naming it.
             #[allow(clippy::too_many_arguments)]
-            pub fn launch(self, session: &::eagle::Session, #(#args),*) -> ::eagle::Result<::eagle::LaunchReport> {
+            pub fn launch<'__eagle>(self, session: &::eagle::Session, #(#args),*) -> ::eagle::Result<::eagle::LaunchReport> {
                 session.launch::<Self>(vec![#(#conv),*])
             }
         }

@@ -5,14 +5,17 @@
 use crate::error::RuntimeError;
 use crate::tensor::{Element, Tensor};
 use eagle_ir::{Const, DType};
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// A host-function argument.
 #[derive(Debug)]
 pub enum Arg<'a> {
-    /// An input tensor: shape, dtype and bytes.
-    In(Vec<usize>, DType, &'a [u8]),
-    /// An output tensor (read and written).
+    /// An input tensor: shape, dtype and bytes (row-major), borrowed from the caller's
+    /// storage (a [`Tensor`], a standard-layout `ndarray` array) or, for a layout that had to
+    /// be copied into row-major order, owned.
+    In(Vec<usize>, DType, Cow<'a, [u8]>),
+    /// An output tensor (read and written), always the caller's own storage.
     Out(Vec<usize>, DType, &'a mut [u8]),
     /// A scalar.
     Scalar(Const, DType),
@@ -20,12 +23,45 @@ pub enum Arg<'a> {
 
 impl<'a, T: Element> From<&'a Tensor<T>> for Arg<'a> {
     fn from(t: &'a Tensor<T>) -> Self {
-        Arg::In(t.shape().to_vec(), T::DTYPE, t.bytes())
+        Arg::In(t.shape().to_vec(), T::DTYPE, Cow::Borrowed(t.bytes()))
     }
 }
 impl<'a, T: Element> From<&'a mut Tensor<T>> for Arg<'a> {
     fn from(t: &'a mut Tensor<T>) -> Self {
         Arg::Out(t.shape().to_vec(), T::DTYPE, t.bytes_mut())
+    }
+}
+
+impl<'a> Arg<'a> {
+    /// An input of shape `shape` whose elements, in row-major order, are `data` (borrowed: no
+    /// copy). The length is checked against the shape at launch ([`Arg::check_len`]).
+    pub fn input<T: Element>(shape: &[usize], data: &'a [T]) -> Arg<'a> {
+        Arg::In(
+            shape.to_vec(),
+            T::DTYPE,
+            Cow::Borrowed(crate::tensor::as_bytes(data)),
+        )
+    }
+    /// An input that owns its row-major elements (what a copied, non-standard layout becomes).
+    pub fn input_owned<T: Element>(shape: &[usize], data: Vec<T>) -> Arg<'static> {
+        Arg::In(
+            shape.to_vec(),
+            T::DTYPE,
+            Cow::Owned(crate::tensor::as_bytes(&data).to_vec()),
+        )
+    }
+    /// An output of shape `shape` written into `data` in row-major order (no copy).
+    pub fn output<T: Element>(shape: &[usize], data: &'a mut [T]) -> Arg<'a> {
+        Arg::Out(shape.to_vec(), T::DTYPE, crate::tensor::as_bytes_mut(data))
+    }
+    /// The address of a tensor argument's first byte (what the runtime reads or writes): equal
+    /// to the caller's storage when nothing was copied.
+    pub fn data_ptr(&self) -> Option<*const u8> {
+        match self {
+            Arg::In(_, _, b) => Some(b.as_ptr()),
+            Arg::Out(_, _, b) => Some(b.as_ptr()),
+            Arg::Scalar(..) => None,
+        }
     }
 }
 macro_rules! scalar_arg {

@@ -172,22 +172,82 @@ impl<T: Element> Tensor<T> {
     }
 
     pub(crate) fn bytes(&self) -> &[u8] {
-        // SAFETY: `T` is one of the plain numeric types implementing `Element` (no padding, any
-        // bit pattern valid), so viewing its storage as bytes is sound.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.data.as_ptr().cast::<u8>(),
-                std::mem::size_of_val(self.data.as_slice()),
-            )
-        }
+        as_bytes(&self.data)
     }
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `bytes`; every byte pattern written is a valid `T`.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.data.as_mut_ptr().cast::<u8>(),
-                std::mem::size_of_val(self.data.as_slice()),
-            )
+        as_bytes_mut(&mut self.data)
+    }
+}
+
+/// The bytes of `data`.
+pub(crate) fn as_bytes<T: Element>(data: &[T]) -> &[u8] {
+    // SAFETY: `T` is one of the plain numeric types implementing `Element` (no padding, any
+    // bit pattern valid), so viewing its storage as bytes is sound.
+    unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
+}
+
+/// The bytes of `data`, for the runtime to write (only with values of `T`: compiled code
+/// stores `T`s, and a `bool` only as 0 or 1).
+pub(crate) fn as_bytes_mut<T: Element>(data: &mut [T]) -> &mut [u8] {
+    // SAFETY: as in `as_bytes`; every byte pattern written is a valid `T`.
+    unsafe {
+        std::slice::from_raw_parts_mut(data.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(data))
+    }
+}
+
+/// `Tensor` <-> `ndarray` (feature `ndarray`): a tensor is a row-major array, so the
+/// conversions move the storage (no element is copied) whenever the array's layout is the
+/// standard one.
+#[cfg(feature = "ndarray")]
+mod nd {
+    use super::{Element, Tensor};
+    use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Dimension, IxDyn, OwnedRepr};
+
+    impl<T: Element> Tensor<T> {
+        /// The tensor as an `ndarray` view of its shape (no copy).
+        pub fn view(&self) -> ArrayViewD<'_, T> {
+            ArrayViewD::from_shape(IxDyn(&self.shape), &self.data)
+                .expect("a tensor's data has its shape's element count")
+        }
+        /// The tensor as a mutable `ndarray` view of its shape (no copy).
+        pub fn view_mut(&mut self) -> ArrayViewMutD<'_, T> {
+            ArrayViewMutD::from_shape(IxDyn(&self.shape), &mut self.data)
+                .expect("a tensor's data has its shape's element count")
+        }
+        /// The tensor as an owned `ndarray` array of its shape: the storage moves (no copy).
+        pub fn into_array(self) -> ArrayD<T> {
+            ArrayD::from_shape_vec(IxDyn(&self.shape), self.data)
+                .expect("a tensor's data has its shape's element count")
+        }
+    }
+
+    /// The storage moves when `a` is in standard (row-major, C-contiguous) layout and starts
+    /// at its allocation; otherwise the elements are copied into row-major order.
+    impl<T: Element, D: Dimension> From<ArrayBase<OwnedRepr<T>, D>> for Tensor<T> {
+        fn from(a: ArrayBase<OwnedRepr<T>, D>) -> Tensor<T> {
+            let shape = a.shape().to_vec();
+            let n = a.len();
+            if a.is_standard_layout() {
+                let (data, offset) = a.into_raw_vec_and_offset();
+                if offset.unwrap_or(0) == 0 && data.len() == n {
+                    return Tensor { shape, data };
+                }
+                let start = offset.unwrap_or(0);
+                return Tensor {
+                    shape,
+                    data: data[start..start + n].to_vec(),
+                };
+            }
+            Tensor {
+                shape,
+                data: a.iter().copied().collect(),
+            }
+        }
+    }
+
+    impl<T: Element> From<Tensor<T>> for ArrayD<T> {
+        fn from(t: Tensor<T>) -> ArrayD<T> {
+            t.into_array()
         }
     }
 }
