@@ -1,24 +1,29 @@
 //! The persistent artifact cache: compiled images that are slow to make (NVRTC cubins and
 //! PTX, the CUDA emulation's shared libraries) kept on disk across processes.
 //!
-//! - **Where.** `EAGLE_CACHE_DIR` if set, else the platform cache directory's `eagle`
-//!   (`$XDG_CACHE_HOME/eagle` or `~/.cache/eagle` on Linux). `EAGLE_CACHE_DIR=off` turns the
-//!   disk cache off. Entries live in one folder per kind (`nvrtc/`, `cuda-emu/`).
+//! - **Where.** `EAGLE_CACHE_DIR` if set (a leading `~` is the home directory, a relative path
+//!   is taken from the current directory when the process starts), else the platform cache
+//!   directory's `eagle` (`$XDG_CACHE_HOME/eagle` or `~/.cache/eagle` on Linux).
+//!   `EAGLE_CACHE_DIR=off` (any case) or empty turns the disk cache off. Entries live in one
+//!   folder per kind (`nvrtc/`, `cuda-emu/`).
 //! - **Keys.** A SHA-256 ([`key`]) of everything that changes the image: eagle's version, the
 //!   kind, the tool and its version (NVRTC's `major.minor`, the C++ compiler's `--version`
 //!   line), the driver's version where one is loaded, the architecture, the compile options
 //!   and the generated source. The source is a function of the generic IR text, the bindings
 //!   and the target, so the key covers those too (and two programs that emit the same source
 //!   share an entry). A change to any one of them is a miss.
-//! - **Integrity.** Every entry is `payload ++ sha256(payload) ++ len(payload) as u64 LE ++
-//!   MAGIC` in one file, written under a private name and renamed into place (atomic). A file
-//!   whose trailer does not match its payload (truncated, corrupted, from another version) is a
-//!   miss: it is logged (a `tracing` warning), counted in [`DiskStats::corrupt`], deleted and
-//!   rebuilt, never loaded. A shared library keeps its trailer: loaders ignore bytes past the
-//!   ELF segments.
-//! - **Bound.** `EAGLE_CACHE_MAX_BYTES` (default [`DEFAULT_MAX_BYTES`], 1 GiB): after an
-//!   insertion the least recently used entries (by modification time, refreshed on every hit)
-//!   are deleted until the total fits.
+//! - **Integrity.** Every entry is `payload ++ sha256(payload) ++ key ++ len(payload) as u64 LE
+//!   ++ MAGIC` in one file, written under a private name and renamed into place (atomic). An
+//!   entry whose trailer does not match its payload and its own key (truncated, corrupted,
+//!   moved or copied over another entry, from another version), that is not a regular file (a
+//!   folder, a symlink, a device), or that is larger than the bound is a miss: it is logged (a
+//!   `tracing` warning), counted in [`DiskStats::corrupt`], deleted and rebuilt, never loaded
+//!   and never read past the bound. A shared library keeps its trailer: loaders ignore bytes
+//!   past the ELF segments.
+//! - **Bound.** `EAGLE_CACHE_MAX_BYTES` (default [`DEFAULT_MAX_BYTES`], 1 GiB): an image larger
+//!   than the bound is used but not kept; after an insertion the least recently used other
+//!   entries (by modification time, refreshed on every hit) are deleted until the total fits.
+//!   Temporary files of processes that died while compiling are deleted after an hour.
 //! - **Failures.** The cache is an optimisation: a directory that cannot be created or written
 //!   makes every lookup a miss (logged), never an error of the run.
 
@@ -29,9 +34,12 @@ use std::sync::OnceLock;
 use std::time::SystemTime;
 
 /// The last 8 bytes of every entry: the format's name and version.
-pub const MAGIC: &[u8; 8] = b"EAGLEC01";
-/// Bytes after the payload: its SHA-256, its length, [`MAGIC`].
-pub const TRAILER_BYTES: usize = 32 + 8 + 8;
+pub const MAGIC: &[u8; 8] = b"EAGLEC02";
+/// Bytes after the payload: its SHA-256, the entry's key, its length, [`MAGIC`].
+pub const TRAILER_BYTES: usize = 32 + 32 + 8 + 8;
+/// How old a temporary file must be before the bound's sweep and [`DiskCache::clear`] take it
+/// for the leftover of a process that died while compiling.
+pub const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(3600);
 /// The default bound of the disk cache: 1 GiB.
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 
@@ -115,12 +123,20 @@ impl DiskCache {
         }
     }
 
-    /// The directory the environment names: `EAGLE_CACHE_DIR`, else the platform cache
-    /// directory's `eagle`; `None` when `EAGLE_CACHE_DIR=off` (or empty) or there is no home.
+    /// The directory the environment names: `EAGLE_CACHE_DIR` (`~` expanded, made absolute),
+    /// else the platform cache directory's `eagle`; `None` when `EAGLE_CACHE_DIR` is `off` (any
+    /// case) or empty, or there is no home directory.
     pub fn dir_from_env() -> Option<PathBuf> {
         match std::env::var_os("EAGLE_CACHE_DIR") {
-            Some(d) if d.is_empty() || d == "off" => None,
-            Some(d) => Some(PathBuf::from(d)),
+            Some(d) if d.is_empty() || d.eq_ignore_ascii_case("off") => None,
+            Some(d) => {
+                let d = PathBuf::from(d);
+                let d = match d.strip_prefix("~") {
+                    Ok(rest) => dirs::home_dir()?.join(rest),
+                    Err(_) => d,
+                };
+                Some(std::path::absolute(&d).unwrap_or(d))
+            }
             None => dirs::cache_dir().map(|d| d.join("eagle")),
         }
     }
@@ -150,18 +166,42 @@ impl DiskCache {
     }
 
     /// The payload of entry `key`, verified against its trailer, or `None` (a miss). A
-    /// corrupted or truncated entry is deleted, logged and counted, and is a miss.
+    /// damaged entry (see the module docs) is deleted, logged and counted, and is a miss.
     pub fn get(&self, kind: &str, key: &Key, ext: &str) -> Option<Vec<u8>> {
         let path = self.entry_path(kind, key, ext);
-        let mut bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(_) => {
-                MISSES.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(target: "eagle", kind, key = %key.hex(), "disk cache miss");
-                return None;
-            }
+        let miss = || {
+            MISSES.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(target: "eagle", kind, key = %key.hex(), "disk cache miss");
+            None
         };
-        match payload_len(&bytes) {
+        // The entry itself, not what a symlink points to.
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(_) => return miss(),
+        };
+        if !meta.is_file() {
+            self.corrupt(kind, key, &path, meta.len(), "it is not a regular file");
+            return None;
+        }
+        if meta.len() > self.max_bytes.max(TRAILER_BYTES as u64) {
+            self.corrupt(
+                kind,
+                key,
+                &path,
+                meta.len(),
+                "it is larger than the cache's bound",
+            );
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        let read = std::fs::File::open(&path).and_then(|f| {
+            use std::io::Read;
+            f.take(meta.len()).read_to_end(&mut bytes)
+        });
+        if read.is_err() {
+            return miss();
+        }
+        match payload_len(&bytes, key) {
             Some(n) => {
                 bytes.truncate(n);
                 HITS.fetch_add(1, Ordering::Relaxed);
@@ -170,7 +210,13 @@ impl DiskCache {
                 Some(bytes)
             }
             None => {
-                self.corrupt(kind, key, &path, bytes.len());
+                self.corrupt(
+                    kind,
+                    key,
+                    &path,
+                    bytes.len() as u64,
+                    "its trailer does not match its bytes and its key",
+                );
                 None
             }
         }
@@ -183,12 +229,18 @@ impl DiskCache {
             .map(|_| self.entry_path(kind, key, ext))
     }
 
-    fn corrupt(&self, kind: &str, key: &Key, path: &Path, len: usize) {
+    fn corrupt(&self, kind: &str, key: &Key, path: &Path, len: u64, why: &str) {
         CORRUPT.fetch_add(1, Ordering::Relaxed);
         MISSES.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(target: "eagle", kind, key = %key.hex(), path = %path.display(), bytes = len,
-            "disk cache entry is corrupted or truncated (its trailer does not match); deleted, rebuilding");
-        let _ = std::fs::remove_file(path);
+            "disk cache entry is corrupted or truncated ({why}); deleted, rebuilding");
+        let gone = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+            _ => std::fs::remove_file(path),
+        };
+        if let Err(e) = gone {
+            tracing::warn!(target: "eagle", path = %path.display(), error = %e, "disk cache entry cannot be deleted");
+        }
     }
 
     /// A fresh private path in folder `kind` (created), for a tool to write an image into
@@ -208,21 +260,31 @@ impl DiskCache {
     /// into place as entry `key`; then keeps the cache under its bound. Returns the entry's
     /// path, or `None` when it could not be written (logged; `tmp` is left to the caller).
     pub fn commit(&self, kind: &str, key: &Key, ext: &str, tmp: &Path) -> Option<PathBuf> {
-        let done = (|| -> std::io::Result<PathBuf> {
+        let done = (|| -> std::io::Result<Option<PathBuf>> {
             use std::io::Write;
             let payload = std::fs::read(tmp)?;
+            if (payload.len() + TRAILER_BYTES) as u64 > self.max_bytes {
+                tracing::debug!(target: "eagle", kind, key = %key.hex(), bytes = payload.len(), max_bytes = self.max_bytes,
+                    "disk cache: the image is larger than the bound; not cached");
+                return Ok(None);
+            }
             let mut f = std::fs::OpenOptions::new().append(true).open(tmp)?;
-            f.write_all(&trailer(&payload))?;
+            f.write_all(&trailer(&payload, key))?;
             drop(f);
             let path = self.entry_path(kind, key, ext);
+            // An entry that is a folder (or anything but a file) would refuse the rename.
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                std::fs::remove_dir_all(&path)?;
+            }
             std::fs::rename(tmp, &path)?;
-            Ok(path)
+            Ok(Some(path))
         })();
         match done {
-            Ok(path) => {
+            Ok(None) => None,
+            Ok(Some(path)) => {
                 WRITES.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(target: "eagle", kind, key = %key.hex(), "disk cache write");
-                self.enforce_bound();
+                self.enforce_bound(&path);
                 Some(path)
             }
             Err(e) => {
@@ -247,8 +309,9 @@ impl DiskCache {
         done
     }
 
-    /// Every entry: path, size and last use.
-    fn entries(&self) -> Vec<(PathBuf, u64, SystemTime)> {
+    /// Every entry (`temps: false`) or every temporary file (`temps: true`): path, size and
+    /// last modification.
+    fn files(&self, temps: bool) -> Vec<(PathBuf, u64, SystemTime)> {
         let mut out = vec![];
         let Ok(kinds) = std::fs::read_dir(&self.dir) else {
             return out;
@@ -258,33 +321,58 @@ impl DiskCache {
                 continue;
             };
             for f in files.flatten() {
-                let name = f.file_name();
-                if name.to_string_lossy().starts_with(".tmp-") {
+                let temp = f.file_name().to_string_lossy().starts_with(".tmp-");
+                if temp != temps {
                     continue;
                 }
                 if let Ok(m) = f.metadata() {
-                    if m.is_file() {
-                        let t = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                        out.push((f.path(), m.len(), t));
-                    }
+                    let t = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                    out.push((f.path(), m.len(), t));
                 }
             }
         }
         out
     }
 
-    /// What the cache holds now.
+    /// What the cache holds now (temporary files of running compiles are not counted).
     pub fn usage(&self) -> Usage {
-        let e = self.entries();
+        let e = self.files(false);
         Usage {
             entries: e.len() as u64,
             bytes: e.iter().map(|x| x.1).sum(),
         }
     }
 
-    /// Deletes the least recently used entries until the total is at most the bound.
-    fn enforce_bound(&self) {
-        let mut e = self.entries();
+    /// Whether the cache directory can be a cache: `Ok` when it is a folder or does not exist
+    /// yet (created on the first write).
+    ///
+    /// # Errors
+    /// An error naming the path when it is something other than a folder.
+    pub fn check_dir(&self) -> std::io::Result<()> {
+        match std::fs::metadata(&self.dir) {
+            Ok(m) if !m.is_dir() => Err(std::io::Error::other(format!(
+                "{} is not a directory",
+                self.dir.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Deletes temporary files older than `age` (left by processes that died compiling).
+    fn sweep_temps(&self, age: std::time::Duration) {
+        let now = SystemTime::now();
+        for (path, _, t) in self.files(true) {
+            if now.duration_since(t).is_ok_and(|d| d > age) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+
+    /// Deletes the least recently used entries other than `keep` (the one just written) until
+    /// the total is at most the bound, and stale temporary files.
+    fn enforce_bound(&self, keep: &Path) {
+        self.sweep_temps(STALE_TEMP);
+        let mut e = self.files(false);
         let mut total: u64 = e.iter().map(|x| x.1).sum();
         if total <= self.max_bytes {
             return;
@@ -294,6 +382,9 @@ impl DiskCache {
             if total <= self.max_bytes {
                 break;
             }
+            if path == keep {
+                continue;
+            }
             if std::fs::remove_file(&path).is_ok() {
                 total -= len;
                 EVICTIONS.fetch_add(1, Ordering::Relaxed);
@@ -302,24 +393,31 @@ impl DiskCache {
         }
     }
 
-    /// Deletes every entry (and stray temporary files); returns what was deleted.
+    /// Deletes every entry, and temporary files older than 10 minutes (a process compiling
+    /// now keeps its own); returns what was deleted. The folders stay.
     ///
     /// # Errors
-    /// The I/O error of a file or folder that exists but cannot be deleted.
+    /// [`DiskCache::check_dir`]'s error, or the I/O error of an entry that exists but cannot
+    /// be deleted.
     pub fn clear(&self) -> std::io::Result<Usage> {
-        let before = self.usage();
-        match std::fs::read_dir(&self.dir) {
-            Ok(kinds) => {
-                for k in kinds.flatten() {
-                    if k.path().is_dir() {
-                        std::fs::remove_dir_all(k.path())?;
-                    }
+        self.check_dir()?;
+        let mut done = Usage::default();
+        for (path, len, _) in self.files(false) {
+            let gone = match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+                _ => std::fs::remove_file(&path),
+            };
+            match gone {
+                Ok(()) => {
+                    done.entries += 1;
+                    done.bytes += len;
                 }
-                Ok(before)
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Usage::default()),
-            Err(e) => Err(e),
         }
+        self.sweep_temps(std::time::Duration::from_secs(600));
+        Ok(done)
     }
 }
 
@@ -329,21 +427,26 @@ pub fn global() -> Option<&'static DiskCache> {
     C.get_or_init(DiskCache::from_env).as_ref()
 }
 
-/// The trailer of `payload`.
-fn trailer(payload: &[u8]) -> Vec<u8> {
+/// The trailer of `payload` as entry `key`.
+fn trailer(payload: &[u8], key: &Key) -> Vec<u8> {
     let mut t = Vec::with_capacity(TRAILER_BYTES);
     t.extend_from_slice(&Sha256::digest(payload));
+    t.extend_from_slice(&key.0);
     t.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     t.extend_from_slice(MAGIC);
     t
 }
 
-/// The payload's length when `entry` ends in a trailer that matches it.
-fn payload_len(entry: &[u8]) -> Option<usize> {
+/// The payload's length when `entry` ends in a trailer that matches it and names `key`.
+fn payload_len(entry: &[u8], key: &Key) -> Option<usize> {
     let n = entry.len().checked_sub(TRAILER_BYTES)?;
     let (payload, t) = entry.split_at(n);
-    let len = u64::from_le_bytes(t[32..40].try_into().ok()?);
-    (&t[40..] == MAGIC && len == n as u64 && t[..32] == Sha256::digest(payload)[..]).then_some(n)
+    let len = u64::from_le_bytes(t[64..72].try_into().ok()?);
+    (&t[72..] == MAGIC
+        && len == n as u64
+        && t[32..64] == key.0
+        && t[..32] == Sha256::digest(payload)[..])
+        .then_some(n)
 }
 
 /// Marks `path` as just used (its modification time), for the least-recently-used bound.
@@ -400,13 +503,94 @@ mod tests {
         std::fs::write(&path, &flipped).unwrap();
         assert_eq!(c.get("t", &k, "bin"), None);
         // Shorter than a trailer, and empty.
-        std::fs::write(&path, b"EAGLEC01").unwrap();
+        std::fs::write(&path, MAGIC).unwrap();
         assert_eq!(c.get("t", &k, "bin"), None);
         std::fs::write(&path, b"").unwrap();
         assert_eq!(c.get("t", &k, "bin"), None);
         let s = stats();
         assert!(s.corrupt - s0.corrupt >= 4, "{s:?} {s0:?}");
         assert!(s.hits > s0.hits);
+        let _ = std::fs::remove_dir_all(c.dir());
+    }
+
+    /// Found by a break-it helper: an entry copied over another's, a symlink to a device (read
+    /// without a bound, it took 23 GB), a folder where an entry belongs, and a bound smaller
+    /// than one entry (the entry was evicted before it was loaded).
+    #[test]
+    fn a_moved_entry_a_symlink_a_folder_and_a_tiny_bound_are_misses_not_failures() {
+        let c = DiskCache::at(temp_dir("adv"), DEFAULT_MAX_BYTES);
+        let (a, b) = (key(&[b"a"]), key(&[b"b"]));
+        let pa = c.put("t", &a, "bin", b"image a").unwrap();
+        let pb = c.put("t", &b, "bin", b"image b").unwrap();
+        // b's file copied over a's: its trailer names b, so a is a miss, not image b.
+        std::fs::copy(&pb, &pa).unwrap();
+        let s0 = stats();
+        assert_eq!(c.get("t", &a, "bin"), None);
+        assert!(!pa.exists());
+        assert_eq!(c.get("t", &b, "bin").as_deref(), Some(&b"image b"[..]));
+        // A symlink to an endless device: refused without reading it.
+        std::os::unix::fs::symlink("/dev/zero", &pa).unwrap();
+        assert_eq!(c.get("t", &a, "bin"), None);
+        assert!(
+            std::fs::symlink_metadata(&pa).is_err(),
+            "the link is deleted"
+        );
+        // A folder where the entry belongs: a miss, deleted, and the entry is written again.
+        std::fs::create_dir_all(pa.join("x")).unwrap();
+        assert_eq!(c.get("t", &a, "bin"), None);
+        assert!(!pa.exists());
+        std::fs::create_dir_all(&pa).unwrap();
+        assert_eq!(c.put("t", &a, "bin", b"image a"), Some(pa.clone()));
+        assert_eq!(c.get("t", &a, "bin").as_deref(), Some(&b"image a"[..]));
+        assert!(stats().corrupt - s0.corrupt >= 3);
+        // An entry larger than the bound is never read, and an image larger than the bound
+        // is not kept (nor does it evict anything).
+        let small = DiskCache::at(c.dir(), 10);
+        assert_eq!(small.get("t", &a, "bin"), None);
+        assert!(!pa.exists());
+        assert_eq!(small.put("t", &a, "bin", b"image a"), None);
+        assert!(pb.exists());
+        let tiny = DiskCache::at(temp_dir("tiny"), 0);
+        assert_eq!(tiny.put("t", &a, "bin", b"x"), None);
+        assert_eq!(tiny.usage(), Usage::default());
+        // The entry just written is never the one evicted.
+        let one = DiskCache::at(temp_dir("one"), TRAILER_BYTES as u64 + 8);
+        let p1 = one.put("t", &a, "bin", b"12345678").unwrap();
+        let p2 = one.put("t", &b, "bin", b"abcdefgh").unwrap();
+        assert!(!p1.exists() && p2.exists());
+        for d in [c.dir(), tiny.dir(), one.dir()] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+
+    #[test]
+    fn clear_keeps_a_running_compile_s_temporary_file_and_old_ones_are_swept() {
+        let c = DiskCache::at(temp_dir("temps"), DEFAULT_MAX_BYTES);
+        let k = key(&[b"k"]);
+        c.put("t", &k, "bin", b"entry").unwrap();
+        let fresh = c.temp_path("t", "so").unwrap();
+        std::fs::write(&fresh, b"being compiled").unwrap();
+        let old = c.temp_path("t", "so").unwrap();
+        std::fs::write(&old, b"left by a dead process").unwrap();
+        let f = std::fs::OpenOptions::new().append(true).open(&old).unwrap();
+        f.set_modified(SystemTime::now() - STALE_TEMP * 2).unwrap();
+        assert_eq!(c.usage().entries, 1, "temporary files are not entries");
+        assert_eq!(c.clear().unwrap().entries, 1);
+        assert!(fresh.exists(), "a compile in progress keeps its file");
+        assert!(!old.exists(), "a dead process's file is swept");
+        // The folder is still there: the running compile can commit.
+        assert!(c.commit("t", &k, "bin", &fresh).is_some());
+        assert_eq!(
+            c.get("t", &k, "bin").as_deref(),
+            Some(&b"being compiled"[..])
+        );
+        // A path that is a file cannot be a cache.
+        let file = temp_dir("file");
+        std::fs::write(&file, b"").unwrap();
+        let bad = DiskCache::at(&file, DEFAULT_MAX_BYTES);
+        assert!(bad.check_dir().is_err());
+        assert!(bad.clear().is_err());
+        let _ = std::fs::remove_file(&file);
         let _ = std::fs::remove_dir_all(c.dir());
     }
 

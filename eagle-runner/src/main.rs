@@ -114,6 +114,13 @@ fn cache_command(action: CacheAction) -> ExitCode {
     let dir = cache.dir().display().to_string();
     let r = match action {
         CacheAction::Info => {
+            if let Err(e) = cache.check_dir() {
+                let _ = writeln!(
+                    eagle_runner::stderr_lines(),
+                    "error: environment variable `EAGLE_CACHE_DIR`: expected a directory, found {e}; point it at a directory, or set it to `off`"
+                );
+                return ExitCode::FAILURE;
+            }
             let u = cache.usage();
             writeln!(out, "{dir}: {} entries, {} bytes", u.entries, u.bytes)
         }

@@ -369,6 +369,23 @@ fn the_disk_cache_serves_a_second_process_and_a_damaged_entry_is_rebuilt() {
     let again = run(&verbose);
     ok(&again);
     assert_eq!(count(&again, "disk cache hit kind=\"cuda-emu\""), 2);
+    // The two entries' files swapped (found by a break-it helper: it made every later run
+    // fail): each trailer names its own key, so both are misses, rebuilt.
+    let (a, b) = (
+        std::fs::read(&files[0]).unwrap(),
+        std::fs::read(&files[1]).unwrap(),
+    );
+    std::fs::write(&files[0], &b).unwrap();
+    std::fs::write(&files[1], &a).unwrap();
+    let swapped = run(&step);
+    ok(&swapped);
+    assert_eq!(
+        count(&swapped, "its trailer does not match its bytes and its key"),
+        2,
+        "{}",
+        text(&swapped.stderr)
+    );
+    ok(&run(&step));
     // The subcommands.
     let info = run(&["cache", "info"]);
     assert_eq!(info.status.code(), Some(0));
@@ -386,6 +403,27 @@ fn the_disk_cache_serves_a_second_process_and_a_damaged_entry_is_rebuilt() {
     );
     assert!(text(&run(&["cache", "info"]).stdout).contains(": 0 entries, 0 bytes"));
     let _ = std::fs::remove_dir_all(&dir);
+    // A bound smaller than one library: used, not kept, and the run is fine.
+    let tiny = Command::new(runner())
+        .args(step)
+        .env("EAGLE_CACHE_DIR", &dir)
+        .env("EAGLE_CACHE_MAX_BYTES", "0")
+        .env("EAGLE_CUDA_EMULATE", "1")
+        .output()
+        .unwrap();
+    ok(&tiny);
+    assert!(text(&run(&["cache", "info"]).stdout).contains(": 0 entries, 0 bytes"));
+    // A cache path that is a file: `cache info` says so.
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::write(&dir, b"").unwrap();
+    let info = run(&["cache", "info"]);
+    assert_eq!(info.status.code(), Some(1));
+    assert!(
+        text(&info.stderr).contains("environment variable `EAGLE_CACHE_DIR`: expected a directory"),
+        "{}",
+        text(&info.stderr)
+    );
+    let _ = std::fs::remove_file(&dir);
 }
 
 /// `-v` shows the launch and compile spans with their durations; a bad `RUST_LOG` is a usage

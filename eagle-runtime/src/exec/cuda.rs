@@ -321,53 +321,82 @@ fn emulator_library(code: &CudaCode) -> Result<&'static libloading::Library, Run
         return Ok(l);
     }
     let disk = eagle_codegen::disk::global();
-    let found = disk.and_then(|d| d.get_path(KIND, &key, "so"));
-    let lib = match found {
-        Some(p) => p,
-        None => {
-            let _span = tracing::debug_span!(target: "eagle", "cuda_emu_compile", compiler = %cxx, bytes = text.len()).entered();
-            // Built under a private name next to its entry, then committed (renamed into
-            // place, atomic); without a cache, in the temporary directory.
-            let tmp = match disk.and_then(|d| d.temp_path(KIND, "so")) {
-                Some(t) => t,
-                None => {
-                    let dir = std::env::temp_dir();
-                    dir.join(format!("eagle-emu-{}-{}.so", key.hex(), std::process::id()))
-                }
-            };
-            let src = tmp.with_extension("cpp");
-            std::fs::write(&src, &text).map_err(|e| fail(format!("{}: {e}", src.display())))?;
-            let out = std::process::Command::new(cxx)
-                .args(EMU_FLAGS)
-                .arg(&nt_flag)
-                .arg("-o")
-                .arg(&tmp)
-                .arg(&src)
-                .output();
-            let _ = std::fs::remove_file(&src);
-            let out = out.map_err(|e| {
-                fail(format!(
-                    "could not run the C++ compiler `{cxx}` ({e}); install g++ or set CXX"
-                ))
-            })?;
-            if !out.status.success() {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(fail(format!(
-                    "`{cxx}` rejected the CUDA C:\n{}",
-                    String::from_utf8_lossy(&out.stderr)
-                )));
+    // SAFETY (both loads): the library was built from the shim and the emitted source (and
+    // verified against its SHA-256 and key when it came from the disk cache); loading runs no
+    // initialisers beyond the C++ runtime's.
+    if let Some(p) = disk.and_then(|d| d.get_path(KIND, &key, "so")) {
+        match unsafe { libloading::Library::new(&p) } {
+            Ok(l) => {
+                let l: &'static libloading::Library = Box::leak(Box::new(l));
+                libs.insert(key, l);
+                return Ok(l);
             }
-            match disk {
-                Some(d) => d.commit(KIND, &key, "so", &tmp).unwrap_or(tmp),
-                None => tmp,
+            // Deleted or replaced since it was verified: compile it again.
+            Err(e) => {
+                tracing::warn!(target: "eagle", path = %p.display(), error = %e, "disk cache entry cannot be loaded; compiling again")
             }
         }
+    }
+    let _span = tracing::debug_span!(target: "eagle", "cuda_emu_compile", compiler = %cxx, bytes = text.len()).entered();
+    // Built under a private name next to its entry, then committed (renamed into place,
+    // atomic). Without a cache, or when the cache folder cannot take the file (deleted while
+    // compiling), in the temporary directory; such a private file is deleted once loaded.
+    let private =
+        std::env::temp_dir().join(format!("eagle-emu-{}-{}.so", key.hex(), std::process::id()));
+    let outputs: Vec<std::path::PathBuf> = disk
+        .and_then(|d| d.temp_path(KIND, "so"))
+        .into_iter()
+        .chain([private.clone()])
+        .collect();
+    let mut built = None;
+    let mut last_error = String::new();
+    for tmp in outputs {
+        let src = tmp.with_extension("cpp");
+        if let Err(e) = std::fs::write(&src, &text) {
+            last_error = format!("{}: {e}", src.display());
+            continue;
+        }
+        let out = std::process::Command::new(cxx)
+            .args(EMU_FLAGS)
+            .arg(&nt_flag)
+            .arg("-o")
+            .arg(&tmp)
+            .arg(&src)
+            .output();
+        let _ = std::fs::remove_file(&src);
+        let out = out.map_err(|e| {
+            fail(format!(
+                "could not run the C++ compiler `{cxx}` ({e}); install g++ or set CXX"
+            ))
+        })?;
+        if out.status.success() {
+            built = Some(tmp);
+            break;
+        }
+        let _ = std::fs::remove_file(&tmp);
+        last_error = format!(
+            "`{cxx}` rejected the CUDA C:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !tmp.exists() && tmp.parent().is_some_and(|d| !d.exists()) {
+            // The folder went away while compiling: try the next place.
+            continue;
+        }
+        return Err(fail(last_error));
+    }
+    let Some(tmp) = built else {
+        return Err(fail(last_error));
     };
-    // SAFETY: the library was built from the shim and the emitted source (verified against its
-    // SHA-256 when it came from the disk cache); loading runs no initialisers beyond the C++
-    // runtime's.
-    let l = unsafe { libloading::Library::new(&lib) }.map_err(|e| fail(e.to_string()))?;
-    let l: &'static libloading::Library = Box::leak(Box::new(l));
+    let (lib, is_private) = match disk.and_then(|d| d.commit(KIND, &key, "so", &tmp)) {
+        Some(p) => (p, false),
+        None => (tmp, true),
+    };
+    let l = unsafe { libloading::Library::new(&lib) }.map_err(|e| fail(e.to_string()));
+    if is_private {
+        // Loaded (or not): the mapping outlives the name.
+        let _ = std::fs::remove_file(&lib);
+    }
+    let l: &'static libloading::Library = Box::leak(Box::new(l?));
     libs.insert(key, l);
     Ok(l)
 }
