@@ -180,7 +180,7 @@ impl DiskCache {
             Err(_) => return miss(),
         };
         if !meta.is_file() {
-            self.corrupt(kind, key, &path, meta.len(), "it is not a regular file");
+            self.corrupt(kind, key, &path, meta.len(), "not a regular file");
             return None;
         }
         if meta.len() > self.max_bytes.max(TRAILER_BYTES as u64) {
@@ -193,15 +193,32 @@ impl DiskCache {
             );
             return None;
         }
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        let read = std::fs::File::open(&path).and_then(|f| {
-            use std::io::Read;
-            f.take(meta.len()).read_to_end(&mut bytes)
+        // The trailer first: a file whose length field or key does not match is refused
+        // before its payload is read.
+        let mut bytes = vec![];
+        let read = std::fs::File::open(&path).and_then(|mut f| {
+            use std::io::{Read, Seek, SeekFrom};
+            let len = meta.len();
+            if len < TRAILER_BYTES as u64 {
+                return Ok(false);
+            }
+            let mut t = [0u8; TRAILER_BYTES];
+            f.seek(SeekFrom::Start(len - TRAILER_BYTES as u64))?;
+            f.read_exact(&mut t)?;
+            let stated = u64::from_le_bytes(t[64..72].try_into().unwrap_or([0; 8]));
+            if &t[72..] != MAGIC || t[32..64] != key.0 || stated + TRAILER_BYTES as u64 != len {
+                return Ok(false);
+            }
+            f.seek(SeekFrom::Start(0))?;
+            bytes.reserve_exact(len as usize);
+            f.take(len).read_to_end(&mut bytes)?;
+            Ok(true)
         });
-        if read.is_err() {
-            return miss();
-        }
-        match payload_len(&bytes, key) {
+        let checked = match read {
+            Ok(ok) => ok,
+            Err(_) => return miss(),
+        };
+        match payload_len(&bytes, key).filter(|_| checked) {
             Some(n) => {
                 bytes.truncate(n);
                 HITS.fetch_add(1, Ordering::Relaxed);
@@ -215,7 +232,7 @@ impl DiskCache {
                     key,
                     &path,
                     bytes.len() as u64,
-                    "its trailer does not match its bytes and its key",
+                    "corrupted or truncated: its trailer does not match its bytes and its key",
                 );
                 None
             }
@@ -233,7 +250,7 @@ impl DiskCache {
         CORRUPT.fetch_add(1, Ordering::Relaxed);
         MISSES.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(target: "eagle", kind, key = %key.hex(), path = %path.display(), bytes = len,
-            "disk cache entry is corrupted or truncated ({why}); deleted, rebuilding");
+            "disk cache entry rejected ({why}); deleted, rebuilding");
         let gone = match std::fs::symlink_metadata(path) {
             Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
             _ => std::fs::remove_file(path),
@@ -310,7 +327,9 @@ impl DiskCache {
     }
 
     /// Every entry (`temps: false`) or every temporary file (`temps: true`): path, size and
-    /// last modification.
+    /// last modification. Only names eagle writes count (`<64 hex digits>.<ext>` and
+    /// `.tmp-<pid>-<n>.<ext>`, one folder down): a cache directory pointed at a folder that
+    /// holds other files never counts, evicts or clears them.
     fn files(&self, temps: bool) -> Vec<(PathBuf, u64, SystemTime)> {
         let mut out = vec![];
         let Ok(kinds) = std::fs::read_dir(&self.dir) else {
@@ -321,8 +340,16 @@ impl DiskCache {
                 continue;
             };
             for f in files.flatten() {
-                let temp = f.file_name().to_string_lossy().starts_with(".tmp-");
-                if temp != temps {
+                let name = f.file_name();
+                let Some(name) = name.to_str() else {
+                    continue;
+                };
+                let wanted = if temps {
+                    is_temp_name(name)
+                } else {
+                    is_entry_name(name)
+                };
+                if !wanted {
                     continue;
                 }
                 if let Ok(m) = f.metadata() {
@@ -362,7 +389,9 @@ impl DiskCache {
     fn sweep_temps(&self, age: std::time::Duration) {
         let now = SystemTime::now();
         for (path, _, t) in self.files(true) {
-            if now.duration_since(t).is_ok_and(|d| d > age) {
+            // A time further in the future than `age` is as suspect as one in the past.
+            let off = now.duration_since(t).or_else(|e| Ok::<_, ()>(e.duration()));
+            if off.is_ok_and(|d| d > age) {
                 let _ = std::fs::remove_file(&path);
             }
         }
@@ -425,6 +454,30 @@ impl DiskCache {
 pub fn global() -> Option<&'static DiskCache> {
     static C: OnceLock<Option<DiskCache>> = OnceLock::new();
     C.get_or_init(DiskCache::from_env).as_ref()
+}
+
+/// Whether `name` is an entry's file name: 64 lowercase hex digits, a dot, an extension.
+fn is_entry_name(name: &str) -> bool {
+    name.split_once('.').is_some_and(|(h, ext)| {
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            && !ext.is_empty()
+            && ext.bytes().all(|b| b.is_ascii_alphanumeric())
+    })
+}
+
+/// Whether `name` is a temporary file's name: `.tmp-<pid>-<n>.<ext>`.
+fn is_temp_name(name: &str) -> bool {
+    name.strip_prefix(".tmp-")
+        .and_then(|r| r.split_once('.'))
+        .and_then(|(ids, _)| ids.split_once('-'))
+        .is_some_and(|(a, b)| {
+            !a.is_empty()
+                && !b.is_empty()
+                && a.bytes().all(|c| c.is_ascii_digit())
+                && b.bytes().all(|c| c.is_ascii_digit())
+        })
 }
 
 /// The trailer of `payload` as entry `key`.
@@ -561,6 +614,28 @@ mod tests {
         for d in [c.dir(), tiny.dir(), one.dir()] {
             let _ = std::fs::remove_dir_all(d);
         }
+    }
+
+    /// Found by a second break-it helper: `EAGLE_CACHE_DIR=.` in a project folder, then
+    /// `eagle cache clear` (or the bound) deleted the project's files.
+    #[test]
+    fn files_eagle_did_not_write_are_never_counted_evicted_or_cleared() {
+        let d = temp_dir("user");
+        std::fs::create_dir_all(d.join("src")).unwrap();
+        std::fs::write(d.join("src/main.rs"), b"fn main() {}").unwrap();
+        std::fs::write(d.join("src/.tmp-notes.txt"), b"mine").unwrap();
+        std::fs::write(d.join("Cargo.toml"), b"[package]").unwrap();
+        let c = DiskCache::at(&d, 200);
+        let k = key(&[b"k"]);
+        c.put("t", &k, "bin", &[7; 100]).unwrap();
+        assert_eq!(c.usage().entries, 1);
+        assert_eq!(c.clear().unwrap().entries, 1);
+        assert!(d.join("src/main.rs").exists() && d.join("src/.tmp-notes.txt").exists());
+        assert!(d.join("Cargo.toml").exists());
+        assert!(is_entry_name(&format!("{}.so", k.hex())));
+        assert!(!is_entry_name("main.rs") && !is_entry_name(&format!("{}.s-o", k.hex())));
+        assert!(is_temp_name(".tmp-123-4.so") && !is_temp_name(".tmp-notes.txt"));
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

@@ -361,7 +361,10 @@ fn the_disk_cache_serves_a_second_process_and_a_damaged_entry_is_rebuilt() {
     let damaged = run(&step);
     ok(&damaged);
     assert_eq!(
-        count(&damaged, "disk cache entry is corrupted or truncated"),
+        count(
+            &damaged,
+            "disk cache entry rejected (corrupted or truncated"
+        ),
         2,
         "{}",
         text(&damaged.stderr)

@@ -339,64 +339,85 @@ fn emulator_library(code: &CudaCode) -> Result<&'static libloading::Library, Run
     }
     let _span = tracing::debug_span!(target: "eagle", "cuda_emu_compile", compiler = %cxx, bytes = text.len()).entered();
     // Built under a private name next to its entry, then committed (renamed into place,
-    // atomic). Without a cache, or when the cache folder cannot take the file (deleted while
-    // compiling), in the temporary directory; such a private file is deleted once loaded.
+    // atomic). Without a cache, or when the cache folder cannot take the file or loses the
+    // entry before it is loaded (`eagle cache clear` meanwhile), it is built again in the
+    // temporary directory; such a private file is deleted once loaded.
     let private =
         std::env::temp_dir().join(format!("eagle-emu-{}-{}.so", key.hex(), std::process::id()));
-    let outputs: Vec<std::path::PathBuf> = disk
-        .and_then(|d| d.temp_path(KIND, "so"))
-        .into_iter()
-        .chain([private.clone()])
-        .collect();
-    let mut built = None;
-    let mut last_error = String::new();
-    for tmp in outputs {
-        let src = tmp.with_extension("cpp");
-        if let Err(e) = std::fs::write(&src, &text) {
-            last_error = format!("{}: {e}", src.display());
-            continue;
-        }
-        let out = std::process::Command::new(cxx)
+    let build = |out: &std::path::Path| -> Result<(), RuntimeError> {
+        let src = out.with_extension("cpp");
+        std::fs::write(&src, &text).map_err(|e| fail(format!("{}: {e}", src.display())))?;
+        let run = std::process::Command::new(cxx)
             .args(EMU_FLAGS)
             .arg(&nt_flag)
             .arg("-o")
-            .arg(&tmp)
+            .arg(out)
             .arg(&src)
             .output();
         let _ = std::fs::remove_file(&src);
-        let out = out.map_err(|e| {
+        let run = run.map_err(|e| {
             fail(format!(
                 "could not run the C++ compiler `{cxx}` ({e}); install g++ or set CXX"
             ))
         })?;
-        if out.status.success() {
-            built = Some(tmp);
-            break;
+        if run.status.success() {
+            return Ok(());
         }
-        let _ = std::fs::remove_file(&tmp);
-        last_error = format!(
+        let _ = std::fs::remove_file(out);
+        Err(fail(format!(
             "`{cxx}` rejected the CUDA C:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        if !tmp.exists() && tmp.parent().is_some_and(|d| !d.exists()) {
-            // The folder went away while compiling: try the next place.
-            continue;
+            String::from_utf8_lossy(&run.stderr)
+        )))
+    };
+    let load = |path: &std::path::Path| {
+        // SAFETY: as above.
+        unsafe { libloading::Library::new(path) }.map_err(|e| {
+            let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s}"));
+            fail(format!("{}: {e}{why}", path.display()))
+        })
+    };
+    /// Where the build went: the cache's entry, a file to load and delete, or nowhere yet.
+    enum Built {
+        Entry(std::path::PathBuf),
+        Private(std::path::PathBuf),
+        Nothing,
+    }
+    let mut built = Built::Nothing;
+    if let Some((d, tmp)) = disk.and_then(|d| Some((d, d.temp_path(KIND, "so")?))) {
+        match build(&tmp) {
+            Ok(()) => {
+                built = match d.commit(KIND, &key, "so", &tmp) {
+                    Some(p) => Built::Entry(p),
+                    None => Built::Private(tmp),
+                }
+            }
+            // The C++ compiler refused the source: that is the run's error.
+            Err(e) if tmp.parent().is_some_and(|p| p.exists()) => return Err(e),
+            // The folder went away while compiling: build privately below.
+            Err(_) => {}
         }
-        return Err(fail(last_error));
     }
-    let Some(tmp) = built else {
-        return Err(fail(last_error));
+    let private_load = |path: &std::path::Path| {
+        let l = load(path);
+        let _ = std::fs::remove_file(path);
+        l
     };
-    let (lib, is_private) = match disk.and_then(|d| d.commit(KIND, &key, "so", &tmp)) {
-        Some(p) => (p, false),
-        None => (tmp, true),
+    let lib = match built {
+        Built::Entry(entry) => match load(&entry) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(target: "eagle", error = %e, "disk cache entry cannot be loaded right after it was written; building a private copy");
+                build(&private)?;
+                private_load(&private)?
+            }
+        },
+        Built::Private(tmp) => private_load(&tmp)?,
+        Built::Nothing => {
+            build(&private)?;
+            private_load(&private)?
+        }
     };
-    let l = unsafe { libloading::Library::new(&lib) }.map_err(|e| fail(e.to_string()));
-    if is_private {
-        // Loaded (or not): the mapping outlives the name.
-        let _ = std::fs::remove_file(&lib);
-    }
-    let l: &'static libloading::Library = Box::leak(Box::new(l?));
+    let l: &'static libloading::Library = Box::leak(Box::new(lib));
     libs.insert(key, l);
     Ok(l)
 }
