@@ -2,6 +2,8 @@
 //! emulation's libraries are written once, found again by a later process (the runner's
 //! tests: `eagle-runner/tests/cli.rs`), and a kernel whose constant changed is a miss.
 //! NVRTC's images: `tests/cuda.rs`, `nvrtc_images_are_kept_on_disk...` (needs NVRTC).
+//! Platform `cuda` (the emulation included) needs feature `cuda`.
+#![cfg(feature = "cuda")]
 
 mod emulation;
 
