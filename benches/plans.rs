@@ -1,10 +1,20 @@
-//! HostTeam scaling on a compute-bound sample kernel: 1 thread against 2 (and 4), and the
-//! mapreduce sum of 10^6 values through each structure. Prints a markdown table.
+//! Execution plans against the loops a Rust user would write, in one process:
 //!
-//! `cargo bench --bench plans`
+//! - a mapreduce (sum of squares of 10^6 f64) against a plain Rust loop that sums in the same
+//!   order (rows of 32 samples from +0.0, then the row partials in row order), at 1 and 2
+//!   threads;
+//! - a sample-local kernel (sigmoid of 10^6 f64) against a Rust loop and rayon's `par_iter`;
+//! - HostTeam scaling on a compute-bound kernel (400 Newton steps per sample).
+//!
+//! Rounds are interleaved (every contender once per round); each row gives the min / median /
+//! max over rounds, and each ratio is of medians. Results are checked bit for bit against the
+//! Rust loop before timing.
+//!
+//! `cargo bench --bench plans` (`-- --quick` for 3 rounds)
 
-use eagle::plan::{plan, Planes, Structure};
+use eagle::plan::{plan, Planes, Structure, ROW};
 use eagle::prelude::*;
+use rayon::prelude::*;
 use std::time::Instant;
 
 const N: Dim = dynamic!("N");
@@ -20,76 +30,275 @@ pub fn newton(s: usize, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
     y[s] = g;
 }
 
-/// Sum of all samples.
+/// Sum of squares of all samples: a mapreduce.
 #[eagle::kernel(sample)]
-pub fn total(s: usize, x: Tensor<f64, N>, out: Out<Tensor<f64, 1>>) {
-    out[0] = out[0] + x[s];
+pub fn sum_sq(s: usize, x: Tensor<f64, N>, out: Out<Tensor<f64, 1>>) {
+    out[0] = out[0] + x[s] * x[s];
 }
 
-fn best_of(k: usize, f: &dyn Fn()) -> f64 {
-    (0..k)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
+/// The logistic function, per sample.
+#[eagle::kernel(sample)]
+pub fn sigmoid(s: usize, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
+    y[s] = 1.0 / (1.0 + exp(-x[s]));
+}
+
+/// The mapreduce's order in plain Rust: rows of `ROW` from +0.0, then rows in order.
+fn sum_sq_rows(x: &[f64]) -> f64 {
+    let mut acc = 0.0;
+    for row in x.chunks(ROW) {
+        let mut p = 0.0;
+        for v in row {
+            p += v * v;
+        }
+        acc += p;
+    }
+    acc
+}
+
+/// The row partials of `x` (rows of `ROW` from +0.0).
+fn row_partials(x: &[f64]) -> Vec<f64> {
+    x.chunks(ROW)
+        .map(|row| {
+            let mut p = 0.0;
+            for v in row {
+                p += v * v;
+            }
+            p
         })
-        .fold(f64::MAX, f64::min)
+        .collect()
+}
+
+fn sigmoid_rust(x: &[f64], y: &mut [f64]) {
+    for (y, x) in y.iter_mut().zip(x) {
+        *y = 1.0 / (1.0 + (-x).exp());
+    }
+}
+
+/// min, median, max.
+fn stats(v: &[f64]) -> (f64, f64, f64) {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    (v[0], v[v.len() / 2], v[v.len() - 1])
+}
+
+fn time(f: &mut dyn FnMut()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64()
+}
+
+struct Case<'a> {
+    name: String,
+    run: Box<dyn FnMut() + 'a>,
+    times: Vec<f64>,
+}
+
+fn case<'a>(name: impl Into<String>, run: impl FnMut() + 'a) -> Case<'a> {
+    Case {
+        name: name.into(),
+        run: Box::new(run),
+        times: vec![],
+    }
+}
+
+/// Runs every case once per round, `rounds` times, and prints the table; returns the medians.
+fn table(title: &str, rounds: usize, cases: &mut [Case<'_>]) -> Vec<f64> {
+    for c in cases.iter_mut() {
+        (c.run)();
+    }
+    for _ in 0..rounds {
+        for c in cases.iter_mut() {
+            let t = time(&mut c.run);
+            c.times.push(t);
+        }
+    }
+    println!("| {title} | min | median | max |");
+    println!("|---|---|---|---|");
+    cases
+        .iter()
+        .map(|c| {
+            let (lo, med, hi) = stats(&c.times);
+            println!(
+                "| {} | {:.3} ms | {:.3} ms | {:.3} ms |",
+                c.name,
+                lo * 1e3,
+                med * 1e3,
+                hi * 1e3
+            );
+            med
+        })
+        .collect()
 }
 
 fn main() {
-    let n = 200_000;
-    let x = Tensor::from_vec(&[n], (0..n).map(|i| i as f64 * 0.001).collect()).expect("x");
-    println!("| kernel | structure | threads | time | speedup vs 1 thread |");
-    println!("|---|---|---|---|---|");
-    let mut one = 0.0;
-    for threads in [1usize, 2, 4] {
-        let p = plan(newton, Structure::HostTeam, Structure::HostTeam)
-            .expect("plan")
-            .with_threads(threads);
+    let rounds = if std::env::args().any(|a| a == "--quick") {
+        3
+    } else {
+        15
+    };
+    let n = 1_000_000;
+    let xs: Vec<f64> = (0..n).map(|i| ((i as f64) * 0.37).sin()).collect();
+    let x = Tensor::from_vec(&[n], xs.clone()).expect("x");
+
+    // Mapreduce.
+    let want = sum_sq_rows(&xs);
+    let p1 = plan(sum_sq, Structure::HostTeam, Structure::HostTeam)
+        .expect("plan")
+        .with_threads(1);
+    let p2 = p1.clone().with_threads(2);
+    for p in [&p1, &p2] {
+        let mut out = Tensor::<f64>::zeros(&[1]);
+        p.run(0, &mut Planes::new().input("x", &x).output("out", &mut out))
+            .expect("run");
+        assert_eq!(out.data()[0].to_bits(), want.to_bits(), "mapreduce bits");
+    }
+    let run_plan = |p: &eagle::plan::Plan| {
+        let mut out = Tensor::<f64>::zeros(&[1]);
+        p.run(0, &mut Planes::new().input("x", &x).output("out", &mut out))
+            .expect("run");
+        std::hint::black_box(out);
+    };
+    let m = table(
+        "sum of squares, 10^6 f64 (rows of 32)",
+        rounds,
+        &mut [
+            case("Rust loop, same order", || {
+                std::hint::black_box(sum_sq_rows(std::hint::black_box(&xs)));
+            }),
+            case("Rust loop, 2 threads (rows split in halves)", || {
+                let rows = xs.len().div_ceil(ROW);
+                let mid = rows / 2 * ROW;
+                let (a, b) = xs.split_at(mid);
+                let (pa, pb) = std::thread::scope(|s| {
+                    let h = s.spawn(|| row_partials(b));
+                    (row_partials(a), h.join().expect("thread"))
+                });
+                let mut acc = 0.0;
+                for p in pa.iter().chain(&pb) {
+                    acc += p;
+                }
+                std::hint::black_box(acc);
+            }),
+            case("eagle mapreduce, HostTeam x1", || run_plan(&p1)),
+            case("eagle mapreduce, HostTeam x2", || run_plan(&p2)),
+        ],
+    );
+    println!();
+    println!(
+        "mapreduce: x1 = {:.2} of the Rust loop; x2 = {:.2}x of x1 (the Rust loop: {:.2}x on 2 threads)",
+        m[0] / m[2],
+        m[2] / m[3],
+        m[0] / m[1]
+    );
+    println!();
+
+    // Sample-local.
+    let mut want = vec![0.0; n];
+    sigmoid_rust(&xs, &mut want);
+    let s1 = plan(sigmoid, Structure::HostTeam, Structure::HostTeam)
+        .expect("plan")
+        .with_threads(1);
+    let s2 = s1.clone().with_threads(2);
+    // eagle's `exp` is its own (the same bits on every backend), not the platform libm's:
+    // the threads agree bit for bit; against Rust's `f64::exp` the table reports the ulps.
+    let mut outs = vec![];
+    for p in [&s1, &s2] {
         let mut y = Tensor::<f64>::zeros(&[n]);
         p.run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
-            .expect("warm-up");
-        let t = best_of(5, &|| {
+            .expect("run");
+        outs.push(y.data().to_vec());
+    }
+    assert!(
+        outs[0]
+            .iter()
+            .zip(&outs[1])
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "sigmoid: 1 and 2 threads differ"
+    );
+    let ulps = outs[0]
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs())
+        .max()
+        .unwrap_or(0);
+    println!("sigmoid: eagle vs Rust's f64::exp, at most {ulps} ulp apart");
+    println!();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .expect("rayon pool");
+    let mut ybuf = vec![0.0; n];
+    let mut yt = Tensor::<f64>::zeros(&[n]);
+    let mut yt2 = Tensor::<f64>::zeros(&[n]);
+    let mut ybuf2 = vec![0.0; n];
+    let xs_ref = &xs;
+    let x_ref = &x;
+    let m = table(
+        "sigmoid, 10^6 f64",
+        rounds,
+        &mut [
+            case("Rust loop", || sigmoid_rust(xs_ref, &mut ybuf)),
+            case("rayon par_iter, 2 threads", || {
+                pool.install(|| {
+                    ybuf2
+                        .par_iter_mut()
+                        .zip(xs_ref.par_iter())
+                        .for_each(|(y, x)| *y = 1.0 / (1.0 + (-x).exp()))
+                })
+            }),
+            case("eagle sample-local, HostTeam x1", || {
+                s1.run(0, &mut Planes::new().input("x", x_ref).output("y", &mut yt))
+                    .expect("run")
+            }),
+            case("eagle sample-local, HostTeam x2", || {
+                s2.run(
+                    0,
+                    &mut Planes::new().input("x", x_ref).output("y", &mut yt2),
+                )
+                .expect("run")
+            }),
+        ],
+    );
+    println!();
+    println!(
+        "sample-local: x1 = {:.2} of the Rust loop; x2 = {:.2} of rayon",
+        m[0] / m[2],
+        m[1] / m[3]
+    );
+    println!();
+
+    // Scaling.
+    let n = 200_000;
+    let x = Tensor::from_vec(&[n], (0..n).map(|i| i as f64 * 0.001).collect()).expect("x");
+    let plans: Vec<_> = [1usize, 2, 4]
+        .iter()
+        .map(|&t| {
+            plan(newton, Structure::HostTeam, Structure::HostTeam)
+                .expect("plan")
+                .with_threads(t)
+        })
+        .collect();
+    let x_ref = &x;
+    let mut cases: Vec<Case<'_>> = plans
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
             let mut y = Tensor::<f64>::zeros(&[n]);
-            p.run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
-                .expect("run");
-        });
-        if threads == 1 {
-            one = t;
-        }
-        println!(
-            "| newton (200k samples x 400 iterations) | HostTeam | {threads} | {:.1} ms | {:.2}x |",
-            t * 1e3,
-            one / t
-        );
-    }
-    let n = 1_000_000;
-    let x = Tensor::from_vec(&[n], (0..n).map(|i| (i as f64).sin()).collect()).expect("x");
-    for (name, st, threads, ranks) in [
-        ("HostTeam", Structure::HostTeam, 1, None),
-        ("HostTeam", Structure::HostTeam, 2, None),
-        ("DeviceKernel", Structure::DeviceKernel, 1, None),
-        (
-            "RankPartition (4 simulated ranks)",
-            Structure::RankPartition,
-            2,
-            Some(4),
-        ),
-    ] {
-        let mut p = plan(total, st, Structure::HostTeam)
-            .expect("plan")
-            .with_threads(threads);
-        if let Some(r) = ranks {
-            p = p.with_simulated_ranks(r);
-        }
-        let t = best_of(5, &|| {
-            let mut out = Tensor::<f64>::zeros(&[1]);
-            p.run(0, &mut Planes::new().input("x", &x).output("out", &mut out))
-                .expect("run");
-        });
-        println!(
-            "| total (sum of 10^6 f64, rows of 32) | {name} | {threads} | {:.1} ms | |",
-            t * 1e3
-        );
-    }
+            case(format!("newton, HostTeam x{}", [1, 2, 4][k]), move || {
+                p.run(0, &mut Planes::new().input("x", x_ref).output("y", &mut y))
+                    .expect("run")
+            })
+        })
+        .collect();
+    let m = table(
+        "newton (200k samples x 400 steps)",
+        rounds.min(5),
+        &mut cases,
+    );
+    println!();
+    println!(
+        "newton: x2 = {:.2}x of x1, x4 = {:.2}x of x1",
+        m[0] / m[1],
+        m[0] / m[2]
+    );
 }

@@ -22,6 +22,8 @@ use crate::{codegen, Arg, Error, Result};
 use eagle_runtime::Element;
 use std::ops::Range;
 
+mod rows;
+
 /// Samples per partial of a mapreduce (a "row").
 pub const ROW: usize = eagle_codegen::abi::ROW;
 
@@ -339,6 +341,8 @@ struct PlaneParam {
 pub struct Plan {
     kernel: String,
     wrapper: String,
+    /// The rows entry of a mapreduce kernel (`rows.rs`): one call forms many rows' partials.
+    rows_entry: Option<String>,
     module: ir::Module,
     info: AccessInfo,
     structure: Structure,
@@ -425,12 +429,21 @@ pub fn plan_module(
     let wrapper = format!("__plan_{name}");
     // A module from a plugin may carry a stored wrapper: drop it and build our own, so the
     // executor only ever runs code derived from the kernel itself.
+    let rows_wrapper = format!("__plan_rows_{name}");
     let mut base = generic.clone();
-    base.functions.retain(|g| g.name != wrapper);
+    base.functions
+        .retain(|g| g.name != wrapper && g.name != rows_wrapper);
     let mut mb = ir::ModuleBuilder::from_module(base);
     let fparams = f.params.clone();
     let ftypes: Vec<Type> = fparams.iter().map(|p| f.ty(p.value).clone()).collect();
     let reduction: Vec<bool> = planes.iter().map(|p| p.reduction).collect();
+    // The sample count n: the last dim of the first per-sample plane.
+    let n_dim = fparams[1..]
+        .iter()
+        .zip(&ftypes[1..])
+        .zip(&reduction)
+        .find(|(_, red)| !**red)
+        .and_then(|((_, t), _)| t.shape().and_then(|s| s.0.last().cloned()));
     mb.define(&wrapper, Level::Device, |fb| {
         let lo = fb.param("lo", Type::Scalar(DType::Index), false);
         let hi = fb.param("hi", Type::Scalar(DType::Index), false);
@@ -442,12 +455,6 @@ pub fn plan_module(
         // The executor only runs 0 <= lo <= s < hi <= n (and never n = 0), so clamping the
         // sample index to 0..n changes nothing and lets the backend prove every `x[s]` in
         // bounds: no run-time check per access.
-        let n_dim = fparams[1..]
-            .iter()
-            .zip(&ftypes[1..])
-            .zip(&reduction)
-            .find(|(_, red)| !**red)
-            .and_then(|((_, t), _)| t.shape().and_then(|s| s.0.last().cloned()));
         fb.for_range(lo, hi, |fb, s| {
             let s = match &n_dim {
                 Some(d) => {
@@ -463,11 +470,19 @@ pub fn plan_module(
             fb.inline(&f, &args)
         })
     })?;
+    let rows_entry = match (info.category, &n_dim) {
+        (AccessCategory::Mapreduce(kind), Some(n)) => {
+            rows::define(&mut mb, &rows_wrapper, &f, &reduction, kind, n)?;
+            Some(rows_wrapper)
+        }
+        _ => None,
+    };
     let module = mb.finish();
     ir::verify_module(&module)?;
     Ok(Plan {
         kernel: name.to_string(),
         wrapper,
+        rows_entry,
         module,
         info,
         structure,
@@ -935,6 +950,10 @@ impl Plan {
                 }
             }
         }
+        if self.rows_entry.is_some() {
+            b.dims
+                .insert(rows::ROWS_DIM.to_string(), n.div_ceil(ROW) as u64);
+        }
         let gpu = self.on_gpu(self.structure)
             || (self.structure == Structure::RankPartition && self.on_gpu(self.inner));
         let target = if gpu {
@@ -1010,35 +1029,80 @@ impl Exec<'_> {
         if self.gpu(rank) {
             return self.gpu_call(rank, lo, hi, bufs);
         }
+        let caller = eagle_runtime::EntryCaller::new(self.art, &self.plan.wrapper, rank)?;
         let mut slots = vec![lo as u64, hi as u64];
         slots.extend(bufs.iter().map(|p| p.0));
-        eagle_runtime::call_entry(self.art, &self.plan.wrapper, rank, &slots).map_err(|e| match e {
+        // SAFETY: the slots are the plane buffers (or per-rank copies of the same size) in
+        // parameter order; workers run disjoint samples, as the access category guarantees.
+        unsafe { caller.call(&slots) }
+            .map_err(|e| self.kernel_error(e, &self.plan.wrapper, format!("samples {lo}..{hi}")))
+    }
+
+    /// `e` from compiled wrapper `wrapper`, as the user sees it: naming the sample kernel and
+    /// its op as the kernel's own IR does, then what was `running`.
+    fn kernel_error(
+        &self,
+        e: eagle_runtime::RuntimeError,
+        wrapper: &str,
+        running: String,
+    ) -> Error {
+        match e {
             eagle_runtime::RuntimeError::RankFailed { rank, cause } => {
                 let cause = cause.map(|message| {
                     let message = message.replace(
-                        &format!("function `{}`", self.plan.wrapper),
+                        &format!("function `{wrapper}`"),
                         &format!("sample kernel `{}`", self.plan.kernel),
                     );
-                    let mut message = message.replace(
-                        &format!("`{}`", self.plan.wrapper),
-                        &format!("`{}`", self.plan.kernel),
-                    );
+                    let mut message = message
+                        .replace(&format!("`{wrapper}`"), &format!("`{}`", self.plan.kernel));
                     // Name the op as the kernel's own IR does, not as its inlined copy.
-                    for (w, k) in
-                        inlined_op_names(&self.art.module, &self.plan.wrapper, &self.plan.kernel)
-                    {
+                    for (w, k) in inlined_op_names(&self.art.module, wrapper, &self.plan.kernel) {
                         let w = format!("op `{w}`");
                         if message.contains(&w) {
                             message = message.replacen(&w, &format!("op `{k}`"), 1);
                             break;
                         }
                     }
-                    format!("{message} (while running samples {lo}..{hi})")
+                    format!("{message} (while running {running})")
                 });
                 Error::Runtime(eagle_runtime::RuntimeError::RankFailed { rank, cause })
             }
             other => Error::Runtime(other),
-        })
+        }
+    }
+
+    /// Forms the partials of rows `rows` for `rank` on the CPU in one call of the rows entry:
+    /// `bufs` holds the plane buffers with each reduction output replaced by its row-partial
+    /// buffer (every row at the identity). A failure names the first failing row's samples
+    /// (found by running the block's rows one at a time: the partials are scratch and the
+    /// inputs read-only, so nothing else changes).
+    fn call_rows(&self, rank: usize, rows: Range<usize>, bufs: &[Ptr]) -> Result<()> {
+        let Some(entry) = &self.plan.rows_entry else {
+            return Err(Error::Plan(
+                "a mapreduce plan without its rows entry".into(),
+            ));
+        };
+        let caller = eagle_runtime::EntryCaller::new(self.art, entry, rank)?;
+        let mut slots = vec![rows.start as u64, rows.end as u64];
+        slots.extend(bufs.iter().map(|p| p.0));
+        // SAFETY: the slots are the plane buffers and partial buffers in parameter order;
+        // workers form disjoint rows.
+        if unsafe { caller.call(&slots) }.is_ok() {
+            return Ok(());
+        }
+        for row in rows.clone() {
+            slots[0] = row as u64;
+            slots[1] = row as u64 + 1;
+            // SAFETY: as above, one row.
+            if let Err(e) = unsafe { caller.call(&slots) } {
+                let (lo, hi) = (row * ROW, ((row + 1) * ROW).min(self.n));
+                return Err(self.kernel_error(e, entry, format!("samples {lo}..{hi}")));
+            }
+        }
+        Err(Error::Plan(format!(
+            "rows {}..{} of `{}` failed together but not one at a time",
+            rows.start, rows.end, self.plan.kernel
+        )))
     }
 
     /// Whether the share of `rank` runs on the GPU.
@@ -1181,22 +1245,27 @@ impl Exec<'_> {
             return work(units);
         }
         let part = Partition::new(units.len(), t);
-        std::thread::scope(|s| {
-            let hs: Vec<_> = (0..t)
-                .map(|i| {
-                    let r = part.share(i);
-                    let r = units.start + r.start..units.start + r.end;
-                    s.spawn(move || work(r))
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(Error::Plan("a worker thread panicked".into())))
-                })
-                .collect::<Result<Vec<()>>>()
-                .map(|_| ())
-        })
+        // The workers come from the runtime's thread pool: a run starts no thread once the
+        // pool holds `t` idle ones.
+        let tasks: Vec<Box<dyn FnOnce() -> Result<()> + Send + '_>> = (1..t)
+            .map(|i| {
+                let r = part.share(i);
+                let r = units.start + r.start..units.start + r.end;
+                let task: Box<dyn FnOnce() -> Result<()> + Send + '_> = Box::new(move || work(r));
+                task
+            })
+            .collect();
+        // The caller runs the first share itself.
+        let first = part.share(0);
+        let first = units.start + first.start..units.start + first.end;
+        let (mine, rest) = eagle_runtime::pool::run_all_and(tasks, 16 << 20, || work(first));
+        mine?;
+        rest.into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|m| Err(Error::Plan(format!("a worker thread panicked: {m}"))))
+            })
+            .collect::<Result<Vec<()>>>()
+            .map(|_| ())
     }
 
     /// The ranks this process computes, the world size, and whether the world is MPI: all of
@@ -1294,6 +1363,7 @@ impl Exec<'_> {
         let outs: Vec<usize> = (0..self.plan.planes.len())
             .filter(|&i| self.plan.planes[i].reduction)
             .collect();
+        // The identity of one partial of each reduction output.
         let ident: Vec<Vec<u8>> = outs
             .iter()
             .map(|&i| {
@@ -1301,36 +1371,45 @@ impl Exec<'_> {
                 identity(kind, d).repeat(bufs[i].1 / d.size())
             })
             .collect();
-        // partials[row][k]: the partial of output k over the samples of `row`.
-        let partials: Vec<std::sync::Mutex<Vec<Vec<u8>>>> =
-            (0..rows).map(|_| std::sync::Mutex::new(vec![])).collect();
+        // partials[k]: the partial of output k for every row, row after row, each starting at
+        // the identity. Workers write disjoint rows.
+        let mut partials: Vec<Vec<u8>> = ident.iter().map(|id| id.repeat(rows)).collect();
+        let part_ptrs: Vec<Ptr> = partials
+            .iter_mut()
+            .map(|p| Ptr(p.as_mut_ptr() as u64))
+            .collect();
         let base: Vec<Ptr> = bufs.iter().map(|b| b.0).collect();
         let do_rows = |rank: usize, rr: Range<usize>| -> Result<()> {
+            if rr.is_empty() {
+                return Ok(());
+            }
             if self.gpu(rank) {
                 let start = rr.start;
-                for (k, p) in self
+                for (r, p) in self
                     .gpu_rows(rank, rr, &base, &outs, &ident)?
                     .into_iter()
                     .enumerate()
                 {
-                    *partials[start + k]
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner()) = p;
+                    for (k, v) in p.iter().enumerate() {
+                        let w = ident[k].len();
+                        // SAFETY: row `start + r` of partial buffer k, written by this worker
+                        // only (rows are dealt to workers disjointly).
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                v.as_ptr(),
+                                (part_ptrs[k].0 as *mut u8).add((start + r) * w),
+                                w,
+                            )
+                        };
+                    }
                 }
                 return Ok(());
             }
-            for row in rr {
-                let mut mine: Vec<Vec<u8>> = ident.clone();
-                let mut ptrs = base.clone();
-                for (k, &i) in outs.iter().enumerate() {
-                    ptrs[i] = Ptr(mine[k].as_mut_ptr() as u64);
-                }
-                let lo = row * ROW;
-                self.call(rank, lo, (lo + ROW).min(self.n), &ptrs)?;
-                *partials[row].lock().unwrap_or_else(|e| e.into_inner()) =
-                    std::mem::take(&mut mine);
+            let mut ptrs = base.clone();
+            for (k, &i) in outs.iter().enumerate() {
+                ptrs[i] = part_ptrs[k];
             }
-            Ok(())
+            self.call_rows(rank, rr, &ptrs)
         };
         if self.plan.structure == Structure::RankPartition {
             // Rows are dealt to ranks whole; each rank forms the partials of its rows through
@@ -1341,27 +1420,26 @@ impl Exec<'_> {
                 self.team(self.plan.inner, part.share(rank), &|rr| do_rows(rank, rr))?;
             }
             if mpi {
-                // allgather_fold: every rank contributes the partials of its rows, row-major;
-                // the fold below then runs on every rank in row order.
+                // allgather_fold: every rank contributes the partials of its rows, row-major
+                // (per row, each output's partial in turn); the fold below then runs on every
+                // rank in row order.
                 let me = mine[0];
                 let row_bytes: usize = ident.iter().map(Vec::len).sum();
                 let mut local = Vec::with_capacity(part.share(me).len() * row_bytes);
                 for row in part.share(me) {
-                    let p = partials[row].lock().unwrap_or_else(|e| e.into_inner());
-                    for v in p.iter() {
-                        local.extend_from_slice(v);
+                    for (k, id) in ident.iter().enumerate() {
+                        local.extend_from_slice(&partials[k][row * id.len()..(row + 1) * id.len()]);
                     }
                 }
                 let counts: Vec<usize> = (0..r).map(|q| part.share(q).len() * row_bytes).collect();
                 let all = allgather(&local, &counts)?;
                 for (row, chunk) in all.chunks_exact(row_bytes.max(1)).enumerate().take(rows) {
                     let mut at = 0;
-                    let mut v = vec![];
-                    for id in &ident {
-                        v.push(chunk[at..at + id.len()].to_vec());
+                    for (k, id) in ident.iter().enumerate() {
+                        partials[k][row * id.len()..(row + 1) * id.len()]
+                            .copy_from_slice(&chunk[at..at + id.len()]);
                         at += id.len();
                     }
-                    *partials[row].lock().unwrap_or_else(|e| e.into_inner()) = v;
                 }
             }
         } else {
@@ -1371,12 +1449,7 @@ impl Exec<'_> {
         for (k, &i) in outs.iter().enumerate() {
             let d = self.plan.planes[i].dtype;
             let mut acc = ident[k].clone();
-            for p in &partials {
-                let p = p.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(x) = p.get(k) {
-                    combine(kind, d, &mut acc, x);
-                }
-            }
+            rows::fold(kind, d, &mut acc, &partials[k]);
             // SAFETY: `bufs[i]` is the output plane's storage, `bufs[i].1` bytes long.
             let dst = unsafe { std::slice::from_raw_parts_mut(bufs[i].0 .0 as *mut u8, bufs[i].1) };
             dst.copy_from_slice(&acc);

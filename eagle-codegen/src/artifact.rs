@@ -69,6 +69,10 @@ pub struct Artifact {
     pub cuda: Option<crate::cuda::CudaCode>,
     /// Wall time spent specializing and compiling.
     pub compile_time: Duration,
+    /// The device functions that reach no other rank, directly or through calls
+    /// ([`eagle_ir::Module::reaches_peers`]): a run whose dispatches all call these may run
+    /// its ranks one after another, on one thread.
+    pub isolated: std::collections::BTreeSet<String>,
 }
 
 impl Artifact {
@@ -293,7 +297,15 @@ pub fn compile_hashed(
                 .in_scope(|| crate::cuda::emit_module(&spec))?,
         ),
     };
+    let isolated = spec
+        .module
+        .functions
+        .iter()
+        .filter(|f| f.level != eagle_ir::Level::Host && !spec.module.reaches_peers(&f.name))
+        .map(|f| f.name.clone())
+        .collect();
     let a = Arc::new(Artifact {
+        isolated,
         key,
         target,
         root: root.to_string(),

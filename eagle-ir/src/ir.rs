@@ -674,6 +674,33 @@ impl Module {
     pub fn function(&self, name: &str) -> Option<&Function> {
         self.functions.iter().find(|f| f.name == name)
     }
+
+    /// Whether function `name`, or a function it calls (directly or through calls), holds an
+    /// op that reaches another rank ([`crate::OpInfo::peers`]: a collective, a remote data
+    /// movement, a signal or a barrier). `true` for a function the module lacks, so a caller
+    /// that uses the answer to run ranks one after another stays on the safe side.
+    pub fn reaches_peers(&self, name: &str) -> bool {
+        let mut seen: Vec<&str> = vec![];
+        let mut todo = vec![name];
+        while let Some(n) = todo.pop() {
+            if seen.contains(&n) {
+                continue;
+            }
+            seen.push(n);
+            let Some(f) = self.function(n) else {
+                return true;
+            };
+            let mut peers = false;
+            f.body.walk(&mut |op| match &op.kind {
+                OpKind::Call { callee, .. } => todo.push(callee),
+                k => peers |= k.info().peers,
+            });
+            if peers {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 impl Block {

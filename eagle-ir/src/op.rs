@@ -62,6 +62,10 @@ pub struct OpInfo {
     /// It computes each element of its result from the same element of its operands, by
     /// [`crate::eval::elementwise`]; backends may fuse and vectorise it.
     pub elementwise: bool,
+    /// It reaches another rank: a collective, a remote data movement, a signal or a barrier.
+    /// Ranks whose programs hold none ([`crate::Module::reaches_peers`]) cannot observe each
+    /// other, so the runtime may run them one after another.
+    pub peers: bool,
 }
 
 const fn info(name: &'static str, what: &'static str, levels: Levels) -> OpInfo {
@@ -72,6 +76,7 @@ const fn info(name: &'static str, what: &'static str, levels: Levels) -> OpInfo 
         pure: false,
         writes: false,
         elementwise: false,
+        peers: false,
     }
 }
 
@@ -85,6 +90,11 @@ const fn writes(mut i: OpInfo) -> OpInfo {
     i
 }
 
+const fn peer(mut i: OpInfo) -> OpInfo {
+    i.peers = true;
+    i
+}
+
 const fn elementwise(name: &'static str) -> OpInfo {
     OpInfo {
         name,
@@ -93,6 +103,7 @@ const fn elementwise(name: &'static str) -> OpInfo {
         pure: true,
         writes: false,
         elementwise: true,
+        peers: false,
     }
 }
 
@@ -119,11 +130,13 @@ impl OpKind {
             Bitcast(_) => elementwise("bitcast"),
             Slice { .. } => pure(info("slice", "a slice (`x[i]`)", Levels::ALL)),
             Subview { .. } => pure(info("subview", "a sub-view (`x[a..b]`)", Levels::DEVICE)),
-            Broadcast { .. } => writes(info("broadcast", COLLECTIVE, Levels::DEVICE)),
-            AllGather { .. } => writes(info("allgather", COLLECTIVE, Levels::DEVICE)),
-            ReduceScatter { .. } => writes(info("reduce_scatter", COLLECTIVE, Levels::DEVICE)),
-            AllReduce { .. } => writes(info("allreduce", COLLECTIVE, Levels::DEVICE)),
-            AllToAll { .. } => writes(info("all_to_all", COLLECTIVE, Levels::DEVICE)),
+            Broadcast { .. } => peer(writes(info("broadcast", COLLECTIVE, Levels::DEVICE))),
+            AllGather { .. } => peer(writes(info("allgather", COLLECTIVE, Levels::DEVICE))),
+            ReduceScatter { .. } => {
+                peer(writes(info("reduce_scatter", COLLECTIVE, Levels::DEVICE)))
+            }
+            AllReduce { .. } => peer(writes(info("allreduce", COLLECTIVE, Levels::DEVICE))),
+            AllToAll { .. } => peer(writes(info("all_to_all", COLLECTIVE, Levels::DEVICE))),
             Elem { .. } => info("elem", "element access (`x[i]`)", Levels::DEVICE),
             SetElem { .. } => writes(info("set_elem", "element access (`x[i]`)", Levels::DEVICE)),
             Load { .. } => info("load", "a tile load or store", Levels::DEVICE),
@@ -144,13 +157,17 @@ impl OpKind {
                 Levels::HOST,
             ),
             Window(_) => pure(info("window", "a window view", Levels::HOST)),
-            Put { .. } => writes(info("put", REMOTE, Levels::DEVICE)),
-            Get { .. } => writes(info("get", REMOTE, Levels::DEVICE)),
-            RemoteLoad { .. } => info("remote_load", REMOTE, Levels::DEVICE),
-            RemoteStore { .. } => writes(info("remote_store", REMOTE, Levels::DEVICE)),
-            Notify { .. } => writes(info("notify", "a signal operation", Levels::DEVICE)),
-            Wait { .. } => info("wait", "a signal operation", Levels::DEVICE),
-            Barrier(_) => info("barrier", "a device-context operation", Levels::DEVICE),
+            Put { .. } => peer(writes(info("put", REMOTE, Levels::DEVICE))),
+            Get { .. } => peer(writes(info("get", REMOTE, Levels::DEVICE))),
+            RemoteLoad { .. } => peer(info("remote_load", REMOTE, Levels::DEVICE)),
+            RemoteStore { .. } => peer(writes(info("remote_store", REMOTE, Levels::DEVICE))),
+            Notify { .. } => peer(writes(info("notify", "a signal operation", Levels::DEVICE))),
+            Wait { .. } => peer(info("wait", "a signal operation", Levels::DEVICE)),
+            Barrier(_) => peer(info(
+                "barrier",
+                "a device-context operation",
+                Levels::DEVICE,
+            )),
             Tile(op, _) => pure(info(op.name(), "a tile op", Levels::DEVICE)),
             Math(f, _) => elementwise(f.name()),
         }
@@ -186,5 +203,34 @@ mod tests {
         assert!(load.info().levels.allows(Level::Sample));
         assert!(!OpKind::WorldSize.info().levels.allows(Level::Device));
         assert_eq!(OpKind::Barrier(v).info().name, "barrier");
+    }
+
+    #[test]
+    fn reaches_peers_follows_calls_and_is_safe_for_unknown_functions() {
+        let m = crate::parse_module(
+            "compute @idle(%0 x: tensor<[4], f32>) {
+}
+
+compute @sync(%0 c: ctx) {
+  barrier %0
+}
+
+device @plain(%0 ctx: ctx, %1 x: tensor<[4], f32>) {
+  call @idle(%1)
+}
+
+device @through(%0 ctx: ctx, %1 x: tensor<[4], f32>) {
+  call @sync(%0)
+}
+",
+        )
+        .expect("parses");
+        assert!(!m.reaches_peers("plain"));
+        assert!(!m.reaches_peers("idle"));
+        assert!(m.reaches_peers("sync"));
+        assert!(m.reaches_peers("through"));
+        assert!(m.reaches_peers("missing"));
+        assert!(OpKind::Barrier(Value(0)).info().peers);
+        assert!(!OpKind::Binary(BinOp::Add, Value(0), Value(0)).info().peers);
     }
 }

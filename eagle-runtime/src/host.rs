@@ -227,6 +227,7 @@ impl Interp<'_> {
                         callee: callee.clone(),
                         args: jargs,
                         buffers: vec![],
+                        host: vec![],
                     });
                     None
                 }
@@ -389,14 +390,52 @@ pub fn run_with(
     if crate::mpi_rt::active() {
         return run_mpi(art, args, p, jobs, windows, opts, t0);
     }
-    // Copy inputs to device memory.
+    let dispatches: usize = jobs.iter().map(Vec::len).sum();
+    if dispatches == 0 {
+        // Nothing runs on any device: no world, no device thread, nothing to copy back.
+        return Ok(RunReport {
+            run_time: t0.elapsed(),
+            dispatches,
+            copied_bytes: 0,
+        });
+    }
+    // Platform `cpu` runs device code on the host tensors in place where that gives the same
+    // results as private copies; `sim` always copies (separate per-device memories catch
+    // programs that rely on sharing).
+    let base = |i: usize| match &args[i] {
+        Arg::In(_, _, b) => b.as_ptr() as u64,
+        Arg::Out(_, _, b) => b.as_ptr() as u64,
+        Arg::Scalar(..) => 0,
+    };
+    let in_place =
+        opts.platform == crate::Platform::Cpu && crate::job::host_memory_shareable(&jobs, &base);
+    let mut copied_bytes = 0;
     for js in &mut jobs {
         for j in js.iter_mut() {
-            copy_in(j, args);
+            if in_place {
+                j.host = j
+                    .args
+                    .iter()
+                    .filter_map(|a| match a {
+                        JobArg::Tensor { arg, off, .. } => Some(base(*arg) + *off as u64),
+                        _ => None,
+                    })
+                    .collect();
+            } else {
+                copied_bytes += copy_in(j, args);
+            }
         }
     }
-    let dispatches = jobs.iter().map(Vec::len).sum();
-    let live = jobs.iter().filter(|j| !j.is_empty()).count();
+    // Ranks that dispatch nothing have no task; the world counts only the ranks that run.
+    let ranks: Vec<usize> = (0..p).filter(|&r| !jobs[r].is_empty()).collect();
+    let live = ranks.len();
+    // Ranks whose programs reach no other rank (no collective, remote movement, signal or
+    // barrier) cannot observe each other: they run one after another on one thread, in rank
+    // order, instead of one thread each (one hand-off per launch instead of P).
+    let isolated = jobs
+        .iter()
+        .flatten()
+        .all(|j| art.isolated.contains(&j.callee));
     let wins = windows
         .into_iter()
         .map(|(bytes, elem, desc)| WindowMem::new(p, bytes, elem, desc))
@@ -406,22 +445,44 @@ pub fn run_with(
     // Device threads run each dispatch in a span whose parent is the caller's (the launch).
     let parent = tracing::Span::current();
     let parent = &parent;
-    let tasks: Vec<DeviceTask<'_>> = jobs
+    let mut jobs: Vec<Option<Vec<Job>>> = jobs.into_iter().map(Some).collect();
+    let tasks: Vec<DeviceTask<'_>> = if isolated {
+        let all: Vec<(usize, Vec<Job>)> = ranks
+            .iter()
+            .map(|&r| (r, jobs[r].take().unwrap_or_default()))
+            .collect();
+        vec![Box::new(move || {
+            all.into_iter()
+                .map(|(rank, js)| device_main(world_ref, rank, js, parent))
+                .collect()
+        })]
+    } else {
+        ranks
+            .iter()
+            .map(|&rank| {
+                let js = jobs[rank].take().unwrap_or_default();
+                let t: DeviceTask<'_> =
+                    Box::new(move || vec![device_main(world_ref, rank, js, parent)]);
+                t
+            })
+            .collect()
+    };
+    let per_task = if isolated { live } else { 1 };
+    let results: Vec<(usize, Outcome)> = crate::pool::run_all(tasks, 16 << 20)
         .into_iter()
-        .enumerate()
-        .map(|(rank, js)| {
-            let t: DeviceTask<'_> = Box::new(move || device_main(world_ref, rank, js, parent));
-            t
+        .flat_map(|r| match r {
+            Ok(v) => v,
+            Err(m) => (0..per_task)
+                .map(|_| (vec![], Some(Failure::Error(Cause::Device(m.clone())))))
+                .collect(),
         })
+        .zip(ranks.iter().copied())
+        .map(|(o, rank)| (rank, o))
         .collect();
-    let results: Vec<(Vec<Job>, Option<Failure>)> = crate::pool::run_all(tasks, 16 << 20)
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|m| (vec![], Some(Failure::Error(Cause::Device(m))))))
-        .collect();
-    for (rank, (_, fail)) in results.iter().enumerate() {
+    for (rank, (_, fail)) in &results {
         if let Some(Failure::Error(m)) = fail {
             return Err(RuntimeError::RankFailed {
-                rank,
+                rank: *rank,
                 cause: m.clone(),
             });
         }
@@ -429,14 +490,14 @@ pub fn run_with(
     if let Some(report) = world.deadlock.lock().ok().and_then(|d| d.clone()) {
         return Err(RuntimeError::Deadlock { report });
     }
-    if results.iter().any(|(_, f)| f.is_some()) {
+    if results.iter().any(|(_, (_, f))| f.is_some()) {
         return Err(RuntimeError::RankFailed {
             rank: 0,
             cause: Cause::Device("the run was aborted".into()),
         });
     }
-    // Copy outputs back.
-    for (js, _) in &results {
+    // Copy outputs back (none when the run used the host tensors in place).
+    for (_, (js, _)) in results.iter().filter(|_| !in_place) {
         for j in js {
             let mut k = 0;
             for a in &j.args {
@@ -457,6 +518,7 @@ pub fn run_with(
                                 )
                             };
                             dst[*off..off + bytes].copy_from_slice(src);
+                            copied_bytes += *bytes;
                         }
                     }
                     k += 1;
@@ -467,6 +529,7 @@ pub fn run_with(
     Ok(RunReport {
         run_time: t0.elapsed(),
         dispatches,
+        copied_bytes,
     })
 }
 
@@ -477,7 +540,10 @@ pub(crate) fn dispatch_span(parent: &tracing::Span, rank: usize, function: &str)
 }
 
 /// One device's run: its jobs back (with their buffers) and how it ended.
-type DeviceTask<'a> = Box<dyn FnOnce() -> (Vec<Job>, Option<Failure>) + Send + 'a>;
+type Outcome = (Vec<Job>, Option<Failure>);
+
+/// A pool task: the outcomes of the devices it runs, in rank order.
+type DeviceTask<'a> = Box<dyn FnOnce() -> Vec<Outcome> + Send + 'a>;
 
 fn device_main(
     world: &World<'_>,
@@ -487,7 +553,9 @@ fn device_main(
 ) -> (Vec<Job>, Option<Failure>) {
     let mut failure = None;
     for ji in 0..jobs.len() {
-        forward_host(&mut jobs, ji);
+        if jobs[ji].host.is_empty() {
+            forward_host(&mut jobs, ji);
+        }
         let j = &mut jobs[ji];
         let _dispatch = dispatch_span(parent, rank, &j.callee).entered();
         let Some(entry) = world.artifact.code.entries.get(&j.callee).copied() else {
@@ -502,7 +570,10 @@ fn device_main(
         for a in &j.args {
             slots.push(match a {
                 JobArg::Tensor { .. } => {
-                    let p = j.buffers[k].as_mut_ptr() as u64;
+                    let p = match j.host.get(k) {
+                        Some(&h) => h,
+                        None => j.buffers[k].as_mut_ptr() as u64,
+                    };
                     k += 1;
                     p
                 }
@@ -540,52 +611,84 @@ fn device_main(
     (jobs, failure)
 }
 
-/// Calls compiled function `name` of `art` once, on one device of a one-rank world with no
+/// A compiled function of an artifact, called on one device of a one-rank world with no
 /// window buffers (what an execution plan does for each share of samples), on behalf of
-/// `rank` (the rank its errors name). `slots` holds one ABI slot per parameter (pointers for
-/// tensors, bits for scalars).
-///
-/// # Errors
-/// [`RuntimeError::RankFailed`] (naming `rank`) when the function has no compiled code or a
-/// run-time check fails (the message names the function, the op and the values).
-pub fn call_entry(
-    art: &Artifact,
-    name: &str,
+/// `rank` (the rank its errors name). Build one per worker thread and call it as often as
+/// needed: a call reads no environment variable and allocates nothing.
+pub struct EntryCaller<'a> {
+    world: World<'a>,
+    entry: eagle_codegen::abi::EntryFn,
+    name: &'a str,
     rank: usize,
-    slots: &[u64],
-) -> Result<(), RuntimeError> {
-    let fail = |cause: Cause| RuntimeError::RankFailed { rank, cause };
-    let entry = art
-        .code
-        .entries
-        .get(name)
-        .copied()
-        .ok_or_else(|| fail(Cause::Device(format!("no compiled code for `{name}`"))))?;
-    let opts = RunOptions {
-        race_check: false,
-        ..RunOptions::from_env()?
-    };
-    let world = World::new(1, vec![], art, 1, &opts);
-    let mut env = RankEnv {
-        world: &world,
-        rank: 0,
-        error: None,
-    };
-    let mut ctx = sim::device_ctx(&mut env, 1);
-    // SAFETY: `entry` was compiled with the `EntryFn` ABI; the caller passes one slot per
-    // parameter, tensor slots pointing to live buffers of the parameter's size.
-    let st = unsafe { entry(&mut ctx, slots.as_ptr()) };
-    if st != 0 {
-        return Err(match env.error.take() {
-            Some(Failure::Error(m)) => fail(m),
-            _ => fail(Cause::Device(format!("`{name}` returned status {st}"))),
-        });
-    }
-    Ok(())
 }
 
-/// Copies the tensor arguments of `j` from the host into fresh device buffers.
-fn copy_in(j: &mut Job, args: &[Arg<'_>]) {
+impl<'a> EntryCaller<'a> {
+    /// The caller of function `name` of `art`.
+    ///
+    /// # Errors
+    /// [`RuntimeError::RankFailed`] (naming `rank`) when the function has no compiled code.
+    pub fn new(art: &'a Artifact, name: &'a str, rank: usize) -> Result<Self, RuntimeError> {
+        let entry =
+            art.code
+                .entries
+                .get(name)
+                .copied()
+                .ok_or_else(|| RuntimeError::RankFailed {
+                    rank,
+                    cause: Cause::Device(format!("no compiled code for `{name}`")),
+                })?;
+        // A one-rank world without windows: no wait can block and no peer can race, so the
+        // options (timeouts, the race detector) do not apply.
+        let opts = RunOptions {
+            race_check: false,
+            ..RunOptions::default()
+        };
+        Ok(EntryCaller {
+            world: World::new(1, vec![], art, 1, &opts),
+            entry,
+            name,
+            rank,
+        })
+    }
+
+    /// Calls the function with `slots`: one ABI slot per parameter (pointers for tensors, bits
+    /// for scalars).
+    ///
+    /// # Safety
+    /// Every tensor slot points to a live buffer of at least its parameter's size, which
+    /// nothing else writes during the call (nor reads, for an output).
+    ///
+    /// # Errors
+    /// [`RuntimeError::RankFailed`] (naming the rank) when a run-time check fails: the message
+    /// names the function, the op and the values.
+    pub unsafe fn call(&self, slots: &[u64]) -> Result<(), RuntimeError> {
+        let mut env = RankEnv {
+            world: &self.world,
+            rank: 0,
+            error: None,
+        };
+        let mut ctx = sim::device_ctx(&mut env, 1);
+        // SAFETY: `entry` was compiled with the `EntryFn` ABI; the caller passes one slot per
+        // parameter, tensor slots pointing to live buffers of the parameter's size.
+        let st = unsafe { (self.entry)(&mut ctx, slots.as_ptr()) };
+        if st != 0 {
+            let cause = match env.error.take() {
+                Some(Failure::Error(m)) => m,
+                _ => Cause::Device(format!("`{}` returned status {st}", self.name)),
+            };
+            return Err(RuntimeError::RankFailed {
+                rank: self.rank,
+                cause,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Copies the tensor arguments of `j` from the host into fresh device buffers; returns the
+/// bytes copied.
+fn copy_in(j: &mut Job, args: &[Arg<'_>]) -> usize {
+    let mut copied = 0;
     for a in &j.args {
         if let JobArg::Tensor {
             arg, off, bytes, ..
@@ -606,8 +709,10 @@ fn copy_in(j: &mut Job, args: &[Arg<'_>]) {
                 )
             };
             j.buffers.push(buf);
+            copied += bytes;
         }
     }
+    copied
 }
 
 /// The host program under MPI: this process runs the dispatches of its own rank, then the
@@ -645,8 +750,9 @@ fn run_mpi(
         opts.wait_timeout,
     );
     let dispatches = jobs.iter().map(Vec::len).sum();
+    let mut copied_bytes = 0;
     for ji in 0..jobs[rank].len() {
-        copy_in(&mut jobs[rank][ji], args);
+        copied_bytes += copy_in(&mut jobs[rank][ji], args);
         forward_host(&mut jobs[rank], ji);
         let j = &mut jobs[rank][ji];
         let _dispatch = dispatch_span(&tracing::Span::current(), rank, &j.callee).entered();
@@ -745,6 +851,7 @@ fn run_mpi(
                 for (_, _, off, bytes) in ranges(q) {
                     dst[off..off + bytes].copy_from_slice(&all[at..at + bytes]);
                     at += bytes;
+                    copied_bytes += bytes;
                 }
             }
         }
@@ -754,5 +861,6 @@ fn run_mpi(
     Ok(RunReport {
         run_time: t0.elapsed(),
         dispatches,
+        copied_bytes,
     })
 }

@@ -146,6 +146,9 @@ pub struct RunReport {
     pub run_time: Duration,
     /// Per-device program dispatches executed.
     pub dispatches: usize,
+    /// Bytes of tensor arguments copied between host tensors and device memory, in and out
+    /// (0 on platform `cpu` when the run uses the host tensors in place).
+    pub copied_bytes: usize,
 }
 
 pub(crate) enum JobArg {
@@ -165,6 +168,45 @@ pub(crate) struct Job {
     pub(crate) args: Vec<JobArg>,
     /// Device copies of tensor args (aligned to 8 bytes), in arg order.
     pub(crate) buffers: Vec<Vec<u64>>,
+    /// Or, when the run uses the host tensors in place (platform `cpu`), the host address of
+    /// each tensor arg, in arg order (`buffers` is then empty).
+    pub(crate) host: Vec<u64>,
+}
+
+/// Whether the jobs of a run (`jobs[rank]`, each rank's in order) can use the host tensors in
+/// place with the same results as private device copies: no two tensor ranges of the same
+/// host argument overlap where one is written, unless they belong to different jobs of the
+/// same rank (which run in order, as the copies' forwards model), and every range starts
+/// 16-byte aligned (`base(arg)` is the argument's host address), as device code assumes.
+pub(crate) fn host_memory_shareable(jobs: &[Vec<Job>], base: &dyn Fn(usize) -> u64) -> bool {
+    let mut ranges = vec![];
+    for (rank, js) in jobs.iter().enumerate() {
+        for (ji, j) in js.iter().enumerate() {
+            for a in &j.args {
+                if let JobArg::Tensor {
+                    arg,
+                    off,
+                    bytes,
+                    out,
+                } = *a
+                {
+                    if !(base(arg) + off as u64).is_multiple_of(16) {
+                        return false;
+                    }
+                    ranges.push((rank, ji, arg, off, off + bytes, out));
+                }
+            }
+        }
+    }
+    for (i, &(r1, j1, a1, lo1, hi1, o1)) in ranges.iter().enumerate() {
+        for &(r2, j2, a2, lo2, hi2, o2) in &ranges[i + 1..] {
+            let overlap = a1 == a2 && lo1.max(lo2) < hi1.min(hi2);
+            if overlap && (o1 || o2) && !(r1 == r2 && j1 != j2) {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Bytes that an earlier dispatch on the same rank wrote into a host tensor range that a later

@@ -14,7 +14,7 @@ mod exec;
 mod host;
 mod job;
 mod options;
-mod pool;
+pub mod pool;
 mod tensor;
 
 #[cfg(feature = "cuda")]
@@ -26,7 +26,7 @@ pub(crate) use exec::sim;
 pub(crate) use exec::sim::race;
 
 pub use error::{Cause, RuntimeError};
-pub use host::{call_entry, run, run_with};
+pub use host::{run, run_with, EntryCaller};
 pub use job::{Arg, RunReport};
 pub use options::RunOptions;
 pub use tensor::{Element, Tensor};

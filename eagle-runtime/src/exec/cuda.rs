@@ -831,6 +831,16 @@ pub(crate) fn run(
 ) -> Result<RunReport, RuntimeError> {
     let code = cuda_code(art)?;
     let ex = Exec::of(opts.cuda_emulate);
+    // Every tensor argument is uploaded, and every output downloaded.
+    let copied_bytes = jobs
+        .iter()
+        .flatten()
+        .flat_map(|j| &j.args)
+        .map(|a| match a {
+            crate::job::JobArg::Tensor { bytes, out, .. } => bytes * (1 + usize::from(*out)),
+            _ => 0,
+        })
+        .sum();
     let devices: Vec<usize> = if opts.devices.is_empty() {
         vec![0; p]
     } else {
@@ -961,6 +971,7 @@ pub(crate) fn run(
     Ok(RunReport {
         run_time: t0.elapsed(),
         dispatches,
+        copied_bytes,
     })
 }
 

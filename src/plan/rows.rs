@@ -1,0 +1,410 @@
+//! The rows entry of a mapreduce plan: one compiled call forms the partials of a whole block
+//! of rows, so the executor makes one runtime call per worker, not one per row of [`ROW`]
+//! samples.
+//!
+//! `__plan_rows_<kernel>(rlo, rhi, planes...)` takes each reduction output as a
+//! `tensor<[__rows, ...shape]>` of row partials (the executor fills them with the identity)
+//! and runs, for every row `r` in `rlo..rhi`, the kernel for `s` in `r * ROW .. min(r * ROW +
+//! ROW, n)` in sample order into row `r`'s partial: the same ops in the same order as one call
+//! of the sample wrapper per row, so the same bits.
+//!
+//! An accumulator the kernel only reads and writes at constant indices (`out[0] = out[0] +
+//! x[s] * x[s]`) and whose output is small is kept in variables (registers) over the row, then
+//! stored once: the kernel is rewritten so each `out[c]` read or write becomes a variable read
+//! or write. Any other use of the output (a tile load, a call, a computed index) keeps it in
+//! memory, with the same ops.
+
+use super::ROW;
+use crate::ir::{self, Const, DType, Dim, Function, OpKind, Operand, ReduceKind, Shape, Type};
+use crate::Result;
+
+/// The symbolic dim of the row count: `n.div_ceil(ROW)`, bound by the executor.
+pub(crate) const ROWS_DIM: &str = "__rows";
+
+/// Per reduction output (its position in the kernel's parameters), the elements kept in
+/// variables, each with its index and starting constant (empty: the output stays in memory).
+type Promoted = Vec<(usize, Vec<(Vec<i128>, Const)>)>;
+
+/// The largest accumulator (in elements) kept in variables.
+const MAX_PROMOTED: u64 = 8;
+
+/// The constant a promoted accumulator of dtype `d` starts from (the row identity of `kind`),
+/// or `None` when this dtype stays in memory.
+fn start(kind: ReduceKind, d: DType) -> Option<Const> {
+    let bits = super::identity(kind, d);
+    let mut le = [0u8; 8];
+    le[..bits.len()].copy_from_slice(&bits);
+    let w = u64::from_le_bytes(le);
+    Some(match (kind, d) {
+        (ReduceKind::Land, _) => return None,
+        (_, DType::F64) => Const::F64(f64::from_bits(w)),
+        (_, DType::F32) => Const::F32(f32::from_bits(w as u32)),
+        (_, DType::I64) => Const::Int(w as i64 as i128),
+        (_, DType::I32) => Const::Int(w as u32 as i32 as i128),
+        _ => return None,
+    })
+}
+
+/// Rewrites `f` so that each reduction output (parameter positions `reductions`, 1-based as in
+/// `f.params`) that can live in variables does: returns the rewritten kernel, with one extra
+/// `ref` parameter per promoted element appended, and per reduction output the flat elements
+/// promoted (empty when it stays in memory).
+fn promote(f: &Function, reductions: &[usize], kind: ReduceKind) -> (Function, Promoted) {
+    let mut consts = std::collections::HashMap::new();
+    f.body.walk(&mut |op| {
+        if let (OpKind::Const(Const::Int(c)), Some(r)) = (&op.kind, op.result) {
+            consts.insert(r, *c);
+        }
+    });
+    let mut g = f.clone();
+    let mut plan = vec![];
+    for &pi in reductions {
+        let pv = f.params[pi].value;
+        let t = f.ty(pv);
+        let (Some(shape), Some(d)) = (t.shape(), t.dtype()) else {
+            plan.push((pi, vec![]));
+            continue;
+        };
+        let Some(extents) = shape
+            .0
+            .iter()
+            .map(|x| match x {
+                Dim::Const(c) => Some(*c),
+                _ => None,
+            })
+            .collect::<Option<Vec<u64>>>()
+        else {
+            plan.push((pi, vec![]));
+            continue;
+        };
+        let numel: u64 = extents.iter().product();
+        let Some(init) = start(kind, d).filter(|_| (1..=MAX_PROMOTED).contains(&numel)) else {
+            plan.push((pi, vec![]));
+            continue;
+        };
+        // Every use must be an element read or write at constant, in-bounds indices.
+        let index_of = |ix: &[ir::Value]| -> Option<Vec<i128>> {
+            let v: Vec<i128> = ix
+                .iter()
+                .map(|i| consts.get(i).copied())
+                .collect::<Option<_>>()?;
+            (v.len() == extents.len()
+                && v.iter()
+                    .zip(&extents)
+                    .all(|(&i, &e)| i >= 0 && (i as u64) < e))
+            .then_some(v)
+        };
+        let mut ok = true;
+        f.body.walk(&mut |op| {
+            let uses = op.kind.operands().contains(&pv);
+            match &op.kind {
+                OpKind::Elem { src, indices } if *src == pv => ok &= index_of(indices).is_some(),
+                OpKind::SetElem {
+                    value,
+                    dst,
+                    indices,
+                } if *dst == pv => ok &= *value != pv && index_of(indices).is_some(),
+                _ => ok &= !uses,
+            }
+        });
+        if !ok {
+            plan.push((pi, vec![]));
+            continue;
+        }
+        // One variable per element, row-major.
+        let mut elems = vec![];
+        let mut vars = vec![];
+        for flat in 0..numel {
+            let mut rest = flat;
+            let mut ix = vec![0i128; extents.len()];
+            for (k, &e) in extents.iter().enumerate().rev() {
+                ix[k] = (rest % e) as i128;
+                rest /= e;
+            }
+            g.values.push(Type::Ref(Box::new(Type::Scalar(d))));
+            let v = ir::Value(g.values.len() as u32 - 1);
+            g.params.push(ir::Param {
+                name: format!("__acc{pi}_{flat}"),
+                value: v,
+                out: false,
+            });
+            vars.push((ix.clone(), v));
+            elems.push((ix, init));
+        }
+        let var_at = |ix: &[i128]| vars.iter().find(|(i, _)| i == ix).map(|(_, v)| *v);
+        g.body.walk_blocks_mut(&mut |b| {
+            for op in &mut b.ops {
+                let new = match &op.kind {
+                    OpKind::Elem { src, indices } if *src == pv => index_of(indices)
+                        .and_then(|ix| var_at(&ix))
+                        .map(OpKind::Read),
+                    OpKind::SetElem {
+                        value,
+                        dst,
+                        indices,
+                    } if *dst == pv => index_of(indices)
+                        .and_then(|ix| var_at(&ix))
+                        .map(|var| OpKind::Write(var, *value)),
+                    _ => None,
+                };
+                if let Some(k) = new {
+                    op.kind = k;
+                }
+            }
+        });
+        plan.push((pi, elems));
+    }
+    (g, plan)
+}
+
+/// Defines the rows entry `name` of kernel `f` in `mb` (see the module docs). `reduction`
+/// says, per plane (`f.params[1..]`), whether it is a reduction output; `n_dim` is the sample
+/// count's dim.
+pub(crate) fn define(
+    mb: &mut ir::ModuleBuilder,
+    name: &str,
+    f: &Function,
+    reduction: &[bool],
+    kind: ReduceKind,
+    n_dim: &Dim,
+) -> Result<()> {
+    let reductions: Vec<usize> = (1..f.params.len()).filter(|&i| reduction[i - 1]).collect();
+    let (kernel, promoted) = promote(f, &reductions, kind);
+    // With every accumulator in variables, full rows run in groups of GROUP, one sample of
+    // each row in turn: GROUP independent chains instead of one (each row's own order is
+    // unchanged, so are its bits).
+    let interleave = promoted.iter().all(|(_, e)| !e.is_empty());
+    mb.define(name, ir::Level::Device, |fb| {
+        let rlo = fb.param("rlo", Type::Scalar(DType::Index), false);
+        let rhi = fb.param("rhi", Type::Scalar(DType::Index), false);
+        let vals: Vec<ir::Value> = f.params[1..]
+            .iter()
+            .zip(reduction)
+            .map(|(p, &red)| {
+                let t = f.ty(p.value).clone();
+                let t = match (&t, red) {
+                    (Type::Tensor(s, d), true) => {
+                        let mut dims = vec![Dim::Sym(ROWS_DIM.into())];
+                        dims.extend(s.0.iter().cloned());
+                        Type::Tensor(Shape(dims), *d)
+                    }
+                    _ => t,
+                };
+                fb.param(&p.name, t, p.out)
+            })
+            .collect();
+        let n = fb.value(Operand::from(n_dim.clone()), Some(DType::Index))?;
+        let rest = if interleave {
+            // Groups of full rows: rlo .. rlo + groups * GROUP, all below n / ROW.
+            let full = fb.bin(ir::BinOp::Div, n, Operand::Int(ROW as i128))?;
+            let end = fb.bin(ir::BinOp::Min, rhi, full)?;
+            let end = fb.bin(ir::BinOp::Max, end, rlo)?;
+            let span = fb.bin(ir::BinOp::Sub, end, rlo)?;
+            let groups = fb.bin(ir::BinOp::Div, span, Operand::Int(GROUP as i128))?;
+            fb.for_range(Operand::Int(0), groups, |fb, g| {
+                let off = fb.bin(ir::BinOp::Mul, g, Operand::Int(GROUP as i128))?;
+                let r0 = fb.bin(ir::BinOp::Add, rlo, off)?;
+                let mut lanes = vec![];
+                for k in 0..GROUP {
+                    let r = fb.bin(ir::BinOp::Add, r0, Operand::Int(k as i128))?;
+                    lanes.push(row_start(fb, f, &vals, reduction, &promoted, r)?);
+                }
+                fb.for_range(Operand::Int(0), Operand::Int(ROW as i128), |fb, j| {
+                    for (k, lane) in lanes.iter().enumerate() {
+                        let r = fb.bin(ir::BinOp::Add, r0, Operand::Int(k as i128))?;
+                        let base = fb.bin(ir::BinOp::Mul, r, Operand::Int(ROW as i128))?;
+                        let s = fb.bin(ir::BinOp::Add, base, j)?;
+                        sample(fb, &kernel, n, s, lane)?;
+                    }
+                    Ok(())
+                })?;
+                for lane in &lanes {
+                    row_end(fb, lane)?;
+                }
+                Ok(())
+            })?;
+            let done = fb.bin(ir::BinOp::Mul, groups, Operand::Int(GROUP as i128))?;
+            fb.bin(ir::BinOp::Add, rlo, done)?
+        } else {
+            rlo
+        };
+        fb.for_range(rest, rhi, |fb, r| {
+            let lo = fb.bin(ir::BinOp::Mul, r, Operand::Int(ROW as i128))?;
+            let end = fb.bin(ir::BinOp::Add, lo, Operand::Int(ROW as i128))?;
+            let hi = fb.bin(ir::BinOp::Min, end, n)?;
+            let lane = row_start(fb, f, &vals, reduction, &promoted, r)?;
+            fb.for_range(lo, hi, |fb, s| sample(fb, &kernel, n, s, &lane))?;
+            row_end(fb, &lane)
+        })
+    })?;
+    Ok(())
+}
+
+/// Rows interleaved per group when every accumulator lives in variables.
+const GROUP: usize = 4;
+
+/// What the samples of one row run with: the kernel's arguments after `s` (each reduction
+/// output replaced by the row's partial), the promoted variables, and where they are stored.
+struct Lane {
+    args: Vec<ir::Value>,
+    vars: Vec<(Vec<i128>, ir::Value, ir::Value)>,
+}
+
+/// Starts row `r`: its partial slices and its variables at the identity.
+fn row_start(
+    fb: &mut ir::FunctionBuilder<'_>,
+    f: &Function,
+    vals: &[ir::Value],
+    reduction: &[bool],
+    promoted: &Promoted,
+    r: ir::Value,
+) -> ir::Result<Lane> {
+    let mut args = vec![];
+    let mut parts = vec![];
+    for (k, &v) in vals.iter().enumerate() {
+        if reduction[k] {
+            let part = fb.slice(v, r)?;
+            parts.push((k + 1, part));
+            args.push(part);
+        } else {
+            args.push(v);
+        }
+    }
+    let mut vars = vec![];
+    for (pi, elems) in promoted {
+        let Some(&(_, part)) = parts.iter().find(|(p, _)| p == pi) else {
+            continue;
+        };
+        for (ix, init) in elems {
+            let d = f.ty(f.params[*pi].value).dtype().unwrap_or(DType::F64);
+            let var = fb.var(Operand::Typed(*init, d))?;
+            vars.push((ix.clone(), var, part));
+        }
+    }
+    Ok(Lane { args, vars })
+}
+
+/// One sample `s` (< n) of a row.
+fn sample(
+    fb: &mut ir::FunctionBuilder<'_>,
+    kernel: &Function,
+    n: ir::Value,
+    s: ir::Value,
+    lane: &Lane,
+) -> ir::Result<()> {
+    // As in the sample wrapper: s < n always, so the clamp changes nothing and lets the
+    // backend prove every `x[s]` in bounds.
+    let last = fb.bin(ir::BinOp::Sub, n, Operand::Int(1))?;
+    let upper = fb.bin(ir::BinOp::Min, s, last)?;
+    let s = fb.bin(ir::BinOp::Max, upper, Operand::Int(0))?;
+    let mut all = vec![s];
+    all.extend(lane.args.iter().copied());
+    all.extend(lane.vars.iter().map(|(_, v, _)| *v));
+    fb.inline(kernel, &all)
+}
+
+/// Ends a row: stores its variables into its partial.
+fn row_end(fb: &mut ir::FunctionBuilder<'_>, lane: &Lane) -> ir::Result<()> {
+    for (ix, var, part) in &lane.vars {
+        let x = fb.read(*var)?;
+        let ix: Vec<Operand> = ix.iter().map(|&i| Operand::Int(i)).collect();
+        fb.set_elem(*part, ix, x)?;
+    }
+    Ok(())
+}
+
+/// `acc = acc <kind> row` for every row of `rows` in order, elementwise, in dtype `d`
+/// (`acc.len()` bytes per row): [`super::combine`] row by row, with the common float sums
+/// and products done directly: for values that are not NaN that is the IEEE operation the
+/// evaluator defines. A NaN, once it appears in a sum or product, stays; so a result with no
+/// NaN had none on the way, and a result with one is folded again by the evaluator (whose NaN
+/// is the reference). Checked bit for bit by `folding_rows_matches_the_evaluator`.
+pub(crate) fn fold(kind: ReduceKind, d: DType, acc: &mut [u8], rows: &[u8]) {
+    let w = acc.len();
+    if w == 0 {
+        return;
+    }
+    let slow = |acc: &mut [u8]| {
+        for row in rows.chunks_exact(w) {
+            super::combine(kind, d, acc, row);
+        }
+    };
+    macro_rules! direct {
+        ($t:ty, $op:tt) => {{
+            const S: usize = std::mem::size_of::<$t>();
+            let mut a: Vec<$t> = acc
+                .chunks_exact(S)
+                .map(|c| <$t>::from_le_bytes(c.try_into().unwrap_or([0; S])))
+                .collect();
+            for row in rows.chunks_exact(w) {
+                for (x, c) in a.iter_mut().zip(row.chunks_exact(S)) {
+                    *x $op <$t>::from_le_bytes(c.try_into().unwrap_or([0; S]));
+                }
+            }
+            if a.iter().any(|x| x.is_nan()) {
+                slow(acc);
+            } else {
+                for (o, x) in acc.chunks_exact_mut(S).zip(&a) {
+                    o.copy_from_slice(&x.to_le_bytes());
+                }
+            }
+        }};
+    }
+    match (kind, d) {
+        (ReduceKind::Sum, DType::F64) => direct!(f64, +=),
+        (ReduceKind::Sum, DType::F32) => direct!(f32, +=),
+        (ReduceKind::Times, DType::F64) => direct!(f64, *=),
+        (ReduceKind::Times, DType::F32) => direct!(f32, *=),
+        _ => slow(acc),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folding_rows_matches_the_evaluator() {
+        // Values with NaNs, infinities, signed zeros and subnormals, folded both ways.
+        let specials64 = [
+            0.0,
+            -0.0,
+            1.5,
+            -3.25,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE / 4.0,
+            1e308,
+            1e-300,
+        ];
+        for (kind, nan) in [
+            (ReduceKind::Sum, false),
+            (ReduceKind::Sum, true),
+            (ReduceKind::Times, false),
+            (ReduceKind::Times, true),
+            (ReduceKind::Max, true),
+        ] {
+            for d in [DType::F64, DType::F32] {
+                let mut rows = vec![];
+                for k in 0..200usize {
+                    let mut x = specials64[k % specials64.len()] * (1.0 + k as f64 / 7.0);
+                    if nan && k % 37 == 5 {
+                        x = if k % 2 == 0 { f64::NAN } else { -f64::NAN };
+                    }
+                    match d {
+                        DType::F64 => rows.extend_from_slice(&x.to_le_bytes()),
+                        _ => rows.extend_from_slice(&(x as f32).to_le_bytes()),
+                    }
+                }
+                let w = d.size() * 2;
+                let mut fast = super::super::identity(kind, d).repeat(2);
+                let mut slow = fast.clone();
+                fold(kind, d, &mut fast, &rows);
+                for row in rows.chunks_exact(w) {
+                    super::super::combine(kind, d, &mut slow, row);
+                }
+                assert_eq!(fast, slow, "{kind:?} {d}");
+            }
+        }
+    }
+}
