@@ -2,7 +2,8 @@
 //! same process, plus compile latency and launch overhead. Prints markdown tables and writes
 //! `docs/perf-ratios.svg`.
 //!
-//! `cargo bench --bench kernels`
+//! `cargo bench --bench kernels` (`-- --save` writes `docs/bench/kernels.json` and its table in
+//! `docs/performance.md`)
 //!
 //! Each eagle kernel runs inside one per-device program, `iters` times in a loop, and the time
 //! of the same program with 0 iterations (dispatch, copies) is subtracted, so the figure is the
@@ -12,6 +13,9 @@ use eagle::plan::{plan, Planes, Structure};
 use eagle::prelude::*;
 use std::hint::black_box;
 use std::time::Instant;
+
+#[path = "report/mod.rs"]
+mod report;
 
 const N: usize = 1 << 16;
 const B: usize = 1024;
@@ -38,6 +42,26 @@ pub fn saxpy32_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>, a: f32, it
 pub fn saxpy32(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, a: f32, iters: usize) {
     for r in 0..world_size() {
         saxpy32_d(x[r], y[r], a, iters, device = r);
+    }
+}
+
+/// y = fma(x, a, y) (f32): one rounding per element.
+#[eagle::kernel(device)]
+pub fn saxpyfma_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>, a: f32, iters: usize) {
+    for it in 0..iters {
+        for i in 0..N / B {
+            store(
+                y,
+                [i * B],
+                fma(load(x, [i * B], [B]), a, load(y, [i * B], [B])),
+            );
+        }
+    }
+}
+#[eagle::host]
+pub fn saxpyfma(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, a: f32, iters: usize) {
+    for r in 0..world_size() {
+        saxpyfma_d(x[r], y[r], a, iters, device = r);
     }
 }
 
@@ -181,12 +205,40 @@ fn best(k: usize, f: &mut dyn FnMut()) -> f64 {
     (0..k).map(|_| secs(f)).fold(f64::MAX, f64::min)
 }
 
-/// Time per iteration of an eagle kernel: (run with `iters`) - (run with 0), best of 5.
-fn eagle_time(iters: usize, run: &mut dyn FnMut(usize)) -> f64 {
-    run(1);
-    let base = best(5, &mut || run(0));
-    let full = best(5, &mut || run(iters));
-    ((full - base) / iters as f64).max(1e-12)
+/// Rounds of [`paired`].
+const ROUNDS: usize = 9;
+
+/// Seconds per iteration of an eagle kernel and of its Rust loop, measured in interleaved
+/// rounds (each round: the eagle program with 0 and with `iters` iterations, the difference
+/// divided by `iters`, then the Rust loop once over `iters` iterations): the medians, and the
+/// min and max over rounds of the per-round ratio rust / eagle.
+fn paired(
+    iters: usize,
+    eagle: &mut dyn FnMut(usize),
+    rust: &mut dyn FnMut(),
+) -> (f64, f64, (f64, f64)) {
+    eagle(1);
+    rust();
+    let (mut es, mut rs, mut ratios) = (vec![], vec![], vec![]);
+    for _ in 0..ROUNDS {
+        let base = secs(&mut || eagle(0));
+        let full = secs(&mut || eagle(iters));
+        let e = ((full - base) / iters as f64).max(1e-12);
+        let r = secs(rust) / iters as f64;
+        es.push(e);
+        rs.push(r);
+        ratios.push(r / e);
+    }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    ratios.sort_by(f64::total_cmp);
+    (
+        med(&mut es),
+        med(&mut rs),
+        (ratios[0], ratios[ratios.len() - 1]),
+    )
 }
 
 struct Row {
@@ -195,6 +247,8 @@ struct Row {
     work: f64,
     eagle: f64,
     rust: f64,
+    /// min and max over rounds of eagle / rustc.
+    spread: (f64, f64),
 }
 
 fn main() {
@@ -206,59 +260,88 @@ fn main() {
     let x = eagle_runner::random_tensor(&[1, N], 1);
     let y0 = eagle_runner::random_tensor(&[1, N], 2);
     let mut y = y0.clone();
-    let te = eagle_time(iters, &mut |k| {
+    let mut run_e = |k: usize| {
         saxpy32.launch(&s, &x, &mut y, 1.5, k).expect("saxpy32");
-    });
+    };
     let (xs, mut ys) = (x.data().to_vec(), y0.data().to_vec());
-    let tr = best(5, &mut || {
+    let mut run_r = || {
         for _ in 0..iters {
             for (yv, xv) in ys.iter_mut().zip(black_box(&xs)) {
                 *yv += xv * 1.5;
             }
             black_box(&mut ys);
         }
-    }) / iters as f64;
+    };
+    let (te, tr, spread) = paired(iters, &mut run_e, &mut run_r);
     rows.push(Row {
         name: "saxpy f32 (64K)",
         unit: "GB/s",
         work: (3 * 4 * N) as f64,
         eagle: te,
         rust: tr,
+        spread,
     });
+
+    // saxpy with fma (f32); rustc's `mul_add`, with its compile target's default features
+    // (no FMA instruction on baseline x86-64: a call per element), is the peer a user has.
+    let mut y = y0.clone();
+    let (xs, mut ys) = (x.data().to_vec(), y0.data().to_vec());
+    let mut run_e = |k: usize| {
+        saxpyfma.launch(&s, &x, &mut y, 1.5, k).expect("saxpyfma");
+    };
+    let mut run_r = || {
+        for _ in 0..iters {
+            for (yv, xv) in ys.iter_mut().zip(black_box(&xs)) {
+                *yv = xv.mul_add(1.5, *yv);
+            }
+            black_box(&mut ys);
+        }
+    };
+    let (te_fma, tr_fma, spread_fma) = paired(iters, &mut run_e, &mut run_r);
+    let fma_row = Row {
+        name: "saxpy fma f32 (64K)",
+        unit: "GB/s",
+        work: (3 * 4 * N) as f64,
+        eagle: te_fma,
+        rust: tr_fma,
+        spread: spread_fma,
+    };
 
     // saxpy f64
     let x64 = Tensor::from_vec(&[1, N], x.data().iter().map(|v| *v as f64).collect()).expect("x64");
     let mut y64 =
         Tensor::from_vec(&[1, N], y0.data().iter().map(|v| *v as f64).collect()).expect("y64");
-    let te = eagle_time(iters, &mut |k| {
-        saxpy64.launch(&s, &x64, &mut y64, 1.5, k).expect("saxpy64");
-    });
     let (xs, mut ys) = (x64.data().to_vec(), y64.data().to_vec());
-    let tr = best(5, &mut || {
+    let mut run_e = |k: usize| {
+        saxpy64.launch(&s, &x64, &mut y64, 1.5, k).expect("saxpy64");
+    };
+    let mut run_r = || {
         for _ in 0..iters {
             for (yv, xv) in ys.iter_mut().zip(black_box(&xs)) {
                 *yv += xv * 1.5;
             }
             black_box(&mut ys);
         }
-    }) / iters as f64;
+    };
+    let (te, tr, spread) = paired(iters, &mut run_e, &mut run_r);
     rows.push(Row {
         name: "saxpy f64 (64K)",
         unit: "GB/s",
         work: (3 * 8 * N) as f64,
         eagle: te,
         rust: tr,
+        spread,
     });
 
     // stencil
     let u = eagle_runner::random_tensor(&[1, H, W], 3);
     let mut v = Tensor::<f32>::zeros(&[1, H, W]);
-    let te = eagle_time(iters, &mut |k| {
+    let mut run_e = |k: usize| {
         stencil.launch(&s, &u, &mut v, k).expect("stencil");
-    });
+    };
     let us = u.data().to_vec();
     let mut vs = vec![0f32; H * W];
-    let tr = best(5, &mut || {
+    let mut run_r = || {
         for _ in 0..iters {
             let us = black_box(&us);
             for i in 1..H - 1 {
@@ -281,26 +364,28 @@ fn main() {
             }
             black_box(&mut vs);
         }
-    }) / iters as f64;
+    };
+    let (te, tr, spread) = paired(iters, &mut run_e, &mut run_r);
     rows.push(Row {
         name: "5-point stencil f32 (256x256)",
         unit: "GFLOP/s",
         work: (5 * (H - 2) * (W - 2)) as f64,
         eagle: te,
         rust: tr,
+        spread,
     });
 
     // dot
     let y1 = eagle_runner::random_tensor(&[1, N], 4);
     let mut acc = Tensor::<f32>::zeros(&[1, B]);
     let mut out = Tensor::<f32>::zeros(&[1, 1]);
-    let te = eagle_time(iters, &mut |k| {
+    let mut run_e = |k: usize| {
         dot.launch(&s, &x, &y1, &mut acc, &mut out, k).expect("dot");
-    });
+    };
     let (xs, ys2) = (x.data().to_vec(), y1.data().to_vec());
     let mut lanes = vec![0f32; B];
     let mut dot_rust = 0f32;
-    let tr = best(5, &mut || {
+    let mut run_r = || {
         for _ in 0..iters {
             let (xs, ys2) = (black_box(&xs), black_box(&ys2));
             for ((l, a), b) in lanes.iter_mut().zip(&xs[..B]).zip(&ys2[..B]) {
@@ -314,13 +399,15 @@ fn main() {
             dot_rust = lanes.iter().fold(0.0, |a, b| a + b);
             black_box(dot_rust);
         }
-    }) / iters as f64;
+    };
+    let (te, tr, spread) = paired(iters, &mut run_e, &mut run_r);
     rows.push(Row {
         name: "dot f32 (64K)",
         unit: "GFLOP/s",
         work: (2 * N) as f64,
         eagle: te,
         rust: tr,
+        spread,
     });
     let same_dot = out.data()[0].to_bits() == dot_rust.to_bits();
 
@@ -328,12 +415,12 @@ fn main() {
     let a = eagle_runner::random_tensor(&[1, M, M], 5);
     let b = eagle_runner::random_tensor(&[1, M, M], 6);
     let mut c = Tensor::<f32>::zeros(&[1, M, M]);
-    let te = eagle_time(iters, &mut |k| {
+    let mut run_e = |k: usize| {
         matmul.launch(&s, &a, &b, &mut c, k).expect("matmul");
-    });
+    };
     let (am, bm) = (a.data().to_vec(), b.data().to_vec());
     let mut cm = vec![0f32; M * M];
-    let tr = best(5, &mut || {
+    let mut run_r = || {
         for _ in 0..iters {
             let (am, bm) = (black_box(&am), black_box(&bm));
             for (i, crow) in cm.chunks_exact_mut(M).enumerate() {
@@ -350,13 +437,15 @@ fn main() {
             }
             black_box(&mut cm);
         }
-    }) / iters as f64;
+    };
+    let (te, tr, spread) = paired(iters, &mut run_e, &mut run_r);
     rows.push(Row {
         name: "matmul f32 (64x64)",
         unit: "GFLOP/s",
         work: (2 * M * M * M) as f64,
         eagle: te,
         rust: tr,
+        spread,
     });
     let same_mm = c
         .data()
@@ -374,43 +463,79 @@ fn main() {
         .with_threads(1);
     p.run(0, &mut Planes::new().input("x", &xt).output("y", &mut yt))
         .expect("warm");
-    let te = best(5, &mut || {
-        p.run(0, &mut Planes::new().input("x", &xt).output("y", &mut yt))
-            .expect("hyp");
-    });
+    // A plan run is the whole kernel: rounds of one run each way, interleaved.
     let mut yr = vec![0f64; ns];
-    let tr = best(5, &mut || {
-        for (o, v) in yr.iter_mut().zip(black_box(&xs)) {
-            *o = (v * v + 1.0).sqrt();
-        }
-        black_box(&mut yr);
-    });
+    let (mut es, mut rs, mut ratios) = (vec![], vec![], vec![]);
+    for _ in 0..ROUNDS {
+        let e = secs(&mut || {
+            p.run(0, &mut Planes::new().input("x", &xt).output("y", &mut yt))
+                .expect("hyp");
+        });
+        let r = secs(&mut || {
+            for (o, v) in yr.iter_mut().zip(black_box(&xs)) {
+                *o = (v * v + 1.0).sqrt();
+            }
+            black_box(&mut yr);
+        });
+        es.push(e);
+        rs.push(r);
+        ratios.push(r / e);
+    }
+    for v in [&mut es, &mut rs, &mut ratios] {
+        v.sort_by(f64::total_cmp);
+    }
+    let (te, tr, spread) = (
+        es[ROUNDS / 2],
+        rs[ROUNDS / 2],
+        (ratios[0], ratios[ROUNDS - 1]),
+    );
     rows.push(Row {
         name: "sample kernel hyp f64 (1M, HostTeam x1)",
         unit: "GB/s",
         work: (2 * 8 * ns) as f64,
         eagle: te,
         rust: tr,
+        spread,
     });
 
-    println!("| kernel | eagle | rustc | eagle / rustc |");
-    println!("|---|---|---|---|");
+    let mut t = report::Table::new(
+        &format!("kernel ({ROUNDS} interleaved rounds)"),
+        &[
+            ("eagle (median)", "", 2),
+            ("rustc (median)", "", 2),
+            ("eagle / rustc", "", 2),
+            ("per round, min", "", 2),
+            ("per round, max", "", 2),
+        ],
+    );
     let mut logsum = 0.0;
     for r in &rows {
         let (e, q) = (r.work / r.eagle / 1e9, r.work / r.rust / 1e9);
         logsum += (e / q).ln();
-        println!(
-            "| {} | {e:.2} {} | {q:.2} {} | {:.2} |",
-            r.name,
-            r.unit,
-            r.unit,
-            e / q
+        t.row(
+            &format!("{}, {}", r.name, r.unit),
+            vec![e, q, e / q, r.spread.0, r.spread.1],
         );
     }
     let geo = (logsum / rows.len() as f64).exp();
-    println!("| **geomean** | | | **{geo:.2}** |");
-    println!();
-    println!("dot bit-identical to the same-order Rust loop: {same_dot}; matmul bit-identical: {same_mm}");
+    t.notes.push(format!(
+        "Geomean of eagle / rustc: **{geo:.2}**. dot bit-identical to the same-order Rust loop: {same_dot}; matmul bit-identical: {same_mm}."
+    ));
+    let (e, q) = (
+        fma_row.work / fma_row.eagle / 1e9,
+        fma_row.work / fma_row.rust / 1e9,
+    );
+    let plain = rows[0].work / rows[0].eagle / 1e9;
+    t.notes.push(format!(
+        "{} (not in the geomean): eagle {e:.2} GB/s, {:.2} of eagle's mul + add saxpy; rustc's `mul_add` {q:.2} GB/s (a libm call per element on baseline x86-64; eagle / rustc {:.2}-{:.2} per round).",
+        fma_row.name,
+        e / plain,
+        fma_row.spread.0,
+        fma_row.spread.1
+    ));
+    let mut rep = report::Report::new("kernels");
+    rep.tables.push(t);
+    rep.finish();
 
     // compile latency, launch overhead, runner
     println!();

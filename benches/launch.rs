@@ -3,10 +3,14 @@
 //! program that dispatches nothing. Rounds are interleaved (P = 1, P = 4, none, P = 1, ...);
 //! the table gives the min / median / max over rounds of each round's mean.
 //!
-//! `cargo bench --bench launch` (`-- --quick` for 3 rounds of 1,000)
+//! `cargo bench --bench launch` (`-- --quick` for 3 rounds of 1,000; `-- --save` writes
+//! `docs/bench/launch.json` and its table in `docs/performance.md`)
 
 use eagle::prelude::*;
 use std::time::Instant;
+
+#[path = "report/mod.rs"]
+mod report;
 
 /// An empty per-device program.
 #[eagle::kernel(device)]
@@ -79,16 +83,15 @@ fn main() {
             means[k].push(t.elapsed().as_secs_f64() / per as f64);
         }
     }
-    println!("| launch (mean of {per} back to back) | min | median | max |");
-    println!("|---|---|---|---|");
+    let mut t = report::Table::new(
+        &format!("launch (mean of {per} back to back, {rounds} rounds)"),
+        &[("min", "us", 2), ("median", "us", 2), ("max", "us", 2)],
+    );
     for (k, (name, _, _)) in cases.iter().enumerate() {
-        let mut v = means[k].clone();
-        v.sort_by(f64::total_cmp);
-        println!(
-            "| {name} | {:.2} us | {:.2} us | {:.2} us |",
-            v[0] * 1e6,
-            v[v.len() / 2] * 1e6,
-            v[v.len() - 1] * 1e6
-        );
+        let (lo, med, hi) = report::stats(&means[k]);
+        t.row(name, vec![lo * 1e6, med * 1e6, hi * 1e6]);
     }
+    let mut r = report::Report::new("launch");
+    r.tables.push(t);
+    r.finish();
 }

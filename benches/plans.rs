@@ -10,12 +10,16 @@
 //! max over rounds, and each ratio is of medians. Results are checked bit for bit against the
 //! Rust loop before timing.
 //!
-//! `cargo bench --bench plans` (`-- --quick` for 3 rounds)
+//! `cargo bench --bench plans` (`-- --quick` for 3 rounds; `-- --save` writes
+//! `docs/bench/plans.json` and its tables in `docs/performance.md`)
 
 use eagle::plan::{plan, Planes, Structure, ROW};
 use eagle::prelude::*;
 use rayon::prelude::*;
 use std::time::Instant;
+
+#[path = "report/mod.rs"]
+mod report;
 
 const N: Dim = dynamic!("N");
 
@@ -74,13 +78,6 @@ fn sigmoid_rust(x: &[f64], y: &mut [f64]) {
     }
 }
 
-/// min, median, max.
-fn stats(v: &[f64]) -> (f64, f64, f64) {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    (v[0], v[v.len() / 2], v[v.len() - 1])
-}
-
 fn time(f: &mut dyn FnMut()) -> f64 {
     let t = Instant::now();
     f();
@@ -101,8 +98,9 @@ fn case<'a>(name: impl Into<String>, run: impl FnMut() + 'a) -> Case<'a> {
     }
 }
 
-/// Runs every case once per round, `rounds` times, and prints the table; returns the medians.
-fn table(title: &str, rounds: usize, cases: &mut [Case<'_>]) -> Vec<f64> {
+/// Runs every case once per round, `rounds` times (after one warm-up each); returns the table
+/// (min / median / max in ms) and the medians in seconds.
+fn table(title: &str, rounds: usize, cases: &mut [Case<'_>]) -> (report::Table, Vec<f64>) {
     for c in cases.iter_mut() {
         (c.run)();
     }
@@ -112,22 +110,19 @@ fn table(title: &str, rounds: usize, cases: &mut [Case<'_>]) -> Vec<f64> {
             c.times.push(t);
         }
     }
-    println!("| {title} | min | median | max |");
-    println!("|---|---|---|---|");
-    cases
+    let mut t = report::Table::new(
+        &format!("{title} ({rounds} rounds)"),
+        &[("min", "ms", 3), ("median", "ms", 3), ("max", "ms", 3)],
+    );
+    let meds = cases
         .iter()
         .map(|c| {
-            let (lo, med, hi) = stats(&c.times);
-            println!(
-                "| {} | {:.3} ms | {:.3} ms | {:.3} ms |",
-                c.name,
-                lo * 1e3,
-                med * 1e3,
-                hi * 1e3
-            );
+            let (lo, med, hi) = report::stats(&c.times);
+            t.row(&c.name, vec![lo * 1e3, med * 1e3, hi * 1e3]);
             med
         })
-        .collect()
+        .collect();
+    (t, meds)
 }
 
 fn main() {
@@ -158,7 +153,8 @@ fn main() {
             .expect("run");
         std::hint::black_box(out);
     };
-    let m = table(
+    let mut rep = report::Report::new("plans");
+    let (mut t, m) = table(
         "sum of squares, 10^6 f64 (rows of 32)",
         rounds,
         &mut [
@@ -183,14 +179,13 @@ fn main() {
             case("eagle mapreduce, HostTeam x2", || run_plan(&p2)),
         ],
     );
-    println!();
-    println!(
-        "mapreduce: x1 = {:.2} of the Rust loop; x2 = {:.2}x of x1 (the Rust loop: {:.2}x on 2 threads)",
+    t.notes.push(format!(
+        "mapreduce: 1 thread = {:.2} of the same-order Rust loop; 2 threads = {:.2}x of 1 thread (the Rust loop: {:.2}x on 2 threads). Bits equal to the Rust loop's.",
         m[0] / m[2],
         m[2] / m[3],
         m[0] / m[1]
-    );
-    println!();
+    ));
+    rep.tables.push(t);
 
     // Sample-local.
     let mut want = vec![0.0; n];
@@ -221,8 +216,6 @@ fn main() {
         .map(|(a, b)| (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs())
         .max()
         .unwrap_or(0);
-    println!("sigmoid: eagle vs Rust's f64::exp, at most {ulps} ulp apart");
-    println!();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(2)
         .build()
@@ -233,7 +226,7 @@ fn main() {
     let mut ybuf2 = vec![0.0; n];
     let xs_ref = &xs;
     let x_ref = &x;
-    let m = table(
+    let (mut t, m) = table(
         "sigmoid, 10^6 f64",
         rounds,
         &mut [
@@ -259,13 +252,12 @@ fn main() {
             }),
         ],
     );
-    println!();
-    println!(
-        "sample-local: x1 = {:.2} of the Rust loop; x2 = {:.2} of rayon",
+    t.notes.push(format!(
+        "sample-local: 1 thread = {:.2} of the Rust loop; 2 threads = {:.2} of rayon. eagle's `exp` is its own: 1 and 2 threads give the same bits, at most {ulps} ulp from Rust's `f64::exp`.",
         m[0] / m[2],
         m[1] / m[3]
-    );
-    println!();
+    ));
+    rep.tables.push(t);
 
     // Scaling.
     let n = 200_000;
@@ -290,15 +282,16 @@ fn main() {
             })
         })
         .collect();
-    let m = table(
+    let (mut t, m) = table(
         "newton (200k samples x 400 steps)",
         rounds.min(5),
         &mut cases,
     );
-    println!();
-    println!(
-        "newton: x2 = {:.2}x of x1, x4 = {:.2}x of x1",
+    t.notes.push(format!(
+        "newton: 2 threads = {:.2}x of 1 thread, 4 threads = {:.2}x.",
         m[0] / m[1],
         m[0] / m[2]
-    );
+    ));
+    rep.tables.push(t);
+    rep.finish();
 }

@@ -5,3 +5,4 @@
 pub mod fusion;
 pub mod lower_collectives;
 pub(crate) mod specialize;
+pub(crate) mod value_numbering;

@@ -325,6 +325,7 @@ fn lower_function(
         sites,
         stack_bytes: 0,
         uses: use_counts(&f.body),
+        equal: crate::passes::value_numbering::equal_values(f),
         facts,
         plan: BlockPlan::default(),
         lazy_ops: HashMap::new(),
@@ -392,6 +393,9 @@ struct Lower<'a, 'b> {
     stack_bytes: u64,
     /// Use counts of every value of the function.
     uses: HashMap<Value, usize>,
+    /// Values equal to an earlier one (`passes::value_numbering`): the in-place store
+    /// compares offsets through it, so it holds however the source spells them.
+    equal: HashMap<Value, Value>,
     /// What specialization proved about the function's values (ranges of offsets).
     facts: &'a FunctionFacts,
     /// Views, fused ops and in-place stores of the blocks lowered so far.
@@ -530,7 +534,7 @@ impl Lower<'_, '_> {
     }
 
     fn block(&mut self, blk: &IrBlock) -> Result<(), CodegenError> {
-        let plan = BlockPlan::of(self.f, blk, &self.uses);
+        let plan = BlockPlan::of(self.f, blk, &self.uses, &self.equal);
         self.plan.views.extend(plan.views);
         self.plan.lazy.extend(plan.lazy);
         self.plan.direct.extend(plan.direct);
@@ -1521,6 +1525,13 @@ impl Lower<'_, '_> {
                         // A scalar condition is not a mask.
                         (ok && !scalar(*m)).then_some(wx)?
                     }
+                    OpKind::Fma(a, b, c) => {
+                        // Cranelift's vector `fma` rounds once per lane, as the scalar one does.
+                        let wa = self.simd_width(*a, seen)?;
+                        let (wb, wc) = (self.simd_width(*b, seen)?, self.simd_width(*c, seen)?);
+                        let same = [*a, *b, *c].iter().all(|&o| dt(o) == Some(d));
+                        (d.is_float() && same && wa == wb && wb == wc).then_some(wa)?
+                    }
                     OpKind::Bitcast(x) => {
                         let wx = self.simd_width(*x, seen)?;
                         (lane(d)? == wx).then_some(wx)?
@@ -1696,6 +1707,7 @@ impl Lower<'_, '_> {
                 self.b.ins().bitselect(m, xs[1], xs[2])
             }
             (OpKind::Bitcast(_), _) => self.b.ins().bitcast(vty, little, xs[0]),
+            (OpKind::Fma(..), true) => self.b.ins().fma(xs[0], xs[1], xs[2]),
             _ => return Err(self.err("op has no SIMD form")),
         })
     }
@@ -1995,7 +2007,16 @@ struct BlockPlan {
 }
 
 impl BlockPlan {
-    fn of(f: &Function, b: &IrBlock, uses: &HashMap<Value, usize>) -> BlockPlan {
+    fn of(
+        f: &Function,
+        b: &IrBlock,
+        uses: &HashMap<Value, usize>,
+        equal: &HashMap<Value, Value>,
+    ) -> BlockPlan {
+        let same = |a: &[Value], b: &[Value]| {
+            let rep = |v: &Value| *equal.get(v).unwrap_or(v);
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| rep(x) == rep(y))
+        };
         let ops = &b.ops;
         let mut users: HashMap<Value, Vec<usize>> = HashMap::new();
         for (k, op) in ops.iter().enumerate() {
@@ -2125,7 +2146,7 @@ impl BlockPlan {
                 if plan.lazy.contains(&v) || v == r {
                     stack.extend(d.kind.operands());
                 } else if let OpKind::Load { src, offsets: lo } = &d.kind {
-                    if plan.views.contains(&v) && base(*src) == base(*dst) && lo != offsets {
+                    if plan.views.contains(&v) && base(*src) == base(*dst) && !same(lo, offsets) {
                         safe = false;
                     }
                 }

@@ -1,0 +1,236 @@
+//! The benches' reports: what a bench measured, as JSON (`docs/bench/<bench>.json`), and its
+//! markdown rendering, which `docs/performance.md` holds between `<!-- bench:<bench> -->` and
+//! `<!-- /bench:<bench> -->`. A bench run with `--save` writes both; `tests/perf_doc.rs`
+//! fails when the committed page and the committed JSON disagree, so the page never shows a
+//! number no run produced.
+//!
+//! Included by each bench and by the test with `#[path = "../benches/report/mod.rs"]`.
+
+#![allow(dead_code)]
+
+use serde::{Deserialize, Serialize};
+
+/// One bench run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The bench's name (`launch`, `plans`, `kernels`).
+    pub bench: String,
+    /// The machine: CPU model and logical CPUs (from `/proc/cpuinfo`).
+    pub machine: String,
+    /// `git rev-parse --short HEAD` at the run (`+dirty` with uncommitted changes outside
+    /// `docs/`).
+    pub commit: String,
+    /// What rustc compiled the peers for.
+    pub rustc_target: String,
+    /// The tables, in order.
+    pub tables: Vec<Table>,
+}
+
+/// One table: a row per contender, a cell per column.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Table {
+    /// The first column's heading.
+    pub title: String,
+    /// The other columns.
+    pub columns: Vec<Column>,
+    /// The rows.
+    pub rows: Vec<Row>,
+    /// Lines printed under the table (ratios, checks), each rendered as a paragraph.
+    pub notes: Vec<String>,
+}
+
+/// A column: its heading, the unit its values are printed in, and the digits after the point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Column {
+    pub name: String,
+    pub unit: String,
+    pub digits: usize,
+}
+
+/// A row: its label and one value per column (already in the column's unit).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub label: String,
+    pub values: Vec<f64>,
+}
+
+impl Table {
+    /// A table with `title` and columns of `(name, unit, digits)`.
+    pub fn new(title: &str, columns: &[(&str, &str, usize)]) -> Table {
+        Table {
+            title: title.to_string(),
+            columns: columns
+                .iter()
+                .map(|(n, u, d)| Column {
+                    name: n.to_string(),
+                    unit: u.to_string(),
+                    digits: *d,
+                })
+                .collect(),
+            rows: vec![],
+            notes: vec![],
+        }
+    }
+
+    /// Adds a row.
+    pub fn row(&mut self, label: &str, values: Vec<f64>) {
+        self.rows.push(Row {
+            label: label.to_string(),
+            values,
+        });
+    }
+}
+
+/// min, median, max of `v`.
+pub fn stats(v: &[f64]) -> (f64, f64, f64) {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    (v[0], v[v.len() / 2], v[v.len() - 1])
+}
+
+impl Report {
+    /// A report of `bench` on this machine at this commit.
+    pub fn new(bench: &str) -> Report {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|c| {
+                c.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split(':').nth(1))
+                    .map(|s| s.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown CPU".into());
+        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        };
+        let mut commit = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+        // Changes under docs/ (what `--save` itself writes) do not make a run dirty.
+        let changed = git(&[
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":!docs",
+        ]);
+        if changed.is_some_and(|s| !s.is_empty()) {
+            commit.push_str("+dirty");
+        }
+        let features: Vec<&str> = [
+            ("sse4.2", cfg!(target_feature = "sse4.2")),
+            ("avx", cfg!(target_feature = "avx")),
+            ("avx2", cfg!(target_feature = "avx2")),
+            ("fma", cfg!(target_feature = "fma")),
+        ]
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(n, _)| *n)
+        .collect();
+        Report {
+            bench: bench.to_string(),
+            machine: format!("{cpu}, {cpus} logical CPUs"),
+            commit,
+            rustc_target: format!(
+                "{}-{}, {}",
+                std::env::consts::ARCH,
+                std::env::consts::OS,
+                if features.is_empty() {
+                    "baseline features (no target-cpu)".to_string()
+                } else {
+                    format!("with {}", features.join(", "))
+                }
+            ),
+            tables: vec![],
+        }
+    }
+
+    /// The markdown `docs/performance.md` holds for this report.
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "`cargo bench --bench {}` on {}; commit {}; rustc target {}.\n",
+            self.bench, self.machine, self.commit, self.rustc_target
+        );
+        for t in &self.tables {
+            s.push('\n');
+            s.push_str(&format!("| {} |", t.title));
+            for c in &t.columns {
+                s.push_str(&format!(" {} |", c.name));
+            }
+            s.push('\n');
+            s.push_str(&"|---".repeat(t.columns.len() + 1));
+            s.push_str("|\n");
+            for r in &t.rows {
+                s.push_str(&format!("| {} |", r.label));
+                for (c, v) in t.columns.iter().zip(&r.values) {
+                    let unit = if c.unit.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {}", c.unit)
+                    };
+                    s.push_str(&format!(" {v:.*}{unit} |", c.digits));
+                }
+                s.push('\n');
+            }
+            for n in &t.notes {
+                s.push('\n');
+                s.push_str(n);
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    /// Prints the rendering; with `--save` on the command line, also writes
+    /// `docs/bench/<bench>.json` and replaces this bench's region of `docs/performance.md`.
+    pub fn finish(&self) {
+        println!("{}", self.render());
+        if !std::env::args().any(|a| a == "--save") {
+            return;
+        }
+        let root = env!("CARGO_MANIFEST_DIR");
+        let json = serde_json::to_string_pretty(self).expect("a report serialises");
+        let path = format!("{root}/docs/bench/{}.json", self.bench);
+        std::fs::write(&path, json + "\n").expect("write the report");
+        let page = format!("{root}/docs/performance.md");
+        let text = std::fs::read_to_string(&page).expect("read docs/performance.md");
+        match replace_region(&text, &self.bench, &self.render()) {
+            Some(new) => std::fs::write(&page, new).expect("write docs/performance.md"),
+            None => eprintln!(
+                "docs/performance.md has no region <!-- bench:{0} --> ... <!-- /bench:{0} -->; wrote {path} only",
+                self.bench
+            ),
+        }
+        println!("wrote {path} and its region of docs/performance.md");
+    }
+}
+
+/// The markers of `bench`'s region.
+pub fn markers(bench: &str) -> (String, String) {
+    (
+        format!("<!-- bench:{bench} -->\n"),
+        format!("<!-- /bench:{bench} -->"),
+    )
+}
+
+/// The text of `bench`'s region of `page` (between its markers), if it has one.
+pub fn region<'a>(page: &'a str, bench: &str) -> Option<&'a str> {
+    let (open, close) = markers(bench);
+    let a = page.find(&open)? + open.len();
+    let b = a + page[a..].find(&close)?;
+    Some(&page[a..b])
+}
+
+/// `page` with `bench`'s region replaced by `body`.
+pub fn replace_region(page: &str, bench: &str, body: &str) -> Option<String> {
+    let (open, close) = markers(bench);
+    let a = page.find(&open)? + open.len();
+    let b = a + page[a..].find(&close)?;
+    Some(format!("{}{}{}", &page[..a], body, &page[b..]))
+}

@@ -1,0 +1,175 @@
+//! The CPU backend's fast paths, each with a test that would catch a wrong answer: the
+//! in-place store however the offset is spelled (value numbering), a store at another offset
+//! of the tensor it reads (not in place), and `fma` on SIMD vectors (one rounding per lane).
+
+use eagle::prelude::*;
+
+const NR: Dim = dynamic!("NR");
+const N: usize = 4096;
+const B: usize = 256;
+
+/// `y = x * a + y`, the offset written three times, as a user writes it.
+#[eagle::kernel(device)]
+pub fn axpy_spelled_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>, a: f32) {
+    for i in 0..N / B {
+        store(
+            y,
+            [i * B],
+            load(x, [i * B], [B]) * a + load(y, [i * B], [B]),
+        );
+    }
+}
+#[eagle::host]
+pub fn axpy_spelled(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, a: f32) {
+    for r in 0..world_size() {
+        axpy_spelled_d(x[r], y[r], a, device = r);
+    }
+}
+
+/// The same with the offset bound once.
+#[eagle::kernel(device)]
+pub fn axpy_bound_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>, a: f32) {
+    for i in 0..N / B {
+        let o = i * B;
+        store(y, [o], load(x, [o], [B]) * a + load(y, [o], [B]));
+    }
+}
+#[eagle::host]
+pub fn axpy_bound(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, a: f32) {
+    for r in 0..world_size() {
+        axpy_bound_d(x[r], y[r], a, device = r);
+    }
+}
+
+/// Reads `y` one tile ahead of where it writes: must read every tile before it is written.
+#[eagle::kernel(device)]
+pub fn shifted_d(ctx: Ctx, y: Out<Tensor<f32, N>>) {
+    for i in 0..N / B - 1 {
+        store(
+            y,
+            [i * B],
+            load(y, [i * B + B], [B]) + load(y, [i * B], [B]),
+        );
+    }
+}
+#[eagle::host]
+pub fn shifted(y: Out<Tensor<f32, NR, N>>) {
+    for r in 0..world_size() {
+        shifted_d(y[r], device = r);
+    }
+}
+
+/// `y = fma(x, a, y)` on tiles.
+#[eagle::kernel(device)]
+pub fn fma_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>, a: f32) {
+    for i in 0..N / B {
+        let o = i * B;
+        store(y, [o], fma(load(x, [o], [B]), a, load(y, [o], [B])));
+    }
+}
+#[eagle::host]
+pub fn fma_h(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, a: f32) {
+    for r in 0..world_size() {
+        fma_d(x[r], y[r], a, device = r);
+    }
+}
+
+fn clif_of(all: &str, name: &str) -> String {
+    all.split(";; ")
+        .find(|s| s.starts_with(&format!("{name}\n")))
+        .unwrap_or_else(|| panic!("{name} is compiled"))
+        .to_string()
+}
+
+fn inputs() -> (Tensor<f32>, Tensor<f32>) {
+    (
+        eagle_runner::random_tensor(&[1, N], 11),
+        eagle_runner::random_tensor(&[1, N], 12),
+    )
+}
+
+#[test]
+fn the_in_place_store_holds_however_the_offset_is_spelled() {
+    let spelled = clif_of(
+        &eagle::cranelift_ir::<axpy_spelled>(1, &[("NR", 1)]).unwrap(),
+        "axpy_spelled_d",
+    );
+    let bound = clif_of(
+        &eagle::cranelift_ir::<axpy_bound>(1, &[("NR", 1)]).unwrap(),
+        "axpy_bound_d",
+    );
+    // No stack tile: the result is computed straight into `y`, both ways.
+    assert!(!bound.contains("explicit_slot"), "{bound}");
+    assert!(!spelled.contains("explicit_slot"), "{spelled}");
+    let s = Session::sim(1).unwrap();
+    let (x, y0) = inputs();
+    let want: Vec<u32> = x
+        .data()
+        .iter()
+        .zip(y0.data())
+        .map(|(x, y)| (x * 1.5 + y).to_bits())
+        .collect();
+    for run in [0, 1] {
+        let mut y = y0.clone();
+        if run == 0 {
+            axpy_spelled.launch(&s, &x, &mut y, 1.5).unwrap();
+        } else {
+            axpy_bound.launch(&s, &x, &mut y, 1.5).unwrap();
+        }
+        let got: Vec<u32> = y.data().iter().map(|v| v.to_bits()).collect();
+        assert_eq!(got, want, "run {run}");
+    }
+}
+
+#[test]
+fn a_store_at_another_offset_of_the_tensor_it_reads_reads_first() {
+    let s = Session::sim(1).unwrap();
+    let (_, y0) = inputs();
+    let mut y = y0.clone();
+    shifted.launch(&s, &mut y).unwrap();
+    let old = y0.data();
+    let mut want = old.to_vec();
+    for i in 0..N / B - 1 {
+        for k in 0..B {
+            // Tile i + 1 is still the old one when tile i is written (i increases).
+            want[i * B + k] = old[(i + 1) * B + k] + old[i * B + k];
+        }
+    }
+    let got: Vec<u32> = y.data().iter().map(|v| v.to_bits()).collect();
+    let want: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn fma_on_vectors_rounds_once_per_lane() {
+    let clif = clif_of(
+        &eagle::cranelift_ir::<fma_h>(1, &[("NR", 1)]).unwrap(),
+        "fma_d",
+    );
+    assert!(
+        clif.contains("fma.f32x4") || clif.contains(" = fma v"),
+        "{clif}"
+    );
+    assert!(clif.contains("f32x4"), "not vectorised:\n{clif}");
+    let s = Session::sim(1).unwrap();
+    let (x, y0) = inputs();
+    let mut y = y0.clone();
+    // A multiplier whose products round, so fused and unfused differ somewhere.
+    let a = 1.0f32 / 3.0;
+    fma_h.launch(&s, &x, &mut y, a).unwrap();
+    let want: Vec<u32> = x
+        .data()
+        .iter()
+        .zip(y0.data())
+        .map(|(x, y)| x.mul_add(a, *y).to_bits())
+        .collect();
+    let unfused = x
+        .data()
+        .iter()
+        .zip(y0.data())
+        .filter(|(x, y)| (*x * a + *y).to_bits() != x.mul_add(a, **y).to_bits())
+        .count();
+    assert!(unfused > 0, "the inputs must tell fused from unfused");
+    let got: Vec<u32> = y.data().iter().map(|v| v.to_bits()).collect();
+    assert_eq!(got, want);
+}
