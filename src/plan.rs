@@ -343,6 +343,8 @@ pub struct Plan {
     wrapper: String,
     /// The rows entry of a mapreduce kernel (`rows.rs`): one call forms many rows' partials.
     rows_entry: Option<String>,
+    /// The sample count's dim (the last dim of the first per-sample plane).
+    n_dim: Option<ir::Dim>,
     module: ir::Module,
     info: AccessInfo,
     structure: Structure,
@@ -483,6 +485,7 @@ pub fn plan_module(
         kernel: name.to_string(),
         wrapper,
         rows_entry,
+        n_dim,
         module,
         info,
         structure,
@@ -667,9 +670,10 @@ impl Plan {
     /// Specialization errors for `dims`, and [`codegen::CodegenError::Unsupported`] (backend
     /// `cuda`) for a kernel the GPU path cannot run.
     pub fn cuda_code(&self, dims: &[(&str, u64)]) -> Result<codegen::cuda::CudaCode> {
-        let b = dims
+        let mut b = dims
             .iter()
             .fold(codegen::Bindings::world(1), |b, (k, v)| b.with(k, *v));
+        self.bind_rows(&mut b)?;
         let (art, _) = codegen::compile(&self.module, &self.kernel, &b, codegen::Target::Cuda)?;
         art.cuda
             .clone()
@@ -681,6 +685,28 @@ impl Plan {
     /// As [`Plan::cuda_code`].
     pub fn cuda_c(&self, dims: &[(&str, u64)]) -> Result<String> {
         Ok(self.cuda_code(dims)?.kernels().to_string())
+    }
+    /// Binds the row count of a mapreduce's rows entry (`rows::ROWS_DIM`, `n.div_ceil(ROW)`)
+    /// from the sample count's dim in `b`: what every compile of the plan's module needs, so
+    /// callers bind the kernel's own dims only.
+    ///
+    /// # Errors
+    /// [`Error::Plan`] when `b` does not give the sample count.
+    fn bind_rows(&self, b: &mut codegen::Bindings) -> Result<()> {
+        let (Some(_), Some(n)) = (&self.rows_entry, &self.n_dim) else {
+            return Ok(());
+        };
+        let n = n.eval(&|s| b.dims.get(s).copied()).map_err(|e| {
+            Error::Plan(format!(
+                "plan of `{}`: the sample count {n} has no value: {e}; bind it with the kernel's dims",
+                self.kernel
+            ))
+        })?;
+        b.dims.insert(
+            rows::ROWS_DIM.to_string(),
+            (n as usize).div_ceil(ROW) as u64,
+        );
+        Ok(())
     }
     /// Whether `structure` runs on the GPU in this plan.
     fn on_gpu(&self, structure: Structure) -> bool {
@@ -950,10 +976,7 @@ impl Plan {
                 }
             }
         }
-        if self.rows_entry.is_some() {
-            b.dims
-                .insert(rows::ROWS_DIM.to_string(), n.div_ceil(ROW) as u64);
-        }
+        self.bind_rows(&mut b)?;
         let gpu = self.on_gpu(self.structure)
             || (self.structure == Structure::RankPartition && self.on_gpu(self.inner));
         let target = if gpu {
