@@ -38,6 +38,36 @@ pub fn sync() {
     }
 }
 
+/// Samples of the stencil (the interior: M - 2 = 2^20).
+const M: usize = (1 << 20) + 2;
+/// Tile width of the stencil.
+const SB: usize = 1024;
+
+/// 3-point stencil over the interior of `x`: `y[i] = (x[i - 1] + x[i] + x[i + 1]) * k`.
+#[eagle::kernel(device)]
+pub fn stencil3_d(ctx: Ctx, x: Tensor<f32, M>, y: Out<Tensor<f32, M>>, k: f32) {
+    for t in 0..(M - 2) / SB {
+        let o = 1 + t * SB;
+        let l = load(x, [o - 1], [SB]);
+        let c = load(x, [o], [SB]);
+        let r = load(x, [o + 1], [SB]);
+        store(y, [o], (l + c + r) * k);
+    }
+}
+
+/// One stencil on device 0.
+#[eagle::host]
+pub fn stencil3(x: Tensor<f32, M>, y: Out<Tensor<f32, M>>, k: f32) {
+    stencil3_d(x, y, k, device = 0);
+}
+
+/// The same loop in Rust.
+fn stencil3_rust(x: &[f32], y: &mut [f32], k: f32) {
+    for ((o, w), _) in y[1..M - 1].iter_mut().zip(x.windows(3)).zip(0..) {
+        *o = (w[0] + w[1] + w[2]) * k;
+    }
+}
+
 /// A host program that dispatches nothing.
 #[eagle::host]
 pub fn nothing() {}
@@ -92,6 +122,66 @@ fn main() {
         t.row(name, vec![lo * 1e6, med * 1e6, hi * 1e6]);
     }
     let mut r = report::Report::new("launch");
+    r.tables.push(t);
+
+    // A 3-point stencil over 2^20 f32, one launch per call, arguments included: `sim` copies
+    // x and y in and y out on every launch, `cpu` uses them in place.
+    let k = 1.0f32 / 3.0;
+    let x = Tensor::from_vec(&[M], (0..M).map(|i| ((i as f32) * 0.01).sin()).collect()).expect("x");
+    let (sim, cpu) = (
+        Session::sim(1).expect("sim"),
+        Session::new(eagle::runtime::Platform::Cpu, vec![0]).expect("cpu"),
+    );
+    let (mut ys, mut yc) = (Tensor::<f32>::zeros(&[M]), Tensor::<f32>::zeros(&[M]));
+    let mut yr = vec![0f32; M];
+    stencil3_rust(x.data(), &mut yr, k);
+    let a = stencil3.launch(&sim, &x, &mut ys, k).expect("sim");
+    let b = stencil3.launch(&cpu, &x, &mut yc, k).expect("cpu");
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(ys.data()), bits(&yr), "sim stencil bits");
+    assert_eq!(bits(yc.data()), bits(&yr), "cpu stencil bits");
+    assert_eq!(b.run.copied_bytes, 0, "cpu runs in place");
+    let reps = if quick { 5 } else { 20 };
+    let (mut ts, mut tc, mut tr) = (vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        let t0 = Instant::now();
+        for _ in 0..reps {
+            stencil3.launch(&sim, &x, &mut ys, k).expect("sim");
+        }
+        ts.push(t0.elapsed().as_secs_f64() / reps as f64);
+        let t0 = Instant::now();
+        for _ in 0..reps {
+            stencil3.launch(&cpu, &x, &mut yc, k).expect("cpu");
+        }
+        tc.push(t0.elapsed().as_secs_f64() / reps as f64);
+        let t0 = Instant::now();
+        for _ in 0..reps {
+            stencil3_rust(std::hint::black_box(x.data()), &mut yr, k);
+            std::hint::black_box(&mut yr);
+        }
+        tr.push(t0.elapsed().as_secs_f64() / reps as f64);
+    }
+    let mut t = report::Table::new(
+        &format!("3-point stencil, 2^20 f32, one launch per call ({rounds} rounds of {reps})"),
+        &[("min", "ms", 3), ("median", "ms", 3), ("max", "ms", 3)],
+    );
+    let (s1, c1, r1) = (report::stats(&ts), report::stats(&tc), report::stats(&tr));
+    t.row(
+        "eagle on `sim` (copies in and out)",
+        vec![s1.0 * 1e3, s1.1 * 1e3, s1.2 * 1e3],
+    );
+    t.row(
+        "eagle on `cpu` (in place)",
+        vec![c1.0 * 1e3, c1.1 * 1e3, c1.2 * 1e3],
+    );
+    t.row("Rust loop", vec![r1.0 * 1e3, r1.1 * 1e3, r1.2 * 1e3]);
+    t.notes.push(format!(
+        "Of the Rust loop (medians): `cpu` {:.2}, `sim` {:.2}; copied per launch: `sim` {} bytes, `cpu` {} (all three give the same bits).",
+        r1.1 / c1.1,
+        r1.1 / s1.1,
+        a.run.copied_bytes,
+        b.run.copied_bytes
+    ));
     r.tables.push(t);
     r.finish();
 }

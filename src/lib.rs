@@ -145,9 +145,11 @@ pub struct LaunchReport {
     pub artifact_key: u64,
     /// The run.
     pub run: RunReport,
-    /// FNV-1a of the bytes of every output tensor after the run: equal digests mean
-    /// bit-identical outputs (compare platforms, transports and ranks with it).
-    pub digest: u64,
+    /// With [`Session::with_digest`]: FNV-1a of the bytes of every output tensor after the
+    /// run, in argument order; equal digests mean bit-identical outputs (compare platforms,
+    /// transports and ranks with it). `None` when the session does not compute digests (the
+    /// default: hashing every output byte costs more than many launches).
+    pub digest: Option<u64>,
     /// The artifact that ran (its specialized IR, and its CUDA C when compiled for `cuda`).
     pub artifact: std::sync::Arc<codegen::Artifact>,
 }
@@ -201,6 +203,8 @@ pub struct Session {
     /// The reports of the last `reports_kept` launches, oldest first.
     reports: Mutex<std::collections::VecDeque<LaunchReport>>,
     reports_kept: usize,
+    /// Whether launches compute [`LaunchReport::digest`].
+    digest: bool,
 }
 
 impl Session {
@@ -274,6 +278,7 @@ impl Session {
             options,
             reports: Mutex::new(std::collections::VecDeque::new()),
             reports_kept: Session::REPORTS_KEPT,
+            digest: false,
         })
     }
 
@@ -332,6 +337,12 @@ impl Session {
         if self.platform != Platform::Cuda {
             self.target = target;
         }
+        self
+    }
+    /// Makes every launch compute [`LaunchReport::digest`] (default off: FNV-1a over every
+    /// output byte, about 1 ns per byte, more than the launch itself for large outputs).
+    pub fn with_digest(mut self, on: bool) -> Self {
+        self.digest = on;
         self
     }
     /// Turns the `sim` race detector on or off (default on; see [`eagle_runtime::RunOptions`]).
@@ -462,13 +473,15 @@ impl Session {
             );
         }
         let run = eagle_runtime::run_with(&art, &mut args, self.world_size(), &self.options)?;
-        let mut bytes = vec![];
-        for a in &args {
-            if let Arg::Out(_, _, b) = a {
-                bytes.extend_from_slice(b);
-            }
-        }
-        let digest = codegen::fnv1a(&bytes);
+        // FNV-1a over the outputs in order, as if concatenated.
+        let digest = self.digest.then(|| {
+            args.iter()
+                .filter_map(|a| match a {
+                    Arg::Out(_, _, b) => Some(&**b),
+                    _ => None,
+                })
+                .fold(codegen::FNV_OFFSET, codegen::fnv1a_extend)
+        });
         let report = LaunchReport {
             digest,
             compile_time: if cache_hit {

@@ -23,6 +23,7 @@ use eagle_runtime::Element;
 use std::ops::Range;
 
 mod rows;
+mod tiles;
 
 /// Samples per partial of a mapreduce (a "row").
 pub const ROW: usize = eagle_codegen::abi::ROW;
@@ -345,6 +346,8 @@ pub struct Plan {
     rows_entry: Option<String>,
     /// The sample count's dim (the last dim of the first per-sample plane).
     n_dim: Option<ir::Dim>,
+    /// The tiles entry of a sample-local kernel (`tiles.rs`): `tiles::LANES` samples per tile.
+    tiles_entry: Option<String>,
     module: ir::Module,
     info: AccessInfo,
     structure: Structure,
@@ -432,9 +435,10 @@ pub fn plan_module(
     // A module from a plugin may carry a stored wrapper: drop it and build our own, so the
     // executor only ever runs code derived from the kernel itself.
     let rows_wrapper = format!("__plan_rows_{name}");
+    let tiles_wrapper = format!("__plan_tiles_{name}");
     let mut base = generic.clone();
     base.functions
-        .retain(|g| g.name != wrapper && g.name != rows_wrapper);
+        .retain(|g| g.name != wrapper && g.name != rows_wrapper && g.name != tiles_wrapper);
     let mut mb = ir::ModuleBuilder::from_module(base);
     let fparams = f.params.clone();
     let ftypes: Vec<Type> = fparams.iter().map(|p| f.ty(p.value).clone()).collect();
@@ -479,6 +483,9 @@ pub fn plan_module(
         }
         _ => None,
     };
+    let tiles_entry = (info.category == AccessCategory::SampleLocal
+        && tiles::define(&mut mb, &tiles_wrapper, &f)?)
+    .then_some(tiles_wrapper);
     let module = mb.finish();
     ir::verify_module(&module)?;
     Ok(Plan {
@@ -486,6 +493,7 @@ pub fn plan_module(
         wrapper,
         rows_entry,
         n_dim,
+        tiles_entry,
         module,
         info,
         structure,
@@ -674,7 +682,8 @@ impl Plan {
             .iter()
             .fold(codegen::Bindings::world(1), |b, (k, v)| b.with(k, *v));
         self.bind_rows(&mut b)?;
-        let (art, _) = codegen::compile(&self.module, &self.kernel, &b, codegen::Target::Cuda)?;
+        let module = self.module_for(&b);
+        let (art, _) = codegen::compile(&module, &self.kernel, &b, codegen::Target::Cuda)?;
         art.cuda
             .clone()
             .ok_or_else(|| Error::Plan("no CUDA C was emitted".into()))
@@ -707,6 +716,23 @@ impl Plan {
             (n as usize).div_ceil(ROW) as u64,
         );
         Ok(())
+    }
+    /// The module to compile at bindings `b`: the plan's, without its tiles entry when the
+    /// sample count is below one tile (a tile longer than the planes does not specialize);
+    /// the executor then runs every sample through the sample wrapper.
+    fn module_for(&self, b: &codegen::Bindings) -> std::borrow::Cow<'_, ir::Module> {
+        let small = self.n_dim.as_ref().is_some_and(|n| {
+            n.eval(&|s| b.dims.get(s).copied())
+                .is_ok_and(|n| (n as usize) < tiles::LANES)
+        });
+        match &self.tiles_entry {
+            Some(te) if small => {
+                let mut m = self.module.clone();
+                m.functions.retain(|f| &f.name != te);
+                std::borrow::Cow::Owned(m)
+            }
+            _ => std::borrow::Cow::Borrowed(&self.module),
+        }
     }
     /// Whether `structure` runs on the GPU in this plan.
     fn on_gpu(&self, structure: Structure) -> bool {
@@ -984,7 +1010,8 @@ impl Plan {
         } else {
             codegen::Target::Cpu
         };
-        let (art, _) = codegen::compile(&self.module, &self.wrapper, &b, target)?;
+        let module = self.module_for(&b);
+        let (art, _) = codegen::compile(&module, &self.wrapper, &b, target)?;
         // Raw buffers in parameter order.
         let bufs: Vec<(Ptr, usize)> = order
             .iter()
@@ -1052,13 +1079,39 @@ impl Exec<'_> {
         if self.gpu(rank) {
             return self.gpu_call(rank, lo, hi, bufs);
         }
-        let caller = eagle_runtime::EntryCaller::new(self.art, &self.plan.wrapper, rank)?;
         let mut slots = vec![lo as u64, hi as u64];
         slots.extend(bufs.iter().map(|p| p.0));
+        // Whole tiles through the tiles entry, the rest (and, to name a failure exactly as
+        // the sample wrapper does, the whole block again after a failure: a sample-local
+        // kernel's outputs depend on its inputs only) through the sample wrapper.
+        let mut rest = lo;
+        let tiles_entry = self
+            .plan
+            .tiles_entry
+            .as_ref()
+            .filter(|te| self.art.code.entries.contains_key(te.as_str()));
+        if let Some(te) = tiles_entry {
+            let full = lo + (hi - lo) / tiles::LANES * tiles::LANES;
+            if full > lo {
+                let tiles = eagle_runtime::EntryCaller::new(self.art, te, rank)?;
+                slots[1] = full as u64;
+                // SAFETY: as below, samples lo..full.
+                rest = match unsafe { tiles.call(&slots) } {
+                    Ok(()) => full,
+                    Err(_) => lo,
+                };
+                slots[0] = rest as u64;
+                slots[1] = hi as u64;
+            }
+        }
+        if rest == hi {
+            return Ok(());
+        }
+        let caller = eagle_runtime::EntryCaller::new(self.art, &self.plan.wrapper, rank)?;
         // SAFETY: the slots are the plane buffers (or per-rank copies of the same size) in
         // parameter order; workers run disjoint samples, as the access category guarantees.
         unsafe { caller.call(&slots) }
-            .map_err(|e| self.kernel_error(e, &self.plan.wrapper, format!("samples {lo}..{hi}")))
+            .map_err(|e| self.kernel_error(e, &self.plan.wrapper, format!("samples {rest}..{hi}")))
     }
 
     /// `e` from compiled wrapper `wrapper`, as the user sees it: naming the sample kernel and

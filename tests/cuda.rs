@@ -338,9 +338,15 @@ fn steps_match_sim(ps: &[usize], on: &str, session: &dyn Fn(usize) -> Session) {
             .filter(|st| st.world.refuses(p).is_none())
         {
             for mode in modes(&st) {
-                let want = st.execute(&Session::sim(p).unwrap().with_mode(mode.clone()));
+                let want = st.execute(
+                    &Session::sim(p)
+                        .unwrap()
+                        .with_mode(mode.clone())
+                        .with_digest(true),
+                );
                 assert!(want.result.is_ok());
-                let got = st.execute(&session(p).with_mode(mode.clone()));
+                assert!(want.digest.is_some(), "the sim session computes digests");
+                let got = st.execute(&session(p).with_mode(mode.clone()).with_digest(true));
                 assert!(
                     got.result.is_ok(),
                     "step {:02} {mode:?} at P={p} {on}: {:?}",

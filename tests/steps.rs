@@ -259,13 +259,17 @@ fn a_session_keeps_the_reports_of_the_last_launches_only() {
     assert_eq!(reports.len(), 1024);
     assert!(s.take_reports().is_empty());
     // A smaller ring keeps the newest, oldest first.
-    let s = Session::sim(1).unwrap().with_reports_kept(3);
+    let s = Session::sim(1)
+        .unwrap()
+        .with_reports_kept(3)
+        .with_digest(true);
     let mut keys = vec![];
     for p in 0..5 {
         let x = eagle_runner::random_tensor(&[1, 1, 64], 10 + p);
         keys.push(step01::hello_rank.launch(&s, &x, &mut y).unwrap().digest);
     }
-    let kept: Vec<u64> = s.take_reports().iter().map(|r| r.digest).collect();
+    let kept: Vec<Option<u64>> = s.take_reports().iter().map(|r| r.digest).collect();
+    assert!(kept.iter().all(Option::is_some));
     assert_eq!(kept, keys[2..]);
     let s = Session::sim(1).unwrap().with_reports_kept(0);
     step01::hello_rank.launch(&s, &x, &mut y).unwrap();

@@ -30,9 +30,16 @@ pub use artifact::{
 pub use error::{CodegenError, SpecializeError};
 pub use specialize_pass::{specialize, specialize_for, Bindings, Limits, Specialized};
 
+/// The FNV-1a (64-bit) offset basis: the hash of no bytes.
+pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
 /// FNV-1a, 64-bit: a stable hash of text for cache keys and content hashes.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    fnv1a_extend(FNV_OFFSET, bytes)
+}
+
+/// FNV-1a continued from hash `h` over `bytes`: `fnv1a_extend(fnv1a(a), b) == fnv1a(a ++ b)`.
+pub fn fnv1a_extend(mut h: u64, bytes: &[u8]) -> u64 {
     for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);

@@ -83,8 +83,9 @@ pub struct StepOutcome {
     pub run_ms: f64,
     /// OK, or the error.
     pub result: Result<()>,
-    /// FNV-1a over the output digests of every launch of the step.
-    pub digest: u64,
+    /// FNV-1a over the output digests of every launch of the step; `None` when a launch
+    /// computed none (a session without [`Session::with_digest`]).
+    pub digest: Option<u64>,
     /// The report of every launch, in order.
     pub reports: Vec<LaunchReport>,
 }
@@ -100,11 +101,14 @@ impl Step {
                 .iter()
                 .fold(0.0, |a, r| a + f(r).as_secs_f64() * 1e3)
         };
-        let digests: Vec<u8> = reports
+        let digest = reports
             .iter()
-            .flat_map(|r| r.digest.to_le_bytes())
-            .collect();
-        let digest = eagle::codegen::fnv1a(&digests);
+            .map(|r| r.digest)
+            .collect::<Option<Vec<u64>>>()
+            .map(|ds| {
+                let bytes: Vec<u8> = ds.iter().flat_map(|d| d.to_le_bytes()).collect();
+                eagle::codegen::fnv1a(&bytes)
+            });
         let compile_ms = ms(&|r| r.compile_time);
         let run_ms = ms(&|r| r.run.run_time);
         StepOutcome {
@@ -241,7 +245,8 @@ impl CommonArgs {
             .with_mode(mode)
             .with_emit_ir(self.emit_ir)
             .with_emit_cuda(self.emit_cuda)
-            .with_race_check(!self.no_race_check);
+            .with_race_check(!self.no_race_check)
+            .with_digest(true);
         if let Some(t) = self.wait_timeout {
             s = s.with_wait_timeout(std::time::Duration::from_secs(t));
         }

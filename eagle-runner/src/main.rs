@@ -256,7 +256,8 @@ fn main() -> ExitCode {
                 continue;
             }
             let mut outcome = st.execute(&session);
-            if let Some(q) = mpi.rank_differing(outcome.digest) {
+            // The runner's sessions compute digests (`with_digest(true)`), so this is `Some`.
+            if let Some(q) = mpi.rank_differing(outcome.digest.unwrap_or(0)) {
                 outcome.result = Err(eagle::Error::Check(format!(
                     "rank {q}'s outputs differ from rank 0's (digest)"
                 )));
@@ -274,7 +275,7 @@ fn main() -> ExitCode {
                 continue;
             }
             let digest = if cli.digest {
-                format!("  digest={:016x}", outcome.digest)
+                format!("  digest={:016x}", outcome.digest.unwrap_or(0))
             } else {
                 String::new()
             };
