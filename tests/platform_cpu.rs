@@ -188,3 +188,61 @@ fn unaligned_ranges_are_copied_with_the_bits_of_sim() {
     assert_eq!(b.data(), &want[..]);
     assert_eq!(r.run.copied_bytes, 3 * p * 3 * 4);
 }
+
+/// Writes its row, then fails on the rank whose first input is 1000 (index out of range).
+#[eagle::kernel(device)]
+pub fn maybe_fail_d(ctx: Ctx, x: Tensor<f32, 1, W>, y: Out<Tensor<f32, 1, W>>) {
+    for i in 0..W {
+        y[0][i] = x[0][i] + 1.0;
+    }
+    let k = x[0][0] as usize;
+    y[0][k] = 5.0;
+}
+
+/// One failing candidate per rank.
+#[eagle::host]
+pub fn maybe_fail(x: Tensor<f32, NR, 1, W>, y: Out<Tensor<f32, NR, 1, W>>) {
+    for r in 0..world_size() {
+        maybe_fail_d(x[r], y[r], device = r);
+    }
+}
+
+/// A zero-sized tensor next to the others.
+#[eagle::host]
+pub fn with_empty(x: Tensor<f32, NR, 1, W>, e: Tensor<f32, NR, 0>, y: Out<Tensor<f32, NR, 1, W>>) {
+    for r in 0..world_size() {
+        affine_d(x[r], y[r], device = r);
+    }
+}
+
+#[test]
+fn a_failed_launch_names_the_same_rank_and_error_on_both_platforms() {
+    let p = 4;
+    let (sim, cpu) = sessions(p);
+    let mut x = Tensor::from_vec(&[p, 1, W], vec![1.0f32; p * W]).expect("x");
+    x.data_mut()[2 * W] = 1000.0;
+    let start = Tensor::from_vec(&[p, 1, W], vec![-9.0f32; p * W]).expect("y");
+    let (mut a, mut b) = (start.clone(), start.clone());
+    let ea = maybe_fail.launch(&sim, &x, &mut a).unwrap_err().to_string();
+    let eb = maybe_fail.launch(&cpu, &x, &mut b).unwrap_err().to_string();
+    assert!(ea.starts_with("rank 2 failed"), "{ea}");
+    assert_eq!(ea, eb);
+    // sim leaves the outputs untouched; cpu (in place) may hold what ranks wrote (documented).
+    assert_eq!(bits(&a), bits(&start));
+}
+
+#[test]
+fn an_empty_tensor_does_not_force_copies() {
+    let p = 2;
+    let (sim, cpu) = sessions(p);
+    let x = input(p);
+    let e = Tensor::<f32>::zeros(&[p, 0]);
+    let (mut a, mut b) = (
+        Tensor::<f32>::zeros(&[p, 1, W]),
+        Tensor::<f32>::zeros(&[p, 1, W]),
+    );
+    with_empty.launch(&sim, &x, &e, &mut a).expect("sim");
+    let r = with_empty.launch(&cpu, &x, &e, &mut b).expect("cpu");
+    assert_eq!(bits(&a), bits(&b));
+    assert_eq!(r.run.copied_bytes, 0);
+}
