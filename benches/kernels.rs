@@ -1,6 +1,6 @@
 //! eagle kernels against the same loops compiled by rustc, on the same seeded inputs in the
-//! same process, plus compile latency and launch overhead. Prints markdown tables and writes
-//! `docs/perf-ratios.svg`.
+//! same process, plus compile latency (launch overhead is `benches/launch.rs`). Prints
+//! markdown tables and writes `docs/perf-ratios.svg`.
 //!
 //! `cargo bench --bench kernels` (`-- --save` writes `docs/bench/kernels.json` and its table in
 //! `docs/performance.md`)
@@ -183,16 +183,6 @@ pub fn matmul(
 #[eagle::kernel(sample)]
 pub fn hyp(s: usize, x: Tensor<f64, S>, y: Out<Tensor<f64, S>>) {
     y[s] = sqrt(x[s] * x[s] + 1.0);
-}
-
-/// An empty per-device program, for launch overhead.
-#[eagle::kernel(device)]
-pub fn nop_d(ctx: Ctx) {}
-#[eagle::host]
-pub fn nop() {
-    for r in 0..world_size() {
-        nop_d(device = r);
-    }
 }
 
 fn secs(f: &mut dyn FnMut()) -> f64 {
@@ -556,14 +546,7 @@ fn main() {
         cold * 1e6
     );
     println!("| compile, cache hit | {:.1} us |", hit * 1e6);
-    for p in [1usize, 4] {
-        let s = Session::sim(p).expect("session").with_race_check(false);
-        nop.launch(&s).expect("warm");
-        let t = best(50, &mut || {
-            nop.launch(&s).expect("nop");
-        });
-        println!("| launch of an empty host program, P = {p} ({p} dispatches) | {:.1} us ({:.1} us per dispatch) |", t * 1e6, t * 1e6 / p as f64);
-    }
+    // Launch overhead is `benches/launch.rs` (the mean of 10,000 launches).
 
     // plot
     let svg = plot(&rows, geo);

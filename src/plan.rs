@@ -465,9 +465,7 @@ pub fn plan_module(
             let s = match &n_dim {
                 Some(d) => {
                     let n = fb.value(ir::Operand::from(d.clone()), Some(DType::Index))?;
-                    let last = fb.bin(ir::BinOp::Sub, n, ir::Operand::Int(1))?;
-                    let upper = fb.bin(ir::BinOp::Min, s, last)?;
-                    fb.bin(ir::BinOp::Max, upper, ir::Operand::Int(0))?
+                    clamp_sample(fb, n, s)?
                 }
                 None => s,
             };
@@ -504,6 +502,19 @@ pub fn plan_module(
         platform: eagle_runtime::Platform::Sim,
         cuda_emulate: eagle_runtime::RunOptions::from_env()?.cuda_emulate,
     })
+}
+
+/// `s` clamped to `0..n` in `fb`. The executor only runs `0 <= s < n`, so the clamp changes
+/// nothing, and it lets the backend prove every `x[s]` in bounds (no run-time check per
+/// access). Every wrapper that inlines the kernel at a sample index uses it.
+fn clamp_sample(
+    fb: &mut ir::FunctionBuilder<'_>,
+    n: ir::Value,
+    s: ir::Value,
+) -> ir::Result<ir::Value> {
+    let last = fb.bin(ir::BinOp::Sub, n, ir::Operand::Int(1))?;
+    let upper = fb.bin(ir::BinOp::Min, s, last)?;
+    fb.bin(ir::BinOp::Max, upper, ir::Operand::Int(0))
 }
 
 /// The first line of every op of `kernel`'s body as inlined into `wrapper`'s sample loop,
@@ -1085,6 +1096,7 @@ impl Exec<'_> {
         // the sample wrapper does, the whole block again after a failure: a sample-local
         // kernel's outputs depend on its inputs only) through the sample wrapper.
         let mut rest = lo;
+        let mut tiles_failed = None;
         let tiles_entry = self
             .plan
             .tiles_entry
@@ -1098,7 +1110,10 @@ impl Exec<'_> {
                 // SAFETY: as below, samples lo..full.
                 rest = match unsafe { tiles.call(&slots) } {
                     Ok(()) => full,
-                    Err(_) => lo,
+                    Err(e) => {
+                        tiles_failed = Some(e);
+                        lo
+                    }
                 };
                 slots[0] = rest as u64;
                 slots[1] = hi as u64;
@@ -1110,8 +1125,10 @@ impl Exec<'_> {
         let caller = eagle_runtime::EntryCaller::new(self.art, &self.plan.wrapper, rank)?;
         // SAFETY: the slots are the plane buffers (or per-rank copies of the same size) in
         // parameter order; workers run disjoint samples, as the access category guarantees.
-        unsafe { caller.call(&slots) }
-            .map_err(|e| self.kernel_error(e, &self.plan.wrapper, format!("samples {rest}..{hi}")))
+        let r = unsafe { caller.call(&slots) };
+        // The tiles failed but one sample at a time did not: report what the tiles said.
+        let r = r.and(tiles_failed.map_or(Ok(()), Err));
+        r.map_err(|e| self.kernel_error(e, &self.plan.wrapper, format!("samples {rest}..{hi}")))
     }
 
     /// `e` from compiled wrapper `wrapper`, as the user sees it: naming the sample kernel and

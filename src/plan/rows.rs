@@ -292,11 +292,7 @@ fn sample(
     s: ir::Value,
     lane: &Lane,
 ) -> ir::Result<()> {
-    // As in the sample wrapper: s < n always, so the clamp changes nothing and lets the
-    // backend prove every `x[s]` in bounds.
-    let last = fb.bin(ir::BinOp::Sub, n, Operand::Int(1))?;
-    let upper = fb.bin(ir::BinOp::Min, s, last)?;
-    let s = fb.bin(ir::BinOp::Max, upper, Operand::Int(0))?;
+    let s = super::clamp_sample(fb, n, s)?;
     let mut all = vec![s];
     all.extend(lane.args.iter().copied());
     all.extend(lane.vars.iter().map(|(_, v, _)| *v));
