@@ -2,15 +2,21 @@
 //! 128x128 and 256x256 f32 tiles against the `matrixmultiply` crate's `sgemm` (a tuned GEMM,
 //! which may use FMA and any summation order) and against a plain Rust loop in eagle's order
 //! (`k` ascending, separate multiply and add: the same bits); `row_sum` and `row_max` of a
-//! `[256, 256]` f32 tile against a Rust loop in the same 8-lane order. Prints a markdown table
-//! (the one in `docs/performance.md`).
+//! `[256, 256]` f32 tile against a Rust loop in the same 8-lane order. Prints a markdown table;
+//! with `--save`, writes `docs/bench/tiles.json` and its region of `docs/performance.md`
+//! (`benches/report/`). Built with `RUSTFLAGS="-C target-cpu=native"` the report is named
+//! `tiles-native` (the peers compiled for this CPU; eagle's code is chosen at run time either
+//! way).
 //!
-//! `cargo bench --bench tiles`
+//! `cargo bench --bench tiles [-- --save]`
 //!
 //! Each eagle kernel runs inside one per-device program, `iters` times in a loop, and the time
 //! of the same program with 0 iterations (dispatch, copies) is subtracted, so the figure is the
 //! kernel's own (its loads and stores of the tiles included). Every figure is the median of 7
-//! interleaved rounds.
+//! interleaved rounds; the ratios' min and max are over the rounds.
+
+#[path = "report/mod.rs"]
+mod report;
 
 use eagle::prelude::*;
 use std::hint::black_box;
@@ -168,8 +174,9 @@ fn rows_rust(x: &[f32], s: &mut [f32], m: &mut [f32], n: usize) {
 
 struct Row {
     name: String,
-    gflops: [f64; 3],
-    peers: [&'static str; 2],
+    /// Seconds per run of eagle and of each peer, one per round (no second peer: empty).
+    secs: [Vec<f64>; 3],
+    flop: f64,
 }
 
 fn main() {
@@ -219,15 +226,10 @@ fn main() {
                 }) / iters as f64,
             );
         }
-        let flop = 2.0 * (n * n * n) as f64;
         table.push(Row {
             name: format!("matmul f32 {n}x{n}"),
-            gflops: [
-                flop / median(te) / 1e9,
-                flop / median(tr) / 1e9,
-                flop / median(ts) / 1e9,
-            ],
-            peers: ["Rust loop, same order", "matrixmultiply::sgemm"],
+            secs: [te, tr, ts],
+            flop: 2.0 * (n * n * n) as f64,
         });
     }
     {
@@ -269,33 +271,63 @@ fn main() {
                 }) / iters as f64,
             );
         }
-        let flop = 2.0 * (n * n) as f64;
         table.push(Row {
             name: format!("row_sum + row_max f32 [{n}, {n}]"),
-            gflops: [flop / median(te) / 1e9, flop / median(tr) / 1e9, f64::NAN],
-            peers: ["Rust loop, same order", "-"],
+            secs: [te, tr, vec![]],
+            flop: 2.0 * (n * n) as f64,
         });
     }
-    println!("| kernel | eagle GFLOP/s | peer 1 | GFLOP/s | eagle / peer 1 | peer 2 | GFLOP/s | eagle / peer 2 |");
-    println!("|---|---|---|---|---|---|---|---|");
+    let gf = |r: &Row, v: &[f64]| r.flop / median(v.to_vec()) / 1e9;
+    // Per round: peer time / eagle time (above 1: eagle is faster).
+    let ratios = |r: &Row, peer: &[f64]| {
+        let v: Vec<f64> = r.secs[0].iter().zip(peer).map(|(e, p)| p / e).collect();
+        report::stats(&v)
+    };
+    let loop_cols = [
+        ("eagle (median)", "", 1),
+        ("same-order Rust loop", "", 1),
+        ("eagle / loop, min", "", 2),
+        ("median", "", 2),
+        ("max", "", 2),
+    ];
+    let mut mm = report::Table::new(
+        &format!("matmul, GFLOP/s ({rounds} interleaved rounds)"),
+        &[
+            loop_cols.as_slice(),
+            &[
+                ("`matrixmultiply::sgemm`", "", 1),
+                ("eagle / sgemm, min", "", 2),
+                ("median", "", 2),
+                ("max", "", 2),
+            ],
+        ]
+        .concat(),
+    );
+    let mut red = report::Table::new(
+        &format!("row reductions, GFLOP/s ({rounds} interleaved rounds)"),
+        &loop_cols,
+    );
     for r in &table {
-        let [e, p1, p2] = r.gflops;
-        let p2s = if p2.is_nan() {
-            "-".to_string()
+        let (l0, l1, l2) = ratios(r, &r.secs[1]);
+        let mut values = vec![gf(r, &r.secs[0]), gf(r, &r.secs[1]), l0, l1, l2];
+        if r.secs[2].is_empty() {
+            red.row(&r.name, values);
         } else {
-            format!("{p2:.2}")
-        };
-        let r2 = if p2.is_nan() {
-            "-".to_string()
-        } else {
-            format!("{:.2}", e / p2)
-        };
-        println!(
-            "| {} | {e:.2} | {} | {p1:.2} | {:.2} | {} | {p2s} | {r2} |",
-            r.name,
-            r.peers[0],
-            e / p1,
-            r.peers[1]
-        );
+            let (s0, s1, s2) = ratios(r, &r.secs[2]);
+            values.extend([gf(r, &r.secs[2]), s0, s1, s2]);
+            mm.row(&r.name, values);
+        }
     }
+    mm.notes.push(
+        "eagle's results are bit-identical to the same-order Rust loop (checked before timing); `sgemm` may use FMA and any order.".into(),
+    );
+    let name = if cfg!(target_feature = "avx2") {
+        "tiles-native"
+    } else {
+        "tiles"
+    };
+    let mut rep = report::Report::new(name);
+    rep.tables.push(mm);
+    rep.tables.push(red);
+    rep.finish();
 }

@@ -28,10 +28,11 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module as _};
 use eagle_ir::{
     print_op, BinOp, Block as IrBlock, CmpOp, Const, DType, Function, FunctionFacts, Level, Op,
-    OpKind, Type, UnOp, Value,
+    OpKind, TileOp, Type, UnOp, Value,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+mod gemm;
 mod tile;
 
 /// Code of one module, JIT-compiled for this machine.
@@ -150,10 +151,12 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
             function: String::new(),
             message: e.to_string(),
         })?;
-    let jb = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+    let mut jb = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+    for (name, addr) in gemm::symbols() {
+        jb.symbol(name, addr);
+    }
     let mut module = JITModule::new(jb);
     let ptr = module.target_config().pointer_type();
-
     let mut entry_sig = module.make_signature();
     entry_sig.params.push(AbiParam::new(ptr));
     entry_sig.params.push(AbiParam::new(ptr));
@@ -174,6 +177,22 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
             })?;
         ids.insert(f.name.clone(), id);
     }
+    // The rustc-compiled GEMMs (`gemm.rs`): (dst, c or null, a, b, m, k, n); declared after
+    // the module's own functions, which keep their ids.
+    let mut gemm_sig = module.make_signature();
+    gemm_sig.params.extend([AbiParam::new(ptr); 4]);
+    gemm_sig.params.extend([AbiParam::new(types::I64); 3]);
+    let mut gemm_ids = BTreeMap::new();
+    for (name, _) in gemm::symbols() {
+        let id = module
+            .declare_function(name, Linkage::Import, &gemm_sig)
+            .map_err(|e| CodegenError::Cranelift {
+                function: String::new(),
+                message: e.to_string(),
+            })?;
+        gemm_ids.insert(name, id);
+    }
+
 
     let mut clif = BTreeMap::new();
     let mut sites = vec![];
@@ -189,6 +208,7 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
             f,
             spec.facts.function(&f.name),
             &ids,
+            &gemm_ids,
             &mut sites,
             ptr,
         )?;
@@ -236,6 +256,7 @@ fn lower_function(
     f: &Function,
     facts: &FunctionFacts,
     ids: &BTreeMap<String, FuncId>,
+    gemm_ids: &BTreeMap<&'static str, FuncId>,
     sites: &mut Vec<String>,
     ptr: ClType,
 ) -> Result<(), CodegenError> {
@@ -261,6 +282,20 @@ fn lower_function(
     for (name, id) in ids {
         callee_refs.insert(name.clone(), module.declare_func_in_func(*id, b.func));
     }
+    // Only the GEMMs this function calls (an import in every function would be noise in the
+    // CLIF snapshots).
+    let mut gemm_refs = HashMap::new();
+    f.body.walk(&mut |op| {
+        if let (OpKind::Tile(TileOp::Matmul | TileOp::MatmulAcc, _), Some(r)) =
+            (&op.kind, op.result)
+        {
+            if let Some((name, _)) = f.ty(r).dtype().and_then(gemm::entry) {
+                gemm_refs
+                    .entry(name)
+                    .or_insert_with(|| module.declare_func_in_func(gemm_ids[name], b.func));
+            }
+        }
+    });
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
@@ -322,6 +357,7 @@ fn lower_function(
         err_block,
         hook_sigs,
         callee_refs,
+        gemm_refs,
         sites,
         stack_bytes: 0,
         uses: use_counts(&f.body),
@@ -388,6 +424,8 @@ struct Lower<'a, 'b> {
     err_block: Block,
     hook_sigs: HashMap<i32, SigRef>,
     callee_refs: HashMap<String, FuncRef>,
+    /// The rustc-compiled float GEMMs ([`gemm`]), by symbol.
+    gemm_refs: HashMap<&'static str, FuncRef>,
     sites: &'a mut Vec<String>,
     /// Bytes of tile storage (stack slots) so far.
     stack_bytes: u64,

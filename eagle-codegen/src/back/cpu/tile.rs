@@ -3,10 +3,10 @@
 //!
 //! Every op reads its operand tiles from memory (row-major, contiguous: the block plan never
 //! fuses a tile op's operand into it) and writes a fresh stack tile, except `reshape`, which
-//! is the operand's memory under a new shape (tiles are immutable values). Matmul on floats
-//! runs 16-byte vectors over `j` (each lane its own `c[i][j]`, accumulated over `k` in
-//! ascending order with a separate multiply and add, as [`eagle_ir::TileOp::eval`] says), so
-//! the SIMD and scalar paths give the same bits.
+//! is the operand's memory under a new shape (tiles are immutable values). Matmul on `f32` and
+//! `f64` calls the rustc-compiled micro-kernels of [`super::gemm`] (each vector lane its own
+//! `c[i][j]`, accumulated over `k` in ascending order with a separate multiply and add, as
+//! [`eagle_ir::TileOp::eval`] says); other dtypes run a scalar loop in the same order.
 
 use super::{cl_type, Cv, Lower};
 use crate::error::CodegenError;
@@ -630,9 +630,9 @@ impl Lower<'_, '_> {
     }
 
     /// `dst[i][j] = c0 + sum_k a[i][k] * b[k][j]` in ascending `k` with a separate multiply
-    /// and add; `c0` is `c[i][j]` or the identity of `+`. Floats run register-blocked
-    /// micro-kernels ([`Lower::mm_block`]: 2 rows x 4 vectors, then narrower blocks for the
-    /// edges); the columns past the last whole vector, and integers, run the scalar loop.
+    /// and add; `c0` is `c[i][j]` or the identity of `+`. `f32` and `f64` call the
+    /// rustc-compiled micro-kernels of [`super::gemm`] (the same order, 32- or 64-byte vectors
+    /// where the CPU has them); other dtypes run the scalar loop.
     #[allow(clippy::too_many_arguments)]
     fn matmul(
         &mut self,
@@ -645,52 +645,24 @@ impl Lower<'_, '_> {
         n: u64,
         d: DType,
     ) -> Result<(), CodegenError> {
-        let lanes = (16 / d.size()) as u64;
-        let nvec = if d.is_float() { n / lanes } else { 0 };
-        let g = MatmulGeom {
-            dst,
-            c,
-            pa,
-            pb,
-            k,
-            n,
-            d,
-            lanes,
-        };
-        if nvec > 0 {
-            const ROWS: u64 = 2;
-            const VECS: u64 = 4;
-            let rows = [(0, m / ROWS, ROWS), (m / ROWS * ROWS, m % ROWS, 1)];
-            for (row0, count, r) in rows {
-                if count == 0 {
-                    continue;
-                }
-                let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
-                self.emit_loop(lo, hi, &mut |lw, ib| {
-                    let t = lw.b.ins().imul_imm_s(ib, r as i64);
-                    let i = lw.b.ins().iadd_imm_s(t, row0 as i64);
-                    let blocks = nvec / VECS;
-                    if blocks > 0 {
-                        let (lo, hi) = (lw.iconst(0), lw.iconst(blocks as i64));
-                        lw.emit_loop(lo, hi, &mut |lw, jb| {
-                            let j = lw.b.ins().imul_imm_s(jb, (VECS * lanes) as i64);
-                            lw.mm_block(&g, i, r, j, VECS)
-                        })?;
-                    }
-                    for v in blocks * VECS..nvec {
-                        let j = lw.iconst((v * lanes) as i64);
-                        lw.mm_block(&g, i, r, j, 1)?;
-                    }
-                    Ok(())
-                })?;
-            }
+        if let Some((name, _)) = super::gemm::entry(d) {
+            let f = *self
+                .gemm_refs
+                .get(name)
+                .ok_or_else(|| self.err("internal: a matmul whose GEMM was not imported"))?;
+            let c = c.unwrap_or_else(|| self.b.ins().iconst(self.ptr, 0));
+            let dims = [m, k, n].map(|x| self.iconst(x as i64));
+            self.b
+                .ins()
+                .call(f, &[dst, c, pa, pb, dims[0], dims[1], dims[2]]);
+            return Ok(());
         }
         let id = self.scalar_const(eagle_ir::tile::add_identity(d));
         let (lo, hi) = (self.iconst(0), self.iconst(m as i64));
         self.emit_loop(lo, hi, &mut |lw, i| {
             let arow = lw.b.ins().imul_imm_s(i, k as i64);
             let crow = lw.b.ins().imul_imm_s(i, n as i64);
-            let (lo, hi) = (lw.iconst((nvec * lanes) as i64), lw.iconst(n as i64));
+            let (lo, hi) = (lw.iconst(0), lw.iconst(n as i64));
             lw.emit_loop(lo, hi, &mut |lw, j| {
                 let at = lw.b.ins().iadd(crow, j);
                 let acc = lw.b.declare_var(cl_type(d));
@@ -719,90 +691,7 @@ impl Lower<'_, '_> {
             Ok(())
         })
     }
-
-    /// One register block of a float matmul: rows `i .. i + rows`, columns `j .. j + vecs *
-    /// lanes`, every `c` element its own vector lane, accumulated over `k` ascending with a
-    /// multiply and an add (the order of [`eagle_ir::TileOp::eval`]).
-    fn mm_block(
-        &mut self,
-        g: &MatmulGeom,
-        i: ClValue,
-        rows: u64,
-        j: ClValue,
-        vecs: u64,
-    ) -> Result<(), CodegenError> {
-        let d = g.d;
-        let vty = cl_type(d)
-            .by(g.lanes as u32)
-            .expect("a 16-byte vector type");
-        let flags = MemFlagsData::trusted();
-        let esize = d.size() as i64;
-        let mut accs = vec![];
-        for r in 0..rows {
-            let ir = self.b.ins().iadd_imm_s(i, r as i64);
-            let crow = self.b.ins().imul_imm_s(ir, g.n as i64);
-            let at = self.b.ins().iadd(crow, j);
-            for v in 0..vecs {
-                let acc = self.b.declare_var(vty);
-                let init = match g.c {
-                    Some(pc) => {
-                        let addr = self.elem_addr(pc, at, d.size());
-                        self.b.ins().load(vty, flags, addr, (v * 16) as i32)
-                    }
-                    None => {
-                        let id = self.scalar_const(eagle_ir::tile::add_identity(d));
-                        self.b.ins().splat(vty, id)
-                    }
-                };
-                self.b.def_var(acc, init);
-                accs.push((acc, at, v));
-            }
-        }
-        let arow0 = self.b.ins().imul_imm_s(i, g.k as i64);
-        let (lo, hi) = (self.iconst(0), self.iconst(g.k as i64));
-        self.emit_loop(lo, hi, &mut |lw, kk| {
-            let brow = lw.b.ins().imul_imm_s(kk, g.n as i64);
-            let bi = lw.b.ins().iadd(brow, j);
-            let ba = lw.b.ins().imul_imm_s(bi, esize);
-            let ba = lw.b.ins().iadd(g.pb, ba);
-            let bv: Vec<ClValue> = (0..vecs)
-                .map(|v| lw.b.ins().load(vty, flags, ba, (v * 16) as i32))
-                .collect();
-            for r in 0..rows {
-                let ai = lw.b.ins().iadd(arow0, kk);
-                let ai = lw.b.ins().iadd_imm_s(ai, (r * g.k) as i64);
-                let x = lw.tile_load(g.pa, ai, d);
-                let xs = lw.b.ins().splat(vty, x);
-                for v in 0..vecs {
-                    let (acc, _, _) = accs[(r * vecs + v) as usize];
-                    let p = lw.b.ins().fmul(xs, bv[v as usize]);
-                    let cur = lw.b.use_var(acc);
-                    let s = lw.b.ins().fadd(cur, p);
-                    lw.b.def_var(acc, s);
-                }
-            }
-            Ok(())
-        })?;
-        for (acc, at, v) in accs {
-            let x = self.b.use_var(acc);
-            let addr = self.elem_addr(g.dst, at, d.size());
-            self.b.ins().store(flags, x, addr, (v * 16) as i32);
-        }
-        Ok(())
-    }
 }
 
 /// Rows whose float reductions run interleaved ([`Lower::reduce_rows`]).
 const ROW_GROUP: u64 = 4;
-
-/// The operands of a matmul being lowered ([`Lower::matmul`]).
-struct MatmulGeom {
-    dst: ClValue,
-    c: Option<ClValue>,
-    pa: ClValue,
-    pb: ClValue,
-    k: u64,
-    n: u64,
-    d: DType,
-    lanes: u64,
-}

@@ -1,0 +1,632 @@
+//! The float `matmul` of the CPU backend: register-blocked micro-kernels compiled by rustc,
+//! called from the JIT code (Cranelift emits 16-byte vectors only; these run 32- or 64-byte
+//! ones where the CPU has them, chosen at run time).
+//!
+//! **Order.** Every `dst[i][j]` is `c0 + a[i][0] * b[0][j] + a[i][1] * b[1][j] + ...` summed in
+//! ascending `k`, each product rounded, then each sum (no fused multiply-add): the order of
+//! [`eagle_ir::TileOp::eval`], so the bits are the evaluator's and every backend's. Rust never
+//! reassociates or contracts float arithmetic, so the code below keeps that order whatever the
+//! target features: the vector lanes hold different `j` (and the register block different
+//! `i`), never different `k`.
+//!
+//! **Blocking.** `b` is packed one panel of [`Kernel::NR`] columns at a time into a contiguous
+//! `[k][NR]` buffer (columns past `n` padded with the additive identity); each panel is then
+//! swept by `MR x NR` blocks of `c` held in registers, reading `MR` rows of `a` in place (rows
+//! past `m` repeat the last row; their results are dropped). A padded lane or row never feeds
+//! a kept element: `dst[i][j]` reads only row `i` of `a` and column `j` of `b`.
+//!
+//! **Aliasing.** `dst` may be `c` (each block of `c` is read into registers before the same
+//! block of `dst` is written, and blocks are disjoint); `dst` must not overlap `a` or `b`. The
+//! backend passes a fresh stack tile as `dst`.
+
+use eagle_ir::eval::Scalar;
+use eagle_ir::DType;
+use std::cell::RefCell;
+use std::ops::{Add, Mul};
+use std::sync::OnceLock;
+
+/// The symbol of [`gemm_f32`] in the JIT module.
+pub(super) const F32: &str = "eagle_gemm_f32";
+/// The symbol of [`gemm_f64`] in the JIT module.
+pub(super) const F64: &str = "eagle_gemm_f64";
+
+/// The symbol and address of the micro-kernel GEMM for float dtype `d` (`None` for other
+/// dtypes: they run the backend's own loop).
+pub(super) fn entry(d: DType) -> Option<(&'static str, *const u8)> {
+    match d {
+        DType::F32 => Some((F32, gemm_f32 as *const u8)),
+        DType::F64 => Some((F64, gemm_f64 as *const u8)),
+        _ => None,
+    }
+}
+
+/// Every symbol [`entry`] can return, with its address (for the JIT's symbol table).
+pub(super) fn symbols() -> [(&'static str, *const u8); 2] {
+    [(F32, gemm_f32 as *const u8), (F64, gemm_f64 as *const u8)]
+}
+
+/// A float element the micro-kernels run on.
+trait Elem: Copy + Add<Output = Self> + Mul<Output = Self> + 'static {
+    /// The identity of `+` (`c0` when there is no accumulator), as the evaluator defines it.
+    fn identity() -> Self;
+    /// This thread's packing buffer for this dtype (taken out: no closure runs the kernel,
+    /// so the kernel is compiled with its caller's target features).
+    fn take_panel() -> Vec<Self>;
+    /// Gives the buffer back for the next GEMM on this thread.
+    fn put_panel(p: Vec<Self>);
+    /// Every micro-kernel this CPU can run for this dtype, widest first, as (instruction
+    /// set, rows, columns, kernel).
+    fn kernels() -> Vec<(&'static str, usize, usize, MicroFn<Self>)>;
+    /// The widest of [`Elem::kernels`], detected once per process.
+    fn widest() -> &'static Kernel<Self>;
+}
+
+thread_local! {
+    static PANEL_F32: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PANEL_F64: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Elem for f32 {
+    fn identity() -> Self {
+        match eagle_ir::tile::add_identity(DType::F32) {
+            Scalar::F32(x) => x,
+            _ => -0.0,
+        }
+    }
+    fn take_panel() -> Vec<Self> {
+        PANEL_F32.with(|p| p.take())
+    }
+    fn put_panel(p: Vec<Self>) {
+        PANEL_F32.with(|c| *c.borrow_mut() = p);
+    }
+    fn widest() -> &'static Kernel<Self> {
+        static K: OnceLock<Kernel<f32>> = OnceLock::new();
+        K.get_or_init(|| widest(Self::kernels()))
+    }
+    fn kernels() -> Vec<(&'static str, usize, usize, MicroFn<Self>)> {
+        #[cfg(target_arch = "x86_64")]
+        return x86::f32_kernels();
+        #[cfg(not(target_arch = "x86_64"))]
+        return vec![("portable", 4, 16, portable::<Self, 4, 16>)];
+    }
+}
+
+impl Elem for f64 {
+    fn identity() -> Self {
+        match eagle_ir::tile::add_identity(DType::F64) {
+            Scalar::F64(x) => x,
+            _ => -0.0,
+        }
+    }
+    fn take_panel() -> Vec<Self> {
+        PANEL_F64.with(|p| p.take())
+    }
+    fn put_panel(p: Vec<Self>) {
+        PANEL_F64.with(|c| *c.borrow_mut() = p);
+    }
+    fn widest() -> &'static Kernel<Self> {
+        static K: OnceLock<Kernel<f64>> = OnceLock::new();
+        K.get_or_init(|| widest(Self::kernels()))
+    }
+    fn kernels() -> Vec<(&'static str, usize, usize, MicroFn<Self>)> {
+        #[cfg(target_arch = "x86_64")]
+        return x86::f64_kernels();
+        #[cfg(not(target_arch = "x86_64"))]
+        return vec![("portable", 4, 8, portable::<Self, 4, 8>)];
+    }
+}
+
+/// The operands of one GEMM: `dst[m][n] = c[m][n] (or the identity) + a[m][k] x b[k][n]`, all
+/// row-major and contiguous.
+struct Gemm<'s, T> {
+    dst: *mut T,
+    c: Option<*const T>,
+    a: &'s [T],
+    b: &'s [T],
+    m: usize,
+    k: usize,
+    n: usize,
+}
+
+/// `dst = c + a x b` for `f32` (`c` null: no accumulator). Shapes: `a` `[m, k]`, `b` `[k, n]`,
+/// `c` and `dst` `[m, n]`, row-major and contiguous.
+///
+/// # Safety
+/// The pointers are valid for those shapes (reads of `a`, `b`, `c`; writes of `dst`), `dst`
+/// does not overlap `a` or `b` (it may be `c`), and `m * k`, `k * n`, `m * n` fit in `usize`.
+pub(super) unsafe extern "C" fn gemm_f32(
+    dst: *mut f32,
+    c: *const f32,
+    a: *const f32,
+    b: *const f32,
+    m: u64,
+    k: u64,
+    n: u64,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { dispatch(dst, c, a, b, m, k, n, f32::widest()) }
+}
+
+/// [`gemm_f32`] for `f64`.
+///
+/// # Safety
+/// As [`gemm_f32`].
+pub(super) unsafe extern "C" fn gemm_f64(
+    dst: *mut f64,
+    c: *const f64,
+    a: *const f64,
+    b: *const f64,
+    m: u64,
+    k: u64,
+    n: u64,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { dispatch(dst, c, a, b, m, k, n, f64::widest()) }
+}
+
+/// A micro-kernel: `acc[r][l] += rows[r][kk] * panel[kk][l]` for `kk` ascending over `0..k`,
+/// `r < mr`, `l < nr`, with `acc` an `[mr][nr]` block in memory (read first, written last)
+/// and `panel` a `[k][nr]` buffer.
+type MicroFn<T> = unsafe fn(k: usize, rows: *const *const T, panel: *const T, acc: *mut T);
+
+/// A micro-kernel and its block shape.
+struct Kernel<T> {
+    /// Rows of `c` per block (at most [`MAX_MR`]).
+    mr: usize,
+    /// Columns of `c` per block: whole vectors.
+    nr: usize,
+    f: MicroFn<T>,
+}
+
+/// The most rows any [`Kernel`] blocks.
+const MAX_MR: usize = 8;
+/// The most elements of `c` any [`Kernel`] blocks (`mr * nr`).
+const MAX_BLOCK: usize = 256;
+
+/// Defines a micro-kernel for one instruction set and dtype: `$mr` rows of `$nv` vectors of
+/// `$lanes` elements, compiled with target features `$feat`, from the intrinsics named. The
+/// accumulators are `[[vector; $nv]; $mr]` held in registers across the `k` loop; each step
+/// loads `$nv` vectors of the panel row, broadcasts one element of each of the `$mr` rows of
+/// `a`, then multiplies and adds (two roundings, as the evaluator).
+macro_rules! micro_kernel {
+    ($name:ident, $feat:literal, $t:ty, $v:ty, $lanes:literal, $mr:literal, $nv:literal,
+     $load:path, $store:path, $splat:path, $mul:path, $add:path) => {
+        /// A [`MicroFn`] (see [`micro_kernel`]).
+        ///
+        /// # Safety
+        /// The CPU has the target features; the pointers are valid as [`MicroFn`] says.
+        #[target_feature(enable = $feat)]
+        unsafe fn $name(k: usize, rows: *const *const $t, panel: *const $t, acc: *mut $t) {
+            const NR: usize = $nv * $lanes;
+            // SAFETY: the caller's contract: `acc` is [$mr][NR], `rows` holds $mr row
+            // pointers each valid for `k` reads, `panel` is [k][NR].
+            unsafe {
+                let mut c: [[$v; $nv]; $mr] = [[$splat(0.0); $nv]; $mr];
+                for (r, cr) in c.iter_mut().enumerate() {
+                    for (v, cv) in cr.iter_mut().enumerate() {
+                        *cv = $load(acc.add(r * NR + v * $lanes));
+                    }
+                }
+                let rows: [*const $t; $mr] = std::array::from_fn(|r| *rows.add(r));
+                for kk in 0..k {
+                    let p = panel.add(kk * NR);
+                    let b: [$v; $nv] = std::array::from_fn(|v| $load(p.add(v * $lanes)));
+                    for (cr, row) in c.iter_mut().zip(&rows) {
+                        let x = $splat(*row.add(kk));
+                        for (cv, bv) in cr.iter_mut().zip(&b) {
+                            *cv = $add(*cv, $mul(x, *bv));
+                        }
+                    }
+                }
+                for (r, cr) in c.iter().enumerate() {
+                    for (v, cv) in cr.iter().enumerate() {
+                        $store(acc.add(r * NR + v * $lanes), *cv);
+                    }
+                }
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::MicroFn;
+    use std::arch::x86_64::*;
+
+    micro_kernel!(
+        f32_avx512,
+        "avx512f",
+        f32,
+        __m512,
+        16,
+        4,
+        4,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_set1_ps,
+        _mm512_mul_ps,
+        _mm512_add_ps
+    );
+    micro_kernel!(
+        f64_avx512,
+        "avx512f",
+        f64,
+        __m512d,
+        8,
+        4,
+        4,
+        _mm512_loadu_pd,
+        _mm512_storeu_pd,
+        _mm512_set1_pd,
+        _mm512_mul_pd,
+        _mm512_add_pd
+    );
+    micro_kernel!(
+        f32_avx,
+        "avx",
+        f32,
+        __m256,
+        8,
+        6,
+        2,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_set1_ps,
+        _mm256_mul_ps,
+        _mm256_add_ps
+    );
+    micro_kernel!(
+        f64_avx,
+        "avx",
+        f64,
+        __m256d,
+        4,
+        6,
+        2,
+        _mm256_loadu_pd,
+        _mm256_storeu_pd,
+        _mm256_set1_pd,
+        _mm256_mul_pd,
+        _mm256_add_pd
+    );
+    micro_kernel!(
+        f32_sse2,
+        "sse2",
+        f32,
+        __m128,
+        4,
+        6,
+        2,
+        _mm_loadu_ps,
+        _mm_storeu_ps,
+        _mm_set1_ps,
+        _mm_mul_ps,
+        _mm_add_ps
+    );
+    micro_kernel!(
+        f64_sse2,
+        "sse2",
+        f64,
+        __m128d,
+        2,
+        6,
+        2,
+        _mm_loadu_pd,
+        _mm_storeu_pd,
+        _mm_set1_pd,
+        _mm_mul_pd,
+        _mm_add_pd
+    );
+
+    /// Every `f32` kernel this CPU can run, widest first, as (name, mr, nr, kernel).
+    pub(super) fn f32_kernels() -> Vec<(&'static str, usize, usize, MicroFn<f32>)> {
+        let mut v: Vec<(&'static str, usize, usize, MicroFn<f32>)> = vec![];
+        if is_x86_feature_detected!("avx512f") {
+            v.push(("avx512f", 4, 64, f32_avx512));
+        }
+        if is_x86_feature_detected!("avx") {
+            v.push(("avx", 6, 16, f32_avx));
+        }
+        v.push(("sse2", 6, 8, f32_sse2));
+        v.push(("portable", 4, 16, super::portable::<f32, 4, 16>));
+        v
+    }
+
+    /// As [`f32_kernels`] for `f64`.
+    pub(super) fn f64_kernels() -> Vec<(&'static str, usize, usize, MicroFn<f64>)> {
+        let mut v: Vec<(&'static str, usize, usize, MicroFn<f64>)> = vec![];
+        if is_x86_feature_detected!("avx512f") {
+            v.push(("avx512f", 4, 32, f64_avx512));
+        }
+        if is_x86_feature_detected!("avx") {
+            v.push(("avx", 6, 8, f64_avx));
+        }
+        v.push(("sse2", 6, 4, f64_sse2));
+        v.push(("portable", 4, 8, super::portable::<f64, 4, 8>));
+        v
+    }
+}
+
+/// The portable micro-kernel (other architectures): the same loop on plain arrays, which
+/// rustc vectorises with the target's baseline SIMD where it can.
+///
+/// # Safety
+/// As [`MicroFn`], with `MR` rows of `NR` columns.
+unsafe fn portable<T: Elem, const MR: usize, const NR: usize>(
+    k: usize,
+    rows: *const *const T,
+    panel: *const T,
+    acc: *mut T,
+) {
+    // SAFETY: the caller's contract, as in `micro_kernel!`.
+    unsafe {
+        let mut c = [[T::identity(); NR]; MR];
+        for (r, cr) in c.iter_mut().enumerate() {
+            for (l, x) in cr.iter_mut().enumerate() {
+                *x = *acc.add(r * NR + l);
+            }
+        }
+        for kk in 0..k {
+            let p = panel.add(kk * NR);
+            for (r, cr) in c.iter_mut().enumerate() {
+                let x = *(*rows.add(r)).add(kk);
+                for (l, cv) in cr.iter_mut().enumerate() {
+                    *cv = *cv + x * *p.add(l);
+                }
+            }
+        }
+        for (r, cr) in c.iter().enumerate() {
+            for (l, x) in cr.iter().enumerate() {
+                *acc.add(r * NR + l) = *x;
+            }
+        }
+    }
+}
+
+/// The first (widest) of `kernels`.
+fn widest<T>(kernels: Vec<(&'static str, usize, usize, MicroFn<T>)>) -> Kernel<T> {
+    let (_, mr, nr, f) = kernels[0];
+    Kernel { mr, nr, f }
+}
+
+/// Builds the [`Gemm`] and runs it with kernel `kern`.
+///
+/// # Safety
+/// As [`gemm_f32`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn dispatch<T: Elem>(
+    dst: *mut T,
+    c: *const T,
+    a: *const T,
+    b: *const T,
+    m: u64,
+    k: u64,
+    n: u64,
+    kern: &Kernel<T>,
+) {
+    let (m, k, n) = (m as usize, k as usize, n as usize);
+    if m == 0 || n == 0 {
+        return;
+    }
+    // SAFETY: the caller's contract: `a` holds m * k elements and `b` k * n, neither
+    // overlapping `dst` (so no `&mut` aliases them).
+    let (a, b) = unsafe {
+        (
+            std::slice::from_raw_parts(a, m * k),
+            std::slice::from_raw_parts(b, k * n),
+        )
+    };
+    let g = Gemm {
+        dst,
+        c: (!c.is_null()).then_some(c),
+        a,
+        b,
+        m,
+        k,
+        n,
+    };
+    // SAFETY: the pointers as the caller said.
+    unsafe { run(&g, kern) }
+}
+
+/// The blocked GEMM (see the module docs).
+///
+/// # Safety
+/// The pointers of `g` as [`gemm_f32`] says; `kern` runs on this CPU.
+unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
+    let (mr_max, nr_max) = (kern.mr, kern.nr);
+    let id = T::identity();
+    let mut panel = T::take_panel();
+    panel.clear();
+    panel.resize(g.k * nr_max, id);
+    let mut acc = [id; MAX_BLOCK];
+    let acc = &mut acc[..mr_max * nr_max];
+    for j0 in (0..g.n).step_by(nr_max) {
+        let nr = nr_max.min(g.n - j0);
+        for (kk, row) in panel.chunks_exact_mut(nr_max).enumerate() {
+            row[..nr].copy_from_slice(&g.b[kk * g.n + j0..][..nr]);
+            row[nr..].fill(id);
+        }
+        for i0 in (0..g.m).step_by(mr_max) {
+            let mr = mr_max.min(g.m - i0);
+            for (r, row) in acc.chunks_exact_mut(nr_max).enumerate().take(mr) {
+                match g.c {
+                    // SAFETY: row i0 + r < m and columns j0..j0 + nr <= n of the [m, n] `c`.
+                    Some(c) => row[..nr].copy_from_slice(unsafe {
+                        std::slice::from_raw_parts(c.add((i0 + r) * g.n + j0), nr)
+                    }),
+                    None => row[..nr].fill(id),
+                }
+            }
+            // Rows past `m` read the last row again (their results are dropped).
+            let rows: [*const T; MAX_MR] =
+                std::array::from_fn(|r| g.a[(i0 + r.min(mr - 1)) * g.k..].as_ptr());
+            // SAFETY: `rows` holds mr_max pointers each valid for k reads, `panel` is
+            // [k][nr_max] and `acc` [mr_max][nr_max]; `kern` runs on this CPU.
+            unsafe { (kern.f)(g.k, rows.as_ptr(), panel.as_ptr(), acc.as_mut_ptr()) };
+            for (r, row) in acc.chunks_exact(nr_max).enumerate().take(mr) {
+                // SAFETY: as for `c` above; `dst` overlaps neither `a` nor `b`, and `c` only
+                // in this block, which was read above.
+                let out =
+                    unsafe { std::slice::from_raw_parts_mut(g.dst.add((i0 + r) * g.n + j0), nr) };
+                out.copy_from_slice(&row[..nr]);
+            }
+        }
+    }
+    T::put_panel(panel);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The evaluator's order, element by element.
+    fn reference<T: Elem>(
+        c: Option<&[T]>,
+        a: &[T],
+        b: &[T],
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> Vec<T> {
+        let mut out = vec![];
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = c.map_or(T::identity(), |c| c[i * n + j]);
+                for kk in 0..k {
+                    s = s + a[i * k + kk] * b[kk * n + j];
+                }
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    fn values(len: usize, seed: u64) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 3.0
+            })
+            .collect()
+    }
+
+    /// Bit patterns, to compare results exactly (NaN payloads and the sign of zero included).
+    trait Bits: Elem {
+        fn bits(self) -> u64;
+        fn from_f32(x: f32) -> Self;
+    }
+    impl Bits for f32 {
+        fn bits(self) -> u64 {
+            u64::from(self.to_bits())
+        }
+        fn from_f32(x: f32) -> Self {
+            x
+        }
+    }
+    impl Bits for f64 {
+        fn bits(self) -> u64 {
+            self.to_bits()
+        }
+        fn from_f32(x: f32) -> Self {
+            f64::from(x) * 1.1
+        }
+    }
+
+    /// Every kernel this CPU runs for `T`, on shapes with edges in every direction (m and n
+    /// not multiples of any block, k = 0 and 1, more than one panel and row block), with and
+    /// without an accumulator, against [`reference`] bit for bit. Some inputs are infinite
+    /// or NaN, so a reordered or fused sum would show.
+    fn every_kernel_matches<T: Bits>() {
+        let shapes = [
+            (1, 1, 1),
+            (7, 0, 5),
+            (7, 13, 37),
+            (13, 64, 33),
+            (64, 17, 64),
+            (6, 3, 16),
+            (19, 40, 131),
+        ];
+        let kernels = T::kernels();
+        assert!(kernels.len() >= 2, "the portable kernel is always there");
+        for (name, mr, nr, f) in kernels {
+            assert!(mr <= MAX_MR && mr * nr <= MAX_BLOCK, "{name}");
+            let kern = Kernel { mr, nr, f };
+            for (m, k, n) in shapes {
+                let conv = |v: Vec<f32>| v.into_iter().map(T::from_f32).collect::<Vec<T>>();
+                let mut a = values(m * k, 1);
+                if m * k > 5 {
+                    a[5] = f32::INFINITY;
+                }
+                let b = conv(values(k * n, 2));
+                let a = conv(a);
+                let c = conv(values(m * n, 3));
+                for acc in [false, true] {
+                    let mut dst = vec![T::from_f32(f32::NAN); m * n];
+                    let cp = if acc { c.as_ptr() } else { std::ptr::null() };
+                    // SAFETY: the shapes match the buffers; dst is separate; the kernel
+                    // is one this CPU runs.
+                    unsafe {
+                        dispatch(
+                            dst.as_mut_ptr(),
+                            cp,
+                            a.as_ptr(),
+                            b.as_ptr(),
+                            m as u64,
+                            k as u64,
+                            n as u64,
+                            &kern,
+                        )
+                    };
+                    let want = reference(acc.then_some(&c[..]), &a, &b, m, k, n);
+                    let bits = |v: &[T]| v.iter().map(|x| x.bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&dst), bits(&want), "{name} {m}x{k}x{n} acc={acc}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_kernel_matches_the_evaluators_order_bit_for_bit() {
+        every_kernel_matches::<f32>();
+        every_kernel_matches::<f64>();
+    }
+
+    #[test]
+    fn dst_may_be_the_accumulator() {
+        let (m, k, n) = (9, 11, 21);
+        let (a, b) = (values(m * k, 4), values(k * n, 5));
+        let mut c = values(m * n, 6);
+        let want = reference(Some(&c[..]), &a, &b, m, k, n);
+        let p = c.as_mut_ptr();
+        // SAFETY: dst is c (allowed); a and b are separate.
+        unsafe { gemm_f32(p, p, a.as_ptr(), b.as_ptr(), m as u64, k as u64, n as u64) };
+        assert_eq!(
+            c.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn no_accumulator_starts_from_negative_zero() {
+        // -0.0 + (-0.0) stays -0.0: the identity is the evaluator's, not +0.0.
+        let (a, b) = ([-0.0f32], [1.0f32]);
+        let mut dst = [7.0f32];
+        // SAFETY: 1x1x1.
+        unsafe {
+            gemm_f32(
+                dst.as_mut_ptr(),
+                std::ptr::null(),
+                a.as_ptr(),
+                b.as_ptr(),
+                1,
+                1,
+                1,
+            )
+        };
+        assert_eq!(dst[0].to_bits(), (-0.0f32).to_bits());
+    }
+}
