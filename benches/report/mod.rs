@@ -128,6 +128,7 @@ impl Report {
             ("avx", cfg!(target_feature = "avx")),
             ("avx2", cfg!(target_feature = "avx2")),
             ("fma", cfg!(target_feature = "fma")),
+            ("avx512f", cfg!(target_feature = "avx512f")),
         ]
         .iter()
         .filter(|(_, on)| *on)
