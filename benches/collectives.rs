@@ -10,6 +10,9 @@
 //! allreduce (it reads every peer's whole buffer). "all ranks" multiplies by P: the ranks run
 //! concurrently on the machine's cores and share its memory bandwidth.
 
+#[path = "report/mod.rs"]
+mod report;
+
 use eagle::prelude::*;
 use std::time::Instant;
 
@@ -91,6 +94,12 @@ fn memcpy_gbs(bytes: usize) -> f64 {
     bytes as f64 * reps as f64 / t0.elapsed().as_secs_f64() / 1e9
 }
 
+/// Interleaved rounds per size.
+const ROUNDS: usize = 5;
+
+/// One curve of the plot: (collective, P) and (bytes, all-ranks GB/s) points.
+type Curve = (String, Vec<(f64, f64)>);
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let sizes: Vec<usize> = (0..9)
@@ -115,39 +124,135 @@ fn main() {
             |p| 2.0 * (p - 1.0) / p,
         ),
     ];
-    println!("| collective | P | size | time/op | bytes/rank | GB/s per rank | all ranks GB/s | memcpy GB/s | ratio per rank | ratio all ranks |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut rep = report::Report::new("collectives");
+    let mut curves: Vec<Curve> = vec![];
+    let mut memcpy_curve: Vec<(f64, f64)> = vec![];
     for p in [2usize, 4] {
+        let mut t = report::Table::new(
+            &format!("P = {p}: collective, buffer size ({ROUNDS} interleaved rounds)"),
+            &[
+                ("time/op (median)", "us", 1),
+                ("min", "us", 1),
+                ("max", "us", 1),
+                ("KiB moved per rank", "", 0),
+                ("all ranks (median)", "GB/s", 2),
+                ("memcpy (median)", "GB/s", 2),
+                ("all ranks / memcpy", "", 2),
+            ],
+        );
         let s = Session::sim(p).expect("session").with_race_check(false);
+        let mut pc: Vec<Vec<(f64, f64)>> = vec![vec![]; cases.len()];
         for &bytes in &sizes {
             let n = bytes / 4;
             let x = Tensor::<f32>::zeros(&[p, n]);
-            // Best of three: the machine is shared, and the bound should be the best it can do.
-            let mc = (0..3).map(|_| memcpy_gbs(bytes)).fold(0.0, f64::max);
-            for (name, launch, factor) in &cases {
-                let iters = ((64usize << 20) / bytes).clamp(2, 2000);
+            let iters = ((64usize << 20) / bytes).clamp(2, 2000);
+            for (_, launch, _) in &cases {
                 launch(&s, &x, 1).expect("warm-up compiles");
-                let base = (0..3)
-                    .map(|_| time_it(&|| launch(&s, &x, 0).map(|_| ())))
-                    .fold(f64::MAX, f64::min);
-                let full = (0..3)
-                    .map(|_| time_it(&|| launch(&s, &x, iters).map(|_| ())))
-                    .fold(f64::MAX, f64::min);
-                let per_op = ((full - base) / iters as f64).max(1e-9);
+            }
+            let mut per_op: Vec<Vec<f64>> = vec![vec![]; cases.len()];
+            let mut mc = vec![];
+            for _ in 0..ROUNDS {
+                mc.push(memcpy_gbs(bytes));
+                for (c, (_, launch, _)) in cases.iter().enumerate() {
+                    let base = time_it(&|| launch(&s, &x, 0).map(|_| ()));
+                    let full = time_it(&|| launch(&s, &x, iters).map(|_| ()));
+                    per_op[c].push(((full - base) / iters as f64).max(1e-9));
+                }
+            }
+            let (_, mc, _) = report::stats(&mc);
+            if p == 2 {
+                memcpy_curve.push((bytes as f64, mc));
+            }
+            for (c, (name, _, factor)) in cases.iter().enumerate() {
+                let (lo, med, hi) = report::stats(&per_op[c]);
                 let moved = factor(p as f64) * bytes as f64;
-                let gbs = moved / per_op / 1e9;
-                let all = gbs * p as f64;
-                println!(
-                    "| {name} | {p} | {} | {:.1} us | {} | {gbs:.2} | {all:.2} | {mc:.2} | {:.2} | {:.2} |",
-                    human(bytes),
-                    per_op * 1e6,
-                    human(moved as usize),
-                    gbs / mc,
-                    all / mc
+                let all = moved / med / 1e9 * p as f64;
+                t.row(
+                    &format!("{name}, {}", human(bytes)),
+                    vec![
+                        med * 1e6,
+                        lo * 1e6,
+                        hi * 1e6,
+                        moved / 1024.0,
+                        all,
+                        mc,
+                        all / mc,
+                    ],
                 );
+                pc[c].push((bytes as f64, all));
             }
         }
+        for (c, (name, _, _)) in cases.iter().enumerate() {
+            curves.push((format!("{name}, P = {p}"), std::mem::take(&mut pc[c])));
+        }
+        rep.tables.push(t);
     }
+    curves.push(("memcpy, one thread".into(), memcpy_curve));
+    rep.finish();
+    if std::env::args().any(|a| a == "--save") {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/collectives.svg");
+        std::fs::write(path, plot(&curves)).expect("write docs/collectives.svg");
+        println!("wrote {path}");
+    }
+}
+
+/// All-ranks bandwidth against buffer size, one line per curve (log-2 x axis), as SVG.
+fn plot(curves: &[Curve]) -> String {
+    use plotters::prelude::*;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (860, 460)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let xs = curves.iter().flat_map(|c| c.1.iter().map(|p| p.0.log2()));
+        let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+        let ymax = curves
+            .iter()
+            .flat_map(|c| c.1.iter().map(|p| p.1))
+            .fold(1.0, f64::max)
+            * 1.1;
+        let Ok(mut chart) = ChartBuilder::on(&root)
+            .caption(
+                "collectives on sim: all-ranks GB/s by buffer size",
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d(x0..x1, 0f64..ymax)
+        else {
+            return String::new();
+        };
+        let _ = chart
+            .configure_mesh()
+            .x_label_formatter(&|v| human(2f64.powf(*v).round() as usize))
+            .x_desc("buffer size")
+            .y_desc("GB/s, all ranks")
+            .draw();
+        for (i, (name, pts)) in curves.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let dashed = name.contains("P = 4");
+            let style = ShapeStyle {
+                color,
+                filled: false,
+                stroke_width: if dashed { 1 } else { 2 },
+            };
+            if let Ok(a) = chart.draw_series(LineSeries::new(
+                pts.iter().map(|p| (p.0.log2(), p.1)),
+                style,
+            )) {
+                a.label(name.as_str())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+            }
+        }
+        let _ = chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw();
+        let _ = root.present();
+    }
+    out
 }
 
 fn human(b: usize) -> String {

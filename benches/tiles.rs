@@ -327,6 +327,9 @@ fn main() {
         "tiles"
     };
     let mut rep = report::Report::new(name);
+    if name == "tiles-native" {
+        rep.command = Some("RUSTFLAGS=\"-C target-cpu=native\" cargo bench --bench tiles".into());
+    }
     rep.tables.push(mm);
     rep.tables.push(red);
     rep.finish();

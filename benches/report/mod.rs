@@ -24,6 +24,9 @@ pub struct Report {
     pub rustc_target: String,
     /// The tables, in order.
     pub tables: Vec<Table>,
+    /// The command that made the report, when it is not `cargo bench --bench <bench>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 /// One table: a row per contender, a cell per column.
@@ -149,14 +152,19 @@ impl Report {
                 }
             ),
             tables: vec![],
+            command: None,
         }
     }
 
     /// The markdown `docs/performance.md` holds for this report.
     pub fn render(&self) -> String {
+        let command = self
+            .command
+            .clone()
+            .unwrap_or_else(|| format!("cargo bench --bench {}", self.bench));
         let mut s = format!(
-            "`cargo bench --bench {}` on {}; commit {}; rustc target {}.\n",
-            self.bench, self.machine, self.commit, self.rustc_target
+            "`{command}` on {}; commit {}; rustc target {}.\n",
+            self.machine, self.commit, self.rustc_target
         );
         for t in &self.tables {
             s.push('\n');
