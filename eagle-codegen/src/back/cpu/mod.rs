@@ -193,7 +193,6 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
         gemm_ids.insert(name, id);
     }
 
-
     let mut clif = BTreeMap::new();
     let mut sites = vec![];
     let mut code_bytes = 0usize;
