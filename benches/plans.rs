@@ -8,7 +8,8 @@
 //!
 //! Rounds are interleaved (every contender once per round); each row gives the min / median /
 //! max over rounds, and each ratio is of medians. Results are checked bit for bit against the
-//! Rust loop before timing.
+//! Rust loop before timing. With `--save`, also writes `docs/plan-scaling.svg` (each
+//! contender's speed-up over its own 1-thread time).
 //!
 //! `cargo bench --bench plans` (`-- --quick` for 3 rounds; `-- --save` writes
 //! `docs/bench/plans.json` and its tables in `docs/performance.md`)
@@ -186,6 +187,17 @@ fn main() {
         m[0] / m[1]
     ));
     rep.tables.push(t);
+    // Speed-up over each contender's own 1-thread time, for the scaling plot.
+    let mut curves: Vec<(String, Vec<(f64, f64)>)> = vec![
+        (
+            "eagle mapreduce".into(),
+            vec![(1.0, 1.0), (2.0, m[2] / m[3])],
+        ),
+        (
+            "Rust loop, sum of squares".into(),
+            vec![(1.0, 1.0), (2.0, m[0] / m[1])],
+        ),
+    ];
 
     // Sample-local.
     let mut want = vec![0.0; n];
@@ -258,6 +270,11 @@ fn main() {
         m[1] / m[3]
     ));
     rep.tables.push(t);
+    curves.push(("eagle sigmoid".into(), vec![(1.0, 1.0), (2.0, m[2] / m[3])]));
+    curves.push((
+        "rayon sigmoid (1 thread: the Rust loop)".into(),
+        vec![(1.0, 1.0), (2.0, m[0] / m[1])],
+    ));
 
     // Scaling.
     let n = 200_000;
@@ -293,5 +310,73 @@ fn main() {
         m[0] / m[2]
     ));
     rep.tables.push(t);
+    curves.push((
+        "eagle newton (compute-bound)".into(),
+        vec![(1.0, 1.0), (2.0, m[0] / m[1]), (4.0, m[0] / m[2])],
+    ));
     rep.finish();
+    if std::env::args().any(|a| a == "--save") {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/plan-scaling.svg");
+        std::fs::write(path, plot(&curves)).expect("write docs/plan-scaling.svg");
+        println!("wrote {path}");
+    }
+}
+
+/// Speed-up over one thread against threads, one line per contender, as SVG.
+fn plot(curves: &[(String, Vec<(f64, f64)>)]) -> String {
+    use plotters::prelude::*;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (760, 400)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let ymax = curves
+            .iter()
+            .flat_map(|c| c.1.iter().map(|p| p.1))
+            .fold(2.0, f64::max)
+            * 1.1;
+        let Ok(mut chart) = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "plans: speed-up over 1 thread ({} logical CPUs)",
+                    std::thread::available_parallelism().map_or(0, |n| n.get())
+                ),
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(40)
+            .build_cartesian_2d(1f64..4f64, 0f64..ymax)
+        else {
+            return String::new();
+        };
+        let _ = chart
+            .configure_mesh()
+            .x_desc("threads")
+            .y_desc("speed-up over 1 thread")
+            .draw();
+        for (i, (name, pts)) in curves.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let style = ShapeStyle {
+                color,
+                filled: false,
+                stroke_width: 2,
+            };
+            if let Ok(a) = chart.draw_series(LineSeries::new(pts.iter().copied(), style)) {
+                a.label(name.as_str())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+            }
+        }
+        let _ = chart.draw_series(LineSeries::new(
+            vec![(1.0, 1.0), (4.0, 4.0)],
+            &BLACK.mix(0.3),
+        ));
+        let _ = chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw();
+        let _ = root.present();
+    }
+    out
 }
