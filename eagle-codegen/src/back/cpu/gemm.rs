@@ -9,8 +9,8 @@
 //! target features: the vector lanes hold different `j` (and the register block different
 //! `i`), never different `k`.
 //!
-//! **Blocking.** `b` is packed one panel of [`Kernel::NR`] columns at a time into a contiguous
-//! `[k][NR]` buffer (columns past `n` padded with the additive identity); each panel is then
+//! **Blocking.** `b` is packed one panel of `NR` columns (the kernel's width) at a time into a
+//! contiguous `[k][NR]` buffer (columns past `n` padded with the additive identity); each panel is then
 //! swept by `MR x NR` blocks of `c` held in registers, reading `MR` rows of `a` in place (rows
 //! past `m` repeat the last row; their results are dropped). A padded lane or row never feeds
 //! a kept element: `dst[i][j]` reads only row `i` of `a` and column `j` of `b`.
@@ -30,27 +30,29 @@ pub(super) const F32: &str = "eagle_gemm_f32";
 /// The symbol of [`gemm_f64`] in the JIT module.
 pub(super) const F64: &str = "eagle_gemm_f64";
 
-/// The symbol and address of the micro-kernel GEMM for float dtype `d` (`None` for other
-/// dtypes: they run the backend's own loop).
-pub(super) fn entry(d: DType) -> Option<(&'static str, *const u8)> {
-    match d {
-        DType::F32 => Some((F32, gemm_f32 as *const u8)),
-        DType::F64 => Some((F64, gemm_f64 as *const u8)),
-        _ => None,
-    }
+/// The micro-kernel GEMMs: dtype, symbol in the JIT module, address (for the JIT's symbol
+/// table). Other dtypes run the backend's own loop.
+pub(super) fn symbols() -> [(DType, &'static str, *const u8); 2] {
+    [
+        (DType::F32, F32, gemm_f32 as *const u8),
+        (DType::F64, F64, gemm_f64 as *const u8),
+    ]
 }
 
-/// Every symbol [`entry`] can return, with its address (for the JIT's symbol table).
-pub(super) fn symbols() -> [(&'static str, *const u8); 2] {
-    [(F32, gemm_f32 as *const u8), (F64, gemm_f64 as *const u8)]
+/// The symbol of the micro-kernel GEMM for dtype `d`, if it has one.
+pub(super) fn entry(d: DType) -> Option<&'static str> {
+    symbols()
+        .into_iter()
+        .find(|(t, _, _)| *t == d)
+        .map(|(_, name, _)| name)
 }
 
 /// A float element the micro-kernels run on.
 trait Elem: Copy + Add<Output = Self> + Mul<Output = Self> + 'static {
     /// The identity of `+` (`c0` when there is no accumulator), as the evaluator defines it.
     fn identity() -> Self;
-    /// This thread's packing buffer for this dtype (taken out: no closure runs the kernel,
-    /// so the kernel is compiled with its caller's target features).
+    /// This thread's packing buffer for this dtype, taken out of its thread-local (kept
+    /// between GEMMs so that a GEMM allocates only when it needs a larger panel).
     fn take_panel() -> Vec<Self>;
     /// Gives the buffer back for the next GEMM on this thread.
     fn put_panel(p: Vec<Self>);

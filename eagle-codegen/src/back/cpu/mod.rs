@@ -152,7 +152,7 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
             message: e.to_string(),
         })?;
     let mut jb = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    for (name, addr) in gemm::symbols() {
+    for (_, name, addr) in gemm::symbols() {
         jb.symbol(name, addr);
     }
     let mut module = JITModule::new(jb);
@@ -183,7 +183,7 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
     gemm_sig.params.extend([AbiParam::new(ptr); 4]);
     gemm_sig.params.extend([AbiParam::new(types::I64); 3]);
     let mut gemm_ids = BTreeMap::new();
-    for (name, _) in gemm::symbols() {
+    for (_, name, _) in gemm::symbols() {
         let id = module
             .declare_function(name, Linkage::Import, &gemm_sig)
             .map_err(|e| CodegenError::Cranelift {
@@ -288,7 +288,7 @@ fn lower_function(
         if let (OpKind::Tile(TileOp::Matmul | TileOp::MatmulAcc, _), Some(r)) =
             (&op.kind, op.result)
         {
-            if let Some((name, _)) = f.ty(r).dtype().and_then(gemm::entry) {
+            if let Some(name) = f.ty(r).dtype().and_then(gemm::entry) {
                 gemm_refs
                     .entry(name)
                     .or_insert_with(|| module.declare_func_in_func(gemm_ids[name], b.func));

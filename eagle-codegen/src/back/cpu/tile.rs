@@ -645,7 +645,7 @@ impl Lower<'_, '_> {
         n: u64,
         d: DType,
     ) -> Result<(), CodegenError> {
-        if let Some((name, _)) = super::gemm::entry(d) {
+        if let Some(name) = super::gemm::entry(d) {
             let f = *self
                 .gemm_refs
                 .get(name)
