@@ -25,9 +25,10 @@ mod emulation;
 const A: [u64; 2] = [6, 19];
 const B: [u64; 2] = [19, 7];
 const C: [u64; 2] = [6, 7];
-/// An odd row count and a wide `B`, for matmul's register blocks and their edges.
+/// An odd row count and a wide `B` (more than one 64-column panel), for matmul's register
+/// blocks and their edges.
 const E: [u64; 2] = [5, 19];
-const W: [u64; 2] = [19, 21];
+const W: [u64; 2] = [19, 70];
 
 /// A case: the op text with operands `A`, `B`, `C` (tiles of the shapes above), `R` (the
 /// row-max `[6, 1]`), `Q` (the col-sum `[1, 19]`), `S` (the whole-tile max, a scalar); the
@@ -82,8 +83,8 @@ fn cases(d: DType) -> Vec<Case> {
         c("iota_1", &[], &[6, 19], None, false),
         c("matmul", &['A', 'B'], &[6, 7], None, true),
         c("matmul_acc", &['C', 'A', 'B'], &[6, 7], None, true),
-        c("matmul", &['E', 'W'], &[5, 21], None, true),
-        c("transpose", &['W'], &[21, 19], None, false),
+        c("matmul", &['E', 'W'], &[5, 70], None, true),
+        c("transpose", &['W'], &[70, 19], None, false),
     ];
     if let Some(Case { op, .. }) = v.iter_mut().find(|k| k.text.starts_with("extract")) {
         *op = TileOp::Extract(vec![1, 3]);
@@ -338,7 +339,7 @@ fn check(d: DType, target: Target, opts: &RunOptions, compared: &mut usize) -> V
         values(d, 133, 10),
         values(d, 42, 12),
     );
-    let (e, w) = (values(d, 95, 14), values(d, 399, 16));
+    let (e, w) = (values(d, 95, 14), values(d, 19 * 70, 16));
     let (ab, bb, cb, eb, wb) = (bytes(&a), bytes(&b), bytes(&c), bytes(&e), bytes(&w));
     let mut outs: Vec<Vec<u8>> = cases
         .iter()
