@@ -56,11 +56,11 @@ trait Elem: Copy + Add<Output = Self> + Mul<Output = Self> + 'static {
     fn take_panel() -> Vec<Self>;
     /// Gives the buffer back for the next GEMM on this thread.
     fn put_panel(p: Vec<Self>);
-    /// Every micro-kernel this CPU can run for this dtype, widest first, as (instruction
-    /// set, rows, columns, kernel).
+    /// Every micro-kernel this CPU can run for this dtype, fastest first, as (instruction
+    /// set, rows, columns, kernel); the last is one column wide (for matrix-vector products).
     fn kernels() -> Vec<(&'static str, usize, usize, MicroFn<Self>)>;
-    /// The widest of [`Elem::kernels`], detected once per process.
-    fn widest() -> &'static Kernel<Self>;
+    /// [`Elem::kernels`], detected once per process.
+    fn cached() -> &'static [Kernel<Self>];
 }
 
 thread_local! {
@@ -81,15 +81,23 @@ impl Elem for f32 {
     fn put_panel(p: Vec<Self>) {
         PANEL_F32.with(|c| *c.borrow_mut() = p);
     }
-    fn widest() -> &'static Kernel<Self> {
-        static K: OnceLock<Kernel<f32>> = OnceLock::new();
-        K.get_or_init(|| widest(Self::kernels()))
+    fn cached() -> &'static [Kernel<Self>] {
+        static K: OnceLock<Vec<Kernel<f32>>> = OnceLock::new();
+        K.get_or_init(|| {
+            Self::kernels()
+                .into_iter()
+                .map(|(_, mr, nr, f)| Kernel { mr, nr, f })
+                .collect()
+        })
     }
     fn kernels() -> Vec<(&'static str, usize, usize, MicroFn<Self>)> {
         #[cfg(target_arch = "x86_64")]
         return x86::f32_kernels();
         #[cfg(not(target_arch = "x86_64"))]
-        return vec![("portable", 4, 16, portable::<Self, 4, 16>)];
+        return vec![
+            ("portable", 4, 16, portable::<Self, 4, 16>),
+            ("portable column", 8, 1, portable::<Self, 8, 1>),
+        ];
     }
 }
 
@@ -106,15 +114,23 @@ impl Elem for f64 {
     fn put_panel(p: Vec<Self>) {
         PANEL_F64.with(|c| *c.borrow_mut() = p);
     }
-    fn widest() -> &'static Kernel<Self> {
-        static K: OnceLock<Kernel<f64>> = OnceLock::new();
-        K.get_or_init(|| widest(Self::kernels()))
+    fn cached() -> &'static [Kernel<Self>] {
+        static K: OnceLock<Vec<Kernel<f64>>> = OnceLock::new();
+        K.get_or_init(|| {
+            Self::kernels()
+                .into_iter()
+                .map(|(_, mr, nr, f)| Kernel { mr, nr, f })
+                .collect()
+        })
     }
     fn kernels() -> Vec<(&'static str, usize, usize, MicroFn<Self>)> {
         #[cfg(target_arch = "x86_64")]
         return x86::f64_kernels();
         #[cfg(not(target_arch = "x86_64"))]
-        return vec![("portable", 4, 8, portable::<Self, 4, 8>)];
+        return vec![
+            ("portable", 4, 8, portable::<Self, 4, 8>),
+            ("portable column", 8, 1, portable::<Self, 8, 1>),
+        ];
     }
 }
 
@@ -146,7 +162,7 @@ pub(super) unsafe extern "C" fn gemm_f32(
     n: u64,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { dispatch(dst, c, a, b, m, k, n, f32::widest()) }
+    unsafe { dispatch(dst, c, a, b, m, k, n, pick(f32::cached(), n)) }
 }
 
 /// [`gemm_f32`] for `f64`.
@@ -163,7 +179,7 @@ pub(super) unsafe extern "C" fn gemm_f64(
     n: u64,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { dispatch(dst, c, a, b, m, k, n, f64::widest()) }
+    unsafe { dispatch(dst, c, a, b, m, k, n, pick(f64::cached(), n)) }
 }
 
 /// A micro-kernel: `acc[r][l] += rows[r][kk] * panel[kk][l]` for `kk` ascending over `0..k`,
@@ -331,6 +347,7 @@ mod x86 {
         }
         v.push(("sse2", 6, 8, f32_sse2));
         v.push(("portable", 4, 16, super::portable::<f32, 4, 16>));
+        v.push(("portable column", 8, 1, super::portable::<f32, 8, 1>));
         v
     }
 
@@ -345,6 +362,7 @@ mod x86 {
         }
         v.push(("sse2", 6, 4, f64_sse2));
         v.push(("portable", 4, 8, super::portable::<f64, 4, 8>));
+        v.push(("portable column", 8, 1, super::portable::<f64, 8, 1>));
         v
     }
 }
@@ -385,10 +403,15 @@ unsafe fn portable<T: Elem, const MR: usize, const NR: usize>(
     }
 }
 
-/// The first (widest) of `kernels`.
-fn widest<T>(kernels: Vec<(&'static str, usize, usize, MicroFn<T>)>) -> Kernel<T> {
-    let (_, mr, nr, f) = kernels[0];
-    Kernel { mr, nr, f }
+/// The kernel for `n` columns: the widest whose block is no wider than `n` (a block wider
+/// than the matrix computes padding: a matrix-vector product on a 64-column block would
+/// throw away 63 of every 64 lanes), else the narrowest.
+fn pick<T>(kernels: &[Kernel<T>], n: u64) -> &Kernel<T> {
+    let n = n as usize;
+    kernels
+        .iter()
+        .find(|k| k.nr <= n)
+        .unwrap_or(&kernels[kernels.len() - 1])
 }
 
 /// Builds the [`Gemm`] and runs it with kernel `kern`.
@@ -595,6 +618,23 @@ mod tests {
     fn every_kernel_matches_the_evaluators_order_bit_for_bit() {
         every_kernel_matches::<f32>();
         every_kernel_matches::<f64>();
+    }
+
+    #[test]
+    fn narrow_matrices_get_a_kernel_no_wider_than_they_are() {
+        let ks = f32::cached();
+        assert_eq!(
+            pick(ks, 1).nr,
+            1,
+            "a matrix-vector product runs the column kernel"
+        );
+        assert!(pick(ks, 7).nr <= 7);
+        assert_eq!(
+            pick(ks, 4096).nr,
+            ks[0].nr,
+            "wide matrices run the fastest kernel"
+        );
+        assert_eq!(pick(f64::cached(), 1).nr, 1);
     }
 
     #[test]
