@@ -57,7 +57,8 @@ trait Elem: Copy + Add<Output = Self> + Mul<Output = Self> + 'static {
     /// Gives the buffer back for the next GEMM on this thread.
     fn put_panel(p: Vec<Self>);
     /// Every micro-kernel this CPU can run for this dtype, fastest first, as (instruction
-    /// set, rows, columns, kernel); the last is one column wide (for matrix-vector products).
+    /// set, rows, columns, kernel); the last two are one column wide (8 rows, for
+    /// matrix-vector products) and one element (for a single dot product).
     fn kernels() -> Vec<(&'static str, usize, usize, MicroFn<Self>)>;
     /// [`Elem::kernels`], detected once per process.
     fn cached() -> &'static [Kernel<Self>];
@@ -97,6 +98,7 @@ impl Elem for f32 {
         return vec![
             ("portable", 4, 16, portable::<Self, 4, 16>),
             ("portable column", 8, 1, portable::<Self, 8, 1>),
+            ("portable scalar", 1, 1, portable::<Self, 1, 1>),
         ];
     }
 }
@@ -130,6 +132,7 @@ impl Elem for f64 {
         return vec![
             ("portable", 4, 8, portable::<Self, 4, 8>),
             ("portable column", 8, 1, portable::<Self, 8, 1>),
+            ("portable scalar", 1, 1, portable::<Self, 1, 1>),
         ];
     }
 }
@@ -162,7 +165,7 @@ pub(super) unsafe extern "C" fn gemm_f32(
     n: u64,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { dispatch(dst, c, a, b, m, k, n, pick(f32::cached(), n)) }
+    unsafe { dispatch(dst, c, a, b, m, k, n, pick(f32::cached(), m, n)) }
 }
 
 /// [`gemm_f32`] for `f64`.
@@ -179,7 +182,7 @@ pub(super) unsafe extern "C" fn gemm_f64(
     n: u64,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { dispatch(dst, c, a, b, m, k, n, pick(f64::cached(), n)) }
+    unsafe { dispatch(dst, c, a, b, m, k, n, pick(f64::cached(), m, n)) }
 }
 
 /// A micro-kernel: `acc[r][l] += rows[r][kk] * panel[kk][l]` for `kk` ascending over `0..k`,
@@ -348,6 +351,7 @@ mod x86 {
         v.push(("sse2", 6, 8, f32_sse2));
         v.push(("portable", 4, 16, super::portable::<f32, 4, 16>));
         v.push(("portable column", 8, 1, super::portable::<f32, 8, 1>));
+        v.push(("portable scalar", 1, 1, super::portable::<f32, 1, 1>));
         v
     }
 
@@ -363,6 +367,7 @@ mod x86 {
         v.push(("sse2", 6, 4, f64_sse2));
         v.push(("portable", 4, 8, super::portable::<f64, 4, 8>));
         v.push(("portable column", 8, 1, super::portable::<f64, 8, 1>));
+        v.push(("portable scalar", 1, 1, super::portable::<f64, 1, 1>));
         v
     }
 }
@@ -403,15 +408,19 @@ unsafe fn portable<T: Elem, const MR: usize, const NR: usize>(
     }
 }
 
-/// The kernel for `n` columns: the widest whose block is no wider than `n` (a block wider
-/// than the matrix computes padding: a matrix-vector product on a 64-column block would
-/// throw away 63 of every 64 lanes), else the narrowest.
-fn pick<T>(kernels: &[Kernel<T>], n: u64) -> &Kernel<T> {
+/// The kernel for an `[m, n]` result: the fastest whose block is no wider than `n` (a block
+/// wider than the matrix computes padding: a matrix-vector product on a 64-column block would
+/// throw away 63 of every 64 lanes), else the one-column kernel; a single dot product
+/// (`m = n = 1`) runs the one-element kernel.
+fn pick<T>(kernels: &[Kernel<T>], m: u64, n: u64) -> &Kernel<T> {
+    let (scalar, rest) = kernels.split_last().expect("every dtype has kernels");
+    if m <= 1 && n <= 1 {
+        return scalar;
+    }
     let n = n as usize;
-    kernels
-        .iter()
+    rest.iter()
         .find(|k| k.nr <= n)
-        .unwrap_or(&kernels[kernels.len() - 1])
+        .unwrap_or(&rest[rest.len() - 1])
 }
 
 /// Builds the [`Gemm`] and runs it with kernel `kern`.
@@ -623,18 +632,24 @@ mod tests {
     #[test]
     fn narrow_matrices_get_a_kernel_no_wider_than_they_are() {
         let ks = f32::cached();
+        let shape = |k: &Kernel<f32>| (k.mr, k.nr);
         assert_eq!(
-            pick(ks, 1).nr,
-            1,
-            "a matrix-vector product runs the column kernel"
+            shape(pick(ks, 64, 1)),
+            (8, 1),
+            "a matrix-vector product: the column kernel"
         );
-        assert!(pick(ks, 7).nr <= 7);
         assert_eq!(
-            pick(ks, 4096).nr,
+            shape(pick(ks, 1, 1)),
+            (1, 1),
+            "a dot product: the one-element kernel"
+        );
+        assert!(pick(ks, 9, 7).nr <= 7);
+        assert_eq!(
+            pick(ks, 9, 4096).nr,
             ks[0].nr,
             "wide matrices run the fastest kernel"
         );
-        assert_eq!(pick(f64::cached(), 1).nr, 1);
+        assert_eq!(pick(f64::cached(), 3, 1).nr, 1);
     }
 
     #[test]
