@@ -470,9 +470,13 @@ unsafe fn dispatch<T: Elem>(
 unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
     let (mr_max, nr_max) = (kern.mr, kern.nr);
     let id = T::identity();
+    // `b` exactly one block wide is its own panel (a matrix-vector product): no copy.
+    let packed = g.n != nr_max;
     let mut panel = T::take_panel();
     panel.clear();
-    panel.resize(g.k * nr_max, id);
+    if packed {
+        panel.resize(g.k * nr_max, id);
+    }
     let mut acc = [id; MAX_BLOCK];
     let acc = &mut acc[..mr_max * nr_max];
     for j0 in (0..g.n).step_by(nr_max) {
@@ -481,6 +485,7 @@ unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
             row[..nr].copy_from_slice(&g.b[kk * g.n + j0..][..nr]);
             row[nr..].fill(id);
         }
+        let panel: &[T] = if packed { &panel } else { g.b };
         for i0 in (0..g.m).step_by(mr_max) {
             let mr = mr_max.min(g.m - i0);
             for (r, row) in acc.chunks_exact_mut(nr_max).enumerate().take(mr) {
