@@ -197,6 +197,16 @@ pub fn parse_devices_on(platform: Platform, s: &str) -> Result<Vec<usize>> {
     Ok(out)
 }
 
+/// `--wait-timeout`'s value: whole seconds, at least 1.
+fn parse_wait_timeout(s: &str) -> std::result::Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(t) if t >= 1 => Ok(t),
+        _ => Err(format!(
+            "expected a whole number of seconds, at least 1 (such as `60`), found `{s}`"
+        )),
+    }
+}
+
 /// Options shared by the runner and the examples.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CommonArgs {
@@ -204,7 +214,7 @@ pub struct CommonArgs {
     #[arg(short, long, default_value = "sim")]
     pub platform: String,
     /// Comma-separated device ids; the world size P is their count (e.g. 0,1,2,3).
-    #[arg(short, long, default_value = "0,1")]
+    #[arg(short, long, default_value = "0,1", allow_hyphen_values = true)]
     pub devices: String,
     /// Print the generic and specialized IR of every launch.
     #[arg(long)]
@@ -217,7 +227,7 @@ pub struct CommonArgs {
     pub no_race_check: bool,
     /// Seconds a rank may block in one wait or barrier before the run fails (default 60; at
     /// least 1).
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", value_parser = parse_wait_timeout, allow_hyphen_values = true)]
     pub wait_timeout: Option<u64>,
     /// Show eagle's tracing spans on standard error: `-v` launches, compiles and plan runs with
     /// their durations, `-vv` every stage, dispatch and cache lookup (`RUST_LOG=eagle=debug`

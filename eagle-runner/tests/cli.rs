@@ -112,6 +112,12 @@ fn bad_command_lines_exit_with_code_2_and_a_message() {
         (&["-d", "0,a"], "entry 1 is `a`, not a device id"),
         (&["-d", "0,-1"], "entry 1 is `-1`"),
         (&["-d", "1,1"], "device 1 is listed twice"),
+        (&["-d", "-1"], "entry 0 is `-1`"),
+        (
+            &["--wait-timeout", "0"],
+            "expected a whole number of seconds, at least 1 (such as `60`), found `0`",
+        ),
+        (&["--wait-timeout", "-1"], "found `-1`"),
         (&["-d", "0,1024"], "device 1024 does not exist"),
         (&["-p", "tpu", "-d", "0"], "unknown platform `tpu`"),
         (&["--step", "99"], "unknown step `99`"),
