@@ -56,86 +56,52 @@ trait Elem: Copy + Add<Output = Self> + Mul<Output = Self> + 'static {
     fn take_panel() -> Vec<Self>;
     /// Gives the buffer back for the next GEMM on this thread.
     fn put_panel(p: Vec<Self>);
-    /// Every micro-kernel this CPU can run for this dtype, fastest first, as (instruction
-    /// set, rows, columns, kernel); the last two are one column wide (8 rows, for
-    /// matrix-vector products) and one element (for a single dot product).
-    fn kernels() -> Vec<(&'static str, usize, usize, MicroFn<Self>)>;
-    /// [`Elem::kernels`], detected once per process.
-    fn cached() -> &'static [Kernel<Self>];
+    /// Every micro-kernel this CPU runs for this dtype, fastest first, detected once per
+    /// process; the last two are one column wide (8 rows, for matrix-vector products) and one
+    /// element (for a single dot product).
+    fn kernels() -> &'static [Kernel<Self>];
 }
 
-thread_local! {
-    static PANEL_F32: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static PANEL_F64: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
-}
-
-impl Elem for f32 {
-    fn identity() -> Self {
-        match eagle_ir::tile::add_identity(DType::F32) {
-            Scalar::F32(x) => x,
-            _ => -0.0,
+/// Implements [`Elem`] for float `$t` (`DType::$d`, `Scalar::$d`): its packing buffer in
+/// thread-local `$panel`, its SIMD kernels from `simd::$t`, then the portable ones (`$nr`
+/// columns wide, one column, one element).
+macro_rules! elem {
+    ($t:ident, $d:ident, $panel:ident, $nr:literal) => {
+        thread_local! {
+            static $panel: RefCell<Vec<$t>> = const { RefCell::new(Vec::new()) };
         }
-    }
-    fn take_panel() -> Vec<Self> {
-        PANEL_F32.with(|p| p.take())
-    }
-    fn put_panel(p: Vec<Self>) {
-        PANEL_F32.with(|c| *c.borrow_mut() = p);
-    }
-    fn cached() -> &'static [Kernel<Self>] {
-        static K: OnceLock<Vec<Kernel<f32>>> = OnceLock::new();
-        K.get_or_init(|| {
-            Self::kernels()
-                .into_iter()
-                .map(|(_, mr, nr, f)| Kernel { mr, nr, f })
-                .collect()
-        })
-    }
-    fn kernels() -> Vec<(&'static str, usize, usize, MicroFn<Self>)> {
-        #[cfg(target_arch = "x86_64")]
-        return x86::f32_kernels();
-        #[cfg(not(target_arch = "x86_64"))]
-        return vec![
-            ("portable", 4, 16, portable::<Self, 4, 16>),
-            ("portable column", 8, 1, portable::<Self, 8, 1>),
-            ("portable scalar", 1, 1, portable::<Self, 1, 1>),
-        ];
-    }
+
+        impl Elem for $t {
+            fn identity() -> Self {
+                match eagle_ir::tile::add_identity(DType::$d) {
+                    Scalar::$d(x) => x,
+                    _ => -0.0,
+                }
+            }
+            fn take_panel() -> Vec<Self> {
+                $panel.with(|p| p.take())
+            }
+            fn put_panel(p: Vec<Self>) {
+                $panel.with(|c| *c.borrow_mut() = p);
+            }
+            fn kernels() -> &'static [Kernel<Self>] {
+                static K: OnceLock<Vec<Kernel<$t>>> = OnceLock::new();
+                K.get_or_init(|| {
+                    let mut v = simd::$t();
+                    v.extend([
+                        portable::<$t, 4, $nr>(),
+                        portable::<$t, 8, 1>(),
+                        portable::<$t, 1, 1>(),
+                    ]);
+                    v
+                })
+            }
+        }
+    };
 }
 
-impl Elem for f64 {
-    fn identity() -> Self {
-        match eagle_ir::tile::add_identity(DType::F64) {
-            Scalar::F64(x) => x,
-            _ => -0.0,
-        }
-    }
-    fn take_panel() -> Vec<Self> {
-        PANEL_F64.with(|p| p.take())
-    }
-    fn put_panel(p: Vec<Self>) {
-        PANEL_F64.with(|c| *c.borrow_mut() = p);
-    }
-    fn cached() -> &'static [Kernel<Self>] {
-        static K: OnceLock<Vec<Kernel<f64>>> = OnceLock::new();
-        K.get_or_init(|| {
-            Self::kernels()
-                .into_iter()
-                .map(|(_, mr, nr, f)| Kernel { mr, nr, f })
-                .collect()
-        })
-    }
-    fn kernels() -> Vec<(&'static str, usize, usize, MicroFn<Self>)> {
-        #[cfg(target_arch = "x86_64")]
-        return x86::f64_kernels();
-        #[cfg(not(target_arch = "x86_64"))]
-        return vec![
-            ("portable", 4, 8, portable::<Self, 4, 8>),
-            ("portable column", 8, 1, portable::<Self, 8, 1>),
-            ("portable scalar", 1, 1, portable::<Self, 1, 1>),
-        ];
-    }
-}
+elem!(f32, F32, PANEL_F32, 16);
+elem!(f64, F64, PANEL_F64, 8);
 
 /// The operands of one GEMM: `dst[m][n] = c[m][n] (or the identity) + a[m][k] x b[k][n]`, all
 /// row-major and contiguous.
@@ -165,7 +131,7 @@ pub(super) unsafe extern "C" fn gemm_f32(
     n: u64,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { dispatch(dst, c, a, b, m, k, n, pick(f32::cached(), m, n)) }
+    unsafe { dispatch(dst, c, a, b, m, k, n, pick(f32::kernels(), m, n)) }
 }
 
 /// [`gemm_f32`] for `f64`.
@@ -182,7 +148,7 @@ pub(super) unsafe extern "C" fn gemm_f64(
     n: u64,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { dispatch(dst, c, a, b, m, k, n, pick(f64::cached(), m, n)) }
+    unsafe { dispatch(dst, c, a, b, m, k, n, pick(f64::kernels(), m, n)) }
 }
 
 /// A micro-kernel: `acc[r][l] += rows[r][kk] * panel[kk][l]` for `kk` ascending over `0..k`,
@@ -190,8 +156,11 @@ pub(super) unsafe extern "C" fn gemm_f64(
 /// and `panel` a `[k][nr]` buffer.
 type MicroFn<T> = unsafe fn(k: usize, rows: *const *const T, panel: *const T, acc: *mut T);
 
-/// A micro-kernel and its block shape.
+/// A micro-kernel, its block shape and what it runs on.
 struct Kernel<T> {
+    /// The instruction set (`avx512f`, `avx`, `sse2`, `portable`), named in test failures.
+    #[cfg_attr(not(test), allow(dead_code))]
+    name: &'static str,
     /// Rows of `c` per block (at most [`MAX_MR`]).
     mr: usize,
     /// Columns of `c` per block: whole vectors.
@@ -212,46 +181,56 @@ const MAX_BLOCK: usize = 256;
 macro_rules! micro_kernel {
     ($name:ident, $feat:literal, $t:ty, $v:ty, $lanes:literal, $mr:literal, $nv:literal,
      $load:path, $store:path, $splat:path, $mul:path, $add:path) => {
-        /// A [`MicroFn`] (see [`micro_kernel`]).
-        ///
-        /// # Safety
-        /// The CPU has the target features; the pointers are valid as [`MicroFn`] says.
-        #[target_feature(enable = $feat)]
-        unsafe fn $name(k: usize, rows: *const *const $t, panel: *const $t, acc: *mut $t) {
-            const NR: usize = $nv * $lanes;
-            // SAFETY: the caller's contract: `acc` is [$mr][NR], `rows` holds $mr row
-            // pointers each valid for `k` reads, `panel` is [k][NR].
-            unsafe {
-                let mut c: [[$v; $nv]; $mr] = [[$splat(0.0); $nv]; $mr];
-                for (r, cr) in c.iter_mut().enumerate() {
-                    for (v, cv) in cr.iter_mut().enumerate() {
-                        *cv = $load(acc.add(r * NR + v * $lanes));
+        /// The [`Kernel`] of `$mr` rows x `$nv` vectors for `$feat` (see [`micro_kernel`]).
+        fn $name() -> Kernel<$t> {
+            /// The [`MicroFn`](super::MicroFn).
+            ///
+            /// # Safety
+            /// The CPU has the target features; the pointers are valid as [`MicroFn`](super::MicroFn) says.
+            #[target_feature(enable = $feat)]
+            unsafe fn kernel(k: usize, rows: *const *const $t, panel: *const $t, acc: *mut $t) {
+                const NR: usize = $nv * $lanes;
+                // SAFETY: the caller's contract: `acc` is [$mr][NR], `rows` holds $mr row
+                // pointers each valid for `k` reads, `panel` is [k][NR].
+                unsafe {
+                    let mut c: [[$v; $nv]; $mr] = [[$splat(0.0); $nv]; $mr];
+                    for (r, cr) in c.iter_mut().enumerate() {
+                        for (v, cv) in cr.iter_mut().enumerate() {
+                            *cv = $load(acc.add(r * NR + v * $lanes));
+                        }
                     }
-                }
-                let rows: [*const $t; $mr] = std::array::from_fn(|r| *rows.add(r));
-                for kk in 0..k {
-                    let p = panel.add(kk * NR);
-                    let b: [$v; $nv] = std::array::from_fn(|v| $load(p.add(v * $lanes)));
-                    for (cr, row) in c.iter_mut().zip(&rows) {
-                        let x = $splat(*row.add(kk));
-                        for (cv, bv) in cr.iter_mut().zip(&b) {
-                            *cv = $add(*cv, $mul(x, *bv));
+                    let rows: [*const $t; $mr] = std::array::from_fn(|r| *rows.add(r));
+                    for kk in 0..k {
+                        let p = panel.add(kk * NR);
+                        let b: [$v; $nv] = std::array::from_fn(|v| $load(p.add(v * $lanes)));
+                        for (cr, row) in c.iter_mut().zip(&rows) {
+                            let x = $splat(*row.add(kk));
+                            for (cv, bv) in cr.iter_mut().zip(&b) {
+                                *cv = $add(*cv, $mul(x, *bv));
+                            }
+                        }
+                    }
+                    for (r, cr) in c.iter().enumerate() {
+                        for (v, cv) in cr.iter().enumerate() {
+                            $store(acc.add(r * NR + v * $lanes), *cv);
                         }
                     }
                 }
-                for (r, cr) in c.iter().enumerate() {
-                    for (v, cv) in cr.iter().enumerate() {
-                        $store(acc.add(r * NR + v * $lanes), *cv);
-                    }
-                }
+            }
+            Kernel {
+                name: $feat,
+                mr: $mr,
+                nr: $nv * $lanes,
+                f: kernel,
             }
         }
     };
 }
 
+/// The x86-64 kernels, each compiled for its instruction set.
 #[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::MicroFn;
+mod simd {
+    use super::Kernel;
     use std::arch::x86_64::*;
 
     micro_kernel!(
@@ -339,45 +318,63 @@ mod x86 {
         _mm_add_pd
     );
 
-    /// Every `f32` kernel this CPU can run, widest first, as (name, mr, nr, kernel).
-    pub(super) fn f32_kernels() -> Vec<(&'static str, usize, usize, MicroFn<f32>)> {
-        let mut v: Vec<(&'static str, usize, usize, MicroFn<f32>)> = vec![];
+    /// The `f32` kernels this CPU has the features for, fastest first.
+    pub(super) fn f32() -> Vec<Kernel<f32>> {
+        let mut v = vec![];
         if is_x86_feature_detected!("avx512f") {
-            v.push(("avx512f", 4, 64, f32_avx512));
+            v.push(f32_avx512());
         }
         if is_x86_feature_detected!("avx") {
-            v.push(("avx", 6, 16, f32_avx));
+            v.push(f32_avx());
         }
-        v.push(("sse2", 6, 8, f32_sse2));
-        v.push(("portable", 4, 16, super::portable::<f32, 4, 16>));
-        v.push(("portable column", 8, 1, super::portable::<f32, 8, 1>));
-        v.push(("portable scalar", 1, 1, super::portable::<f32, 1, 1>));
+        v.push(f32_sse2());
         v
     }
 
-    /// As [`f32_kernels`] for `f64`.
-    pub(super) fn f64_kernels() -> Vec<(&'static str, usize, usize, MicroFn<f64>)> {
-        let mut v: Vec<(&'static str, usize, usize, MicroFn<f64>)> = vec![];
+    /// As [`f32`] for `f64`.
+    pub(super) fn f64() -> Vec<Kernel<f64>> {
+        let mut v = vec![];
         if is_x86_feature_detected!("avx512f") {
-            v.push(("avx512f", 4, 32, f64_avx512));
+            v.push(f64_avx512());
         }
         if is_x86_feature_detected!("avx") {
-            v.push(("avx", 6, 8, f64_avx));
+            v.push(f64_avx());
         }
-        v.push(("sse2", 6, 4, f64_sse2));
-        v.push(("portable", 4, 8, super::portable::<f64, 4, 8>));
-        v.push(("portable column", 8, 1, super::portable::<f64, 8, 1>));
-        v.push(("portable scalar", 1, 1, super::portable::<f64, 1, 1>));
+        v.push(f64_sse2());
         v
     }
 }
 
-/// The portable micro-kernel (other architectures): the same loop on plain arrays, which
+/// No SIMD kernels off x86-64: the portable ones only.
+#[cfg(not(target_arch = "x86_64"))]
+mod simd {
+    use super::Kernel;
+
+    pub(super) fn f32() -> Vec<Kernel<f32>> {
+        vec![]
+    }
+
+    pub(super) fn f64() -> Vec<Kernel<f64>> {
+        vec![]
+    }
+}
+
+/// The portable [`Kernel`] of `MR` rows x `NR` columns: the same loop on plain arrays, which
 /// rustc vectorises with the target's baseline SIMD where it can.
+fn portable<T: Elem, const MR: usize, const NR: usize>() -> Kernel<T> {
+    Kernel {
+        name: "portable",
+        mr: MR,
+        nr: NR,
+        f: portable_kernel::<T, MR, NR>,
+    }
+}
+
+/// The [`MicroFn`] of [`portable`].
 ///
 /// # Safety
 /// As [`MicroFn`], with `MR` rows of `NR` columns.
-unsafe fn portable<T: Elem, const MR: usize, const NR: usize>(
+unsafe fn portable_kernel<T: Elem, const MR: usize, const NR: usize>(
     k: usize,
     rows: *const *const T,
     panel: *const T,
@@ -590,10 +587,10 @@ mod tests {
             (19, 40, 131),
         ];
         let kernels = T::kernels();
-        assert!(kernels.len() >= 2, "the portable kernel is always there");
-        for (name, mr, nr, f) in kernels {
+        assert!(kernels.len() >= 3, "the portable kernels are always there");
+        for kern in kernels {
+            let (name, mr, nr) = (kern.name, kern.mr, kern.nr);
             assert!(mr <= MAX_MR && mr * nr <= MAX_BLOCK, "{name}");
-            let kern = Kernel { mr, nr, f };
             for (m, k, n) in shapes {
                 let conv = |v: Vec<f32>| v.into_iter().map(T::from_f32).collect::<Vec<T>>();
                 let mut a = values(m * k, 1);
@@ -617,7 +614,7 @@ mod tests {
                             m as u64,
                             k as u64,
                             n as u64,
-                            &kern,
+                            kern,
                         )
                     };
                     let want = reference(acc.then_some(&c[..]), &a, &b, m, k, n);
@@ -636,7 +633,7 @@ mod tests {
 
     #[test]
     fn narrow_matrices_get_a_kernel_no_wider_than_they_are() {
-        let ks = f32::cached();
+        let ks = f32::kernels();
         let shape = |k: &Kernel<f32>| (k.mr, k.nr);
         assert_eq!(
             shape(pick(ks, 64, 1)),
@@ -654,7 +651,7 @@ mod tests {
             ks[0].nr,
             "wide matrices run the fastest kernel"
         );
-        assert_eq!(pick(f64::cached(), 3, 1).nr, 1);
+        assert_eq!(pick(f64::kernels(), 3, 1).nr, 1);
     }
 
     #[test]
