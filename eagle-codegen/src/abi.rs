@@ -262,6 +262,21 @@ pub struct Hooks {
         nbytes: u64,
         site: u32,
     ) -> i32,
+    /// Makes `nbytes` at offset `off` of window `win` on `peer` readable at the returned
+    /// address, for a tile that compiled code reads in place before this rank's next op that
+    /// may write memory or synchronise: a runtime that maps the peer's allocation into this
+    /// address space (`sim`) returns its address there, with no copy; another (`mpi`) copies
+    /// the bytes into `scratch` (`nbytes` of this rank's memory) as `get` does and returns
+    /// `scratch`. The checks are `get`'s. Returns null on failure, with the error recorded.
+    pub get_view: unsafe extern "C" fn(
+        ctx: *mut DeviceCtx,
+        win: u64,
+        peer: i64,
+        off: u64,
+        scratch: *mut u8,
+        nbytes: u64,
+        site: u32,
+    ) -> *const u8,
     /// Sets or adds (`op`: 0 = set, 1 = atomic add) `value` at offset `off` of signal window
     /// `win` on `peer`, with release semantics. `kind` is a [`sigkind`] code.
     pub notify: unsafe extern "C" fn(
@@ -318,6 +333,8 @@ pub mod hook {
     pub const PUT: i32 = offset_of!(Hooks, put) as i32;
     /// `get`
     pub const GET: i32 = offset_of!(Hooks, get) as i32;
+    /// `get_view`
+    pub const GET_VIEW: i32 = offset_of!(Hooks, get_view) as i32;
     /// `notify`
     pub const NOTIFY: i32 = offset_of!(Hooks, notify) as i32;
     /// `wait`
@@ -355,8 +372,13 @@ mod tests {
         );
         assert!(checks.contains("sizeof(eg_rt) == 48 && sizeof(eg_err) == 32"));
         assert_eq!(
-            (hook::WINDOW_BASE, hook::TRACK_WRITE, hook::TRACK_READ),
-            (0, 56, 64)
+            (
+                hook::WINDOW_BASE,
+                hook::GET_VIEW,
+                hook::TRACK_WRITE,
+                hook::TRACK_READ
+            ),
+            (0, 24, 64, 72)
         );
         assert_eq!((CTX_RANK, CTX_HOOKS), (0, 16));
         for (k, c) in eagle_ir::CmpOp::ALL.into_iter().enumerate() {

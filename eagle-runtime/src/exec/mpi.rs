@@ -641,6 +641,22 @@ unsafe extern "C" fn h_get(
     }
 }
 
+/// Another process's bytes cannot be read in place: copied into `scratch` as by `h_get`.
+unsafe extern "C" fn h_get_view(
+    ctx: *mut DeviceCtx,
+    win: u64,
+    peer: i64,
+    off: u64,
+    scratch: *mut u8,
+    n: u64,
+    site: u32,
+) -> *const u8 {
+    match unsafe { h_get(ctx, win, peer, off, scratch, n, site) } {
+        0 => scratch,
+        _ => std::ptr::null(),
+    }
+}
+
 /// Sets the signal element of `kind` at byte `off` of rank `target`'s part of `win` to `value`
 /// with [`fetch_add`] only: add the difference from the value read; if another rank changed
 /// the element in between, add the difference again from what the add found. With one writer
@@ -786,6 +802,7 @@ pub(crate) static HOOKS: Hooks = Hooks {
     window_base: h_window_base,
     put: h_put,
     get: h_get,
+    get_view: h_get_view,
     notify: h_notify,
     wait: h_wait,
     barrier: h_barrier,

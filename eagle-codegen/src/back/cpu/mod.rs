@@ -328,6 +328,10 @@ fn lower_function(
             mk(&[ptr, i64t, i64t, i64t, ptr, i64t, i32t], Some(i32t)),
         ),
         (
+            hook::GET_VIEW,
+            mk(&[ptr, i64t, i64t, i64t, ptr, i64t, i32t], Some(ptr)),
+        ),
+        (
             hook::NOTIFY,
             mk(&[ptr, i64t, i64t, i64t, i32t, i64t, i32t, i32t], Some(i32t)),
         ),
@@ -925,6 +929,36 @@ impl Lower<'_, '_> {
         let f = self.f;
         let res_ty = op.result.map(|r| f.ty(r).clone());
         Ok(match &op.kind {
+            OpKind::RemoteLoad { src, peer, offsets }
+                if op.result.is_some_and(|r| self.plan.views.contains(&r)) =>
+            {
+                // A view: the peer's bytes are read in place where the runtime maps them
+                // (BlockPlan), else from the copy `get_view` makes into the scratch tile.
+                let Some(Type::Tile(ts, d)) = res_ty else {
+                    return Err(self.err("remote_load without a tile result"));
+                };
+                let tile = ts.consts().unwrap_or_default();
+                let numel: u64 = tile.iter().product();
+                let scratch = self.stack(numel * d.size() as u64);
+                let win_shape = f
+                    .ty(*src)
+                    .shape()
+                    .and_then(|s| s.consts())
+                    .unwrap_or_default();
+                let offs = self.offsets(op, offsets, &win_shape, &tile)?;
+                let (id, woff) = self.win(*src)?;
+                let peer = self.scalar(*peer)?;
+                let site = self.sync_site(op);
+                let zero: Vec<ClValue> = (0..tile.len()).map(|_| self.iconst(0)).collect();
+                let rel = self.linear_with(&win_shape, &offs, &zero, d.size());
+                let at = self.b.ins().iadd(woff, rel);
+                let n = self.iconst((numel * d.size() as u64) as i64);
+                let p = self.call_hook(hook::GET_VIEW, &[id, peer, at, scratch, n, site]);
+                let failed = self.b.ins().icmp_imm_u(IntCC::Equal, p, 0);
+                let st = self.b.ins().uextend(types::I32, failed);
+                self.check(st);
+                Some(Cv::Mem(p))
+            }
             OpKind::RemoteLoad { src, peer, offsets } => {
                 let Some(Type::Tile(ts, d)) = res_ty else {
                     return Err(self.err("remote_load without a tile result"));
@@ -1407,8 +1441,17 @@ impl Lower<'_, '_> {
                     return Ok(Cv::Mem(self.iconst(0)));
                 }
                 let numel = shape.numel().unwrap_or(0);
+                let mut track = None;
                 let dst = match self.plan.direct.get(&r).cloned() {
-                    Some((store, dv, offsets)) => {
+                    Some(Direct {
+                        store,
+                        dst: dv,
+                        offsets,
+                        consts,
+                    }) => {
+                        for c in &consts {
+                            self.op(c)?;
+                        }
                         let dst_shape = f
                             .ty(dv)
                             .shape()
@@ -1420,6 +1463,13 @@ impl Lower<'_, '_> {
                         let off = self.linear_with(&dst_shape, &offs, &zero, rd.size());
                         let base = self.mem(dv)?;
                         self.stored.insert(r);
+                        // A store into symmetric memory: the runtime may track it (after
+                        // the loop, as the copying store does after its copy).
+                        if let Ok((id, woff)) = self.win(dv) {
+                            let at = self.b.ins().iadd(woff, off);
+                            let n = self.iconst((numel * rd.size() as u64) as i64);
+                            track = Some((id, at, n));
+                        }
                         self.b.ins().iadd(base, off)
                     }
                     None => self.stack(numel * rd.size() as u64),
@@ -1485,6 +1535,10 @@ impl Lower<'_, '_> {
                         lw.b.ins().store(MemFlagsData::trusted(), x, a, 0);
                         Ok(())
                     })?;
+                }
+                if let Some((id, at, n)) = track {
+                    let st = self.call_hook(hook::TRACK_WRITE, &[id, at, n]);
+                    self.check(st);
                 }
                 // Materialised: later uses read the tile, they do not re-evaluate the tree.
                 self.lazy_ops.remove(&r);
@@ -2034,13 +2088,27 @@ fn contiguous(tile: &[u64], shape: &[u64]) -> bool {
 ///   the block before any op that may write memory);
 /// - `lazy`: single-use elementwise ops evaluated inside their consumer's loop;
 /// - `direct`: elementwise results written straight into the destination of the contiguous
-///   tensor store that immediately follows them (when no view of the same tensor at other
-///   offsets feeds them).
+///   tensor or window store that follows them (only constants in between) when no view of
+///   the same buffer at other offsets feeds them.
 #[derive(Debug, Default)]
 struct BlockPlan {
     views: HashSet<Value>,
     lazy: HashSet<Value>,
-    direct: HashMap<Value, (Op, Value, Vec<Value>)>,
+    direct: HashMap<Value, Direct>,
+}
+
+/// The store an elementwise result is computed into ([`BlockPlan::direct`]).
+#[derive(Debug, Clone)]
+struct Direct {
+    /// The `store` op.
+    store: Op,
+    /// Its destination (a tensor or window).
+    dst: Value,
+    /// Its offsets.
+    offsets: Vec<Value>,
+    /// The constants between the result and the store, lowered with the result (the offsets
+    /// need them); lowering them again where they stand is harmless.
+    consts: Vec<Op>,
 }
 
 impl BlockPlan {
@@ -2090,9 +2158,11 @@ impl BlockPlan {
                 }
             }
         }
-        // Loads read in place.
+        // Loads (and remote loads, through `get_view`) read in place.
         for (k, op) in ops.iter().enumerate() {
-            let (Some(r), OpKind::Load { src, .. }) = (op.result, &op.kind) else {
+            let (Some(r), OpKind::Load { src, .. } | OpKind::RemoteLoad { src, .. }) =
+                (op.result, &op.kind)
+            else {
                 continue;
             };
             let (Some(ts), Some(ss)) = (
@@ -2147,7 +2217,16 @@ impl BlockPlan {
             {
                 continue;
             }
-            let Some(next) = ops.get(k + 1) else { continue };
+            // The store's offsets are often constants defined between the two: they are
+            // lowered early, with the root (`BlockPlan::direct`).
+            let consts: Vec<Op> = ops[k + 1..]
+                .iter()
+                .take_while(|o| matches!(o.kind, OpKind::Const(_)))
+                .cloned()
+                .collect();
+            let Some(next) = ops.get(k + 1 + consts.len()) else {
+                continue;
+            };
             let OpKind::Store {
                 value,
                 dst,
@@ -2156,7 +2235,7 @@ impl BlockPlan {
             else {
                 continue;
             };
-            if *value != r || !matches!(f.ty(*dst), Type::Tensor(..)) {
+            if *value != r || !matches!(f.ty(*dst), Type::Tensor(..) | Type::Window(..)) {
                 continue;
             }
             let (Some(ts), Some(ds)) = (
@@ -2182,14 +2261,26 @@ impl BlockPlan {
                 };
                 if plan.lazy.contains(&v) || v == r {
                     stack.extend(d.kind.operands());
-                } else if let OpKind::Load { src, offsets: lo } = &d.kind {
+                } else if let OpKind::Load { src, offsets: lo }
+                | OpKind::RemoteLoad {
+                    src, offsets: lo, ..
+                } = &d.kind
+                {
                     if plan.views.contains(&v) && base(*src) == base(*dst) && !same(lo, offsets) {
                         safe = false;
                     }
                 }
             }
             if safe {
-                plan.direct.insert(r, (next.clone(), *dst, offsets.clone()));
+                plan.direct.insert(
+                    r,
+                    Direct {
+                        store: next.clone(),
+                        dst: *dst,
+                        offsets: offsets.clone(),
+                        consts,
+                    },
+                );
             }
         }
         plan

@@ -446,6 +446,26 @@ unsafe extern "C" fn h_get(
     n: u64,
     site: u32,
 ) -> i32 {
+    let src = unsafe { h_get_view(ctx, win, peer, off, dst, n, site) };
+    if src.is_null() {
+        return 1;
+    }
+    // SAFETY: `h_get_view` checked the region; `dst` spans `n` bytes of the caller's memory
+    // (checked by the compiler's shape rules).
+    unsafe { std::ptr::copy(src, dst, n as usize) };
+    0
+}
+
+/// The peer's bytes in place: every rank's allocation lives in this process.
+unsafe extern "C" fn h_get_view(
+    ctx: *mut DeviceCtx,
+    win: u64,
+    peer: i64,
+    off: u64,
+    _scratch: *mut u8,
+    n: u64,
+    site: u32,
+) -> *const u8 {
     let e = unsafe { env(ctx) };
     match check_region(e, "get", win, peer, off, n) {
         Ok(p) => {
@@ -457,16 +477,17 @@ unsafe extern "C" fn h_get(
             {
                 let at = e.world.artifact.site_prefix(site);
                 let cause = read_race(e, &at, win, p, &rep);
-                return fail(e, cause);
+                fail(e, cause);
+                return std::ptr::null();
             }
-            let src = e.world.windows[win as usize]
+            e.world.windows[win as usize]
                 .ptr(p)
-                .wrapping_add(off as usize);
-            // SAFETY: as in `h_put`.
-            unsafe { std::ptr::copy(src, dst, n as usize) };
-            0
+                .wrapping_add(off as usize)
         }
-        Err(m) => fail(e, Cause::Access(m)),
+        Err(m) => {
+            fail(e, Cause::Access(m));
+            std::ptr::null()
+        }
     }
 }
 
@@ -640,6 +661,7 @@ pub(crate) static HOOKS: Hooks = Hooks {
     window_base: h_window_base,
     put: h_put,
     get: h_get,
+    get_view: h_get_view,
     notify: h_notify,
     wait: h_wait,
     barrier: h_barrier,
