@@ -1442,12 +1442,14 @@ impl Lower<'_, '_> {
                 }
                 let numel = shape.numel().unwrap_or(0);
                 let mut track = None;
+                let mut copy_back = None;
                 let dst = match self.plan.direct.get(&r).cloned() {
                     Some(Direct {
                         store,
                         dst: dv,
                         offsets,
                         consts,
+                        guard,
                     }) => {
                         for c in &consts {
                             self.op(c)?;
@@ -1470,7 +1472,25 @@ impl Lower<'_, '_> {
                             let n = self.iconst((numel * rd.size() as u64) as i64);
                             track = Some((id, at, n));
                         }
-                        self.b.ins().iadd(base, off)
+                        let direct = self.b.ins().iadd(base, off);
+                        // Views feeding the tree may overlap the destination (a sub-view of
+                        // it, another window over the same buffer): then the loop writes a
+                        // stack tile, copied over the destination after it.
+                        let bytes = numel * rd.size() as u64;
+                        let overlap = if guard {
+                            self.overlap_with_views(op, &tile, direct, bytes)?
+                        } else {
+                            None
+                        };
+                        match overlap {
+                            Some(overlap) => {
+                                let tmp = self.stack(bytes);
+                                let n = self.iconst(bytes as i64);
+                                copy_back = Some((overlap, tmp, direct, n));
+                                self.b.ins().select(overlap, tmp, direct)
+                            }
+                            None => direct,
+                        }
                     }
                     None => self.stack(numel * rd.size() as u64),
                 };
@@ -1536,6 +1556,17 @@ impl Lower<'_, '_> {
                         Ok(())
                     })?;
                 }
+                if let Some((overlap, tmp, direct, n)) = copy_back {
+                    let copy = self.b.create_block();
+                    let cont = self.b.create_block();
+                    self.b.ins().brif(overlap, copy, &[], cont, &[]);
+                    self.b.switch_to_block(copy);
+                    self.b.seal_block(copy);
+                    self.b.call_memcpy(self.cfg, direct, tmp, n);
+                    self.b.ins().jump(cont, &[]);
+                    self.b.switch_to_block(cont);
+                    self.b.seal_block(cont);
+                }
                 if let Some((id, at, n)) = track {
                     let st = self.call_hook(hook::TRACK_WRITE, &[id, at, n]);
                     self.check(st);
@@ -1546,6 +1577,57 @@ impl Lower<'_, '_> {
             }
             t => Err(self.err(format!("elementwise result of type `{t}`"))),
         }
+    }
+
+    /// For an elementwise `root` about to be computed into `bytes` at `dst` (a store's
+    /// destination): a run-time flag that some view (a load or remote load read in place)
+    /// among the leaves of its fused tree overlaps the destination other than exactly (same
+    /// start and shape: element `i` is read before it is written), or `None` when no leaf is
+    /// a view. Views are addresses known only at run time (a sub-view, a second window over
+    /// one buffer, a peer that is this rank), so the check is too.
+    fn overlap_with_views(
+        &mut self,
+        root: &Op,
+        shape: &[u64],
+        dst: ClValue,
+        bytes: u64,
+    ) -> Result<Option<ClValue>, CodegenError> {
+        let mut leaves = vec![];
+        let mut stack = root.kind.operands();
+        let mut seen = HashSet::new();
+        while let Some(v) = stack.pop() {
+            if !seen.insert(v) {
+                continue;
+            }
+            if let Some(op) = self.lazy_ops.get(&v) {
+                stack.extend(op.kind.operands());
+            } else if self.plan.views.contains(&v) {
+                leaves.push(v);
+            }
+        }
+        if leaves.is_empty() {
+            return Ok(None);
+        }
+        let f = self.f;
+        let dend = self.b.ins().iadd_imm_s(dst, bytes as i64);
+        let mut any = self.b.ins().iconst(types::I8, 0);
+        for l in leaves {
+            let (Type::Tile(ls, ld), lp) = (f.ty(l).clone(), self.mem(l)?) else {
+                continue;
+            };
+            let lshape = ls.consts().unwrap_or_default();
+            let lbytes = lshape.iter().product::<u64>() * ld.size() as u64;
+            let lend = self.b.ins().iadd_imm_s(lp, lbytes as i64);
+            let a = self.b.ins().icmp(IntCC::UnsignedLessThan, lp, dend);
+            let b = self.b.ins().icmp(IntCC::UnsignedLessThan, dst, lend);
+            let mut bad = self.b.ins().band(a, b);
+            if lshape == shape && lbytes == bytes {
+                let differ = self.b.ins().icmp(IntCC::NotEqual, lp, dst);
+                bad = self.b.ins().band(bad, differ);
+            }
+            any = self.b.ins().bor(any, bad);
+        }
+        Ok(Some(any))
     }
 
     /// The lane width in bytes of every value of the fused DAG rooted at elementwise result
@@ -2109,6 +2191,9 @@ struct Direct {
     /// The constants between the result and the store, lowered with the result (the offsets
     /// need them); lowering them again where they stand is harmless.
     consts: Vec<Op>,
+    /// Whether some view feeding the result may overlap the destination: checked at run
+    /// time (`Lower::overlap_with_views`), falling back to a stack tile and a copy.
+    guard: bool,
 }
 
 impl BlockPlan {
@@ -2134,6 +2219,13 @@ impl BlockPlan {
             .filter_map(|o| o.result.map(|r| (r, o)))
             .collect();
         let writes_between = |a: usize, z: usize| (a + 1..z).any(|k| may_write(&ops[k].kind));
+        let sources = view_sources(f);
+        let root = |mut v: Value| {
+            while let Some(&s) = sources.get(&v) {
+                v = s;
+            }
+            v
+        };
         let tile_of = |v: Value| matches!(f.ty(v), Type::Tile(..));
         let mut plan = BlockPlan::default();
         for r in fusion_roots(f, ops, uses, |_| true).into_keys() {
@@ -2247,11 +2339,16 @@ impl BlockPlan {
             if !contiguous(&ts, &ds) {
                 continue;
             }
-            // Leaves of the fused tree that are views of the same tensor at other offsets
-            // would be overwritten before they are read.
+            // Leaves of the fused tree that are views of the same buffer at other offsets
+            // would be overwritten before they are read: not direct. A view that is not
+            // provably disjoint from the destination or exactly on it (same buffer value,
+            // offsets and shape) gets a run-time overlap check (`guard`): sub-views and
+            // windows (two windows may share a buffer) can overlap in ways only addresses tell.
+            // Distinct tensor parameters never overlap (the platforms copy inputs that would).
             let mut stack = vec![r];
             let mut seen = HashSet::new();
             let mut safe = true;
+            let mut guard = false;
             while let Some(v) = stack.pop() {
                 if !seen.insert(v) {
                     continue; // a DAG: each value once
@@ -2266,9 +2363,21 @@ impl BlockPlan {
                     src, offsets: lo, ..
                 } = &d.kind
                 {
-                    if plan.views.contains(&v) && base(*src) == base(*dst) && !same(lo, offsets) {
+                    if !plan.views.contains(&v) {
+                        continue;
+                    }
+                    if base(*src) == base(*dst) && !same(lo, offsets) {
                         safe = false;
                     }
+                    let exact = same(&[*src], &[*dst])
+                        && same(lo, offsets)
+                        && f.ty(v).shape() == f.ty(r).shape();
+                    let (rs, rd) = (root(*src), root(*dst));
+                    let tensor_param = |x: Value| {
+                        f.params.iter().any(|p| p.value == x) && matches!(f.ty(x), Type::Tensor(..))
+                    };
+                    let disjoint = rs != rd && tensor_param(rs) && tensor_param(rd);
+                    guard |= !exact && !disjoint;
                 }
             }
             if safe {
@@ -2279,10 +2388,39 @@ impl BlockPlan {
                         dst: *dst,
                         offsets: offsets.clone(),
                         consts,
+                        guard,
                     },
                 );
             }
         }
         plan
     }
+}
+
+/// The buffer every sub-view and slice of `f` views (through chains of them), by result.
+fn view_sources(f: &Function) -> HashMap<Value, Value> {
+    fn walk(b: &IrBlock, out: &mut HashMap<Value, Value>) {
+        for op in &b.ops {
+            match &op.kind {
+                OpKind::Slice { src, .. } | OpKind::Subview { src, .. } => {
+                    if let Some(r) = op.result {
+                        out.insert(r, *src);
+                    }
+                }
+                OpKind::For { body, .. } => walk(body, out),
+                OpKind::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    walk(then_body, out);
+                    walk(else_body, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    walk(&f.body, &mut out);
+    out
 }
