@@ -2399,28 +2399,13 @@ impl BlockPlan {
 
 /// The buffer every sub-view and slice of `f` views (through chains of them), by result.
 fn view_sources(f: &Function) -> HashMap<Value, Value> {
-    fn walk(b: &IrBlock, out: &mut HashMap<Value, Value>) {
-        for op in &b.ops {
-            match &op.kind {
-                OpKind::Slice { src, .. } | OpKind::Subview { src, .. } => {
-                    if let Some(r) = op.result {
-                        out.insert(r, *src);
-                    }
-                }
-                OpKind::For { body, .. } => walk(body, out),
-                OpKind::If {
-                    then_body,
-                    else_body,
-                    ..
-                } => {
-                    walk(then_body, out);
-                    walk(else_body, out);
-                }
-                _ => {}
-            }
-        }
-    }
     let mut out = HashMap::new();
-    walk(&f.body, &mut out);
+    f.body.walk(&mut |op| {
+        if let (OpKind::Slice { src, .. } | OpKind::Subview { src, .. }, Some(r)) =
+            (&op.kind, op.result)
+        {
+            out.insert(r, *src);
+        }
+    });
     out
 }
