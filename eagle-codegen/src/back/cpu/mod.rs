@@ -929,36 +929,6 @@ impl Lower<'_, '_> {
         let f = self.f;
         let res_ty = op.result.map(|r| f.ty(r).clone());
         Ok(match &op.kind {
-            OpKind::RemoteLoad { src, peer, offsets }
-                if op.result.is_some_and(|r| self.plan.views.contains(&r)) =>
-            {
-                // A view: the peer's bytes are read in place where the runtime maps them
-                // (BlockPlan), else from the copy `get_view` makes into the scratch tile.
-                let Some(Type::Tile(ts, d)) = res_ty else {
-                    return Err(self.err("remote_load without a tile result"));
-                };
-                let tile = ts.consts().unwrap_or_default();
-                let numel: u64 = tile.iter().product();
-                let scratch = self.stack(numel * d.size() as u64);
-                let win_shape = f
-                    .ty(*src)
-                    .shape()
-                    .and_then(|s| s.consts())
-                    .unwrap_or_default();
-                let offs = self.offsets(op, offsets, &win_shape, &tile)?;
-                let (id, woff) = self.win(*src)?;
-                let peer = self.scalar(*peer)?;
-                let site = self.sync_site(op);
-                let zero: Vec<ClValue> = (0..tile.len()).map(|_| self.iconst(0)).collect();
-                let rel = self.linear_with(&win_shape, &offs, &zero, d.size());
-                let at = self.b.ins().iadd(woff, rel);
-                let n = self.iconst((numel * d.size() as u64) as i64);
-                let p = self.call_hook(hook::GET_VIEW, &[id, peer, at, scratch, n, site]);
-                let failed = self.b.ins().icmp_imm_u(IntCC::Equal, p, 0);
-                let st = self.b.ins().uextend(types::I32, failed);
-                self.check(st);
-                Some(Cv::Mem(p))
-            }
             OpKind::RemoteLoad { src, peer, offsets } => {
                 let Some(Type::Tile(ts, d)) = res_ty else {
                     return Err(self.err("remote_load without a tile result"));
@@ -975,6 +945,19 @@ impl Lower<'_, '_> {
                 let (id, woff) = self.win(*src)?;
                 let peer = self.scalar(*peer)?;
                 let site = self.sync_site(op);
+                if op.result.is_some_and(|r| self.plan.views.contains(&r)) {
+                    // A view: the peer's bytes are read in place where the runtime maps them
+                    // (BlockPlan), else from the copy `get_view` makes into `dst`.
+                    let zero: Vec<ClValue> = (0..tile.len()).map(|_| self.iconst(0)).collect();
+                    let rel = self.linear_with(&win_shape, &offs, &zero, d.size());
+                    let at = self.b.ins().iadd(woff, rel);
+                    let n = self.iconst((numel * d.size() as u64) as i64);
+                    let p = self.call_hook(hook::GET_VIEW, &[id, peer, at, dst, n, site]);
+                    let failed = self.b.ins().icmp_imm_u(IntCC::Equal, p, 0);
+                    let st = self.b.ins().uextend(types::I32, failed);
+                    self.check(st);
+                    return Ok(Some(Cv::Mem(p)));
+                }
                 let rows = RemoteRows {
                     hook: hook::GET,
                     win: (id, woff),
