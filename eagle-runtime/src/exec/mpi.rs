@@ -30,6 +30,8 @@
 //!    not arrive within the timeout is named, and the job is aborted.
 //! 7. A failure inside a dispatch prints that rank's error and calls `MPI_Abort`, which ends
 //!    every rank within seconds: no rank is left waiting for a peer that is gone.
+//! 8. On one node under Open MPI, windows use the shared-memory one-sided component `sm`
+//!    unless the user chose one (`OMPI_MCA_osc`; see `prefer_shared_memory_windows`).
 
 /// The rsmpi crate, for programs that also call MPI directly (benchmarks compare against it).
 pub use mpi;
@@ -76,6 +78,40 @@ fn launched() -> bool {
     .any(|k| std::env::var_os(k).is_some())
 }
 
+/// Open MPI 4.1 picks its `ucx` or `rdma` one-sided component even when every rank runs on
+/// one node, and there each passive-target operation waits for the target process to make
+/// progress: an allgather of 1 KiB at np = 4 (4 processes on 2 cores) took 115 us, against
+/// 10 us with the shared-memory component `sm` (`benches/mpi.rs`, docs/performance.md). So on
+/// one node (`OMPI_COMM_WORLD_LOCAL_SIZE` equal to `OMPI_COMM_WORLD_SIZE`) this asks for
+/// `OMPI_MCA_osc=sm,pt2pt` before `MPI_Init` reads it, unless the user set `OMPI_MCA_osc`
+/// (theirs wins). Every window is made by `MPI_Win_allocate`, which `sm` supports. Other MPIs
+/// (MPICH reads no `OMPI_` variable) are left alone.
+fn prefer_shared_memory_windows() {
+    let var = |k: &str| std::env::var(k).ok();
+    if let Some(osc) = osc_choice(
+        var("OMPI_COMM_WORLD_LOCAL_SIZE").as_deref(),
+        var("OMPI_COMM_WORLD_SIZE").as_deref(),
+        std::env::var_os("OMPI_MCA_osc").is_some(),
+    ) {
+        // Before MPI_Init reads the environment. `init` runs first thing in `main`
+        // (`eagle_runner::MpiGuard::init`), before the runtime has started any thread.
+        std::env::set_var("OMPI_MCA_osc", osc);
+    }
+}
+
+/// The `OMPI_MCA_osc` value to set, from Open MPI's local and world sizes and whether the user
+/// set one: `sm,pt2pt` on one node, nothing otherwise.
+fn osc_choice(
+    local_size: Option<&str>,
+    world_size: Option<&str>,
+    user_set: bool,
+) -> Option<&'static str> {
+    match (local_size, world_size) {
+        (Some(local), Some(all)) if local == all && !user_set => Some("sm,pt2pt"),
+        _ => None,
+    }
+}
+
 /// Initialises MPI when the process was started by `mpirun` (idempotent) and returns
 /// `(rank, size)`; `(0, 1)` otherwise.
 pub fn init() -> (usize, usize) {
@@ -83,6 +119,7 @@ pub fn init() -> (usize, usize) {
         if !launched() {
             return (0, 1);
         }
+        prefer_shared_memory_windows();
         match mpi::initialize_with_threading(mpi::Threading::Multiple) {
             Some((u, _)) => {
                 use mpi::traits::Communicator;
@@ -834,4 +871,17 @@ pub fn allgather_f64_into(mine: &[f64], counts: &[usize], out: &mut [f64]) {
     let world = mpi::topology::SimpleCommunicator::world();
     let mut p = PartitionMut::new(out, &c[..], &displs[..]);
     world.all_gather_varcount_into(mine, &mut p);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::osc_choice;
+
+    #[test]
+    fn shared_memory_windows_only_on_one_node_and_only_when_the_user_chose_none() {
+        assert_eq!(osc_choice(Some("4"), Some("4"), false), Some("sm,pt2pt"));
+        assert_eq!(osc_choice(Some("4"), Some("4"), true), None);
+        assert_eq!(osc_choice(Some("2"), Some("4"), false), None);
+        assert_eq!(osc_choice(None, None, false), None);
+    }
 }
