@@ -1,0 +1,210 @@
+//! The physical limits of the machine the other benches ran on, so that each ratio in
+//! `docs/performance.md` can be read against them: memory bandwidth (a 64 MiB `memcpy`, a
+//! 64 MiB and an 8 MiB read) and floating-point throughput at the vector widths in play
+//! (128-bit SSE2 multiply + add, which is what Cranelift emits; 128-bit FMA; 256-bit FMA, which
+//! only rustc-compiled code such as the matmul micro-kernels reaches).
+//!
+//! Rounds are interleaved; each row gives min / median / max over rounds. Bandwidth is bytes
+//! moved per second (a copy counts the bytes read plus the bytes written), in GB/s (10^9);
+//! throughput is floating-point operations per second on one core, in GFLOP/s (an FMA is 2).
+//!
+//! `cargo bench --bench machine` (`-- --quick` for 3 rounds; `-- --save` writes
+//! `docs/bench/machine.json` and its region of `docs/performance.md`)
+
+use std::hint::black_box;
+use std::time::Instant;
+
+#[path = "report/mod.rs"]
+mod report;
+
+/// Sums `x` with 8 independent accumulators (rustc vectorises it into 128-bit adds): a read
+/// at the speed of memory, not of an add chain.
+fn read_sum(x: &[f64]) -> f64 {
+    let mut acc = [0f64; 8];
+    for c in x.chunks_exact(8) {
+        for k in 0..8 {
+            acc[k] += c[k];
+        }
+    }
+    acc.iter().sum()
+}
+
+/// `n` iterations of 12 independent 128-bit `a * b + c` chains (SSE2 multiply, then add):
+/// returns the flops done (2 per lane per chain per iteration).
+#[cfg(target_arch = "x86_64")]
+fn sse2_mul_add(n: usize) -> f64 {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of the x86-64 baseline.
+    unsafe {
+        let b = _mm_set1_pd(0.999_999);
+        let c = _mm_set1_pd(1e-9);
+        let mut a = [_mm_set1_pd(1.0); 12];
+        for _ in 0..n {
+            for v in a.iter_mut() {
+                *v = _mm_add_pd(_mm_mul_pd(*v, b), c);
+            }
+        }
+        black_box(a);
+    }
+    (n * 12 * 2 * 2) as f64
+}
+
+/// As [`sse2_mul_add`] with one 128-bit fused multiply-add per step.
+///
+/// # Safety
+/// The CPU has FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn fma128(n: usize) -> f64 {
+    use std::arch::x86_64::*;
+    let b = _mm_set1_pd(0.999_999);
+    let c = _mm_set1_pd(1e-9);
+    let mut a = [_mm_set1_pd(1.0); 12];
+    for _ in 0..n {
+        for v in a.iter_mut() {
+            *v = _mm_fmadd_pd(*v, b, c);
+        }
+    }
+    black_box(a);
+    (n * 12 * 2 * 2) as f64
+}
+
+/// As [`fma128`] on 256-bit vectors.
+///
+/// # Safety
+/// The CPU has AVX and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,fma")]
+unsafe fn fma256(n: usize) -> f64 {
+    use std::arch::x86_64::*;
+    let b = _mm256_set1_pd(0.999_999);
+    let c = _mm256_set1_pd(1e-9);
+    let mut a = [_mm256_set1_pd(1.0); 12];
+    for _ in 0..n {
+        for v in a.iter_mut() {
+            *v = _mm256_fmadd_pd(*v, b, c);
+        }
+    }
+    black_box(a);
+    (n * 12 * 4 * 2) as f64
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let rounds = if quick { 3 } else { 15 };
+    let big: usize = (64 << 20) / 8;
+    let small: usize = (8 << 20) / 8;
+    let src: Vec<f64> = (0..big).map(|i| i as f64).collect();
+    let mut dst = vec![0f64; big];
+    let x8: Vec<f64> = (0..small).map(|i| i as f64).collect();
+    dst.copy_from_slice(&src);
+    assert_eq!(read_sum(&x8), (small * (small - 1) / 2) as f64, "read_sum");
+
+    type Case<'a> = (&'a str, Box<dyn FnMut() -> f64 + 'a>);
+    let mut bw: Vec<Case> = vec![
+        (
+            "memcpy, 64 MiB (read + write)",
+            Box::new(|| {
+                let t = Instant::now();
+                dst.copy_from_slice(black_box(&src));
+                black_box(&mut dst);
+                (2 * big * 8) as f64 / t.elapsed().as_secs_f64()
+            }),
+        ),
+        (
+            "read, 64 MiB f64",
+            Box::new(|| {
+                let t = Instant::now();
+                black_box(read_sum(black_box(&src)));
+                (big * 8) as f64 / t.elapsed().as_secs_f64()
+            }),
+        ),
+        (
+            "read, 8 MiB f64 (the plans' sum-of-squares input)",
+            Box::new(|| {
+                let t = Instant::now();
+                black_box(read_sum(black_box(&x8)));
+                (small * 8) as f64 / t.elapsed().as_secs_f64()
+            }),
+        ),
+    ];
+    let mut flops: Vec<Case> = vec![(
+        "128-bit SSE2 mul + add, f64 (Cranelift's width)",
+        Box::new(|| {
+            let t = Instant::now();
+            let f = sse2_mul_add(black_box(1 << 20));
+            f / t.elapsed().as_secs_f64()
+        }),
+    )];
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("fma") {
+        flops.push((
+            "128-bit FMA, f64",
+            Box::new(|| {
+                let t = Instant::now();
+                // SAFETY: FMA detected above.
+                let f = unsafe { fma128(black_box(1 << 20)) };
+                f / t.elapsed().as_secs_f64()
+            }),
+        ));
+        if is_x86_feature_detected!("avx") {
+            flops.push((
+                "256-bit FMA, f64 (rustc with run-time dispatch)",
+                Box::new(|| {
+                    let t = Instant::now();
+                    // SAFETY: AVX and FMA detected above.
+                    let f = unsafe { fma256(black_box(1 << 20)) };
+                    f / t.elapsed().as_secs_f64()
+                }),
+            ));
+        }
+    }
+    let run = |cases: &mut Vec<Case>, scale: f64| -> Vec<(f64, f64, f64)> {
+        for (_, f) in cases.iter_mut() {
+            f();
+        }
+        let mut v = vec![vec![]; cases.len()];
+        for _ in 0..rounds {
+            for (k, (_, f)) in cases.iter_mut().enumerate() {
+                v[k].push(f() / scale);
+            }
+        }
+        v.iter().map(|s| report::stats(s)).collect()
+    };
+    let bws = run(&mut bw, 1e9);
+    let fls = run(&mut flops, 1e9);
+
+    let mut r = report::Report::new("machine");
+    let mut t = report::Table::new(
+        &format!("memory bandwidth, one core ({rounds} rounds)"),
+        &[("min", "GB/s", 1), ("median", "GB/s", 1), ("max", "GB/s", 1)],
+    );
+    for ((name, _), s) in bw.iter().zip(&bws) {
+        t.row(name, vec![s.0, s.1, s.2]);
+    }
+    t.notes.push(format!(
+        "At the median 8 MiB read rate, a pass over the plans' 10^6 f64 takes {:.3} ms: the floor for the sum of squares.",
+        (small * 8) as f64 / (bws[2].1 * 1e9) * 1e3
+    ));
+    r.tables.push(t);
+    let mut t = report::Table::new(
+        &format!("floating-point throughput, one core, 12 independent chains ({rounds} rounds)"),
+        &[
+            ("min", "GFLOP/s", 1),
+            ("median", "GFLOP/s", 1),
+            ("max", "GFLOP/s", 1),
+        ],
+    );
+    for ((name, _), s) in flops.iter().zip(&fls) {
+        t.row(name, vec![s.0, s.1, s.2]);
+    }
+    if fls.len() == 3 {
+        t.notes.push(format!(
+            "256-bit FMA is {:.2}x 128-bit FMA and {:.2}x 128-bit mul + add (medians): the ceiling of code Cranelift emits against rustc's run-time-dispatched kernels.",
+            fls[2].1 / fls[1].1,
+            fls[2].1 / fls[0].1
+        ));
+    }
+    r.tables.push(t);
+    r.finish();
+}
