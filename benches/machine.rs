@@ -177,7 +177,11 @@ fn main() {
     let mut r = report::Report::new("machine");
     let mut t = report::Table::new(
         &format!("memory bandwidth, one core ({rounds} rounds)"),
-        &[("min", "GB/s", 1), ("median", "GB/s", 1), ("max", "GB/s", 1)],
+        &[
+            ("min", "GB/s", 1),
+            ("median", "GB/s", 1),
+            ("max", "GB/s", 1),
+        ],
     );
     for ((name, _), s) in bw.iter().zip(&bws) {
         t.row(name, vec![s.0, s.1, s.2]);

@@ -41,9 +41,16 @@ fn reports() -> Vec<(String, report::Report)> {
 fn every_bench_region_of_the_page_is_its_json_rendered() {
     let reports = reports();
     assert!(
-        ["collectives", "kernels", "launch", "machine", "plans", "tiles"]
-            .iter()
-            .all(|b| reports.iter().any(|(n, _)| n == b)),
+        [
+            "collectives",
+            "kernels",
+            "launch",
+            "machine",
+            "plans",
+            "tiles"
+        ]
+        .iter()
+        .all(|b| reports.iter().any(|(n, _)| n == b)),
         "docs/bench holds the collectives, kernels, launch, machine, plans and tiles reports"
     );
     for (name, r) in &reports {
