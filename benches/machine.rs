@@ -29,65 +29,46 @@ fn read_sum(x: &[f64]) -> f64 {
     acc.iter().sum()
 }
 
-/// `n` iterations of 12 independent 128-bit `a * b + c` chains (SSE2 multiply, then add):
-/// returns the flops done (2 per lane per chain per iteration).
-#[cfg(target_arch = "x86_64")]
-fn sse2_mul_add(n: usize) -> f64 {
-    use std::arch::x86_64::*;
-    // SAFETY: SSE2 is part of the x86-64 baseline.
-    unsafe {
-        let b = _mm_set1_pd(0.999_999);
-        let c = _mm_set1_pd(1e-9);
-        let mut a = [_mm_set1_pd(1.0); 12];
-        for _ in 0..n {
-            for v in a.iter_mut() {
-                *v = _mm_add_pd(_mm_mul_pd(*v, b), c);
+/// Defines `fn $name(n: usize) -> f64`: `n` iterations of 12 independent chains of
+/// `a = $step(a, b, c)` on `$lanes`-lane f64 vectors (`$set1` broadcasts), compiled with
+/// `$features`; returns the flops done (2 per lane per chain per iteration).
+macro_rules! chains {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $lanes:literal, $set1:ident, |$a:ident, $b:ident, $c:ident| $step:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        #[doc = concat!("The CPU has ", $features, ".")]
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name(n: usize) -> f64 {
+            use std::arch::x86_64::*;
+            let $b = $set1(0.999_999);
+            let $c = $set1(1e-9);
+            let mut a = [$set1(1.0); 12];
+            for _ in 0..n {
+                for v in a.iter_mut() {
+                    let $a = *v;
+                    *v = $step;
+                }
             }
+            black_box(a);
+            (n * 12 * $lanes * 2) as f64
         }
-        black_box(a);
-    }
-    (n * 12 * 2 * 2) as f64
+    };
 }
 
-/// As [`sse2_mul_add`] with one 128-bit fused multiply-add per step.
-///
-/// # Safety
-/// The CPU has FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "fma")]
-unsafe fn fma128(n: usize) -> f64 {
-    use std::arch::x86_64::*;
-    let b = _mm_set1_pd(0.999_999);
-    let c = _mm_set1_pd(1e-9);
-    let mut a = [_mm_set1_pd(1.0); 12];
-    for _ in 0..n {
-        for v in a.iter_mut() {
-            *v = _mm_fmadd_pd(*v, b, c);
-        }
-    }
-    black_box(a);
-    (n * 12 * 2 * 2) as f64
-}
-
-/// As [`fma128`] on 256-bit vectors.
-///
-/// # Safety
-/// The CPU has AVX and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx,fma")]
-unsafe fn fma256(n: usize) -> f64 {
-    use std::arch::x86_64::*;
-    let b = _mm256_set1_pd(0.999_999);
-    let c = _mm256_set1_pd(1e-9);
-    let mut a = [_mm256_set1_pd(1.0); 12];
-    for _ in 0..n {
-        for v in a.iter_mut() {
-            *v = _mm256_fmadd_pd(*v, b, c);
-        }
-    }
-    black_box(a);
-    (n * 12 * 4 * 2) as f64
-}
+chains!(
+    /// 128-bit SSE2 multiply, then add (what Cranelift emits).
+    sse2_mul_add, "sse2", 2, _mm_set1_pd, |a, b, c| _mm_add_pd(_mm_mul_pd(a, b), c)
+);
+chains!(
+    /// One 128-bit fused multiply-add per step.
+    fma128, "fma", 2, _mm_set1_pd, |a, b, c| _mm_fmadd_pd(a, b, c)
+);
+chains!(
+    /// One 256-bit fused multiply-add per step.
+    fma256, "avx,fma", 4, _mm256_set1_pd, |a, b, c| _mm256_fmadd_pd(a, b, c)
+);
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -132,7 +113,8 @@ fn main() {
         "128-bit SSE2 mul + add, f64 (Cranelift's width)",
         Box::new(|| {
             let t = Instant::now();
-            let f = sse2_mul_add(black_box(1 << 20));
+            // SAFETY: SSE2 is part of the x86-64 baseline.
+            let f = unsafe { sse2_mul_add(black_box(1 << 20)) };
             f / t.elapsed().as_secs_f64()
         }),
     )];
