@@ -83,7 +83,7 @@ fn launched() -> bool {
 /// progress: an allgather of 1 KiB at np = 4 (4 processes on 2 cores) took 115 us, against
 /// 10 us with the shared-memory component `sm` (`benches/mpi.rs`, docs/performance.md). So on
 /// one node (`OMPI_COMM_WORLD_LOCAL_SIZE` equal to `OMPI_COMM_WORLD_SIZE`) this asks for
-/// `OMPI_MCA_osc=sm,pt2pt` before `MPI_Init` reads it, unless the user set `OMPI_MCA_osc`
+/// `OMPI_MCA_osc=sm` before `MPI_Init` reads it, unless the user set `OMPI_MCA_osc`
 /// (theirs wins). Every window is made by `MPI_Win_allocate`, which `sm` supports. Other MPIs
 /// (MPICH reads no `OMPI_` variable) are left alone.
 fn prefer_shared_memory_windows() {
@@ -100,14 +100,15 @@ fn prefer_shared_memory_windows() {
 }
 
 /// The `OMPI_MCA_osc` value to set, from Open MPI's local and world sizes and whether the user
-/// set one: `sm,pt2pt` on one node, nothing otherwise.
+/// set one: `sm` on one node, nothing otherwise. (Not `pt2pt` as a fallback: Open MPI 4.1's
+/// `pt2pt` refuses `MPI_THREAD_MULTIPLE`, which the runtime initialises with.)
 fn osc_choice(
     local_size: Option<&str>,
     world_size: Option<&str>,
     user_set: bool,
 ) -> Option<&'static str> {
     match (local_size, world_size) {
-        (Some(local), Some(all)) if local == all && !user_set => Some("sm,pt2pt"),
+        (Some(local), Some(all)) if local == all && !user_set => Some("sm"),
         _ => None,
     }
 }
@@ -879,7 +880,7 @@ mod tests {
 
     #[test]
     fn shared_memory_windows_only_on_one_node_and_only_when_the_user_chose_none() {
-        assert_eq!(osc_choice(Some("4"), Some("4"), false), Some("sm,pt2pt"));
+        assert_eq!(osc_choice(Some("4"), Some("4"), false), Some("sm"));
         assert_eq!(osc_choice(Some("4"), Some("4"), true), None);
         assert_eq!(osc_choice(Some("2"), Some("4"), false), None);
         assert_eq!(osc_choice(None, None, false), None);
