@@ -459,16 +459,17 @@ pub fn plan_module(
             .map(|(p, t)| fb.param(&p.name, t.clone(), p.out))
             .collect();
         // The executor only runs 0 <= lo <= s < hi <= n (and never n = 0), so clamping the
-        // sample index to 0..n changes nothing and lets the backend prove every `x[s]` in
-        // bounds: no run-time check per access.
+        // bounds to 0..=n changes nothing and lets the backend prove every `x[s]` in bounds:
+        // no run-time check per access, and no clamp per sample either.
+        let (lo, hi) = match &n_dim {
+            Some(d) => {
+                let n = fb.value(ir::Operand::from(d.clone()), Some(DType::Index))?;
+                let lo = fb.bin(ir::BinOp::Max, lo, ir::Operand::Int(0))?;
+                (lo, fb.bin(ir::BinOp::Min, hi, n)?)
+            }
+            None => (lo, hi),
+        };
         fb.for_range(lo, hi, |fb, s| {
-            let s = match &n_dim {
-                Some(d) => {
-                    let n = fb.value(ir::Operand::from(d.clone()), Some(DType::Index))?;
-                    clamp_sample(fb, n, s)?
-                }
-                None => s,
-            };
             let mut args = vec![s];
             args.extend(vals.iter().copied());
             fb.inline(&f, &args)
@@ -504,16 +505,16 @@ pub fn plan_module(
     })
 }
 
-/// `s` clamped to `0..n` in `fb`. The executor only runs `0 <= s < n`, so the clamp changes
-/// nothing, and it lets the backend prove every `x[s]` in bounds (no run-time check per
-/// access). Every wrapper that inlines the kernel at a sample index uses it.
-fn clamp_sample(
+/// `i` clamped into `0..n` in `fb` (`n >= 1`), for an index the caller knows is already in
+/// that range: the clamp changes nothing, and gives the range analysis a bound it cannot
+/// derive (it knows nothing of the relations between a wrapper's parameters).
+fn clamp_below(
     fb: &mut ir::FunctionBuilder<'_>,
     n: ir::Value,
-    s: ir::Value,
+    i: ir::Value,
 ) -> ir::Result<ir::Value> {
     let last = fb.bin(ir::BinOp::Sub, n, ir::Operand::Int(1))?;
-    let upper = fb.bin(ir::BinOp::Min, s, last)?;
+    let upper = fb.bin(ir::BinOp::Min, i, last)?;
     fb.bin(ir::BinOp::Max, upper, ir::Operand::Int(0))
 }
 

@@ -158,3 +158,55 @@ fn a_failing_sample_is_named_by_its_row_even_inside_a_group() {
     assert!(!e.contains("__plan_"), "{e}");
     assert!(e.ends_with("(while running samples 64..96)"), "{e}");
 }
+
+#[test]
+fn the_rows_entry_bounds_its_samples_once_per_row_not_per_sample() {
+    use eagle::ir::{BinOp, OpKind};
+    let p = plan(moments, Structure::HostTeam, Structure::HostTeam).expect("plan");
+    // The innermost loops (the sample wrapper's; a group's samples and a tail row's samples
+    // in the rows entry) hold no clamp.
+    for (name, loops) in [("__plan_moments", 1), ("__plan_rows_moments", 2)] {
+        let f = p.module().function(name).expect("the wrapper");
+        let mut inner = 0;
+        f.body.walk(&mut |op| {
+            if let OpKind::For { body, .. } = &op.kind {
+                if !body
+                    .ops
+                    .iter()
+                    .any(|o| matches!(o.kind, OpKind::For { .. }))
+                {
+                    inner += 1;
+                    for o in &body.ops {
+                        assert!(
+                            !matches!(o.kind, OpKind::Binary(BinOp::Min | BinOp::Max, ..)),
+                            "{name}: a clamp per sample: {}",
+                            eagle::ir::print_op(f, o)
+                        );
+                    }
+                }
+            }
+        });
+        assert_eq!(inner, loops, "{name}'s innermost loops");
+    }
+    // Compiled at N = 1000: the row partials' slices are checked, no element read is (of the
+    // rows entry or the sample wrapper).
+    let mut b = eagle::codegen::Bindings::world(1);
+    b.dims.insert("N".into(), 1000);
+    b.dims
+        .insert("__rows".into(), 1000usize.div_ceil(ROW) as u64);
+    let (art, _) = eagle::codegen::compile(
+        p.module(),
+        "__plan_rows_moments",
+        &b,
+        eagle::codegen::Target::Cpu,
+    )
+    .expect("compile");
+    let of_rows: Vec<&String> = art
+        .code
+        .sites
+        .iter()
+        .filter(|s| s.contains("`__plan_rows_moments`") || s.contains("`__plan_moments`"))
+        .collect();
+    assert!(of_rows.iter().any(|s| s.contains("slice")), "{of_rows:#?}");
+    assert!(!of_rows.iter().any(|s| s.contains("elem")), "{of_rows:#?}");
+}

@@ -209,12 +209,17 @@ pub(crate) fn define(
                     let r = fb.bin(ir::BinOp::Add, r0, Operand::Int(k as i128))?;
                     lanes.push(row_start(fb, f, &vals, reduction, &promoted, r)?);
                 }
-                fb.for_range(Operand::Int(0), Operand::Int(ROW as i128), |fb, j| {
+                // The group's rows are consecutive, so row k's sample j is `s0 + k * ROW`
+                // with `s0` the first row's: one loop variable, and each lane's index a
+                // constant step from it (no per-sample address arithmetic). `r0` is clamped
+                // into the groups that fit in the full rows, see [`first_sample`].
+                let last = fb.bin(ir::BinOp::Sub, full, Operand::Int(GROUP as i128 - 1))?;
+                let lo = first_sample(fb, last, r0)?;
+                let hi = fb.bin(ir::BinOp::Add, lo, Operand::Int(ROW as i128))?;
+                fb.for_range(lo, hi, |fb, s0| {
                     for (k, lane) in lanes.iter().enumerate() {
-                        let r = fb.bin(ir::BinOp::Add, r0, Operand::Int(k as i128))?;
-                        let base = fb.bin(ir::BinOp::Mul, r, Operand::Int(ROW as i128))?;
-                        let s = fb.bin(ir::BinOp::Add, base, j)?;
-                        sample(fb, &kernel, n, s, lane)?;
+                        let s = fb.bin(ir::BinOp::Add, s0, Operand::Int((k * ROW) as i128))?;
+                        sample(fb, &kernel, s, lane)?;
                     }
                     Ok(())
                 })?;
@@ -228,12 +233,14 @@ pub(crate) fn define(
         } else {
             rlo
         };
+        let rows = fb.bin(ir::BinOp::Add, n, Operand::Int(ROW as i128 - 1))?;
+        let rows = fb.bin(ir::BinOp::Div, rows, Operand::Int(ROW as i128))?;
         fb.for_range(rest, rhi, |fb, r| {
-            let lo = fb.bin(ir::BinOp::Mul, r, Operand::Int(ROW as i128))?;
+            let lane = row_start(fb, f, &vals, reduction, &promoted, r)?;
+            let lo = first_sample(fb, rows, r)?;
             let end = fb.bin(ir::BinOp::Add, lo, Operand::Int(ROW as i128))?;
             let hi = fb.bin(ir::BinOp::Min, end, n)?;
-            let lane = row_start(fb, f, &vals, reduction, &promoted, r)?;
-            fb.for_range(lo, hi, |fb, s| sample(fb, &kernel, n, s, &lane))?;
+            fb.for_range(lo, hi, |fb, s| sample(fb, &kernel, s, &lane))?;
             row_end(fb, &lane)
         })
     })?;
@@ -284,15 +291,29 @@ fn row_start(
     Ok(Lane { args, vars })
 }
 
-/// One sample `s` (< n) of a row.
+/// The first sample of row `r` (`r * ROW`), with `r` clamped into `0..rows`. The clamp
+/// changes nothing: every caller's `r` is already below `rows` (`row_start`'s slice of the
+/// partial checks `r < __rows` before any sample runs; a group starts at most `GROUP` rows
+/// below the full rows). It bounds every sample index of the row (or group) for the range
+/// analysis, once per row instead of once per sample, so no `x[s]` of the inlined kernel
+/// needs a run-time check.
+fn first_sample(
+    fb: &mut ir::FunctionBuilder<'_>,
+    rows: ir::Value,
+    r: ir::Value,
+) -> ir::Result<ir::Value> {
+    let r = super::clamp_below(fb, rows, r)?;
+    fb.bin(ir::BinOp::Mul, r, Operand::Int(ROW as i128))
+}
+
+/// One sample `s` of a row (`0 <= s < n`, bounded for the range analysis by
+/// [`first_sample`]).
 fn sample(
     fb: &mut ir::FunctionBuilder<'_>,
     kernel: &Function,
-    n: ir::Value,
     s: ir::Value,
     lane: &Lane,
 ) -> ir::Result<()> {
-    let s = super::clamp_sample(fb, n, s)?;
     let mut all = vec![s];
     all.extend(lane.args.iter().copied());
     all.extend(lane.vars.iter().map(|(_, v, _)| *v));
