@@ -1,6 +1,7 @@
 //! The CPU backend's fast paths, each with a test that would catch a wrong answer: the
 //! in-place store however the offset is spelled (value numbering), a store at another offset
-//! of the tensor it reads (not in place), and `fma` on SIMD vectors (one rounding per lane).
+//! of the tensor it reads (not in place), `fma` on SIMD vectors (one rounding per lane), and
+//! a small tile unrolled whole (no loop of its own).
 
 use eagle::prelude::*;
 
@@ -71,6 +72,35 @@ pub fn fma_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>, a: f32) {
 pub fn fma_h(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>, a: f32) {
     for r in 0..world_size() {
         fma_d(x[r], y[r], a, device = r);
+    }
+}
+
+/// One row of a matmul, as a user writes it: `c[0] += b[k] * a[0][k]` over k, the row a
+/// `[1, K]` tile of 16 SIMD steps.
+const K: usize = 64;
+#[eagle::kernel(device)]
+pub fn row_update_d(
+    ctx: Ctx,
+    a: Tensor<f32, 1, K>,
+    b: Tensor<f32, K, K>,
+    c: Out<Tensor<f32, 1, K>>,
+) {
+    for k in 0..K {
+        store(
+            c,
+            [0, 0],
+            load(c, [0, 0], [1, K]) + load(b, [k, 0], [1, K]) * a[0][k],
+        );
+    }
+}
+#[eagle::host]
+pub fn row_update(
+    a: Tensor<f32, NR, 1, K>,
+    b: Tensor<f32, NR, K, K>,
+    c: Out<Tensor<f32, NR, 1, K>>,
+) {
+    for r in 0..world_size() {
+        row_update_d(a[r], b[r], c[r], device = r);
     }
 }
 
@@ -171,5 +201,30 @@ fn fma_on_vectors_rounds_once_per_lane() {
         .count();
     assert!(unfused > 0, "the inputs must tell fused from unfused");
     let got: Vec<u32> = y.data().iter().map(|v| v.to_bits()).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_small_tile_is_unrolled_whole_with_the_same_bits() {
+    let clif = clif_of(
+        &eagle::cranelift_ir::<row_update>(1, &[("NR", 1)]).unwrap(),
+        "row_update_d",
+    );
+    // One conditional branch: the k loop's. The row's 16 steps have no loop of their own and
+    // no bounds check (k is proven in range).
+    assert_eq!(clif.matches("brif").count(), 1, "{clif}");
+    let s = Session::sim(1).unwrap();
+    let a: Tensor<f32> = eagle_runner::random_tensor(&[1, 1, K], 21);
+    let b: Tensor<f32> = eagle_runner::random_tensor(&[1, K, K], 22);
+    let mut c: Tensor<f32> = eagle_runner::random_tensor(&[1, 1, K], 23);
+    let mut want = c.data().to_vec();
+    for k in 0..K {
+        for j in 0..K {
+            want[j] += b.data()[k * K + j] * a.data()[k];
+        }
+    }
+    row_update.launch(&s, &a, &b, &mut c).unwrap();
+    let got: Vec<u32> = c.data().iter().map(|v| v.to_bits()).collect();
+    let want: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
     assert_eq!(got, want);
 }

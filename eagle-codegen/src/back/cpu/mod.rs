@@ -564,6 +564,23 @@ impl Lower<'_, '_> {
         Ok(())
     }
 
+    /// `body(i)` for `i` in `0..count`: a loop, or straight-line code when `count` is 1 (a
+    /// one-trip loop only costs a branch, and keeps Cranelift from hoisting what the body
+    /// shares with the code around it).
+    fn emit_counted(
+        &mut self,
+        count: u64,
+        body: &mut dyn FnMut(&mut Self, ClValue) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        if count == 1 {
+            let zero = self.iconst(0);
+            return body(self, zero);
+        }
+        let lo = self.iconst(0);
+        let hi = self.iconst(count as i64);
+        self.emit_loop(lo, hi, body)
+    }
+
     fn stack(&mut self, bytes: u64) -> ClValue {
         self.stack_bytes += bytes;
         let slot = self.b.create_sized_stack_slot(StackSlotData::new(
@@ -1497,13 +1514,22 @@ impl Lower<'_, '_> {
                     let rparts = (step * rd.size() as u64 / 16) as u32;
                     let rsize = rd.size() as i64;
                     // Unrolled by `unroll` steps, then the remaining whole steps.
-                    // A large DAG is not unrolled: its values alone fill the registers.
-                    let unroll: u64 = if widths.len() > 24 { 1 } else { 4 };
+                    // A large DAG is not unrolled: its values alone fill the registers. A
+                    // small tile (a row of a matmul's B) is unrolled whole: no loop, so the
+                    // addresses and splats it shares with an enclosing loop's other ops are
+                    // computed once per trip of that loop, not once per step.
+                    let unroll: u64 = if widths.len() > 24 {
+                        1
+                    } else if nvec <= FULL_UNROLL_STEPS
+                        && nvec * widths.len() as u64 <= FULL_UNROLL_VALUES
+                    {
+                        nvec
+                    } else {
+                        4
+                    };
                     let groups = nvec / unroll;
                     let emit = |lw: &mut Self, first: u64, count: u64, per: u64| {
-                        let lo = lw.iconst(0);
-                        let hi = lw.iconst(count as i64);
-                        lw.emit_loop(lo, hi, &mut |lw, i| {
+                        lw.emit_counted(count, &mut |lw, i| {
                             let e = lw.b.ins().imul_imm_s(i, (step * per) as i64);
                             let base = lw.b.ins().iadd_imm_s(e, (step * first) as i64);
                             for u in 0..per {
@@ -2147,6 +2173,13 @@ fn contiguous(tile: &[u64], shape: &[u64]) -> bool {
         Some(first) => (first + 1..tile.len()).all(|d| tile[d] == shape[d]),
     }
 }
+
+/// The most SIMD steps of one elementwise tile that are unrolled whole (16 steps: a row of
+/// 64 f32 or 32 f64).
+const FULL_UNROLL_STEPS: u64 = 16;
+
+/// The most values (steps times DAG values) a whole unroll may emit.
+const FULL_UNROLL_VALUES: u64 = 256;
 
 /// How the tiles of one block are lowered without copies:
 /// - `views`: loads read in place (contiguous, used only by elementwise ops and tile ops of
