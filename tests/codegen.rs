@@ -219,8 +219,8 @@ fn a_small_tile_is_unrolled_whole_with_the_same_bits() {
     let mut c: Tensor<f32> = eagle_runner::random_tensor(&[1, 1, K], 23);
     let mut want = c.data().to_vec();
     for k in 0..K {
-        for j in 0..K {
-            want[j] += b.data()[k * K + j] * a.data()[k];
+        for (w, bj) in want.iter_mut().zip(&b.data()[k * K..(k + 1) * K]) {
+            *w += bj * a.data()[k];
         }
     }
     row_update.launch(&s, &a, &b, &mut c).unwrap();
