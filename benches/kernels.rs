@@ -1,9 +1,9 @@
 //! eagle kernels against the same loops compiled by rustc, on the same seeded inputs in the
 //! same process, plus compile latency (launch overhead is `benches/launch.rs`). Prints
-//! markdown tables and writes `docs/perf-ratios.svg`.
+//! markdown tables.
 //!
-//! `cargo bench --bench kernels` (`-- --save` writes `docs/bench/kernels.json` and its table in
-//! `docs/performance.md`)
+//! `cargo bench --bench kernels` (`-- --save` writes `docs/bench/kernels.json`, its table in
+//! `docs/performance.md` and the plot `docs/perf-ratios.svg`)
 //!
 //! Each eagle kernel runs inside one per-device program, `iters` times in a loop, and the time
 //! of the same program with 0 iterations (dispatch, copies) is subtracted, so the figure is the
@@ -548,7 +548,10 @@ fn main() {
     println!("| compile, cache hit | {:.1} us |", hit * 1e6);
     // Launch overhead is `benches/launch.rs` (the mean of 10,000 launches).
 
-    // plot
+    // plot: with `--save` only, as the JSON and the table (a quick run changes nothing)
+    if !std::env::args().any(|a| a == "--save") {
+        return;
+    }
     let svg = plot(&rows, geo);
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/perf-ratios.svg");
     if std::fs::write(path, svg).is_ok() {
