@@ -1,7 +1,7 @@
 //! The CPU backend's fast paths, each with a test that would catch a wrong answer: the
 //! in-place store however the offset is spelled (value numbering), a store at another offset
 //! of the tensor it reads (not in place), `fma` on SIMD vectors (one rounding per lane), and
-//! a small tile unrolled whole (no loop of its own).
+//! a small tile unrolled whole (no loop of its own), and an arithmetic shift on vectors.
 
 use eagle::prelude::*;
 
@@ -227,4 +227,56 @@ fn a_small_tile_is_unrolled_whole_with_the_same_bits() {
     let got: Vec<u32> = c.data().iter().map(|v| v.to_bits()).collect();
     let want: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
     assert_eq!(got, want);
+}
+
+const E: usize = 64;
+
+/// `(x >> 3) + x` on a tile of i64: an arithmetic shift right by a scalar amount.
+#[eagle::kernel(device)]
+pub fn sshr_tile_d(ctx: Ctx, x: Tensor<i64, E>, y: Out<Tensor<i64, E>>, k: i64) {
+    let t = load(x, [0], [E]);
+    store(y, [0], (t >> k) + t);
+}
+#[eagle::host]
+pub fn sshr_tile(x: Tensor<i64, NR, E>, y: Out<Tensor<i64, NR, E>>, k: i64) {
+    for r in 0..world_size() {
+        sshr_tile_d(x[r], y[r], k, device = r);
+    }
+}
+
+#[test]
+fn a_signed_shift_runs_on_simd_vectors_with_the_same_bits() {
+    let clif = clif_of(
+        &eagle::cranelift_ir::<sshr_tile>(1, &[("NR", 1)]).unwrap(),
+        "sshr_tile_d",
+    );
+    // The tile's 32 steps of two lanes: vector loads, a vector `sshr`, no scalar i64 loads.
+    assert!(clif.contains("load.i64x2"), "{clif}");
+    assert!(!clif.contains("load.i64 notrap v"), "{clif}");
+    assert!(clif.contains("sshr"), "{clif}");
+    let s = Session::sim(1).unwrap();
+    let mut x = Tensor::<i64>::zeros(&[1, E]);
+    let mut r = 0x9e37_79b9_7f4a_7c15_u64;
+    for (i, x) in x.data_mut().iter_mut().enumerate() {
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        *x = match i {
+            0 => i64::MIN,
+            1 => i64::MAX,
+            2 => -1,
+            _ => r as i64,
+        };
+    }
+    for k in [3, 0, 63, 67] {
+        let mut y = Tensor::<i64>::zeros(&[1, E]);
+        sshr_tile.launch(&s, &x, &mut y, k).unwrap();
+        // The amount is taken modulo 64, as on the scalar path and in the evaluator.
+        let want: Vec<i64> = x
+            .data()
+            .iter()
+            .map(|&v| (v >> (k % 64)).wrapping_add(v))
+            .collect();
+        assert_eq!(y.data(), &want[..], "k = {k}");
+    }
 }

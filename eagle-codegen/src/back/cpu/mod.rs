@@ -1672,7 +1672,7 @@ impl Lower<'_, '_> {
                             BinOp::And | BinOp::Or | BinOp::Xor => d.is_int() || d == DType::Bool,
                             // A vector shift takes one amount for every lane: a scalar.
                             BinOp::Shl => d.is_int() && scalar(*y),
-                            BinOp::Shr => d.is_int() && !d.is_signed() && scalar(*y),
+                            BinOp::Shr => d.is_int() && scalar(*y),
                             BinOp::Rem => false,
                         };
                         if !ok {
@@ -1843,10 +1843,13 @@ impl Lower<'_, '_> {
             OpKind::Binary(b @ (BinOp::Shl | BinOp::Shr), x, y) => {
                 let xv = self.eval_vec(*x, e0, part, widths, splats, memo)?;
                 let amount = self.scalar(*y)?;
-                return Ok(if *b == BinOp::Shl {
-                    self.b.ins().ishl(xv, amount)
-                } else {
-                    self.b.ins().ushr(xv, amount)
+                // Cranelift masks a vector shift's amount to the lane width, as it does the
+                // scalar one; `sshr.i64x2` has no SSE instruction and lowers to a short
+                // sequence, still cheaper than leaving the whole DAG scalar.
+                return Ok(match *b {
+                    BinOp::Shl => self.b.ins().ishl(xv, amount),
+                    _ if d.is_signed() => self.b.ins().sshr(xv, amount),
+                    _ => self.b.ins().ushr(xv, amount),
                 });
             }
             _ => {}
