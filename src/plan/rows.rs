@@ -353,9 +353,19 @@ pub(crate) fn fold(kind: ReduceKind, d: DType, acc: &mut [u8], rows: &[u8]) {
                 .chunks_exact(S)
                 .map(|c| <$t>::from_le_bytes(c.try_into().unwrap_or([0; S])))
                 .collect();
-            for row in rows.chunks_exact(w) {
-                for (x, c) in a.iter_mut().zip(row.chunks_exact(S)) {
-                    *x $op <$t>::from_le_bytes(c.try_into().unwrap_or([0; S]));
+            if let [x] = &mut a[..] {
+                // One element (a scalar reduction): the running value stays in a register,
+                // so each row costs one add's latency, not a store and a reload as well.
+                let mut v = *x;
+                for c in rows.chunks_exact(S) {
+                    v $op <$t>::from_le_bytes(c.try_into().unwrap_or([0; S]));
+                }
+                *x = v;
+            } else {
+                for row in rows.chunks_exact(w) {
+                    for (x, c) in a.iter_mut().zip(row.chunks_exact(S)) {
+                        *x $op <$t>::from_le_bytes(c.try_into().unwrap_or([0; S]));
+                    }
                 }
             }
             if a.iter().any(|x| x.is_nan()) {
@@ -413,14 +423,17 @@ mod tests {
                         _ => rows.extend_from_slice(&(x as f32).to_le_bytes()),
                     }
                 }
-                let w = d.size() * 2;
-                let mut fast = super::super::identity(kind, d).repeat(2);
-                let mut slow = fast.clone();
-                fold(kind, d, &mut fast, &rows);
-                for row in rows.chunks_exact(w) {
-                    super::super::combine(kind, d, &mut slow, row);
+                // One element (the register path) and two.
+                for lanes in [1, 2] {
+                    let w = d.size() * lanes;
+                    let mut fast = super::super::identity(kind, d).repeat(lanes);
+                    let mut slow = fast.clone();
+                    fold(kind, d, &mut fast, &rows);
+                    for row in rows.chunks_exact(w) {
+                        super::super::combine(kind, d, &mut slow, row);
+                    }
+                    assert_eq!(fast, slow, "{kind:?} {d} {lanes} lanes");
                 }
-                assert_eq!(fast, slow, "{kind:?} {d}");
             }
         }
     }
