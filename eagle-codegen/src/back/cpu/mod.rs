@@ -1532,16 +1532,21 @@ impl Lower<'_, '_> {
                         lw.emit_counted(count, &mut |lw, i| {
                             let e = lw.b.ins().imul_imm_s(i, (step * per) as i64);
                             let base = lw.b.ins().iadd_imm_s(e, (step * first) as i64);
+                            // The steps of a group share one address per leaf; each step
+                            // is an immediate displacement from it.
                             for u in 0..per {
-                                let e0 = lw.b.ins().iadd_imm_s(base, (step * u) as i64);
+                                let e0 = Elem {
+                                    base,
+                                    skip: (step * u) as i32,
+                                };
                                 let mut memo = HashMap::new();
                                 for part in 0..rparts {
                                     let x =
                                         lw.eval_vec(r, e0, part, &widths, &splats, &mut memo)?;
-                                    let off = lw.b.ins().imul_imm_s(e0, rsize);
+                                    let off = lw.b.ins().imul_imm_s(base, rsize);
                                     let a = lw.b.ins().iadd(dst, off);
                                     let flags = MemFlagsData::new().with_notrap();
-                                    lw.b.ins().store(flags, x, a, 16 * part as i32);
+                                    lw.b.ins().store(flags, x, a, e0.disp(rsize as u32, part));
                                 }
                             }
                             Ok(())
@@ -1778,7 +1783,7 @@ impl Lower<'_, '_> {
     fn eval_vec(
         &mut self,
         v: Value,
-        e0: ClValue,
+        e0: Elem,
         part: u32,
         widths: &HashMap<Value, u32>,
         splats: &HashMap<Value, ClValue>,
@@ -1795,7 +1800,7 @@ impl Lower<'_, '_> {
     fn eval_vec_uncached(
         &mut self,
         v: Value,
-        e0: ClValue,
+        e0: Elem,
         part: u32,
         widths: &HashMap<Value, u32>,
         splats: &HashMap<Value, ClValue>,
@@ -1806,10 +1811,10 @@ impl Lower<'_, '_> {
         let little = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
         let Some(op) = self.lazy_ops.get(&v).cloned() else {
             let p = self.mem(v)?;
-            let off = self.b.ins().imul_imm_s(e0, w as i64);
+            let off = self.b.ins().imul_imm_s(e0.base, w as i64);
             let a = self.b.ins().iadd(p, off);
             let flags = MemFlagsData::new().with_notrap();
-            return Ok(self.b.ins().load(vty, flags, a, 16 * part as i32));
+            return Ok(self.b.ins().load(vty, flags, a, e0.disp(w, part)));
         };
         let d = self.f.ty(v).dtype().unwrap_or(DType::F32);
         match &op.kind {
@@ -2174,6 +2179,22 @@ fn contiguous(tile: &[u64], shape: &[u64]) -> bool {
     match tile.iter().position(|&t| t > 1) {
         None => true,
         Some(first) => (first + 1..tile.len()).all(|d| tile[d] == shape[d]),
+    }
+}
+
+/// The first element of one SIMD step of an elementwise tile: `base + skip` (an element
+/// index), with `skip` a constant, so that the unrolled steps of a group address their leaves
+/// from one run-time address each, by immediate displacements.
+#[derive(Clone, Copy)]
+struct Elem {
+    base: ClValue,
+    skip: i32,
+}
+
+impl Elem {
+    /// The byte displacement of 16-byte part `part` of a value in lanes of `w` bytes.
+    fn disp(self, w: u32, part: u32) -> i32 {
+        self.skip * w as i32 + 16 * part as i32
     }
 }
 
