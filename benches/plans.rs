@@ -6,7 +6,8 @@
 //! - a sample-local kernel (sigmoid of 10^6 f64) against a Rust loop and rayon's `par_iter`;
 //! - HostTeam scaling on a compute-bound kernel (400 Newton steps per sample).
 //!
-//! Rounds are interleaved (every contender once per round); each row gives the min / median /
+//! Rounds are interleaved (every contender once per round; a sample of the sub-millisecond
+//! mapreduce is the mean of 20 runs back to back); each row gives the min / median /
 //! max over rounds, and each ratio is of medians. Results are checked bit for bit against the
 //! Rust loop before timing. With `--save`, also writes `docs/plan-scaling.svg` (each
 //! contender's speed-up over its own 1-thread time).
@@ -99,20 +100,36 @@ fn case<'a>(name: impl Into<String>, run: impl FnMut() + 'a) -> Case<'a> {
     }
 }
 
-/// Runs every case once per round, `rounds` times (after one warm-up each); returns the table
-/// (min / median / max in ms) and the medians in seconds.
-fn table(title: &str, rounds: usize, cases: &mut [Case<'_>]) -> (report::Table, Vec<f64>) {
+/// Runs every case `reps` times back to back per round (one sample: the mean of the `reps`),
+/// `rounds` times (after one warm-up each); returns the table (min / median / max in ms) and
+/// the medians in seconds. A sub-millisecond case takes `reps > 1`, so that one sample is not
+/// one scheduler tick or one other contender's wind-down.
+fn table(
+    title: &str,
+    rounds: usize,
+    reps: usize,
+    cases: &mut [Case<'_>],
+) -> (report::Table, Vec<f64>) {
     for c in cases.iter_mut() {
         (c.run)();
     }
     for _ in 0..rounds {
         for c in cases.iter_mut() {
-            let t = time(&mut c.run);
-            c.times.push(t);
+            let t = time(&mut || {
+                for _ in 0..reps {
+                    (c.run)();
+                }
+            });
+            c.times.push(t / reps as f64);
         }
     }
+    let of = if reps > 1 {
+        format!(" of {reps}")
+    } else {
+        String::new()
+    };
     let mut t = report::Table::new(
-        &format!("{title} ({rounds} rounds)"),
+        &format!("{title} ({rounds} rounds{of})"),
         &[("min", "ms", 3), ("median", "ms", 3), ("max", "ms", 3)],
     );
     let meds = cases
@@ -158,6 +175,7 @@ fn main() {
     let (mut t, m) = table(
         "sum of squares, 10^6 f64 (rows of 32)",
         rounds,
+        20,
         &mut [
             case("Rust loop, same order", || {
                 std::hint::black_box(sum_sq_rows(std::hint::black_box(&xs)));
@@ -241,6 +259,7 @@ fn main() {
     let (mut t, m) = table(
         "sigmoid, 10^6 f64",
         rounds,
+        1,
         &mut [
             case("Rust loop", || sigmoid_rust(xs_ref, &mut ybuf)),
             case("rayon par_iter, 2 threads", || {
@@ -302,6 +321,7 @@ fn main() {
     let (mut t, m) = table(
         "newton (200k samples x 400 steps)",
         rounds.min(5),
+        1,
         &mut cases,
     );
     t.notes.push(format!(
