@@ -1,6 +1,8 @@
 //! The physical limits of the machine the other benches ran on, so that each ratio in
 //! `docs/performance.md` can be read against them: memory bandwidth (a 64 MiB `memcpy`, a
-//! 64 MiB and an 8 MiB read) and floating-point throughput at the vector widths in play
+//! 64 MiB and an 8 MiB read, a 1 MiB `memcpy` in cache; each on one core and then on both
+//! cores at once, the limit for a second HostTeam thread and for the collectives, whose
+//! ranks share one memory system) and floating-point throughput at the vector widths in play
 //! (128-bit SSE2 multiply + add, which is what Cranelift emits; 128-bit FMA; 256-bit FMA, which
 //! only rustc-compiled code such as the matmul micro-kernels reaches).
 //!
@@ -27,6 +29,14 @@ fn read_sum(x: &[f64]) -> f64 {
         }
     }
     acc.iter().sum()
+}
+
+/// Runs `job(0)` and `job(1)` on two threads at once (rayon's pool, started before timing)
+/// and returns the seconds until both are done.
+fn both(job: &(dyn Fn(usize) + Sync)) -> f64 {
+    let t = Instant::now();
+    rayon::join(|| job(0), || job(1));
+    t.elapsed().as_secs_f64()
 }
 
 /// Defines `fn $name(n: usize) -> f64`: `n` iterations of 12 independent chains of
@@ -81,7 +91,71 @@ fn main() {
     dst.copy_from_slice(&src);
     assert_eq!(read_sum(&x8), (small * (small - 1) / 2) as f64, "read_sum");
 
+    // Per thread: a 1 MiB source and destination (in cache), copied REPS times per sample.
+    const REPS: usize = 32;
+    let mib: usize = (1 << 20) / 8;
+    let pairs: Vec<(Vec<f64>, std::sync::Mutex<Vec<f64>>)> = (0..2)
+        .map(|k| {
+            let s: Vec<f64> = (0..mib).map(|i| (i + k) as f64).collect();
+            (s, std::sync::Mutex::new(vec![0f64; mib]))
+        })
+        .collect();
+    let mut dst2 = vec![0f64; big];
+    let halves: Vec<(&[f64], std::sync::Mutex<&mut [f64]>)> = {
+        let (s0, s1) = src.split_at(big / 2);
+        let (d0, d1) = dst2.split_at_mut(big / 2);
+        vec![
+            (s0, std::sync::Mutex::new(d0)),
+            (s1, std::sync::Mutex::new(d1)),
+        ]
+    };
+    let copy_mib = |k: usize| {
+        let (s, d) = &pairs[k];
+        let mut d = d.lock().unwrap_or_else(|e| e.into_inner());
+        for _ in 0..REPS {
+            d.copy_from_slice(black_box(s));
+            black_box(&mut *d);
+        }
+    };
+    // Warm the pool's two threads before anything is timed.
+    both(&copy_mib);
+
     type Case<'a> = (&'a str, Box<dyn FnMut() -> f64 + 'a>);
+    let mut both_cores: Vec<Case> = vec![
+        (
+            "memcpy, 1 MiB in cache, one core (read + write)",
+            Box::new(|| {
+                let t = Instant::now();
+                copy_mib(0);
+                (2 * REPS * mib * 8) as f64 / t.elapsed().as_secs_f64()
+            }),
+        ),
+        (
+            "memcpy, 1 MiB in cache on each core at once (both copies' bytes)",
+            Box::new(|| (2 * 2 * REPS * mib * 8) as f64 / both(&copy_mib)),
+        ),
+        (
+            "memcpy, 64 MiB split over both cores (read + write)",
+            Box::new(|| {
+                let secs = both(&|k| {
+                    let (s, d) = &halves[k];
+                    let mut d = d.lock().unwrap_or_else(|e| e.into_inner());
+                    d.copy_from_slice(black_box(s));
+                    black_box(&mut *d);
+                });
+                (2 * big * 8) as f64 / secs
+            }),
+        ),
+        (
+            "read, 8 MiB f64 split over both cores",
+            Box::new(|| {
+                let secs = both(&|k| {
+                    black_box(read_sum(black_box(&x8[k * small / 2..(k + 1) * small / 2])));
+                });
+                (small * 8) as f64 / secs
+            }),
+        ),
+    ];
     let mut bw: Vec<Case> = vec![
         (
             "memcpy, 64 MiB (read + write)",
@@ -154,6 +228,7 @@ fn main() {
         v.iter().map(|s| report::stats(s)).collect()
     };
     let bws = run(&mut bw, 1e9);
+    let b2s = run(&mut both_cores, 1e9);
     let fls = run(&mut flops, 1e9);
 
     let mut r = report::Report::new("machine");
@@ -171,6 +246,24 @@ fn main() {
     t.notes.push(format!(
         "At the median 8 MiB read rate, a pass over the plans' 10^6 f64 takes {:.3} ms: the floor for the sum of squares.",
         (small * 8) as f64 / (bws[2].1 * 1e9) * 1e3
+    ));
+    r.tables.push(t);
+    let mut t = report::Table::new(
+        &format!("memory bandwidth, both cores at once ({rounds} rounds)"),
+        &[
+            ("min", "GB/s", 1),
+            ("median", "GB/s", 1),
+            ("max", "GB/s", 1),
+        ],
+    );
+    for ((name, _), s) in both_cores.iter().zip(&b2s) {
+        t.row(name, vec![s.0, s.1, s.2]);
+    }
+    t.notes.push(format!(
+        "Both cores at once against one (medians): {:.2}x for a 1 MiB copy in cache, {:.2}x for the 64 MiB copy, {:.2}x for the 8 MiB read: the most a second thread can add to a memory-bound plan, and the most the ranks of a collective on `sim` can move together, on this VM.",
+        b2s[1].1 / b2s[0].1,
+        b2s[2].1 / bws[0].1,
+        b2s[3].1 / bws[2].1
     ));
     r.tables.push(t);
     let mut t = report::Table::new(
