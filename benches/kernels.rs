@@ -199,9 +199,12 @@ fn best(k: usize, f: &mut dyn FnMut()) -> f64 {
 const ROUNDS: usize = 9;
 
 /// Seconds per iteration of an eagle kernel and of its Rust loop, measured in interleaved
-/// rounds (each round: the eagle program with 0 and with `iters` iterations, the difference
-/// divided by `iters`, then the Rust loop once over `iters` iterations): the medians, and the
-/// min and max over rounds of the per-round ratio rust / eagle.
+/// rounds (each round: the eagle program with 0 iterations, the least of three runs, and with
+/// `iters` iterations, the difference divided by `iters`, then the Rust loop once over
+/// `iters` iterations): the medians, and the min and max over rounds of the per-round ratio
+/// rust / eagle. The least of the 0-iteration runs is the dispatch cost without noise, so
+/// what noise there is stays in eagle's time: the subtraction never flatters eagle (one run
+/// of it could exceed the full run's dispatch and leave a time near zero).
 fn paired(
     iters: usize,
     eagle: &mut dyn FnMut(usize),
@@ -211,7 +214,7 @@ fn paired(
     rust();
     let (mut es, mut rs, mut ratios) = (vec![], vec![], vec![]);
     for _ in 0..ROUNDS {
-        let base = secs(&mut || eagle(0));
+        let base = best(3, &mut || eagle(0));
         let full = secs(&mut || eagle(iters));
         let e = ((full - base) / iters as f64).max(1e-12);
         let r = secs(rust) / iters as f64;
