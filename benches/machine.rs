@@ -4,7 +4,9 @@
 //! cores at once, the limit for a second HostTeam thread and for the collectives, whose
 //! ranks share one memory system) and floating-point throughput at the vector widths in play
 //! (128-bit SSE2 multiply + add, which is what Cranelift emits; 128-bit FMA; 256-bit FMA, which
-//! only rustc-compiled code such as the matmul micro-kernels reaches).
+//! only rustc-compiled code such as the matmul micro-kernels reaches), and what a barrier
+//! among 2 and 4 threads costs on the 2 cores (std's `Barrier`, and a barrier that yields
+//! while it waits as `sim`'s does): the floor under every collective's synchronisation.
 //!
 //! Rounds are interleaved; each row gives min / median / max over rounds. Bandwidth is bytes
 //! moved per second (a copy counts the bytes read plus the bytes written), in GB/s (10^9);
@@ -37,6 +39,55 @@ fn both(job: &(dyn Fn(usize) + Sync)) -> f64 {
     let t = Instant::now();
     rayon::join(|| job(0), || job(1));
     t.elapsed().as_secs_f64()
+}
+
+/// A barrier that yields its core while it waits (as `sim`'s barrier does before it parks):
+/// an arrival count and a generation, the last arrival bumps the generation.
+struct YieldBarrier {
+    arrived: std::sync::atomic::AtomicUsize,
+    gen: std::sync::atomic::AtomicUsize,
+    n: usize,
+}
+
+impl YieldBarrier {
+    fn wait(&self) {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+        let g = self.gen.load(Acquire);
+        if self.arrived.fetch_add(1, AcqRel) + 1 == self.n {
+            self.arrived.store(0, Relaxed);
+            self.gen.fetch_add(1, Release);
+        } else {
+            while self.gen.load(Acquire) == g {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Seconds per barrier: `threads` threads (started once) pass `n` barriers, with `yielding`
+/// the [`YieldBarrier`], else `std::sync::Barrier`.
+fn barriers(threads: usize, n: usize, yielding: bool) -> f64 {
+    let std_b = std::sync::Barrier::new(threads);
+    let y = YieldBarrier {
+        arrived: 0.into(),
+        gen: 0.into(),
+        n: threads,
+    };
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for _ in 0..n {
+                    if yielding {
+                        y.wait();
+                    } else {
+                        std_b.wait();
+                    }
+                }
+            });
+        }
+    });
+    t.elapsed().as_secs_f64() / n as f64
 }
 
 /// Defines `fn $name(n: usize) -> f64`: `n` iterations of 12 independent chains of
@@ -215,6 +266,26 @@ fn main() {
             ));
         }
     }
+    // Barriers: 2 and 4 threads on the 2 cores; seconds per barrier.
+    const PASSES: usize = 2_000;
+    let mut sync: Vec<Case> = vec![
+        (
+            "std::sync::Barrier, 2 threads",
+            Box::new(|| barriers(2, PASSES, false)),
+        ),
+        (
+            "std::sync::Barrier, 4 threads",
+            Box::new(|| barriers(4, PASSES, false)),
+        ),
+        (
+            "yielding barrier, 2 threads",
+            Box::new(|| barriers(2, PASSES, true)),
+        ),
+        (
+            "yielding barrier, 4 threads",
+            Box::new(|| barriers(4, PASSES, true)),
+        ),
+    ];
     let run = |cases: &mut Vec<Case>, scale: f64| -> Vec<(f64, f64, f64)> {
         for (_, f) in cases.iter_mut() {
             f();
@@ -230,6 +301,7 @@ fn main() {
     let bws = run(&mut bw, 1e9);
     let b2s = run(&mut both_cores, 1e9);
     let fls = run(&mut flops, 1e9);
+    let syn = run(&mut sync, 1e-6);
 
     let mut r = report::Report::new("machine");
     let mut t = report::Table::new(
@@ -284,6 +356,18 @@ fn main() {
             fls[2].1 / fls[0].1
         ));
     }
+    r.tables.push(t);
+    let mut t = report::Table::new(
+        &format!("a barrier on the 2 cores, mean of {PASSES} back to back ({rounds} rounds)"),
+        &[("min", "us", 2), ("median", "us", 2), ("max", "us", 2)],
+    );
+    for ((name, _), s) in sync.iter().zip(&syn) {
+        t.row(name, vec![s.0, s.1, s.2]);
+    }
+    t.notes.push(format!(
+        "With 4 threads on 2 cores every barrier waits for a descheduled thread to run: std's `Barrier` (a futex) costs {:.2} us and a yielding one {:.2} us (medians), against {:.2} us and {:.2} us with 2 threads.",
+        syn[1].1, syn[3].1, syn[0].1, syn[2].1
+    ));
     r.tables.push(t);
     r.finish();
 }
