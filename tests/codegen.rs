@@ -280,3 +280,51 @@ fn a_signed_shift_runs_on_simd_vectors_with_the_same_bits() {
         assert_eq!(y.data(), &want[..], "k = {k}");
     }
 }
+
+/// The same on a tile of i32 (four lanes per vector).
+#[eagle::kernel(device)]
+pub fn sshr32_tile_d(ctx: Ctx, x: Tensor<i32, E>, y: Out<Tensor<i32, E>>, k: i32) {
+    let t = load(x, [0], [E]);
+    store(y, [0], (t >> k) + t);
+}
+#[eagle::host]
+pub fn sshr32_tile(x: Tensor<i32, NR, E>, y: Out<Tensor<i32, NR, E>>, k: i32) {
+    for r in 0..world_size() {
+        sshr32_tile_d(x[r], y[r], k, device = r);
+    }
+}
+
+#[test]
+fn a_signed_shift_of_i32_lanes_runs_on_simd_vectors_with_the_same_bits() {
+    let clif = clif_of(
+        &eagle::cranelift_ir::<sshr32_tile>(1, &[("NR", 1)]).unwrap(),
+        "sshr32_tile_d",
+    );
+    assert!(clif.contains("load.i32x4"), "{clif}");
+    assert!(clif.contains("sshr"), "{clif}");
+    let s = Session::sim(1).unwrap();
+    let mut x = Tensor::<i32>::zeros(&[1, E]);
+    let mut r = 0x2545_f491_u32;
+    for (i, x) in x.data_mut().iter_mut().enumerate() {
+        r ^= r << 13;
+        r ^= r >> 17;
+        r ^= r << 5;
+        *x = match i {
+            0 => i32::MIN,
+            1 => i32::MAX,
+            2 => -1,
+            _ => r as i32,
+        };
+    }
+    for k in [5, 0, 31, 33] {
+        let mut y = Tensor::<i32>::zeros(&[1, E]);
+        sshr32_tile.launch(&s, &x, &mut y, k).unwrap();
+        // The amount is taken modulo 32.
+        let want: Vec<i32> = x
+            .data()
+            .iter()
+            .map(|&v| (v >> (k % 32)).wrapping_add(v))
+            .collect();
+        assert_eq!(y.data(), &want[..], "k = {k}");
+    }
+}
