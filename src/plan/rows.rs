@@ -353,20 +353,15 @@ pub(crate) fn fold(kind: ReduceKind, d: DType, acc: &mut [u8], rows: &[u8]) {
                 .chunks_exact(S)
                 .map(|c| <$t>::from_le_bytes(c.try_into().unwrap_or([0; S])))
                 .collect();
-            if let [x] = &mut a[..] {
-                // One element (a scalar reduction): the running value stays in a register,
-                // so each row costs one add's latency, not a store and a reload as well.
+            // Element by element, each over the rows in row order (the elements' folds are
+            // independent, so the order of each is unchanged): the running value stays in a
+            // register, so a row costs one add's latency, not a store and a reload as well.
+            for (j, x) in a.iter_mut().enumerate() {
                 let mut v = *x;
-                for c in rows.chunks_exact(S) {
+                for c in rows.chunks_exact(S).skip(j).step_by(w / S) {
                     v $op <$t>::from_le_bytes(c.try_into().unwrap_or([0; S]));
                 }
                 *x = v;
-            } else {
-                for row in rows.chunks_exact(w) {
-                    for (x, c) in a.iter_mut().zip(row.chunks_exact(S)) {
-                        *x $op <$t>::from_le_bytes(c.try_into().unwrap_or([0; S]));
-                    }
-                }
             }
             if a.iter().any(|x| x.is_nan()) {
                 slow(acc);
@@ -423,7 +418,7 @@ mod tests {
                         _ => rows.extend_from_slice(&(x as f32).to_le_bytes()),
                     }
                 }
-                // One element (the register path) and two.
+                // One element and two (each folded over the rows on its own).
                 for lanes in [1, 2] {
                     let w = d.size() * lanes;
                     let mut fast = super::super::identity(kind, d).repeat(lanes);
