@@ -231,100 +231,78 @@ fn a_small_tile_is_unrolled_whole_with_the_same_bits() {
 
 const E: usize = 64;
 
-/// `(x >> 3) + x` on a tile of i64: an arithmetic shift right by a scalar amount.
-#[eagle::kernel(device)]
-pub fn sshr_tile_d(ctx: Ctx, x: Tensor<i64, E>, y: Out<Tensor<i64, E>>, k: i64) {
-    let t = load(x, [0], [E]);
-    store(y, [0], (t >> k) + t);
-}
-#[eagle::host]
-pub fn sshr_tile(x: Tensor<i64, NR, E>, y: Out<Tensor<i64, NR, E>>, k: i64) {
-    for r in 0..world_size() {
-        sshr_tile_d(x[r], y[r], k, device = r);
-    }
+/// `(x >> k) + x` on a tile of `$t`, an arithmetic shift right by a scalar amount: the
+/// kernel, its host program, and a test that it runs on `$vec` vectors (no scalar element
+/// loads) with the bits of Rust's `>>` (the amount modulo the width) at each of `$amounts`,
+/// over the extremes and xorshift values.
+macro_rules! signed_shift_case {
+    ($test:ident, $kernel:ident, $host:ident, $t:ident, $vec:literal, $amounts:expr) => {
+        #[eagle::kernel(device)]
+        pub fn $kernel(ctx: Ctx, x: Tensor<$t, E>, y: Out<Tensor<$t, E>>, k: $t) {
+            let t = load(x, [0], [E]);
+            store(y, [0], (t >> k) + t);
+        }
+        #[eagle::host]
+        pub fn $host(x: Tensor<$t, NR, E>, y: Out<Tensor<$t, NR, E>>, k: $t) {
+            for r in 0..world_size() {
+                $kernel(x[r], y[r], k, device = r);
+            }
+        }
+
+        #[test]
+        fn $test() {
+            let clif = clif_of(
+                &eagle::cranelift_ir::<$host>(1, &[("NR", 1)]).unwrap(),
+                stringify!($kernel),
+            );
+            assert!(clif.contains(concat!("load.", $vec)), "{clif}");
+            assert!(
+                !clif.contains(concat!("load.", stringify!($t), " notrap v")),
+                "{clif}"
+            );
+            assert!(clif.contains("sshr"), "{clif}");
+            let s = Session::sim(1).unwrap();
+            let mut x = Tensor::<$t>::zeros(&[1, E]);
+            let mut r = 0x9e37_79b9_7f4a_7c15_u64;
+            for (i, x) in x.data_mut().iter_mut().enumerate() {
+                r ^= r << 13;
+                r ^= r >> 7;
+                r ^= r << 17;
+                *x = match i {
+                    0 => <$t>::MIN,
+                    1 => <$t>::MAX,
+                    2 => -1,
+                    _ => r as $t,
+                };
+            }
+            let width = <$t>::BITS as $t;
+            for k in $amounts {
+                let mut y = Tensor::<$t>::zeros(&[1, E]);
+                $host.launch(&s, &x, &mut y, k).unwrap();
+                let want: Vec<$t> = x
+                    .data()
+                    .iter()
+                    .map(|&v| (v >> (k % width)).wrapping_add(v))
+                    .collect();
+                assert_eq!(y.data(), &want[..], "k = {k}");
+            }
+        }
+    };
 }
 
-#[test]
-fn a_signed_shift_runs_on_simd_vectors_with_the_same_bits() {
-    let clif = clif_of(
-        &eagle::cranelift_ir::<sshr_tile>(1, &[("NR", 1)]).unwrap(),
-        "sshr_tile_d",
-    );
-    // The tile's 32 steps of two lanes: vector loads, a vector `sshr`, no scalar i64 loads.
-    assert!(clif.contains("load.i64x2"), "{clif}");
-    assert!(!clif.contains("load.i64 notrap v"), "{clif}");
-    assert!(clif.contains("sshr"), "{clif}");
-    let s = Session::sim(1).unwrap();
-    let mut x = Tensor::<i64>::zeros(&[1, E]);
-    let mut r = 0x9e37_79b9_7f4a_7c15_u64;
-    for (i, x) in x.data_mut().iter_mut().enumerate() {
-        r ^= r << 13;
-        r ^= r >> 7;
-        r ^= r << 17;
-        *x = match i {
-            0 => i64::MIN,
-            1 => i64::MAX,
-            2 => -1,
-            _ => r as i64,
-        };
-    }
-    for k in [3, 0, 63, 67] {
-        let mut y = Tensor::<i64>::zeros(&[1, E]);
-        sshr_tile.launch(&s, &x, &mut y, k).unwrap();
-        // The amount is taken modulo 64, as on the scalar path and in the evaluator.
-        let want: Vec<i64> = x
-            .data()
-            .iter()
-            .map(|&v| (v >> (k % 64)).wrapping_add(v))
-            .collect();
-        assert_eq!(y.data(), &want[..], "k = {k}");
-    }
-}
-
-/// The same on a tile of i32 (four lanes per vector).
-#[eagle::kernel(device)]
-pub fn sshr32_tile_d(ctx: Ctx, x: Tensor<i32, E>, y: Out<Tensor<i32, E>>, k: i32) {
-    let t = load(x, [0], [E]);
-    store(y, [0], (t >> k) + t);
-}
-#[eagle::host]
-pub fn sshr32_tile(x: Tensor<i32, NR, E>, y: Out<Tensor<i32, NR, E>>, k: i32) {
-    for r in 0..world_size() {
-        sshr32_tile_d(x[r], y[r], k, device = r);
-    }
-}
-
-#[test]
-fn a_signed_shift_of_i32_lanes_runs_on_simd_vectors_with_the_same_bits() {
-    let clif = clif_of(
-        &eagle::cranelift_ir::<sshr32_tile>(1, &[("NR", 1)]).unwrap(),
-        "sshr32_tile_d",
-    );
-    assert!(clif.contains("load.i32x4"), "{clif}");
-    assert!(clif.contains("sshr"), "{clif}");
-    let s = Session::sim(1).unwrap();
-    let mut x = Tensor::<i32>::zeros(&[1, E]);
-    let mut r = 0x2545_f491_u32;
-    for (i, x) in x.data_mut().iter_mut().enumerate() {
-        r ^= r << 13;
-        r ^= r >> 17;
-        r ^= r << 5;
-        *x = match i {
-            0 => i32::MIN,
-            1 => i32::MAX,
-            2 => -1,
-            _ => r as i32,
-        };
-    }
-    for k in [5, 0, 31, 33] {
-        let mut y = Tensor::<i32>::zeros(&[1, E]);
-        sshr32_tile.launch(&s, &x, &mut y, k).unwrap();
-        // The amount is taken modulo 32.
-        let want: Vec<i32> = x
-            .data()
-            .iter()
-            .map(|&v| (v >> (k % 32)).wrapping_add(v))
-            .collect();
-        assert_eq!(y.data(), &want[..], "k = {k}");
-    }
-}
+signed_shift_case!(
+    a_signed_shift_runs_on_simd_vectors_with_the_same_bits,
+    sshr_tile_d,
+    sshr_tile,
+    i64,
+    "i64x2",
+    [3, 0, 63, 67]
+);
+signed_shift_case!(
+    a_signed_shift_of_i32_lanes_runs_on_simd_vectors_with_the_same_bits,
+    sshr32_tile_d,
+    sshr32_tile,
+    i32,
+    "i32x4",
+    [5, 0, 31, 33]
+);
