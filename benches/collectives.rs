@@ -202,11 +202,7 @@ fn main() {
     }
     curves.push(("memcpy, one thread".into(), memcpy_curve));
     rep.finish();
-    if std::env::args().any(|a| a == "--save") {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/collectives.svg");
-        std::fs::write(path, plot(&curves)).expect("write docs/collectives.svg");
-        println!("wrote {path}");
-    }
+    report::save_plot("collectives.svg", || plot(&curves));
 }
 
 /// All-ranks bandwidth against buffer size, one line per curve (log-2 x axis), as SVG.

@@ -551,16 +551,7 @@ fn main() {
     println!("| compile, cache hit | {:.1} us |", hit * 1e6);
     // Launch overhead is `benches/launch.rs` (the mean of 10,000 launches).
 
-    // plot: with `--save` only, as the JSON and the table (a quick run changes nothing)
-    if !std::env::args().any(|a| a == "--save") {
-        return;
-    }
-    let svg = plot(&rows, geo);
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/perf-ratios.svg");
-    if std::fs::write(path, svg).is_ok() {
-        println!();
-        println!("wrote docs/perf-ratios.svg");
-    }
+    report::save_plot("perf-ratios.svg", || plot(&rows, geo));
 }
 
 /// A bar chart of eagle / rustc per kernel, as SVG.

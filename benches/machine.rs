@@ -286,7 +286,9 @@ fn main() {
             Box::new(|| barriers(4, PASSES, true)),
         ),
     ];
-    let run = |cases: &mut Vec<Case>, scale: f64| -> Vec<(f64, f64, f64)> {
+    // Each group of cases in interleaved rounds, as a table of min / median / max in `unit`
+    // (each value of a case divided by `scale`); the stats come back for the notes.
+    let run = |cases: &mut Vec<Case>, scale: f64, title: String, unit: &str, digits: usize| {
         for (_, f) in cases.iter_mut() {
             f();
         }
@@ -296,78 +298,65 @@ fn main() {
                 v[k].push(f() / scale);
             }
         }
-        v.iter().map(|s| report::stats(s)).collect()
+        let stats: Vec<(f64, f64, f64)> = v.iter().map(|s| report::stats(s)).collect();
+        let mut t = report::Table::new(
+            &format!("{title} ({rounds} rounds)"),
+            &[
+                ("min", unit, digits),
+                ("median", unit, digits),
+                ("max", unit, digits),
+            ],
+        );
+        for ((name, _), s) in cases.iter().zip(&stats) {
+            t.row(name, vec![s.0, s.1, s.2]);
+        }
+        (t, stats)
     };
-    let bws = run(&mut bw, 1e9);
-    let b2s = run(&mut both_cores, 1e9);
-    let fls = run(&mut flops, 1e9);
-    let syn = run(&mut sync, 1e-6);
-
-    let mut r = report::Report::new("machine");
-    let mut t = report::Table::new(
-        &format!("memory bandwidth, one core ({rounds} rounds)"),
-        &[
-            ("min", "GB/s", 1),
-            ("median", "GB/s", 1),
-            ("max", "GB/s", 1),
-        ],
+    let (mut t_bw, bws) = run(&mut bw, 1e9, "memory bandwidth, one core".into(), "GB/s", 1);
+    let (mut t_b2, b2s) = run(
+        &mut both_cores,
+        1e9,
+        "memory bandwidth, both cores at once".into(),
+        "GB/s",
+        1,
     );
-    for ((name, _), s) in bw.iter().zip(&bws) {
-        t.row(name, vec![s.0, s.1, s.2]);
-    }
-    t.notes.push(format!(
+    let (mut t_fl, fls) = run(
+        &mut flops,
+        1e9,
+        "floating-point throughput, one core, 12 independent chains".into(),
+        "GFLOP/s",
+        1,
+    );
+    let (mut t_sy, syn) = run(
+        &mut sync,
+        1e-6,
+        format!("a barrier on the 2 cores, mean of {PASSES} back to back"),
+        "us",
+        2,
+    );
+
+    t_bw.notes.push(format!(
         "At the median 8 MiB read rate, a pass over the plans' 10^6 f64 takes {:.3} ms: the floor for the sum of squares.",
         (small * 8) as f64 / (bws[2].1 * 1e9) * 1e3
     ));
-    r.tables.push(t);
-    let mut t = report::Table::new(
-        &format!("memory bandwidth, both cores at once ({rounds} rounds)"),
-        &[
-            ("min", "GB/s", 1),
-            ("median", "GB/s", 1),
-            ("max", "GB/s", 1),
-        ],
-    );
-    for ((name, _), s) in both_cores.iter().zip(&b2s) {
-        t.row(name, vec![s.0, s.1, s.2]);
-    }
-    t.notes.push(format!(
+    t_b2.notes.push(format!(
         "Both cores at once against one (medians): {:.2}x for a 1 MiB copy in cache, {:.2}x for the 64 MiB copy, {:.2}x for the 8 MiB read: the most a second thread can add to a memory-bound plan, and the most the ranks of a collective on `sim` can move together, on this VM.",
         b2s[1].1 / b2s[0].1,
         b2s[2].1 / bws[0].1,
         b2s[3].1 / bws[2].1
     ));
-    r.tables.push(t);
-    let mut t = report::Table::new(
-        &format!("floating-point throughput, one core, 12 independent chains ({rounds} rounds)"),
-        &[
-            ("min", "GFLOP/s", 1),
-            ("median", "GFLOP/s", 1),
-            ("max", "GFLOP/s", 1),
-        ],
-    );
-    for ((name, _), s) in flops.iter().zip(&fls) {
-        t.row(name, vec![s.0, s.1, s.2]);
-    }
     if fls.len() == 3 {
-        t.notes.push(format!(
+        t_fl.notes.push(format!(
             "256-bit FMA is {:.2}x 128-bit FMA and {:.2}x 128-bit mul + add (medians): the ceiling of code Cranelift emits against rustc's run-time-dispatched kernels.",
             fls[2].1 / fls[1].1,
             fls[2].1 / fls[0].1
         ));
     }
-    r.tables.push(t);
-    let mut t = report::Table::new(
-        &format!("a barrier on the 2 cores, mean of {PASSES} back to back ({rounds} rounds)"),
-        &[("min", "us", 2), ("median", "us", 2), ("max", "us", 2)],
-    );
-    for ((name, _), s) in sync.iter().zip(&syn) {
-        t.row(name, vec![s.0, s.1, s.2]);
-    }
-    t.notes.push(format!(
+    t_sy.notes.push(format!(
         "With 4 threads on 2 cores every barrier waits for a descheduled thread to run: std's `Barrier` (a futex) costs {:.2} us and a yielding one {:.2} us (medians), against {:.2} us and {:.2} us with 2 threads.",
         syn[1].1, syn[3].1, syn[0].1, syn[2].1
     ));
-    r.tables.push(t);
+    let mut r = report::Report::new("machine");
+    r.tables.extend([t_bw, t_b2, t_fl, t_sy]);
     r.finish();
 }

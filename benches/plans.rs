@@ -335,11 +335,7 @@ fn main() {
         vec![(1.0, 1.0), (2.0, m[0] / m[1]), (4.0, m[0] / m[2])],
     ));
     rep.finish();
-    if std::env::args().any(|a| a == "--save") {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/plan-scaling.svg");
-        std::fs::write(path, plot(&curves)).expect("write docs/plan-scaling.svg");
-        println!("wrote {path}");
-    }
+    report::save_plot("plan-scaling.svg", || plot(&curves));
 }
 
 /// Speed-up over one thread against threads, one line per contender, as SVG.

@@ -200,7 +200,7 @@ impl Report {
     /// `docs/bench/<bench>.json` and replaces this bench's region of `docs/performance.md`.
     pub fn finish(&self) {
         println!("{}", self.render());
-        if !std::env::args().any(|a| a == "--save") {
+        if !saving() {
             return;
         }
         let root = env!("CARGO_MANIFEST_DIR");
@@ -218,6 +218,26 @@ impl Report {
         }
         println!("wrote {path} and its region of docs/performance.md");
     }
+}
+
+/// Whether `--save` is on the command line: the run writes its JSON, its region of
+/// `docs/performance.md` and its plots; without it a run leaves the tree as it was.
+pub fn saving() -> bool {
+    std::env::args().any(|a| a == "--save")
+}
+
+/// With `--save`, writes the plot `svg` (computed by `svg()`) to `docs/<file>` and says so;
+/// otherwise does nothing.
+///
+/// # Panics
+/// When the file cannot be written (a bench, not a library: the run is useless then).
+pub fn save_plot(file: &str, svg: impl FnOnce() -> String) {
+    if !saving() {
+        return;
+    }
+    let path = format!("{}/docs/{file}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::write(&path, svg()).unwrap_or_else(|e| panic!("write {path}: {e}"));
+    println!("wrote docs/{file}");
 }
 
 /// The markers of `bench`'s region.
