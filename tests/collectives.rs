@@ -275,6 +275,78 @@ fn allreduce_on_the_storage_dtypes() {
     }
 }
 
+/// Three rounds of a ring allreduce then a two-phase one, ping-ponging between two windows,
+/// launched twice per rank: every allreduce reuses the signal window its steps wait on, so a
+/// slot left set (or reset too early) by one shows up in the next as a wrong value or a race
+/// report.
+#[eagle::kernel(device)]
+pub fn rounds_d(
+    ctx: Ctx,
+    x: Tensor<f64, N>,
+    y: Out<Tensor<f64, N>>,
+    a: Window<f64, N>,
+    b: Window<f64, N>,
+) {
+    let me = rank(ctx);
+    put(a, me, x);
+    for i in 0..3 {
+        allreduce(ctx, a, b, Sum, Ring);
+        allreduce(ctx, b, a, Sum, TwoPhase);
+    }
+    get(y, me, a);
+}
+#[eagle::host]
+pub fn rounds(x: Tensor<f64, NR, N>, y: Out<Tensor<f64, NR, N>>) {
+    let a = alloc_window_buffer([N], f64);
+    let b = alloc_window_buffer([N], f64);
+    for r in 0..world_size() {
+        rounds_d(
+            x[r],
+            y[r],
+            window(a, [N], f64),
+            window(b, [N], f64),
+            device = r,
+        );
+    }
+    for r in 0..world_size() {
+        rounds_d(
+            x[r],
+            y[r],
+            window(a, [N], f64),
+            window(b, [N], f64),
+            device = r,
+        );
+    }
+}
+
+#[test]
+fn repeated_ring_and_two_phase_allreduces_reuse_their_signals() {
+    for &(p, n) in &[(2, 5), (3, 1000), (4, 2), (4, 2500), (5, 3)] {
+        let s = Session::sim(p).unwrap();
+        let x = inputs::<f64>(p, n, 77 + p as u64);
+        let mut y = Tensor::<f64>::zeros(&[p, n]);
+        rounds
+            .launch(&s, &x, &mut y)
+            .unwrap_or_else(|e| panic!("P={p} N={n}: {e}"));
+        // After the first ring every rank holds the same vector, so each later allreduce folds
+        // P copies of it, in rank order.
+        let fold = |v: Vec<f64>| -> Vec<f64> {
+            v.iter()
+                .map(|&e| (1..p).fold(e, |acc, _| acc + e))
+                .collect()
+        };
+        let mut want = fold(golden(&x, p, n, "Sum", true));
+        for _ in 0..2 {
+            want = fold(fold(want));
+        }
+        let want: Vec<u64> = want.iter().map(|v| v.to_bits()).collect();
+        for r in 0..p {
+            let got: Vec<u64> = y.row(r).iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "P={p} N={n}: rank {r} differs from the golden");
+        }
+    }
+}
+
 #[test]
 fn mesh_and_two_phase_agree_bit_for_bit() {
     let (p, n) = (5, 1001);

@@ -1,5 +1,12 @@
-//! Lowering of built-in collectives into eagle IR primitives (barrier, get, remote_load,
-//! load, store, elementwise ops, `for`, `if`), once the world size P is known.
+//! Lowering of built-in collectives into eagle IR primitives (barrier, notify, wait, get,
+//! remote_load, load, store, elementwise ops, `for`, `if`), once the world size P is known.
+//!
+//! Every collective opens and closes with a barrier (the buffers are ready on every rank
+//! before anyone reads them, and nobody returns while a peer may still read its buffers).
+//! Between its steps, a ring or two-phase allreduce waits only for the ranks whose data the
+//! next step reads: point-to-point signals in a window `window<[P], i64>` that
+//! [`add_signal_windows`] adds to the device function (and its launches), instead of full
+//! barriers.
 //!
 //! Buffers of any rank `[D0, D1, ...]` are cut along dim 0 into P contiguous chunks of rows,
 //! the first `D0 % P` one row longer (the same rule as the rank partition of the multi-GPU
@@ -9,9 +16,10 @@
 
 use crate::error::SpecializeError;
 use eagle_ir::{
-    AllreduceMode, BinOp, Block, CmpOp, Const, DType, Function, Op, OpKind, ReduceOp, Shape, Type,
-    Value,
+    AllreduceMode, BinOp, Block, CmpOp, Const, DType, Dim, Function, Level, Module, NotifyOp, Op,
+    OpKind, Param, ReduceOp, Shape, Type, Value,
 };
+use std::collections::HashMap;
 
 /// Elements per tile in lowered reductions.
 pub const BLOCK: u64 = 1024;
@@ -67,6 +75,34 @@ impl Em<'_> {
     }
     fn barrier(&mut self, ctx: Value) {
         self.push_void(OpKind::Barrier(ctx));
+    }
+    fn i64c(&mut self, c: u64) -> Value {
+        self.push(
+            OpKind::Const(Const::Int(i128::from(c))),
+            Type::Scalar(DType::I64),
+        )
+    }
+    /// `notify(sig, peer, [slot], value, set)`: every signal slot has one writer besides its
+    /// owner's reset, so `Set` suffices (no atomic add across devices).
+    fn notify(&mut self, sig: Value, peer: Value, slot: Value, value: u64) {
+        let value = self.i64c(value);
+        self.push_void(OpKind::Notify {
+            signal: sig,
+            peer,
+            offsets: vec![slot],
+            value,
+            op: NotifyOp::Set,
+        });
+    }
+    /// `wait(sig, [slot]) >= value`.
+    fn wait(&mut self, sig: Value, slot: Value, value: u64) {
+        let expected = self.i64c(value);
+        self.push_void(OpKind::Wait {
+            signal: sig,
+            offsets: vec![slot],
+            expected,
+            cmp: CmpOp::Ge,
+        });
     }
     fn ty(&self, v: Value) -> Type {
         self.values[v.index()].clone()
@@ -252,6 +288,7 @@ fn lower_block(
     values: &mut Vec<Type>,
     b: &mut Block,
     p: u64,
+    sig: Option<Value>,
 ) -> Result<(), SpecializeError> {
     let ops = std::mem::take(&mut b.ops);
     let mut out = Vec::with_capacity(ops.len());
@@ -351,16 +388,27 @@ fn lower_block(
                         });
                     }
                     AllreduceMode::TwoPhase => {
+                        // Phase 1: rank `me` reduces chunk `me` of every rank's `src` into its
+                        // `dst`. Phase 2: it gets chunk q from rank q's `dst`, once rank q
+                        // has finished phase 1 (rank q sets slot q of `me`'s signals).
                         let me = em.rank(ctx);
                         em.dyn_chunk(me, n, p, &|e, off, len| {
                             e.blocks(off, len, blk, &|e, o, b| {
                                 e.reduce_block(src, dst, &order, o, b, r)
                             });
                         });
-                        em.barrier(ctx);
+                        match sig {
+                            Some(sig) => {
+                                for &qv in &order {
+                                    let other = em.cmp(CmpOp::Ne, me, qv);
+                                    em.if_(other, |e| e.notify(sig, qv, me, 1), |_| {});
+                                }
+                            }
+                            None => em.barrier(ctx),
+                        }
                         for q in 0..p {
                             let (off, len) = chunk(n, p, q);
-                            if len == 0 {
+                            if len == 0 && sig.is_none() {
                                 continue;
                             }
                             let qv = order[q as usize];
@@ -368,9 +416,19 @@ fn lower_block(
                             em.if_(
                                 other,
                                 |e| {
-                                    let o = e.idx(off);
-                                    let d = e.subview(dst, o, len);
-                                    e.get(d, qv, d);
+                                    if let Some(sig) = sig {
+                                        e.wait(sig, qv, 1);
+                                    }
+                                    if len > 0 {
+                                        let o = e.idx(off);
+                                        let d = e.subview(dst, o, len);
+                                        e.get(d, qv, d);
+                                    }
+                                    if let Some(sig) = sig {
+                                        // Reset for the next call: rank q sets it again only
+                                        // after the closing barrier.
+                                        e.notify(sig, me, qv, 0);
+                                    }
                                 },
                                 |_| {},
                             );
@@ -381,12 +439,37 @@ fn lower_block(
                         em.get(dst, me, src);
                     }
                     AllreduceMode::Ring => {
+                        // Phase 1, step s: rank `me` adds its `src` to the partial sum of chunk
+                        // `me - s - 1` that `prev` made at its step s - 1. Phase 2, step s: it
+                        // gets chunk `me - s`, complete, from `prev`'s `dst`. Each step waits
+                        // only for `prev`'s step before it: `prev` writes the number of steps
+                        // it has finished into slot 0 of `me`'s signals. (A write into a chunk
+                        // that `next` has yet to read is ordered after that read by the chain
+                        // of waits around the ring: docs/collectives.md.)
                         let me = em.rank(ctx);
                         let pm1 = em.idx(p - 1);
                         let pv = em.idx(p);
                         let t = em.ibin(BinOp::Add, me, pm1);
                         let prev = em.ibin(BinOp::Rem, t, pv);
+                        let one = em.idx(1);
+                        let t = em.ibin(BinOp::Add, me, one);
+                        let next = em.ibin(BinOp::Rem, t, pv);
+                        let slot = em.idx(0);
+                        // Before a step that reads what `prev` made in its first `k` steps.
+                        let after = |e: &mut Em<'_>, k: u64| match sig {
+                            Some(sig) => e.wait(sig, slot, k),
+                            None => e.barrier(ctx),
+                        };
+                        // After this rank's `k`-th step, whose result `next` reads.
+                        let done = |e: &mut Em<'_>, k: u64| {
+                            if let Some(sig) = sig {
+                                e.notify(sig, next, slot, k);
+                            }
+                        };
                         for s in 0..p - 1 {
+                            if s > 0 {
+                                after(&mut em, s);
+                            }
                             let k = em.idx(p - s - 1);
                             let t = em.ibin(BinOp::Add, me, k);
                             let c = em.ibin(BinOp::Rem, t, pv);
@@ -399,9 +482,10 @@ fn lower_block(
                                     e.store(acc, dst, o);
                                 });
                             });
-                            em.barrier(ctx);
+                            done(&mut em, s + 1);
                         }
                         for s in 0..p - 1 {
+                            after(&mut em, p - 1 + s);
                             let k = em.idx(p - s);
                             let t = em.ibin(BinOp::Add, me, k);
                             let c = em.ibin(BinOp::Rem, t, pv);
@@ -410,8 +494,13 @@ fn lower_block(
                                 e.get(d, prev, d);
                             });
                             if s + 2 < p {
-                                em.barrier(ctx);
+                                done(&mut em, p + s);
                             }
+                        }
+                        if let Some(sig) = sig {
+                            // All 2P - 3 of `prev`'s counts have arrived: reset for the next
+                            // call (`prev` writes again only after the closing barrier).
+                            em.notify(sig, me, slot, 0);
                         }
                     }
                 }
@@ -430,10 +519,10 @@ fn lower_block(
                     else_body,
                     ..
                 } => {
-                    lower_block(f_name, values, then_body, p)?;
-                    lower_block(f_name, values, else_body, p)?;
+                    lower_block(f_name, values, then_body, p, sig)?;
+                    lower_block(f_name, values, else_body, p, sig)?;
                 }
-                OpKind::For { body, .. } => lower_block(f_name, values, body, p)?,
+                OpKind::For { body, .. } => lower_block(f_name, values, body, p, sig)?,
                 _ => {}
             }
             out.push(op);
@@ -443,13 +532,115 @@ fn lower_block(
     Ok(())
 }
 
-/// Replaces every built-in collective of `f` by its expansion for world size `p`.
+/// Replaces every built-in collective of `f` by its expansion for world size `p`. `signals` is
+/// the signal window [`add_signal_windows`] gave `f` (a `window<[P], i64>` parameter, zero on
+/// entry and left zero on return); without one, ring and two-phase allreduce synchronise
+/// their steps with barriers.
 ///
 /// # Errors
 /// [`SpecializeError::CollectiveShape`] when an all-to-all buffer does not have P rows.
-pub fn lower_collectives(f: &mut Function, p: u64) -> Result<(), SpecializeError> {
+pub fn lower_collectives(
+    f: &mut Function,
+    p: u64,
+    signals: Option<Value>,
+) -> Result<(), SpecializeError> {
     let mut body = std::mem::take(&mut f.body);
-    let r = lower_block(&f.name, &mut f.values, &mut body, p);
+    let r = lower_block(&f.name, &mut f.values, &mut body, p, signals);
     f.body = body;
     r
+}
+
+/// The name of the parameter [`add_signal_windows`] adds.
+pub const SIGNALS_PARAM: &str = "collective_signals";
+
+/// Whether `b` runs an allreduce whose lowering synchronises with signals (ring, two-phase).
+fn needs_signals(b: &Block) -> bool {
+    let mut yes = false;
+    b.walk(&mut |op| {
+        yes |= matches!(
+            op.kind,
+            OpKind::AllReduce {
+                mode: AllreduceMode::Ring | AllreduceMode::TwoPhase,
+                ..
+            }
+        )
+    });
+    yes
+}
+
+/// For world size `p` >= 2, gives every device function that runs a ring or two-phase
+/// allreduce a last parameter [`SIGNALS_PARAM`] of type `window<[p], i64>`, and every host
+/// function that dispatches one a window buffer for it: one `alloc_window_buffer` per launch
+/// (zeroed, like every window buffer), inserted before the first top-level op that holds such
+/// a dispatch (after the user's own buffers, so their window numbers stay), and a `window` of
+/// it passed to each such dispatch. Returns each device function's signal parameter, for
+/// [`lower_collectives`].
+pub fn add_signal_windows(m: &mut Module, p: u64) -> HashMap<String, Value> {
+    let mut sig = HashMap::new();
+    if p < 2 {
+        return sig;
+    }
+    let shape = Shape(vec![Dim::Const(p)]);
+    for f in &mut m.functions {
+        if f.level == Level::Device && needs_signals(&f.body) {
+            f.values.push(Type::Window(shape.clone(), DType::I64));
+            let value = Value(f.values.len() as u32 - 1);
+            f.params.push(Param {
+                name: SIGNALS_PARAM.into(),
+                value,
+                out: false,
+            });
+            sig.insert(f.name.clone(), value);
+        }
+    }
+    if sig.is_empty() {
+        return sig;
+    }
+    let launches = |op: &Op| {
+        let mut yes = false;
+        let mut check = |o: &Op| {
+            yes |= matches!(&o.kind, OpKind::Dispatch { callee, .. } if sig.contains_key(callee))
+        };
+        check(op);
+        for b in op.kind.blocks() {
+            b.walk(&mut check);
+        }
+        yes
+    };
+    for f in m.functions.iter_mut().filter(|f| f.level == Level::Host) {
+        let Some(first) = f.body.ops.iter().position(launches) else {
+            continue;
+        };
+        f.values.push(Type::WinBuf(shape.clone(), DType::I64));
+        let buf = Value(f.values.len() as u32 - 1);
+        let loc = f.body.ops[first].loc.clone();
+        f.body.ops.insert(
+            first,
+            Op {
+                result: Some(buf),
+                kind: OpKind::AllocWindowBuffer,
+                loc,
+            },
+        );
+        let values = &mut f.values;
+        f.body.walk_blocks_mut(&mut |b| {
+            let ops = std::mem::take(&mut b.ops);
+            for mut op in ops {
+                if let OpKind::Dispatch { callee, args, .. } = &mut op.kind {
+                    if sig.contains_key(callee) {
+                        values.push(Type::Window(shape.clone(), DType::I64));
+                        let w = Value(values.len() as u32 - 1);
+                        b.ops.push(Op {
+                            result: Some(w),
+                            kind: OpKind::Window(buf),
+                            loc: op.loc.clone(),
+                        });
+                        args.push(w);
+                    }
+                }
+                b.ops.push(op);
+            }
+        });
+    }
+    sig
 }

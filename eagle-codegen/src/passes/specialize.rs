@@ -985,6 +985,7 @@ pub fn specialize_for(
         return Err(SpecializeError::BadWorldSize(b.world_size));
     }
     let mut out = m.clone();
+    let signals = crate::lower::add_signal_windows(&mut out, b.world_size);
     let mut facts = Facts::default();
     // Callers before callees (the module lists callees first), so that a callee's scalar
     // parameters can take the ranges of the arguments its callers pass.
@@ -1051,7 +1052,7 @@ pub fn specialize_for(
             if pass == 1 {
                 f.body = std::mem::take(&mut body);
                 let _lower = tracing::debug_span!(target: "eagle", "lower", function = %f.name, world_size = b.world_size).entered();
-                crate::lower::lower_collectives(f, b.world_size)?;
+                crate::lower::lower_collectives(f, b.world_size, signals.get(&f.name).copied())?;
                 if f.level != Level::Host {
                     // Storage dtypes (`i8`, `f16`, ...) are computed in their compute dtypes
                     // (the lowered collectives' arithmetic too); then math-library ops become
