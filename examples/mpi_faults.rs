@@ -16,6 +16,9 @@
 //! - `stopped_rank`: the last rank stops (SIGSTOP) before its launch.
 //! - `plan_n`: a RankPartition plan whose last rank has 769 samples, the others 777.
 //! - `gather_share`: `RankPartition::allgather_plane` with a wrong share on the last rank.
+//! - `early_err`: the last rank fails before its launch (it "could not read its input") and
+//!   goes on to the final vote while the others wait at the launch: every rank names its
+//!   error.
 use eagle::plan::{plan, Partition, Planes, RankPartition, Structure};
 use eagle::prelude::*;
 
@@ -145,6 +148,14 @@ pub fn run(s: &Session) -> eagle::Result<()> {
                 &(0..100).map(|i| i as f64).collect::<Vec<_>>(),
             )
         }
+        "early_err" => {
+            if last {
+                return Err(eagle::Error::Input(format!(
+                    "rank {me} could not read its input"
+                )));
+            }
+            launch_rows(8, 8)
+        }
         other => Err(eagle::Error::Usage(format!(
             "argument `--mode`: unknown mode `{other}`"
         ))),
@@ -163,6 +174,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
         "stopped_rank",
         "plan_n",
         "gather_share",
+        "early_err",
     ],
     world: eagle_runner::World::Any,
     run,

@@ -134,8 +134,9 @@ impl From<eagle_codegen::SpecializeError> for Error {
 /// eagle's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What one launch did.
-#[derive(Debug, Clone)]
+/// What one launch did. Its `Debug` form is a one-line summary (the artifact by key, root,
+/// target and bindings, not its IR and code).
+#[derive(Clone)]
 pub struct LaunchReport {
     /// Time spent compiling (zero on a cache hit).
     pub compile_time: Duration,
@@ -152,6 +153,29 @@ pub struct LaunchReport {
     pub digest: Option<u64>,
     /// The artifact that ran (its specialized IR, and its CUDA C when compiled for `cuda`).
     pub artifact: std::sync::Arc<codegen::Artifact>,
+}
+
+impl std::fmt::Debug for LaunchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let a = &self.artifact;
+        f.debug_struct("LaunchReport")
+            .field("compile_time", &self.compile_time)
+            .field("cache_hit", &self.cache_hit)
+            .field("artifact_key", &format_args!("{:016x}", self.artifact_key))
+            .field("run", &self.run)
+            .field("digest", &self.digest.map(|d| format!("{d:016x}")))
+            .field(
+                "artifact",
+                &format_args!(
+                    "`{}` for {:?} at {} ({} bytes)",
+                    a.root,
+                    a.target,
+                    a.bindings.key_text(),
+                    a.size_bytes()
+                ),
+            )
+            .finish()
+    }
 }
 
 /// Checks that platform `cuda` can run on `devices`: a driver is present and every id names a
@@ -205,6 +229,18 @@ pub struct Session {
     reports_kept: usize,
     /// Whether launches compute [`LaunchReport::digest`].
     digest: bool,
+}
+
+/// Idle device threads a dropped session leaves for the next run (a larger world starts what
+/// it needs again).
+const THREADS_KEPT: usize = 64;
+
+impl Drop for Session {
+    /// Ends the idle device threads beyond [`THREADS_KEPT`], so that a session of P = 1,000
+    /// simulated ranks does not leave 1,000 threads behind.
+    fn drop(&mut self) {
+        eagle_runtime::pool::trim(THREADS_KEPT);
+    }
 }
 
 impl Session {

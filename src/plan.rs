@@ -365,10 +365,15 @@ pub struct Plan {
 /// # Errors
 /// [`Error::Ir`] when `kernel` is not a sample kernel or does not build; [`Error::Plan`] when
 /// a `cross_sample_write` kernel is rank-partitioned, or `inner` is itself `RankPartition`.
+///
+/// A category the kernel declares (`category = "..."`) is used in place of the inferred one;
+/// it may be stricter than the body (docs/plans.md), so a mapreduce body declared
+/// `cross_sample_write` runs its samples in order and cannot be rank-partitioned.
 pub fn plan<K: EagleFn>(_kernel: K, structure: Structure, inner: Structure) -> Result<Plan> {
     let mut mb = ir::ModuleBuilder::new();
     K::build(&mut mb)?;
-    plan_module(&mb.finish(), K::NAME, structure, inner)
+    let declared = K::CATEGORY.and_then(AccessCategory::parse);
+    plan_declared(&mb.finish(), K::NAME, declared, structure, inner)
 }
 
 /// [`plan()`] for a sample kernel given as IR (`module` holds kernel `name` and its callees),
@@ -379,6 +384,17 @@ pub fn plan<K: EagleFn>(_kernel: K, structure: Structure, inner: Structure) -> R
 pub fn plan_module(
     generic: &ir::Module,
     name: &str,
+    structure: Structure,
+    inner: Structure,
+) -> Result<Plan> {
+    plan_declared(generic, name, None, structure, inner)
+}
+
+/// [`plan_module`] with the category the kernel declares, if any (checked to cover the body).
+pub(crate) fn plan_declared(
+    generic: &ir::Module,
+    name: &str,
+    declared: Option<AccessCategory>,
     structure: Structure,
     inner: Structure,
 ) -> Result<Plan> {
@@ -396,7 +412,23 @@ pub fn plan_module(
             f.level.name()
         )));
     }
-    let info = ir::access_category(&f)?;
+    let mut info = ir::access_category(&f)?;
+    match declared {
+        Some(d) if d == info.category => {}
+        Some(d) if d.admits(info.category) => {
+            info = ir::AccessInfo {
+                category: d,
+                reduction_outputs: vec![],
+            }
+        }
+        Some(d) => {
+            return Err(Error::Plan(format!(
+                "kernel `{name}` declares category `{d}` but its body is `{}`; a declaration may be stricter than the body, never looser",
+                info.category
+            )))
+        }
+        None => {}
+    }
     if structure == Structure::RankPartition && info.category == AccessCategory::CrossSampleWrite {
         return Err(Error::Plan(format!(
             "kernel `{name}` is cross_sample_write (it writes other samples or reads another sample's output), so it cannot be rank-partitioned at any world size: a rank would write samples another rank owns; plan it with HostTeam or DeviceKernel"
@@ -750,7 +782,8 @@ impl Plan {
     fn on_gpu(&self, structure: Structure) -> bool {
         structure == Structure::DeviceKernel && self.platform == eagle_runtime::Platform::Cuda
     }
-    /// The inferred access category.
+    /// The access category the plan runs by: the kernel's declared one where it declares
+    /// one, else the one inferred from its body.
     pub fn category(&self) -> AccessCategory {
         self.info.category
     }

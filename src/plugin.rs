@@ -21,7 +21,7 @@
 //! rewrite an artifact and its hash together.
 
 use crate::ir::{self, parse_module, print_module, verify_module, AccessCategory};
-use crate::plan::{plan_module, Plan, Structure};
+use crate::plan::{Plan, Structure};
 use crate::{codegen, Error, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -287,7 +287,8 @@ impl Loaded {
     /// # Errors
     /// As [`crate::plan::plan`].
     pub fn plan(&self, structure: Structure, inner: Structure) -> Result<Plan> {
-        plan_module(&self.module, &self.name, structure, inner)
+        let declared = AccessCategory::parse(&self.sidecar.category);
+        crate::plan::plan_declared(&self.module, &self.name, declared, structure, inner)
     }
 }
 
@@ -468,14 +469,19 @@ pub fn load(dir: &Path, name: &str) -> Result<Loaded> {
             "none",
         )
     })?;
-    let category = ir::access_category(f)?.category;
-    if category.to_string() != sidecar.category {
-        return Err(field(
-            "category",
-            format!("`{category}` (inferred from the artifact)"),
-            format!("`{}`", sidecar.category),
-        ));
-    }
+    // The sidecar holds the category the plan ran by: the inferred one, or a stricter one the
+    // kernel declared (docs/plans.md), never a looser one.
+    let inferred = ir::access_category(f)?.category;
+    let category = match AccessCategory::parse(&sidecar.category) {
+        Some(c) if c.admits(inferred) => c,
+        _ => {
+            return Err(field(
+                "category",
+                format!("`{inferred}` (inferred from the artifact) or a stricter category"),
+                format!("`{}`", sidecar.category),
+            ))
+        }
+    };
     let op = match category {
         AccessCategory::Mapreduce(k) => Some(k.name().to_string()),
         _ => None,

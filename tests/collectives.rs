@@ -616,6 +616,121 @@ fn all_to_all_needs_one_row_per_rank() {
     );
 }
 
+/// Buffers whose shapes agree in the generic IR (a constant against a symbol) but differ once
+/// the dims are bound: every built-in collective and allreduce mode, at P = 1..5, is refused at
+/// specialization with the op's source line, both shapes, P and the fix wherever the bound
+/// shapes differ, and specializes where they agree (issue 35, item 1: these ran and filled
+/// part of the receive buffer).
+#[test]
+fn collective_buffers_that_differ_once_bound_are_refused_at_every_p() {
+    use eagle::codegen::{specialize, Bindings, SpecializeError};
+    let calls = [
+        "broadcast %0, %1, %2, %3",
+        "allgather %0, %1, %2",
+        "reduce_scatter %0, %1, %2, sum",
+        "allreduce %0, %1, %2, sum, mesh",
+        "allreduce %0, %1, %2, max, two_phase",
+        "allreduce %0, %1, %2, sum, ring",
+        "all_to_all %0, %1, %2",
+    ];
+    // (send shape, receive shape, N): a constant against NR, and a constant against N.
+    let pairs = [
+        ("[1, 8]", "[NR, 8]", 1),
+        ("[NR, 8]", "[7, 8]", 1),
+        ("[N]", "[8]", 4),
+        ("[8]", "[N]", 16),
+        ("[N, 2]", "[3, 2]", 5),
+    ];
+    let dims = |s: &str, p: u64, n: u64| -> Vec<u64> {
+        s.trim_matches(['[', ']'])
+            .split(", ")
+            .map(|d| match d {
+                "NR" => p,
+                "N" => n,
+                d => d.parse().unwrap(),
+            })
+            .collect()
+    };
+    let mut refused = 0;
+    for call in calls {
+        for (ss, ds, n) in pairs {
+            if call.starts_with("all_to_all") && !ss.contains(',') {
+                continue; // all-to-all needs rows (the verifier says so)
+            }
+            let text = format!(
+                "device @k(%0 ctx: ctx, %1 src: window<{ss}, f32>, %2 dst: window<{ds}, f32>, %3 root: index) {{\n  {call} ;@ ports.rs:12:5\n}}\n"
+            );
+            let m = eagle::ir::parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            eagle::ir::verify_module(&m).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            for p in 1..=5u64 {
+                let b = Bindings::world(p).with("NR", p).with("N", n);
+                let (bs, bd) = (dims(ss, p, n), dims(ds, p, n));
+                let r = specialize(&m, &b);
+                if bs == bd {
+                    // Agreeing shapes specialize (all-to-all still needs P rows).
+                    match r {
+                        Ok(_) => {}
+                        Err(SpecializeError::CollectiveShape { message, .. })
+                            if call.starts_with("all_to_all") && bs[0] != p =>
+                        {
+                            assert!(message.contains("rows but the world has"), "{message}")
+                        }
+                        Err(e) => panic!("{call} {ss} -> {ds} at P = {p}: {e}"),
+                    }
+                    continue;
+                }
+                refused += 1;
+                let e = r.expect_err(&format!("{call} {ss} -> {ds} at P = {p} must be refused"));
+                let SpecializeError::CollectiveShape {
+                    ref op, ref loc, ..
+                } = e
+                else {
+                    panic!("{call} {ss} -> {ds} at P = {p}: expected CollectiveShape, got {e:?}");
+                };
+                assert_eq!(op, call.split(' ').next().unwrap());
+                assert_eq!(loc.as_ref().map(|l| l.line), Some(12), "{e}");
+                let text = e.to_string();
+                let bound = |d: &[u64]| {
+                    format!(
+                        "window<[{}], f32>",
+                        d.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+                    )
+                };
+                let want = format!(
+                    "at world size P = {p} the send buffer `src` is `{}`",
+                    bound(&bs)
+                );
+                assert!(text.contains(&want), "{text}");
+                assert!(
+                    text.contains(&format!("the receive buffer `dst` is `{}`", bound(&bd))),
+                    "{text}"
+                );
+                assert!(text.contains("(at ports.rs:12:5)"), "{text}");
+                assert!(text.contains("declare both with the same dims"), "{text}");
+                for side in [ss, ds] {
+                    if side.contains('N') {
+                        assert!(
+                            text.contains(&format!("(declared `window<{side}, f32>`)")),
+                            "{text}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // `[1, 8] -> [NR, 8]` agrees at P = 1 only; every other pair differs at every P (all-to-all
+    // takes the three pairs with rows).
+    assert_eq!(refused, 6 * (4 + 5 + 5 + 5 + 5) + (4 + 5 + 5));
+    // Two different symbols stay refused by the verifier, even when bound to equal values.
+    let text = "device @k(%0 ctx: ctx, %1 src: window<[N], f32>, %2 dst: window<[M], f32>) {\n  allgather %0, %1, %2\n}\n";
+    let e = eagle::ir::verify_module(&eagle::ir::parse_module(text).unwrap()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("the receive buffer is `[M], f32` but the send buffer is `[N], f32`"),
+        "{e}"
+    );
+}
+
 /// The IR of every built-in collective, specialized at P = 4 with N = 10 (ragged chunks 3, 3,
 /// 2, 2), as the lowering pass produces it.
 #[test]

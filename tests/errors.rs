@@ -35,6 +35,24 @@ pub fn pinned(x: Tensor<f32, N_RANKS, 1, SIZE>, y: Out<Tensor<f32, N_RANKS, 1, S
     }
 }
 
+/// Takes the source location of `e`, so that an expected error can be compared whole while
+/// its location is checked on its own.
+trait WithLocOf {
+    fn with_loc_of(self, e: &SpecializeError) -> SpecializeError;
+}
+impl WithLocOf for SpecializeError {
+    fn with_loc_of(mut self, e: &SpecializeError) -> SpecializeError {
+        if let (
+            SpecializeError::WorldDimPinned { loc, .. },
+            SpecializeError::WorldDimPinned { loc: l, .. },
+        ) = (&mut self, e)
+        {
+            *loc = l.clone();
+        }
+        self
+    }
+}
+
 fn specialize_err(e: Error) -> SpecializeError {
     match e {
         Error::Codegen(CodegenError::Specialize(s)) => *s,
@@ -56,10 +74,22 @@ fn pinned_world_dim_is_a_specialization_error() {
             dim: 0,
             extent: 2,
             world_size: 4,
+            loc: None,
         }
+        .with_loc_of(&e)
+    );
+    // The message names the line that indexes the dimension with the rank (issue 35, item 9).
+    let SpecializeError::WorldDimPinned { loc: Some(loc), .. } = &e else {
+        panic!("no source line: {e}");
+    };
+    assert_eq!(
+        (loc.file.ends_with("errors.rs"), loc.line),
+        (true, 34),
+        "{e}"
     );
     let msg = e.to_string();
     for needle in [
+        "(at tests/errors.rs:34:",
         "argument `x`",
         "dimension 0",
         "constant 2",
@@ -1154,7 +1184,19 @@ fn a_pinned_world_dim_larger_than_the_world_is_an_error_too() {
                 dim: 0,
                 extent: 4,
                 world_size: p as u64,
+                loc: None,
             }
+            .with_loc_of(&e)
+        );
+        let line = include_str!("errors.rs")
+            .lines()
+            .position(|l| l.starts_with("pub fn pinned4"))
+            .unwrap()
+            + 4;
+        assert!(
+            e.to_string()
+                .contains(&format!("(at tests/errors.rs:{line}:")),
+            "{e}"
         );
         assert!(e
             .to_string()
@@ -1204,7 +1246,44 @@ fn a_dynamic_world_dim_bound_to_another_size_names_the_binding_argument() {
         );
         assert!(!msg.contains("pinned"), "{msg}");
         assert!(!msg.contains("declare the world dimension"), "{msg}");
+        assert!(
+            msg.contains(&format!(", or run on {rows} devices")),
+            "{msg}"
+        );
     }
+    // An empty argument binds NR = 0: the message does not suggest running on 0 devices.
+    let x = Tensor::<f32>::zeros(&[0, 1, SIZE]);
+    let mut y = Tensor::<f32>::zeros(&[0, 1, SIZE]);
+    let msg = dynamic_shift
+        .launch(&s, &x, &mut y)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("the world dimension `NR` was bound to 0"),
+        "{msg}"
+    );
+    assert!(!msg.contains("run on 0 devices"), "{msg}");
+}
+
+/// `{:?}` of a launch report is a short summary, not the artifact's IR and code (issue 35,
+/// item 9).
+#[test]
+fn a_launch_report_debugs_as_a_one_line_summary() {
+    let s = Session::sim(3).unwrap();
+    let x = eagle_runner::random_tensor(&[3, 1, SIZE], 4);
+    let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
+    let r = dynamic_shift.launch(&s, &x, &mut y).unwrap();
+    let d = format!("{r:?}");
+    assert!(d.starts_with("LaunchReport { compile_time: "), "{d}");
+    assert!(
+        d.contains("artifact: `dynamic_shift` for Cpu at P=3"),
+        "{d}"
+    );
+    assert!(!d.contains('\n') && d.len() < 400, "{} bytes: {d}", d.len());
+    assert!(
+        !d.contains("alloc_window_buffer"),
+        "the IR is not printed: {d}"
+    );
 }
 
 /// Waits for a count that is a loop variable (`usize`) where the signal holds `i32`.

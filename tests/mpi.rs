@@ -51,6 +51,20 @@ fn a_shape_that_differs_between_ranks_is_named_on_every_rank() {
     }
 }
 
+/// Planes of different names (a misnamed plane on one rank) name both sides, so that the two
+/// values never read the same (issue 35, item 9).
+#[test]
+fn facts_of_different_names_show_both_names() {
+    let at = |name: &str| {
+        Stance::at("plan run #1").fact(format!("plane `{name}`"), "an input of shape [8]")
+    };
+    let all = vec![at("x"), at("z")];
+    for me in 0..2 {
+        let e = judge(me, &all).unwrap_err().to_string();
+        assert!(e.contains("plane `x` / plane `z` differs between ranks: rank 0 has plane `x` (an input of shape [8]), rank 1 has plane `z` (an input of shape [8]);"), "{e}");
+    }
+}
+
 #[test]
 fn an_error_before_a_launch_on_one_rank_fails_every_rank_with_it() {
     let mut all = vec![launch("an input of shape [4, 8], f32"); 3];
@@ -85,6 +99,25 @@ fn ranks_at_different_points_are_named_with_both_points() {
     }
 }
 
+/// A rank that failed before a launch the others reached brings its own error to the final
+/// vote: every rank names that rank and its error (issue 35, item 5), not only the points.
+#[test]
+fn a_rank_at_another_point_with_its_own_error_is_named_with_it() {
+    let mut all = vec![launch("an input of shape [4, 8], f32"); 3];
+    all[2] =
+        Stance::at("the final success vote").failed(Some("rank 2 could not read its input".into()));
+    for me in 0..3 {
+        assert_eq!(
+            judge(me, &all),
+            Err(RuntimeError::RankFailed {
+                rank: 2,
+                cause: eagle::runtime::Cause::Peer("rank 2 could not read its input (rank 2 is at the final success vote while rank 0 is at launch #1 (of `rows`); every rank stops)".into())
+            }),
+            "rank {me}"
+        );
+    }
+}
+
 #[test]
 fn a_missing_rank_names_the_point_and_the_ranks() {
     let e = RuntimeError::RanksMissing {
@@ -112,6 +145,7 @@ fn mpi_fault_modes_on_one_process() {
         "stopped_rank",
         "plan_n",
         "gather_share",
+        "early_err",
     ] {
         let out = std::process::Command::new(&bin)
             .args(["-d", "0,1", "--mode", mode])

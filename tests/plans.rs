@@ -117,6 +117,66 @@ fn categories_are_inferred_from_the_ir() {
     );
 }
 
+/// A mapreduce body declared `cross_sample_write`: the stricter declaration is honoured.
+#[eagle::kernel(sample, category = "cross_sample_write")]
+pub fn declared_sequential(s: usize, x: Tensor<f64, N>, acc: Out<Tensor<f64, 4>>) {
+    acc[s % 4] += x[s];
+}
+
+/// A sample-local body declared `cross_sample_read` (stricter, so accepted).
+#[eagle::kernel(sample, category = "cross_sample_read")]
+pub fn declared_reader(s: usize, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
+    y[s] = x[s] * 2.0;
+}
+
+/// Issue 35, item 8: a declared category is an upper bound of the body's. The stricter
+/// `cross_sample_write` on a `mapreduce(sum)` body runs the samples in order on one thread,
+/// adding to the output's previous values, and RankPartition refuses it; the looser
+/// `sample_local` on a `cross_sample_read` body stays an error.
+#[test]
+fn a_declared_category_stricter_than_the_body_is_honoured() {
+    let n = 1000;
+    let x = Tensor::from_vec(&[n], wide_values(n)).unwrap();
+    let mut want = [1.0, 2.0, 3.0, 4.0];
+    for (s, v) in x.data().iter().enumerate() {
+        want[s % 4] += v;
+    }
+    for threads in [1, 4] {
+        let p = plan(
+            declared_sequential,
+            Structure::HostTeam,
+            Structure::HostTeam,
+        )
+        .unwrap()
+        .with_threads(threads);
+        assert_eq!(p.category(), AccessCategory::CrossSampleWrite);
+        let mut acc = Tensor::from_vec(&[4], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+        p.run(0, &mut Planes::new().input("x", &x).output("acc", &mut acc))
+            .unwrap();
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(acc.data()), bits(&want), "threads = {threads}");
+    }
+    let e = plan(
+        declared_sequential,
+        Structure::RankPartition,
+        Structure::HostTeam,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("is cross_sample_write"), "{e}");
+    let p = plan(declared_reader, Structure::HostTeam, Structure::HostTeam).unwrap();
+    assert_eq!(p.category(), AccessCategory::CrossSampleRead);
+    let mut y = Tensor::<f64>::zeros(&[n]);
+    p.run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .unwrap();
+    assert_eq!(y.data()[7].to_bits(), (x.data()[7] * 2.0).to_bits());
+    let e = mislabeled::module().unwrap_err().to_string();
+    assert!(
+        e.contains("a declaration may be stricter than the body, never looser"),
+        "{e}"
+    );
+}
+
 #[test]
 fn mapreduce_sum_is_bit_identical_at_every_world_size_and_thread_count() {
     let n = 1_000_000;

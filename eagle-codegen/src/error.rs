@@ -28,7 +28,7 @@ pub enum SpecializeError {
         message: String,
     },
     /// A constant extent where the world size belongs (tutorial seed, "Fatal pitfall").
-    #[error("function `{function}`, argument `{argument}`, dimension {dim}: the extent is pinned to the constant {extent}, but the program runs at world size {world_size} and indexes this dimension with ranks 0..{world_size}; declare the world dimension with `dynamic!`: `const NR: Dim = dynamic!(\"NR\");` and use `NR` in place of {extent} in the signature")]
+    #[error("function `{function}`, argument `{argument}`, dimension {dim}{}: the extent is pinned to the constant {extent}, but the program runs at world size {world_size} and indexes this dimension with ranks 0..{world_size}; declare the world dimension with `dynamic!`: `const NR: Dim = dynamic!(\"NR\");` and use `NR` in place of {extent} in the signature", eagle_ir::at(.loc.as_deref()))]
     WorldDimPinned {
         /// Host function.
         function: String,
@@ -40,10 +40,12 @@ pub enum SpecializeError {
         extent: u64,
         /// The world size of the specialization.
         world_size: u64,
+        /// The source location of the op that indexes the dimension with the rank (`x[r]`).
+        loc: Option<Box<eagle_ir::Loc>>,
     },
     /// A world dimension declared with `dynamic!` whose binding (from the argument shapes) is
     /// not the world size the program runs at.
-    #[error("function `{function}`, argument `{argument}`, dimension {dim}: the world dimension `{name}` was bound to {extent} by {bound_by}, but the session has {world_size} devices and the program indexes this dimension with ranks 0..{world_size}; pass tensors whose dimension {dim} is {world_size} (one row per device), or run on {extent} devices")]
+    #[error("function `{function}`, argument `{argument}`, dimension {dim}: the world dimension `{name}` was bound to {extent} by {bound_by}, but the session has {world_size} devices and the program indexes this dimension with ranks 0..{world_size}; pass tensors whose dimension {dim} is {world_size} (one row per device){}", if *.extent > 0 { format!(", or run on {} devices", .extent) } else { String::new() })]
     WorldDimBound {
         /// Host function.
         function: String,

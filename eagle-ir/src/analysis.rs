@@ -81,6 +81,15 @@ impl AccessCategory {
                 .map(AccessCategory::Mapreduce),
         }
     }
+
+    /// Whether a kernel declared `self` may have a body of category `body`: a declaration is
+    /// an upper bound (docs/plans.md). Every category admits itself; `cross_sample_write`
+    /// (samples run one after another, in order) admits every body; `cross_sample_read`
+    /// admits a `sample_local` body. A mapreduce declaration admits only its own op.
+    pub fn admits(self, body: AccessCategory) -> bool {
+        use AccessCategory::*;
+        self == body || self == CrossSampleWrite || (self == CrossSampleRead && body == SampleLocal)
+    }
 }
 
 /// The category of a sample kernel and the parameters that are reduction outputs.

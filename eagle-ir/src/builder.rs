@@ -188,22 +188,33 @@ impl ModuleBuilder {
         Ok(())
     }
 
-    /// Checks that sample kernel `name` has the access category `declared` (its text form,
-    /// e.g. `mapreduce(sum)`).
+    /// Checks that sample kernel `name` may be declared with access category `declared` (its
+    /// text form, e.g. `mapreduce(sum)`): the declaration is an upper bound of the category
+    /// inferred from the body ([`crate::AccessCategory::admits`]), so a stricter one
+    /// (`cross_sample_write` on a `mapreduce(sum)` body) is honoured by the plan.
     ///
     /// # Errors
-    /// [`IrError::Build`] naming the declared and the inferred category.
+    /// [`IrError::Build`] naming the declared and the inferred category when the declaration
+    /// is looser than the body or not a category.
     pub fn check_category(&self, name: &str, declared: &str) -> Result<()> {
         let Some(f) = self.module.function(name) else {
             return Ok(());
         };
         let info = crate::analysis::access_category(f)?;
-        if info.category.to_string() != declared {
+        let Some(d) = crate::AccessCategory::parse(declared) else {
             return Err(IrError::Build {
                 function: name.to_string(),
                 message: format!(
-                    "declared category `{declared}` but the body is `{}`; fix the declaration or the accesses",
-                    info.category
+                    "declared category `{declared}` is not a category; write `sample_local`, `cross_sample_read`, `cross_sample_write` or `mapreduce(sum|times|max|land)`"
+                ),
+            });
+        };
+        if !d.admits(info.category) {
+            return Err(IrError::Build {
+                function: name.to_string(),
+                message: format!(
+                    "declared category `{declared}` but the body is `{}`, which the declaration does not cover (a declaration may be stricter than the body, never looser); declare `{}` or `cross_sample_write`, or fix the accesses",
+                    info.category, info.category
                 ),
             });
         }

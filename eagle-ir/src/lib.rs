@@ -53,6 +53,10 @@ pub trait EagleFn {
     const NAME: &'static str;
     /// The level the function was declared at.
     const LEVEL: Level;
+    /// The access category a sample kernel declares (`#[eagle::kernel(sample, category =
+    /// "...")]`, text form), which plans use in place of the inferred one; `None` when not
+    /// declared.
+    const CATEGORY: Option<&'static str> = None;
     /// Adds this function (and its callees) to `m`. Building a function twice is a no-op.
     ///
     /// # Errors

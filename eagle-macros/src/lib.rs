@@ -446,6 +446,10 @@ fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
         Some(c) => quote!(__m.check_category(#name_str, #c)?;),
         None => quote!(),
     };
+    let declared_category = match &category {
+        Some(c) => quote!(const CATEGORY: Option<&'static str> = Some(#c);),
+        None => quote!(),
+    };
     let docs: Vec<&syn::Attribute> = f
         .attrs
         .iter()
@@ -499,6 +503,7 @@ fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
         impl ::eagle::ir::EagleFn for #name {
             const NAME: &'static str = #name_str;
             const LEVEL: ::eagle::ir::Level = #level_tok;
+            #declared_category
             #[allow(unused_variables, unused_mut, clippy::all)]
             fn build(__m: &mut ::eagle::ir::ModuleBuilder) -> ::eagle::ir::Result<()> {
                 __m.define(#name_str, #level_tok, |__f| {

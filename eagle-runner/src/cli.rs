@@ -315,7 +315,7 @@ pub fn example_main(step: Step) -> ExitCode {
         (step.run)(&s)
     };
     let result = run();
-    let ok = mpi.all_ok(result.is_ok());
+    let ok = mpi.all_ok(result.as_ref().err().map(ToString::to_string));
     match result {
         Ok(()) if ok => {
             use std::io::Write;

@@ -123,14 +123,15 @@ impl MpiGuard {
         let _ = digest;
         None
     }
-    /// Whether `ok` holds on every rank (ranks agree on success before they report it). A
-    /// rank at another point of the program counts as a failure.
-    pub fn all_ok(&self, ok: bool) -> bool {
+    /// Whether every rank succeeded (ranks agree on success before they report it); `error`
+    /// is this rank's failure, if any, which a rank still at another point of the program
+    /// prints as the cause. A rank at another point counts as a failure.
+    pub fn all_ok(&self, error: Option<String>) -> bool {
         #[cfg(feature = "mpi")]
         if self.size > 1 {
-            return eagle::runtime::mpi_rt::all_ok(ok, self.timeout);
+            return eagle::runtime::mpi_rt::all_ok(error, self.timeout);
         }
-        ok
+        error.is_none()
     }
     /// Checks that every rank was started with the same command line (`args`, without the
     /// program path): under `mpirun`'s MPMD form (`-np 1 eagle --mode a : -np 1 eagle --mode

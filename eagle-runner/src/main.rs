@@ -296,7 +296,7 @@ fn main() -> ExitCode {
             write_error = write_error.or(eagle_runner::write_failure(e));
         }
     }
-    let ok = mpi.all_ok(failed == 0);
+    let ok = mpi.all_ok((failed > 0).then(|| format!("{failed} step(s) failed on this rank")));
     if let Some(e) = &write_error {
         let _ = writeln!(
             eagle_runner::stderr_lines(),

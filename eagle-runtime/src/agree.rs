@@ -126,6 +126,26 @@ pub fn judge(me: usize, stances: &[Stance]) -> Result<(), RuntimeError> {
         .enumerate()
         .find(|(_, s)| s.point != mine.point)
     {
+        // A rank that brought its own error to another point (it failed before a launch the
+        // others reached, and went on to the final vote) is the cause: name it and its error.
+        if let Some((f, e)) = stances
+            .iter()
+            .enumerate()
+            .find_map(|(f, s)| s.error.as_ref().map(|e| (f, e)))
+        {
+            // The lowest rank at another point than the failing one (the same on every rank).
+            let o = stances
+                .iter()
+                .position(|s| s.point != stances[f].point)
+                .unwrap_or(q);
+            return Err(RuntimeError::RankFailed {
+                rank: f,
+                cause: crate::Cause::Peer(format!(
+                    "{e} (rank {f} is at {} while rank {o} is at {}; every rank stops)",
+                    stances[f].point, stances[o].point,
+                )),
+            });
+        }
         let (a, b) = if q < me {
             ((q, other), (me, mine))
         } else {
@@ -161,16 +181,21 @@ pub fn judge(me: usize, stances: &[Stance]) -> Result<(), RuntimeError> {
             let a = lo.facts.get(i).unwrap_or(&none);
             let b = hi.facts.get(i).unwrap_or(&none);
             if a != b {
-                let what = if a.0 == b.0 {
-                    a.0.clone()
+                // Facts of different names (a plane named `x` on one rank and `y` on another)
+                // name themselves, so that the two sides never read the same.
+                let (what, va, vb) = if a.0 == b.0 {
+                    (a.0.clone(), a.1.clone(), b.1.clone())
                 } else {
-                    format!("{} / {}", a.0, b.0)
+                    (
+                        format!("{} / {}", a.0, b.0),
+                        format!("{} ({})", a.0, a.1),
+                        format!("{} ({})", b.0, b.1),
+                    )
                 };
                 return Err(RuntimeError::RanksDisagree {
                     point: mine.point.clone(),
                     message: format!(
-                        "{what} differs between ranks: rank {rlo} has {}, rank {rhi} has {}; every rank must run the same program, with the same command line and the same argument shapes and dtypes",
-                        a.1, b.1
+                        "{what} differs between ranks: rank {rlo} has {va}, rank {rhi} has {vb}; every rank must run the same program, with the same command line and the same argument shapes and dtypes",
                     ),
                 });
             }

@@ -87,14 +87,51 @@ struct Worker {
 
 static IDLE: Mutex<Vec<Worker>> = Mutex::new(Vec::new());
 
+/// Worker threads alive now (idle or running a task).
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+std::thread_local! {
+    /// Set by the task [`trim`] gives a worker: the worker ends after it.
+    static RETIRE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Ends idle workers beyond the first `keep` (a run that needs more starts them again), and
+/// returns how many it ended. A session calls it when it is dropped, so that the threads of a
+/// large simulated world (one per rank: 1,000 at P = 1,000) do not outlive it. The threads
+/// exit as soon as they take their last task; [`live_workers`] counts them until then.
+pub fn trim(keep: usize) -> usize {
+    let extra = {
+        let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+        let k = idle.len().min(keep);
+        idle.split_off(k)
+    };
+    for w in &extra {
+        w.slot.give(Box::new(|| RETIRE.with(|r| r.set(true))));
+    }
+    extra.len()
+}
+
+/// Worker threads alive now, idle or busy.
+pub fn live_workers() -> usize {
+    LIVE.load(Ordering::Acquire)
+}
+
 fn spawn_worker(stack: usize) -> Option<Worker> {
     let (tx, rx) = std::sync::mpsc::channel::<Arc<Slot>>();
     std::thread::Builder::new()
         .name("eagle-device".into())
         .stack_size(stack)
         .spawn(move || {
+            struct Alive;
+            impl Drop for Alive {
+                fn drop(&mut self) {
+                    LIVE.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            LIVE.fetch_add(1, Ordering::AcqRel);
+            let _alive = Alive;
             let Ok(slot) = rx.recv() else { return };
-            loop {
+            while !RETIRE.with(|r| r.get()) {
                 (slot.take())();
             }
         })
@@ -269,5 +306,31 @@ mod tests {
         let again: Vec<Box<dyn FnOnce() -> usize + Send>> =
             (0..4usize).map(|i| Box::new(move || i) as Box<_>).collect();
         assert_eq!(run_all(again, 1 << 20), vec![Ok(0), Ok(1), Ok(2), Ok(3)]);
+    }
+
+    #[test]
+    fn trim_ends_idle_workers_beyond_what_it_keeps() {
+        // 200 tasks at once need 200 workers; trimming to 0 ends every idle one (other tests
+        // of this binary may start workers meanwhile, never end them).
+        let tasks: Vec<Box<dyn FnOnce() -> usize + Send>> = (0..200usize)
+            .map(|i| Box::new(move || i) as Box<_>)
+            .collect();
+        assert_eq!(run_all(tasks, 1 << 16).len(), 200);
+        let peak = live_workers();
+        assert!(peak >= 200, "{peak}");
+        assert!(trim(0) >= 200);
+        let start = Instant::now();
+        while live_workers() + 200 > peak && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            live_workers() + 200 <= peak,
+            "{} of {peak} still alive",
+            live_workers()
+        );
+        // A run after a trim starts what it needs again.
+        let again: Vec<Box<dyn FnOnce() -> usize + Send>> =
+            (0..3usize).map(|i| Box::new(move || i) as Box<_>).collect();
+        assert_eq!(run_all(again, 1 << 16), vec![Ok(0), Ok(1), Ok(2)]);
     }
 }

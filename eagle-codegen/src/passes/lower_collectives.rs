@@ -550,6 +550,60 @@ pub fn lower_collectives(
     r
 }
 
+/// Checks, once the dims are bound, the relation `docs/collectives.md` gives every built-in
+/// collective's buffers: the receive buffer has the send buffer's shape and dtype. The
+/// verifier checks it on the generic IR wherever both sides are constants or the same symbol;
+/// this catches what only binding shows (a constant on one side and a symbol on the other:
+/// `[1, 8]` against `[NR, 8]` at P = 2), which would otherwise run and fill part of the
+/// buffer. `generic` is `f`'s value-type table before binding, for the message.
+///
+/// # Errors
+/// [`SpecializeError::CollectiveShape`] naming the op's source line, both buffers as bound and
+/// as declared, P and the fix.
+pub fn check_bound_buffers(f: &Function, generic: &[Type], p: u64) -> Result<(), SpecializeError> {
+    let mut err = None;
+    f.body.walk(&mut |op| {
+        if err.is_some() {
+            return;
+        }
+        let (src, dst) = match &op.kind {
+            OpKind::Broadcast { src, dst, .. }
+            | OpKind::AllGather { src, dst, .. }
+            | OpKind::AllToAll { src, dst, .. }
+            | OpKind::ReduceScatter { src, dst, .. }
+            | OpKind::AllReduce { src, dst, .. } => (*src, *dst),
+            _ => return,
+        };
+        let (ts, td) = (f.ty(src), f.ty(dst));
+        if ts.shape() == td.shape() && ts.dtype() == td.dtype() {
+            return;
+        }
+        let name = |v: Value| {
+            f.params
+                .iter()
+                .find(|q| q.value == v)
+                .map_or(String::new(), |q| format!(" `{}`", q.name))
+        };
+        let declared = |v: Value, t: &Type| match generic.get(v.0 as usize) {
+            Some(g) if g != t => format!(" (declared `{g}`)"),
+            _ => String::new(),
+        };
+        err = Some(SpecializeError::CollectiveShape {
+            function: f.name.clone(),
+            op: op.kind.info().name.to_string(),
+            loc: op.loc.clone().map(Box::new),
+            message: format!(
+                "at world size P = {p} the send buffer{} is `{ts}`{} but the receive buffer{} is `{td}`{}; a collective's receive buffer has the send buffer's shape and dtype (docs/collectives.md): declare both with the same dims, the same `dynamic!` symbol or the same constant (for example both `[NR, ...]`)",
+                name(src),
+                declared(src, ts),
+                name(dst),
+                declared(dst, td),
+            ),
+        });
+    });
+    err.map_or(Ok(()), Err)
+}
+
 /// The name of the parameter [`add_signal_windows`] adds.
 pub const SIGNALS_PARAM: &str = "collective_signals";
 

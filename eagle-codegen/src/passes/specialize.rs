@@ -604,6 +604,7 @@ impl Spec<'_> {
                         dim: *dim,
                         extent,
                         world_size: p,
+                        loc: op.loc.clone().map(Box::new),
                     },
                 });
             }
@@ -617,6 +618,7 @@ impl Spec<'_> {
                         dim: *dim,
                         extent,
                         world_size: self.p(),
+                        loc: op.loc.clone().map(Box::new),
                     });
                 }
                 return Err(SpecializeError::IndexOutOfBounds {
@@ -1047,6 +1049,7 @@ pub fn specialize_for(
             }
             *t = nt;
         }
+        crate::lower::check_bound_buffers(f, &generic, b.world_size)?;
         let mut body = std::mem::take(&mut f.body);
         for pass in 0..2 {
             if pass == 1 {

@@ -341,6 +341,11 @@ impl V<'_> {
                 );
             }
         }
+        if let Some(Type::Tile(s, _)) = op.result.map(|r| self.ty(r)) {
+            if s.0.iter().any(|d| d.as_const() == Some(0)) {
+                return self.fail(op, format!("the result is a tile of shape {s}, with an empty dim; a tile has at least one element along every dim (docs/language.md): give every extent a value of 1 or more"));
+            }
+        }
         use OpKind::*;
         match &op.kind {
             Const(_) | Dim(_) | Binary(..) | Unary(..) | Fma(..) | Cmp(..) | Select(..)

@@ -336,11 +336,11 @@ pub fn agree(mine: &Stance, timeout: Duration) -> Result<(), RuntimeError> {
     verdict
 }
 
-/// Whether every rank passes `ok` (the ranks exchange their votes within `timeout`): ranks
-/// agree on success.
-pub fn all_ok(ok: bool, timeout: Duration) -> bool {
-    let mine = Stance::at("the final success vote")
-        .failed((!ok).then(|| "a check failed on this rank".to_string()));
+/// Whether every rank succeeded (the ranks exchange their votes within `timeout`): ranks
+/// agree on success. `error` is this rank's own failure, if any: a rank that is at another
+/// point (a launch this rank never reached) is told it, so every rank prints the cause.
+pub fn all_ok(error: Option<String>, timeout: Duration) -> bool {
+    let mine = Stance::at("the final success vote").failed(error);
     agree(&mine, timeout).is_ok()
 }
 
