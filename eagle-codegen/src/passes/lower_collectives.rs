@@ -306,13 +306,24 @@ fn lower_block(
                 root,
             } => {
                 em.barrier(ctx);
-                em.get(dst, root, src);
+                if src == dst {
+                    // In place: the root already holds the data; copying its buffer onto
+                    // itself would write what the other ranks are reading.
+                    let me = em.rank(ctx);
+                    let other = em.cmp(CmpOp::Ne, me, root);
+                    em.if_(other, |em| em.get(dst, root, src), |_| {});
+                } else {
+                    em.get(dst, root, src);
+                }
                 em.barrier(ctx);
                 true
             }
             OpKind::AllGather { ctx, src, dst } => {
                 let (n, _) = rows(&em.ty(src));
                 em.barrier(ctx);
+                // In place, a rank's own chunk is already where it belongs (and the others
+                // read it meanwhile): only the other chunks are fetched.
+                let me = (src == dst).then(|| em.rank(ctx));
                 for q in 0..p {
                     let (off, len) = chunk(n, p, q);
                     if len == 0 {
@@ -322,7 +333,13 @@ fn lower_block(
                     let peer = em.idx(q);
                     let d = em.subview(dst, o, len);
                     let s = em.subview(src, o, len);
-                    em.get(d, peer, s);
+                    match me {
+                        Some(me) => {
+                            let other = em.cmp(CmpOp::Ne, me, peer);
+                            em.if_(other, |em| em.get(d, peer, s), |_| {});
+                        }
+                        None => em.get(d, peer, s),
+                    }
                 }
                 em.barrier(ctx);
                 true

@@ -626,6 +626,9 @@ impl V<'_> {
                 self.ctx(op, *ctx)?;
                 let a2a = matches!(op.kind, AllToAll { .. });
                 self.collective_buffers(op, *src, *dst, a2a)?;
+                if a2a && src == dst {
+                    return self.fail(op, "an in-place all_to_all (the same window as send and receive buffer) is not supported: rank r overwrites row q while rank q still reads it; give it a separate receive window");
+                }
             }
             ReduceScatter {
                 ctx,
@@ -644,6 +647,15 @@ impl V<'_> {
                 let d = self.collective_buffers(op, *src, *dst, false)?;
                 if d == DType::Bool {
                     return self.fail(op, format!("reduce op `{}` does not fit dtype `bool`; reduce integers or floats (or cast the flags to `i32`)", r.name()));
+                }
+                if let AllReduce {
+                    mode: crate::ir::AllreduceMode::Mesh,
+                    ..
+                } = op.kind
+                {
+                    if src == dst {
+                        return self.fail(op, "an in-place `mesh` allreduce (the same window as send and receive buffer) is not supported: every rank reads every rank's buffer while each writes its own; use mode `two_phase` or `ring` (both support in place), or a separate receive window");
+                    }
                 }
                 if let AllReduce { mode, .. } = op.kind {
                     if mode != crate::ir::AllreduceMode::Mesh

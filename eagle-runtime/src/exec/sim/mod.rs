@@ -371,6 +371,19 @@ fn read_race(e: &RankEnv<'_, '_>, at: &str, win: u64, owner: usize, rep: &RaceRe
 fn write_race(e: &RankEnv<'_, '_>, at: &str, win: u64, owner: usize, rep: &RaceReport) -> Cause {
     let w = &e.world.windows[win as usize];
     let (r, wr) = (e.rank, rep.writer);
+    if rep.read {
+        let by = e
+            .world
+            .artifact
+            .site_text(rep.site)
+            .map_or(String::new(), |t| format!(" ({t})"));
+        return Cause::Race(format!(
+            "{at}data race: rank {r} writes window #{win} ({}) elements {}..{} on rank {owner}, which rank {wr} read{by} with no notify -> wait (or barrier) ordering that read before this write, so the read may see either value; have rank {wr} notify rank {r} after its read, and make rank {r} wait for that signal before it writes (or write other elements)",
+            w.desc,
+            rep.start / w.elem as u64,
+            rep.end / w.elem as u64,
+        ));
+    }
     Cause::Race(format!(
         "{at}data race: rank {r} writes window #{win} ({}) elements {}..{} on rank {owner}, which rank {wr} also wrote with no notify -> wait (or barrier) ordering the two writes, so which value stays depends on timing; order them (rank {wr} notifies rank {r} after its write, and rank {r} waits for that signal before writing), or write disjoint elements",
         w.desc,
@@ -473,7 +486,7 @@ unsafe extern "C" fn h_get_view(
                 .world
                 .race
                 .as_ref()
-                .and_then(|r| r.read(win as usize, p, off, n, e.rank))
+                .and_then(|r| r.read(win as usize, p, off, n, e.rank, site))
             {
                 let at = e.world.artifact.site_prefix(site);
                 let cause = read_race(e, &at, win, p, &rep);
@@ -605,7 +618,7 @@ unsafe extern "C" fn h_track_read(
     if let Err(m) = check_region(e, "load", win, rank, off, n) {
         return fail(e, Cause::Access(m));
     }
-    if let Some(rep) = race.read(win as usize, e.rank, off, n, e.rank) {
+    if let Some(rep) = race.read(win as usize, e.rank, off, n, e.rank, site) {
         let at = e.world.artifact.site_prefix(site);
         let cause = read_race(e, &at, win, e.rank, &rep);
         return fail(e, cause);

@@ -6,9 +6,11 @@
 //! that rank w wrote (a plain store into its own window, or a `put`, `remote_store` or `get`
 //! into any rank's) is ordered only if w's write happened before a release (notify or barrier
 //! arrival) that r acquired (a satisfied wait on that signal, or leaving that barrier),
-//! directly or through a chain. A write by r of bytes that w wrote is held to the same rule.
-//! Any other such access is reported, on every run, whatever the timing: the clocks follow the
-//! program's synchronisation, not the order threads ran in.
+//! directly or through a chain. A write by r of bytes that w wrote is held to the same rule,
+//! and so is a write by w of bytes that r read (the read may see the old or the new value):
+//! each rank's last read of every byte range is kept, so the verdict is the same whichever of
+//! the read and the write ran first. Any other such access is reported, on every run, whatever
+//! the timing: the clocks follow the program's synchronisation, not the order threads ran in.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
@@ -19,6 +21,8 @@ struct Seg {
     end: u64,
     writer: usize,
     epoch: u64,
+    /// The op that made the access (a site of the artifact; `u32::MAX` when unknown).
+    site: u32,
 }
 
 /// Non-overlapping written ranges, keyed by start.
@@ -26,7 +30,7 @@ struct Seg {
 struct Shadow(BTreeMap<u64, Seg>);
 
 impl Shadow {
-    fn write(&mut self, start: u64, end: u64, writer: usize, epoch: u64) {
+    fn write(&mut self, start: u64, end: u64, writer: usize, epoch: u64, site: u32) {
         if start >= end {
             return;
         }
@@ -47,16 +51,16 @@ impl Shadow {
                 }
             }
         }
-        // Merge with an adjacent segment of the same writer and epoch.
+        // Merge with an adjacent segment of the same writer, epoch and op.
         let mut new_start = start;
         if let Some((&k, s)) = self.0.range(..start).next_back() {
-            if s.end == start && s.writer == writer && s.epoch == epoch {
+            if s.end == start && s.writer == writer && s.epoch == epoch && s.site == site {
                 new_start = k;
             }
         }
         let mut new_end = end;
         if let Some(s) = self.0.get(&end).copied() {
-            if s.writer == writer && s.epoch == epoch {
+            if s.writer == writer && s.epoch == epoch && s.site == site {
                 self.0.remove(&end);
                 new_end = s.end;
             }
@@ -67,6 +71,7 @@ impl Shadow {
                 end: new_end,
                 writer,
                 epoch,
+                site,
             },
         );
     }
@@ -82,6 +87,8 @@ impl Shadow {
                 writer: s.writer,
                 start: k.max(start),
                 end: s.end.min(end),
+                read: false,
+                site: s.site,
             })
     }
 }
@@ -94,6 +101,9 @@ pub(crate) struct Race {
     barrier_acc: Mutex<Vec<u64>>,
     barrier_done: Mutex<Vec<u64>>,
     shadows: Vec<Mutex<Shadow>>,
+    /// Per allocation (as `shadows`), each reader's last read of every byte range, in the
+    /// reader's epoch (a `Shadow` whose "writer" is the reader).
+    reads: Vec<Mutex<HashMap<usize, Shadow>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -106,11 +116,18 @@ fn join(into: &mut [u64], from: &[u64]) {
     }
 }
 
-/// A read that no synchronisation orders after the write it sees.
+/// Two accesses of the same bytes that no synchronisation orders: a read and the write it
+/// may or may not see, or two writes.
 pub(crate) struct RaceReport {
+    /// The other rank: the earlier writer, or (with `read`) the earlier reader.
     pub(crate) writer: usize,
     pub(crate) start: u64,
     pub(crate) end: u64,
+    /// Whether the other access is a read (a write over bytes another rank read, with nothing
+    /// ordering the read before the write).
+    pub(crate) read: bool,
+    /// The other access's op (a site of the artifact; `u32::MAX` when unknown).
+    pub(crate) site: u32,
 }
 
 impl Race {
@@ -132,6 +149,9 @@ impl Race {
             shadows: (0..windows * p)
                 .map(|_| Mutex::new(Shadow::default()))
                 .collect(),
+            reads: (0..windows * p)
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
         }
     }
 
@@ -141,8 +161,9 @@ impl Race {
 
     /// Rank `writer` writes `[off, off + n)` of `owner`'s allocation of `win`. Returns the
     /// earlier write by another rank that no synchronisation orders before this one (two
-    /// unordered writes of one byte: which lands last depends on timing), if any; the write
-    /// is recorded either way.
+    /// unordered writes of one byte: which lands last depends on timing), else the earlier
+    /// read by another rank that none orders before it (the read could have seen either
+    /// value), if any; the write is recorded either way.
     pub(crate) fn write(
         &self,
         win: usize,
@@ -153,12 +174,24 @@ impl Race {
     ) -> Option<RaceReport> {
         let clock = lock(&self.clocks[writer]).clone();
         let mut s = lock(self.shadow(win, owner)?);
-        let found = s.unordered(off, off + n, writer, &clock);
-        s.write(off, off + n, writer, clock[writer]);
+        let found = s.unordered(off, off + n, writer, &clock).or_else(|| {
+            let reads = lock(self.reads.get(win * self.p + owner)?);
+            // The lowest reader, so that the report does not depend on the map's order.
+            let mut hits: Vec<RaceReport> = reads
+                .values()
+                .filter_map(|r| r.unordered(off, off + n, writer, &clock))
+                .collect();
+            hits.sort_by_key(|h| (h.writer, h.start));
+            hits.into_iter()
+                .next()
+                .map(|h| RaceReport { read: true, ..h })
+        });
+        s.write(off, off + n, writer, clock[writer], u32::MAX);
         found
     }
 
-    /// Rank `reader` reads `[off, off + n)` of `owner`'s allocation of `win`.
+    /// Rank `reader` reads `[off, off + n)` of `owner`'s allocation of `win`, by the op at
+    /// `site` (kept, for a later write's report).
     pub(crate) fn read(
         &self,
         win: usize,
@@ -166,10 +199,20 @@ impl Race {
         off: u64,
         n: u64,
         reader: usize,
+        site: u32,
     ) -> Option<RaceReport> {
         let clock = lock(&self.clocks[reader]).clone();
         let s = lock(self.shadow(win, owner)?);
-        s.unordered(off, off + n, reader, &clock)
+        let found = s.unordered(off, off + n, reader, &clock);
+        // Recorded under the write shadow's lock, so a write and a read of the same bytes
+        // are checked one after the other, whichever comes first.
+        if let Some(m) = self.reads.get(win * self.p + owner) {
+            lock(m)
+                .entry(reader)
+                .or_default()
+                .write(off, off + n, reader, clock[reader], site);
+        }
+        found
     }
 
     /// Rank `rank` notifies the signal at (`win`, `owner`, `off`): a release.
@@ -206,5 +249,55 @@ impl Race {
     pub(crate) fn barrier_leave(&self, rank: usize) {
         let done = lock(&self.barrier_done).clone();
         join(&mut lock(&self.clocks[rank]), &done);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 35, item 4: an unordered read and write of the same bytes are a race whichever
+    /// runs first, and a barrier between them orders them either way.
+    #[test]
+    fn the_verdict_does_not_depend_on_which_access_runs_first() {
+        for read_first in [false, true] {
+            for synchronised in [false, true] {
+                let r = Race::new(2, 1);
+                let (writer, reader) = (0, 1);
+                let mut verdicts = vec![];
+                let mut access = |read: bool| {
+                    if read {
+                        verdicts.push(
+                            r.read(0, writer, 8, 16, reader, 7)
+                                .map(|h| (h.writer, h.read)),
+                        );
+                    } else {
+                        verdicts.push(
+                            r.write(0, writer, 0, 32, writer)
+                                .map(|h| (h.writer, h.read)),
+                        );
+                    }
+                };
+                access(read_first);
+                if synchronised {
+                    r.barrier_arrive(0, false);
+                    r.barrier_arrive(1, true);
+                    r.barrier_leave(0);
+                    r.barrier_leave(1);
+                }
+                access(!read_first);
+                let race = verdicts.iter().flatten().next().copied();
+                let want = match (synchronised, read_first) {
+                    (true, _) => None,
+                    // The write finds the read (by rank 1); the read finds the write (rank 0).
+                    (false, true) => Some((reader, true)),
+                    (false, false) => Some((writer, false)),
+                };
+                assert_eq!(
+                    race, want,
+                    "read first: {read_first}, barrier: {synchronised}"
+                );
+            }
+        }
     }
 }
