@@ -8,6 +8,8 @@
 //!    raw `MPI_Allgatherv` of the same bytes through rsmpi.
 //! 2. The built-in allgather (compiled, over MPI RMA windows) against `MPI_Allgather`, 1 KiB to
 //!    4 MiB per rank.
+//! 3. A kernel's barrier (`MPI_Ibarrier` polled against the wait timeout) against
+//!    `MPI_Barrier`, and a launch's fixed cost (windows kept between launches).
 
 #[cfg(feature = "mpi")]
 mod bench {
@@ -26,6 +28,23 @@ mod bench {
     pub fn ag_d(ctx: Ctx, src: Window<f64, N>, dst: Window<f64, N>, iters: usize) {
         for i in 0..iters {
             allgather(ctx, src, dst);
+        }
+    }
+
+    /// `iters` barriers.
+    #[eagle::kernel(device)]
+    pub fn barriers_d(ctx: Ctx, iters: usize, y: Out<Tensor<f32, 1>>) {
+        for _i in 0..iters {
+            barrier(ctx);
+        }
+        y[0] = 1.0;
+    }
+
+    /// Host of `barriers_d`.
+    #[eagle::host]
+    pub fn barriers(iters: usize, y: Out<Tensor<f32, NR, 1>>) {
+        for r in 0..world_size() {
+            barriers_d(iters, y[r], device = r);
         }
     }
 
@@ -77,6 +96,37 @@ mod bench {
             println!("|---|---|---|---|---|");
         }
         let s = Session::new(eagle::Platform::Sim, (0..size).collect()).expect("session");
+        // 3. Barriers, and what a launch costs besides.
+        let mut y = Tensor::<f32>::zeros(&[size, 1]);
+        barriers.launch(&s, 10, &mut y).expect("warm-up");
+        let launches = 50;
+        let t0 = Instant::now();
+        for _ in 0..launches {
+            barriers.launch(&s, 0, &mut y).expect("base");
+        }
+        let launch_t = t0.elapsed().as_secs_f64() / launches as f64;
+        let iters = 3000;
+        let t1 = Instant::now();
+        barriers.launch(&s, iters, &mut y).expect("run");
+        let eagle_t = ((t1.elapsed().as_secs_f64() - launch_t) / iters as f64).max(1e-9);
+        world.barrier();
+        let t2 = Instant::now();
+        for _ in 0..iters {
+            world.barrier();
+        }
+        let mpi_t = t2.elapsed().as_secs_f64() / iters as f64;
+        if root {
+            println!();
+            println!("| np | eagle barrier | MPI_Barrier | ratio | a launch (0 barriers) |");
+            println!("|---|---|---|---|---|");
+            println!(
+                "| {size} | {:.1} us | {:.1} us | {:.2} | {:.2} ms |",
+                eagle_t * 1e6,
+                mpi_t * 1e6,
+                eagle_t / mpi_t,
+                launch_t * 1e3
+            );
+        }
         for k in 0..7 {
             let per_rank = 1024usize << (2 * k).min(12);
             let per_rank = if k == 6 { 4 << 20 } else { per_rank };

@@ -16,6 +16,16 @@
 //! - `stopped_rank`: the last rank stops (SIGSTOP) before its launch.
 //! - `plan_n`: a RankPartition plan whose last rank has 769 samples, the others 777.
 //! - `gather_share`: `RankPartition::allgather_plane` with a wrong share on the last rank.
+//! - `busy_in_barrier`: the last rank computes for a long time inside a kernel (outside any
+//!   MPI call) while the others wait in its barrier.
+//! - `stopped_in_barrier`: the same, and the last rank stops (SIGSTOP) meanwhile. Under MPICH
+//!   both used to hang the others in `MPI_Win_flush` for good; the watchdog ends them.
+//! - `exit_mid_run`: the last rank calls `exit(0)` after the first of two launches: the job
+//!   must not exit 0.
+//! - `plain_partition`: a RankPartition plan run without `on_world`/`with_simulated_ranks`:
+//!   over MPI under `mpirun`; without it, one rank computes everything (a build with the
+//!   `mpi` feature used to abort there, "called before MPI_INIT"); a build without the
+//!   feature names it.
 //! - `early_err`: the last rank fails before its launch (it "could not read its input") and
 //!   goes on to the final vote while the others wait at the launch: every rank names its
 //!   error.
@@ -53,6 +63,27 @@ pub fn lonely_barrier(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>) {
 pub fn uneven_barriers(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>) {
     for r in 0..world_size() {
         lonely_barrier(x[r], y[r], device = r);
+    }
+}
+
+/// The last rank spins `spins` times (outside any MPI call) before the barrier.
+#[eagle::kernel(device)]
+pub fn busy_barrier(ctx: Ctx, spins: usize, y: Out<Tensor<f32, 1>>) {
+    let mut a = 0.0f32;
+    if rank(ctx) + 1 == nranks(ctx) {
+        for _i in 0..spins {
+            a = a * 0.5 + 1.0;
+        }
+    }
+    barrier(ctx);
+    y[0] = a;
+}
+
+/// One dispatch of `busy_barrier` per rank.
+#[eagle::host]
+pub fn busy(spins: usize, y: Out<Tensor<f32, NR, 1>>) {
+    for r in 0..world_size() {
+        busy_barrier(spins, y[r], device = r);
     }
 }
 
@@ -148,6 +179,50 @@ pub fn run(s: &Session) -> eagle::Result<()> {
                 &(0..100).map(|i| i as f64).collect::<Vec<_>>(),
             )
         }
+        "busy_in_barrier" | "stopped_in_barrier" => {
+            // Long enough to outlast any wait timeout a test gives (about 20 s and more);
+            // one rank alone (no mpirun) does not spin.
+            let multi = RankPartition::world().1 > 1;
+            let spins: usize = if multi { 20_000_000_000 } else { 0 };
+            if last && mode == "stopped_in_barrier" {
+                std::thread::spawn(|| {
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                    let _ = std::process::Command::new("kill")
+                        .args(["-STOP", &std::process::id().to_string()])
+                        .status();
+                });
+            }
+            let mut y = Tensor::<f32>::zeros(&[p, 1]);
+            busy.launch(s, spins, &mut y)?;
+            Ok(())
+        }
+        "exit_mid_run" => {
+            launch_rows(8, 8)?;
+            if last {
+                std::process::exit(0);
+            }
+            launch_rows(8, 8)
+        }
+        "plain_partition" => {
+            let n = 777;
+            let x = Tensor::<f64>::from_vec(&[n], (0..n).map(|i| i as f64).collect())?;
+            let mut y = Tensor::<f64>::zeros(&[n]);
+            let r = plan(twice, Structure::RankPartition, Structure::HostTeam)?.run(
+                s.devices()[0],
+                &mut Planes::new().input("x", &x).output("y", &mut y),
+            );
+            if !RankPartition::available() {
+                return match r {
+                    Err(e) if e.to_string().contains("`mpi` feature") => Ok(()),
+                    other => Err(eagle::Error::Check(format!(
+                        "expected the error naming the `mpi` feature, got {other:?}"
+                    ))),
+                };
+            }
+            r?;
+            let want: Vec<f64> = (0..n).map(|i| 2.0 * i as f64).collect();
+            eagle_runner::check_bits_f64("y", y.data(), &want)
+        }
         "early_err" => {
             if last {
                 return Err(eagle::Error::Input(format!(
@@ -174,7 +249,11 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
         "stopped_rank",
         "plan_n",
         "gather_share",
+        "busy_in_barrier",
+        "stopped_in_barrier",
+        "exit_mid_run",
         "early_err",
+        "plain_partition",
     ],
     world: eagle_runner::World::Any,
     run,

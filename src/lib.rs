@@ -264,6 +264,13 @@ impl Session {
             )
             .into());
         }
+        #[cfg(not(feature = "mpi"))]
+        if let Some(n) = eagle_runtime::launcher_world_size().filter(|&n| n > 1) {
+            return Err(E::Devices(format!(
+                "this process was started by mpirun as one of {n} processes, but eagle was built without the `mpi` cargo feature, so each process would run the whole job alone; build with the feature (`eagle = {{ version = \"0.1\", features = [\"mpi\"] }}`, or `cargo run --features mpi`), or run without mpirun"
+            ))
+            .into());
+        }
         #[cfg(feature = "mpi")]
         {
             let (_, size) = eagle_runtime::mpi_rt::world();

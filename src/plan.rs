@@ -821,6 +821,15 @@ impl Plan {
     /// otherwise wait forever in the gather.
     pub fn run(&self, device: usize, planes: &mut Planes<'_>) -> Result<()> {
         let _run = tracing::info_span!(target: "eagle", "plan_run", kernel = %self.kernel, structure = self.structure.name(), inner = self.inner.name(), threads = self.threads, device, platform = self.platform.name()).entered();
+        // Under mpirun without the `mpi` feature every process would compute the whole plan
+        // alone: refused, naming the feature.
+        #[cfg(not(feature = "mpi"))]
+        if self.structure == Structure::RankPartition
+            && self.ranks.is_none()
+            && eagle_runtime::launcher_world_size().is_some_and(|n| n > 1)
+        {
+            return Err(no_mpi("a RankPartition plan started by mpirun"));
+        }
         #[cfg(feature = "mpi")]
         if self.structure == Structure::RankPartition
             && self.ranks.is_none()

@@ -146,6 +146,10 @@ fn mpi_fault_modes_on_one_process() {
         "plan_n",
         "gather_share",
         "early_err",
+        "busy_in_barrier",
+        "stopped_in_barrier",
+        "exit_mid_run",
+        "plain_partition",
     ] {
         let out = std::process::Command::new(&bin)
             .args(["-d", "0,1", "--mode", mode])

@@ -786,10 +786,13 @@ fn run_mpi(
             size,
             timeout: opts.wait_timeout,
             error: None,
+            pending: vec![],
         };
         let mut ctx = mpi_rt::device_ctx(&mut env);
         // SAFETY: as in `device_main`: the ABI slots match the callee's parameters.
         let st = unsafe { entry(&mut ctx, slots.as_ptr()) };
+        // The dispatch's puts are complete before anything reads them (invariant 2).
+        env.complete_puts();
         if st != 0 {
             let cause = env
                 .error
@@ -856,7 +859,7 @@ fn run_mpi(
             }
         }
     }
-    drop(wins);
+    wins.keep();
     let _ = &mut jobs;
     Ok(RunReport {
         run_time: t0.elapsed(),

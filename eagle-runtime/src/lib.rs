@@ -28,7 +28,7 @@ pub(crate) use exec::sim::race;
 pub use error::{Cause, RuntimeError};
 pub use host::{run, run_with, EntryCaller};
 pub use job::{Arg, RunReport};
-pub use options::RunOptions;
+pub use options::{launcher_world_size, RunOptions};
 pub use tensor::{Element, Tensor};
 
 /// Where device programs run.

@@ -119,6 +119,25 @@ impl RunOptions {
     }
 }
 
+/// The number of processes of the job when an MPI launcher started this process (`mpirun`
+/// of Open MPI, or MPICH's Hydra: `OMPI_COMM_WORLD_SIZE`, `PMI_SIZE`, `PMIX` or
+/// `MPI_LOCALNRANKS` in the environment); `None` otherwise. A launcher that gives no size
+/// counts as `Some(0)`.
+pub fn launcher_world_size() -> Option<usize> {
+    let size = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.parse().ok());
+    let launched = [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_RANK",
+        "MPI_LOCALNRANKS",
+    ]
+    .iter()
+    .any(|k| std::env::var_os(k).is_some());
+    launched.then(|| size.unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

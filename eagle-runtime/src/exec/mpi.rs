@@ -6,21 +6,33 @@
 //!
 //! 1. Every process runs the same host program, so every process allocates the same windows in
 //!    the same order (window allocation is collective) and computes the same dispatch lists.
-//! 2. A `put` or `get` is followed by `MPI_Win_flush` to its target: it is complete at the
-//!    target when the hook returns. So a `notify` (an `MPI_Accumulate`, flushed) issued after
-//!    puts is seen only after their data (notify is a release).
+//! 2. A `get` is complete when its hook returns (an `MPI_Rget` request, polled). A `put` to a
+//!    peer is *pending* until the next release point of its rank: a `notify` or a barrier
+//!    completes every pending put (`MPI_Win_flush` to each target) before it signals, and the
+//!    end of a dispatch completes them too; a put or get that overlaps a pending put of the
+//!    same window and target completes it first, and a put to the rank itself completes at
+//!    once (the kernel may read it with plain loads). So a `notify` issued after puts is seen
+//!    only after their data (notify is a release). A pending put sends from a copy of its
+//!    bytes, so the kernel may reuse its source at once. (Flushing every put as it was made
+//!    spun in `MPI_Win_flush` once per put: under MPICH with more ranks than cores, a
+//!    scheduler tick each.)
 //! 3. Signals and arrival counters are touched only by one atomic RMA operation, `MPI_SUM`
-//!    (MPI promises atomicity between accumulates only for the same op): notify `Add` is
-//!    `MPI_Accumulate(SUM)`, `Set` adds the difference from the value read (a loop, in case
-//!    another rank changed it), and `wait` polls its own signal with
-//!    `MPI_Fetch_and_op(SUM, 0)` (an atomic read) and, once it holds, calls
+//!    (MPI promises atomicity between accumulates only for the same op): a fetch-and-add
+//!    (`MPI_Rget_accumulate(SUM)` of one element, its request polled with yields). Notify
+//!    `Add` is one, `Set` adds the difference from the value read (a loop, in case another
+//!    rank changed it), and `wait` polls its own signal with a fetch-and-add of 0 (an atomic
+//!    read) and, once it holds, calls
 //!    `MPI_Win_sync` on every window before the kernel reads window memory with plain loads
 //!    (wait is an acquire). Only predefined handles that every MPI exports through rsmpi are
 //!    used (`MPI_SUM`, no `MPI_REPLACE`/`MPI_NO_OP`), so the transport builds against Open MPI
 //!    and MPICH alike.
-//! 4. A barrier is arrival counters in an RMA window of its own: each rank adds one to its slot
-//!    on every rank and polls its own slots against the wait timeout, so a barrier that some
-//!    rank never reaches fails naming those ranks (never `MPI_Barrier`, which cannot time out).
+//! 4. A barrier is an `MPI_Ibarrier` on a communicator of its own, polled with `MPI_Test`
+//!    against the wait timeout (never `MPI_Barrier`, which cannot time out), between
+//!    `MPI_Win_sync`s of every window. Each rank also adds one to its slot of an arrival
+//!    counter on every rank (not flushed: only a barrier that times out reads them, after a
+//!    flush), so a barrier that some rank never reaches fails naming those ranks. (Arrival
+//!    counters alone, each flushed, cost about 4 ms a barrier under MPICH 4.0 ch4:ucx at
+//!    np = 3 on 2 cores: a flush spins until the target, maybe not scheduled, progresses.)
 //! 5. Reductions never go to MPI: built-in collectives are lowered to put/get/barrier by the
 //!    compiler, so their combine order is eagle's, not `MPI_Allreduce`'s.
 //! 6. Ranks agree before they act together ([`agree`], on a communicator of its own with
@@ -32,6 +44,19 @@
 //!    every rank within seconds: no rank is left waiting for a peer that is gone.
 //! 8. On one node under Open MPI, windows use the shared-memory one-sided component `sm`
 //!    unless the user chose one (`OMPI_MCA_osc`; see `prefer_shared_memory_windows`).
+//! 9. No MPI call blocks for longer than the wait timeout plus [`GRACE`], whatever a peer
+//!    does. An MPI that progresses one-sided operations only inside the target's MPI calls
+//!    (MPICH without asynchronous progress) blocks `MPI_Win_flush` for as long as the peer is
+//!    stopped or busy outside MPI, beyond any timeout eagle polls against. So every call that
+//!    may block runs inside a [`watchdog`] section; a thread of its own, independent of MPI
+//!    progress, prints the verdict (this rank, the operation, the peer) and ends the job when a
+//!    section outlives its limit.
+//! 10. MPI is initialised on first use when a launcher started the process (as mpi4py does
+//!    when imported): [`world`] initialises it, so a program that never calls [`init`] still
+//!    runs as one rank of the job, never as a lone copy of the whole job. At exit (an
+//!    `atexit` handler, or [`finalize`]) the ranks agree that they all reached the end before
+//!    `MPI_Finalize`: a rank that exits while the others are still at work (`exit(0)` in
+//!    the middle of a run) ends the job with an error naming it, never a job that exits 0.
 
 /// The rsmpi crate, for programs that also call MPI directly (benchmarks compare against it).
 pub use mpi;
@@ -53,6 +78,8 @@ static WORLD: OnceLock<(usize, usize)> = OnceLock::new();
 /// The communicator of agreements (a duplicate of the world, so that no agreement message can
 /// match a user's or a kernel's traffic).
 static CONTROL: OnceLock<Comm> = OnceLock::new();
+/// The communicator of kernel barriers (`MPI_Ibarrier`, another duplicate of the world).
+static BARRIERS: OnceLock<Comm> = OnceLock::new();
 
 /// An MPI communicator handle that may live in a static (it is only used after `init`, and MPI
 /// runs with `MPI_THREAD_MULTIPLE`).
@@ -68,14 +95,7 @@ const AGREE_TAG: i32 = 0x4547;
 
 /// Whether this process was started by an MPI launcher.
 fn launched() -> bool {
-    [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMIX_RANK",
-        "MPI_LOCALNRANKS",
-    ]
-    .iter()
-    .any(|k| std::env::var_os(k).is_some())
+    crate::launcher_world_size().is_some()
 }
 
 /// Open MPI 4.1 picks its `ucx` or `rdma` one-sided component even when every rank runs on
@@ -114,13 +134,18 @@ fn osc_choice(
 }
 
 /// Initialises MPI when the process was started by `mpirun` (idempotent) and returns
-/// `(rank, size)`; `(0, 1)` otherwise.
+/// `(rank, size)`; `(0, 1)` otherwise. [`world`] calls it, so calling it is optional; calling it
+/// first thing in `main` keeps MPI's initialisation ahead of any thread the program starts.
+/// MPI is finalised at exit (see [`finalize`]).
 pub fn init() -> (usize, usize) {
     *WORLD.get_or_init(|| {
         if !launched() {
             return (0, 1);
         }
         prefer_shared_memory_windows();
+        if let Ok(o) = crate::RunOptions::from_env() {
+            set_timeout(o.wait_timeout);
+        }
         match mpi::initialize_with_threading(mpi::Threading::Multiple) {
             Some((u, _)) => {
                 use mpi::traits::Communicator;
@@ -133,6 +158,13 @@ pub fn init() -> (usize, usize) {
                     c
                 };
                 let _ = CONTROL.set(Comm(control));
+                // SAFETY: as above.
+                let barriers = unsafe {
+                    let mut c: ffi::MPI_Comm = std::mem::zeroed();
+                    ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut c);
+                    c
+                };
+                let _ = BARRIERS.set(Comm(barriers));
                 if let Ok(mut g) = UNIVERSE.lock() {
                     *g = Some(u);
                 }
@@ -142,6 +174,11 @@ pub fn init() -> (usize, usize) {
                     prev(info);
                     abort(1);
                 }));
+                // SAFETY: registers a plain `extern "C" fn()` with the C library.
+                unsafe {
+                    atexit(at_exit);
+                }
+                watchdog::start(rs.0);
                 rs
             }
             None => (0, 1),
@@ -149,9 +186,129 @@ pub fn init() -> (usize, usize) {
     })
 }
 
-/// `(rank, size)` of this process (after [`init`]); `(0, 1)` without MPI.
+/// `(rank, size)` of this process; `(0, 1)` without a launcher. Initialises MPI on first use
+/// when a launcher (`mpirun`, Open MPI's or MPICH's) started the process.
 pub fn world() -> (usize, usize) {
-    WORLD.get().copied().unwrap_or((0, 1))
+    init()
+}
+
+extern "C" {
+    fn atexit(f: extern "C" fn()) -> i32;
+    fn _exit(code: i32) -> !;
+}
+
+/// The `atexit` handler: [`finalize`], if the program did not.
+extern "C" fn at_exit() {
+    finalize();
+}
+
+/// The wait timeout of the latest agreement, in seconds: the exit agreement waits that long.
+static TIMEOUT_S: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(60);
+
+fn set_timeout(t: Duration) {
+    TIMEOUT_S.store(t.as_secs().max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
+fn timeout() -> Duration {
+    Duration::from_secs(TIMEOUT_S.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// How long past its limit a blocking MPI call may run before the watchdog ends the job.
+pub const GRACE: Duration = Duration::from_secs(2);
+
+/// The watchdog of invariant 9.
+mod watchdog {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+    /// When the open section must end, in milliseconds since [`epoch`]; 0 when none is open.
+    static DEADLINE_MS: AtomicU64 = AtomicU64::new(0);
+    /// Its limit, in seconds (for the message).
+    static LIMIT_S: AtomicU64 = AtomicU64::new(0);
+    /// Nesting depth: only the outermost section sets and clears the deadline.
+    static DEPTH: AtomicU32 = AtomicU32::new(0);
+    /// What the section is doing, and the peer it waits on (-1: none).
+    static WHAT: Mutex<(&str, i64)> = Mutex::new(("", -1));
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+    fn now_ms() -> u64 {
+        EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1
+    }
+
+    /// An open section; closes when dropped.
+    pub(crate) struct Section;
+
+    impl Drop for Section {
+        fn drop(&mut self) {
+            if DEPTH.fetch_sub(1, Ordering::AcqRel) == 1 {
+                DEADLINE_MS.store(0, Ordering::Release);
+            }
+        }
+    }
+
+    /// Opens a section doing `what` with `peer`, which must end within `limit` plus
+    /// [`GRACE`].
+    pub(crate) fn enter(what: &'static str, peer: i64, limit: Duration) -> Section {
+        if DEPTH.fetch_add(1, Ordering::AcqRel) == 0 {
+            note(what, peer);
+            LIMIT_S.store(limit.as_secs(), Ordering::Relaxed);
+            DEADLINE_MS.store(
+                now_ms() + (limit + GRACE).as_millis() as u64,
+                Ordering::Release,
+            );
+        }
+        Section
+    }
+
+    /// Says what the open section is doing now.
+    pub(crate) fn note(what: &'static str, peer: i64) {
+        *WHAT.lock().unwrap_or_else(|e| e.into_inner()) = (what, peer);
+    }
+
+    /// Starts the watchdog thread of rank `rank`.
+    pub(crate) fn start(rank: usize) {
+        let _ = std::thread::Builder::new()
+            .name("eagle-mpi-watchdog".into())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_millis(100));
+                let d = DEADLINE_MS.load(Ordering::Acquire);
+                if d == 0 || now_ms() <= d {
+                    continue;
+                }
+                let (what, peer) = *WHAT.lock().unwrap_or_else(|e| e.into_inner());
+                let on = if peer >= 0 {
+                    format!(" (waiting on rank {peer})")
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(
+                    crate::stderr_lines(),
+                    "error: rank {rank}: {what}{on} did not return within {} s (the wait timeout) + {} s: a peer makes no MPI progress (a stopped process, or one busy outside MPI: this MPI progresses one-sided operations only inside the target's MPI calls; MPICH's MPIR_CVAR_ASYNC_PROGRESS=1 progresses them in the background); ending the job",
+                    LIMIT_S.load(Ordering::Relaxed),
+                    GRACE.as_secs()
+                );
+                hard_abort();
+            });
+    }
+
+    /// Ends the job from the watchdog: `MPI_Abort` from a thread of its own (it may block
+    /// too, behind the stuck call), and this process's `_exit(1)` if it has not returned
+    /// within 3 s: the launcher then ends the other ranks.
+    fn hard_abort() -> ! {
+        let _ = std::io::stderr().flush();
+        let _ = std::io::stdout().flush();
+        let _ = std::thread::Builder::new().spawn(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            // SAFETY: MPI is initialised (the watchdog starts after it).
+            unsafe {
+                ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, 1);
+            }
+        });
+        std::thread::sleep(Duration::from_secs(3));
+        // SAFETY: ends this process at once, without running exit handlers (which would
+        // enter MPI again).
+        unsafe { _exit(1) }
+    }
 }
 
 /// Whether ranks are MPI processes in this run.
@@ -159,11 +316,22 @@ pub fn active() -> bool {
     world().1 > 1 || UNIVERSE.lock().map(|g| g.is_some()).unwrap_or(false)
 }
 
-/// Finalises MPI (call once, at the end of `main`).
+/// Finalises MPI (idempotent; eagle calls it at exit, so calling it is optional). First the
+/// ranks agree that every one of them reached the end of the program, within the wait
+/// timeout: a rank still at work elsewhere (one rank called `exit(0)` in the middle of a run)
+/// makes this an error naming the ranks and both points, and the job is aborted (exit status
+/// 1) rather than finalised.
 pub fn finalize() {
-    if let Ok(mut g) = UNIVERSE.lock() {
-        g.take();
+    let Some(u) = UNIVERSE.lock().ok().and_then(|mut g| g.take()) else {
+        return;
+    };
+    if world().1 > 1 {
+        let _ = agree(&Stance::at("the end of the program (exit)"), timeout());
     }
+    // The kept windows are freed collectively: every rank is here.
+    drop(KEPT.lock().unwrap_or_else(|e| e.into_inner()).take());
+    let _s = watchdog::enter("MPI_Finalize", -1, timeout());
+    drop(u);
 }
 
 /// Ends every rank of the job with `code`, after giving the launcher 200 ms to forward what
@@ -295,6 +463,22 @@ pub fn stances(mine: &Stance, timeout: Duration) -> Vec<Stance> {
     }
 }
 
+/// Waits for `req` with `MPI_Test`, yielding between tests (see [`backoff`]).
+fn complete(req: &mut ffi::MPI_Request) {
+    let start = Instant::now();
+    loop {
+        let mut done = 0;
+        // SAFETY: testing a request the caller started.
+        unsafe {
+            ffi::MPI_Test(req, &mut done, ffi::RSMPI_STATUS_IGNORE);
+        }
+        if done != 0 {
+            return;
+        }
+        backoff(start);
+    }
+}
+
 /// One step of a polling loop that started at `start`: yield for the first 2 ms, then sleep
 /// 50 us per step, so that ranks waiting on a late peer leave the cores to it (ranks are often
 /// oversubscribed: `mpirun --oversubscribe` on a laptop or in CI).
@@ -321,6 +505,7 @@ pub fn agree(mine: &Stance, timeout: Duration) -> Result<(), RuntimeError> {
     if world().1 <= 1 {
         return Ok(());
     }
+    set_timeout(timeout);
     let all = stances(mine, timeout);
     let verdict = judge(world().0, &all);
     if verdict.is_err() && all.iter().any(|s| s.point != mine.point) {
@@ -358,8 +543,13 @@ pub fn digests(digest: u64, timeout: Duration) -> Vec<u64> {
         .collect()
 }
 
-/// Gathers `mine` (this rank's bytes) from every rank, in rank order, given every rank's count.
+/// Gathers `mine` (this rank's bytes) from every rank, in rank order, given every rank's count
+/// (a copy of `mine` on one rank, with or without MPI).
 pub fn allgather_bytes(mine: &[u8], counts: &[usize]) -> Vec<u8> {
+    if world().1 <= 1 {
+        return mine.to_vec();
+    }
+    let _s = watchdog::enter("an all-gather of outputs (MPI_Allgatherv)", -1, timeout());
     let total: usize = counts.iter().sum();
     let mut out = vec![0u8; total];
     let c: Vec<i32> = counts.iter().map(|&x| x as i32).collect();
@@ -391,9 +581,20 @@ pub(crate) struct Windows {
     bytes: Vec<usize>,
     /// One `u64` slot per rank: slot q counts the barriers rank q has arrived at.
     arrivals: ffi::MPI_Win,
-    /// Barriers this rank has entered in this run.
+    /// Barriers this rank has entered with these windows (they outlive a run: [`KEPT`]).
     barriers: Cell<u64>,
 }
+
+// SAFETY: the window handles and base pointers are owned by this value alone; it moves
+// between threads only through `KEPT`, under its lock, and MPI runs with
+// `MPI_THREAD_MULTIPLE`.
+unsafe impl Send for Windows {}
+
+/// The windows of the last run, kept for the next one (`MPI_Win_allocate` and `MPI_Win_free`
+/// are collective and slow: about 70 ms and 20 ms a launch under MPICH 4.0 ch4:ucx at np = 3
+/// on 2 cores). Every rank keeps and reuses the same windows: every rank ran the same
+/// launches with the same window lists (both agreed), so every rank takes the same branch.
+static KEPT: Mutex<Option<Windows>> = Mutex::new(None);
 
 /// Allocates one window of `b` bytes, collectively; [`Windows::allocate`] zeroes it.
 ///
@@ -424,6 +625,24 @@ impl Windows {
     /// on all of them. The ranks have agreed on `bytes` before (invariant 6).
     pub(crate) fn allocate(bytes: &[usize], timeout: Duration) -> Windows {
         let (_, size) = world();
+        let _s = watchdog::enter("the window allocation (MPI_Win_allocate)", -1, timeout);
+        let kept = KEPT.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = kept {
+            if w.bytes == bytes {
+                // The same windows as the last run: zeroed again, like new ones. Nothing is in
+                // flight into them (every put and notify was flushed before the last run's
+                // closing agreement).
+                for (&base, &b) in w.bases.iter().zip(bytes) {
+                    // SAFETY: the local part of the window holds b.max(8) bytes.
+                    unsafe { std::ptr::write_bytes(base, 0, b.max(8)) };
+                }
+                w.sync_all();
+                let _ = agree(&Stance::at("the window allocation"), timeout);
+                return w;
+            }
+            // Other sizes: freed (collectively) before the new ones are allocated.
+            drop(w);
+        }
         let (arrivals, arrivals_base) = allocate_window(size * 8);
         let mut w = Windows {
             wins: vec![],
@@ -462,6 +681,11 @@ impl Windows {
         w
     }
 
+    /// Keeps these windows for the next run (see [`KEPT`]).
+    pub(crate) fn keep(self) {
+        *KEPT.lock().unwrap_or_else(|e| e.into_inner()) = Some(self);
+    }
+
     fn sync_all(&self) {
         for &win in &self.wins {
             // SAFETY: inside the lock_all epoch.
@@ -476,10 +700,12 @@ impl Windows {
     fn barrier(&self, me: usize, size: usize, timeout: Duration) -> Vec<usize> {
         let k = self.barriers.get() + 1;
         self.barriers.set(k);
+        let _s = watchdog::enter("a barrier", -1, timeout);
         self.sync_all();
         let one = 1u64;
         for q in 0..size {
-            // SAFETY: one u64 at slot `me` (in bounds: the window has `size` slots); flushed.
+            // SAFETY: one u64 at slot `me` (in bounds: the window has `size` slots); completed
+            // by a later flush (a timeout below) or by the window's free.
             unsafe {
                 ffi::MPI_Accumulate(
                     (&one as *const u64).cast(),
@@ -492,21 +718,46 @@ impl Windows {
                     ffi::RSMPI_SUM,
                     self.arrivals,
                 );
-                ffi::MPI_Win_flush(q as i32, self.arrivals);
             }
         }
+        let Some(comm) = BARRIERS.get().map(|c| c.0) else {
+            return vec![];
+        };
+        // SAFETY: a request handle to fill in; the barrier communicator lives for the process.
+        let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        unsafe {
+            ffi::MPI_Ibarrier(comm, &mut req);
+        }
         let start = Instant::now();
-        let mut pending: Vec<usize> = (0..size).collect();
+        let mut limit = timeout;
         loop {
-            pending.retain(|&q| {
-                atomic_read(self.arrivals, me, q * 8, sigkind::U64) < k as i64 as i128
-            });
-            if pending.is_empty() {
+            let mut done = 0;
+            // SAFETY: testing the request started above.
+            unsafe {
+                ffi::MPI_Test(&mut req, &mut done, ffi::RSMPI_STATUS_IGNORE);
+            }
+            if done != 0 {
                 self.sync_all();
                 return vec![];
             }
-            if start.elapsed() > timeout {
-                return pending;
+            if start.elapsed() > limit {
+                // Name the ranks that did not arrive: complete this rank's arrivals (the
+                // others' are complete where they could progress), then read the slots.
+                watchdog::note("a barrier that timed out, completing its arrivals", -1);
+                // SAFETY: inside the lock_all epoch of `arrivals`.
+                unsafe {
+                    ffi::MPI_Win_flush_all(self.arrivals);
+                }
+                let pending: Vec<usize> = (0..size)
+                    .filter(|&q| {
+                        atomic_read(self.arrivals, me, q * 8, sigkind::U64) < k as i64 as i128
+                    })
+                    .collect();
+                if !pending.is_empty() {
+                    return pending;
+                }
+                // Every rank has arrived: the barrier completes as soon as they progress.
+                limit += Duration::from_secs(1);
             }
             backoff(start);
         }
@@ -514,27 +765,39 @@ impl Windows {
 }
 
 /// Adds `delta` to the signal element of `kind` at byte `off` of rank `target`'s part of
-/// `win` atomically (`MPI_Fetch_and_op` with `MPI_SUM`, flushed) and returns the value it held
-/// before, as an `i128` of its dtype's value. Every access to a signal or an arrival counter
-/// is this one operation (invariant 3): MPI promises atomicity between accumulates only for
-/// the same op (the `accumulate_ops = same_op_no_op` default), and MPICH's ch4 really does
-/// lose updates when `MPI_SUM` and compare-and-swap meet on one element.
+/// `win` atomically (`MPI_Rget_accumulate` of one element with `MPI_SUM`: a fetch-and-add)
+/// and returns the value it held before, as an `i128` of its dtype's value. Every access to a
+/// signal or an arrival counter is this one operation (invariant 3): MPI promises atomicity
+/// between accumulates only for the same op (the `accumulate_ops = same_op_no_op` default),
+/// and MPICH's ch4 really does lose updates when `MPI_SUM` and compare-and-swap meet on one
+/// element. The request completes once the old value is back, so the add is done at the
+/// target; it is polled with yields ([`complete`]), never waited for in a spinning
+/// `MPI_Win_flush`.
 fn fetch_add(win: ffi::MPI_Win, target: usize, off: usize, kind: u32, delta: i64) -> i128 {
     let mut got = 0i64;
+    // SAFETY: a request handle to fill in.
+    let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
     // SAFETY: one element of `kind` (at most 8 bytes, the low bytes of `delta` and `got`,
-    // little-endian) at an in-bounds offset the caller checked; flushed so it is complete.
+    // little-endian) at an in-bounds offset the caller checked; `delta` and `got` live until
+    // the request completes below.
     unsafe {
-        ffi::MPI_Fetch_and_op(
+        ffi::MPI_Rget_accumulate(
             (&delta as *const i64).cast(),
+            1,
+            dtype(kind),
             (&mut got as *mut i64).cast(),
+            1,
             dtype(kind),
             target as i32,
             off as ffi::MPI_Aint,
+            1,
+            dtype(kind),
             ffi::RSMPI_SUM,
             win,
+            &mut req,
         );
-        ffi::MPI_Win_flush(target as i32, win);
     }
+    complete(&mut req);
     sigkind::value(got, kind)
 }
 
@@ -545,6 +808,7 @@ fn atomic_read(win: ffi::MPI_Win, target: usize, off: usize, kind: u32) -> i128 
 
 impl Drop for Windows {
     fn drop(&mut self) {
+        let _s = watchdog::enter("freeing the windows (MPI_Win_free)", -1, timeout());
         for win in self
             .wins
             .iter_mut()
@@ -567,6 +831,55 @@ pub(crate) struct MpiEnv<'a> {
     pub(crate) size: usize,
     pub(crate) timeout: Duration,
     pub(crate) error: Option<Cause>,
+    /// Puts to peers not yet complete at their targets (invariant 2): window, target, byte
+    /// range, and the copy of the bytes they send from.
+    pub(crate) pending: Vec<Pending>,
+}
+
+/// A put to a peer not yet complete at its target.
+pub(crate) struct Pending {
+    win: usize,
+    target: usize,
+    start: u64,
+    end: u64,
+    /// The bytes the put sends from (MPI reads them until the put completes).
+    _bytes: Vec<u8>,
+}
+
+/// Pending puts beyond this many bytes are completed at once.
+const PENDING_BYTES: usize = 64 << 20;
+
+impl MpiEnv<'_> {
+    /// Completes every pending put at its target: one `MPI_Win_flush` per window and target.
+    pub(crate) fn complete_puts(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let _s = watchdog::enter("completing puts (MPI_Win_flush)", -1, self.timeout);
+        let mut done: Vec<(usize, usize)> = vec![];
+        for p in &self.pending {
+            if !done.contains(&(p.win, p.target)) {
+                watchdog::note("completing a put (MPI_Win_flush)", p.target as i64);
+                // SAFETY: inside the lock_all epoch of the window.
+                unsafe {
+                    ffi::MPI_Win_flush(p.target as i32, self.wins.wins[p.win]);
+                }
+                done.push((p.win, p.target));
+            }
+        }
+        self.pending.clear();
+    }
+
+    /// Completes the pending puts when one overlaps bytes `start..end` of `win` on `target`.
+    fn complete_overlapping(&mut self, win: usize, target: usize, start: u64, end: u64) {
+        if self
+            .pending
+            .iter()
+            .any(|p| p.win == win && p.target == target && p.start < end && start < p.end)
+        {
+            self.complete_puts();
+        }
+    }
 }
 
 unsafe fn env<'r>(ctx: *mut DeviceCtx) -> &'r mut MpiEnv<'r> {
@@ -624,12 +937,17 @@ unsafe extern "C" fn h_put(
     let e = unsafe { env(ctx) };
     match region(e, "put", win, peer, off, n) {
         Ok(p) => {
+            let _s = watchdog::enter("a put (MPI_Put)", p as i64, e.timeout);
             let w = e.wins.wins[win as usize];
-            // SAFETY: bounds checked; `src` spans n bytes; flushed before returning (inv. 2).
+            e.complete_overlapping(win as usize, p, off, off + n);
+            // SAFETY: bounds checked by `region`; `src` spans n bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(src, n as usize) }.to_vec();
+            // SAFETY: `bytes` stays alive (in `pending`) until the put is complete; inside
+            // the lock_all epoch.
             unsafe {
                 ffi::MPI_Win_sync(w);
                 ffi::MPI_Put(
-                    src.cast(),
+                    bytes.as_ptr().cast(),
                     n as i32,
                     ffi::RSMPI_UINT8_T,
                     p as i32,
@@ -638,7 +956,19 @@ unsafe extern "C" fn h_put(
                     ffi::RSMPI_UINT8_T,
                     w,
                 );
-                ffi::MPI_Win_flush(p as i32, w);
+            }
+            e.pending.push(Pending {
+                win: win as usize,
+                target: p,
+                start: off,
+                end: off + n,
+                _bytes: bytes,
+            });
+            // A put to itself is read with plain loads: complete at once (invariant 2).
+            if p == e.rank
+                || e.pending.iter().map(|q| q._bytes.len()).sum::<usize>() > PENDING_BYTES
+            {
+                e.complete_puts();
             }
             0
         }
@@ -658,10 +988,18 @@ unsafe extern "C" fn h_get(
     let e = unsafe { env(ctx) };
     match region(e, "get", win, peer, off, n) {
         Ok(p) => {
+            let _s = watchdog::enter("a get (MPI_Rget)", p as i64, e.timeout);
+            e.complete_overlapping(win as usize, p, off, off + n);
             let w = e.wins.wins[win as usize];
-            // SAFETY: bounds checked; `dst` spans n bytes; complete when flushed.
+            // SAFETY: a request handle to fill in.
+            let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+            // SAFETY: bounds checked; `dst` spans n bytes; the data is in `dst` once the
+            // request completes (a get needs no completion at the target). Polled with
+            // `MPI_Test` and yields rather than waited in `MPI_Win_flush`, which spins: under
+            // MPICH ch4:ucx with more ranks than cores the target may not be scheduled (a
+            // hand-written mesh allreduce, a get per element, took 8.9 s at np = 3).
             unsafe {
-                ffi::MPI_Get(
+                ffi::MPI_Rget(
                     dst.cast(),
                     n as i32,
                     ffi::RSMPI_UINT8_T,
@@ -670,9 +1008,10 @@ unsafe extern "C" fn h_get(
                     n as i32,
                     ffi::RSMPI_UINT8_T,
                     w,
+                    &mut req,
                 );
-                ffi::MPI_Win_flush(p as i32, w);
             }
+            complete(&mut req);
             0
         }
         Err(m) => fail(e, Cause::Access(m)),
@@ -731,33 +1070,20 @@ unsafe extern "C" fn h_notify(
     let width = sigkind::width(kind) as u64;
     match region(e, "notify", win, peer, off, width) {
         Ok(p) => {
+            let _s = watchdog::enter("a notify (an atomic MPI accumulate)", p as i64, e.timeout);
+            // Release: every earlier put is complete at its target first (invariant 2).
+            e.complete_puts();
             let w = e.wins.wins[win as usize];
             // A signal is only ever touched by atomic RMA operations (invariant 3). A plain
             // `MPI_Put` here would race with the waiter's read (MPI calls that conflicting
             // access erroneous; Open MPI's shared-memory windows lose the update).
             // Release: the kernel's plain stores into any window reach its public copy first.
             e.wins.sync_all();
-            // SAFETY: one element of `kind` at an in-bounds, aligned offset; flushed.
+            // SAFETY: one element of `kind` at an in-bounds, aligned offset; complete at the
+            // target when it returns (a fetch-and-add's old value is back).
             unsafe {
                 if op == 1 {
-                    let (v32, v64) = (value as i32, value);
-                    let src: *const c_void = if width == 4 {
-                        (&v32 as *const i32).cast()
-                    } else {
-                        (&v64 as *const i64).cast()
-                    };
-                    ffi::MPI_Accumulate(
-                        src,
-                        1,
-                        dtype(kind),
-                        p as i32,
-                        off as ffi::MPI_Aint,
-                        1,
-                        dtype(kind),
-                        ffi::RSMPI_SUM,
-                        w,
-                    );
-                    ffi::MPI_Win_flush(p as i32, w);
+                    fetch_add(w, p, off as usize, kind, value);
                 } else {
                     set_signal(w, p, off as usize, kind, value);
                 }
@@ -786,6 +1112,7 @@ unsafe extern "C" fn h_wait(
     let w = e.wins.wins[win as usize];
     let start = Instant::now();
     let want = sigkind::value(expected, kind);
+    let _s = watchdog::enter("a wait (polling its signal)", -1, e.timeout);
     loop {
         let v = atomic_read(w, e.rank, off as usize, kind);
         if sigkind::holds(cmp, v, want) {
@@ -802,6 +1129,8 @@ unsafe extern "C" fn h_wait(
 
 unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx, site: u32) -> i32 {
     let e = unsafe { env(ctx) };
+    // Release: every earlier put is complete at its target first (invariant 2).
+    e.complete_puts();
     let missing = e.wins.barrier(e.rank, e.size, e.timeout);
     if missing.is_empty() {
         return 0;
@@ -862,6 +1191,12 @@ pub(crate) fn device_ctx(env: &mut MpiEnv<'_>) -> DeviceCtx {
 /// Gathers `mine` (this rank's values) from every rank into `out`, in rank order, given every
 /// rank's count: an all-gather-varcount of `f64` with no staging copies.
 pub fn allgather_f64_into(mine: &[f64], counts: &[usize], out: &mut [f64]) {
+    if world().1 <= 1 {
+        let n = mine.len().min(out.len());
+        out[..n].copy_from_slice(&mine[..n]);
+        return;
+    }
+    let _s = watchdog::enter("an all-gather of a plane (MPI_Allgatherv)", -1, timeout());
     use mpi::datatype::PartitionMut;
     use mpi::traits::CommunicatorCollectives;
     let c: Vec<i32> = counts.iter().map(|&x| x as i32).collect();
