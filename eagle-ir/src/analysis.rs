@@ -259,7 +259,53 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
                     walk(then_body, f, s, defs, param_of, w);
                     walk(else_body, f, s, defs, param_of, w);
                 }
-                _ => {}
+                // Exhaustive on purpose: a new op must be placed here or above. Reads of the
+                // sample's own element and accesses of non-parameters leave the category;
+                // anything else that writes memory (ops a sample kernel cannot hold by the
+                // level rule, and any new op until it is classified) counts as a cross-sample
+                // write, so a plan never runs it in parallel.
+                OpKind::Elem { .. }
+                | OpKind::Load { .. }
+                | OpKind::Store { .. }
+                | OpKind::Const(_)
+                | OpKind::Dim(_)
+                | OpKind::Binary(..)
+                | OpKind::Unary(..)
+                | OpKind::Fma(..)
+                | OpKind::Cmp(..)
+                | OpKind::Select(..)
+                | OpKind::Cast(_)
+                | OpKind::Bitcast(_)
+                | OpKind::Math(..)
+                | OpKind::Tile(..)
+                | OpKind::Slice { .. }
+                | OpKind::Subview { .. }
+                | OpKind::Var(_)
+                | OpKind::Read(_)
+                | OpKind::Write(..)
+                | OpKind::Dispatch { .. }
+                | OpKind::Rank(_)
+                | OpKind::NRanks(_)
+                | OpKind::WorldSize
+                | OpKind::AllocWindowBuffer
+                | OpKind::Window(_)
+                | OpKind::Put { .. }
+                | OpKind::Get { .. }
+                | OpKind::RemoteLoad { .. }
+                | OpKind::RemoteStore { .. }
+                | OpKind::Notify { .. }
+                | OpKind::Wait { .. }
+                | OpKind::Barrier(_)
+                | OpKind::Broadcast { .. }
+                | OpKind::AllGather { .. }
+                | OpKind::ReduceScatter { .. }
+                | OpKind::AllReduce { .. }
+                | OpKind::AllToAll { .. } => {
+                    let local = matches!(&op.kind, OpKind::Store { .. } | OpKind::Write(..));
+                    if op.kind.info().writes && !local {
+                        w.cross_write = true;
+                    }
+                }
             }
         }
     }

@@ -149,26 +149,21 @@ impl Widen {
 
     fn op(&mut self, mut op: Op, out: &mut Vec<Op>) {
         let loc = op.loc.clone();
-        // Stores and calls: narrow the stored value or scalar argument first.
-        match &mut op.kind {
-            OpKind::SetElem { value, .. }
-            | OpKind::Store { value, .. }
-            | OpKind::RemoteStore { value, .. } => {
-                let d = self.dtype(*value);
-                if d.is_narrow() {
-                    *value = self.narrow_to_store(out, &loc, *value, d);
-                }
+        // Stores and calls: narrow the stored value or scalar argument first (a call passes
+        // tensors and windows as they are).
+        let call = matches!(op.kind, OpKind::Call { .. });
+        for v in op.kind.handed_on_mut() {
+            let d = match &self.values[v.index()] {
+                Type::Scalar(d) => *d,
+                _ if call => continue,
+                t => match t.dtype() {
+                    Some(d) => d,
+                    None => continue,
+                },
+            };
+            if d.is_narrow() {
+                *v = self.narrow_to_store(out, &loc, *v, d);
             }
-            OpKind::Call { args, .. } => {
-                for a in args.iter_mut() {
-                    if let Type::Scalar(d) = self.values[a.index()] {
-                        if d.is_narrow() {
-                            *a = self.narrow_to_store(out, &loc, *a, d);
-                        }
-                    }
-                }
-            }
-            _ => {}
         }
         let Some(r) = op.result else {
             out.push(op);
@@ -364,24 +359,77 @@ fn rename_last(out: &mut [Op], v: Value, r: Value) {
 /// Whether an op computing `kind` on values of the storage dtype `d` (in its compute dtype)
 /// can produce a value outside `d`'s values, and so needs narrowing after it.
 fn changes_values(kind: &OpKind, d: DType) -> bool {
+    use crate::ir::ReduceOp;
+    // Exhaustive on purpose: a new op must say whether it leaves the dtype's values.
     match kind {
-        OpKind::Binary(op, ..) => !matches!(
-            op,
-            BinOp::Min | BinOp::Max | BinOp::And | BinOp::Or | BinOp::Xor
-        ),
+        OpKind::Binary(op, ..) => match op {
+            BinOp::Min | BinOp::Max | BinOp::And | BinOp::Or | BinOp::Xor => false,
+            BinOp::Add
+            | BinOp::Sub
+            | BinOp::Mul
+            | BinOp::Div
+            | BinOp::Rem
+            | BinOp::Shl
+            | BinOp::Shr => true,
+        },
         OpKind::Unary(op, _) => match op {
             UnOp::Neg | UnOp::Abs => !d.is_float(),
             UnOp::Not => !d.is_signed(),
             UnOp::Sqrt => true,
         },
         OpKind::Fma(..) | OpKind::Math(..) => true,
-        OpKind::Tile(t, _) => matches!(
-            t,
-            TileOp::Reduce(crate::ir::ReduceOp::Sum | crate::ir::ReduceOp::Prod, _)
-                | TileOp::Matmul
-                | TileOp::MatmulAcc
-                | TileOp::Iota(_)
-        ),
-        _ => false,
+        OpKind::Tile(t, _) => match t {
+            TileOp::Reduce(ReduceOp::Sum | ReduceOp::Prod, _)
+            | TileOp::Matmul
+            | TileOp::MatmulAcc
+            | TileOp::Iota(_) => true,
+            // A member of the tile, or a rearrangement of its elements (arg ops give indices).
+            TileOp::Reduce(ReduceOp::Max | ReduceOp::Min, _)
+            | TileOp::Arg(..)
+            | TileOp::Expand
+            | TileOp::Transpose
+            | TileOp::Reshape
+            | TileOp::Concat(_)
+            | TileOp::Extract(_)
+            | TileOp::Full => false,
+        },
+        // Values of the dtype copied, selected or read (loads widen by themselves), results of
+        // other dtypes, and ops without a result.
+        OpKind::Const(_)
+        | OpKind::Dim(_)
+        | OpKind::Cmp(..)
+        | OpKind::Select(..)
+        | OpKind::Cast(_)
+        | OpKind::Bitcast(_)
+        | OpKind::Slice { .. }
+        | OpKind::Subview { .. }
+        | OpKind::Elem { .. }
+        | OpKind::Load { .. }
+        | OpKind::RemoteLoad { .. }
+        | OpKind::Var(_)
+        | OpKind::Read(_)
+        | OpKind::Rank(_)
+        | OpKind::NRanks(_)
+        | OpKind::WorldSize
+        | OpKind::AllocWindowBuffer
+        | OpKind::Window(_)
+        | OpKind::Call { .. }
+        | OpKind::SetElem { .. }
+        | OpKind::Store { .. }
+        | OpKind::RemoteStore { .. }
+        | OpKind::Write(..)
+        | OpKind::For { .. }
+        | OpKind::If { .. }
+        | OpKind::Dispatch { .. }
+        | OpKind::Put { .. }
+        | OpKind::Get { .. }
+        | OpKind::Notify { .. }
+        | OpKind::Wait { .. }
+        | OpKind::Barrier(_)
+        | OpKind::Broadcast { .. }
+        | OpKind::AllGather { .. }
+        | OpKind::ReduceScatter { .. }
+        | OpKind::AllReduce { .. }
+        | OpKind::AllToAll { .. } => false,
     }
 }

@@ -173,6 +173,59 @@ impl OpKind {
         }
     }
 
+    /// The operands whose values the op hands on beyond its own result: the value a store,
+    /// an element store or a remote store writes to memory, and the arguments of a call (so
+    /// a storage dtype's value is narrowed before it leaves the function: `narrow`).
+    /// Exhaustive on purpose: a new op must say what it hands on.
+    pub fn handed_on_mut(&mut self) -> Vec<&mut crate::ir::Value> {
+        use OpKind::*;
+        match self {
+            SetElem { value, .. } | Store { value, .. } | RemoteStore { value, .. } => {
+                vec![value]
+            }
+            Call { args, .. } => args.iter_mut().collect(),
+            // Values that stay in registers or variables (a variable holds the compute
+            // dtype), memory moved as bytes (put, get, collectives), signals, and control.
+            Const(_)
+            | Dim(_)
+            | Binary(..)
+            | Unary(..)
+            | Fma(..)
+            | Cmp(..)
+            | Select(..)
+            | Cast(_)
+            | Bitcast(_)
+            | Slice { .. }
+            | Subview { .. }
+            | Broadcast { .. }
+            | AllGather { .. }
+            | ReduceScatter { .. }
+            | AllReduce { .. }
+            | AllToAll { .. }
+            | Elem { .. }
+            | Load { .. }
+            | Var(_)
+            | Read(_)
+            | Write(..)
+            | For { .. }
+            | If { .. }
+            | Dispatch { .. }
+            | Rank(_)
+            | NRanks(_)
+            | WorldSize
+            | AllocWindowBuffer
+            | Window(_)
+            | Put { .. }
+            | Get { .. }
+            | RemoteLoad { .. }
+            | Notify { .. }
+            | Wait { .. }
+            | Barrier(_)
+            | Tile(..)
+            | Math(..) => vec![],
+        }
+    }
+
     /// Whether the op has no effect beyond its result (safe to remove when unused): the
     /// table's `pure`.
     pub fn is_pure(&self) -> bool {

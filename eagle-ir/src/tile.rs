@@ -324,7 +324,14 @@ impl TileOp {
             TileOp::Iota(_) => 0,
             TileOp::Concat(_) | TileOp::Matmul => 2,
             TileOp::MatmulAcc => 3,
-            _ => 1,
+            // Exhaustive on purpose: a new tile op must state its arity.
+            TileOp::Reduce(..)
+            | TileOp::Arg(..)
+            | TileOp::Expand
+            | TileOp::Transpose
+            | TileOp::Reshape
+            | TileOp::Extract(_)
+            | TileOp::Full => 1,
         }
     }
 

@@ -175,20 +175,20 @@ impl Lower<'_, '_> {
     /// `a <op> b` on float vectors (lane-wise IEEE, as the scalar op), except that a NaN
     /// result of `min`/`max` is left as the hardware makes it: a reduction canonicalises it
     /// once, in its final tree (a NaN stays a NaN through `minimum`/`maximum`).
-    fn vcombine(&mut self, op: BinOp, a: ClValue, b: ClValue) -> ClValue {
+    fn vcombine(&mut self, op: ReduceOp, a: ClValue, b: ClValue) -> ClValue {
         match op {
-            BinOp::Add => self.b.ins().fadd(a, b),
-            BinOp::Mul => self.b.ins().fmul(a, b),
-            BinOp::Max => self.b.ins().fmax(a, b),
-            _ => self.b.ins().fmin(a, b),
+            ReduceOp::Sum => self.b.ins().fadd(a, b),
+            ReduceOp::Prod => self.b.ins().fmul(a, b),
+            ReduceOp::Max => self.b.ins().fmax(a, b),
+            ReduceOp::Min => self.b.ins().fmin(a, b),
         }
     }
 
     /// [`Lower::vcombine`] with the canonical NaN (the elementwise op exactly).
-    fn vcombine_exact(&mut self, op: BinOp, a: ClValue, b: ClValue) -> ClValue {
+    fn vcombine_exact(&mut self, op: ReduceOp, a: ClValue, b: ClValue) -> ClValue {
         match op {
-            BinOp::Min | BinOp::Max => self.float_min_max(op, a, b),
-            _ => self.vcombine(op, a, b),
+            ReduceOp::Min | ReduceOp::Max => self.float_min_max(op.bin_op(), a, b),
+            ReduceOp::Sum | ReduceOp::Prod => self.vcombine(op, a, b),
         }
     }
 
@@ -242,7 +242,7 @@ impl Lower<'_, '_> {
                         let at = (r as u64 * stride) as i64 * esize + (v as u64 * 16) as i64;
                         let x = lw.b.ins().load(vty, flags, addr, at as i32);
                         let cur = lw.b.use_var(acc);
-                        let y = lw.vcombine(bop, cur, x);
+                        let y = lw.vcombine(op, cur, x);
                         lw.b.def_var(acc, y);
                     }
                 }
@@ -284,7 +284,6 @@ impl Lower<'_, '_> {
         n: u64,
         d: DType,
     ) -> Result<u64, CodegenError> {
-        let bop = op.bin_op();
         let lpv = (16 / d.size()) as u64;
         let groups = n / lpv;
         if groups == 0 {
@@ -312,7 +311,7 @@ impl Lower<'_, '_> {
                         let off = (l as u64 * n) as i64 * esize;
                         let x = lw.b.ins().load(vty, flags, addr, off as i32);
                         let cur = lw.b.use_var(acc);
-                        let y = lw.vcombine(bop, cur, x);
+                        let y = lw.vcombine(op, cur, x);
                         lw.b.def_var(acc, y);
                     }
                     Ok(())
@@ -322,15 +321,15 @@ impl Lower<'_, '_> {
                 let off = ((full * w + l) * n) as i64 * esize;
                 let x = lw.b.ins().load(vty, flags, colp, off as i32);
                 let cur = lw.b.use_var(accs[l as usize]);
-                let y = lw.vcombine(bop, cur, x);
+                let y = lw.vcombine(op, cur, x);
                 lw.b.def_var(accs[l as usize], y);
             }
             let l: Vec<ClValue> = accs.iter().map(|&a| lw.b.use_var(a)).collect();
             let r = lw.lane_tree(&l, &mut |lw, x, y, last| {
                 Ok(if last {
-                    lw.vcombine_exact(bop, x, y)
+                    lw.vcombine_exact(op, x, y)
                 } else {
-                    lw.vcombine(bop, x, y)
+                    lw.vcombine(op, x, y)
                 })
             })?;
             let addr = lw.b.ins().iadd(dst, colb);
