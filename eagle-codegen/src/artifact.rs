@@ -31,10 +31,7 @@ impl Target {
     /// checks its per-thread share when it emits code).
     pub fn limits(self) -> Limits {
         match self {
-            Target::Cpu | Target::Cuda => Limits {
-                max_tile_bytes: crate::cpu::MAX_TILE_BYTES,
-                max_buffer_bytes: crate::passes::specialize::MAX_BUFFER_BYTES,
-            },
+            Target::Cpu | Target::Cuda => Limits::CPU,
         }
     }
 

@@ -2,7 +2,7 @@
 //! per-device programs to device threads, and copy-back of outputs.
 
 use crate::error::{Cause, RuntimeError};
-use crate::job::{forward_host, Job, JobArg};
+use crate::job::{dispatch_span, forward_host, Job, JobArg};
 use crate::job::{Arg, RunReport};
 use crate::options::RunOptions;
 use crate::sim::{self, Failure, RankEnv, WindowMem, World};
@@ -531,12 +531,6 @@ pub fn run_with(
         dispatches,
         copied_bytes,
     })
-}
-
-/// The span of one dispatch: `dispatch {rank, function}` under `parent` (every platform's
-/// executor opens one per dispatch it runs).
-pub(crate) fn dispatch_span(parent: &tracing::Span, rank: usize, function: &str) -> tracing::Span {
-    tracing::debug_span!(target: "eagle", parent: parent, "dispatch", rank, function)
 }
 
 /// One device's run: its jobs back (with their buffers) and how it ended.

@@ -290,3 +290,9 @@ pub(crate) fn forward_host(jobs: &mut [Job], j: usize) {
         }
     }
 }
+
+/// The span of one dispatch: `dispatch {rank, function}` under `parent` (every platform's
+/// executor opens one per dispatch it runs).
+pub(crate) fn dispatch_span(parent: &tracing::Span, rank: usize, function: &str) -> tracing::Span {
+    tracing::debug_span!(target: "eagle", parent: parent, "dispatch", rank, function)
+}

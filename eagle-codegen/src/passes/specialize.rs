@@ -11,6 +11,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// Largest tensor or window (bytes) a specialization accepts: 1 TiB.
 pub const MAX_BUFFER_BYTES: u64 = 1 << 40;
 
+/// Most bytes of tile storage one device or compute function may use on the CPU (device
+/// threads run on 16 MiB stacks). Defined here, where specialization checks it, and used by
+/// the CPU backend (`crate::cpu::MAX_TILE_BYTES`), so that passes depend on no backend.
+pub const CPU_MAX_TILE_BYTES: u64 = 4 << 20;
+
 /// What a module is specialized for: the world size P and a value for every symbolic dim.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Bindings {
@@ -950,7 +955,7 @@ fn dce(b: &mut Block, used: &HashSet<Value>) -> bool {
 /// [`SpecializeError::RankOutOfRange`], [`SpecializeError::BadWorldSize`] for P = 0, and
 /// [`SpecializeError::Verify`] when argument and parameter shapes differ once bound.
 pub fn specialize(m: &Module, b: &Bindings) -> Result<Module, SpecializeError> {
-    specialize_for(m, b, &crate::Target::Cpu.limits()).map(|s| s.module)
+    specialize_for(m, b, &Limits::CPU).map(|s| s.module)
 }
 
 /// A specialized module and what its range analysis proved about it.
@@ -964,13 +969,21 @@ pub struct Specialized {
 }
 
 /// The sizes a target can hold, checked at specialization ([`SpecializeError::TooLarge`]).
-/// [`crate::Target::limits`] gives each target's.
+/// `Target::limits` (in the artifact module) gives each target's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Bytes of the largest tile (tiles live in registers, stack or on-chip memory).
     pub max_tile_bytes: u64,
     /// Bytes of the largest tensor or window.
     pub max_buffer_bytes: u64,
+}
+
+impl Limits {
+    /// The CPU backend's limits (also a `cuda` artifact's: it carries CPU code too).
+    pub const CPU: Limits = Limits {
+        max_tile_bytes: CPU_MAX_TILE_BYTES,
+        max_buffer_bytes: MAX_BUFFER_BYTES,
+    };
 }
 
 /// [`specialize`] for a target with the given [`Limits`], with the facts its range analysis

@@ -1103,7 +1103,7 @@ impl RankRun<'_> {
                 )?;
             }
             let _dispatch =
-                crate::host::dispatch_span(&tracing::Span::current(), self.rank, &jobs[ji].callee)
+                crate::job::dispatch_span(&tracing::Span::current(), self.rank, &jobs[ji].callee)
                     .entered();
             launch(st.f, 1, block as u32, stream, rt, &st.slots)?;
             if rt.failure().is_some() {

@@ -66,8 +66,8 @@ unsafe impl Send for JitHolder {}
 unsafe impl Sync for JitHolder {}
 
 /// Most bytes of tile storage one device or compute function may use (device threads run on
-/// 16 MiB stacks).
-pub const MAX_TILE_BYTES: u64 = 4 << 20;
+/// 16 MiB stacks); specialization checks the same limit.
+pub const MAX_TILE_BYTES: u64 = crate::passes::specialize::CPU_MAX_TILE_BYTES;
 
 fn cl_type(d: DType) -> ClType {
     match d {
