@@ -171,3 +171,152 @@ fn no_module_cycles_in_the_codegen_and_the_runtime() {
             .collect::<Vec<_>>()]
     );
 }
+
+/// Every `.rs` file of the tree (not `target/`), with its text, and every other file's path.
+fn tree() -> (Vec<(String, String)>, Vec<String>) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let (mut rs, mut all) = (vec![], vec![]);
+    let mut todo = vec![std::path::PathBuf::from(root)];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().to_string();
+            if name == "target" || (name.starts_with('.') && name != ".ci") {
+                continue;
+            }
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().to_string();
+            if p.is_dir() {
+                all.push(format!("{rel}/"));
+                todo.push(p);
+            } else {
+                if name.ends_with(".rs") {
+                    rs.push((rel.clone(), std::fs::read_to_string(&p).unwrap_or_default()));
+                }
+                all.push(rel);
+            }
+        }
+    }
+    (rs, all)
+}
+
+/// Whether `pat` (`*` any run of characters but `/`, `**` any path) matches `s`.
+fn glob(pat: &str, s: &str) -> bool {
+    if let Some(rest) = pat.strip_prefix("**/") {
+        return glob(rest, s) || s.split_once('/').is_some_and(|(_, t)| glob(pat, t));
+    }
+    match pat.chars().next() {
+        None => s.is_empty(),
+        Some('*') => (0..=s.len())
+            .filter(|&i| s.is_char_boundary(i) && !s[..i].contains('/'))
+            .any(|i| glob(&pat[1..], &s[i..])),
+        Some(c) => s.starts_with(c) && glob(&pat[c.len_utf8()..], &s[c.len_utf8()..]),
+    }
+}
+
+fn has_word(text: &str, w: &str) -> bool {
+    text.match_indices(w).any(|(i, _)| {
+        let ok = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        ok(text[..i].chars().next_back()) && ok(text[i + w.len()..].chars().next())
+    })
+}
+
+/// Docs that cannot drift (issue 36, item 6): every path, every qualified name (`Type::item`,
+/// `module::item` of this tree) and every snake-case or camel-case name quoted in backticks in
+/// `ARCHITECTURE.md` and `docs/dev/` exists in the tree.
+#[test]
+fn docs_name_only_what_exists() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let (rs, all) = tree();
+    let mut docs = vec!["ARCHITECTURE.md".to_string()];
+    for e in std::fs::read_dir(format!("{root}/docs/dev"))
+        .unwrap()
+        .flatten()
+    {
+        docs.push(format!("docs/dev/{}", e.file_name().to_string_lossy()));
+    }
+    let is_ident = |s: &str| {
+        !s.is_empty()
+            && s.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+    };
+    let defines = |text: &str, x: &str| {
+        [
+            "enum ", "struct ", "trait ", "union ", "type ", "impl ", "for ",
+        ]
+        .iter()
+        .any(|k| has_word(text, &format!("{k}{x}")))
+            || text.contains(&format!("impl<'_> {x}"))
+            || text.contains(&format!("impl {x}<"))
+    };
+    let mut bad = vec![];
+    for doc in &docs {
+        let text = std::fs::read_to_string(format!("{root}/{doc}")).unwrap();
+        for span in text.split('`').skip(1).step_by(2) {
+            let s = span.trim().trim_end_matches("()");
+            let exts = [
+                ".rs", ".md", ".toml", ".eir", ".cuh", ".h", ".json", ".svg", ".sh",
+            ];
+            let pathish = !s.starts_with('-')
+                && !s.contains("://")
+                && s.chars()
+                    .all(|c| c.is_alphanumeric() || "_./*{},-".contains(c))
+                && (s.contains('/') || exts.iter().any(|e| s.ends_with(e)))
+                && s.chars().any(char::is_alphabetic);
+            if pathish {
+                let expanded: Vec<String> = match (s.find('{'), s.find('}')) {
+                    (Some(a), Some(b)) if a < b => s[a + 1..b]
+                        .split(',')
+                        .map(|x| format!("{}{x}{}", &s[..a], &s[b + 1..]))
+                        .collect(),
+                    _ => vec![s.to_string()],
+                };
+                for p in expanded {
+                    let p = p.replace("NN", "*");
+                    let p = p.trim_end_matches('/');
+                    let found = all.iter().any(|f| {
+                        let f = f.trim_end_matches('/');
+                        glob(&format!("**/{p}"), f) || glob(p, f)
+                    });
+                    if !found {
+                        bad.push(format!("{doc}: no file `{p}`"));
+                    }
+                }
+            } else if s.contains("::") && s.split("::").all(is_ident) {
+                let parts: Vec<&str> = s.split("::").collect();
+                let (x, y) = (parts[parts.len() - 2], parts[parts.len() - 1]);
+                let typed: Vec<&(String, String)> =
+                    rs.iter().filter(|(_, t)| defines(t, x)).collect();
+                let module: Vec<&(String, String)> = rs
+                    .iter()
+                    .filter(|(f, _)| {
+                        f.ends_with(&format!("/{x}.rs")) || f.contains(&format!("/{x}/"))
+                    })
+                    .collect();
+                // A crate of this workspace, or the facade's name for one (`codegen::compile`).
+                let local_crate =
+                    x.starts_with("eagle") || ["codegen", "runtime", "ir"].contains(&x);
+                let scope: Vec<&(String, String)> = if local_crate {
+                    rs.iter().collect()
+                } else if !module.is_empty() {
+                    module
+                } else if !typed.is_empty() {
+                    typed
+                } else {
+                    continue; // another crate's name (`proc_macro::Span`)
+                };
+                if !scope.iter().any(|(_, t)| has_word(t, y)) {
+                    bad.push(format!("{doc}: `{s}`: no `{y}` where `{x}` is defined"));
+                }
+            } else if is_ident(s)
+                && (s.contains('_') && s.chars().any(|c| c.is_ascii_lowercase())
+                    || s.starts_with(|c: char| c.is_ascii_uppercase())
+                        && s.chars().skip(1).any(|c| c.is_ascii_uppercase())
+                        && s.chars().any(|c| c.is_ascii_lowercase()))
+                && !rs.iter().any(|(_, t)| has_word(t, s))
+            {
+                bad.push(format!("{doc}: no name `{s}` in the sources"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
