@@ -861,6 +861,41 @@ fn builtin_collective_snapshots_at_p4() {
     insta::assert_snapshot!("lowered_all_to_all_p4", a2a.ir_specialized(4, b).unwrap());
 }
 
+/// Issue 37, item 1: the lowered IR of every built-in collective has a size independent of
+/// the world size. With chunks of 4 and 3 rows (N = 3P + 1; the mesh, which does not chunk,
+/// N = 1,000) the device function at P = 3, 16
+/// and 1,024 has the same number of ops, only other constants; its specialization at P =
+/// 1,024 stays small.
+#[test]
+fn lowered_collectives_do_not_grow_with_the_world_size() {
+    type Ir = fn(u64, &[(&str, u64)]) -> eagle::Result<String>;
+    let cases: [(&str, Ir); 7] = [
+        ("mesh", |p, b| ar_sum_mesh.ir_specialized(p, b)),
+        ("two_phase", |p, b| ar_sum_two.ir_specialized(p, b)),
+        ("ring", |p, b| ar_sum_ring.ir_specialized(p, b)),
+        ("broadcast", |p, b| bcast.ir_specialized(p, b)),
+        ("allgather", |p, b| gather.ir_specialized(p, b)),
+        ("reduce_scatter", |p, b| rs.ir_specialized(p, b)),
+        ("all_to_all", |p, b| a2a.ir_specialized(p, b)),
+    ];
+    for (name, ir) in cases {
+        let device_ops = |p: u64| {
+            // The mesh folds whole tiles of at most 1,024 rows: the same N at every P.
+            let n = if name == "mesh" { 1000 } else { 3 * p + 1 };
+            let text = ir(p, &[("NR", p), ("N", n), ("M", 3)]).unwrap();
+            let device = text.split("\nhost @").next().unwrap().to_string();
+            device.lines().count()
+        };
+        let (small, mid, large) = (device_ops(3), device_ops(16), device_ops(1024));
+        assert_eq!(
+            (small, mid),
+            (large, large),
+            "{name}: ops at P = 3, 16, 1024"
+        );
+        assert!(large < 200, "{name}: {large} lines at P = 1,024");
+    }
+}
+
 allreduce_case!(nan_max32_mesh_d, nan_max32_mesh, f32, Max, Mesh);
 allreduce_case!(nan_max32_two_d, nan_max32_two, f32, Max, TwoPhase);
 allreduce_case!(nan_max32_ring_d, nan_max32_ring, f32, Max, Ring);

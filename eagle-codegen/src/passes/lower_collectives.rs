@@ -97,12 +97,37 @@ impl Em<'_> {
     /// `wait(sig, [slot]) >= value`.
     fn wait(&mut self, sig: Value, slot: Value, value: u64) {
         let expected = self.i64c(value);
+        self.wait_v(sig, slot, expected);
+    }
+    /// [`Em::wait`] for a run-time `i64` value.
+    fn wait_v(&mut self, sig: Value, slot: Value, expected: Value) {
         self.push_void(OpKind::Wait {
             signal: sig,
             offsets: vec![slot],
             expected,
             cmp: CmpOp::Ge,
         });
+    }
+    /// [`Em::notify`] for a run-time `i64` value.
+    fn notify_v(&mut self, sig: Value, peer: Value, slot: Value, value: Value) {
+        self.push_void(OpKind::Notify {
+            signal: sig,
+            peer,
+            offsets: vec![slot],
+            value,
+            op: NotifyOp::Set,
+        });
+    }
+    /// The `index` value `v` as an `i64` (a signal's count).
+    fn cast_i64(&mut self, v: Value) -> Value {
+        self.push(OpKind::Cast(v), Type::Scalar(DType::I64))
+    }
+    /// `(a + k) % p` for an index `a` and constants `k`, `p`.
+    fn add_mod(&mut self, a: Value, k: u64, p: u64) -> Value {
+        let kv = self.idx(k);
+        let pv = self.idx(p);
+        let t = self.ibin(BinOp::Add, a, kv);
+        self.ibin(BinOp::Rem, t, pv)
     }
     fn ty(&self, v: Value) -> Type {
         self.values[v.index()].clone()
@@ -255,22 +280,26 @@ impl Em<'_> {
         }
     }
 
-    /// `dst[off..off+len] = fold(op, src of ranks `order`)`.
-    fn reduce_block(
-        &mut self,
-        src: Value,
-        dst: Value,
-        order: &[Value],
-        off: Value,
-        len: u64,
-        op: ReduceOp,
-    ) {
-        let mut acc = self.rload(src, order[0], off, len);
-        for &p in &order[1..] {
-            let t = self.rload(src, p, off, len);
-            acc = self.tbin(op.bin_op(), acc, t);
+    /// `dst[off..off+len] = ((src_0 op src_1) op ...) op src_(p-1)`, the rows of every
+    /// rank's `src` folded left to right in rank order: a loop over the ranks with the partial
+    /// in a tile variable, so the IR does not grow with `p`.
+    fn reduce_block(&mut self, src: Value, dst: Value, p: u64, off: Value, len: u64, op: ReduceOp) {
+        let zero = self.idx(0);
+        let first = self.rload(src, zero, off, len);
+        if p == 1 {
+            self.store(first, dst, off);
+            return;
         }
-        self.store(acc, dst, off);
+        let t = self.ty(first);
+        let acc = self.push(OpKind::Var(first), Type::Ref(Box::new(t.clone())));
+        self.for_(1, p, |e, q| {
+            let cur = e.push(OpKind::Read(acc), t.clone());
+            let x = e.rload(src, q, off, len);
+            let y = e.tbin(op.bin_op(), cur, x);
+            e.push_void(OpKind::Write(acc, y));
+        });
+        let r = self.push(OpKind::Read(acc), t);
+        self.store(r, dst, off);
     }
 }
 
@@ -324,23 +353,19 @@ fn lower_block(
                 // In place, a rank's own chunk is already where it belongs (and the others
                 // read it meanwhile): only the other chunks are fetched.
                 let me = (src == dst).then(|| em.rank(ctx));
-                for q in 0..p {
-                    let (off, len) = chunk(n, p, q);
-                    if len == 0 {
-                        continue;
-                    }
-                    let o = em.idx(off);
-                    let peer = em.idx(q);
-                    let d = em.subview(dst, o, len);
-                    let s = em.subview(src, o, len);
-                    match me {
-                        Some(me) => {
-                            let other = em.cmp(CmpOp::Ne, me, peer);
-                            em.if_(other, |em| em.get(d, peer, s), |_| {});
+                em.for_(0, p, |em, peer| {
+                    em.dyn_chunk(peer, n, p, &|em, o, len| {
+                        let d = em.subview(dst, o, len);
+                        let s = em.subview(src, o, len);
+                        match me {
+                            Some(me) => {
+                                let other = em.cmp(CmpOp::Ne, me, peer);
+                                em.if_(other, |em| em.get(d, peer, s), |_| {});
+                            }
+                            None => em.get(d, peer, s),
                         }
-                        None => em.get(d, peer, s),
-                    }
-                }
+                    });
+                });
                 em.barrier(ctx);
                 true
             }
@@ -360,12 +385,11 @@ fn lower_block(
                 }
                 em.barrier(ctx);
                 let me = em.rank(ctx);
-                for q in 0..p {
-                    let qv = em.idx(q);
+                em.for_(0, p, |em, qv| {
                     let d = em.subview(dst, qv, 1);
                     let s = em.subview(src, me, 1);
                     em.get(d, qv, s);
-                }
+                });
                 em.barrier(ctx);
                 true
             }
@@ -378,10 +402,9 @@ fn lower_block(
                 let (n, blk) = rows(&em.ty(src));
                 em.barrier(ctx);
                 let me = em.rank(ctx);
-                let order: Vec<Value> = (0..p).map(|q| em.idx(q)).collect();
                 em.dyn_chunk(me, n, p, &|e, off, len| {
                     e.blocks(off, len, blk, &|e, o, b| {
-                        e.reduce_block(src, dst, &order, o, b, r)
+                        e.reduce_block(src, dst, p, o, b, r)
                     });
                 });
                 em.barrier(ctx);
@@ -396,12 +419,11 @@ fn lower_block(
             } => {
                 let (n, blk) = rows(&em.ty(src));
                 em.barrier(ctx);
-                let order: Vec<Value> = (0..p).map(|q| em.idx(q)).collect();
                 match mode {
                     AllreduceMode::Mesh => {
                         let zero = em.idx(0);
                         em.blocks(zero, n, blk, &|e, o, b| {
-                            e.reduce_block(src, dst, &order, o, b, r)
+                            e.reduce_block(src, dst, p, o, b, r)
                         });
                     }
                     AllreduceMode::TwoPhase => {
@@ -411,24 +433,17 @@ fn lower_block(
                         let me = em.rank(ctx);
                         em.dyn_chunk(me, n, p, &|e, off, len| {
                             e.blocks(off, len, blk, &|e, o, b| {
-                                e.reduce_block(src, dst, &order, o, b, r)
+                                e.reduce_block(src, dst, p, o, b, r)
                             });
                         });
                         match sig {
-                            Some(sig) => {
-                                for &qv in &order {
-                                    let other = em.cmp(CmpOp::Ne, me, qv);
-                                    em.if_(other, |e| e.notify(sig, qv, me, 1), |_| {});
-                                }
-                            }
+                            Some(sig) => em.for_(0, p, |em, qv| {
+                                let other = em.cmp(CmpOp::Ne, me, qv);
+                                em.if_(other, |e| e.notify(sig, qv, me, 1), |_| {});
+                            }),
                             None => em.barrier(ctx),
                         }
-                        for q in 0..p {
-                            let (off, len) = chunk(n, p, q);
-                            if len == 0 && sig.is_none() {
-                                continue;
-                            }
-                            let qv = order[q as usize];
+                        em.for_(0, p, |em, qv| {
                             let other = em.cmp(CmpOp::Ne, me, qv);
                             em.if_(
                                 other,
@@ -436,11 +451,10 @@ fn lower_block(
                                     if let Some(sig) = sig {
                                         e.wait(sig, qv, 1);
                                     }
-                                    if len > 0 {
-                                        let o = e.idx(off);
+                                    e.dyn_chunk(qv, n, p, &|e, o, len| {
                                         let d = e.subview(dst, o, len);
                                         e.get(d, qv, d);
-                                    }
+                                    });
                                     if let Some(sig) = sig {
                                         // Reset for the next call: rank q sets it again only
                                         // after the closing barrier.
@@ -449,7 +463,7 @@ fn lower_block(
                                 },
                                 |_| {},
                             );
-                        }
+                        });
                     }
                     AllreduceMode::Ring if p == 1 => {
                         let me = em.rank(ctx);
@@ -464,34 +478,29 @@ fn lower_block(
                         // that `next` has yet to read is ordered after that read by the chain
                         // of waits around the ring: docs/collectives.md.)
                         let me = em.rank(ctx);
-                        let pm1 = em.idx(p - 1);
-                        let pv = em.idx(p);
-                        let t = em.ibin(BinOp::Add, me, pm1);
-                        let prev = em.ibin(BinOp::Rem, t, pv);
-                        let one = em.idx(1);
-                        let t = em.ibin(BinOp::Add, me, one);
-                        let next = em.ibin(BinOp::Rem, t, pv);
+                        let prev = em.add_mod(me, p - 1, p);
+                        let next = em.add_mod(me, 1, p);
                         let slot = em.idx(0);
-                        // Before a step that reads what `prev` made in its first `k` steps.
-                        let after = |e: &mut Em<'_>, k: u64| match sig {
-                            Some(sig) => e.wait(sig, slot, k),
+                        // Before a step that reads what `prev` made in its first `k` steps
+                        // (`k` a run-time index).
+                        let after = |e: &mut Em<'_>, k: Value| match sig {
+                            Some(sig) => {
+                                let k = e.cast_i64(k);
+                                e.wait_v(sig, slot, k)
+                            }
                             None => e.barrier(ctx),
                         };
                         // After this rank's `k`-th step, whose result `next` reads.
-                        let done = |e: &mut Em<'_>, k: u64| {
+                        let done = |e: &mut Em<'_>, k: Value| {
                             if let Some(sig) = sig {
-                                e.notify(sig, next, slot, k);
+                                let k = e.cast_i64(k);
+                                e.notify_v(sig, next, slot, k);
                             }
                         };
-                        for s in 0..p - 1 {
-                            if s > 0 {
-                                after(&mut em, s);
-                            }
-                            let k = em.idx(p - s - 1);
-                            let t = em.ibin(BinOp::Add, me, k);
-                            let c = em.ibin(BinOp::Rem, t, pv);
-                            let partial = if s == 0 { src } else { dst };
-                            em.dyn_chunk(c, n, p, &|e, off, len| {
+                        // Reduce step s of chunk `me - s - 1`: step 0 adds to `prev`'s `src`,
+                        // the later ones to the partial in `prev`'s `dst`.
+                        let step = |e: &mut Em<'_>, partial: Value, c: Value| {
+                            e.dyn_chunk(c, n, p, &|e, off, len| {
                                 e.blocks(off, len, blk, &|e, o, b| {
                                     let from_prev = e.rload(partial, prev, o, b);
                                     let mine = e.load(src, o, b);
@@ -499,21 +508,50 @@ fn lower_block(
                                     e.store(acc, dst, o);
                                 });
                             });
-                            done(&mut em, s + 1);
-                        }
-                        for s in 0..p - 1 {
-                            after(&mut em, p - 1 + s);
-                            let k = em.idx(p - s);
+                        };
+                        let c0 = em.add_mod(me, p - 1, p);
+                        step(&mut em, src, c0);
+                        let one = em.idx(1);
+                        done(&mut em, one);
+                        em.for_(1, p - 1, |em, s| {
+                            after(em, s);
+                            // c = (me + p - 1 - s) % p, with no negative intermediate.
+                            let pm1 = em.idx(p - 1);
+                            let k = em.ibin(BinOp::Sub, pm1, s);
                             let t = em.ibin(BinOp::Add, me, k);
+                            let pv = em.idx(p);
+                            let c = em.ibin(BinOp::Rem, t, pv);
+                            step(em, dst, c);
+                            let s1 = em.ibin(BinOp::Add, s, one);
+                            done(em, s1);
+                        });
+                        // Gather step s: chunk `me - s`, complete, from `prev`'s `dst`.
+                        em.for_(0, p - 1, |em, s| {
+                            let pm1 = em.idx(p - 1);
+                            let k = em.ibin(BinOp::Add, s, pm1);
+                            after(em, k);
+                            let pv = em.idx(p);
+                            let back = em.ibin(BinOp::Sub, pv, s);
+                            let t = em.ibin(BinOp::Add, me, back);
                             let c = em.ibin(BinOp::Rem, t, pv);
                             em.dyn_chunk(c, n, p, &|e, off, len| {
                                 let d = e.subview(dst, off, len);
                                 e.get(d, prev, d);
                             });
-                            if s + 2 < p {
-                                done(&mut em, p + s);
-                            }
-                        }
+                            // Counts p .. 2p - 3: not after the last gather step.
+                            let two = em.idx(2);
+                            let s2 = em.ibin(BinOp::Add, s, two);
+                            let more = em.cmp(CmpOp::Lt, s2, pv);
+                            em.if_(
+                                more,
+                                |e| {
+                                    let pv = e.idx(p);
+                                    let k = e.ibin(BinOp::Add, pv, s);
+                                    done(e, k)
+                                },
+                                |_| {},
+                            );
+                        });
                         if let Some(sig) = sig {
                             // All 2P - 3 of `prev`'s counts have arrived: reset for the next
                             // call (`prev` writes again only after the closing barrier).
