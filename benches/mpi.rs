@@ -89,12 +89,6 @@ mod bench {
         if root {
             println!("| RankPartition gather, 8 MiB f64 plane, np = {size} | eagle {:.3} ms | raw MPI_Allgatherv {:.3} ms | ratio {:.3} |", eagle_t * 1e3, raw_t * 1e3, eagle_t / raw_t);
         }
-        // 2. Built-in allgather against MPI_Allgather.
-        if root {
-            println!();
-            println!("| bytes per rank | np | eagle allgather | MPI_Allgather | ratio |");
-            println!("|---|---|---|---|---|");
-        }
         let s = Session::new(eagle::Platform::Sim, (0..size).collect()).expect("session");
         // 3. Barriers, and what a launch costs besides.
         let mut y = Tensor::<f32>::zeros(&[size, 1]);
@@ -126,6 +120,12 @@ mod bench {
                 eagle_t / mpi_t,
                 launch_t * 1e3
             );
+        }
+        // 2. Built-in allgather against MPI_Allgather.
+        if root {
+            println!();
+            println!("| bytes per rank | np | eagle allgather | MPI_Allgather | ratio |");
+            println!("|---|---|---|---|---|");
         }
         for k in 0..7 {
             let per_rank = 1024usize << (2 * k).min(12);

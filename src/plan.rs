@@ -692,8 +692,13 @@ impl Plan {
     }
     /// For `RankPartition`: runs over the MPI world when this process was launched by `mpirun`
     /// with more than one process, else over `r` simulated ranks in this process.
+    ///
+    /// Built without the `mpi` feature but started by `mpirun` with more than one process,
+    /// the plan is left on the MPI world, so [`Plan::run`] refuses it naming the feature
+    /// (every process would otherwise compute the whole job alone).
     pub fn on_world(self, r: usize) -> Self {
-        if RankPartition::world().1 > 1 {
+        let launched = eagle_runtime::launcher_world_size().is_some_and(|n| n > 1);
+        if RankPartition::world().1 > 1 || (launched && !RankPartition::available()) {
             self
         } else {
             self.with_simulated_ranks(r)

@@ -213,8 +213,13 @@ impl ModuleBuilder {
             return Err(IrError::Build {
                 function: name.to_string(),
                 message: format!(
-                    "declared category `{declared}` but the body is `{}`, which the declaration does not cover (a declaration may be stricter than the body, never looser); declare `{}` or `cross_sample_write`, or fix the accesses",
-                    info.category, info.category
+                    "declared category `{declared}` but the body is `{}`, which the declaration does not cover (a declaration may be stricter than the body, never looser); declare {}, or fix the accesses",
+                    info.category,
+                    if info.category == crate::AccessCategory::CrossSampleWrite {
+                        "`cross_sample_write`".to_string()
+                    } else {
+                        format!("`{}` or `cross_sample_write`", info.category)
+                    }
                 ),
             });
         }

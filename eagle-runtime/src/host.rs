@@ -801,7 +801,8 @@ fn run_mpi(
     // give it 2 s more to report first.
     mpi_rt::agree(
         &crate::agree::Stance::at(format!("the end of the run of `{}`", art.root)),
-        opts.wait_timeout + std::time::Duration::from_secs(2),
+        opts.wait_timeout
+            .saturating_add(std::time::Duration::from_secs(2)),
     )?;
     // Every rank knows which output slices every rank wrote (all ran the same host program).
     let outs: Vec<usize> = (0..args.len())

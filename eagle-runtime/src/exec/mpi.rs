@@ -170,8 +170,13 @@ pub fn init() -> (usize, usize) {
                 }
                 // A panic on one rank must end the job, not leave the others waiting.
                 let prev = std::panic::take_hook();
+                let rank = rs.0;
                 std::panic::set_hook(Box::new(move |info| {
                     prev(info);
+                    let _ = writeln!(
+                        crate::stderr_lines(),
+                        "error: rank {rank} panicked (above); ending the job"
+                    );
                     abort(1);
                 }));
                 // SAFETY: registers a plain `extern "C" fn()` with the C library.
@@ -253,7 +258,9 @@ mod watchdog {
             note(what, peer);
             LIMIT_S.store(limit.as_secs(), Ordering::Relaxed);
             DEADLINE_MS.store(
-                now_ms() + (limit + GRACE).as_millis() as u64,
+                now_ms().saturating_add(
+                    u64::try_from(limit.saturating_add(GRACE).as_millis()).unwrap_or(u64::MAX),
+                ),
                 Ordering::Release,
             );
         }
@@ -741,23 +748,23 @@ impl Windows {
                 return vec![];
             }
             if start.elapsed() > limit {
-                // Name the ranks that did not arrive: complete this rank's arrivals (the
-                // others' are complete where they could progress), then read the slots.
-                watchdog::note("a barrier that timed out, completing its arrivals", -1);
-                // SAFETY: inside the lock_all epoch of `arrivals`.
-                unsafe {
-                    ffi::MPI_Win_flush_all(self.arrivals);
-                }
+                // Name the ranks that did not arrive from this rank's own slots: every rank
+                // that reached the barrier has polled (and so progressed) since it added its
+                // arrival. No flush: one to a peer that makes no progress would block (MPICH),
+                // and this rank has plainly arrived itself.
+                watchdog::note("a barrier that timed out, reading its arrivals", -1);
                 let pending: Vec<usize> = (0..size)
                     .filter(|&q| {
-                        atomic_read(self.arrivals, me, q * 8, sigkind::U64) < k as i64 as i128
+                        q != me
+                            && atomic_read(self.arrivals, me, q * 8, sigkind::U64)
+                                < k as i64 as i128
                     })
                     .collect();
                 if !pending.is_empty() {
                     return pending;
                 }
                 // Every rank has arrived: the barrier completes as soon as they progress.
-                limit += Duration::from_secs(1);
+                limit = limit.saturating_add(Duration::from_secs(1));
             }
             backoff(start);
         }
