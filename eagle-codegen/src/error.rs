@@ -142,8 +142,8 @@ pub enum SpecializeError {
         /// What to do instead.
         fix: String,
     },
-    /// A world size that cannot run.
-    #[error("world size {0} is invalid; run on at least one device (`-d 0`)")]
+    /// A world size that cannot run: 0, or more than [`crate::MAX_WORLD_SIZE`].
+    #[error("world size {0} is invalid; {fix}", fix = world_size_fix(*.0))]
     BadWorldSize(u64),
     /// The specialized module breaks a verifier rule (for example argument shapes that differ
     /// once dims are bound).
@@ -202,5 +202,14 @@ pub enum CodegenError {
 impl From<SpecializeError> for CodegenError {
     fn from(e: SpecializeError) -> Self {
         CodegenError::Specialize(Box::new(e))
+    }
+}
+
+/// The fix of [`SpecializeError::BadWorldSize`].
+fn world_size_fix(p: u64) -> String {
+    if p == 0 {
+        "run on at least one device (`-d 0`)".to_string()
+    } else {
+        format!("the largest world size is {} ranks", crate::MAX_WORLD_SIZE)
     }
 }

@@ -28,6 +28,9 @@ pub use artifact::{
     Target, DEFAULT_CACHE_BYTES,
 };
 pub use error::{CodegenError, SpecializeError};
+
+/// The largest world size a program is specialized for.
+pub const MAX_WORLD_SIZE: u64 = 4096;
 pub use specialize_pass::{specialize, specialize_for, Bindings, Limits, Specialized};
 
 /// The FNV-1a (64-bit) offset basis: the hash of no bytes.

@@ -996,7 +996,7 @@ pub fn specialize_for(
     b: &Bindings,
     limits: &Limits,
 ) -> Result<Specialized, SpecializeError> {
-    if b.world_size == 0 || b.world_size > 4096 {
+    if b.world_size == 0 || b.world_size > crate::MAX_WORLD_SIZE {
         return Err(SpecializeError::BadWorldSize(b.world_size));
     }
     let mut out = m.clone();
