@@ -642,6 +642,48 @@ fn collectives_on_every_dtype() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
+/// One window as both buffers of every collective that supports it (docs/collectives.md, "In
+/// place"): the emulation gives sim's bits.
+#[eagle::kernel(device)]
+pub fn ip_k(ctx: Ctx, x: Tensor<f32, NS>, y: Out<Tensor<f32, 5, NS>>, w: Window<f32, NS>) {
+    store(w, [0], load(x, [0], [NS]));
+    broadcast(ctx, w, w, nranks(ctx) - 1);
+    store(y, [0, 0], reshape(load(w, [0], [NS]), [1, NS]));
+    store(w, [0], load(x, [0], [NS]));
+    allgather(ctx, w, w);
+    store(y, [1, 0], reshape(load(w, [0], [NS]), [1, NS]));
+    store(w, [0], load(x, [0], [NS]));
+    reduce_scatter(ctx, w, w, Sum);
+    store(y, [2, 0], reshape(load(w, [0], [NS]), [1, NS]));
+    store(w, [0], load(x, [0], [NS]));
+    allreduce(ctx, w, w, Sum, TwoPhase);
+    store(y, [3, 0], reshape(load(w, [0], [NS]), [1, NS]));
+    store(w, [0], load(x, [0], [NS]));
+    allreduce(ctx, w, w, Max, Ring);
+    store(y, [4, 0], reshape(load(w, [0], [NS]), [1, NS]));
+}
+
+#[eagle::host]
+pub fn ip_h(x: Tensor<f32, NR, NS>, y: Out<Tensor<f32, NR, 5, NS>>) {
+    let b = alloc_window_buffer([NS], f32);
+    for r in 0..world_size() {
+        ip_k(x[r], y[r], window(b, [NS], f32), device = r);
+    }
+}
+
+#[test]
+fn in_place_collectives() {
+    cxx();
+    let bad = both("in_place", &[1, 2, 3, 5], |s| {
+        let (p, n) = (s.world_size(), 13);
+        let x = ramp_f32(&[p, n], 7);
+        let mut y = Tensor::<f32>::zeros(&[p, 5, n]);
+        ok(ip_h.launch(s, &x, &mut y))?;
+        Ok(vec![y.bits()])
+    });
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
 // ---------------------------------------------------------------- errors
 
 #[eagle::kernel(device)]
