@@ -556,3 +556,49 @@ fn tp_ffn_at_a_world_size_that_does_not_divide_ffn_is_an_error() {
     );
     assert_eq!(tp_ffn::STEP.world.refuses(4), None);
 }
+
+/// Issue 37, item 2: specialization does not duplicate code per rank. The host programs'
+/// dispatch loops stay loops and the device programs (hand-written collectives with loops over
+/// the ranks, and the built-ins) are the same ops at every P: the specialized IR of steps 08
+/// to 11 and 16 has as many lines at P = 512 as at P = 3.
+#[test]
+fn specialized_programs_do_not_grow_with_the_world_size() {
+    type Ir = fn(u64) -> String;
+    let steps: [(&str, Ir); 5] = [
+        ("08", |p| {
+            step08::allreduce_mesh
+                .ir_specialized(p, &[("NR", p)])
+                .unwrap()
+        }),
+        ("09", |p| {
+            step09::allreduce_two_phase
+                .ir_specialized(p, &[("NR", p)])
+                .unwrap()
+        }),
+        ("10", |p| {
+            step10::allreduce_ring
+                .ir_specialized(p, &[("NR", p)])
+                .unwrap()
+        }),
+        ("11", |p| {
+            step11::builtin_ring
+                .ir_specialized(p, &[("NR", p)])
+                .unwrap()
+        }),
+        ("16", |p| {
+            step16::several.ir_specialized(p, &[("NR", p)]).unwrap()
+        }),
+    ];
+    for (step, ir) in steps {
+        // World sizes that leave a ragged split of the 1,000 elements (two chunk lengths,
+        // so the same branches at each).
+        let lines: Vec<usize> = [3, 64, 512]
+            .iter()
+            .map(|&p| ir(p).lines().count())
+            .collect();
+        assert!(
+            lines.iter().all(|&n| n == lines[0]),
+            "step {step}: specialized IR lines at P = 3, 64, 512: {lines:?}"
+        );
+    }
+}
