@@ -731,34 +731,11 @@ fn collective_buffers_that_differ_once_bound_are_refused_at_every_p() {
     );
 }
 
-/// Defines a per-device program that runs a collective in place (`$call` on the one window
-/// `w`), and its host.
-macro_rules! in_place_case {
-    ($dev:ident, $host:ident, |$ctx:ident, $w:ident| $f:ident($($a:tt)*)) => {
-        #[eagle::kernel(device)]
-        pub fn $dev($ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>, $w: Window<f32, N>) {
-            store($w, [0], load(x, [0], [N]));
-            $f($($a)*);
-            store(y, [0], load($w, [0], [N]));
-        }
-        #[eagle::host]
-        pub fn $host(x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>) {
-            let b = alloc_window_buffer([N], f32);
-            for r in 0..world_size() {
-                $dev(x[r], y[r], window(b, [N], f32), device = r);
-            }
-        }
-    };
-}
-in_place_case!(bcast_ip_d, bcast_ip, |ctx, w| broadcast(ctx, w, w, 0));
-in_place_case!(gather_ip_d, gather_ip, |ctx, w| allgather(ctx, w, w));
-in_place_case!(rs_ip_d, rs_ip, |ctx, w| reduce_scatter(ctx, w, w, Sum));
-in_place_case!(ar_two_ip_d, ar_two_ip, |ctx, w| allreduce(
-    ctx, w, w, Sum, TwoPhase
-));
-in_place_case!(ar_ring_ip_d, ar_ring_ip, |ctx, w| allreduce(
-    ctx, w, w, Sum, Ring
-));
+/// The in-place programs and their goldens: `examples/in_place.rs` (which `.ci/run` also
+/// runs under both MPIs).
+#[path = "../examples/in_place.rs"]
+#[allow(dead_code)]
+mod in_place;
 
 #[eagle::kernel(device)]
 pub fn ar_mesh_ip_d(ctx: Ctx, w: Window<f32, N>) {
@@ -776,55 +753,11 @@ pub fn a2a_ip_d(ctx: Ctx, w: Window<f32, NR, 4>) {
 /// verifier errors naming the fix.
 #[test]
 fn in_place_collectives_are_exact_and_race_free_on_every_launch() {
-    let n = 13;
-    type Host = fn(&Session, &Tensor<f32>, &mut Tensor<f32>) -> eagle::Result<eagle::LaunchReport>;
-    let cases: [(&str, Host); 5] = [
-        ("broadcast", |s, x, y| bcast_ip.launch(s, x, y)),
-        ("allgather", |s, x, y| gather_ip.launch(s, x, y)),
-        ("reduce_scatter", |s, x, y| rs_ip.launch(s, x, y)),
-        ("two_phase", |s, x, y| ar_two_ip.launch(s, x, y)),
-        ("ring", |s, x, y| ar_ring_ip.launch(s, x, y)),
-    ];
     for p in [2usize, 3, 4, 8] {
-        let s = Session::sim(p).unwrap();
-        let x = inputs::<f32>(p, n, p as u64);
-        for (name, launch) in cases {
-            let own = |r: usize, j: usize| {
-                let (o, l) = chunk(n as u64, p as u64, r as u64);
-                (o..o + l).contains(&(j as u64))
-            };
-            let owner = |j: usize| (0..p).find(|&c| own(c, j)).unwrap();
-            let want: Vec<f32> = match name {
-                "broadcast" => (0..p).flat_map(|_| x.row(0).to_vec()).collect(),
-                "allgather" => (0..p)
-                    .flat_map(|_| (0..n).map(|j| x.row(owner(j))[j]).collect::<Vec<_>>())
-                    .collect(),
-                "reduce_scatter" => {
-                    let sum = golden(&x, p, n, "Sum", false);
-                    (0..p)
-                        .flat_map(|r| {
-                            (0..n)
-                                .map(|j| if own(r, j) { sum[j] } else { x.row(r)[j] })
-                                .collect::<Vec<_>>()
-                        })
-                        .collect()
-                }
-                _ => (0..p)
-                    .flat_map(|_| golden(&x, p, n, "Sum", name == "ring"))
-                    .collect(),
-            };
-            let launches = 200;
-            for i in 0..launches {
-                let mut y = Tensor::<f32>::zeros(&[p, n]);
-                launch(&s, &x, &mut y)
-                    .unwrap_or_else(|e| panic!("{name} in place at P = {p}, launch {i}: {e}"));
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    bits(y.data()),
-                    bits(&want),
-                    "{name} in place at P = {p}, launch {i}"
-                );
-            }
+        for &mode in in_place::STEP.modes {
+            // 200 launches, each checked bit for bit against the out-of-place golden.
+            let s = Session::sim(p).unwrap().with_mode(Some(mode.to_string()));
+            (in_place::STEP.run)(&s).unwrap_or_else(|e| panic!("{mode} in place at P = {p}: {e}"));
         }
     }
     use eagle::ir::EagleFn;

@@ -781,6 +781,7 @@ fn run_mpi(
             timeout: opts.wait_timeout,
             error: None,
             pending: vec![],
+            pending_bytes: 0,
         };
         let mut ctx = mpi_rt::device_ctx(&mut env);
         // SAFETY: as in `device_main`: the ABI slots match the callee's parameters.

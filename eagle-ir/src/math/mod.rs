@@ -190,37 +190,10 @@ impl MathFn {
         }
     }
 
-    /// The number of operands: 2 for `atan2`, `powf`, `powi` and `hypot`, else 1.
+    /// The number of operands: 2 for `atan2`, `powf`, `powi` and `hypot`, else 1 (the
+    /// operands [`MathFn::signature`] lists, which names every function).
     pub fn arity(self) -> usize {
-        match self {
-            // Exhaustive on purpose: a new function must state its arity.
-            MathFn::Atan2 | MathFn::Powf | MathFn::Powi | MathFn::Hypot => 2,
-            MathFn::Ln
-            | MathFn::Log2
-            | MathFn::Log10
-            | MathFn::Log1p
-            | MathFn::Exp
-            | MathFn::Exp2
-            | MathFn::Expm1
-            | MathFn::Sin
-            | MathFn::Cos
-            | MathFn::Tan
-            | MathFn::Asin
-            | MathFn::Acos
-            | MathFn::Atan
-            | MathFn::Sinh
-            | MathFn::Cosh
-            | MathFn::Tanh
-            | MathFn::Sigmoid
-            | MathFn::Erf
-            | MathFn::Cbrt
-            | MathFn::Rsqrt
-            | MathFn::Recip
-            | MathFn::Floor
-            | MathFn::Ceil
-            | MathFn::Round
-            | MathFn::Trunc => 1,
-        }
+        self.signature().split(',').count()
     }
 
     /// The operand list as a kernel writes it, for messages (`x`, `y, x`, `x, n`).

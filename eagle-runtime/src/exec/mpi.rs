@@ -841,6 +841,8 @@ pub(crate) struct MpiEnv<'a> {
     /// Puts to peers not yet complete at their targets (invariant 2): window, target, byte
     /// range, and the copy of the bytes they send from.
     pub(crate) pending: Vec<Pending>,
+    /// The bytes `pending` holds.
+    pub(crate) pending_bytes: usize,
 }
 
 /// A put to a peer not yet complete at its target.
@@ -875,6 +877,7 @@ impl MpiEnv<'_> {
             }
         }
         self.pending.clear();
+        self.pending_bytes = 0;
     }
 
     /// Completes the pending puts when one overlaps bytes `start..end` of `win` on `target`.
@@ -964,6 +967,7 @@ unsafe extern "C" fn h_put(
                     w,
                 );
             }
+            e.pending_bytes += bytes.len();
             e.pending.push(Pending {
                 win: win as usize,
                 target: p,
@@ -972,9 +976,7 @@ unsafe extern "C" fn h_put(
                 _bytes: bytes,
             });
             // A put to itself is read with plain loads: complete at once (invariant 2).
-            if p == e.rank
-                || e.pending.iter().map(|q| q._bytes.len()).sum::<usize>() > PENDING_BYTES
-            {
+            if p == e.rank || e.pending_bytes > PENDING_BYTES {
                 e.complete_puts();
             }
             0
