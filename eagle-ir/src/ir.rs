@@ -1,3 +1,4 @@
+use crate::spec::enumeration;
 use crate::types::{DType, Shape, Type};
 use std::fmt;
 
@@ -90,96 +91,52 @@ impl fmt::Display for Const {
     }
 }
 
-/// Binary arithmetic and bitwise ops (elementwise on tiles, scalars broadcast).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BinOp {
-    /// `+`
-    Add,
-    /// `-`
-    Sub,
-    /// `*`
-    Mul,
-    /// `/` (integer division truncates; division by zero is a run-time error)
-    Div,
-    /// `%` (sign of the dividend, as in Rust)
-    Rem,
-    /// `min`
-    Min,
-    /// `max`
-    Max,
-    /// `&` (and `&&` on bool)
-    And,
-    /// `|` (and `||` on bool)
-    Or,
-    /// `^`
-    Xor,
-    /// `<<` on integers, as Rust's `wrapping_shl`: the amount is taken modulo the bit width.
-    Shl,
-    /// `>>` on integers, as Rust's `wrapping_shr`: arithmetic for signed dtypes, logical for
-    /// unsigned; the amount is taken modulo the bit width.
-    Shr,
-}
-
-impl BinOp {
-    /// All binary ops.
-    pub const ALL: [BinOp; 12] = [
-        BinOp::Add,
-        BinOp::Sub,
-        BinOp::Mul,
-        BinOp::Div,
-        BinOp::Rem,
-        BinOp::Min,
-        BinOp::Max,
-        BinOp::And,
-        BinOp::Or,
-        BinOp::Xor,
-        BinOp::Shl,
-        BinOp::Shr,
-    ];
-    /// IR spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            BinOp::Add => "add",
-            BinOp::Sub => "sub",
-            BinOp::Mul => "mul",
-            BinOp::Div => "div",
-            BinOp::Rem => "rem",
-            BinOp::Min => "min",
-            BinOp::Max => "max",
-            BinOp::And => "and",
-            BinOp::Or => "or",
-            BinOp::Xor => "xor",
-            BinOp::Shl => "shl",
-            BinOp::Shr => "shr",
-        }
+enumeration! {
+    /// Binary arithmetic and bitwise ops (elementwise on tiles, scalars broadcast).
+    pub enum BinOp {
+        /// `+`
+        Add => "add",
+        /// `-`
+        Sub => "sub",
+        /// `*`
+        Mul => "mul",
+        /// `/` (integer division truncates; division by zero is a run-time error)
+        Div => "div",
+        /// `%` (sign of the dividend, as in Rust)
+        Rem => "rem",
+        /// `min`
+        Min => "min",
+        /// `max`
+        Max => "max",
+        /// `&` (and `&&` on bool)
+        And => "and",
+        /// `|` (and `||` on bool)
+        Or => "or",
+        /// `^`
+        Xor => "xor",
+        /// `<<` on integers, as Rust's `wrapping_shl`: the amount is taken modulo the bit width.
+        Shl => "shl",
+        /// `>>` on integers, as Rust's `wrapping_shr`: arithmetic for signed dtypes, logical for
+        /// unsigned; the amount is taken modulo the bit width.
+        Shr => "shr",
     }
 }
 
-/// Unary ops and math intrinsics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum UnOp {
-    /// `-x`
-    Neg,
-    /// `!x` (bool)
-    Not,
-    /// `sqrt(x)` (float)
-    Sqrt,
-    /// `abs(x)`
-    Abs,
+enumeration! {
+    /// Unary ops and math intrinsics.
+    pub enum UnOp {
+        /// `-x`
+        Neg => "neg",
+        /// `!x` (bool)
+        Not => "not",
+        /// `sqrt(x)` (float)
+        Sqrt => "sqrt",
+        /// `abs(x)`
+        Abs => "abs",
+    }
 }
 
 impl UnOp {
-    /// All unary ops.
-    pub const ALL: [UnOp; 4] = [UnOp::Neg, UnOp::Not, UnOp::Sqrt, UnOp::Abs];
-    /// IR spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            UnOp::Neg => "neg",
-            UnOp::Not => "not",
-            UnOp::Sqrt => "sqrt",
-            UnOp::Abs => "abs",
-        }
-    }
     /// The Rust spelling that builds the op in a kernel as a call (`sqrt(x)`) or a method
     /// (`x.sqrt()`), or `None` for an operator (`-x`, `!x`). The macros take the list of
     /// math intrinsics from here.
@@ -191,47 +148,28 @@ impl UnOp {
     }
 }
 
-/// Comparison predicates, for `cmp` and for `wait` (design.md: `Eq | Ne | Ge | Gt | Le | Lt`).
-/// The discriminants are the codes `wait` passes across the binary interface
-/// (`eagle_codegen::abi::cmp_code`).
-#[repr(u32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CmpOp {
-    /// `==`
-    Eq = 0,
-    /// `!=`
-    Ne = 1,
-    /// `<`
-    Lt = 2,
-    /// `<=`
-    Le = 3,
-    /// `>`
-    Gt = 4,
-    /// `>=`
-    Ge = 5,
+enumeration! {
+    /// Comparison predicates, for `cmp` and for `wait` (design.md: `Eq | Ne | Ge | Gt | Le | Lt`).
+    /// The discriminants are the codes `wait` passes across the binary interface
+    /// (`eagle_codegen::abi::cmp_code`).
+    #[repr(u32)]
+    pub enum CmpOp {
+        /// `==`
+        Eq = 0 => "eq",
+        /// `!=`
+        Ne = 1 => "ne",
+        /// `<`
+        Lt = 2 => "lt",
+        /// `<=`
+        Le = 3 => "le",
+        /// `>`
+        Gt = 4 => "gt",
+        /// `>=`
+        Ge = 5 => "ge",
+    }
 }
 
 impl CmpOp {
-    /// All predicates.
-    pub const ALL: [CmpOp; 6] = [
-        CmpOp::Eq,
-        CmpOp::Ne,
-        CmpOp::Lt,
-        CmpOp::Le,
-        CmpOp::Gt,
-        CmpOp::Ge,
-    ];
-    /// IR spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            CmpOp::Eq => "eq",
-            CmpOp::Ne => "ne",
-            CmpOp::Lt => "lt",
-            CmpOp::Le => "le",
-            CmpOp::Gt => "gt",
-            CmpOp::Ge => "ge",
-        }
-    }
     /// Evaluates the predicate on integers.
     pub fn eval<T: PartialOrd>(self, a: T, b: T) -> bool {
         match self {
@@ -245,53 +183,34 @@ impl CmpOp {
     }
 }
 
-/// How `notify` updates the peer's signal (tutorial seed: `op = Set | AtomicAdd`).
-/// The discriminants are the codes `notify` passes across the binary interface
-/// (`eagle_codegen::abi::notify_code`).
-#[repr(u32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NotifyOp {
-    /// Overwrite the signal.
-    Set = 0,
-    /// Atomically add to the signal.
-    AtomicAdd = 1,
-}
-
-impl NotifyOp {
-    /// IR spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            NotifyOp::Set => "set",
-            NotifyOp::AtomicAdd => "atomic_add",
-        }
+enumeration! {
+    /// How `notify` updates the peer's signal (tutorial seed: `op = Set | AtomicAdd`).
+    /// The discriminants are the codes `notify` passes across the binary interface
+    /// (`eagle_codegen::abi::notify_code`).
+    #[repr(u32)]
+    pub enum NotifyOp {
+        /// Overwrite the signal.
+        Set = 0 => "set",
+        /// Atomically add to the signal.
+        AtomicAdd = 1 => "atomic_add",
     }
 }
 
-/// The combining operation of a reduction collective.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    /// `+`
-    Sum,
-    /// `*`
-    Prod,
-    /// `max`
-    Max,
-    /// `min`
-    Min,
+enumeration! {
+    /// The combining operation of a reduction collective.
+    pub enum ReduceOp {
+        /// `+`
+        Sum => "sum",
+        /// `*`
+        Prod => "prod",
+        /// `max`
+        Max => "max",
+        /// `min`
+        Min => "min",
+    }
 }
 
 impl ReduceOp {
-    /// All reduce ops.
-    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
-    /// IR spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Prod => "prod",
-            ReduceOp::Max => "max",
-            ReduceOp::Min => "min",
-        }
-    }
     /// The elementwise binary op that combines two partials.
     pub fn bin_op(self) -> BinOp {
         match self {
@@ -303,31 +222,15 @@ impl ReduceOp {
     }
 }
 
-/// The algorithm of a built-in allreduce (design.md: mesh, two-phase, ring).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AllreduceMode {
-    /// Every rank reads every peer and combines locally, in rank order.
-    Mesh,
-    /// Reduce-scatter (rank c combines chunk c in rank order), then allgather.
-    TwoPhase,
-    /// Chunked ring: P - 1 reduce steps then P - 1 gather steps.
-    Ring,
-}
-
-impl AllreduceMode {
-    /// All modes.
-    pub const ALL: [AllreduceMode; 3] = [
-        AllreduceMode::Mesh,
-        AllreduceMode::TwoPhase,
-        AllreduceMode::Ring,
-    ];
-    /// IR spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            AllreduceMode::Mesh => "mesh",
-            AllreduceMode::TwoPhase => "two_phase",
-            AllreduceMode::Ring => "ring",
-        }
+enumeration! {
+    /// The algorithm of a built-in allreduce (design.md: mesh, two-phase, ring).
+    pub enum AllreduceMode {
+        /// Every rank reads every peer and combines locally, in rank order.
+        Mesh => "mesh",
+        /// Reduce-scatter (rank c combines chunk c in rank order), then allgather.
+        TwoPhase => "two_phase",
+        /// Chunked ring: P - 1 reduce steps then P - 1 gather steps.
+        Ring => "ring",
     }
 }
 

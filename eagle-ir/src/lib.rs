@@ -15,6 +15,7 @@
 
 mod analysis;
 mod builder;
+mod builtin;
 mod error;
 pub mod eval;
 mod facts;
@@ -22,6 +23,7 @@ mod ir;
 pub mod math;
 pub mod narrow;
 mod op;
+pub mod spec;
 mod text;
 pub mod tile;
 mod types;
@@ -29,6 +31,7 @@ mod valid;
 
 pub use analysis::{access_category, AccessCategory, AccessInfo, ReduceKind};
 pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand, TileArg};
+pub use builtin::Builtin;
 pub use error::{IrError, Result};
 pub use facts::{Defs, Facts, FunctionFacts, IndexRange};
 pub use ir::{

@@ -246,16 +246,13 @@ pub fn intrinsic(name: &str) -> Option<&'static Intrinsic> {
     INTRINSICS.iter().find(|i| i.name == name)
 }
 
-/// The reduction ops in the order the names list them.
-const REDUCE_OPS: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
-
 impl TileOp {
     /// Every tile op without a list attribute (the ones [`TileOp::from_name`] can name by
     /// keyword alone); `extract` carries its offsets in its text.
     pub fn keyword_ops() -> Vec<TileOp> {
         let mut v = vec![];
         for a in [Axis::Row, Axis::Col, Axis::All] {
-            for op in REDUCE_OPS {
+            for op in ReduceOp::ALL {
                 v.push(TileOp::Reduce(op, a));
             }
         }

@@ -915,118 +915,116 @@ impl Cx {
     }
 
     fn intrinsic_stmt(&mut self, name: &str, c: &syn::ExprCall) -> R<Option<TS>> {
-        let a: Vec<&Expr> = c.args.iter().collect();
-        match name {
-            "store" | "get" if !a.is_empty() => self.check_writable(a[0], &format!("`{name}`"))?,
-            "broadcast" | "allgather" | "reduce_scatter" | "allreduce" | "all_to_all"
-                if a.len() > 2 =>
-            {
-                self.check_writable(a[2], &format!("`{name}`"))?
-            }
-            _ => {}
-        }
-        let n = a.len();
-        let arity = |k: usize, sig: &str| -> R<()> {
-            if n != k {
-                return err(
-                    c.span(),
-                    format!("`{name}` takes {k} argument(s): `{sig}`; found {n}"),
-                );
-            }
-            Ok(())
+        use eagle_ir::Builtin as B;
+        let Some(b) = B::from_name(name) else {
+            return Ok(None);
         };
-        Ok(Some(match name {
-            "store" => {
-                arity(3, "store(dst, [offsets], tile)")?;
+        let a: Vec<&Expr> = c.args.iter().collect();
+        if let Some(w) = b.written_arg().filter(|&w| w < a.len()) {
+            self.check_writable(a[w], &format!("`{name}`"))?;
+        }
+        if b.has_result() {
+            return Ok(None);
+        }
+        builtin_arity(b, c)?;
+        let m = format_ident!("{}", b.name());
+        Ok(Some(match b {
+            B::Store => {
                 let dst = self.val(a[0])?;
                 let offs = self.offsets(a[1])?;
                 let v = self.val(a[2])?;
-                quote!({ let __a0 = #dst; let __a1 = #offs; let __a2 = #v; __f.store(__a0, __a1, __a2)? };)
+                quote!({ let __a0 = #dst; let __a1 = #offs; let __a2 = #v; __f.#m(__a0, __a1, __a2)? };)
             }
-            "put" | "get" => {
-                arity(3, &format!("{name}(dst, peer, src)"))?;
+            B::Put | B::Get => {
                 let dst = self.val(a[0])?;
                 let peer = self.expr(a[1])?;
                 let src = self.val(a[2])?;
-                let m = format_ident!("{}", name);
                 quote!({ let __a0 = #dst; let __a1 = #peer; let __a2 = #src; __f.#m(__a0, __a1, __a2)? };)
             }
-            "remote_store" => {
-                arity(4, "remote_store(window, peer, [offsets], tile)")?;
+            B::RemoteStore => {
                 let dst = self.val(a[0])?;
                 let peer = self.expr(a[1])?;
                 let offs = self.offsets(a[2])?;
                 let v = self.val(a[3])?;
-                quote!({ let __a0 = #dst; let __a1 = #peer; let __a2 = #offs; let __a3 = #v; __f.remote_store(__a0, __a1, __a2, __a3)? };)
+                quote!({ let __a0 = #dst; let __a1 = #peer; let __a2 = #offs; let __a3 = #v; __f.#m(__a0, __a1, __a2, __a3)? };)
             }
-            "notify" => {
-                arity(5, "notify(signal, peer, [offsets], value, Set | AtomicAdd)")?;
+            B::Notify => {
                 let s = self.val(a[0])?;
                 let peer = self.expr(a[1])?;
                 let offs = self.offsets(a[2])?;
                 let v = self.expr(a[3])?;
-                let op = match path_name(a[4]).as_deref() {
-                    Some("Set") => quote!(::eagle::ir::NotifyOp::Set),
-                    Some("AtomicAdd") => quote!(::eagle::ir::NotifyOp::AtomicAdd),
-                    _ => return err(a[4].span(), "the notify op is `Set` or `AtomicAdd`"),
-                };
-                quote!({ let __a0 = #s; let __a1 = #peer; let __a2 = #offs; let __a3 = #v; let __a4 = #op; __f.notify(__a0, __a1, __a2, __a3, __a4)? };)
-            }
-            "wait" => {
-                arity(
-                    4,
-                    "wait(signal, [offsets], expected, Eq | Ne | Ge | Gt | Le | Lt)",
+                let op = choice_tokens(
+                    a[4],
+                    eagle_ir::NotifyOp::from_variant,
+                    eagle_ir::NotifyOp::index,
+                    quote!(NotifyOp),
+                    || {
+                        format!(
+                            "the notify op is {}",
+                            eagle_ir::spec::one_of(
+                                eagle_ir::NotifyOp::ALL.map(eagle_ir::NotifyOp::variant)
+                            )
+                        )
+                    },
                 )?;
+                quote!({ let __a0 = #s; let __a1 = #peer; let __a2 = #offs; let __a3 = #v; let __a4 = #op; __f.#m(__a0, __a1, __a2, __a3, __a4)? };)
+            }
+            B::Wait => {
                 let s = self.val(a[0])?;
                 let offs = self.offsets(a[1])?;
                 let v = self.expr(a[2])?;
                 let cmp = cmp_tokens(a[3])?;
-                quote!({ let __a0 = #s; let __a1 = #offs; let __a2 = #v; let __a3 = #cmp; __f.wait(__a0, __a1, __a2, __a3)? };)
+                quote!({ let __a0 = #s; let __a1 = #offs; let __a2 = #v; let __a3 = #cmp; __f.#m(__a0, __a1, __a2, __a3)? };)
             }
-            "broadcast" => {
-                arity(4, "broadcast(ctx, src_window, dst, root)")?;
+            B::Broadcast => {
                 let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
                 let root = self.expr(a[3])?;
-                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; let __a3 = #root; __f.broadcast(__a0, __a1, __a2, __a3)?; })
+                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; let __a3 = #root; __f.#m(__a0, __a1, __a2, __a3)?; })
             }
-            "allgather" | "all_to_all" => {
-                arity(3, &format!("{name}(ctx, src_window, dst)"))?;
+            B::AllGather | B::AllToAll => {
                 let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
-                let m = format_ident!("{}", name);
                 quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; __f.#m(__a0, __a1, __a2); })
             }
-            "reduce_scatter" => {
-                arity(
-                    4,
-                    "reduce_scatter(ctx, src_window, dst, Sum | Prod | Max | Min)",
-                )?;
+            B::ReduceScatter => {
                 let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
                 let op = reduce_tokens(a[3])?;
-                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; __f.reduce_scatter(__a0, __a1, __a2, #op); })
+                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; __f.#m(__a0, __a1, __a2, #op); })
             }
-            "allreduce" => {
-                arity(5, "allreduce(ctx, src_window, dst_window, Sum | Prod | Max | Min, Mesh | TwoPhase | Ring)")?;
+            B::AllReduce => {
                 let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
                 let op = reduce_tokens(a[3])?;
-                let mode = match path_name(a[4]).as_deref() {
-                    Some("Mesh") => quote!(::eagle::ir::AllreduceMode::Mesh),
-                    Some("TwoPhase") => quote!(::eagle::ir::AllreduceMode::TwoPhase),
-                    Some("Ring") => quote!(::eagle::ir::AllreduceMode::Ring),
-                    _ => {
-                        return err(
-                            a[4].span(),
-                            "the allreduce mode is `Mesh`, `TwoPhase` or `Ring`",
+                let mode = choice_tokens(
+                    a[4],
+                    eagle_ir::AllreduceMode::from_variant,
+                    eagle_ir::AllreduceMode::index,
+                    quote!(AllreduceMode),
+                    || {
+                        format!(
+                            "the allreduce mode is {}",
+                            eagle_ir::spec::one_of(
+                                eagle_ir::AllreduceMode::ALL.map(eagle_ir::AllreduceMode::variant)
+                            )
                         )
-                    }
-                };
-                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; __f.allreduce(__a0, __a1, __a2, #op, #mode); })
+                    },
+                )?;
+                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; __f.#m(__a0, __a1, __a2, #op, #mode); })
             }
-            "barrier" => {
-                arity(1, "barrier(ctx)")?;
+            B::Barrier => {
                 let cx = self.val(a[0])?;
-                quote!({ let __a0 = #cx; __f.barrier(__a0) };)
+                quote!({ let __a0 = #cx; __f.#m(__a0) };)
             }
-            _ => return Ok(None),
+            B::Rank
+            | B::NRanks
+            | B::WorldSize
+            | B::Load
+            | B::RemoteLoad
+            | B::Subview
+            | B::Window
+            | B::AllocWindowBuffer
+            | B::Min
+            | B::Max
+            | B::Fma
+            | B::Select => return Ok(None),
         }))
     }
 
@@ -1202,21 +1200,20 @@ impl Cx {
                 let args = m.args.iter().map(|a| self.expr(a)).collect::<R<Vec<_>>>()?;
                 match (name.as_str(), args.as_slice()) {
                     (n, []) if math_unop(n).is_some() => {
-                        let op = unop(&name);
+                        let op = unop(n);
                         quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; __f.un(__a0, __a1)? }))
                     }
-                    (n, rest) if math_unop(n).is_none() && eagle_ir::MathFn::from_method(n).is_some_and(|f| f.arity() == rest.len() + 1) => {
-                        let f = math_fn_tokens(eagle_ir::MathFn::from_method(n));
+                    (n, rest) if let Some(f) = eagle_ir::MathFn::from_method(n).filter(|f| math_unop(n).is_none() && f.arity() == rest.len() + 1) => {
+                        let f = math_fn_tokens(f);
                         quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #f; let __a1 = vec![#recv #(, #rest)*]; __f.math(__a0, __a1)? }))
                     }
-                    ("min" | "max", [b]) => {
-                        let op = if name == "min" { quote!(::eagle::ir::BinOp::Min) } else { quote!(::eagle::ir::BinOp::Max) };
+                    (n @ ("min" | "max"), [b]) => {
+                        let op = bin_op_tokens(eagle_ir::BinOp::from_name(n).unwrap_or(eagle_ir::BinOp::Min));
                         quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; let __a2 = #b; __f.bin(__a0, __a1, __a2)? }))
                     }
                     ("to_bits", []) => quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #recv; __f.to_bits(__a0)? })),
                     ("mul_add", [b, c]) => quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #recv; let __a1 = #b; let __a2 = #c; __f.fma(__a0, __a1, __a2)? })),
-                    (n, rest) if eagle_ir::MathFn::from_method(n).is_some() => {
-                        let f = eagle_ir::MathFn::from_method(n).unwrap_or(eagle_ir::MathFn::Ln);
+                    (n, rest) if let Some(f) = eagle_ir::MathFn::from_method(n) => {
                         return err(m.method.span(), format!("`.{name}()` takes {} argument(s) besides the receiver (`{}`), found {}", f.arity() - 1, f.signature(), rest.len()));
                     }
                     _ => return err(m.method.span(), format!("method `.{name}()` is not supported; supported methods: {}, `.min(b)`, `.max(b)`, `.mul_add(b, c)`, `.to_bits()`", math_names("`.", "()`"))),
@@ -1347,74 +1344,78 @@ impl Cx {
             );
         }
         if !(p.path.segments.len() == 1 && is_intrinsic(&name)) {
-            return err(c.func.span(), format!("`{name}` is not an eagle intrinsic with a result; the intrinsics with results are rank, nranks, world_size, load, remote_load, subview, window, alloc_window_buffer, {}, min, max, fma, select and the tile ops {}. Other eagle functions (`#[eagle::kernel]`) return nothing: call them as statements and pass an `Out` tensor for the result; plain Rust functions cannot be called from kernels", math_names("", ""), tile_names()));
+            return err(c.func.span(), format!("`{name}` is not an eagle intrinsic with a result; the intrinsics with results are {}, {}, {} and the tile ops {}. Other eagle functions (`#[eagle::kernel]`) return nothing: call them as statements and pass an `Out` tensor for the result; plain Rust functions cannot be called from kernels", builtin_names(false), math_names("", ""), builtin_names(true), tile_names()));
         }
         let v = |t: TS| quote_spanned!(sp=> ::eagle::ir::Operand::Val(#t));
-        Ok(match name.as_str() {
-            "rank" | "nranks" => {
-                arity(1, &format!("{name}(ctx)"))?;
+        if let Some(u) = math_unop(&name) {
+            arity(1, &format!("{name}(x)"))?;
+            let x = self.expr(a[0])?;
+            let op = enum_tokens(quote!(UnOp), u.index());
+            return Ok(v(
+                quote!({ let __a0 = #op; let __a1 = #x; __f.un(__a0, __a1)? }),
+            ));
+        }
+        if let Some(f) = eagle_ir::MathFn::from_name(&name) {
+            arity(f.arity(), &format!("{name}({})", f.signature()))?;
+            let xs = a.iter().map(|x| self.expr(x)).collect::<R<Vec<_>>>()?;
+            let ft = math_fn_tokens(f);
+            return Ok(v(
+                quote!({ let __a0 = #ft; let __a1 = vec![#(#xs),*]; __f.math(__a0, __a1)? }),
+            ));
+        }
+        use eagle_ir::Builtin as B;
+        let Some(b) = B::from_name(&name) else {
+            return err(c.func.span(), format!("`{name}` is not an eagle intrinsic"));
+        };
+        if !b.has_result() {
+            return err(
+                c.span(),
+                format!("`{name}(...)` returns nothing; call it as a statement"),
+            );
+        }
+        builtin_arity(b, c)?;
+        let m = format_ident!("{}", b.name());
+        Ok(match b {
+            B::Rank | B::NRanks => {
                 let cx = self.val(a[0])?;
-                let m = format_ident!("{}", name);
                 v(quote!({ let __a0 = #cx; __f.#m(__a0) }))
             }
-            "world_size" => {
-                arity(0, "world_size()")?;
-                v(quote!(__f.world_size()))
-            }
-            n if math_unop(n).is_some() => {
-                arity(1, &format!("{name}(x)"))?;
-                let x = self.expr(a[0])?;
-                let op = unop(&name);
-                v(quote!({ let __a0 = #op; let __a1 = #x; __f.un(__a0, __a1)? }))
-            }
-            n if eagle_ir::MathFn::from_name(n).is_some() => {
-                let f = eagle_ir::MathFn::from_name(n).unwrap_or(eagle_ir::MathFn::Ln);
-                arity(f.arity(), &format!("{name}({})", f.signature()))?;
-                let xs = a.iter().map(|x| self.expr(x)).collect::<R<Vec<_>>>()?;
-                let ft = math_fn_tokens(Some(f));
-                v(quote!({ let __a0 = #ft; let __a1 = vec![#(#xs),*]; __f.math(__a0, __a1)? }))
-            }
-            "min" | "max" => {
-                arity(2, &format!("{name}(a, b)"))?;
+            B::WorldSize => v(quote!(__f.#m())),
+            B::Min | B::Max => {
                 let (x, y) = (self.expr(a[0])?, self.expr(a[1])?);
-                let op = if name == "min" {
-                    quote!(::eagle::ir::BinOp::Min)
+                let op = bin_op_tokens(if b == B::Min {
+                    eagle_ir::BinOp::Min
                 } else {
-                    quote!(::eagle::ir::BinOp::Max)
-                };
+                    eagle_ir::BinOp::Max
+                });
                 v(
                     quote!({ let __a0 = #op; let __a1 = #x; let __a2 = #y; __f.bin(__a0, __a1, __a2)? }),
                 )
             }
-            "fma" | "select" => {
-                arity(3, &format!("{name}(a, b, c)"))?;
+            B::Fma | B::Select => {
                 let (x, y, z) = (self.expr(a[0])?, self.expr(a[1])?, self.expr(a[2])?);
-                let m = format_ident!("{}", name);
                 v(
                     quote!({ let __a0 = #x; let __a1 = #y; let __a2 = #z; __f.#m(__a0, __a1, __a2)? }),
                 )
             }
-            "load" => {
-                arity(3, "load(src, [offsets], [shape])")?;
+            B::Load => {
                 let src = self.val(a[0])?;
                 let offs = self.offsets(a[1])?;
                 let shape = self.shape(a[2])?;
                 v(
-                    quote!({ let __a0 = #src; let __a1 = #offs; let __a2 = #shape; __f.load(__a0, __a1, __a2)? }),
+                    quote!({ let __a0 = #src; let __a1 = #offs; let __a2 = #shape; __f.#m(__a0, __a1, __a2)? }),
                 )
             }
-            "remote_load" => {
-                arity(4, "remote_load(window, peer, [offsets], [shape])")?;
+            B::RemoteLoad => {
                 let src = self.val(a[0])?;
                 let peer = self.expr(a[1])?;
                 let offs = self.offsets(a[2])?;
                 let shape = self.shape(a[3])?;
                 v(
-                    quote!({ let __a0 = #src; let __a1 = #peer; let __a2 = #offs; let __a3 = #shape; __f.remote_load(__a0, __a1, __a2, __a3)? }),
+                    quote!({ let __a0 = #src; let __a1 = #peer; let __a2 = #offs; let __a3 = #shape; __f.#m(__a0, __a1, __a2, __a3)? }),
                 )
             }
-            "subview" => {
-                arity(3, "subview(x, offset, LEN)")?;
+            B::Subview => {
                 let src = self.val(a[0])?;
                 let off = self.expr(a[1])?;
                 let len = a[2];
@@ -1426,30 +1427,34 @@ impl Cx {
                     }
                 }
                 v(
-                    quote!({ let __a0 = #src; let __a1 = #off; __f.subview(__a0, __a1, ::eagle::ir::IntoDim::into_dim(#len))? }),
+                    quote!({ let __a0 = #src; let __a1 = #off; __f.#m(__a0, __a1, ::eagle::ir::IntoDim::into_dim(#len))? }),
                 )
             }
-            "alloc_window_buffer" | "window" => {
-                let (buf, sh, dt) = if name == "window" {
-                    arity(3, "window(buffer, [shape], dtype)")?;
-                    (Some(self.val(a[0])?), a[1], a[2])
-                } else {
-                    arity(2, "alloc_window_buffer([shape], dtype)")?;
-                    (None, a[0], a[1])
-                };
-                let shape = self.shape(sh)?;
-                let dn = path_name(dt).unwrap_or_default();
-                let d = dtype_tokens(&dn, dt.span())?;
-                match buf {
-                    Some(b) => v(
-                        quote!({ let __a0 = #b; let __a1 = #shape; let __a2 = #d; __f.window(__a0, __a1, __a2) }),
-                    ),
-                    None => v(
-                        quote!({ let __a0 = #shape; let __a1 = #d; __f.alloc_window_buffer(__a0, __a1) }),
-                    ),
-                }
+            B::Window => {
+                let buf = self.val(a[0])?;
+                let shape = self.shape(a[1])?;
+                let d = dtype_tokens(&path_name(a[2]).unwrap_or_default(), a[2].span())?;
+                v(
+                    quote!({ let __a0 = #buf; let __a1 = #shape; let __a2 = #d; __f.#m(__a0, __a1, __a2) }),
+                )
             }
-            _ => {
+            B::AllocWindowBuffer => {
+                let shape = self.shape(a[0])?;
+                let d = dtype_tokens(&path_name(a[1]).unwrap_or_default(), a[1].span())?;
+                v(quote!({ let __a0 = #shape; let __a1 = #d; __f.#m(__a0, __a1) }))
+            }
+            B::Store
+            | B::Put
+            | B::Get
+            | B::RemoteStore
+            | B::Notify
+            | B::Wait
+            | B::Barrier
+            | B::Broadcast
+            | B::AllGather
+            | B::ReduceScatter
+            | B::AllReduce
+            | B::AllToAll => {
                 return err(
                     c.span(),
                     format!("`{name}(...)` returns nothing; call it as a statement"),
@@ -1459,42 +1464,73 @@ impl Cx {
     }
 }
 
+/// Whether a kernel may call `n` as a built-in function (from the spec in eagle-ir: the
+/// built-ins, the call forms of unary ops and the math library).
 fn is_intrinsic(n: &str) -> bool {
-    matches!(
-        n,
-        "rank"
-            | "nranks"
-            | "world_size"
-            | "min"
-            | "max"
-            | "fma"
-            | "select"
-            | "load"
-            | "store"
-            | "alloc_window_buffer"
-            | "window"
-            | "put"
-            | "get"
-            | "remote_load"
-            | "remote_store"
-            | "notify"
-            | "wait"
-            | "barrier"
-            | "subview"
-            | "broadcast"
-            | "allgather"
-            | "reduce_scatter"
-            | "allreduce"
-            | "all_to_all"
-    ) || math_unop(n).is_some()
+    eagle_ir::Builtin::from_name(n).is_some()
+        || math_unop(n).is_some()
         || eagle_ir::MathFn::from_name(n).is_some()
 }
 
-/// The tokens naming a math-library function (`::eagle::ir::MathFn::Ln`).
-fn math_fn_tokens(f: Option<eagle_ir::MathFn>) -> TS {
-    let f = f.unwrap_or(eagle_ir::MathFn::Ln);
-    let v = format_ident!("{}", format!("{f:?}"));
-    quote!(::eagle::ir::MathFn::#v)
+/// Checks a built-in call's argument count against its declared signature.
+fn builtin_arity(b: eagle_ir::Builtin, c: &syn::ExprCall) -> R<()> {
+    let (k, n) = (b.arity(), c.args.len());
+    if n != k {
+        return err(
+            c.span(),
+            format!(
+                "`{}` takes {k} argument(s): `{}`; found {n}",
+                b.name(),
+                b.signature()
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The built-ins with a result, comma-separated: the elementwise ones or the others.
+fn builtin_names(elementwise: bool) -> String {
+    eagle_ir::Builtin::ALL
+        .into_iter()
+        .filter(|b| b.has_result() && b.elementwise() == elementwise)
+        .map(|b| b.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Tokens naming variant `i` of the eagle-ir enumeration `ty` (`::eagle::ir::ty::ALL[i]`):
+/// generated code names a variant by its place in the declaration, not by its spelling.
+fn enum_tokens(ty: TS, i: usize) -> TS {
+    quote!(::eagle::ir::#ty::ALL[#i])
+}
+
+/// Tokens for a binary op.
+fn bin_op_tokens(b: eagle_ir::BinOp) -> TS {
+    enum_tokens(quote!(BinOp), b.index())
+}
+
+/// Tokens for the op a kernel names by its Rust variant name (`Set`, `TwoPhase`): `parse`
+/// reads the name, `index` places it, `msg` says what was expected.
+fn choice_tokens<T: Copy>(
+    e: &Expr,
+    parse: impl Fn(&str) -> Option<T>,
+    index: impl Fn(T) -> usize,
+    ty: TS,
+    msg: impl Fn() -> String,
+) -> R<TS> {
+    match path_name(e).as_deref().and_then(parse) {
+        Some(t) => Ok(enum_tokens(ty, index(t))),
+        None => err(e.span(), msg()),
+    }
+}
+
+/// The tokens naming a math-library function (`::eagle::ir::MathFn::ALL[i]`).
+fn math_fn_tokens(f: eagle_ir::MathFn) -> TS {
+    let i = eagle_ir::MathFn::ALL
+        .iter()
+        .position(|g| *g == f)
+        .unwrap_or(0);
+    enum_tokens(quote!(MathFn), i)
 }
 
 /// The unary math op a kernel builds by calling `n` (`sqrt(x)`, `x.sqrt()`): from
@@ -1527,8 +1563,7 @@ fn math_names(pre: &str, post: &str) -> String {
 
 fn unop(n: &str) -> TS {
     let u = math_unop(n).unwrap_or(eagle_ir::UnOp::Abs);
-    let v = format_ident!("{}", format!("{u:?}"));
-    quote!(::eagle::ir::UnOp::#v)
+    enum_tokens(quote!(UnOp), u.index())
 }
 
 fn path_name(e: &Expr) -> Option<String> {
@@ -1539,37 +1574,23 @@ fn path_name(e: &Expr) -> Option<String> {
 }
 
 fn reduce_tokens(e: &Expr) -> R<TS> {
-    let t = match path_name(e).as_deref() {
-        Some("Sum") => quote!(Sum),
-        Some("Prod") => quote!(Prod),
-        Some("Max") => quote!(Max),
-        Some("Min") => quote!(Min),
-        _ => {
-            return err(
-                e.span(),
-                "the reduce op is one of `Sum`, `Prod`, `Max`, `Min`",
-            )
-        }
-    };
-    Ok(quote!(::eagle::ir::ReduceOp::#t))
+    use eagle_ir::ReduceOp as O;
+    choice_tokens(e, O::from_variant, O::index, quote!(ReduceOp), || {
+        format!(
+            "the reduce op is one of {}",
+            eagle_ir::spec::one_of(O::ALL.map(O::variant))
+        )
+    })
 }
 
 fn cmp_tokens(e: &Expr) -> R<TS> {
-    let t = match path_name(e).as_deref() {
-        Some("Eq") => quote!(Eq),
-        Some("Ne") => quote!(Ne),
-        Some("Lt") => quote!(Lt),
-        Some("Le") => quote!(Le),
-        Some("Gt") => quote!(Gt),
-        Some("Ge") => quote!(Ge),
-        _ => {
-            return err(
-                e.span(),
-                "the comparison is one of `Eq`, `Ne`, `Lt`, `Le`, `Gt`, `Ge`",
-            )
-        }
-    };
-    Ok(quote!(::eagle::ir::CmpOp::#t))
+    use eagle_ir::CmpOp as O;
+    choice_tokens(e, O::from_variant, O::index, quote!(CmpOp), || {
+        format!(
+            "the comparison is one of {}",
+            eagle_ir::spec::one_of(O::ALL.map(O::variant))
+        )
+    })
 }
 
 fn is_compound(op: &SynBin) -> bool {
@@ -1588,51 +1609,46 @@ fn is_compound(op: &SynBin) -> bool {
     )
 }
 
+/// The binary op of a compound assignment (`+=` is `add`).
 fn compound_op(op: &SynBin) -> TS {
-    match op {
-        SynBin::AddAssign(_) => quote!(::eagle::ir::BinOp::Add),
-        SynBin::SubAssign(_) => quote!(::eagle::ir::BinOp::Sub),
-        SynBin::MulAssign(_) => quote!(::eagle::ir::BinOp::Mul),
-        SynBin::DivAssign(_) => quote!(::eagle::ir::BinOp::Div),
-        SynBin::RemAssign(_) => quote!(::eagle::ir::BinOp::Rem),
-        SynBin::BitAndAssign(_) => quote!(::eagle::ir::BinOp::And),
-        SynBin::BitOrAssign(_) => quote!(::eagle::ir::BinOp::Or),
-        SynBin::ShlAssign(_) => quote!(::eagle::ir::BinOp::Shl),
-        SynBin::ShrAssign(_) => quote!(::eagle::ir::BinOp::Shr),
-        _ => quote!(::eagle::ir::BinOp::Xor),
-    }
+    use eagle_ir::BinOp as B;
+    bin_op_tokens(match op {
+        SynBin::AddAssign(_) => B::Add,
+        SynBin::SubAssign(_) => B::Sub,
+        SynBin::MulAssign(_) => B::Mul,
+        SynBin::DivAssign(_) => B::Div,
+        SynBin::RemAssign(_) => B::Rem,
+        SynBin::BitAndAssign(_) => B::And,
+        SynBin::BitOrAssign(_) => B::Or,
+        SynBin::ShlAssign(_) => B::Shl,
+        SynBin::ShrAssign(_) => B::Shr,
+        _ => B::Xor,
+    })
 }
 
+/// The builder method (`bin` or `cmp`) and the op of a binary operator (`+` is `add`, `<` is
+/// `lt`).
 fn bin_tokens(op: &SynBin) -> R<(syn::Ident, TS)> {
-    let b = |n: &str| {
-        (format_ident!("bin"), {
-            let i = format_ident!("{}", n);
-            quote!(::eagle::ir::BinOp::#i)
-        })
-    };
-    let c = |n: &str| {
-        (format_ident!("cmp"), {
-            let i = format_ident!("{}", n);
-            quote!(::eagle::ir::CmpOp::#i)
-        })
-    };
+    use eagle_ir::{BinOp as B, CmpOp as C};
+    let b = |o: B| (format_ident!("bin"), bin_op_tokens(o));
+    let c = |o: C| (format_ident!("cmp"), enum_tokens(quote!(CmpOp), o.index()));
     Ok(match op {
-        SynBin::Add(_) => b("Add"),
-        SynBin::Sub(_) => b("Sub"),
-        SynBin::Mul(_) => b("Mul"),
-        SynBin::Div(_) => b("Div"),
-        SynBin::Rem(_) => b("Rem"),
-        SynBin::BitAnd(_) | SynBin::And(_) => b("And"),
-        SynBin::BitOr(_) | SynBin::Or(_) => b("Or"),
-        SynBin::BitXor(_) => b("Xor"),
-        SynBin::Shl(_) => b("Shl"),
-        SynBin::Shr(_) => b("Shr"),
-        SynBin::Eq(_) => c("Eq"),
-        SynBin::Ne(_) => c("Ne"),
-        SynBin::Lt(_) => c("Lt"),
-        SynBin::Le(_) => c("Le"),
-        SynBin::Gt(_) => c("Gt"),
-        SynBin::Ge(_) => c("Ge"),
+        SynBin::Add(_) => b(B::Add),
+        SynBin::Sub(_) => b(B::Sub),
+        SynBin::Mul(_) => b(B::Mul),
+        SynBin::Div(_) => b(B::Div),
+        SynBin::Rem(_) => b(B::Rem),
+        SynBin::BitAnd(_) | SynBin::And(_) => b(B::And),
+        SynBin::BitOr(_) | SynBin::Or(_) => b(B::Or),
+        SynBin::BitXor(_) => b(B::Xor),
+        SynBin::Shl(_) => b(B::Shl),
+        SynBin::Shr(_) => b(B::Shr),
+        SynBin::Eq(_) => c(C::Eq),
+        SynBin::Ne(_) => c(C::Ne),
+        SynBin::Lt(_) => c(C::Lt),
+        SynBin::Le(_) => c(C::Le),
+        SynBin::Gt(_) => c(C::Gt),
+        SynBin::Ge(_) => c(C::Ge),
         other => return err(other.span(), "unsupported operator in a kernel"),
     })
 }

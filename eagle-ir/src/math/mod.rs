@@ -38,245 +38,171 @@ use crate::eval::{EvalError, Scalar};
 use crate::types::DType;
 use lanes::Real;
 
-/// A function of the math library. Operands and result are `f32` or `f64` (one dtype), except
-/// [`MathFn::Powi`], whose exponent is `i32`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MathFn {
+/// Declares the math library once: one line per function with its docs, IR keyword, the
+/// Rust method spelling where it differs, its operands (a typed operand has that dtype, the
+/// others the float dtype of the first) and its definition over [`Real`]. Derived: the
+/// [`MathFn`] enum, `ALL`, `name`/`from_name`/`from_method`, `signature`, `arity`,
+/// `operand_dtype` and `apply`, which every stage uses (the evaluator, the IR expansion, the
+/// verifier, the builder and the macros).
+macro_rules! math_library {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident $kw:literal $(method $method:literal)?
+            ($first:ident $(: $ft:ident)? $(, $rest:ident $(: $rt:ident)?)*) => $body:expr;
+    )*) => {
+        /// A function of the math library. Operands and result are `f32` or `f64` (one
+        /// dtype), except [`MathFn::Powi`], whose exponent is `i32`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum MathFn {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl MathFn {
+            /// Every function, in the order of `docs/language.md` (the declaration's).
+            pub const ALL: [MathFn; [$(stringify!($variant)),*].len()] = [$(MathFn::$variant),*];
+
+            /// The IR keyword, which is also the free-function spelling in a kernel (`ln(x)`,
+            /// `atan2(y, x)`, `powf(x, y)`).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(MathFn::$variant => $kw,)*
+                }
+            }
+
+            /// The function a kernel builds with the free call `name(args)`.
+            pub fn from_name(n: &str) -> Option<MathFn> {
+                match n {
+                    $($kw => Some(MathFn::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// The function a kernel builds with the method call `recv.name(rest)`: the
+            /// keyword, or Rust's spelling where it differs (`x.ln_1p()`, `x.exp_m1()`). The
+            /// receiver is the first operand (`y.atan2(x)` is `atan2(y, x)`, as in Rust).
+            pub fn from_method(n: &str) -> Option<MathFn> {
+                match n {
+                    $($($method => Some(MathFn::$variant),)?)*
+                    _ => MathFn::from_name(n),
+                }
+            }
+
+            /// The operand list as a kernel writes it, for messages (`x`, `y, x`, `x, n: i32`).
+            pub const fn signature(self) -> &'static str {
+                match self {
+                    $(MathFn::$variant => concat!(
+                        stringify!($first) $(, ": ", stringify!($ft))?
+                        $(, ", ", stringify!($rest) $(, ": ", stringify!($rt))?)*
+                    ),)*
+                }
+            }
+
+            /// The number of operands ([`MathFn::signature`]'s).
+            pub const fn arity(self) -> usize {
+                match self {
+                    $(MathFn::$variant => [stringify!($first) $(, stringify!($rest))*].len(),)*
+                }
+            }
+
+            /// The dtype operand `i` must have when operand 0 has the float dtype `d`: the
+            /// dtype the declaration names (`i32` for the exponent of `powi`), else `d`.
+            pub fn operand_dtype(self, i: usize, d: DType) -> DType {
+                let named: &[Option<&str>] = match self {
+                    $(MathFn::$variant => &[
+                        None::<&str> $(.or(Some(stringify!($ft))))?
+                        $(, None::<&str> $(.or(Some(stringify!($rt))))?)*
+                    ],)*
+                };
+                match named.get(i).copied().flatten() {
+                    Some(t) => DType::from_name(t).unwrap_or(d),
+                    None => d,
+                }
+            }
+
+            /// The function on any [`Real`] instance (the one definition). `args` are `f64`
+            /// lanes, as many as [`MathFn::arity`] says (the verifier and [`MathFn::eval`]
+            /// check that); `powi`'s exponent arrives already converted to `f64` (exactly).
+            ///
+            /// # Panics
+            /// On a wrong number of operands (an internal error: every caller checks it).
+            #[allow(unused_variables)]
+            pub fn apply<R: Real>(self, args: &[R]) -> R {
+                match self {
+                    $(MathFn::$variant => {
+                        let &[$first $(, $rest)*] = args else {
+                            panic!("`{}` takes {} operand(s), given {}", self.name(), self.arity(), args.len())
+                        };
+                        $body
+                    })*
+                }
+            }
+        }
+    };
+}
+
+math_library! {
     /// `x.ln()`: natural logarithm.
-    Ln,
+    Ln "ln" (x) => explog::ln(x);
     /// `x.log2()`.
-    Log2,
+    Log2 "log2" (x) => expfam::log2(x);
     /// `x.log10()`.
-    Log10,
+    Log10 "log10" (x) => expfam::log10(x);
     /// `x.ln_1p()` (also `log1p(x)`): `ln(1 + x)`, accurate near 0.
-    Log1p,
+    Log1p "log1p" method "ln_1p" (x) => expfam::log1p(x);
     /// `x.exp()`.
-    Exp,
+    Exp "exp" (x) => explog::exp(x);
     /// `x.exp2()`: `2^x`.
-    Exp2,
+    Exp2 "exp2" (x) => expfam::exp2(x);
     /// `x.exp_m1()` (also `expm1(x)`): `e^x - 1`, accurate near 0.
-    Expm1,
+    Expm1 "expm1" method "exp_m1" (x) => expfam::expm1(x);
     /// `x.sin()` (radians).
-    Sin,
+    Sin "sin" (x) => trig::sin(x);
     /// `x.cos()` (radians).
-    Cos,
+    Cos "cos" (x) => trig::cos(x);
     /// `x.tan()` (radians).
-    Tan,
+    Tan "tan" (x) => trig::tan(x);
     /// `x.asin()`, in `[-pi/2, pi/2]`.
-    Asin,
+    Asin "asin" (x) => invtrig::asin(x);
     /// `x.acos()`, in `[0, pi]`.
-    Acos,
+    Acos "acos" (x) => invtrig::acos(x);
     /// `x.atan()`, in `[-pi/2, pi/2]`.
-    Atan,
+    Atan "atan" (x) => invtrig::atan(x);
     /// `y.atan2(x)`: the angle of `(x, y)`, in `[-pi, pi]`.
-    Atan2,
+    Atan2 "atan2" (y, x) => invtrig::atan2(y, x);
     /// `x.sinh()`.
-    Sinh,
+    Sinh "sinh" (x) => expfam::sinh(x);
     /// `x.cosh()`.
-    Cosh,
+    Cosh "cosh" (x) => expfam::cosh(x);
     /// `x.tanh()`.
-    Tanh,
+    Tanh "tanh" (x) => expfam::tanh(x);
     /// `sigmoid(x)`: the logistic function `1 / (1 + e^-x)`.
-    Sigmoid,
+    Sigmoid "sigmoid" (x) => expfam::sigmoid(x);
     /// `erf(x)`: the error function.
-    Erf,
+    Erf "erf" (x) => erf::erf(x);
     /// `x.powf(y)`: `x^y` (C99 / Rust special cases).
-    Powf,
+    Powf "powf" (x, y) => power::pow(x, y);
     /// `x.powi(n)` with `n: i32`: `x^n`, computed as `x.powf(n as f64)` (so within 1 ulp,
     /// unlike Rust's repeated multiplication).
-    Powi,
+    Powi "powi" (x, n: i32) => power::pow(x, n);
     /// `x.cbrt()`.
-    Cbrt,
+    Cbrt "cbrt" (x) => power::cbrt(x);
     /// `x.hypot(y)`: `sqrt(x^2 + y^2)` without overflow or underflow on the way.
-    Hypot,
+    Hypot "hypot" (x, y) => power::hypot(x, y);
     /// `rsqrt(x)`: `1 / sqrt(x)`.
-    Rsqrt,
+    Rsqrt "rsqrt" (x) => rounding::rsqrt(x);
     /// `x.recip()`: `1 / x` (correctly rounded).
-    Recip,
+    Recip "recip" (x) => rounding::recip(x);
     /// `x.floor()` (exact).
-    Floor,
+    Floor "floor" (x) => rounding::floor(x);
     /// `x.ceil()` (exact).
-    Ceil,
+    Ceil "ceil" (x) => rounding::ceil(x);
     /// `x.round()`: halfway cases away from zero (exact).
-    Round,
+    Round "round" (x) => rounding::round(x);
     /// `x.trunc()` (exact).
-    Trunc,
+    Trunc "trunc" (x) => rounding::trunc(x);
 }
 
 impl MathFn {
-    /// Every function, in the order of `docs/language.md`.
-    pub const ALL: [MathFn; 29] = [
-        MathFn::Ln,
-        MathFn::Log2,
-        MathFn::Log10,
-        MathFn::Log1p,
-        MathFn::Exp,
-        MathFn::Exp2,
-        MathFn::Expm1,
-        MathFn::Sin,
-        MathFn::Cos,
-        MathFn::Tan,
-        MathFn::Asin,
-        MathFn::Acos,
-        MathFn::Atan,
-        MathFn::Atan2,
-        MathFn::Sinh,
-        MathFn::Cosh,
-        MathFn::Tanh,
-        MathFn::Sigmoid,
-        MathFn::Erf,
-        MathFn::Powf,
-        MathFn::Powi,
-        MathFn::Cbrt,
-        MathFn::Hypot,
-        MathFn::Rsqrt,
-        MathFn::Recip,
-        MathFn::Floor,
-        MathFn::Ceil,
-        MathFn::Round,
-        MathFn::Trunc,
-    ];
-
-    /// The IR keyword, which is also the free-function spelling in a kernel (`ln(x)`,
-    /// `atan2(y, x)`, `powf(x, y)`).
-    pub fn name(self) -> &'static str {
-        use MathFn::*;
-        match self {
-            Ln => "ln",
-            Log2 => "log2",
-            Log10 => "log10",
-            Log1p => "log1p",
-            Exp => "exp",
-            Exp2 => "exp2",
-            Expm1 => "expm1",
-            Sin => "sin",
-            Cos => "cos",
-            Tan => "tan",
-            Asin => "asin",
-            Acos => "acos",
-            Atan => "atan",
-            Atan2 => "atan2",
-            Sinh => "sinh",
-            Cosh => "cosh",
-            Tanh => "tanh",
-            Sigmoid => "sigmoid",
-            Erf => "erf",
-            Powf => "powf",
-            Powi => "powi",
-            Cbrt => "cbrt",
-            Hypot => "hypot",
-            Rsqrt => "rsqrt",
-            Recip => "recip",
-            Floor => "floor",
-            Ceil => "ceil",
-            Round => "round",
-            Trunc => "trunc",
-        }
-    }
-
-    /// The function a kernel builds with the free call `name(args)`.
-    pub fn from_name(n: &str) -> Option<MathFn> {
-        MathFn::ALL.into_iter().find(|f| f.name() == n)
-    }
-
-    /// The function a kernel builds with the method call `recv.name(rest)`: the keyword, or
-    /// Rust's spelling where it differs (`x.ln_1p()`, `x.exp_m1()`). The receiver is the first
-    /// operand (`y.atan2(x)` is `atan2(y, x)`, as in Rust).
-    pub fn from_method(n: &str) -> Option<MathFn> {
-        match n {
-            "ln_1p" => Some(MathFn::Log1p),
-            "exp_m1" => Some(MathFn::Expm1),
-            _ => MathFn::from_name(n),
-        }
-    }
-
-    /// The number of operands: 2 for `atan2`, `powf`, `powi` and `hypot`, else 1 (the
-    /// operands [`MathFn::signature`] lists, which names every function).
-    pub fn arity(self) -> usize {
-        self.signature().split(',').count()
-    }
-
-    /// The operand list as a kernel writes it, for messages (`x`, `y, x`, `x, n`).
-    pub fn signature(self) -> &'static str {
-        match self {
-            MathFn::Atan2 => "y, x",
-            MathFn::Powi => "x, n: i32",
-            MathFn::Powf | MathFn::Hypot => "x, y",
-            MathFn::Ln
-            | MathFn::Log2
-            | MathFn::Log10
-            | MathFn::Log1p
-            | MathFn::Exp
-            | MathFn::Exp2
-            | MathFn::Expm1
-            | MathFn::Sin
-            | MathFn::Cos
-            | MathFn::Tan
-            | MathFn::Asin
-            | MathFn::Acos
-            | MathFn::Atan
-            | MathFn::Sinh
-            | MathFn::Cosh
-            | MathFn::Tanh
-            | MathFn::Sigmoid
-            | MathFn::Erf
-            | MathFn::Cbrt
-            | MathFn::Rsqrt
-            | MathFn::Recip
-            | MathFn::Floor
-            | MathFn::Ceil
-            | MathFn::Round
-            | MathFn::Trunc => "x",
-        }
-    }
-
-    /// The dtype operand `i` must have when operand 0 has the float dtype `d`: `i32` for the
-    /// exponent of `powi`, else `d`.
-    pub fn operand_dtype(self, i: usize, d: DType) -> DType {
-        if self == MathFn::Powi && i == 1 {
-            DType::I32
-        } else {
-            d
-        }
-    }
-
-    /// The function on any [`Real`] instance (the one definition). `args` are `f64` lanes;
-    /// `powi`'s exponent arrives already converted to `f64` (exactly).
-    pub fn apply<R: Real>(self, args: &[R]) -> R {
-        use MathFn::*;
-        let x = args[0];
-        match self {
-            Ln => explog::ln(x),
-            Log2 => expfam::log2(x),
-            Log10 => expfam::log10(x),
-            Log1p => expfam::log1p(x),
-            Exp => explog::exp(x),
-            Exp2 => expfam::exp2(x),
-            Expm1 => expfam::expm1(x),
-            Sin => trig::sin(x),
-            Cos => trig::cos(x),
-            Tan => trig::tan(x),
-            Asin => invtrig::asin(x),
-            Acos => invtrig::acos(x),
-            Atan => invtrig::atan(x),
-            Atan2 => invtrig::atan2(x, args[1]),
-            Sinh => expfam::sinh(x),
-            Cosh => expfam::cosh(x),
-            Tanh => expfam::tanh(x),
-            Sigmoid => expfam::sigmoid(x),
-            Erf => erf::erf(x),
-            Powf | Powi => power::pow(x, args[1]),
-            Cbrt => power::cbrt(x),
-            Hypot => power::hypot(x, args[1]),
-            Rsqrt => rounding::rsqrt(x),
-            Recip => rounding::recip(x),
-            Floor => rounding::floor(x),
-            Ceil => rounding::ceil(x),
-            Round => rounding::round(x),
-            Trunc => rounding::trunc(x),
-        }
-    }
-
     /// The function on `f64` values.
     pub fn eval_f64(self, args: &[f64]) -> f64 {
         self.apply::<f64>(args)
@@ -365,6 +291,17 @@ mod tests {
         }
         assert_eq!(MathFn::from_method("ln_1p"), Some(MathFn::Log1p));
         assert_eq!(MathFn::from_method("exp_m1"), Some(MathFn::Expm1));
+    }
+
+    #[test]
+    fn the_declaration_gives_signatures_arities_and_operand_dtypes() {
+        assert_eq!(MathFn::Powi.signature(), "x, n: i32");
+        assert_eq!(MathFn::Atan2.signature(), "y, x");
+        assert_eq!(MathFn::Ln.signature(), "x");
+        assert_eq!((MathFn::Hypot.arity(), MathFn::Ln.arity()), (2, 1));
+        assert_eq!(MathFn::Powi.operand_dtype(1, DType::F64), DType::I32);
+        assert_eq!(MathFn::Powi.operand_dtype(0, DType::F32), DType::F32);
+        assert_eq!(MathFn::Hypot.operand_dtype(1, DType::F32), DType::F32);
     }
 
     #[test]

@@ -428,9 +428,12 @@ impl Parser {
             }
             "cmp" => {
                 let p = self.ident()?;
-                let Some(c) = CmpOp::ALL.into_iter().find(|c| c.name() == p) else {
+                let Some(c) = CmpOp::from_name(&p) else {
                     self.pos -= 1;
-                    return self.err(format!("unknown comparison `{p}`"));
+                    return self.err(format!(
+                        "unknown comparison `{p}`; expected {}",
+                        crate::spec::one_of(CmpOp::ALL.map(CmpOp::name))
+                    ));
                 };
                 let a = self.val()?;
                 self.expect_punct(",")?;
@@ -523,11 +526,11 @@ impl Parser {
             }
             "barrier" => Barrier(self.val()?),
             other => {
-                if let Some(b) = BinOp::ALL.into_iter().find(|b| b.name() == other) {
+                if let Some(b) = BinOp::from_name(other) {
                     let a = self.val()?;
                     self.expect_punct(",")?;
                     Binary(b, a, self.val()?)
-                } else if let Some(u) = UnOp::ALL.into_iter().find(|u| u.name() == other) {
+                } else if let Some(u) = UnOp::from_name(other) {
                     Unary(u, self.val()?)
                 } else if let Some(mut t) = crate::tile::TileOp::from_name(other) {
                     if let crate::tile::TileOp::Extract(offs) = &mut t {
@@ -627,10 +630,11 @@ impl Parser {
                     _ => {
                         self.expect_punct(",")?;
                         let o = self.ident()?;
-                        let Some(op) = ReduceOp::ALL.into_iter().find(|r| r.name() == o) else {
+                        let Some(op) = ReduceOp::from_name(&o) else {
                             self.pos -= 1;
                             return self.err(format!(
-                                "unknown reduce op `{o}`; expected sum, prod, max or min"
+                                "unknown reduce op `{o}`; expected {}",
+                                crate::spec::one_of(ReduceOp::ALL.map(ReduceOp::name))
                             ));
                         };
                         if name == "reduce_scatter" {
@@ -638,10 +642,14 @@ impl Parser {
                         } else {
                             self.expect_punct(",")?;
                             let m = self.ident()?;
-                            let Some(mode) = AllreduceMode::ALL.into_iter().find(|x| x.name() == m)
-                            else {
+                            let Some(mode) = AllreduceMode::from_name(&m) else {
                                 self.pos -= 1;
-                                return self.err(format!("unknown allreduce mode `{m}`; expected mesh, two_phase or ring"));
+                                return self.err(format!(
+                                    "unknown allreduce mode `{m}`; expected {}",
+                                    crate::spec::one_of(
+                                        AllreduceMode::ALL.map(AllreduceMode::name)
+                                    )
+                                ));
                             };
                             AllReduce {
                                 ctx,
@@ -761,13 +769,13 @@ impl Parser {
                 self.expect_punct(",")?;
                 let value = self.val()?;
                 self.expect_punct(",")?;
-                let op = match self.ident()?.as_str() {
-                    "set" => NotifyOp::Set,
-                    "atomic_add" => NotifyOp::AtomicAdd,
-                    o => {
-                        self.pos -= 1;
-                        return self.err(format!("expected `set` or `atomic_add`, found `{o}`"));
-                    }
+                let o = self.ident()?;
+                let Some(op) = NotifyOp::from_name(&o) else {
+                    self.pos -= 1;
+                    return self.err(format!(
+                        "expected {}, found `{o}`",
+                        crate::spec::one_of(NotifyOp::ALL.map(NotifyOp::name))
+                    ));
                 };
                 Notify {
                     signal,
@@ -785,9 +793,12 @@ impl Parser {
                 let expected = self.val()?;
                 self.expect_punct(",")?;
                 let p = self.ident()?;
-                let Some(cmp) = CmpOp::ALL.into_iter().find(|c| c.name() == p) else {
+                let Some(cmp) = CmpOp::from_name(&p) else {
                     self.pos -= 1;
-                    return self.err(format!("unknown comparison `{p}`"));
+                    return self.err(format!(
+                        "unknown comparison `{p}`; expected {}",
+                        crate::spec::one_of(CmpOp::ALL.map(CmpOp::name))
+                    ));
                 };
                 Wait {
                     signal,

@@ -1,0 +1,183 @@
+//! The built-in functions a kernel calls by name that build one op each (`load`, `put`,
+//! `allreduce`, ...), declared once: the macros accept exactly these names and take each one's
+//! arity, signature and result from here. Tile ops are [`crate::tile::INTRINSICS`], math
+//! functions [`crate::MathFn`] and the call forms of unary ops [`crate::UnOp::call_name`].
+
+use crate::spec::enumeration;
+
+enumeration! {
+    /// A built-in function of the kernel language (its name is what a kernel calls).
+    pub enum Builtin {
+        /// `rank(ctx)`: this device's rank, an `index`.
+        Rank => "rank",
+        /// `nranks(ctx)`: the world size seen from a device, an `index`.
+        NRanks => "nranks",
+        /// `world_size()` on the host, an `index`.
+        WorldSize => "world_size",
+        /// `load(src, [offsets], [shape])`: a tile of a tensor or window.
+        Load => "load",
+        /// `remote_load(window, peer, [offsets], [shape])`: a tile of a peer's window.
+        RemoteLoad => "remote_load",
+        /// `subview(x, offset, LEN)`: rows `offset..offset + LEN` of a tensor or window.
+        Subview => "subview",
+        /// `window(buffer, [shape], dtype)` on the host: a rank's view of a window buffer.
+        Window => "window",
+        /// `alloc_window_buffer([shape], dtype)` on the host: one symmetric buffer per rank.
+        AllocWindowBuffer => "alloc_window_buffer",
+        /// `store(dst, [offsets], tile)`.
+        Store => "store",
+        /// `put(dst, peer, src)`: local `src` into `dst` on rank `peer`.
+        Put => "put",
+        /// `get(dst, peer, src)`: `src` on rank `peer` into local `dst`.
+        Get => "get",
+        /// `remote_store(window, peer, [offsets], tile)`: a tile into a peer's window.
+        RemoteStore => "remote_store",
+        /// `notify(signal, peer, [offsets], value, Set | AtomicAdd)`.
+        Notify => "notify",
+        /// `wait(signal, [offsets], expected, Eq | Ne | ...)`.
+        Wait => "wait",
+        /// `barrier(ctx)`.
+        Barrier => "barrier",
+        /// `broadcast(ctx, src_window, dst, root)`.
+        Broadcast => "broadcast",
+        /// `allgather(ctx, src_window, dst)`.
+        AllGather => "allgather",
+        /// `reduce_scatter(ctx, src_window, dst, op)`.
+        ReduceScatter => "reduce_scatter",
+        /// `allreduce(ctx, src_window, dst_window, op, mode)`.
+        AllReduce => "allreduce",
+        /// `all_to_all(ctx, src_window, dst)`.
+        AllToAll => "all_to_all",
+        /// `min(a, b)`: elementwise minimum.
+        Min => "min",
+        /// `max(a, b)`: elementwise maximum.
+        Max => "max",
+        /// `fma(a, b, c)`: `a * b + c` with one rounding.
+        Fma => "fma",
+        /// `select(cond, a, b)`.
+        Select => "select",
+    }
+}
+
+impl Builtin {
+    /// The call as a kernel writes it, for messages and the docs (`load(src, [offsets],
+    /// [shape])`). An argument that names an op lists the choices (`Set | AtomicAdd`), which
+    /// come from the op's own declaration.
+    pub fn signature(self) -> String {
+        use Builtin::*;
+        let choices = |names: &[&str]| names.join(" | ");
+        match self {
+            Rank | NRanks | Barrier => format!("{}(ctx)", self.name()),
+            WorldSize => "world_size()".into(),
+            Min | Max => format!("{}(a, b)", self.name()),
+            Fma | Select => format!("{}(a, b, c)", self.name()),
+            Load => "load(src, [offsets], [shape])".into(),
+            Store => "store(dst, [offsets], tile)".into(),
+            AllocWindowBuffer => "alloc_window_buffer([shape], dtype)".into(),
+            Window => "window(buffer, [shape], dtype)".into(),
+            Put | Get => format!("{}(dst, peer, src)", self.name()),
+            RemoteLoad => "remote_load(window, peer, [offsets], [shape])".into(),
+            RemoteStore => "remote_store(window, peer, [offsets], tile)".into(),
+            Notify => format!(
+                "notify(signal, peer, [offsets], value, {})",
+                choices(&crate::NotifyOp::ALL.map(crate::NotifyOp::variant))
+            ),
+            Wait => format!(
+                "wait(signal, [offsets], expected, {})",
+                choices(&crate::CmpOp::ALL.map(crate::CmpOp::variant))
+            ),
+            Subview => "subview(x, offset, LEN)".into(),
+            Broadcast => "broadcast(ctx, src_window, dst, root)".into(),
+            AllGather | AllToAll => format!("{}(ctx, src_window, dst)", self.name()),
+            ReduceScatter => format!(
+                "reduce_scatter(ctx, src_window, dst, {})",
+                choices(&crate::ReduceOp::ALL.map(crate::ReduceOp::variant))
+            ),
+            AllReduce => format!(
+                "allreduce(ctx, src_window, dst_window, {}, {})",
+                choices(&crate::ReduceOp::ALL.map(crate::ReduceOp::variant)),
+                choices(&crate::AllreduceMode::ALL.map(crate::AllreduceMode::variant))
+            ),
+        }
+    }
+
+    /// The number of arguments ([`Builtin::signature`]'s).
+    pub fn arity(self) -> usize {
+        let sig = self.signature();
+        let inner = sig
+            .split_once('(')
+            .and_then(|(_, r)| r.strip_suffix(')'))
+            .unwrap_or("");
+        if inner.is_empty() {
+            return 0;
+        }
+        // Top-level commas only: `[offsets]` and `[shape]` hold none, but keep it exact.
+        let mut depth = 0i32;
+        1 + inner
+            .chars()
+            .filter(|&c| {
+                depth += i32::from(c == '[') - i32::from(c == ']');
+                c == ',' && depth == 0
+            })
+            .count()
+    }
+
+    /// Whether the call yields a value (`let x = load(...)`); the others are statements.
+    pub const fn has_result(self) -> bool {
+        use Builtin::*;
+        match self {
+            Rank | NRanks | WorldSize | Min | Max | Fma | Select | Load | AllocWindowBuffer
+            | Window | RemoteLoad | Subview => true,
+            Store | Put | Get | RemoteStore | Notify | Wait | Barrier | Broadcast | AllGather
+            | ReduceScatter | AllReduce | AllToAll => false,
+        }
+    }
+
+    /// Whether the call computes elementwise on scalars and tiles (`min`, `max`, `fma`,
+    /// `select`), as the math functions do.
+    pub const fn elementwise(self) -> bool {
+        use Builtin::*;
+        match self {
+            Min | Max | Fma | Select => true,
+            Rank | NRanks | WorldSize | Load | RemoteLoad | Subview | Window
+            | AllocWindowBuffer | Store | Put | Get | RemoteStore | Notify | Wait | Barrier
+            | Broadcast | AllGather | ReduceScatter | AllReduce | AllToAll => false,
+        }
+    }
+
+    /// The argument the call writes locally, which must not be an input tensor of the kernel
+    /// (`store(dst, ..)`, `get(dst, ..)`, a collective's `dst`), if any.
+    pub const fn written_arg(self) -> Option<usize> {
+        use Builtin::*;
+        match self {
+            Store | Get => Some(0),
+            Broadcast | AllGather | ReduceScatter | AllReduce | AllToAll => Some(2),
+            Rank | NRanks | WorldSize | Min | Max | Fma | Select | Load | AllocWindowBuffer
+            | Window | Put | RemoteLoad | RemoteStore | Notify | Wait | Barrier | Subview => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arities_and_signatures_come_from_one_place() {
+        assert_eq!(Builtin::WorldSize.arity(), 0);
+        assert_eq!(Builtin::Load.arity(), 3);
+        assert_eq!(Builtin::Notify.arity(), 5);
+        assert_eq!(
+            Builtin::AllReduce.signature(),
+            "allreduce(ctx, src_window, dst_window, Sum | Prod | Max | Min, Mesh | TwoPhase | Ring)"
+        );
+        assert_eq!(
+            Builtin::Wait.signature(),
+            "wait(signal, [offsets], expected, Eq | Ne | Lt | Le | Gt | Ge)"
+        );
+        for b in Builtin::ALL {
+            assert!(b.signature().starts_with(&format!("{}(", b.name())), "{b}");
+            assert!(b.written_arg().is_none_or(|i| i < b.arity()), "{b}");
+        }
+    }
+}
