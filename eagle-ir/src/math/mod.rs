@@ -200,6 +200,9 @@ math_library! {
     Round "round" (x) => rounding::round(x);
     /// `x.trunc()` (exact).
     Trunc "trunc" (x) => rounding::trunc(x);
+    /// `x.copysign(y)`: `x`'s magnitude with `y`'s sign bit (exact; NaNs, zeros and
+    /// infinities too).
+    Copysign "copysign" (x, y) => lanes::copysign(x, y);
 }
 
 impl MathFn {

@@ -93,7 +93,7 @@ fn main_range(f: MathFn) -> (f64, f64) {
         Exp2 => (-1075.0, 1024.0),
         Sin | Cos | Tan => (-20.0, 20.0),
         Asin | Acos => (-1.0, 1.0),
-        Atan | Tanh | Sigmoid | Erf | Atan2 | Hypot => (-40.0, 40.0),
+        Atan | Tanh | Sigmoid | Erf | Atan2 | Hypot | Copysign => (-40.0, 40.0),
         Powf | Powi => (0.0, 8.0),
         Recip | Floor | Ceil | Round | Trunc => (-1e6, 1e6),
     }
@@ -231,6 +231,7 @@ fn reference(f: MathFn, a: &[f64]) -> Float {
         Ceil => x.ceil(),
         Round => x.round(),
         Trunc => x.trunc(),
+        Copysign => x.copysign(&y()),
     }
 }
 
@@ -265,6 +266,7 @@ fn std_value(f: MathFn, a: &[f64]) -> Option<f64> {
         Ceil => x.ceil(),
         Round => x.round(),
         Trunc => x.trunc(),
+        Copysign => x.copysign(a[1]),
         // A user's `1.0 / x.sqrt()` (so `rsqrt(-0) = -inf`, as IEEE 754's rSqrt; MPFR's
         // `rec_sqrt` gives +inf there).
         Rsqrt => 1.0 / x.sqrt(),
