@@ -196,29 +196,88 @@ enumeration! {
     }
 }
 
-enumeration! {
-    /// The combining operation of a reduction collective.
-    pub enum ReduceOp {
-        /// `+`
-        Sum => "sum",
-        /// `*`
-        Prod => "prod",
-        /// `max`
-        Max => "max",
-        /// `min`
-        Min => "min",
-    }
+/// Declares the reductions once: each line gives the keyword, from which the tile ops' names
+/// and kernel signatures derive (`sum`: `row_sum`, `col_sum`, `reduce_sum`), and the binary op
+/// that combines two partials.
+macro_rules! reductions {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident => $kw:literal, combine $bin:ident;
+    )*) => {
+        enumeration! {
+            /// The combining operation of a reduction: of a tile reduction (`row_sum`) and of a
+            /// reduction collective (`allreduce(.., Sum, ..)`).
+            pub enum ReduceOp {
+                $($(#[$doc])* $variant => $kw,)*
+            }
+        }
+
+        impl ReduceOp {
+            /// The elementwise binary op that combines two partials.
+            pub const fn bin_op(self) -> BinOp {
+                match self {
+                    $(ReduceOp::$variant => BinOp::$bin,)*
+                }
+            }
+
+            /// The tile ops' keywords along a row, a column and the whole tile (`row_sum`,
+            /// `col_sum`, `reduce_sum`), in the order of `crate::tile::Axis`.
+            pub const fn tile_names(self) -> [&'static str; 3] {
+                match self {
+                    $(ReduceOp::$variant => [
+                        concat!("row_", $kw),
+                        concat!("col_", $kw),
+                        concat!("reduce_", $kw),
+                    ],)*
+                }
+            }
+
+            /// The tile ops' calls as a kernel writes them (`row_sum(t)`), in the order of
+            /// [`ReduceOp::tile_names`].
+            pub const fn tile_signatures(self) -> [&'static str; 3] {
+                match self {
+                    $(ReduceOp::$variant => [
+                        concat!("row_", $kw, "(t)"),
+                        concat!("col_", $kw, "(t)"),
+                        concat!("reduce_", $kw, "(t)"),
+                    ],)*
+                }
+            }
+        }
+    };
+}
+
+reductions! {
+    /// `+`
+    Sum => "sum", combine Add;
+    /// `*`
+    Prod => "prod", combine Mul;
+    /// `max`
+    Max => "max", combine Max;
+    /// `min`
+    Min => "min", combine Min;
 }
 
 impl ReduceOp {
-    /// The elementwise binary op that combines two partials.
-    pub fn bin_op(self) -> BinOp {
+    /// Whether the result is one of the reduced elements (so it is a value of their dtype:
+    /// `max`, `min`), rather than a new number (`sum`, `prod`).
+    pub const fn selects(self) -> bool {
         match self {
-            ReduceOp::Sum => BinOp::Add,
-            ReduceOp::Prod => BinOp::Mul,
-            ReduceOp::Max => BinOp::Max,
-            ReduceOp::Min => BinOp::Min,
+            ReduceOp::Max | ReduceOp::Min => true,
+            ReduceOp::Sum | ReduceOp::Prod => false,
         }
+    }
+
+    /// Whether the op reduces `bool` flags (and only those); the others reduce numbers.
+    pub const fn logical(self) -> bool {
+        match self {
+            ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min => false,
+        }
+    }
+
+    /// Whether the op reduces elements of dtype `d` ([`ReduceOp::logical`] says which side).
+    pub fn accepts(self, d: DType) -> bool {
+        self.logical() == (d == DType::Bool)
     }
 }
 

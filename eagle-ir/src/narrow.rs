@@ -359,7 +359,6 @@ fn rename_last(out: &mut [Op], v: Value, r: Value) {
 /// Whether an op computing `kind` on values of the storage dtype `d` (in its compute dtype)
 /// can produce a value outside `d`'s values, and so needs narrowing after it.
 fn changes_values(kind: &OpKind, d: DType) -> bool {
-    use crate::ir::ReduceOp;
     // Exhaustive on purpose: a new op must say whether it leaves the dtype's values.
     match kind {
         OpKind::Binary(op, ..) => match op {
@@ -379,13 +378,12 @@ fn changes_values(kind: &OpKind, d: DType) -> bool {
         },
         OpKind::Fma(..) | OpKind::Math(..) => true,
         OpKind::Tile(t, _) => match t {
-            TileOp::Reduce(ReduceOp::Sum | ReduceOp::Prod, _)
-            | TileOp::Matmul
-            | TileOp::MatmulAcc
-            | TileOp::Iota(_) => true,
+            // A sum or product makes new numbers; max and min pick a member (the reduction's
+            // own declaration says which).
+            TileOp::Reduce(op, _) => !op.selects(),
+            TileOp::Matmul | TileOp::MatmulAcc | TileOp::Iota(_) => true,
             // A member of the tile, or a rearrangement of its elements (arg ops give indices).
-            TileOp::Reduce(ReduceOp::Max | ReduceOp::Min, _)
-            | TileOp::Arg(..)
+            TileOp::Arg(..)
             | TileOp::Expand
             | TileOp::Transpose
             | TileOp::Reshape

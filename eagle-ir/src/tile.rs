@@ -23,12 +23,13 @@ pub const REDUCE_LANES: usize = 8;
 /// The axis a reduction runs along.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Axis {
-    /// `row_*`: along each row of a 2-D tile (`[M, N] -> [M, 1]`).
-    Row,
+    /// `row_*`: along each row of a 2-D tile (`[M, N] -> [M, 1]`). The discriminants index
+    /// [`ReduceOp::tile_names`].
+    Row = 0,
     /// `col_*`: along each column of a 2-D tile (`[M, N] -> [1, N]`).
-    Col,
+    Col = 1,
     /// `reduce_*`: over the whole tile in row-major order (any rank -> scalar).
-    All,
+    All = 2,
 }
 
 /// Which element an `argmax`/`argmin` reduction picks.
@@ -106,29 +107,8 @@ pub struct Intrinsic {
 use ArgKind as K;
 const T: &[ArgKind] = &[K::Value];
 
-/// Every tile intrinsic a kernel can call: the macros accept exactly these names, and
-/// [`crate::FunctionBuilder::tile_intrinsic`] builds them.
-pub const INTRINSICS: &[Intrinsic] = &[
-    Intrinsic {
-        name: "row_sum",
-        args: T,
-        signature: "row_sum(t)",
-    },
-    Intrinsic {
-        name: "row_prod",
-        args: T,
-        signature: "row_prod(t)",
-    },
-    Intrinsic {
-        name: "row_max",
-        args: T,
-        signature: "row_max(t)",
-    },
-    Intrinsic {
-        name: "row_min",
-        args: T,
-        signature: "row_min(t)",
-    },
+/// The `argmax`/`argmin` intrinsics along rows, then along columns.
+const ARG_INTRINSICS: [Intrinsic; 4] = [
     Intrinsic {
         name: "row_argmax",
         args: T,
@@ -140,26 +120,6 @@ pub const INTRINSICS: &[Intrinsic] = &[
         signature: "row_argmin(t)",
     },
     Intrinsic {
-        name: "col_sum",
-        args: T,
-        signature: "col_sum(t)",
-    },
-    Intrinsic {
-        name: "col_prod",
-        args: T,
-        signature: "col_prod(t)",
-    },
-    Intrinsic {
-        name: "col_max",
-        args: T,
-        signature: "col_max(t)",
-    },
-    Intrinsic {
-        name: "col_min",
-        args: T,
-        signature: "col_min(t)",
-    },
-    Intrinsic {
         name: "col_argmax",
         args: T,
         signature: "col_argmax(t)",
@@ -169,26 +129,11 @@ pub const INTRINSICS: &[Intrinsic] = &[
         args: T,
         signature: "col_argmin(t)",
     },
-    Intrinsic {
-        name: "reduce_sum",
-        args: T,
-        signature: "reduce_sum(t)",
-    },
-    Intrinsic {
-        name: "reduce_prod",
-        args: T,
-        signature: "reduce_prod(t)",
-    },
-    Intrinsic {
-        name: "reduce_max",
-        args: T,
-        signature: "reduce_max(t)",
-    },
-    Intrinsic {
-        name: "reduce_min",
-        args: T,
-        signature: "reduce_min(t)",
-    },
+];
+
+/// The tile intrinsics that are not reductions or arg reductions, in the order the docs list
+/// them.
+const OTHER_INTRINSICS: &[Intrinsic] = &[
     Intrinsic {
         name: "expand",
         args: &[K::Value, K::Shape],
@@ -241,6 +186,27 @@ pub const INTRINSICS: &[Intrinsic] = &[
     },
 ];
 
+/// Every tile intrinsic a kernel can call: the macros accept exactly these names, and
+/// [`crate::FunctionBuilder::tile_intrinsic`] builds them. The reductions derive from
+/// [`ReduceOp`]'s declaration (`row_<op>`, `col_<op>` and `reduce_<op>` for each op), listed
+/// per axis: row reductions and arg reductions, column ones, whole-tile ones, then the rest.
+pub static INTRINSICS: std::sync::LazyLock<Vec<Intrinsic>> = std::sync::LazyLock::new(|| {
+    let reductions = |axis: Axis| {
+        ReduceOp::ALL.into_iter().map(move |op| Intrinsic {
+            name: op.tile_names()[axis as usize],
+            args: T,
+            signature: op.tile_signatures()[axis as usize],
+        })
+    };
+    reductions(Axis::Row)
+        .chain(ARG_INTRINSICS[..2].iter().copied())
+        .chain(reductions(Axis::Col))
+        .chain(ARG_INTRINSICS[2..].iter().copied())
+        .chain(reductions(Axis::All))
+        .chain(OTHER_INTRINSICS.iter().copied())
+        .collect()
+});
+
 /// The tile intrinsic named `name`, if there is one.
 pub fn intrinsic(name: &str) -> Option<&'static Intrinsic> {
     INTRINSICS.iter().find(|i| i.name == name)
@@ -279,22 +245,8 @@ impl TileOp {
     /// where the kernel passes one (`concat_1`, `iota_0`). `extract` prints its offsets after
     /// the keyword (`extract[0, 16]`).
     pub fn name(&self) -> &'static str {
-        use ReduceOp as R;
         match self {
-            TileOp::Reduce(op, a) => match (a, op) {
-                (Axis::Row, R::Sum) => "row_sum",
-                (Axis::Row, R::Prod) => "row_prod",
-                (Axis::Row, R::Max) => "row_max",
-                (Axis::Row, R::Min) => "row_min",
-                (Axis::Col, R::Sum) => "col_sum",
-                (Axis::Col, R::Prod) => "col_prod",
-                (Axis::Col, R::Max) => "col_max",
-                (Axis::Col, R::Min) => "col_min",
-                (Axis::All, R::Sum) => "reduce_sum",
-                (Axis::All, R::Prod) => "reduce_prod",
-                (Axis::All, R::Max) => "reduce_max",
-                (Axis::All, R::Min) => "reduce_min",
-            },
+            TileOp::Reduce(op, a) => op.tile_names()[*a as usize],
             TileOp::Arg(op, a) => match (a, op) {
                 (Axis::Col, ArgOp::Max) => "col_argmax",
                 (Axis::Col, ArgOp::Min) => "col_argmin",
@@ -401,10 +353,14 @@ impl TileOp {
         };
         let one = Dim::Const(1);
         Ok(match self {
-            TileOp::Reduce(_, axis) => {
+            TileOp::Reduce(op, axis) => {
                 let (_, d) = tile(0)?;
-                if d == DType::Bool {
-                    return Err(format!("`{name}` reduces numbers, found a tile of `bool`; cast it with `as u32` first"));
+                if !op.accepts(d) {
+                    return Err(if op.logical() {
+                        format!("`{name}` reduces `bool` flags, found a tile of `{d}`; compare first (`t > 0.0`)")
+                    } else {
+                        format!("`{name}` reduces numbers, found a tile of `bool`; cast it with `as u32` first")
+                    });
                 }
                 match axis {
                     Axis::All => Type::Scalar(d),

@@ -645,8 +645,12 @@ impl V<'_> {
             } => {
                 self.ctx(op, *ctx)?;
                 let d = self.collective_buffers(op, *src, *dst, false)?;
-                if d == DType::Bool {
-                    return self.fail(op, format!("reduce op `{}` does not fit dtype `bool`; reduce integers or floats (or cast the flags to `i32`)", r.name()));
+                if !r.accepts(d) {
+                    return self.fail(op, if r.logical() {
+                        format!("reduce op `{}` needs `bool` buffers, found `{d}`; compare first, or reduce numbers with `max` or `min`", r.name())
+                    } else {
+                        format!("reduce op `{}` does not fit dtype `bool`; reduce integers or floats (or cast the flags to `i32`)", r.name())
+                    });
                 }
                 if let AllReduce {
                     mode: crate::ir::AllreduceMode::Mesh,

@@ -175,20 +175,43 @@ impl Lower<'_, '_> {
     /// `a <op> b` on float vectors (lane-wise IEEE, as the scalar op), except that a NaN
     /// result of `min`/`max` is left as the hardware makes it: a reduction canonicalises it
     /// once, in its final tree (a NaN stays a NaN through `minimum`/`maximum`).
-    fn vcombine(&mut self, op: ReduceOp, a: ClValue, b: ClValue) -> ClValue {
-        match op {
-            ReduceOp::Sum => self.b.ins().fadd(a, b),
-            ReduceOp::Prod => self.b.ins().fmul(a, b),
-            ReduceOp::Max => self.b.ins().fmax(a, b),
-            ReduceOp::Min => self.b.ins().fmin(a, b),
-        }
+    ///
+    /// # Errors
+    /// A reduction whose combining op has no float form (none of today's float reductions).
+    fn vcombine(&mut self, op: ReduceOp, a: ClValue, b: ClValue) -> Result<ClValue, CodegenError> {
+        Ok(match op.bin_op() {
+            BinOp::Add => self.b.ins().fadd(a, b),
+            BinOp::Mul => self.b.ins().fmul(a, b),
+            BinOp::Max => self.b.ins().fmax(a, b),
+            BinOp::Min => self.b.ins().fmin(a, b),
+            BinOp::Sub
+            | BinOp::Div
+            | BinOp::Rem
+            | BinOp::And
+            | BinOp::Or
+            | BinOp::Xor
+            | BinOp::Shl
+            | BinOp::Shr => {
+                return Err(self.err(format!(
+                    "reduction `{}` has no float vector form",
+                    op.name()
+                )))
+            }
+        })
     }
 
-    /// [`Lower::vcombine`] with the canonical NaN (the elementwise op exactly).
-    fn vcombine_exact(&mut self, op: ReduceOp, a: ClValue, b: ClValue) -> ClValue {
-        match op {
-            ReduceOp::Min | ReduceOp::Max => self.float_min_max(op.bin_op(), a, b),
-            ReduceOp::Sum | ReduceOp::Prod => self.vcombine(op, a, b),
+    /// [`Lower::vcombine`] with the canonical NaN (the elementwise op exactly): a selecting
+    /// reduction (`max`, `min`) is the elementwise op.
+    fn vcombine_exact(
+        &mut self,
+        op: ReduceOp,
+        a: ClValue,
+        b: ClValue,
+    ) -> Result<ClValue, CodegenError> {
+        if op.selects() {
+            Ok(self.float_min_max(op.bin_op(), a, b))
+        } else {
+            self.vcombine(op, a, b)
         }
     }
 
@@ -242,7 +265,7 @@ impl Lower<'_, '_> {
                         let at = (r as u64 * stride) as i64 * esize + (v as u64 * 16) as i64;
                         let x = lw.b.ins().load(vty, flags, addr, at as i32);
                         let cur = lw.b.use_var(acc);
-                        let y = lw.vcombine(op, cur, x);
+                        let y = lw.vcombine(op, cur, x)?;
                         lw.b.def_var(acc, y);
                     }
                 }
@@ -311,7 +334,7 @@ impl Lower<'_, '_> {
                         let off = (l as u64 * n) as i64 * esize;
                         let x = lw.b.ins().load(vty, flags, addr, off as i32);
                         let cur = lw.b.use_var(acc);
-                        let y = lw.vcombine(op, cur, x);
+                        let y = lw.vcombine(op, cur, x)?;
                         lw.b.def_var(acc, y);
                     }
                     Ok(())
@@ -321,16 +344,16 @@ impl Lower<'_, '_> {
                 let off = ((full * w + l) * n) as i64 * esize;
                 let x = lw.b.ins().load(vty, flags, colp, off as i32);
                 let cur = lw.b.use_var(accs[l as usize]);
-                let y = lw.vcombine(op, cur, x);
+                let y = lw.vcombine(op, cur, x)?;
                 lw.b.def_var(accs[l as usize], y);
             }
             let l: Vec<ClValue> = accs.iter().map(|&a| lw.b.use_var(a)).collect();
             let r = lw.lane_tree(&l, &mut |lw, x, y, last| {
-                Ok(if last {
+                if last {
                     lw.vcombine_exact(op, x, y)
                 } else {
                     lw.vcombine(op, x, y)
-                })
+                }
             })?;
             let addr = lw.b.ins().iadd(dst, colb);
             lw.b.ins().store(flags, r, addr, 0);
