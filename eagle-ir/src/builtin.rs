@@ -167,9 +167,12 @@ mod tests {
         assert_eq!(Builtin::WorldSize.arity(), 0);
         assert_eq!(Builtin::Load.arity(), 3);
         assert_eq!(Builtin::Notify.arity(), 5);
+        // The choices come from the ops' declarations.
+        let ops = crate::ReduceOp::ALL.map(crate::ReduceOp::variant).join(" | ");
+        assert!(ops.starts_with("Sum | Prod | Max | Min"));
         assert_eq!(
             Builtin::AllReduce.signature(),
-            "allreduce(ctx, src_window, dst_window, Sum | Prod | Max | Min, Mesh | TwoPhase | Ring)"
+            format!("allreduce(ctx, src_window, dst_window, {ops}, Mesh | TwoPhase | Ring)")
         );
         assert_eq!(
             Builtin::Wait.signature(),
