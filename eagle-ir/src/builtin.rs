@@ -168,7 +168,9 @@ mod tests {
         assert_eq!(Builtin::Load.arity(), 3);
         assert_eq!(Builtin::Notify.arity(), 5);
         // The choices come from the ops' declarations.
-        let ops = crate::ReduceOp::ALL.map(crate::ReduceOp::variant).join(" | ");
+        let ops = crate::ReduceOp::ALL
+            .map(crate::ReduceOp::variant)
+            .join(" | ");
         assert!(ops.starts_with("Sum | Prod | Max | Min"));
         assert_eq!(
             Builtin::AllReduce.signature(),
