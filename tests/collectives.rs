@@ -131,6 +131,29 @@ allreduce_case!(ar_sum_u8_ring_d, ar_sum_u8_ring, u8, Sum, Ring);
 allreduce_case!(ar_min_i16_mesh_d, ar_min_i16_mesh, i16, Min, Mesh);
 allreduce_case!(ar_sum_u16_two_d, ar_sum_u16_two, u16, Sum, TwoPhase);
 
+allreduce_case!(ar_any_ring_d, ar_any_ring, bool, Any, Ring);
+allreduce_case!(ar_all_two_d, ar_all_two, bool, All, TwoPhase);
+allreduce_case!(ar_any_mesh_d, ar_any_mesh, bool, Any, Mesh);
+
+impl Combine for bool {
+    fn combine(op: &str, a: Self, b: Self) -> Self {
+        match op {
+            "Any" => a || b,
+            "All" => a && b,
+            _ => panic!("no bool reduction `{op}`"),
+        }
+    }
+    fn bits(self) -> u64 {
+        u64::from(self)
+    }
+    /// Mostly set, so that `All` is not always false: one in eight is clear.
+    fn sample(seed: u64, i: usize) -> Self {
+        (seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9))
+            >> 61
+            != 0
+    }
+}
+
 fn inputs<T: Combine + eagle::runtime::Element>(p: usize, n: usize, seed: u64) -> Tensor<T> {
     let data = (0..p * n).map(|i| T::sample(seed, i)).collect();
     Tensor::from_vec(&[p, n], data).unwrap()
@@ -224,6 +247,20 @@ fn allreduce_other_ops_and_dtypes() {
         check_allreduce::<i32>(&|s, x, y| ar_max_two.launch(s, x, y), p, n, "Max", false);
         check_allreduce::<i64>(&|s, x, y| ar_min_mesh.launch(s, x, y), p, n, "Min", false);
     }
+}
+
+/// `Any` and `All` on `bool` windows (the reductions `reduce_any`/`reduce_all` share), in
+/// every mode: the same bits as the host's `||` / `&&` on every rank.
+#[test]
+fn allreduce_any_and_all_on_bool_windows() {
+    for &(p, n) in SIZES {
+        check_allreduce::<bool>(&|s, x, y| ar_any_ring.launch(s, x, y), p, n, "Any", true);
+        check_allreduce::<bool>(&|s, x, y| ar_all_two.launch(s, x, y), p, n, "All", false);
+        check_allreduce::<bool>(&|s, x, y| ar_any_mesh.launch(s, x, y), p, n, "Any", false);
+    }
+    // The goldens are not trivially constant: some element is false under `All` at P = 8.
+    let x = inputs::<bool>(8, 17, 8017);
+    assert!((0..17).any(|j| (0..8).any(|r| !x.row(r)[j])));
 }
 
 #[test]

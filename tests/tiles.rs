@@ -656,3 +656,81 @@ fn shifts_not_and_bit_casts_match_rust() {
     assert_eq!(e.data(), &we[..]);
     eagle_runner::check_bits("y", y.data(), &wy).unwrap();
 }
+
+/// `row_any`, `col_all`, `reduce_any` and `reduce_all` of a `bool` tile made by a comparison,
+/// in a kernel: the reductions over flags (`||` and `&&`, `false` and `true` when empty).
+#[eagle::kernel(device)]
+pub fn flags(
+    ctx: Ctx,
+    x: Tensor<f32, M, N>,
+    ra: Out<Tensor<bool, M, 1>>,
+    ca: Out<Tensor<bool, 1, N>>,
+    s: Out<Tensor<bool, 2>>,
+) {
+    let t = load(x, [0, 0], [M, N]);
+    let pos = t > 0.0;
+    store(ra, [0, 0], row_any(t > 0.9));
+    store(ca, [0, 0], col_all(pos));
+    s[0] = reduce_any(t > 0.9);
+    s[1] = reduce_all(t > -2.0);
+}
+
+#[eagle::host]
+pub fn flags_host(
+    x: Tensor<f32, M, N>,
+    ra: Out<Tensor<bool, M, 1>>,
+    ca: Out<Tensor<bool, 1, N>>,
+    s: Out<Tensor<bool, 2>>,
+) {
+    flags(x, ra, ca, s, device = 0);
+}
+
+#[test]
+fn any_and_all_reduce_bool_tiles_along_rows_columns_and_the_whole_tile() {
+    let x = eagle_runner::random_tensor(&[M, N], 11);
+    let d = x.data();
+    let mut ra = Tensor::<bool>::zeros(&[M, 1]);
+    let mut ca = Tensor::<bool>::zeros(&[1, N]);
+    let mut s = Tensor::<bool>::zeros(&[2]);
+    flags_host
+        .launch(&Session::sim(1).unwrap(), &x, &mut ra, &mut ca, &mut s)
+        .unwrap();
+    let want_ra: Vec<bool> = (0..M)
+        .map(|i| d[i * N..(i + 1) * N].iter().any(|&v| v > 0.9))
+        .collect();
+    let want_ca: Vec<bool> = (0..N).map(|j| (0..M).all(|i| d[i * N + j] > 0.0)).collect();
+    assert_eq!(ra.data(), &want_ra[..]);
+    assert_eq!(ca.data(), &want_ca[..]);
+    assert_eq!(
+        s.data(),
+        &[d.iter().any(|&v| v > 0.9), d.iter().all(|&v| v > -2.0)]
+    );
+    // Not all one answer: the random tile has rows with and without an element above 0.9.
+    assert!(
+        want_ra.contains(&true) && want_ra.contains(&false),
+        "{want_ra:?}"
+    );
+}
+
+/// Typing: an `any` of numbers, and a `sum` of flags, are refused with the fix.
+#[test]
+fn any_of_numbers_and_sum_of_flags_are_refused() {
+    use eagle::ir::{tile::Axis, DType, Dim, ReduceOp, Shape, TileOp, Type};
+    let s23 = || Shape(vec![Dim::Const(2), Dim::Const(3)]);
+    let f = Type::Tile(s23(), DType::F32);
+    let b = Type::Tile(s23(), DType::Bool);
+    let e = TileOp::Reduce(ReduceOp::Any, Axis::Row)
+        .infer(&[&f], None, None)
+        .unwrap_err();
+    assert!(
+        e.contains("`row_any` reduces `bool` flags, found a tile of `f32`"),
+        "{e}"
+    );
+    let e = TileOp::Reduce(ReduceOp::Sum, Axis::All)
+        .infer(&[&b], None, None)
+        .unwrap_err();
+    assert!(
+        e.contains("`reduce_sum` reduces numbers, found a tile of `bool`"),
+        "{e}"
+    );
+}

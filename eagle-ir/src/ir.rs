@@ -256,6 +256,10 @@ reductions! {
     Max => "max", combine Max;
     /// `min`
     Min => "min", combine Min;
+    /// `||` over `bool` flags: whether any is set (`false` when there are none).
+    Any => "any", combine Or;
+    /// `&&` over `bool` flags: whether all are set (`true` when there are none).
+    All => "all", combine And;
 }
 
 impl ReduceOp {
@@ -263,7 +267,7 @@ impl ReduceOp {
     /// `max`, `min`), rather than a new number (`sum`, `prod`).
     pub const fn selects(self) -> bool {
         match self {
-            ReduceOp::Max | ReduceOp::Min => true,
+            ReduceOp::Max | ReduceOp::Min | ReduceOp::Any | ReduceOp::All => true,
             ReduceOp::Sum | ReduceOp::Prod => false,
         }
     }
@@ -271,6 +275,7 @@ impl ReduceOp {
     /// Whether the op reduces `bool` flags (and only those); the others reduce numbers.
     pub const fn logical(self) -> bool {
         match self {
+            ReduceOp::Any | ReduceOp::All => true,
             ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min => false,
         }
     }

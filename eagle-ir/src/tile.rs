@@ -783,7 +783,7 @@ pub fn add_identity(d: DType) -> Scalar {
 
 /// The identity of reduction `op` in dtype `d`: what an empty lane starts from (`-0.0` or 0
 /// for a sum, 1 for a product, `-inf` or the least integer for max, `+inf` or the greatest
-/// for min).
+/// for min, `false` for any, `true` for all).
 pub fn reduce_identity(op: ReduceOp, d: DType) -> Scalar {
     match (op, d) {
         (ReduceOp::Sum, _) => add_identity(d),
@@ -795,6 +795,8 @@ pub fn reduce_identity(op: ReduceOp, d: DType) -> Scalar {
         (ReduceOp::Min, _) if d.is_signed() => Scalar::from_bits(!0 >> (65 - 8 * d.size()), d),
         (ReduceOp::Max, _) => Scalar::from_bits(0, d),
         (ReduceOp::Min, _) => Scalar::from_bits(u64::MAX, d),
+        (ReduceOp::Any, _) => Scalar::Bool(false),
+        (ReduceOp::All, _) => Scalar::Bool(true),
     }
 }
 
