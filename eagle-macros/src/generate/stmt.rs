@@ -1,0 +1,486 @@
+//! Statements of a body: `let`, assignment, `for`, `if`, and calls (of kernels and of the
+//! built-ins that return nothing).
+
+use super::ops::*;
+use super::*;
+
+impl Cx {
+    pub(super) fn bind(&mut self, n: &str, mutable: bool) {
+        if let Some(s) = self.scopes.last_mut() {
+            s.insert(n.to_string(), mutable);
+        }
+    }
+    pub(super) fn lookup(&self, n: &str) -> Option<bool> {
+        self.scopes.iter().rev().find_map(|s| s.get(n).copied())
+    }
+
+    pub(super) fn block_stmts(&mut self, stmts: &[Stmt]) -> R<TS> {
+        self.scopes.push(HashMap::new());
+        let mut out = TS::new();
+        let n = stmts.len();
+        for (i, s) in stmts.iter().enumerate() {
+            out.extend(self.stmt(s, i + 1 == n)?);
+        }
+        self.scopes.pop();
+        Ok(out)
+    }
+
+    /// Every op a statement builds records the statement's source location (an expression
+    /// inside it records its own).
+    pub(super) fn stmt(&mut self, s: &Stmt, last: bool) -> R<TS> {
+        let body = self.stmt_inner(s, last)?;
+        if matches!(s, Stmt::Item(_)) {
+            return Ok(body);
+        }
+        let enter = enter_loc(s.span());
+        Ok(quote!(#enter #body __f.leave();))
+    }
+
+    pub(super) fn stmt_inner(&mut self, s: &Stmt, _last: bool) -> R<TS> {
+        match s {
+            Stmt::Local(l) => {
+                let (ident, mutable, ann) = match &l.pat {
+                    Pat::Ident(pi) => (pi.ident.clone(), pi.mutability.is_some(), None),
+                    Pat::Type(pt) => match &*pt.pat {
+                        Pat::Ident(pi) => (pi.ident.clone(), pi.mutability.is_some(), Some(&*pt.ty)),
+                        p => return err(p.span(), "only `let name = ...` bindings are supported (no patterns)"),
+                    },
+                    p => return err(p.span(), "only `let name = ...` bindings are supported (no tuple or struct patterns)"),
+                };
+                let Some(init) = &l.init else {
+                    return err(l.span(), "a `let` needs an initial value: `let x = ...;`");
+                };
+                if let Some((_, d)) = &init.diverge {
+                    return err(d.span(), "`let ... else` is not supported");
+                }
+                let ns = ident.to_string();
+                let e = self.expr(&init.expr)?;
+                let value = match ann {
+                    Some(Type::Path(tp)) => {
+                        let n = tp.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+                        let d = dtype_tokens(&n, tp.span())?;
+                        quote!({ let __a0 = #e; __f.let_typed(#ns, __a0, #d)? })
+                    }
+                    Some(t) => return err(t.span(), "a `let` annotation must be a scalar dtype such as `f32` or `usize`"),
+                    None => quote!({ let __a0 = #e; __f.value(__a0, None)? }),
+                };
+                let t = if mutable {
+                    quote!(let #ident: ::eagle::ir::Value = { let __v = #value; __f.var(__v)? };)
+                } else {
+                    quote!(let #ident: ::eagle::ir::Value = #value;)
+                };
+                self.bind(&ns, mutable);
+                Ok(t)
+            }
+            Stmt::Item(i) => match i {
+                syn::Item::Const(_) => Ok(quote!(#i)),
+                _ => err(i.span(), "items inside a kernel are not supported (only `const`); define functions at module level with `#[eagle::kernel]`"),
+            },
+            Stmt::Expr(e, semi) => {
+                // A trailing value (`x + 1` without `;`) would be a return value in Rust.
+                let value_like = matches!(
+                    e,
+                    Expr::Lit(_) | Expr::Path(_) | Expr::Unary(_) | Expr::Cast(_) | Expr::Index(_) | Expr::MethodCall(_) | Expr::Paren(_)
+                ) || matches!(e, Expr::Binary(b) if !is_compound(&b.op));
+                if semi.is_none() && value_like {
+                    return err(e.span(), "eagle functions return nothing; end the statement with `;` and write results into an `Out` tensor");
+                }
+                self.stmt_expr(e)
+            }
+            Stmt::Macro(m) => err(
+                m.span(),
+                format!("macros such as `{}!` are not supported inside kernels; {SUPPORTED_STMTS}", m.mac.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default()),
+            ),
+        }
+    }
+
+    pub(super) fn stmt_expr(&mut self, e: &Expr) -> R<TS> {
+        match e {
+            Expr::ForLoop(fl) => {
+                let var = match &*fl.pat {
+                    Pat::Ident(pi) if pi.mutability.is_none() => pi.ident.clone(),
+                    Pat::Wild(w) => format_ident!("_", span = w.span()),
+                    p => return err(p.span(), "the loop variable must be a plain name"),
+                };
+                let Expr::Range(r) = &*fl.expr else {
+                    return err(fl.expr.span(), "`for` loops iterate over a half-open range `a..b`");
+                };
+                if let syn::RangeLimits::Closed(c) = r.limits {
+                    return err(c.span(), "inclusive ranges `a..=b` are not supported; write `a..b + 1`");
+                }
+                let (Some(lo), Some(hi)) = (&r.start, &r.end) else {
+                    return err(r.span(), "`for` ranges need both bounds: `a..b`");
+                };
+                if let Some(l) = &fl.label {
+                    return err(l.span(), "loop labels are not supported");
+                }
+                let lo = self.expr(lo)?;
+                let hi = self.expr(hi)?;
+                self.scopes.push(HashMap::new());
+                self.bind(&var.to_string(), false);
+                let body = self.block_stmts(&fl.body.stmts)?;
+                self.scopes.pop();
+                Ok(quote!({ let __lo = #lo; let __hi = #hi; __f.for_range(__lo, __hi, |__f, #var| { #body Ok(()) })?; }))
+            }
+            Expr::If(i) => self.if_stmt(i),
+            Expr::Block(b) => {
+                let body = self.block_stmts(&b.block.stmts)?;
+                Ok(quote!({ #body }))
+            }
+            Expr::Assign(a) if matches!(&*a.left, Expr::Index(_)) => {
+                let Expr::Index(ix) = &*a.left else { unreachable!("matched above") };
+                if let Some((w, idx)) = self.window_index(ix)? {
+                    let w = self.val(w)?;
+                    let idx = idx.into_iter().map(|i| self.expr(i)).collect::<R<Vec<_>>>()?;
+                    let rhs = self.expr(&a.right)?;
+                    return Ok(quote!({ let __a0 = #w; let __a1 = vec![#(#idx),*]; let __a2 = #rhs; __f.set_elem(__a0, __a1, __a2)?; }));
+                }
+                self.check_writable(&ix.expr, "the element assignment")?;
+                let base = self.val(&ix.expr)?;
+                let i = self.expr(&ix.index)?;
+                let rhs = self.expr(&a.right)?;
+                Ok(quote!({ let __a0 = #base; let __a1 = #i; let __a2 = #rhs; __f.set_index(__a0, __a1, __a2)?; }))
+            }
+            Expr::Binary(b) if is_compound(&b.op) && matches!(&*b.left, Expr::Index(_)) => {
+                let Expr::Index(ix) = &*b.left else { unreachable!("matched above") };
+                if let Some((w, idx)) = self.window_index(ix)? {
+                    let w = self.val(w)?;
+                    let idx = idx.into_iter().map(|i| self.expr(i)).collect::<R<Vec<_>>>()?;
+                    let op = compound_op(&b.op);
+                    let rhs = self.expr(&b.right)?;
+                    return Ok(quote!({
+                        let __w = #w;
+                        let __i0: Vec<::eagle::ir::Operand> = vec![#(#idx),*];
+                        let __i = __i0
+                            .into_iter()
+                            .map(|i| __f.value(i, Some(::eagle::ir::DType::Index)).map(::eagle::ir::Operand::Val))
+                            .collect::<::eagle::ir::Result<Vec<_>>>()?;
+                        let __old = __f.elem(__w, __i.clone())?;
+                        let __r = #rhs;
+                        let __new = __f.bin(#op, __old, __r)?;
+                        __f.set_elem(__w, __i, __new)?;
+                    }));
+                }
+                self.check_writable(&ix.expr, "the element update")?;
+                let base = self.val(&ix.expr)?;
+                let i = self.expr(&ix.index)?;
+                let op = compound_op(&b.op);
+                let rhs = self.expr(&b.right)?;
+                Ok(quote!({
+                    let __b = #base;
+                    let __i0 = #i;
+                    let __i = __f.value(__i0, Some(::eagle::ir::DType::Index))?;
+                    let __old = __f.index(__b, __i)?;
+                    let __r = #rhs;
+                    let __new = __f.bin(#op, __old, __r)?;
+                    __f.set_index(__b, __i, __new)?;
+                }))
+            }
+            Expr::Assign(a) => {
+                let v = self.mut_var(&a.left)?;
+                let rhs = self.expr(&a.right)?;
+                Ok(quote!({ let __a0 = #v; let __a1 = #rhs; __f.write(__a0, __a1)? };))
+            }
+            Expr::Binary(b) if is_compound(&b.op) => {
+                let v = self.mut_var(&b.left)?;
+                let op = compound_op(&b.op);
+                let rhs = self.expr(&b.right)?;
+                Ok(quote!({ let __r = { let __a0 = #v; __f.read(__a0)? }; let __x = { let __a0 = #op; let __a1 = __r; let __a2 = #rhs; __f.bin(__a0, __a1, __a2)? }; { let __a0 = #v; let __a1 = __x; __f.write(__a0, __a1)? }; }))
+            }
+            Expr::Call(c) => {
+                if let Some(t) = self.call_stmt(c)? {
+                    return Ok(t);
+                }
+                let e = self.expr(e)?;
+                Ok(quote!(let _ = #e;))
+            }
+            Expr::While(w) => err(w.while_token.span, format!("`while` loops are not supported (their trip count is unknown to the compiler); use `for i in a..b`; {SUPPORTED_STMTS}")),
+            Expr::Loop(l) => err(l.loop_token.span, format!("`loop` is not supported; use `for i in a..b`; {SUPPORTED_STMTS}")),
+            Expr::Match(m) => err(m.match_token.span, "`match` is not supported; use `if`/`else` on comparisons"),
+            Expr::Return(r) => err(r.return_token.span, "`return` is not supported; eagle functions run to their end (use `if` to skip work)"),
+            Expr::Break(b) => err(b.span(), "`break` is not supported; bound the loop with its range"),
+            Expr::Continue(c) => err(c.span(), "`continue` is not supported; wrap the rest of the body in an `if`"),
+            other => {
+                let e = self.expr(other)?;
+                Ok(quote!(let _ = #e;))
+            }
+        }
+    }
+
+    pub(super) fn if_stmt(&mut self, i: &syn::ExprIf) -> R<TS> {
+        let c = self.expr(&i.cond)?;
+        let then_b = self.block_stmts(&i.then_branch.stmts)?;
+        let else_b = match &i.else_branch {
+            None => TS::new(),
+            Some((_, e)) => match &**e {
+                Expr::If(ei) => self.if_stmt(ei)?,
+                Expr::Block(b) => self.block_stmts(&b.block.stmts)?,
+                other => return err(other.span(), "unsupported `else` branch"),
+            },
+        };
+        Ok(
+            quote!({ let __c = #c; __f.if_(__c, |__f| { #then_b Ok(()) }, |__f| { #else_b Ok(()) })?; }),
+        )
+    }
+
+    pub(super) fn mut_var(&self, e: &Expr) -> R<syn::Ident> {
+        if let Expr::Path(p) = e {
+            if let Some(id) = p.path.get_ident() {
+                match self.lookup(&id.to_string()) {
+                    Some(true) => return Ok(id.clone()),
+                    Some(false) => {
+                        return err(
+                            id.span(),
+                            format!("`{id}` is not mutable; declare it with `let mut {id} = ...`"),
+                        )
+                    }
+                    None => {}
+                }
+            }
+        }
+        if let Expr::Index(_) = e {
+            return err(e.span(), "element assignment `x[i] = v` is not supported; write tiles with `store(dst, [offsets], tile)`");
+        }
+        err(
+            e.span(),
+            "the left side of an assignment must be a `let mut` variable",
+        )
+    }
+
+    /// A call in statement position: a call or dispatch of another eagle function, or an
+    /// intrinsic with no result. Returns None for intrinsics with results.
+    pub(super) fn call_stmt(&mut self, c: &syn::ExprCall) -> R<Option<TS>> {
+        let Expr::Path(p) = &*c.func else {
+            return err(c.func.span(), "only calls of named functions are supported");
+        };
+        let name = p
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
+        if p.path.segments.len() == 1 && is_intrinsic(&name) {
+            return self.intrinsic_stmt(&name, c);
+        }
+        if self.lookup(&name).is_some() {
+            return err(
+                c.func.span(),
+                format!("`{name}` is a value, not a function"),
+            );
+        }
+        if name == self.fname {
+            return err(c.func.span(), format!("recursion: `{name}` calls itself; eagle functions are inlined per device and cannot recurse (rewrite it as a `for` loop)"));
+        }
+        let path = &p.path;
+        let mut args = vec![];
+        let mut device = None;
+        for a in &c.args {
+            if let Expr::Assign(asg) = a {
+                if matches!(&*asg.left, Expr::Path(lp) if lp.path.is_ident("device")) {
+                    device = Some(self.expr(&asg.right)?);
+                    continue;
+                }
+                return err(a.span(), "the only keyword argument is `device = r`");
+            }
+            args.push(self.expr(a)?);
+        }
+        if device.is_none() && self.level == Level::Host {
+            return err(c.span(), format!("a host function runs per-device programs on ranks: dispatch `{name}` with `{name}(..., device = r)`"));
+        }
+        if device.is_some() && self.level != Level::Host {
+            return err(c.span(), "`device = r` dispatches belong in `#[eagle::host]` functions; here, call the function without `device =`");
+        }
+        let callee = quote_spanned!(path.span()=> <#path as ::eagle::ir::EagleFn>);
+        Ok(Some(match device {
+            Some(d) => {
+                quote!({ let __args = vec![#(#args),*]; let __d = #d; __f.dispatch(#callee::NAME, #callee::build, __args, __d)?; })
+            }
+            None => {
+                quote!({ let __args = vec![#(#args),*]; __f.call(#callee::NAME, #callee::build, __args)?; })
+            }
+        }))
+    }
+
+    /// `dst` must not name an input tensor parameter.
+    /// For `w[i][j]...` on a window parameter `w` (not shadowed by a `let`): the window and
+    /// the indices, outermost first. A window element takes one index per dim; another count
+    /// is a compile error at the expression, naming what windows support.
+    pub(super) fn window_index<'e>(
+        &self,
+        ix: &'e syn::ExprIndex,
+    ) -> R<Option<(&'e Expr, Vec<&'e Expr>)>> {
+        let mut idx = vec![&*ix.index];
+        let mut base = &*ix.expr;
+        while let Expr::Index(inner) = base {
+            idx.push(&*inner.index);
+            base = &*inner.expr;
+        }
+        idx.reverse();
+        let Expr::Path(p) = base else { return Ok(None) };
+        let Some(id) = p.path.get_ident() else {
+            return Ok(None);
+        };
+        let n = id.to_string();
+        let shadowed = self.scopes.iter().skip(1).any(|s| s.contains_key(&n));
+        let Some((_, (rank, ty))) = self.windows.iter().find(|(w, _)| *w == n) else {
+            return Ok(None);
+        };
+        if shadowed || self.level == Level::Host {
+            return Ok(None);
+        }
+        if idx.len() == *rank {
+            return Ok(Some((base, idx)));
+        }
+        let text = format!(
+            "{n}{}",
+            idx.iter()
+                .map(|i| format!("[{}]", quote!(#i).to_string().replace(" . ", ".")))
+                .collect::<String>()
+        );
+        let all: Vec<String> = (0..*rank)
+            .map(|d| {
+                ["i", "j", "k", "l"]
+                    .get(d)
+                    .map_or(format!("i{d}"), |s| s.to_string())
+            })
+            .collect();
+        let example = all.iter().map(|i| format!("[{i}]")).collect::<String>();
+        let offs = all.join(", ");
+        let ones = vec!["1"; *rank].join(", ");
+        err(
+            ix.span(),
+            format!(
+                "`{text}` gives {} index(es) to window `{n}: {ty}` of rank {rank}; a window has no sub-windows to index: name one element with one index per dim, `{n}{example}` (read or `=` / `+=`), or move tiles with `load({n}, [{offs}], [{ones}])` and `store({n}, [{offs}], tile)`",
+                idx.len()
+            ),
+        )
+    }
+
+    pub(super) fn check_writable(&self, dst: &Expr, what: &str) -> R<()> {
+        if let Expr::Path(p) = dst {
+            if let Some(id) = p.path.get_ident() {
+                let n = id.to_string();
+                // A `let` of the same name shadows the parameter.
+                let shadowed = self.scopes.iter().skip(1).any(|s| s.contains_key(&n));
+                if !shadowed && self.inputs.contains(&n) {
+                    return err(id.span(), format!("{what} writes `{n}`, an input tensor; declare the parameter `{n}: Out<Tensor<...>>` to write it"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn intrinsic_stmt(&mut self, name: &str, c: &syn::ExprCall) -> R<Option<TS>> {
+        use eagle_ir::Builtin as B;
+        let Some(b) = B::from_name(name) else {
+            return Ok(None);
+        };
+        let a: Vec<&Expr> = c.args.iter().collect();
+        if let Some(w) = b.written_arg().filter(|&w| w < a.len()) {
+            self.check_writable(a[w], &format!("`{name}`"))?;
+        }
+        if b.has_result() {
+            return Ok(None);
+        }
+        builtin_arity(b, c)?;
+        let m = format_ident!("{}", b.name());
+        Ok(Some(match b {
+            B::Store => {
+                let dst = self.val(a[0])?;
+                let offs = self.offsets(a[1])?;
+                let v = self.val(a[2])?;
+                quote!({ let __a0 = #dst; let __a1 = #offs; let __a2 = #v; __f.#m(__a0, __a1, __a2)? };)
+            }
+            B::Put | B::Get => {
+                let dst = self.val(a[0])?;
+                let peer = self.expr(a[1])?;
+                let src = self.val(a[2])?;
+                quote!({ let __a0 = #dst; let __a1 = #peer; let __a2 = #src; __f.#m(__a0, __a1, __a2)? };)
+            }
+            B::RemoteStore => {
+                let dst = self.val(a[0])?;
+                let peer = self.expr(a[1])?;
+                let offs = self.offsets(a[2])?;
+                let v = self.val(a[3])?;
+                quote!({ let __a0 = #dst; let __a1 = #peer; let __a2 = #offs; let __a3 = #v; __f.#m(__a0, __a1, __a2, __a3)? };)
+            }
+            B::Notify => {
+                let s = self.val(a[0])?;
+                let peer = self.expr(a[1])?;
+                let offs = self.offsets(a[2])?;
+                let v = self.expr(a[3])?;
+                let op = choice_tokens(
+                    a[4],
+                    eagle_ir::NotifyOp::from_variant,
+                    eagle_ir::NotifyOp::index,
+                    quote!(NotifyOp),
+                    || {
+                        format!(
+                            "the notify op is {}",
+                            eagle_ir::spec::one_of(
+                                eagle_ir::NotifyOp::ALL.map(eagle_ir::NotifyOp::variant)
+                            )
+                        )
+                    },
+                )?;
+                quote!({ let __a0 = #s; let __a1 = #peer; let __a2 = #offs; let __a3 = #v; let __a4 = #op; __f.#m(__a0, __a1, __a2, __a3, __a4)? };)
+            }
+            B::Wait => {
+                let s = self.val(a[0])?;
+                let offs = self.offsets(a[1])?;
+                let v = self.expr(a[2])?;
+                let cmp = cmp_tokens(a[3])?;
+                quote!({ let __a0 = #s; let __a1 = #offs; let __a2 = #v; let __a3 = #cmp; __f.#m(__a0, __a1, __a2, __a3)? };)
+            }
+            B::Broadcast => {
+                let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
+                let root = self.expr(a[3])?;
+                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; let __a3 = #root; __f.#m(__a0, __a1, __a2, __a3)?; })
+            }
+            B::AllGather | B::AllToAll => {
+                let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
+                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; __f.#m(__a0, __a1, __a2); })
+            }
+            B::ReduceScatter => {
+                let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
+                let op = reduce_tokens(a[3])?;
+                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; __f.#m(__a0, __a1, __a2, #op); })
+            }
+            B::AllReduce => {
+                let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
+                let op = reduce_tokens(a[3])?;
+                let mode = choice_tokens(
+                    a[4],
+                    eagle_ir::AllreduceMode::from_variant,
+                    eagle_ir::AllreduceMode::index,
+                    quote!(AllreduceMode),
+                    || {
+                        format!(
+                            "the allreduce mode is {}",
+                            eagle_ir::spec::one_of(
+                                eagle_ir::AllreduceMode::ALL.map(eagle_ir::AllreduceMode::variant)
+                            )
+                        )
+                    },
+                )?;
+                quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; __f.#m(__a0, __a1, __a2, #op, #mode); })
+            }
+            B::Barrier => {
+                let cx = self.val(a[0])?;
+                quote!({ let __a0 = #cx; __f.#m(__a0) };)
+            }
+            B::Rank
+            | B::NRanks
+            | B::WorldSize
+            | B::Load
+            | B::RemoteLoad
+            | B::Subview
+            | B::Window
+            | B::AllocWindowBuffer
+            | B::Min
+            | B::Max
+            | B::Fma
+            | B::Select => return Ok(None),
+        }))
+    }
+}
