@@ -643,9 +643,63 @@ pub fn elementwise(kind: &OpKind, args: &[Scalar], to: DType) -> Result<Scalar, 
     })
 }
 
+impl crate::ir::MathFn {
+    /// The function on evaluator scalars (what the folder and the host interpreter call).
+    ///
+    /// # Errors
+    /// [`EvalError::Mismatch`] for operands of the wrong dtypes or number.
+    pub fn eval(self, args: &[Scalar]) -> Result<Scalar, EvalError> {
+        let bad = || EvalError::Mismatch {
+            op: self.name(),
+            left: args.first().map_or(DType::Bool, |a| a.dtype()),
+            right: args.get(1).map_or(DType::Bool, |a| a.dtype()),
+        };
+        if args.len() != self.arity() || !args[0].dtype().is_float() {
+            return Err(bad());
+        }
+        let d = args[0].dtype();
+        if d.is_narrow() {
+            // `f16`/`bf16`: the `f32` function, rounded to the dtype.
+            let w: Vec<Scalar> = args.iter().map(|&a| crate::eval::widen(a)).collect();
+            return match self.eval(&w)? {
+                Scalar::F32(r) => Ok(crate::eval::narrow_float(r as f64, d)),
+                _ => Err(bad()),
+            };
+        }
+        let mut wide = Vec::with_capacity(2);
+        for (i, a) in args.iter().enumerate() {
+            if a.dtype() != self.operand_dtype(i, d) {
+                return Err(bad());
+            }
+            wide.push(match *a {
+                Scalar::F32(v) => v as f64,
+                Scalar::F64(v) => v,
+                Scalar::I32(n) => n as f64,
+                _ => return Err(bad()),
+            });
+        }
+        let r = self.apply::<f64>(&wide);
+        Ok(match d {
+            DType::F32 => Scalar::F32(r as f32),
+            _ => Scalar::F64(r),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eval_checks_operand_dtypes() {
+        let ok = crate::ir::MathFn::Powi.eval(&[Scalar::F32(2.0), Scalar::I32(3)]);
+        assert_eq!(ok, Ok(Scalar::F32(8.0)));
+        assert!(crate::ir::MathFn::Ln.eval(&[Scalar::I32(3)]).is_err());
+        assert!(crate::ir::MathFn::Atan2
+            .eval(&[Scalar::F32(1.0), Scalar::F64(1.0)])
+            .is_err());
+        assert!(crate::ir::MathFn::Ln.eval(&[]).is_err());
+    }
 
     #[test]
     fn i64_to_f32_rounds_once() {

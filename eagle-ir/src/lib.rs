@@ -18,6 +18,7 @@ mod builder;
 mod builtin;
 mod error;
 pub mod eval;
+pub mod expand;
 mod facts;
 mod ir;
 pub mod math;
@@ -34,17 +35,17 @@ pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand, TileArg};
 pub use builtin::Builtin;
 pub use error::{IrError, Result};
 pub use facts::{Defs, Facts, FunctionFacts, IndexRange};
+pub use ir::MathFn;
+pub use ir::TileOp;
 pub use ir::{
     at, AllreduceMode, BinOp, Block, CmpOp, Const, Function, Level, Loc, Module, NotifyOp, Op,
     OpKind, Param, ReduceOp, UnOp, Value,
 };
-pub use math::MathFn;
 pub use op::{Levels, OpInfo};
 pub use text::parse::parse_module;
 pub use text::print::{
     print_function, print_module, print_module_with_locs, print_op, value_numbers,
 };
-pub use tile::TileOp;
 pub use types::{DType, Dim, DimError, DimExpr, DimOp, Shape, Type};
 pub use valid::verify_module;
 

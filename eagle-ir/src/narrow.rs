@@ -27,9 +27,9 @@
 //! dtypes only in memory, in loads and stores, in `as` casts to and from the compute dtype and
 //! in bitcasts of a 16-bit float to `u16` and back.
 
+use crate::expand::{emit_decode, emit_encode, emit_round};
 use crate::ir::{BinOp, Block, Const, Function, Loc, Op, OpKind, UnOp, Value};
 use crate::math::narrow::{Format, BF16};
-use crate::math::{emit_decode, emit_encode, emit_round};
 use crate::tile::TileOp;
 use crate::types::{DType, Type};
 use std::collections::HashSet;
@@ -40,16 +40,6 @@ fn narrow_value(t: &Type) -> bool {
         Type::Scalar(d) | Type::Tile(_, d) => d.is_narrow(),
         Type::Ref(t) => narrow_value(t),
         _ => false,
-    }
-}
-
-/// `t` with its dtype replaced by its compute dtype (scalars, tiles and variables only).
-pub(crate) fn widen_type(t: &Type) -> Type {
-    match t {
-        Type::Scalar(d) => Type::Scalar(d.compute()),
-        Type::Tile(s, d) => Type::Tile(s.clone(), d.compute()),
-        Type::Ref(t) => Type::Ref(Box::new(widen_type(t))),
-        t => t.clone(),
     }
 }
 
@@ -86,7 +76,7 @@ pub fn widen_function(f: &mut Function) {
     f.body = Block { ops: entry };
     for (i, t) in w.values.iter_mut().enumerate() {
         if !w.raw.contains(&Value(i as u32)) {
-            *t = widen_type(t);
+            *t = t.widened();
         }
     }
     f.values = w.values;

@@ -449,6 +449,17 @@ pub enum Type {
 }
 
 impl Type {
+    /// `self` with its dtype replaced by its compute dtype ([`DType::compute`]; scalars,
+    /// tiles and variables only): the type a storage-dtype value is computed in.
+    pub fn widened(&self) -> Type {
+        match self {
+            Type::Scalar(d) => Type::Scalar(d.compute()),
+            Type::Tile(s, d) => Type::Tile(s.clone(), d.compute()),
+            Type::Ref(t) => Type::Ref(Box::new(t.widened())),
+            t => t.clone(),
+        }
+    }
+
     /// Element dtype of scalars, tensors, tiles, windows and refs.
     pub fn dtype(&self) -> Option<DType> {
         match self {

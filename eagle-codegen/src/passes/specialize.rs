@@ -886,7 +886,7 @@ impl Spec<'_> {
             | OpKind::Window(_)
             | OpKind::Barrier(_)
             | OpKind::Tile(..)
-            // Expanded into primitive ops after the first pass (`eagle_ir::math::expand_function`).
+            // Expanded into primitive ops after the first pass (`eagle_ir::expand::expand_function`).
             | OpKind::Math(..) => {}
         }
         if recurse {
@@ -1075,7 +1075,7 @@ pub fn specialize_for(
                     // their primitive ops. The host interpreter evaluates both directly with
                     // the same definitions (`eagle_ir::eval`).
                     eagle_ir::narrow::widen_function(f);
-                    eagle_ir::math::expand_function(f);
+                    eagle_ir::expand::expand_function(f);
                 }
                 body = std::mem::take(&mut f.body);
                 drop(_lower);

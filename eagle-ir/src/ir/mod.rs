@@ -1,6 +1,12 @@
 use crate::spec::enumeration;
+
+mod math_fn;
+mod tile_op;
 use crate::types::{DType, Shape, Type};
+pub(crate) use math_fn::math_library;
+pub use math_fn::MathFn;
 use std::fmt;
+pub use tile_op::{intrinsic, ArgKind, ArgOp, Axis, Intrinsic, TileOp, INTRINSICS};
 
 /// An SSA value: an index into its function's value table ([`Function::values`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -541,10 +547,10 @@ pub enum OpKind {
     Barrier(Value),
     /// A tile-algebra op (reduction, broadcast, layout, creation, matmul): what it computes,
     /// its typing and its operands are [`crate::TileOp`]'s.
-    Tile(crate::tile::TileOp, Vec<Value>),
+    Tile(TileOp, Vec<Value>),
     /// A function of the math library (`ln x`, `atan2 y, x`), elementwise on scalars and
     /// tiles; expanded into the ops above at specialization ([`crate::math`]).
-    Math(crate::math::MathFn, Vec<Value>),
+    Math(MathFn, Vec<Value>),
 }
 
 /// A place in the Rust source: the file as rustc names it (`src/heat.rs`), the 1-based line

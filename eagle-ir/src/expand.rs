@@ -1,9 +1,14 @@
-//! The IR instance of [`Real`]: each primitive appends one IR op. [`expand_function`] replaces
-//! every `OpKind::Math` op by the ops of its one definition.
+//! Expanding the math library into primitive ops (a transform): the IR instance of
+//! [`Real`], where each primitive appends one IR op. [`expand_function`] replaces every
+//! `OpKind::Math` op by the ops of its one definition (`crate::math`), and `crate::narrow`
+//! emits the 16-bit float formats' conversions through [`emit_round`], [`emit_decode`] and
+//! [`emit_encode`].
 
-use super::lanes::{Bits, Mask, Real};
-use super::MathFn;
-use crate::ir::{BinOp, Block, CmpOp, Const, Function, Loc, Op, OpKind, UnOp, Value};
+use crate::ir::{
+    Axis, BinOp, Block, CmpOp, Const, Function, Loc, MathFn, Op, OpKind, ReduceOp, TileOp, UnOp,
+    Value,
+};
+use crate::math::lanes::{Bits, Mask, Real};
 use crate::types::{DType, Type};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -99,7 +104,7 @@ fn select(m: Value, a: Value, b: Value, d: DType) -> Value {
                 e.values.push(Type::Tile(s, d));
                 e.ops.push(Op {
                     result: Some(v),
-                    kind: OpKind::Tile(crate::tile::TileOp::Full, vec![a]),
+                    kind: OpKind::Tile(TileOp::Full, vec![a]),
                     loc: e.loc.clone(),
                 });
                 v
@@ -229,11 +234,8 @@ impl Real for F {
             Type::Tile(..) => {
                 // Whether some lane holds: the maximum of select(m, 1, 0) over the tile.
                 let s = select(m.0, F::lit(1.0).0, F::lit(0.0).0, DType::F64);
-                let all = crate::tile::Axis::All;
-                let top = OpKind::Tile(
-                    crate::tile::TileOp::Reduce(crate::ir::ReduceOp::Max, all),
-                    vec![s],
-                );
+                let all = Axis::All;
+                let top = OpKind::Tile(TileOp::Reduce(ReduceOp::Max, all), vec![s]);
                 let top = push_typed(top, Some(Type::Scalar(DType::F64))).expect("typed");
                 let half = F::lit(0.5).0;
                 push_typed(
@@ -384,50 +386,50 @@ fn emit_into(
 }
 
 /// `x` (an `f32` or `f64` scalar or tile) rounded to `fmt`, as an `f32` holding the value
-/// exactly ([`super::narrow::round_to`]).
+/// exactly ([`crate::math::narrow::round_to`]).
 pub(crate) fn emit_round(
     values: &mut Vec<Type>,
     out: &mut Vec<Op>,
     loc: Option<Loc>,
     x: Value,
-    fmt: super::narrow::Format,
+    fmt: crate::math::narrow::Format,
 ) -> Value {
     emit_into(values, out, loc, || {
         let wide = match with(|e| e.values[x.index()].dtype()) {
             Some(DType::F64) => F(x),
             _ => F(push(OpKind::Cast(x), DType::F64)),
         };
-        let r = super::narrow::round_to(wide, fmt);
+        let r = crate::math::narrow::round_to(wide, fmt);
         push(OpKind::Cast(r.0), DType::F32)
     })
 }
 
 /// The `f32` value of the 16-bit patterns `h` (a `u64` scalar or tile, the bits above 16
-/// zero) of `fmt` ([`super::narrow::decode`]).
+/// zero) of `fmt` ([`crate::math::narrow::decode`]).
 pub(crate) fn emit_decode(
     values: &mut Vec<Type>,
     out: &mut Vec<Op>,
     loc: Option<Loc>,
     h: Value,
-    fmt: super::narrow::Format,
+    fmt: crate::math::narrow::Format,
 ) -> Value {
     emit_into(values, out, loc, || {
-        let r: F = super::narrow::decode(U(h), fmt);
+        let r: F = crate::math::narrow::decode(U(h), fmt);
         push(OpKind::Cast(r.0), DType::F32)
     })
 }
 
 /// The 16-bit patterns of `fmt` (a `u64` scalar or tile) of `x`, an `f32` scalar or tile of
-/// values of `fmt` ([`super::narrow::encode`]).
+/// values of `fmt` ([`crate::math::narrow::encode`]).
 pub(crate) fn emit_encode(
     values: &mut Vec<Type>,
     out: &mut Vec<Op>,
     loc: Option<Loc>,
     x: Value,
-    fmt: super::narrow::Format,
+    fmt: crate::math::narrow::Format,
 ) -> Value {
     emit_into(values, out, loc, || {
         let wide = F(push(OpKind::Cast(x), DType::F64));
-        super::narrow::encode(wide, fmt).0
+        crate::math::narrow::encode(wide, fmt).0
     })
 }

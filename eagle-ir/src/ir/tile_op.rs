@@ -1,0 +1,278 @@
+//! The tile ops as data: [`TileOp`] (what `OpKind::Tile` holds), its axes and arg kinds, its
+//! names in kernels and in the IR text, and the kernel-facing table [`INTRINSICS`]. What a
+//! tile op computes and how it is typed are `crate::tile`'s (the semantics layer).
+
+use super::ReduceOp;
+
+/// The axis a reduction runs along.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Axis {
+    /// `row_*`: along each row of a 2-D tile (`[M, N] -> [M, 1]`). The discriminants index
+    /// [`ReduceOp::tile_names`].
+    Row = 0,
+    /// `col_*`: along each column of a 2-D tile (`[M, N] -> [1, N]`).
+    Col = 1,
+    /// `reduce_*`: over the whole tile in row-major order (any rank -> scalar).
+    All = 2,
+}
+
+/// Which element an `argmax`/`argmin` reduction picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArgOp {
+    /// The first index of the greatest element.
+    Max,
+    /// The first index of the least element.
+    Min,
+}
+
+/// A tile op: what [`crate::OpKind::Tile`] computes. Operands are listed per variant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TileOp {
+    /// `row_sum(t)`, `col_max(t)`, `reduce_prod(t)`, ...: operand `[t]`. Sum and product
+    /// combine in the order of [`reduce_order`]; max and min are the elementwise `max`/`min`
+    /// (IEEE 754-2019 `maximum`/`minimum`, canonical NaN), which are associative, so their
+    /// order does not show.
+    Reduce(ReduceOp, Axis),
+    /// `row_argmax(t)`, `col_argmin(t)`: operand `[t]`, a 2-D tile of a non-bool dtype; the
+    /// result holds `i64` indices. The first NaN wins if there is one; otherwise the first
+    /// index of the greatest (least) element, `+0.0` counting above `-0.0` (the element that
+    /// `row_max` / `row_min` returns).
+    Arg(ArgOp, Axis),
+    /// `expand(t, [shape])` (and implicit broadcasting): operand `[t]`, a tile of the same
+    /// rank whose every dim equals the result's or is 1 (numpy's rule), or a scalar.
+    Expand,
+    /// `transpose(t)`: operand `[t]`, `[M, N] -> [N, M]`.
+    Transpose,
+    /// `reshape(t, [shape])`: operand `[t]`; the same elements in row-major order.
+    Reshape,
+    /// `concat(a, b, axis)`: operands `[a, b]`, equal in every dim but `axis`.
+    Concat(usize),
+    /// `extract(t, [offsets], [shape])`: operand `[t]`; the sub-tile at constant `offsets`.
+    Extract(Vec<u64>),
+    /// `full([shape], v)` and `zeros([shape], dtype)`: operand `[v]`, a scalar.
+    Full,
+    /// `iota([shape], axis, dtype)`: no operands; element `e` is its index along `axis`
+    /// (`as` the result dtype).
+    Iota(usize),
+    /// `matmul(a, b)`: operands `[a, b]`, `[M, K] x [K, N] -> [M, N]`; see [`TileOp::eval`]
+    /// for the accumulation order.
+    Matmul,
+    /// `matmul_acc(c, a, b)`: operands `[c, a, b]`, `c + a x b` accumulated into `c`'s
+    /// values in the same order as [`TileOp::Matmul`].
+    MatmulAcc,
+}
+
+/// How a kernel passes one argument of a tile intrinsic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    /// A tile (or a scalar where the op allows one) expression.
+    Value,
+    /// A shape list `[M, N]` of compile-time extents.
+    Shape,
+    /// An offsets list `[i, j]` of compile-time constants.
+    Offsets,
+    /// An axis, an integer literal (0 or 1).
+    Axis,
+    /// A dtype name (`f32`).
+    DType,
+}
+
+/// One tile intrinsic as a kernel calls it.
+#[derive(Debug, Clone, Copy)]
+pub struct Intrinsic {
+    /// The function name (`row_sum`).
+    pub name: &'static str,
+    /// The arguments in order.
+    pub args: &'static [ArgKind],
+    /// The call as the docs and error messages show it (`row_sum(t)`).
+    pub signature: &'static str,
+}
+
+use ArgKind as K;
+const T: &[ArgKind] = &[K::Value];
+
+/// The `argmax`/`argmin` intrinsics along rows, then along columns.
+const ARG_INTRINSICS: [Intrinsic; 4] = [
+    Intrinsic {
+        name: "row_argmax",
+        args: T,
+        signature: "row_argmax(t)",
+    },
+    Intrinsic {
+        name: "row_argmin",
+        args: T,
+        signature: "row_argmin(t)",
+    },
+    Intrinsic {
+        name: "col_argmax",
+        args: T,
+        signature: "col_argmax(t)",
+    },
+    Intrinsic {
+        name: "col_argmin",
+        args: T,
+        signature: "col_argmin(t)",
+    },
+];
+
+/// The tile intrinsics that are not reductions or arg reductions, in the order the docs list
+/// them.
+const OTHER_INTRINSICS: &[Intrinsic] = &[
+    Intrinsic {
+        name: "expand",
+        args: &[K::Value, K::Shape],
+        signature: "expand(t, [M, N])",
+    },
+    Intrinsic {
+        name: "transpose",
+        args: T,
+        signature: "transpose(t)",
+    },
+    Intrinsic {
+        name: "reshape",
+        args: &[K::Value, K::Shape],
+        signature: "reshape(t, [shape])",
+    },
+    Intrinsic {
+        name: "concat",
+        args: &[K::Value, K::Value, K::Axis],
+        signature: "concat(a, b, axis)",
+    },
+    Intrinsic {
+        name: "extract",
+        args: &[K::Value, K::Offsets, K::Shape],
+        signature: "extract(t, [offsets], [shape])",
+    },
+    Intrinsic {
+        name: "full",
+        args: &[K::Shape, K::Value],
+        signature: "full([shape], v)",
+    },
+    Intrinsic {
+        name: "zeros",
+        args: &[K::Shape, K::DType],
+        signature: "zeros([shape], dtype)",
+    },
+    Intrinsic {
+        name: "iota",
+        args: &[K::Shape, K::Axis, K::DType],
+        signature: "iota([shape], axis, dtype)",
+    },
+    Intrinsic {
+        name: "matmul",
+        args: &[K::Value, K::Value],
+        signature: "matmul(a, b)",
+    },
+    Intrinsic {
+        name: "matmul_acc",
+        args: &[K::Value, K::Value, K::Value],
+        signature: "matmul_acc(c, a, b)",
+    },
+];
+
+/// Every tile intrinsic a kernel can call: the macros accept exactly these names, and
+/// [`crate::FunctionBuilder::tile_intrinsic`] builds them. The reductions derive from
+/// [`ReduceOp`]'s declaration (`row_<op>`, `col_<op>` and `reduce_<op>` for each op), listed
+/// per axis: row reductions and arg reductions, column ones, whole-tile ones, then the rest.
+pub static INTRINSICS: std::sync::LazyLock<Vec<Intrinsic>> = std::sync::LazyLock::new(|| {
+    let reductions = |axis: Axis| {
+        ReduceOp::ALL.into_iter().map(move |op| Intrinsic {
+            name: op.tile_names()[axis as usize],
+            args: T,
+            signature: op.tile_signatures()[axis as usize],
+        })
+    };
+    reductions(Axis::Row)
+        .chain(ARG_INTRINSICS[..2].iter().copied())
+        .chain(reductions(Axis::Col))
+        .chain(ARG_INTRINSICS[2..].iter().copied())
+        .chain(reductions(Axis::All))
+        .chain(OTHER_INTRINSICS.iter().copied())
+        .collect()
+});
+
+/// The tile intrinsic named `name`, if there is one.
+pub fn intrinsic(name: &str) -> Option<&'static Intrinsic> {
+    INTRINSICS.iter().find(|i| i.name == name)
+}
+
+impl TileOp {
+    /// Every tile op without a list attribute (the ones [`TileOp::from_name`] can name by
+    /// keyword alone); `extract` carries its offsets in its text.
+    pub fn keyword_ops() -> Vec<TileOp> {
+        let mut v = vec![];
+        for a in [Axis::Row, Axis::Col, Axis::All] {
+            for op in ReduceOp::ALL {
+                v.push(TileOp::Reduce(op, a));
+            }
+        }
+        for a in [Axis::Row, Axis::Col] {
+            v.push(TileOp::Arg(ArgOp::Max, a));
+            v.push(TileOp::Arg(ArgOp::Min, a));
+        }
+        v.extend([
+            TileOp::Expand,
+            TileOp::Transpose,
+            TileOp::Reshape,
+            TileOp::Concat(0),
+            TileOp::Concat(1),
+            TileOp::Full,
+            TileOp::Iota(0),
+            TileOp::Iota(1),
+            TileOp::Matmul,
+            TileOp::MatmulAcc,
+        ]);
+        v
+    }
+
+    /// The IR text keyword: the kernel's name (`row_sum`, `matmul`), with the axis appended
+    /// where the kernel passes one (`concat_1`, `iota_0`). `extract` prints its offsets after
+    /// the keyword (`extract[0, 16]`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            TileOp::Reduce(op, a) => op.tile_names()[*a as usize],
+            TileOp::Arg(op, a) => match (a, op) {
+                (Axis::Col, ArgOp::Max) => "col_argmax",
+                (Axis::Col, ArgOp::Min) => "col_argmin",
+                (_, ArgOp::Max) => "row_argmax",
+                (_, ArgOp::Min) => "row_argmin",
+            },
+            TileOp::Expand => "expand",
+            TileOp::Transpose => "transpose",
+            TileOp::Reshape => "reshape",
+            TileOp::Concat(0) => "concat_0",
+            TileOp::Concat(_) => "concat_1",
+            TileOp::Extract(_) => "extract",
+            TileOp::Full => "full",
+            TileOp::Iota(0) => "iota_0",
+            TileOp::Iota(_) => "iota_1",
+            TileOp::Matmul => "matmul",
+            TileOp::MatmulAcc => "matmul_acc",
+        }
+    }
+
+    /// The number of operands.
+    pub fn arity(&self) -> usize {
+        match self {
+            TileOp::Iota(_) => 0,
+            TileOp::Concat(_) | TileOp::Matmul => 2,
+            TileOp::MatmulAcc => 3,
+            // Exhaustive on purpose: a new tile op must state its arity.
+            TileOp::Reduce(..)
+            | TileOp::Arg(..)
+            | TileOp::Expand
+            | TileOp::Transpose
+            | TileOp::Reshape
+            | TileOp::Extract(_)
+            | TileOp::Full => 1,
+        }
+    }
+
+    /// The op a keyword names (`extract` with empty offsets, filled in by the parser).
+    pub fn from_name(s: &str) -> Option<TileOp> {
+        if s == "extract" {
+            return Some(TileOp::Extract(vec![]));
+        }
+        Self::keyword_ops().into_iter().find(|o| o.name() == s)
+    }
+}
