@@ -1,0 +1,133 @@
+//! Control flow of the CPU backend: variables, `for` loops, `if`, calls of compute kernels and
+//! the ops that reach the runtime through hooks (rank, barrier, collectives' remains).
+
+use super::*;
+
+impl Lower<'_, '_> {
+    /// Variables, loops, branches and calls.
+    pub(super) fn lower_control(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
+        let f = self.f;
+        let res_ty = op.result.map(|r| f.ty(r).clone());
+        Ok(match &op.kind {
+            OpKind::Var(init) => {
+                let Some(Type::Ref(t)) = res_ty else {
+                    return Err(self.err("var without a ref type"));
+                };
+                match *t {
+                    // A tile variable owns a stack tile; reads and writes copy.
+                    Type::Tile(s, d) => {
+                        let n = s.numel().unwrap_or(0);
+                        let slot = self.stack(n * d.size() as u64);
+                        let src = self.mem(*init)?;
+                        self.copy_tile(slot, src, n, d)?;
+                        Some(Cv::Mem(slot))
+                    }
+                    t => {
+                        let d = t.dtype().unwrap_or(DType::Index);
+                        let x = self.scalar(*init)?;
+                        let var = self.b.declare_var(cl_type(d));
+                        self.b.def_var(var, x);
+                        Some(Cv::Var(var))
+                    }
+                }
+            }
+            OpKind::Read(v) => match f.ty(*v) {
+                Type::Ref(t) if matches!(**t, Type::Tile(..)) => {
+                    let (n, d) = (
+                        t.shape().and_then(|s| s.numel()).unwrap_or(0),
+                        t.dtype().unwrap_or(DType::F32),
+                    );
+                    let slot = self.stack(n * d.size() as u64);
+                    let src = self.mem(*v)?;
+                    self.copy_tile(slot, src, n, d)?;
+                    Some(Cv::Mem(slot))
+                }
+                _ => Some(Cv::S(self.scalar(*v)?)),
+            },
+            OpKind::Write(v, x) if matches!(f.ty(*x), Type::Tile(..)) => {
+                let t = f.ty(*x).clone();
+                let (n, d) = (
+                    t.shape().and_then(|s| s.numel()).unwrap_or(0),
+                    t.dtype().unwrap_or(DType::F32),
+                );
+                let dst = self.mem(*v)?;
+                let src = self.mem(*x)?;
+                self.copy_tile(dst, src, n, d)?;
+                None
+            }
+            OpKind::Write(v, x) => {
+                let x = self.scalar(*x)?;
+                let Cv::Var(var) = self.cv(*v)? else {
+                    return Err(self.err("write to a non-variable"));
+                };
+                self.b.def_var(var, x);
+                None
+            }
+            OpKind::For { var, lo, hi, body } => {
+                let lo = self.scalar(*lo)?;
+                let hi = self.scalar(*hi)?;
+                let var = *var;
+                self.emit_loop(lo, hi, &mut |lw, i| {
+                    lw.vals.insert(var, Cv::S(i));
+                    lw.block(body)
+                })?;
+                None
+            }
+            OpKind::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                let c = self.scalar(*cond)?;
+                let tb = self.b.create_block();
+                let eb = self.b.create_block();
+                let merge = self.b.create_block();
+                self.b.ins().brif(c, tb, &[], eb, &[]);
+                self.b.switch_to_block(tb);
+                self.b.seal_block(tb);
+                self.block(then_body)?;
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(eb);
+                self.b.seal_block(eb);
+                self.block(else_body)?;
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(merge);
+                self.b.seal_block(merge);
+                None
+            }
+            OpKind::Call { callee, args } => {
+                let callee_f = self
+                    .callee_refs
+                    .get(callee)
+                    .copied()
+                    .ok_or_else(|| self.err(format!("unknown callee `{callee}`")))?;
+                let slots = self.stack((args.len().max(1) * 8) as u64);
+                for (i, a) in args.iter().enumerate() {
+                    let v = match self.cv(*a)? {
+                        Cv::S(x) => x,
+                        Cv::Var(var) => self.b.use_var(var),
+                        Cv::Mem(p) => p,
+                        Cv::Win(id, _, woff) => {
+                            let hi = self.b.ins().ishl_imm_u(woff, 16);
+                            self.b.ins().bor(hi, id)
+                        }
+                        Cv::Ctx => self.ctx,
+                    };
+                    self.b
+                        .ins()
+                        .store(MemFlagsData::trusted(), v, slots, (i * 8) as i32);
+                }
+                let inst = self.b.ins().call(callee_f, &[self.ctx, slots]);
+                let st = self.b.inst_results(inst)[0];
+                self.check(st);
+                None
+            }
+            other => {
+                return Err(self.err(format!(
+                    "internal: `{}` is not lowered by `lower_control`",
+                    other.info().name
+                )))
+            }
+        })
+    }
+}
