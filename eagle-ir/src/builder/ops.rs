@@ -1,0 +1,549 @@
+//! Building the value ops: tile intrinsics, elementwise arithmetic, comparisons, casts,
+//! views and elements, tile loads and stores.
+
+use super::*;
+
+impl FunctionBuilder<'_> {
+    /// A tile intrinsic (`row_sum(t)`, `matmul(a, b)`, `zeros([M, N], f32)`, ...; the list
+    /// and the argument kinds are [`crate::tile::INTRINSICS`]). `args` are the call's
+    /// arguments in order, as [`TileArg`]s.
+    ///
+    /// # Errors
+    /// [`IrError::Build`], with the source line, for an unknown name, arguments of the wrong
+    /// kind, and every typing error of [`crate::TileOp::infer`] (a row reduction of a 1-D
+    /// tile, matmul inner dims that differ, a reshape that changes the element count, an
+    /// extract outside the tile, a broadcast of incompatible shapes).
+    pub fn tile_intrinsic(&mut self, name: &str, args: Vec<TileArg>) -> Result<Value> {
+        use crate::tile::TileOp;
+        let Some(intr) = crate::tile::intrinsic(name) else {
+            return self.err(format!("`{name}` is not a tile intrinsic{}", self.here()));
+        };
+        let mut vals = vec![];
+        let mut shape = None;
+        let mut offsets = vec![];
+        let mut axis = None;
+        let mut dtype = None;
+        let mut hint = None;
+        for a in &args {
+            if let TileArg::Value(Operand::Val(v)) = a {
+                hint = hint.or(self.ty(*v).dtype());
+            }
+        }
+        for a in args {
+            match a {
+                TileArg::Value(o) => vals.push(o),
+                TileArg::Shape(s) => shape = Some(Shape(s)),
+                TileArg::Offsets(o) => offsets = o,
+                TileArg::Axis(x) => axis = Some(x),
+                TileArg::DType(d) => dtype = Some(d),
+            }
+        }
+        let ax = axis.unwrap_or(0);
+        // The kernel's name is the op's IR keyword, except for the ops that take an axis or
+        // offsets, and `zeros` (a `full` of 0).
+        let op = match name {
+            "concat" => TileOp::Concat(ax),
+            "iota" => TileOp::Iota(ax),
+            "extract" => {
+                let mut offs = vec![];
+                for o in offsets {
+                    match o {
+                        Operand::Int(i) | Operand::Typed(Const::Int(i), _) if i >= 0 => {
+                            offs.push(i as u64)
+                        }
+                        Operand::Int(i) | Operand::Typed(Const::Int(i), _) => {
+                            return self.err(format!("`extract`'s offset {i} is negative{}; offsets count elements from the tile's first, from 0", self.here()))
+                        }
+                        Operand::Dim(Dim::Const(i)) => offs.push(i),
+                        _ => return self.err(format!("`extract`'s offsets are compile-time constants (literals or Rust `const`s){}; to take a sub-tile at a run-time offset, `load` it from the tensor", self.here())),
+                    }
+                }
+                TileOp::Extract(offs)
+            }
+            "zeros" => {
+                let d = dtype.unwrap_or(DType::F32);
+                let zero = match d {
+                    DType::F32 => Const::F32(0.0),
+                    DType::F64 => Const::F64(0.0),
+                    DType::Bool => Const::Bool(false),
+                    _ => Const::Int(0),
+                };
+                vals.push(Operand::Typed(zero, d));
+                TileOp::Full
+            }
+            _ => match TileOp::from_name(name) {
+                Some(op) => op,
+                None => return self.err(format!("internal: tile intrinsic `{name}` has no op")),
+            },
+        };
+        let vals = vals
+            .into_iter()
+            .map(|o| self.value(o, hint))
+            .collect::<Result<Vec<_>>>()?;
+        let tys: Vec<&Type> = vals.iter().map(|&v| self.ty(v)).collect();
+        let ty = match op.infer(&tys, shape.as_ref(), dtype) {
+            Ok(t) => t,
+            Err(e) => {
+                return self.err(format!(
+                    "{e}{}; the call is `{}`",
+                    self.here(),
+                    intr.signature
+                ))
+            }
+        };
+        Ok(self.push(OpKind::Tile(op, vals), ty))
+    }
+
+    pub(super) fn elementwise_ty(
+        &self,
+        what: &str,
+        vals: &[Value],
+        dtype: Option<DType>,
+    ) -> Result<Type> {
+        let mut shape: Option<&Shape> = None;
+        let mut d = None;
+        for &v in vals {
+            let t = self.ty(v);
+            let Some(e) = elem(t) else {
+                return self.err(format!(
+                    "`{what}` takes scalars or tiles, found `{t}`; load a tile first with `load(x, offsets, shape)`"
+                ));
+            };
+            d.get_or_insert(e);
+            if let Type::Tile(s, _) = t {
+                shape.get_or_insert(s);
+            }
+        }
+        let d = dtype.or(d).unwrap_or(DType::Index);
+        Ok(match shape {
+            Some(s) => Type::Tile(s.clone(), d),
+            None => Type::Scalar(d),
+        })
+    }
+
+    /// `a <op> b`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for operands that are neither scalars nor tiles.
+    pub fn bin(
+        &mut self,
+        op: BinOp,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+    ) -> Result<Value> {
+        let (a, b) = self.pair(a.into(), b.into())?;
+        let [a, b] = self.broadcast_operands(op.name(), [a, b])?;
+        let ty = self.elementwise_ty(op.name(), &[a, b], None)?;
+        Ok(self.push(OpKind::Binary(op, a, b), ty))
+    }
+
+    /// `a <op> b` as an operand: two unsuffixed integer literals fold to one (exactly, in
+    /// `i128`), which stays untyped and takes its dtype from where it is used, as a Rust
+    /// literal expression does (`let c: i32 = 2 * 3;`, `x / (0 - 1)` with an `i32` `x`); a
+    /// result that does not fit the dtype it takes is then E021, as rustc's
+    /// `arithmetic_overflow` is a compile error. Anything else is [`FunctionBuilder::bin`].
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for a literal division or remainder by zero, a literal result
+    /// outside `i128`, and as [`FunctionBuilder::bin`].
+    pub fn bin_lit(
+        &mut self,
+        op: BinOp,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+    ) -> Result<Operand> {
+        let (a, b) = (a.into(), b.into());
+        let float_lit = |o: &Operand| matches!(o, Operand::Float(_) | Operand::FloatExpr(..));
+        if float_lit(&a)
+            && float_lit(&b)
+            && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div)
+        {
+            // Computed once the dtype is known (Rust's inference of `{float}`).
+            return Ok(Operand::FloatExpr(op, Box::new(a), Box::new(b)));
+        }
+        let (Operand::Int(x), Operand::Int(y)) = (&a, &b) else {
+            return Ok(Operand::Val(self.bin(op, a, b)?));
+        };
+        let (x, y) = (*x, *y);
+        let folded = match op {
+            BinOp::Add => x.checked_add(y),
+            BinOp::Sub => x.checked_sub(y),
+            BinOp::Mul => x.checked_mul(y),
+            BinOp::Div | BinOp::Rem if y == 0 => {
+                return self.err(format!(
+                    "`{}` of the integer literals {x} and {y} divides by zero; Rust refuses it at compile time too",
+                    op.name()
+                ))
+            }
+            BinOp::Div => x.checked_div(y),
+            BinOp::Rem => x.checked_rem(y),
+            BinOp::Min => Some(x.min(y)),
+            BinOp::Max => Some(x.max(y)),
+            BinOp::And => Some(x & y),
+            BinOp::Or => Some(x | y),
+            BinOp::Xor => Some(x ^ y),
+            // Rust folds literal shifts exactly and refuses an amount past the width.
+            BinOp::Shl => u32::try_from(y).ok().filter(|&s| s < 64).map(|s| x << s),
+            BinOp::Shr => u32::try_from(y).ok().filter(|&s| s < 64).map(|s| x >> s),
+        };
+        match folded {
+            Some(v) => Ok(Operand::Int(v)),
+            None => self.err(format!(
+                "`{}` of the integer literals {x} and {y} overflows every integer dtype",
+                op.name()
+            )),
+        }
+    }
+
+    /// `op a`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for an operand that is neither scalar nor tile.
+    pub fn un(&mut self, op: UnOp, a: impl Into<Operand>) -> Result<Value> {
+        let a = self.value(a, None)?;
+        let ty = self.elementwise_ty(op.name(), &[a], None)?;
+        Ok(self.push(OpKind::Unary(op, a), ty))
+    }
+
+    /// A function of the math library ([`crate::math`]), elementwise: `ln(x)`, `atan2(y, x)`,
+    /// `powi(x, n)`. Operand 0 is `f32` or `f64` (a float literal takes the dtype of the other
+    /// operand, else `f32`); the others have its dtype, except `powi`'s exponent (`i32`).
+    /// Tiles broadcast as for `+`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] naming the function, the operand, the dtype found and the fix, for
+    /// a wrong number of operands, an integer operand 0 or another operand of the wrong dtype;
+    /// and for shapes that do not broadcast.
+    pub fn math(&mut self, f: crate::math::MathFn, args: Vec<Operand>) -> Result<Value> {
+        let (n, sig) = (f.name(), f.signature());
+        if args.len() != f.arity() {
+            return self.err(format!(
+                "`{n}({sig})` takes {} operand(s), found {}{}",
+                f.arity(),
+                args.len(),
+                self.here()
+            ));
+        }
+        let float = args
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| f.operand_dtype(*i, DType::F64) == DType::F64)
+            .find_map(|(_, a)| self.hint_of(a).filter(|d| d.is_float()));
+        let d0 = float.unwrap_or(DType::F32);
+        let mut vals = Vec::with_capacity(args.len());
+        for (i, a) in args.into_iter().enumerate() {
+            let want = f.operand_dtype(i, d0);
+            if let (Operand::Int(k), true) = (&a, want.is_float()) {
+                // Rust has no implicit int-to-float conversion: `f64::ln(2)` does not compile.
+                return self.err(format!(
+                    "operand {i} of `{n}({sig})`{}: expected `{}`, found the integer literal `{k}`; write `{k}.0`",
+                    self.here(),
+                    rust_name(want)
+                ));
+            }
+            let v = self.value(a, Some(want))?;
+            let got = elem(self.ty(v));
+            if got != Some(want) {
+                let found = match got {
+                    Some(d) => format!("`{}`", rust_name(d)),
+                    None => format!("`{}`", self.ty(v)),
+                };
+                let fix = if i == 0 {
+                    "convert it with `as f64` (or `as f32`)".to_string()
+                } else {
+                    format!("convert it with `as {}`", rust_name(want))
+                };
+                return self.err(format!(
+                    "operand {i} of `{n}({sig})`{}: expected `{}`, found {found}; {fix}",
+                    self.here(),
+                    rust_name(want)
+                ));
+            }
+            vals.push(v);
+        }
+        if vals.len() == 2 {
+            let [a, b] = self.broadcast_operands(n, [vals[0], vals[1]])?;
+            vals = vec![a, b];
+        }
+        let ty = self.elementwise_ty(n, &vals[..1], Some(d0))?;
+        let ty = match (ty, vals.get(1).map(|v| self.ty(*v).clone())) {
+            (Type::Scalar(d), Some(Type::Tile(s, _))) => Type::Tile(s, d),
+            (t, _) => t,
+        };
+        Ok(self.push(OpKind::Math(f, vals), ty))
+    }
+
+    /// `a * b + c` with one rounding.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for operands that are neither scalars nor tiles.
+    pub fn fma(
+        &mut self,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+        c: impl Into<Operand>,
+    ) -> Result<Value> {
+        let (a, b, c) = (a.into(), b.into(), c.into());
+        let h = self.hint_of(&a).or(self.hint_of(&b)).or(self.hint_of(&c));
+        let (a, b, c) = (self.value(a, h)?, self.value(b, h)?, self.value(c, h)?);
+        let [a, b, c] = self.broadcast_operands("fma", [a, b, c])?;
+        let ty = self.elementwise_ty("fma", &[a, b, c], None)?;
+        Ok(self.push(OpKind::Fma(a, b, c), ty))
+    }
+
+    /// `a <cmp> b`, a `bool` (or a tile of `bool`).
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for operands that are neither scalars nor tiles.
+    pub fn cmp(
+        &mut self,
+        op: CmpOp,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+    ) -> Result<Value> {
+        let (a, b) = self.pair(a.into(), b.into())?;
+        let [a, b] = self.broadcast_operands(op.name(), [a, b])?;
+        let ty = self.elementwise_ty(op.name(), &[a, b], Some(DType::Bool))?;
+        Ok(self.push(OpKind::Cmp(op, a, b), ty))
+    }
+
+    /// `select(cond, a, b)`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for operands that are neither scalars nor tiles.
+    pub fn select(
+        &mut self,
+        cond: impl Into<Operand>,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+    ) -> Result<Value> {
+        let c = self.value(cond, Some(DType::Bool))?;
+        let (a, b) = self.pair(a.into(), b.into())?;
+        let [c, a, b] = self.broadcast_operands("select", [c, a, b])?;
+        let d = self.ty(a).dtype();
+        let ty = self.elementwise_ty("select", &[c, a, b], d)?;
+        Ok(self.push(OpKind::Select(c, a, b), ty))
+    }
+
+    /// `a as dtype`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] for an operand that is neither scalar nor tile.
+    pub fn cast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
+        let a = self.value(a, Some(dtype))?;
+        let ty = self.elementwise_ty("cast", &[a], Some(dtype))?;
+        Ok(self.push(OpKind::Cast(a), ty))
+    }
+
+    /// The same bits as `dtype` (`f32::from_bits(u)`, and [`FunctionBuilder::to_bits`]).
+    ///
+    /// # Errors
+    /// [`IrError::Build`], with the source line, unless the operand and `dtype` are a float
+    /// and an integer of the same width ([`DType::bitcasts_to`]).
+    pub fn bitcast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
+        let hint = match dtype {
+            DType::F16 | DType::BF16 => Some(DType::U16),
+            DType::F32 => Some(DType::U32),
+            DType::F64 => Some(DType::U64),
+            _ => None,
+        };
+        let a = self.value(a, hint)?;
+        let from = self.ty(a).dtype().unwrap_or(DType::Bool);
+        if !from.bitcasts_to(dtype) {
+            return self.err(format!(
+                "`{}::from_bits` / `to_bits` keeps the bits between a float and an integer of the same width (`f16`/`bf16` and `u16`, `f32` and `u32`, `f64` and `u64`), found `{}` to `{}`{}; convert values with `as`",
+                rust_name(dtype),
+                rust_name(from),
+                rust_name(dtype),
+                self.here()
+            ));
+        }
+        let ty = self.elementwise_ty("bitcast", &[a], Some(dtype))?;
+        Ok(self.push(OpKind::Bitcast(a), ty))
+    }
+
+    /// `x.to_bits()`: an `f32`'s bits as `u32`, an `f64`'s as `u64`, an `f16`'s or `bf16`'s
+    /// as `u16`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `x` is not a float.
+    pub fn to_bits(&mut self, a: impl Into<Operand>) -> Result<Value> {
+        let a = self.value(a, None)?;
+        match self.ty(a).dtype() {
+            Some(DType::F32) => self.bitcast(a, DType::U32),
+            Some(DType::F64) => self.bitcast(a, DType::U64),
+            Some(DType::F16 | DType::BF16) => self.bitcast(a, DType::U16),
+            other => self.err(format!(
+                "`.to_bits()` takes a float (`f16`, `bf16`, `f32`, `f64`), found `{}`{}",
+                other.map_or("?", rust_name),
+                self.here()
+            )),
+        }
+    }
+
+    /// `x[i]`: the sub-tensor at `i` of dim 0.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `src` is not a tensor of rank >= 1.
+    pub fn slice(&mut self, src: Value, index: impl Into<Operand>) -> Result<Value> {
+        let index = self.value(index, Some(DType::Index))?;
+        match self.ty(src).clone() {
+            Type::Tensor(s, d) if s.rank() >= 1 => {
+                let ty = Type::Tensor(Shape(s.0[1..].to_vec()), d);
+                Ok(self.push(OpKind::Slice { src, index }, ty))
+            }
+            Type::Window(s, _) => self.err(format!(
+                "a window of type `{}` cannot be sliced: index one element with one index per dim (`w{}`) or move tiles with `load` / `store`",
+                self.ty(src),
+                "[i]".repeat(s.rank().max(1))
+            )),
+            t => self.err(format!(
+                "indexing `x[i]` needs a tensor of rank >= 1, found `{t}`"
+            )),
+        }
+    }
+
+    pub(super) fn offsets(&mut self, offsets: Vec<Operand>) -> Result<Vec<Value>> {
+        offsets
+            .into_iter()
+            .map(|o| self.value(o, Some(DType::Index)))
+            .collect()
+    }
+
+    /// `x[i]` in source: in device, compute and sample functions, an element of a rank-1 tensor
+    /// or window (a scalar); otherwise (rank >= 2, or on the host) the sub-tensor at `i`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `base` cannot be indexed.
+    pub fn index(&mut self, base: Value, i: impl Into<Operand>) -> Result<Value> {
+        let t = self.ty(base).clone();
+        match (&t, self.func.level) {
+            (Type::Tensor(s, d) | Type::Window(s, d), l) if s.rank() == 1 && l != Level::Host => {
+                let d = *d;
+                let i = self.value(i, Some(DType::Index))?;
+                Ok(self.push(
+                    OpKind::Elem {
+                        src: base,
+                        indices: vec![i],
+                    },
+                    Type::Scalar(d),
+                ))
+            }
+            _ => self.slice(base, i),
+        }
+    }
+
+    /// `w[i][j]...` in source: one element of a window (or tensor) of rank `indices.len()`,
+    /// in a device, compute or sample function.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `base` is not a tensor or window of that rank, or on the host.
+    pub fn elem(&mut self, base: Value, indices: Vec<Operand>) -> Result<Value> {
+        let t = self.ty(base).clone();
+        match &t {
+            Type::Tensor(s, d) | Type::Window(s, d)
+                if s.rank() == indices.len() && self.func.level != Level::Host =>
+            {
+                let d = *d;
+                let indices = self.offsets(indices)?;
+                Ok(self.push(OpKind::Elem { src: base, indices }, Type::Scalar(d)))
+            }
+            _ => self.err(format!(
+                "an element access with {} index(es) needs a tensor or window of rank {} in a kernel, found `{t}`",
+                indices.len(),
+                indices.len()
+            )),
+        }
+    }
+
+    /// `w[i][j]... = v` in source: writes one element of a window (or tensor) of rank
+    /// `indices.len()`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `base` is not a tensor or window of that rank, or on the host.
+    pub fn set_elem(
+        &mut self,
+        base: Value,
+        indices: Vec<Operand>,
+        v: impl Into<Operand>,
+    ) -> Result<()> {
+        let t = self.ty(base).clone();
+        match &t {
+            Type::Tensor(s, d) | Type::Window(s, d)
+                if s.rank() == indices.len() && self.func.level != Level::Host =>
+            {
+                let d = *d;
+                let indices = self.offsets(indices)?;
+                let value = self.value(v, Some(d))?;
+                self.push_void(OpKind::SetElem {
+                    value,
+                    dst: base,
+                    indices,
+                });
+                Ok(())
+            }
+            _ => self.err(format!(
+                "an element assignment with {} index(es) needs a tensor or window of rank {} in a kernel, found `{t}`",
+                indices.len(),
+                indices.len()
+            )),
+        }
+    }
+
+    /// `x[i] = v` in source: writes one element of a rank-1 tensor or window.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `base` is not a rank-1 tensor or window.
+    pub fn set_index(
+        &mut self,
+        base: Value,
+        i: impl Into<Operand>,
+        v: impl Into<Operand>,
+    ) -> Result<()> {
+        let t = self.ty(base).clone();
+        match &t {
+            Type::Tensor(s, d) | Type::Window(s, d) if s.rank() == 1 && self.func.level != Level::Host => {
+                let d = *d;
+                let i = self.value(i, Some(DType::Index))?;
+                let value = self.value(v, Some(d))?;
+                self.push_void(OpKind::SetElem {
+                    value,
+                    dst: base,
+                    indices: vec![i],
+                });
+                Ok(())
+            }
+            _ => self.err(format!(
+                "element assignment `x[i] = v` needs a rank-1 tensor or window in a kernel (index every dim: `y[c][s] = v`), found `{t}`"
+            )),
+        }
+    }
+
+    /// `load(src, offsets, shape)`: a tile of `shape` read at `offsets`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `src` is not a tensor or window.
+    pub fn load(&mut self, src: Value, offsets: Vec<Operand>, shape: Vec<Dim>) -> Result<Value> {
+        let offsets = self.offsets(offsets)?;
+        let t = self.ty(src).clone();
+        if !t.is_memory() {
+            return self.err(format!("`load` reads a tensor or window, found `{t}`"));
+        }
+        let d = t.dtype().unwrap_or(DType::F32);
+        Ok(self.push(OpKind::Load { src, offsets }, tile_of(Shape(shape), d)))
+    }
+
+    /// `store(dst, offsets, value)`.
+    ///
+    /// # Errors
+    /// Only from materialising offsets.
+    pub fn store(&mut self, dst: Value, offsets: Vec<Operand>, value: Value) -> Result<()> {
+        let offsets = self.offsets(offsets)?;
+        self.push_void(OpKind::Store {
+            value,
+            dst,
+            offsets,
+        });
+        Ok(())
+    }
+}
