@@ -52,6 +52,7 @@ fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
             .iter()
             .filter_map(|p| Some((p.name.to_string(), p.window.clone()?)))
             .collect(),
+        loops: vec![],
     };
     let mut decls = vec![];
     for p in &params {
@@ -130,11 +131,23 @@ struct Cx {
     inputs: Vec<String>,
     /// Window parameters: (name, (rank, type as written)).
     windows: Vec<(String, (usize, String))>,
+    /// The enclosing `for` loops that hold a `continue` or `break`, innermost last: the Rust
+    /// names of their flag variables (`stmt.rs`, `Cx::loop_with_exits`).
+    loops: Vec<LoopExits>,
+}
+
+/// The flags of a `for` loop with `continue` or `break` (IR variables of `bool`): `skip` is
+/// set by either and guards the rest of the iteration; `stop`, set by `break`, guards every
+/// later iteration.
+#[derive(Clone)]
+struct LoopExits {
+    skip: syn::Ident,
+    stop: syn::Ident,
 }
 
 pub(super) const OFFSET_SIGS: &str = "`load(src, [offsets], [shape])`, `store(dst, [offsets], tile)`, `remote_load(window, peer, [offsets], [shape])`, `remote_store(window, peer, [offsets], tile)`, `notify(signal, peer, [offsets], value, op)` and `wait(signal, [offsets], expected, cmp)`";
 
-pub(super) const SUPPORTED_STMTS: &str = "supported statements: `let`, `let mut`, assignment (`=`, `+=`, ...), `for i in a..b`, `if`/`else`, and calls";
+pub(super) const SUPPORTED_STMTS: &str = "supported statements: `let`, `let mut`, assignment (`=`, `+=`, ...), `for i in a..b` (with `continue` and `break`), `if`/`else`, and calls";
 
 /// The typed `launch` method of a host program: each parameter as the user passes it, then
 /// converted to an `eagle::Arg` (inputs borrowed or copied, outputs written back).

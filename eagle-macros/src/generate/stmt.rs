@@ -16,13 +16,64 @@ impl Cx {
 
     pub(super) fn block_stmts(&mut self, stmts: &[Stmt]) -> R<TS> {
         self.scopes.push(HashMap::new());
+        let r = self.guarded_stmts(stmts);
+        self.scopes.pop();
+        r
+    }
+
+    /// The statements in order; after one that may `continue` or `break` the innermost loop,
+    /// the rest run only while that loop's `skip` flag is clear.
+    fn guarded_stmts(&mut self, stmts: &[Stmt]) -> R<TS> {
         let mut out = TS::new();
         let n = stmts.len();
         for (i, s) in stmts.iter().enumerate() {
             out.extend(self.stmt(s, i + 1 == n)?);
+            let rest = &stmts[i + 1..];
+            if !rest.is_empty() && may_exit_stmt(s) {
+                if let Some(l) = self.loops.last().cloned() {
+                    let body = self.guarded_stmts(rest)?;
+                    let (skip, not) = (&l.skip, not_tokens());
+                    out.extend(quote!({
+                        let __s = __f.read(#skip)?;
+                        let __go = __f.un(#not, __s)?;
+                        __f.if_(__go, |__f| { #body Ok(()) }, |__f| Ok(()))?;
+                    }));
+                    return Ok(out);
+                }
+            }
         }
-        self.scopes.pop();
         Ok(out)
+    }
+
+    /// A `for` loop whose body (not a nested loop's) holds `continue` or `break`: each
+    /// iteration runs only while `stop` is clear and starts with `skip` clear; `continue` sets
+    /// `skip`, `break` sets both (the remaining iterations then do nothing).
+    fn loop_with_exits(&mut self, lo: TS, hi: TS, var: &syn::Ident, stmts: &[Stmt]) -> R<TS> {
+        let depth = self.loops.len();
+        let l = LoopExits {
+            skip: format_ident!("__skip{depth}"),
+            stop: format_ident!("__stop{depth}"),
+        };
+        self.loops.push(l.clone());
+        let body = self.block_stmts(stmts);
+        self.loops.pop();
+        let body = body?;
+        let (skip, stop, not) = (&l.skip, &l.stop, not_tokens());
+        Ok(quote!({
+            let __lo = #lo;
+            let __hi = #hi;
+            let #stop = __f.var(false)?;
+            __f.for_range(__lo, __hi, |__f, #var| {
+                let __s = __f.read(#stop)?;
+                let __go = __f.un(#not, __s)?;
+                __f.if_(__go, |__f| {
+                    let #skip = __f.var(false)?;
+                    #body
+                    Ok(())
+                }, |__f| Ok(()))?;
+                Ok(())
+            })?;
+        }))
     }
 
     /// Every op a statement builds records the statement's source location (an expression
@@ -118,9 +169,14 @@ impl Cx {
                 let hi = self.expr(hi)?;
                 self.scopes.push(HashMap::new());
                 self.bind(&var.to_string(), false);
-                let body = self.block_stmts(&fl.body.stmts)?;
+                let r = if fl.body.stmts.iter().any(may_exit_stmt) {
+                    self.loop_with_exits(lo, hi, &var, &fl.body.stmts)
+                } else {
+                    let body = self.block_stmts(&fl.body.stmts);
+                    body.map(|body| quote!({ let __lo = #lo; let __hi = #hi; __f.for_range(__lo, __hi, |__f, #var| { #body Ok(()) })?; }))
+                };
                 self.scopes.pop();
-                Ok(quote!({ let __lo = #lo; let __hi = #hi; __f.for_range(__lo, __hi, |__f, #var| { #body Ok(()) })?; }))
+                r
             }
             Expr::If(i) => self.if_stmt(i),
             Expr::Block(b) => {
@@ -198,8 +254,29 @@ impl Cx {
             Expr::Loop(l) => err(l.loop_token.span, format!("`loop` is not supported; use `for i in a..b`; {SUPPORTED_STMTS}")),
             Expr::Match(m) => err(m.match_token.span, "`match` is not supported; use `if`/`else` on comparisons"),
             Expr::Return(r) => err(r.return_token.span, "`return` is not supported; eagle functions run to their end (use `if` to skip work)"),
-            Expr::Break(b) => err(b.span(), "`break` is not supported; bound the loop with its range"),
-            Expr::Continue(c) => err(c.span(), "`continue` is not supported; wrap the rest of the body in an `if`"),
+            Expr::Break(b) => {
+                if let Some(l) = &b.label {
+                    return err(l.span(), "loop labels are not supported; `break` leaves the innermost `for` loop");
+                }
+                if let Some(v) = &b.expr {
+                    return err(v.span(), "`break` with a value is not supported: eagle's `for` loops have no value");
+                }
+                let Some(l) = self.loops.last() else {
+                    return err(b.span(), "`break` outside a `for` loop");
+                };
+                let (skip, stop) = (&l.skip, &l.stop);
+                Ok(quote!(__f.write(#stop, true)?; __f.write(#skip, true)?;))
+            }
+            Expr::Continue(c) => {
+                if let Some(l) = &c.label {
+                    return err(l.span(), "loop labels are not supported; `continue` goes to the next iteration of the innermost `for` loop");
+                }
+                let Some(l) = self.loops.last() else {
+                    return err(c.span(), "`continue` outside a `for` loop");
+                };
+                let skip = &l.skip;
+                Ok(quote!(__f.write(#skip, true)?;))
+            }
             other => {
                 let e = self.expr(other)?;
                 Ok(quote!(let _ = #e;))
@@ -483,4 +560,30 @@ impl Cx {
             | B::Select => return Ok(None),
         }))
     }
+}
+
+/// Whether statement `s` may `continue` or `break` the innermost enclosing loop: it is one, or
+/// an `if` or block holding one (not inside a nested loop, whose own they are).
+fn may_exit_stmt(s: &Stmt) -> bool {
+    match s {
+        Stmt::Expr(e, _) => may_exit(e),
+        Stmt::Local(_) | Stmt::Item(_) | Stmt::Macro(_) => false,
+    }
+}
+
+fn may_exit(e: &Expr) -> bool {
+    match e {
+        Expr::Continue(_) | Expr::Break(_) => true,
+        Expr::If(i) => {
+            i.then_branch.stmts.iter().any(may_exit_stmt)
+                || i.else_branch.as_ref().is_some_and(|(_, e)| may_exit(e))
+        }
+        Expr::Block(b) => b.block.stmts.iter().any(may_exit_stmt),
+        _ => false,
+    }
+}
+
+/// Tokens for `UnOp::Not` (the guard of a loop with exits).
+fn not_tokens() -> TS {
+    enum_tokens(quote!(UnOp), eagle_ir::UnOp::Not.index())
 }

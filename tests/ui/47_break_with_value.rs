@@ -1,0 +1,14 @@
+use eagle::prelude::*;
+
+const SIZE: usize = 8;
+#[allow(dead_code)]
+const NR: Dim = dynamic!("NR");
+
+#[eagle::kernel]
+pub fn k(x: Tensor<f32, SIZE>) {
+    for i in 0..4 {
+        break 3;
+    }
+}
+
+fn main() {}
