@@ -1,6 +1,8 @@
 use crate::spec::enumeration;
 
 mod math_fn;
+mod op_kinds;
+use op_kinds::*;
 mod tile_op;
 use crate::types::{DType, Shape, Type};
 pub(crate) use math_fn::math_library;
@@ -304,253 +306,251 @@ enumeration! {
     }
 }
 
-/// What an op does. Operands are [`Value`]s of the enclosing function.
-#[derive(Debug, Clone, PartialEq)]
-pub enum OpKind {
+op_kinds! {
     /// A scalar constant; the result type gives the dtype.
-    Const(Const),
+    tuple Const { .0 => f0: attr(Const) }
     /// The extent of a dim as an `index` value (symbolic until specialization).
-    Dim(crate::types::Dim),
+    tuple Dim { .0 => f0: attr(crate::types::Dim) }
     /// Elementwise binary op on scalars or tiles.
-    Binary(BinOp, Value, Value),
+    tuple Binary { .0 => f0: attr(BinOp), .1 => f1: val, .2 => f2: val }
     /// Elementwise unary op.
-    Unary(UnOp, Value),
+    tuple Unary { .0 => f0: attr(UnOp), .1 => f1: val }
     /// Fused multiply-add `a * b + c`, one rounding.
-    Fma(Value, Value, Value),
+    tuple Fma { .0 => f0: val, .1 => f1: val, .2 => f2: val }
     /// Comparison; the result is `bool` (or a tile of `bool`).
-    Cmp(CmpOp, Value, Value),
+    tuple Cmp { .0 => f0: attr(CmpOp), .1 => f1: val, .2 => f2: val }
     /// `select(cond, a, b)`.
-    Select(Value, Value, Value),
+    tuple Select { .0 => f0: val, .1 => f1: val, .2 => f2: val }
     /// Conversion to the result dtype (Rust `as` semantics; float to int saturates).
-    Cast(Value),
+    tuple Cast { .0 => f0: val }
     /// The same bits as another dtype of the same width (`x.to_bits()`, `f32::from_bits(u)`):
     /// `f32` <-> `u32`/`i32`, `f64` <-> `u64`/`i64`/`index`.
-    Bitcast(Value),
+    tuple Bitcast { .0 => f0: val }
     /// `x[i]`: the sub-tensor at index `i` of the leading dim.
-    Slice {
+    struct Slice {
         /// Tensor sliced.
-        src: Value,
+        .src => src: val,
         /// Index into dim 0.
-        index: Value,
-    },
+        .index => index: val
+    }
     /// `x[offset..offset + len]` along dim 0 (len from the result type): a view of the same
     /// kind (tensor or window), dtype and trailing dims.
-    Subview {
+    struct Subview {
         /// Tensor or window.
-        src: Value,
+        .src => src: val,
         /// First index of dim 0.
-        offset: Value,
-    },
+        .offset => offset: val
+    }
     /// Built-in broadcast: `dst` = `src` of rank `root`, on every rank.
-    Broadcast {
+    struct Broadcast {
         /// Device context.
-        ctx: Value,
+        .ctx => ctx: val,
         /// Window read on the root.
-        src: Value,
+        .src => src: val,
         /// Local tensor or window written.
-        dst: Value,
+        .dst => dst: val,
         /// Root rank.
-        root: Value,
-    },
+        .root => root: val
+    }
     /// Built-in allgather: chunk `q` of `dst` = chunk `q` of rank `q`'s `src` (1-D buffers of N
     /// elements in P contiguous chunks, the first `N % P` one element longer).
-    AllGather {
+    struct AllGather {
         /// Device context.
-        ctx: Value,
+        .ctx => ctx: val,
         /// Window.
-        src: Value,
+        .src => src: val,
         /// Local tensor or window.
-        dst: Value,
-    },
+        .dst => dst: val
+    }
     /// Built-in reduce-scatter: on rank `r`, chunk `r` of `dst` = the reduction over ranks
     /// (in rank order) of chunk `r` of `src`.
-    ReduceScatter {
+    struct ReduceScatter {
         /// Device context.
-        ctx: Value,
+        .ctx => ctx: val,
         /// Window.
-        src: Value,
+        .src => src: val,
         /// Local tensor or window.
-        dst: Value,
+        .dst => dst: val,
         /// Combining op.
-        op: ReduceOp,
-    },
+        .op => op: attr(ReduceOp)
+    }
     /// Built-in allreduce: `dst` = the reduction over ranks of `src`, bit-identical on every
     /// rank.
-    AllReduce {
+    struct AllReduce {
         /// Device context.
-        ctx: Value,
+        .ctx => ctx: val,
         /// Window.
-        src: Value,
+        .src => src: val,
         /// Window (read by peers in two-phase and ring modes).
-        dst: Value,
+        .dst => dst: val,
         /// Combining op.
-        op: ReduceOp,
+        .op => op: attr(ReduceOp),
         /// Algorithm.
-        mode: AllreduceMode,
-    },
+        .mode => mode: attr(AllreduceMode)
+    }
     /// Built-in all-to-all on `[P, M]` buffers: row `q` of `dst` = row `r` of rank `q`'s `src`.
-    AllToAll {
+    struct AllToAll {
         /// Device context.
-        ctx: Value,
+        .ctx => ctx: val,
         /// Window.
-        src: Value,
+        .src => src: val,
         /// Local tensor or window.
-        dst: Value,
-    },
+        .dst => dst: val
+    }
     /// Reads one element (`x[i, j]`) of a tensor or window: a scalar.
-    Elem {
+    struct Elem {
         /// Tensor or window.
-        src: Value,
+        .src => src: val,
         /// One `index` per dim.
-        indices: Vec<Value>,
-    },
+        .indices => indices: vals
+    }
     /// Writes one element of a tensor or window.
-    SetElem {
+    struct SetElem {
         /// The scalar written.
-        value: Value,
+        .value => value: val,
         /// Tensor or window.
-        dst: Value,
+        .dst => dst: val,
         /// One `index` per dim.
-        indices: Vec<Value>,
-    },
+        .indices => indices: vals
+    }
     /// Loads a tile (shape from the result type) at `offsets` of a tensor or window.
-    Load {
+    struct Load {
         /// Tensor or window read.
-        src: Value,
+        .src => src: val,
         /// One `index` offset per dim.
-        offsets: Vec<Value>,
-    },
+        .offsets => offsets: vals
+    }
     /// Stores a tile at `offsets` of a tensor or window.
-    Store {
+    struct Store {
         /// Tile stored.
-        value: Value,
+        .value => value: val,
         /// Tensor or window written.
-        dst: Value,
+        .dst => dst: val,
         /// One `index` offset per dim.
-        offsets: Vec<Value>,
-    },
+        .offsets => offsets: vals
+    }
     /// A mutable scalar variable initialised to `init`.
-    Var(Value),
+    tuple Var { .0 => f0: val }
     /// Reads a variable.
-    Read(Value),
+    tuple Read { .0 => f0: val }
     /// Writes a variable.
-    Write(Value, Value),
+    tuple Write { .0 => f0: val, .1 => f1: val }
     /// `for var in lo..hi { body }` (step 1).
-    For {
+    struct For {
         /// The induction variable (`index`).
-        var: Value,
+        .var => var: def,
         /// Inclusive lower bound.
-        lo: Value,
+        .lo => lo: val,
         /// Exclusive upper bound.
-        hi: Value,
+        .hi => hi: val,
         /// Loop body.
-        body: Block,
-    },
+        .body => body: block
+    }
     /// `if cond { then } else { else }`.
-    If {
+    struct If {
         /// `bool` condition.
-        cond: Value,
+        .cond => cond: val,
         /// Taken when `cond` holds.
-        then_body: Block,
+        .then_body => then_body: block,
         /// Taken otherwise.
-        else_body: Block,
-    },
+        .else_body => else_body: block
+    }
     /// Calls a compute kernel.
-    Call {
+    struct Call {
         /// Callee name.
-        callee: String,
+        .callee => callee: attr(String),
         /// Arguments, one per callee param.
-        args: Vec<Value>,
-    },
+        .args => args: vals
+    }
     /// Host: runs a per-device program on device `device`.
-    Dispatch {
+    struct Dispatch {
         /// Callee name.
-        callee: String,
+        .callee => callee: attr(String),
         /// Arguments, one per callee param (the `ctx` param is supplied by the runtime).
-        args: Vec<Value>,
+        .args => args: vals,
         /// The rank that runs it.
-        device: Value,
-    },
+        .device => device: val
+    }
     /// `rank(ctx)`: this device's rank.
-    Rank(Value),
+    tuple Rank { .0 => f0: val }
     /// `nranks(ctx)`: the world size seen from a device.
-    NRanks(Value),
+    tuple NRanks { .0 => f0: val }
     /// `world_size()` on the host.
-    WorldSize,
+    unit WorldSize {}
     /// Host: one symmetric buffer per rank; shape and dtype from the result type.
-    AllocWindowBuffer,
+    unit AllocWindowBuffer {}
     /// Host: a rank-local view of a window buffer; shape and dtype from the result type.
-    Window(Value),
+    tuple Window { .0 => f0: val }
     /// `put(dst, peer, src)`: copies local `src` into `dst` on rank `peer` (push).
-    Put {
+    struct Put {
         /// Destination window.
-        dst: Value,
+        .dst => dst: val,
         /// Peer rank.
-        peer: Value,
+        .peer => peer: val,
         /// Local tensor or window.
-        src: Value,
-    },
+        .src => src: val
+    }
     /// `get(dst, peer, src)`: copies `src` on rank `peer` into local `dst` (pull).
-    Get {
+    struct Get {
         /// Local tensor or window.
-        dst: Value,
+        .dst => dst: val,
         /// Peer rank.
-        peer: Value,
+        .peer => peer: val,
         /// Source window.
-        src: Value,
-    },
+        .src => src: val
+    }
     /// Tile-level remote load from a peer's window.
-    RemoteLoad {
+    struct RemoteLoad {
         /// Window.
-        src: Value,
+        .src => src: val,
         /// Peer rank.
-        peer: Value,
+        .peer => peer: val,
         /// Offsets into the window.
-        offsets: Vec<Value>,
-    },
+        .offsets => offsets: vals
+    }
     /// Tile-level remote store into a peer's window.
-    RemoteStore {
+    struct RemoteStore {
         /// Tile stored.
-        value: Value,
+        .value => value: val,
         /// Window.
-        dst: Value,
+        .dst => dst: val,
         /// Peer rank.
-        peer: Value,
+        .peer => peer: val,
         /// Offsets into the window.
-        offsets: Vec<Value>,
-    },
+        .offsets => offsets: vals
+    }
     /// Updates a signal on `peer` with release semantics.
-    Notify {
+    struct Notify {
         /// Signal window (integer dtype).
-        signal: Value,
+        .signal => signal: val,
         /// Peer rank.
-        peer: Value,
+        .peer => peer: val,
         /// Element offsets into the signal window.
-        offsets: Vec<Value>,
+        .offsets => offsets: vals,
         /// Value set or added.
-        value: Value,
+        .value => value: val,
         /// Set or atomic add.
-        op: NotifyOp,
-    },
+        .op => op: attr(NotifyOp)
+    }
     /// Blocks until the local signal compares true against `expected` (acquire semantics).
-    Wait {
+    struct Wait {
         /// Local signal window.
-        signal: Value,
+        .signal => signal: val,
         /// Element offsets.
-        offsets: Vec<Value>,
+        .offsets => offsets: vals,
         /// Compared value.
-        expected: Value,
+        .expected => expected: val,
         /// Predicate `signal <cmp> expected`.
-        cmp: CmpOp,
-    },
+        .cmp => cmp: attr(CmpOp)
+    }
     /// All ranks reach the barrier before any leaves it.
-    Barrier(Value),
+    tuple Barrier { .0 => f0: val }
     /// A tile-algebra op (reduction, broadcast, layout, creation, matmul): what it computes,
     /// its typing and its operands are [`crate::TileOp`]'s.
-    Tile(TileOp, Vec<Value>),
+    tuple Tile { .0 => f0: attr(TileOp), .1 => f1: vals }
     /// A function of the math library (`ln x`, `atan2 y, x`), elementwise on scalars and
     /// tiles; expanded into the ops above at specialization ([`crate::math`]).
-    Math(MathFn, Vec<Value>),
+    tuple Math { .0 => f0: attr(MathFn), .1 => f1: vals }
 }
 
 /// A place in the Rust source: the file as rustc names it (`src/heat.rs`), the 1-based line
@@ -711,357 +711,6 @@ impl Block {
                     kind: op.kind.map_values(f),
                     loc: op.loc.clone(),
                 })
-                .collect(),
-        }
-    }
-}
-
-impl OpKind {
-    /// A copy with every value renamed by `f` (nested blocks and loop variables included).
-    pub fn map_values(&self, f: &mut dyn FnMut(Value) -> Value) -> OpKind {
-        use OpKind::*;
-        let mut m = |v: &Value| f(*v);
-        match self {
-            Const(c) => Const(*c),
-            Dim(d) => Dim(d.clone()),
-            Binary(o, a, b) => Binary(*o, m(a), m(b)),
-            Unary(o, a) => Unary(*o, m(a)),
-            Fma(a, b, c) => Fma(m(a), m(b), m(c)),
-            Cmp(o, a, b) => Cmp(*o, m(a), m(b)),
-            Select(a, b, c) => Select(m(a), m(b), m(c)),
-            Cast(a) => Cast(m(a)),
-            Bitcast(a) => Bitcast(m(a)),
-            Slice { src, index } => Slice {
-                src: m(src),
-                index: m(index),
-            },
-            Subview { src, offset } => Subview {
-                src: m(src),
-                offset: m(offset),
-            },
-            Elem { src, indices } => Elem {
-                src: m(src),
-                indices: indices.iter().map(&mut m).collect(),
-            },
-            SetElem {
-                value,
-                dst,
-                indices,
-            } => SetElem {
-                value: m(value),
-                dst: m(dst),
-                indices: indices.iter().map(&mut m).collect(),
-            },
-            Load { src, offsets } => Load {
-                src: m(src),
-                offsets: offsets.iter().map(&mut m).collect(),
-            },
-            Store {
-                value,
-                dst,
-                offsets,
-            } => Store {
-                value: m(value),
-                dst: m(dst),
-                offsets: offsets.iter().map(&mut m).collect(),
-            },
-            Var(a) => Var(m(a)),
-            Read(a) => Read(m(a)),
-            Write(a, b) => Write(m(a), m(b)),
-            For { var, lo, hi, body } => {
-                let (var, lo, hi) = (m(var), m(lo), m(hi));
-                For {
-                    var,
-                    lo,
-                    hi,
-                    body: body.map_values(f),
-                }
-            }
-            If {
-                cond,
-                then_body,
-                else_body,
-            } => {
-                let cond = m(cond);
-                If {
-                    cond,
-                    then_body: then_body.map_values(f),
-                    else_body: else_body.map_values(f),
-                }
-            }
-            Call { callee, args } => Call {
-                callee: callee.clone(),
-                args: args.iter().map(&mut m).collect(),
-            },
-            Dispatch {
-                callee,
-                args,
-                device,
-            } => Dispatch {
-                callee: callee.clone(),
-                args: args.iter().map(&mut m).collect(),
-                device: m(device),
-            },
-            Rank(c) => Rank(m(c)),
-            NRanks(c) => NRanks(m(c)),
-            WorldSize => WorldSize,
-            AllocWindowBuffer => AllocWindowBuffer,
-            Window(b) => Window(m(b)),
-            Put { dst, peer, src } => Put {
-                dst: m(dst),
-                peer: m(peer),
-                src: m(src),
-            },
-            Get { dst, peer, src } => Get {
-                dst: m(dst),
-                peer: m(peer),
-                src: m(src),
-            },
-            RemoteLoad { src, peer, offsets } => RemoteLoad {
-                src: m(src),
-                peer: m(peer),
-                offsets: offsets.iter().map(&mut m).collect(),
-            },
-            RemoteStore {
-                value,
-                dst,
-                peer,
-                offsets,
-            } => RemoteStore {
-                value: m(value),
-                dst: m(dst),
-                peer: m(peer),
-                offsets: offsets.iter().map(&mut m).collect(),
-            },
-            Notify {
-                signal,
-                peer,
-                offsets,
-                value,
-                op,
-            } => Notify {
-                signal: m(signal),
-                peer: m(peer),
-                offsets: offsets.iter().map(&mut m).collect(),
-                value: m(value),
-                op: *op,
-            },
-            Wait {
-                signal,
-                offsets,
-                expected,
-                cmp,
-            } => Wait {
-                signal: m(signal),
-                offsets: offsets.iter().map(&mut m).collect(),
-                expected: m(expected),
-                cmp: *cmp,
-            },
-            Barrier(c) => Barrier(m(c)),
-            Tile(op, args) => Tile(op.clone(), args.iter().map(&mut m).collect()),
-            Math(f, args) => Math(*f, args.iter().map(&mut m).collect()),
-            Broadcast {
-                ctx,
-                src,
-                dst,
-                root,
-            } => Broadcast {
-                ctx: m(ctx),
-                src: m(src),
-                dst: m(dst),
-                root: m(root),
-            },
-            AllGather { ctx, src, dst } => AllGather {
-                ctx: m(ctx),
-                src: m(src),
-                dst: m(dst),
-            },
-            ReduceScatter { ctx, src, dst, op } => ReduceScatter {
-                ctx: m(ctx),
-                src: m(src),
-                dst: m(dst),
-                op: *op,
-            },
-            AllReduce {
-                ctx,
-                src,
-                dst,
-                op,
-                mode,
-            } => AllReduce {
-                ctx: m(ctx),
-                src: m(src),
-                dst: m(dst),
-                op: *op,
-                mode: *mode,
-            },
-            AllToAll { ctx, src, dst } => AllToAll {
-                ctx: m(ctx),
-                src: m(src),
-                dst: m(dst),
-            },
-        }
-    }
-
-    /// The blocks nested in the op: a `for` body, an `if`'s then and else blocks.
-    pub fn blocks(&self) -> Vec<&Block> {
-        match self {
-            OpKind::For { body, .. } => vec![body],
-            OpKind::If {
-                then_body,
-                else_body,
-                ..
-            } => vec![then_body, else_body],
-            OpKind::Const(_)
-            | OpKind::Dim(_)
-            | OpKind::Binary(..)
-            | OpKind::Unary(..)
-            | OpKind::Fma(..)
-            | OpKind::Cmp(..)
-            | OpKind::Select(..)
-            | OpKind::Cast(_)
-            | OpKind::Bitcast(_)
-            | OpKind::Slice { .. }
-            | OpKind::Subview { .. }
-            | OpKind::Broadcast { .. }
-            | OpKind::AllGather { .. }
-            | OpKind::ReduceScatter { .. }
-            | OpKind::AllReduce { .. }
-            | OpKind::AllToAll { .. }
-            | OpKind::Elem { .. }
-            | OpKind::SetElem { .. }
-            | OpKind::Load { .. }
-            | OpKind::Store { .. }
-            | OpKind::Var(_)
-            | OpKind::Read(_)
-            | OpKind::Write(..)
-            | OpKind::Call { .. }
-            | OpKind::Dispatch { .. }
-            | OpKind::Rank(_)
-            | OpKind::NRanks(_)
-            | OpKind::WorldSize
-            | OpKind::AllocWindowBuffer
-            | OpKind::Window(_)
-            | OpKind::Put { .. }
-            | OpKind::Get { .. }
-            | OpKind::RemoteLoad { .. }
-            | OpKind::RemoteStore { .. }
-            | OpKind::Notify { .. }
-            | OpKind::Wait { .. }
-            | OpKind::Barrier(_)
-            | OpKind::Tile(..)
-            | OpKind::Math(..) => vec![],
-        }
-    }
-
-    /// [`OpKind::blocks`], mutable.
-    pub fn blocks_mut(&mut self) -> Vec<&mut Block> {
-        match self {
-            OpKind::For { body, .. } => vec![body],
-            OpKind::If {
-                then_body,
-                else_body,
-                ..
-            } => vec![then_body, else_body],
-            other => {
-                debug_assert!(other.blocks().is_empty());
-                vec![]
-            }
-        }
-    }
-
-    /// Every value operand, in text order (nested blocks excluded).
-    pub fn operands(&self) -> Vec<Value> {
-        use OpKind::*;
-        match self {
-            Const(_) | Dim(_) | WorldSize | AllocWindowBuffer => vec![],
-            Binary(_, a, b) | Cmp(_, a, b) | Write(a, b) => vec![*a, *b],
-            Unary(_, a)
-            | Cast(a)
-            | Bitcast(a)
-            | Var(a)
-            | Read(a)
-            | Rank(a)
-            | NRanks(a)
-            | Window(a)
-            | Barrier(a) => vec![*a],
-            Fma(a, b, c) | Select(a, b, c) => vec![*a, *b, *c],
-            Slice { src, index } => vec![*src, *index],
-            Subview { src, offset } => vec![*src, *offset],
-            Broadcast {
-                ctx,
-                src,
-                dst,
-                root,
-            } => vec![*ctx, *src, *dst, *root],
-            AllGather { ctx, src, dst }
-            | ReduceScatter { ctx, src, dst, .. }
-            | AllReduce { ctx, src, dst, .. }
-            | AllToAll { ctx, src, dst } => vec![*ctx, *src, *dst],
-            Load { src, offsets }
-            | Elem {
-                src,
-                indices: offsets,
-            } => std::iter::once(*src)
-                .chain(offsets.iter().copied())
-                .collect(),
-            SetElem {
-                value,
-                dst,
-                indices,
-            } => [*value, *dst]
-                .into_iter()
-                .chain(indices.iter().copied())
-                .collect(),
-            Store {
-                value,
-                dst,
-                offsets,
-            } => [*value, *dst]
-                .into_iter()
-                .chain(offsets.iter().copied())
-                .collect(),
-            For { lo, hi, .. } => vec![*lo, *hi],
-            If { cond, .. } => vec![*cond],
-            Call { args, .. } | Tile(_, args) | Math(_, args) => args.clone(),
-            Dispatch { args, device, .. } => args
-                .iter()
-                .copied()
-                .chain(std::iter::once(*device))
-                .collect(),
-            Put { dst, peer, src } | Get { dst, peer, src } => vec![*dst, *peer, *src],
-            RemoteLoad { src, peer, offsets } => [*src, *peer]
-                .into_iter()
-                .chain(offsets.iter().copied())
-                .collect(),
-            RemoteStore {
-                value,
-                dst,
-                peer,
-                offsets,
-            } => [*value, *dst, *peer]
-                .into_iter()
-                .chain(offsets.iter().copied())
-                .collect(),
-            Notify {
-                signal,
-                peer,
-                offsets,
-                value,
-                ..
-            } => [*signal, *peer]
-                .into_iter()
-                .chain(offsets.iter().copied())
-                .chain(std::iter::once(*value))
-                .collect(),
-            Wait {
-                signal,
-                offsets,
-                expected,
-                ..
-            } => std::iter::once(*signal)
-                .chain(offsets.iter().copied())
-                .chain(std::iter::once(*expected))
                 .collect(),
         }
     }
