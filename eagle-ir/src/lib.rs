@@ -41,7 +41,7 @@ pub use ir::{
     at, AllreduceMode, BinOp, Block, CmpOp, Const, Function, Level, Loc, Module, NotifyOp, Op,
     OpKind, Param, ReduceOp, UnOp, Value,
 };
-pub use op::{Levels, OpInfo};
+pub use ir::{Levels, OpInfo};
 pub use text::parse::parse_module;
 pub use text::print::{
     print_function, print_module, print_module_with_locs, print_op, value_numbers,

@@ -9,7 +9,11 @@
 //! - `block`: a nested block (`Block`);
 //! - `attr(T)`: anything else (an op enum, a callee name, a constant), carried as is.
 //!
+//! Each variant ends with `=> facts;`, its [`super::OpInfo`] (keyword, levels, effects), an
+//! expression over the field bindings.
+//!
 //! Derived: the enum (tuple, struct and unit variants as declared, with their docs),
+//! `OpKind::info`,
 //! `OpKind::operands` (every `val` and `vals` field in declaration order), `OpKind::map_values`
 //! (every `val`, `vals` and `def` renamed, nested blocks renamed, in declaration order),
 //! `OpKind::blocks` and `OpKind::blocks_mut`. A new op kind is one declaration; these functions
@@ -96,13 +100,26 @@ macro_rules! op_kinds {
     ($(
         $(#[$m:meta])* $form:ident $name:ident {
             $($(#[$fm:meta])* . $key:tt => $b:ident : $k:ident $(($t:ty))?),*
-        }
+        } => $info:expr;
     )*) => {
         op_kinds!(@enum [] $(
             $(#[$m])* $form $name { $($(#[$fm])* . $key => $b : $k $(($t))?),* }
         )*);
 
         impl OpKind {
+            /// The facts of this op (its keyword, the levels it may appear at, purity, whether
+            /// it writes memory, is elementwise or reaches peers), as its declaration states
+            /// them.
+            #[allow(unused_variables)]
+            pub fn info(&self) -> OpInfo {
+                use info::*;
+                const COLLECTIVE: &str = "a collective";
+                const REMOTE: &str = "a remote data movement";
+                match self {
+                    $(OpKind::$name { $($key: $b),* } => $info,)*
+                }
+            }
+
             /// Every value operand, in text order (nested blocks excluded; a `for` loop's
             /// induction variable is defined, not used).
             #[allow(unused_mut)]

@@ -1,0 +1,105 @@
+//! The facts of an op kind (its keyword, where it may appear, its effects), stated in the
+//! op's declaration (`op_kinds!`) and read through `OpKind::info`. The verifier's level rule,
+//! dead-code elimination (`OpKind::is_pure`) and the host interpreter's dispatch derive from
+//! them; what an elementwise op computes is `crate::eval::elementwise`.
+
+use super::Level;
+
+/// The levels an op may appear at (design.md, "three levels"). `device` covers per-device
+/// programs, compute kernels and sample kernels: everything that runs on a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Levels {
+    /// Allowed in an `#[eagle::host]` function (run by the host interpreter).
+    pub host: bool,
+    /// Allowed in device code (per-device programs, compute and sample kernels).
+    pub device: bool,
+}
+
+impl Levels {
+    /// Anywhere.
+    pub const ALL: Levels = Levels {
+        host: true,
+        device: true,
+    };
+    /// Only in a host function.
+    pub const HOST: Levels = Levels {
+        host: true,
+        device: false,
+    };
+    /// Only in device code.
+    pub const DEVICE: Levels = Levels {
+        host: false,
+        device: true,
+    };
+
+    /// Whether an op with these levels may appear in a function of level `l`.
+    pub fn allows(self, l: Level) -> bool {
+        match l {
+            Level::Host => self.host,
+            Level::Device | Level::Compute | Level::Sample => self.device,
+        }
+    }
+}
+
+/// The facts of one op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpInfo {
+    /// The op's keyword in the text form (`add`, `load`, `for`, ...).
+    pub name: &'static str,
+    /// What the op is, as a level error names it (`a tile load or store`).
+    pub what: &'static str,
+    /// Where it may appear. Elementwise ops are allowed on the host on scalars only (tiles
+    /// live on a device); the verifier checks that too.
+    pub levels: Levels,
+    /// It has no effect beyond its result and cannot fail at run time: dead-code elimination
+    /// removes it when its result is unused.
+    pub pure: bool,
+    /// It may write memory (a tensor, a window or a peer's window, a signal, a variable).
+    pub writes: bool,
+    /// It computes each element of its result from the same element of its operands, by
+    /// [`crate::eval::elementwise`]; backends may fuse and vectorise it.
+    pub elementwise: bool,
+    /// It reaches another rank: a collective, a remote data movement, a signal or a barrier.
+    /// Ranks whose programs hold none ([`crate::Module::reaches_peers`]) cannot observe each
+    /// other, so the runtime may run them one after another.
+    pub peers: bool,
+}
+
+pub(crate) const fn info(name: &'static str, what: &'static str, levels: Levels) -> OpInfo {
+    OpInfo {
+        name,
+        what,
+        levels,
+        pure: false,
+        writes: false,
+        elementwise: false,
+        peers: false,
+    }
+}
+
+pub(crate) const fn pure(mut i: OpInfo) -> OpInfo {
+    i.pure = true;
+    i
+}
+
+pub(crate) const fn writes(mut i: OpInfo) -> OpInfo {
+    i.writes = true;
+    i
+}
+
+pub(crate) const fn peers(mut i: OpInfo) -> OpInfo {
+    i.peers = true;
+    i
+}
+
+pub(crate) const fn elementwise(name: &'static str) -> OpInfo {
+    OpInfo {
+        name,
+        what: "arithmetic",
+        levels: Levels::ALL,
+        pure: true,
+        writes: false,
+        elementwise: true,
+        peers: false,
+    }
+}
