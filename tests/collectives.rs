@@ -716,6 +716,11 @@ fn collective_buffers_that_differ_once_bound_are_refused_at_every_p() {
                     }
                     continue;
                 }
+                if call.starts_with("allgather") && (ss, ds) == ("[1, 8]", "[NR, 8]") {
+                    // Since issue 38 item 7 this is allgather's row form: one row per rank.
+                    r.unwrap_or_else(|e| panic!("the row form at P = {p}: {e}"));
+                    continue;
+                }
                 refused += 1;
                 let e = r.expect_err(&format!("{call} {ss} -> {ds} at P = {p} must be refused"));
                 let SpecializeError::CollectiveShape {
@@ -755,9 +760,12 @@ fn collective_buffers_that_differ_once_bound_are_refused_at_every_p() {
             }
         }
     }
-    // `[1, 8] -> [NR, 8]` agrees at P = 1 only; every other pair differs at every P (all-to-all
-    // takes the three pairs with rows).
-    assert_eq!(refused, 6 * (4 + 5 + 5 + 5 + 5) + (4 + 5 + 5));
+    // `[1, 8] -> [NR, 8]` agrees at P = 1 only (and is allgather's row form); every other pair
+    // differs at every P (all-to-all takes the three pairs with rows).
+    assert_eq!(
+        refused,
+        5 * (4 + 5 + 5 + 5 + 5) + (5 + 5 + 5 + 5) + (4 + 5 + 5)
+    );
     // Two different symbols stay refused by the verifier, even when bound to equal values.
     let text = "device @k(%0 ctx: ctx, %1 src: window<[N], f32>, %2 dst: window<[M], f32>) {\n  allgather %0, %1, %2\n}\n";
     let e = eagle::ir::verify_module(&eagle::ir::parse_module(text).unwrap()).unwrap_err();
@@ -1231,4 +1239,88 @@ fn allgather_broadcast_reduce_scatter_on_storage_dtypes() {
             }
         }
     }
+}
+
+/// PyPTO's allgather (issue 38, item 7): every rank's whole send buffer becomes row `r` of the
+/// `[NR, M]` receive buffer, from a local `[1, M]` tensor pushed into the peers' windows, or
+/// from a `[1, M]` window pulled by each rank into a local tensor.
+#[eagle::kernel(device)]
+pub fn ag_push(ctx: Ctx, x: Tensor<f32, 1, M>, w: Window<f32, NR, M>, y: Out<Tensor<f32, NR, M>>) {
+    allgather(ctx, x, w);
+    get(y, rank(ctx), w);
+}
+
+#[eagle::host]
+pub fn ag_push_host(x: Tensor<f32, NR, 1, M>, y: Out<Tensor<f32, NR, NR, M>>) {
+    let b = alloc_window_buffer([NR, M], f32);
+    for r in 0..world_size() {
+        ag_push(x[r], window(b, [NR, M], f32), y[r], device = r);
+    }
+}
+
+#[eagle::kernel(device)]
+pub fn ag_pull(ctx: Ctx, x: Tensor<f32, 1, M>, s: Window<f32, 1, M>, y: Out<Tensor<f32, NR, M>>) {
+    store(s, [0, 0], load(x, [0, 0], [1, M]));
+    allgather(ctx, s, y);
+}
+
+#[eagle::host]
+pub fn ag_pull_host(x: Tensor<f32, NR, 1, M>, y: Out<Tensor<f32, NR, NR, M>>) {
+    let b = alloc_window_buffer([1, M], f32);
+    for r in 0..world_size() {
+        ag_pull(x[r], window(b, [1, M], f32), y[r], device = r);
+    }
+}
+
+#[test]
+fn allgather_of_rows_from_a_local_tensor_or_a_window_at_every_p() {
+    for p in 1..=5usize {
+        for m in [1usize, 5] {
+            let s = Session::sim(p).unwrap();
+            let x = inputs::<f32>(p, m, (p * 100 + m) as u64);
+            let want: Vec<u32> = x.data().iter().map(|v| v.to_bits()).collect();
+            let mut y = Tensor::<f32>::zeros(&[p, p, m]);
+            let x3 = Tensor::from_vec(&[p, 1, m], x.data().to_vec()).unwrap();
+            ag_push_host
+                .launch(&s, &x3, &mut y)
+                .unwrap_or_else(|e| panic!("P={p} M={m}: {e}"));
+            for r in 0..p {
+                let got: Vec<u32> = y.data()[r * p * m..(r + 1) * p * m]
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                assert_eq!(got, want, "push, P={p} M={m}, rank {r}");
+            }
+            let mut y = Tensor::<f32>::zeros(&[p, p, m]);
+            ag_pull_host
+                .launch(&s, &x3, &mut y)
+                .unwrap_or_else(|e| panic!("P={p} M={m}: {e}"));
+            for r in 0..p {
+                let got: Vec<u32> = y.data()[r * p * m..(r + 1) * p * m]
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                assert_eq!(got, want, "pull, P={p} M={m}, rank {r}");
+            }
+        }
+    }
+}
+
+/// The row form needs a window on one side, and one row per rank once P is known.
+#[test]
+fn allgather_of_rows_is_refused_without_a_window_or_with_the_wrong_row_count() {
+    use eagle::codegen::{specialize, Bindings, SpecializeError};
+    let text = "device @k(%0 ctx: ctx, %1 x: tensor<[1, 8], f32>, out %2 y: tensor<[NR, 8], f32>) {\n  allgather %0, %1, %2 ;@ ports.rs:7:5\n}\n";
+    let m = eagle::ir::parse_module(text).unwrap();
+    let e = eagle::ir::verify_module(&m).unwrap_err().to_string();
+    assert!(e.contains("needs a window on one side"), "{e}");
+    let text = "device @k(%0 ctx: ctx, %1 x: tensor<[1, 8], f32>, %2 w: window<[3, 8], f32>) {\n  allgather %0, %1, %2 ;@ ports.rs:7:5\n}\n";
+    let m = eagle::ir::parse_module(text).unwrap();
+    eagle::ir::verify_module(&m).unwrap();
+    let e = specialize(&m, &Bindings::world(4)).unwrap_err();
+    let SpecializeError::CollectiveShape { ref message, .. } = e else {
+        panic!("{e:?}");
+    };
+    assert!(message.contains("P = 4 the receive buffer is `window<[3, 8], f32>` but an allgather of rows takes one row per rank"), "{message}");
+    specialize(&m, &Bindings::world(3)).unwrap();
 }

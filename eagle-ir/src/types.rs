@@ -396,6 +396,19 @@ impl fmt::Display for Dim {
 pub struct Shape(pub Vec<Dim>);
 
 impl Shape {
+    /// Whether a buffer of this shape takes one row per rank of buffers of shape `src`: the
+    /// row form of `allgather` (PyPTO's), `[NR, M, ...]` from one row `[1, M, ...]`. Two equal
+    /// shapes are not the row form (they are the chunked form, which gives the same result
+    /// where both apply, at P = 1).
+    pub fn holds_rows_of(&self, src: &Shape) -> bool {
+        let (d, s) = (&self.0, &src.0);
+        d.len() == s.len()
+            && !s.is_empty()
+            && s[0] == Dim::Const(1)
+            && d[0] != Dim::Const(1)
+            && d[1..] == s[1..]
+    }
+
     /// A shape of constant extents.
     pub fn of(dims: &[u64]) -> Shape {
         Shape(dims.iter().map(|&d| Dim::Const(d)).collect())

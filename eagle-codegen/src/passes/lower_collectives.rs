@@ -197,6 +197,10 @@ impl Em<'_> {
     fn get(&mut self, dst: Value, peer: Value, src: Value) {
         self.push_void(OpKind::Get { dst, peer, src });
     }
+    fn put(&mut self, dst: Value, peer: Value, src: Value) {
+        self.push_void(OpKind::Put { dst, peer, src });
+    }
+
     fn nested(&mut self, body: impl FnOnce(&mut Self)) -> Block {
         self.blocks.push(vec![]);
         body(self);
@@ -344,6 +348,28 @@ fn lower_block(
                 } else {
                     em.get(dst, root, src);
                 }
+                em.barrier(ctx);
+                true
+            }
+            OpKind::AllGather { ctx, src, dst }
+                if gathers_rows(&em.ty(src), &em.ty(dst))
+                    || !matches!(em.ty(src), Type::Window(..)) =>
+            {
+                // The row form: rank r's whole send buffer (`[1, M, ...]`) becomes row r of
+                // every rank's receive buffer. Pulled from the peers' send windows where the
+                // send buffer is a window, else pushed into the peers' receive windows. (A
+                // local send buffer is always the row form; at P = 1 its shapes are equal.)
+                let pull = matches!(em.ty(src), Type::Window(..));
+                em.barrier(ctx);
+                let me = em.rank(ctx);
+                em.for_(0, p, |em, q| {
+                    let d = em.subview(dst, if pull { q } else { me }, 1);
+                    if pull {
+                        em.get(d, q, src);
+                    } else {
+                        em.put(d, q, src);
+                    }
+                });
                 em.barrier(ctx);
                 true
             }
@@ -633,6 +659,26 @@ pub fn check_bound_buffers(f: &Function, generic: &[Type], p: u64) -> Result<(),
         if ts.shape() == td.shape() && ts.dtype() == td.dtype() {
             return;
         }
+        let rows_of_p = td
+            .shape()
+            .is_some_and(|d| d.0.first().and_then(|x| x.as_const()) == Some(p));
+        let gather = matches!(op.kind, OpKind::AllGather { .. });
+        if gather && gathers_rows(ts, td) && rows_of_p {
+            return;
+        }
+        let declared_rows = match (generic.get(src.0 as usize), generic.get(dst.0 as usize)) {
+            (Some(gs), Some(gd)) => gathers_rows(gs, gd),
+            _ => false,
+        };
+        if gather && declared_rows {
+            err = Some(SpecializeError::CollectiveShape {
+                function: f.name.clone(),
+                op: "allgather".into(),
+                loc: op.loc.clone().map(Box::new),
+                message: format!("at world size P = {p} the receive buffer is `{td}` but an allgather of rows takes one row per rank (`{ts}` each): declare it `[NR, ...]` with `NR = dynamic!(\"NR\")`"),
+            });
+            return;
+        }
         let name = |v: Value| {
             f.params
                 .iter()
@@ -657,6 +703,15 @@ pub fn check_bound_buffers(f: &Function, generic: &[Type], p: u64) -> Result<(),
         });
     });
     err.map_or(Ok(()), Err)
+}
+
+/// Whether an allgather from a buffer of type `src` into one of type `dst` is the row form
+/// (`eagle_ir::Shape::holds_rows_of`).
+fn gathers_rows(src: &Type, dst: &Type) -> bool {
+    match (src.shape(), dst.shape()) {
+        (Some(s), Some(d)) => d.holds_rows_of(s),
+        _ => false,
+    }
 }
 
 /// The name of the parameter [`add_signal_windows`] adds.

@@ -153,6 +153,14 @@ impl V<'_> {
     }
 
     /// Checks the send window and receive buffer of a collective; returns the dtype.
+    /// Whether an allgather from `src` into `dst` is the row form ([`Shape::holds_rows_of`]).
+    fn gathers_rows(&self, src: Value, dst: Value) -> bool {
+        match (self.ty(src).shape(), self.ty(dst).shape()) {
+            (Some(s), Some(d)) => d.holds_rows_of(s),
+            _ => false,
+        }
+    }
+
     fn collective_buffers(&self, op: &Op, src: Value, dst: Value, rows: bool) -> Result<DType> {
         self.not_host(op, "collective")?;
         self.writable(op, dst, "the collective")?;
@@ -621,6 +629,20 @@ impl V<'_> {
                 self.ctx(op, *ctx)?;
                 self.scalar(op, *root, "3 (root)", Some(DType::Index))?;
                 self.collective_buffers(op, *src, *dst, false)?;
+            }
+            AllGather { ctx, src, dst } if self.gathers_rows(*src, *dst) => {
+                self.ctx(op, *ctx)?;
+                self.not_host(op, "collective")?;
+                self.writable(op, *dst, "the collective")?;
+                let (ss, sd) = self.memory(op, *src, "operand 1 (send buffer)")?;
+                let (ds, dd) = self.memory(op, *dst, "operand 2 (receive buffer)")?;
+                if sd != dd {
+                    return self.fail(op, format!("the receive buffer is `{ds}, {dd}` but the send buffer is `{ss}, {sd}`; give both the same dtype"));
+                }
+                let window = |v: Value| matches!(self.ty(v), Type::Window(..));
+                if !window(*src) && !window(*dst) {
+                    return self.fail(op, format!("an allgather of rows (send buffer `{ss}`, receive buffer `{ds}`) needs a window on one side: the send buffer (every rank reads each peer's) or the receive buffer (every rank writes its row into each peer's); pass a `window(buf, shape, dtype)` view from the host"));
+                }
             }
             AllGather { ctx, src, dst } | AllToAll { ctx, src, dst } => {
                 self.ctx(op, *ctx)?;
