@@ -90,12 +90,12 @@ impl Cx {
             Expr::Path(p) => {
                 if let Some(id) = p.path.get_ident() {
                     match self.lookup(&id.to_string()) {
-                        Some(true) => return Ok(quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #id; __f.read(__a0)? }))),
-                        Some(false) => return Ok(quote_spanned!(sp=> ::eagle::ir::Operand::Val(#id))),
+                        Some(true) => return Ok(quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #id; __f.read(__a0)? }))),
+                        Some(false) => return Ok(quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val(#id))),
                         None => {}
                     }
                 }
-                quote_spanned!(sp=> ::eagle::ir::Operand::from(#p))
+                quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::from(#p))
             }
             Expr::Paren(p) => self.expr(&p.expr)?,
             Expr::Group(g) => self.expr(&g.expr)?,
@@ -108,9 +108,9 @@ impl Cx {
                 let (ctor, op) = bin_tokens(&b.op)?;
                 if ctor == "bin" {
                     // Literal arithmetic stays an untyped literal (Rust's inference).
-                    quote_spanned!(sp=> { let __a0 = #op; let __a1 = #l; let __a2 = #r; __f.bin_lit(__a0, __a1, __a2)? })
+                    quote_spanned!(resolved_here(sp)=> { let __a0 = #op; let __a1 = #l; let __a2 = #r; __f.bin_lit(__a0, __a1, __a2)? })
                 } else {
-                    quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #l; let __a2 = #r; __f.#ctor(__a0, __a1, __a2)? }))
+                    quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #l; let __a2 = #r; __f.#ctor(__a0, __a1, __a2)? }))
                 }
             }
             Expr::Unary(syn::ExprUnary { op: SynUn::Neg(_), expr, .. }) if matches!(&**expr, Expr::Lit(l) if matches!(l.lit, Lit::Int(_) | Lit::Float(_))) => {
@@ -149,7 +149,7 @@ impl Cx {
                     SynUn::Deref(d) => return err(d.span, "dereference `*` is not supported: eagle has no references"),
                     _ => return err(u.span(), "unsupported unary operator"),
                 };
-                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #x; __f.un(__a0, __a1)? }))
+                quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #x; __f.un(__a0, __a1)? }))
             }
             Expr::Cast(c) => {
                 let x = self.expr(&c.expr)?;
@@ -158,17 +158,17 @@ impl Cx {
                 };
                 let n = tp.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
                 let d = dtype_tokens(&n, tp.span())?;
-                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #x; let __a1 = #d; __f.cast(__a0, __a1)? }))
+                quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #x; let __a1 = #d; __f.cast(__a0, __a1)? }))
             }
             Expr::Index(ix) => {
                 if let Some((w, idx)) = self.window_index(ix)? {
                     let w = self.val(w)?;
                     let idx = idx.into_iter().map(|i| self.expr(i)).collect::<R<Vec<_>>>()?;
-                    quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #w; let __a1 = vec![#(#idx),*]; __f.elem(__a0, __a1)? }))
+                    quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #w; let __a1 = vec![#(#idx),*]; __f.elem(__a0, __a1)? }))
                 } else {
                     let base = self.val(&ix.expr)?;
                     let i = self.expr(&ix.index)?;
-                    quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #base; let __a1 = #i; __f.index(__a0, __a1)? }))
+                    quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #base; let __a1 = #i; __f.index(__a0, __a1)? }))
                 }
             }
             Expr::MethodCall(m) => self.method_call(m)?,
@@ -248,7 +248,7 @@ impl Cx {
             });
         }
         Ok(
-            quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a = vec![#(#items),*]; __f.tile_intrinsic(#name, __a)? })),
+            quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a = vec![#(#items),*]; __f.tile_intrinsic(#name, __a)? })),
         )
     }
 
@@ -261,18 +261,18 @@ impl Cx {
         Ok(match (name.as_str(), args.as_slice()) {
             (n, []) if math_unop(n).is_some() => {
                 let op = unop(n);
-                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; __f.un(__a0, __a1)? }))
+                quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; __f.un(__a0, __a1)? }))
             }
             (n, rest) if let Some(f) = eagle_ir::MathFn::from_method(n).filter(|f| math_unop(n).is_none() && f.arity() == rest.len() + 1) => {
                 let f = math_fn_tokens(f);
-                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #f; let __a1 = vec![#recv #(, #rest)*]; __f.math(__a0, __a1)? }))
+                quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #f; let __a1 = vec![#recv #(, #rest)*]; __f.math(__a0, __a1)? }))
             }
             (n @ ("min" | "max"), [b]) => {
                 let op = bin_op_tokens(eagle_ir::BinOp::from_name(n).unwrap_or(eagle_ir::BinOp::Min));
-                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; let __a2 = #b; __f.bin(__a0, __a1, __a2)? }))
+                quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; let __a2 = #b; __f.bin(__a0, __a1, __a2)? }))
             }
-            ("to_bits", []) => quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #recv; __f.to_bits(__a0)? })),
-            ("mul_add", [b, c]) => quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #recv; let __a1 = #b; let __a2 = #c; __f.fma(__a0, __a1, __a2)? })),
+            ("to_bits", []) => quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #recv; __f.to_bits(__a0)? })),
+            ("mul_add", [b, c]) => quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #recv; let __a1 = #b; let __a2 = #c; __f.fma(__a0, __a1, __a2)? })),
             (n, rest) if let Some(f) = eagle_ir::MathFn::from_method(n) => {
                 return err(m.method.span(), format!("`.{name}()` takes {} argument(s) besides the receiver (`{}`), found {}", f.arity() - 1, f.signature(), rest.len()));
             }
@@ -325,13 +325,13 @@ impl Cx {
             let d = dtype_tokens(&ty, p.path.segments[0].ident.span())?;
             let x = self.expr(a[0])?;
             return Ok(
-                quote_spanned!(sp=> ::eagle::ir::Operand::Val({ let __a0 = #x; let __a1 = #d; __f.bitcast(__a0, __a1)? })),
+                quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #x; let __a1 = #d; __f.bitcast(__a0, __a1)? })),
             );
         }
         if !(p.path.segments.len() == 1 && is_intrinsic(&name)) {
             return err(c.func.span(), format!("`{name}` is not an eagle intrinsic with a result; the intrinsics with results are {}, {}, {} and the tile ops {}. Other eagle functions (`#[eagle::kernel]`) return nothing: call them as statements and pass an `Out` tensor for the result; plain Rust functions cannot be called from kernels", builtin_names(false), math_names("", ""), builtin_names(true), tile_names()));
         }
-        let v = |t: TS| quote_spanned!(sp=> ::eagle::ir::Operand::Val(#t));
+        let v = |t: TS| quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val(#t));
         if let Some(u) = math_unop(&name) {
             arity(1, &format!("{name}(x)"))?;
             let x = self.expr(a[0])?;
@@ -360,7 +360,7 @@ impl Cx {
         let sp = c.span();
         let name = b.name();
         let a: Vec<&Expr> = c.args.iter().collect();
-        let v = |t: TS| quote_spanned!(sp=> ::eagle::ir::Operand::Val(#t));
+        let v = |t: TS| quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val(#t));
         if !b.has_result() {
             return err(
                 c.span(),

@@ -8,6 +8,14 @@ use quote::{format_ident, quote};
 use syn::spanned::Spanned;
 use syn::{BinOp as SynBin, Expr};
 
+/// `span`'s place in the source with the macro's own name resolution: generated code that
+/// names the macro's bindings (`__f`, the function builder) must resolve them even where the
+/// user's tokens come from a `macro_rules!` macro (whose hygiene would hide them), while
+/// errors still point at the user's expression.
+pub(crate) fn resolved_here(span: Span) -> Span {
+    span.resolved_at(Span::call_site())
+}
+
 /// Whether a kernel may call `n` as a built-in function (from the spec in eagle-ir: the
 /// built-ins, the call forms of unary ops and the math library).
 pub(crate) fn is_intrinsic(n: &str) -> bool {
