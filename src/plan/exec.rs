@@ -1,0 +1,508 @@
+//! Running a plan's share: [`Exec`] calls the compiled wrapper for a range of samples (or rows
+//! of a mapreduce) on the CPU or a GPU, splits the samples over a team of threads, and folds
+//! mapreduce partials in row order.
+
+use super::*;
+
+pub(super) struct Exec<'p> {
+    pub(super) plan: &'p Plan,
+    pub(super) art: &'p codegen::Artifact,
+    pub(super) n: usize,
+    /// The GPU of `DeviceKernel` on platform `cuda`.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(super) device: usize,
+    /// Bytes of each plane buffer, in parameter order (copies and partials have the same size).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(super) sizes: Vec<usize>,
+}
+
+impl Exec<'_> {
+    /// The symbol of the sample kernel's CUDA entry of `kind`, as codegen named it.
+    #[cfg(feature = "cuda")]
+    pub(super) fn entry_symbol(&self, kind: codegen::cuda::EntryKind) -> Result<String> {
+        self.art
+            .cuda
+            .as_ref()
+            .and_then(|c| c.entry(&self.plan.kernel, kind))
+            .map(|e| e.symbol.clone())
+            .ok_or_else(|| {
+                Error::Codegen(codegen::CodegenError::Unsupported {
+                    backend: "cuda",
+                    function: self.plan.kernel.clone(),
+                    message: format!("the artifact has no {kind:?} entry for this sample kernel"),
+                })
+            })
+    }
+
+    /// Runs samples `lo..hi` for `rank` with the given buffer addresses. A failure names the
+    /// rank, the sample kernel (not its internal wrapper) and the samples that were running.
+    pub(super) fn call(&self, rank: usize, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
+        if self.gpu(rank) {
+            return self.gpu_call(rank, lo, hi, bufs);
+        }
+        let mut slots = vec![lo as u64, hi as u64];
+        slots.extend(bufs.iter().map(|p| p.0));
+        // Whole tiles through the tiles entry, the rest (and, to name a failure exactly as
+        // the sample wrapper does, the whole block again after a failure: a sample-local
+        // kernel's outputs depend on its inputs only) through the sample wrapper.
+        let mut rest = lo;
+        let mut tiles_failed = None;
+        let tiles_entry = self
+            .plan
+            .tiles_entry
+            .as_ref()
+            .filter(|te| self.art.code.entries.contains_key(te.as_str()));
+        if let Some(te) = tiles_entry {
+            let full = lo + (hi - lo) / tiles::LANES * tiles::LANES;
+            if full > lo {
+                let tiles = eagle_runtime::EntryCaller::new(self.art, te, rank)?;
+                slots[1] = full as u64;
+                // SAFETY: as below, samples lo..full.
+                rest = match unsafe { tiles.call(&slots) } {
+                    Ok(()) => full,
+                    Err(e) => {
+                        tiles_failed = Some(e);
+                        lo
+                    }
+                };
+                slots[0] = rest as u64;
+                slots[1] = hi as u64;
+            }
+        }
+        if rest == hi {
+            return Ok(());
+        }
+        let caller = eagle_runtime::EntryCaller::new(self.art, &self.plan.wrapper, rank)?;
+        // SAFETY: the slots are the plane buffers (or per-rank copies of the same size) in
+        // parameter order; workers run disjoint samples, as the access category guarantees.
+        let r = unsafe { caller.call(&slots) };
+        // The tiles failed but one sample at a time did not: report what the tiles said.
+        let r = r.and(tiles_failed.map_or(Ok(()), Err));
+        r.map_err(|e| self.kernel_error(e, &self.plan.wrapper, format!("samples {rest}..{hi}")))
+    }
+
+    /// `e` from compiled wrapper `wrapper`, as the user sees it: naming the sample kernel and
+    /// its op as the kernel's own IR does, then what was `running`.
+    pub(super) fn kernel_error(
+        &self,
+        e: eagle_runtime::RuntimeError,
+        wrapper: &str,
+        running: String,
+    ) -> Error {
+        match e {
+            eagle_runtime::RuntimeError::RankFailed { rank, cause } => {
+                let cause = cause.map(|message| {
+                    let message = message.replace(
+                        &format!("function `{wrapper}`"),
+                        &format!("sample kernel `{}`", self.plan.kernel),
+                    );
+                    let mut message = message
+                        .replace(&format!("`{wrapper}`"), &format!("`{}`", self.plan.kernel));
+                    // Name the op as the kernel's own IR does, not as its inlined copy.
+                    for (w, k) in inlined_op_names(&self.art.module, wrapper, &self.plan.kernel) {
+                        let w = format!("op `{w}`");
+                        if message.contains(&w) {
+                            message = message.replacen(&w, &format!("op `{k}`"), 1);
+                            break;
+                        }
+                    }
+                    format!("{message} (while running {running})")
+                });
+                Error::Runtime(eagle_runtime::RuntimeError::RankFailed { rank, cause })
+            }
+            other => Error::Runtime(other),
+        }
+    }
+
+    /// Forms the partials of rows `rows` for `rank` on the CPU in one call of the rows entry:
+    /// `bufs` holds the plane buffers with each reduction output replaced by its row-partial
+    /// buffer (every row at the identity). A failure names the first failing row's samples
+    /// (found by running the block's rows one at a time: the partials are scratch and the
+    /// inputs read-only, so nothing else changes).
+    pub(super) fn call_rows(&self, rank: usize, rows: Range<usize>, bufs: &[Ptr]) -> Result<()> {
+        let Some(entry) = &self.plan.rows_entry else {
+            return Err(Error::Plan(
+                "a mapreduce plan without its rows entry".into(),
+            ));
+        };
+        let caller = eagle_runtime::EntryCaller::new(self.art, entry, rank)?;
+        let mut slots = vec![rows.start as u64, rows.end as u64];
+        slots.extend(bufs.iter().map(|p| p.0));
+        // SAFETY: the slots are the plane buffers and partial buffers in parameter order;
+        // workers form disjoint rows.
+        if unsafe { caller.call(&slots) }.is_ok() {
+            return Ok(());
+        }
+        for row in rows.clone() {
+            slots[0] = row as u64;
+            slots[1] = row as u64 + 1;
+            // SAFETY: as above, one row.
+            if let Err(e) = unsafe { caller.call(&slots) } {
+                let (lo, hi) = (row * ROW, ((row + 1) * ROW).min(self.n));
+                return Err(self.kernel_error(e, entry, format!("samples {lo}..{hi}")));
+            }
+        }
+        Err(Error::Plan(format!(
+            "rows {}..{} of `{}` failed together but not one at a time",
+            rows.start, rows.end, self.plan.kernel
+        )))
+    }
+
+    /// Whether the share of `rank` runs on the GPU.
+    pub(super) fn gpu(&self, _rank: usize) -> bool {
+        match self.plan.structure {
+            Structure::RankPartition => self.plan.on_gpu(self.plan.inner),
+            s => self.plan.on_gpu(s),
+        }
+    }
+
+    /// Runs samples `lo..hi` on the GPU, one thread per sample (one thread in all for a
+    /// `cross_sample_write` kernel, which must run in sample order).
+    #[cfg(feature = "cuda")]
+    pub(super) fn gpu_call(&self, rank: usize, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
+        use eagle_runtime::cuda::KernelArg;
+        let mut args = vec![KernelArg::Scalar(lo as u64), KernelArg::Scalar(hi as u64)];
+        for (i, (p, &len)) in bufs.iter().zip(&self.sizes).enumerate() {
+            // SAFETY: `p` points to a live plane buffer (or a copy of the same size) of `len`
+            // bytes; the GPU path runs one share at a time, so nothing else touches it.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(p.0 as *mut u8, len) };
+            args.push(if self.plan.planes[i].out {
+                KernelArg::Out(bytes)
+            } else {
+                KernelArg::In(bytes)
+            });
+        }
+        let threads = if self.plan.info.category == AccessCategory::CrossSampleWrite {
+            1
+        } else {
+            (hi - lo) as u64
+        };
+        let symbol = self.entry_symbol(codegen::cuda::EntryKind::Samples)?;
+        let during = format!("while running samples {lo}..{hi}");
+        eagle_runtime::cuda::launch_samples(
+            self.art,
+            &symbol,
+            self.device,
+            rank,
+            threads,
+            self.plan.cuda_emulate,
+            &mut args,
+        )
+        .map_err(|e| during_gpu(e, &during))?;
+        Ok(())
+    }
+
+    /// Forms the partials of rows `rows` on the GPU (one thread per row, samples in order) and
+    /// returns them per row, per reduction output.
+    #[cfg(feature = "cuda")]
+    pub(super) fn gpu_rows(
+        &self,
+        rank: usize,
+        rows: Range<usize>,
+        base: &[Ptr],
+        outs: &[usize],
+        ident: &[Vec<u8>],
+    ) -> Result<Vec<Vec<Vec<u8>>>> {
+        use eagle_runtime::cuda::KernelArg;
+        let count = rows.len();
+        let mut partials: Vec<Vec<u8>> = ident.iter().map(|id| id.repeat(count)).collect();
+        let mut args = vec![
+            KernelArg::Scalar(rows.start as u64),
+            KernelArg::Scalar(rows.end as u64),
+            KernelArg::Scalar(self.n as u64),
+        ];
+        let mut parts = partials.iter_mut();
+        for (i, (p, &len)) in base.iter().zip(&self.sizes).enumerate() {
+            if outs.contains(&i) {
+                let part = parts.next().ok_or_else(|| Error::Plan("partials".into()))?;
+                args.push(KernelArg::Out(&mut part[..]));
+                continue;
+            }
+            // SAFETY: `p` points to a live plane buffer of `len` bytes, read-only here.
+            let bytes = unsafe { std::slice::from_raw_parts(p.0 as *const u8, len) };
+            args.push(KernelArg::In(bytes));
+        }
+        let symbol = self.entry_symbol(codegen::cuda::EntryKind::Rows)?;
+        let during = format!(
+            "while running rows {}..{}, samples {}..{}",
+            rows.start,
+            rows.end,
+            rows.start * ROW,
+            (rows.end * ROW).min(self.n)
+        );
+        eagle_runtime::cuda::launch_samples(
+            self.art,
+            &symbol,
+            self.device,
+            rank,
+            count as u64,
+            self.plan.cuda_emulate,
+            &mut args,
+        )
+        .map_err(|e| during_gpu(e, &during))?;
+        drop(args);
+        Ok((0..count)
+            .map(|r| {
+                partials
+                    .iter()
+                    .zip(ident)
+                    .map(|(all, id)| all[r * id.len()..(r + 1) * id.len()].to_vec())
+                    .collect()
+            })
+            .collect())
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    pub(super) fn gpu_call(
+        &self,
+        _rank: usize,
+        _lo: usize,
+        _hi: usize,
+        _bufs: &[Ptr],
+    ) -> Result<()> {
+        Err(no_cuda())
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    pub(super) fn gpu_rows(
+        &self,
+        _rank: usize,
+        _rows: Range<usize>,
+        _base: &[Ptr],
+        _outs: &[usize],
+        _ident: &[Vec<u8>],
+    ) -> Result<Vec<Vec<Vec<u8>>>> {
+        Err(no_cuda())
+    }
+
+    /// Runs `units` (samples or rows) through `structure` with `threads` workers: contiguous
+    /// blocks of units per worker; `work(range)` runs one block.
+    pub(super) fn team(
+        &self,
+        structure: Structure,
+        units: Range<usize>,
+        work: &(dyn Fn(Range<usize>) -> Result<()> + Sync),
+    ) -> Result<()> {
+        let single = structure == Structure::DeviceKernel
+            || self.plan.info.category == AccessCategory::CrossSampleWrite;
+        let t = if single {
+            1
+        } else {
+            self.plan.threads.min(units.len().max(1))
+        };
+        if t <= 1 {
+            return work(units);
+        }
+        let part = Partition::new(units.len(), t);
+        // The workers come from the runtime's thread pool: a run starts no thread once the
+        // pool holds `t` idle ones.
+        let tasks: Vec<Box<dyn FnOnce() -> Result<()> + Send + '_>> = (1..t)
+            .map(|i| {
+                let r = part.share(i);
+                let r = units.start + r.start..units.start + r.end;
+                let task: Box<dyn FnOnce() -> Result<()> + Send + '_> = Box::new(move || work(r));
+                task
+            })
+            .collect();
+        // The caller runs the first share itself.
+        let first = part.share(0);
+        let first = units.start + first.start..units.start + first.end;
+        let (mine, rest) = eagle_runtime::pool::run_all_and(tasks, 16 << 20, || work(first));
+        mine?;
+        rest.into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|m| Err(Error::Plan(format!("a worker thread panicked: {m}"))))
+            })
+            .collect::<Result<Vec<()>>>()
+            .map(|_| ())
+    }
+
+    /// The ranks this process computes, the world size, and whether the world is MPI: all of
+    /// `0..R` when simulating R ranks in-process, or this process's rank of the MPI world.
+    pub(super) fn ranks(&self) -> Result<(Vec<usize>, usize, bool)> {
+        match self.plan.ranks {
+            Some(r) if r >= 1 => Ok(((0..r).collect(), r, false)),
+            Some(_) => Err(Error::Plan(
+                "argument `ranks`: simulate at least one rank".into(),
+            )),
+            None if RankPartition::available() => {
+                let (me, size) = RankPartition::world();
+                Ok((vec![me], size, true))
+            }
+            None => Err(no_mpi("RankPartition::run")),
+        }
+    }
+
+    pub(super) fn samplewise(&self, bufs: &[(Ptr, usize)]) -> Result<()> {
+        let ptrs: Vec<Ptr> = bufs.iter().map(|b| b.0).collect();
+        if self.plan.structure != Structure::RankPartition {
+            return self.team(self.plan.structure, 0..self.n, &|r| {
+                self.call(0, r.start, r.end, &ptrs)
+            });
+        }
+        // Each simulated rank computes its block into its own copy of the outputs (NaN
+        // sentinel elsewhere); the gather assembles every rank's block.
+        let (mine, r, mpi) = self.ranks()?;
+        let part = Partition::new(self.n, r);
+        let outs: Vec<usize> = (0..self.plan.planes.len())
+            .filter(|&i| self.plan.planes[i].out)
+            .collect();
+        let mut gathered: Vec<Vec<f64>> = outs
+            .iter()
+            .map(|&i| vec![f64::NAN; bufs[i].1 / 8])
+            .collect();
+        for &rank in &mine {
+            let share = part.share(rank);
+            // Outside its share a rank's copy holds the NaN sentinel; inside, the output's
+            // current values (a kernel may write conditionally or read-modify-write).
+            let mut copies: Vec<Vec<f64>> = outs
+                .iter()
+                .map(|&i| {
+                    let mut c = vec![f64::NAN; bufs[i].1 / 8];
+                    // SAFETY: `bufs[i]` is the output plane's storage, `bufs[i].1` bytes long.
+                    let orig = unsafe {
+                        std::slice::from_raw_parts(bufs[i].0 .0 as *const f64, bufs[i].1 / 8)
+                    };
+                    let width = c.len() / self.n.max(1);
+                    for comp in 0..width {
+                        let row = comp * self.n;
+                        c[row + share.start..row + share.end]
+                            .copy_from_slice(&orig[row + share.start..row + share.end]);
+                    }
+                    c
+                })
+                .collect();
+            let mut ptrs = ptrs.clone();
+            for (k, &i) in outs.iter().enumerate() {
+                ptrs[i] = Ptr(copies[k].as_mut_ptr() as u64);
+            }
+            self.team(self.plan.inner, share.clone(), &|sub| {
+                self.call(rank, sub.start, sub.end, &ptrs)
+            })?;
+            // allgather_plane: take this rank's samples of every component.
+            for k in 0..outs.len() {
+                let width = copies[k].len() / self.n.max(1);
+                for c in 0..width {
+                    let row = c * self.n;
+                    let src = &copies[k][row + share.start..row + share.end];
+                    if mpi {
+                        let src = src.to_vec();
+                        RankPartition::allgather_plane_into(
+                            &src,
+                            &part,
+                            &mut gathered[k][row..row + self.n],
+                        )?;
+                    } else {
+                        gathered[k][row + share.start..row + share.end].copy_from_slice(src);
+                    }
+                }
+            }
+        }
+        for (k, &i) in outs.iter().enumerate() {
+            // SAFETY: `bufs[i]` is the output plane's storage, `bufs[i].1` bytes long.
+            let dst =
+                unsafe { std::slice::from_raw_parts_mut(bufs[i].0 .0 as *mut f64, bufs[i].1 / 8) };
+            dst.copy_from_slice(&gathered[k]);
+        }
+        Ok(())
+    }
+
+    pub(super) fn mapreduce(&self, kind: ReduceKind, bufs: &[(Ptr, usize)]) -> Result<()> {
+        let rows = self.n.div_ceil(ROW);
+        let outs: Vec<usize> = (0..self.plan.planes.len())
+            .filter(|&i| self.plan.planes[i].reduction)
+            .collect();
+        // The identity of one partial of each reduction output.
+        let ident: Vec<Vec<u8>> = outs
+            .iter()
+            .map(|&i| {
+                let d = self.plan.planes[i].dtype;
+                identity(kind, d).repeat(bufs[i].1 / d.size())
+            })
+            .collect();
+        // partials[k]: the partial of output k for every row, row after row, each starting at
+        // the identity. Workers write disjoint rows.
+        let mut partials: Vec<Vec<u8>> = ident.iter().map(|id| id.repeat(rows)).collect();
+        let part_ptrs: Vec<Ptr> = partials
+            .iter_mut()
+            .map(|p| Ptr(p.as_mut_ptr() as u64))
+            .collect();
+        let base: Vec<Ptr> = bufs.iter().map(|b| b.0).collect();
+        let do_rows = |rank: usize, rr: Range<usize>| -> Result<()> {
+            if rr.is_empty() {
+                return Ok(());
+            }
+            if self.gpu(rank) {
+                let start = rr.start;
+                for (r, p) in self
+                    .gpu_rows(rank, rr, &base, &outs, &ident)?
+                    .into_iter()
+                    .enumerate()
+                {
+                    for (k, v) in p.iter().enumerate() {
+                        let w = ident[k].len();
+                        // SAFETY: row `start + r` of partial buffer k, written by this worker
+                        // only (rows are dealt to workers disjointly).
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                v.as_ptr(),
+                                (part_ptrs[k].0 as *mut u8).add((start + r) * w),
+                                w,
+                            )
+                        };
+                    }
+                }
+                return Ok(());
+            }
+            let mut ptrs = base.clone();
+            for (k, &i) in outs.iter().enumerate() {
+                ptrs[i] = part_ptrs[k];
+            }
+            self.call_rows(rank, rr, &ptrs)
+        };
+        if self.plan.structure == Structure::RankPartition {
+            // Rows are dealt to ranks whole; each rank forms the partials of its rows through
+            // `inner`; allgather_fold then collects every row's partial.
+            let (mine, r, mpi) = self.ranks()?;
+            let part = Partition::new(rows, r);
+            for &rank in &mine {
+                self.team(self.plan.inner, part.share(rank), &|rr| do_rows(rank, rr))?;
+            }
+            if mpi {
+                // allgather_fold: every rank contributes the partials of its rows, row-major
+                // (per row, each output's partial in turn); the fold below then runs on every
+                // rank in row order.
+                let me = mine[0];
+                let row_bytes: usize = ident.iter().map(Vec::len).sum();
+                let mut local = Vec::with_capacity(part.share(me).len() * row_bytes);
+                for row in part.share(me) {
+                    for (k, id) in ident.iter().enumerate() {
+                        local.extend_from_slice(&partials[k][row * id.len()..(row + 1) * id.len()]);
+                    }
+                }
+                let counts: Vec<usize> = (0..r).map(|q| part.share(q).len() * row_bytes).collect();
+                let all = allgather(&local, &counts)?;
+                for (row, chunk) in all.chunks_exact(row_bytes.max(1)).enumerate().take(rows) {
+                    let mut at = 0;
+                    for (k, id) in ident.iter().enumerate() {
+                        partials[k][row * id.len()..(row + 1) * id.len()]
+                            .copy_from_slice(&chunk[at..at + id.len()]);
+                        at += id.len();
+                    }
+                }
+            }
+        } else {
+            self.team(self.plan.structure, 0..rows, &|rr| do_rows(0, rr))?;
+        }
+        // Fold the row partials in row order, whatever ran them.
+        for (k, &i) in outs.iter().enumerate() {
+            let d = self.plan.planes[i].dtype;
+            let mut acc = ident[k].clone();
+            rows::fold(kind, d, &mut acc, &partials[k]);
+            // SAFETY: `bufs[i]` is the output plane's storage, `bufs[i].1` bytes long.
+            let dst = unsafe { std::slice::from_raw_parts_mut(bufs[i].0 .0 as *mut u8, bufs[i].1) };
+            dst.copy_from_slice(&acc);
+        }
+        Ok(())
+    }
+}
