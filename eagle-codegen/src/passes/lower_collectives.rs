@@ -331,265 +331,7 @@ fn lower_block(
             blocks: vec![vec![]],
             loc: op.loc.clone(),
         };
-        let lowered = match op.kind.clone() {
-            OpKind::Broadcast {
-                ctx,
-                src,
-                dst,
-                root,
-            } => {
-                em.barrier(ctx);
-                if src == dst {
-                    // In place: the root already holds the data; copying its buffer onto
-                    // itself would write what the other ranks are reading.
-                    let me = em.rank(ctx);
-                    let other = em.cmp(CmpOp::Ne, me, root);
-                    em.if_(other, |em| em.get(dst, root, src), |_| {});
-                } else {
-                    em.get(dst, root, src);
-                }
-                em.barrier(ctx);
-                true
-            }
-            OpKind::AllGather { ctx, src, dst }
-                if gathers_rows(&em.ty(src), &em.ty(dst))
-                    || !matches!(em.ty(src), Type::Window(..)) =>
-            {
-                // The row form: rank r's whole send buffer (`[1, M, ...]`) becomes row r of
-                // every rank's receive buffer. Pulled from the peers' send windows where the
-                // send buffer is a window, else pushed into the peers' receive windows. (A
-                // local send buffer is always the row form; at P = 1 its shapes are equal.)
-                let pull = matches!(em.ty(src), Type::Window(..));
-                em.barrier(ctx);
-                let me = em.rank(ctx);
-                em.for_(0, p, |em, q| {
-                    let d = em.subview(dst, if pull { q } else { me }, 1);
-                    if pull {
-                        em.get(d, q, src);
-                    } else {
-                        em.put(d, q, src);
-                    }
-                });
-                em.barrier(ctx);
-                true
-            }
-            OpKind::AllGather { ctx, src, dst } => {
-                let (n, _) = rows(&em.ty(src));
-                em.barrier(ctx);
-                // In place, a rank's own chunk is already where it belongs (and the others
-                // read it meanwhile): only the other chunks are fetched.
-                let me = (src == dst).then(|| em.rank(ctx));
-                em.for_(0, p, |em, peer| {
-                    em.dyn_chunk(peer, n, p, &|em, o, len| {
-                        let d = em.subview(dst, o, len);
-                        let s = em.subview(src, o, len);
-                        match me {
-                            Some(me) => {
-                                let other = em.cmp(CmpOp::Ne, me, peer);
-                                em.if_(other, |em| em.get(d, peer, s), |_| {});
-                            }
-                            None => em.get(d, peer, s),
-                        }
-                    });
-                });
-                em.barrier(ctx);
-                true
-            }
-            OpKind::AllToAll { ctx, src, dst } => {
-                let rows = em
-                    .ty(src)
-                    .shape()
-                    .and_then(|s| s.0.first()?.as_const())
-                    .unwrap_or(0);
-                if rows != p {
-                    return Err(SpecializeError::CollectiveShape {
-                        function: f_name.to_string(),
-                        op: "all_to_all".into(),
-                        loc: op.loc.clone().map(Box::new),
-                        message: format!("the buffers have {rows} rows but the world has {p} ranks; give them shape [NR, M] with `NR = dynamic!(\"NR\")`"),
-                    });
-                }
-                em.barrier(ctx);
-                let me = em.rank(ctx);
-                em.for_(0, p, |em, qv| {
-                    let d = em.subview(dst, qv, 1);
-                    let s = em.subview(src, me, 1);
-                    em.get(d, qv, s);
-                });
-                em.barrier(ctx);
-                true
-            }
-            OpKind::ReduceScatter {
-                ctx,
-                src,
-                dst,
-                op: r,
-            } => {
-                let (n, blk) = rows(&em.ty(src));
-                em.barrier(ctx);
-                let me = em.rank(ctx);
-                em.dyn_chunk(me, n, p, &|e, off, len| {
-                    e.blocks(off, len, blk, &|e, o, b| {
-                        e.reduce_block(src, dst, p, o, b, r)
-                    });
-                });
-                em.barrier(ctx);
-                true
-            }
-            OpKind::AllReduce {
-                ctx,
-                src,
-                dst,
-                op: r,
-                mode,
-            } => {
-                let (n, blk) = rows(&em.ty(src));
-                em.barrier(ctx);
-                match mode {
-                    AllreduceMode::Mesh => {
-                        let zero = em.idx(0);
-                        em.blocks(zero, n, blk, &|e, o, b| {
-                            e.reduce_block(src, dst, p, o, b, r)
-                        });
-                    }
-                    AllreduceMode::TwoPhase => {
-                        // Phase 1: rank `me` reduces chunk `me` of every rank's `src` into its
-                        // `dst`. Phase 2: it gets chunk q from rank q's `dst`, once rank q
-                        // has finished phase 1 (rank q sets slot q of `me`'s signals).
-                        let me = em.rank(ctx);
-                        em.dyn_chunk(me, n, p, &|e, off, len| {
-                            e.blocks(off, len, blk, &|e, o, b| {
-                                e.reduce_block(src, dst, p, o, b, r)
-                            });
-                        });
-                        match sig {
-                            Some(sig) => em.for_(0, p, |em, qv| {
-                                let other = em.cmp(CmpOp::Ne, me, qv);
-                                em.if_(other, |e| e.notify(sig, qv, me, 1), |_| {});
-                            }),
-                            None => em.barrier(ctx),
-                        }
-                        em.for_(0, p, |em, qv| {
-                            let other = em.cmp(CmpOp::Ne, me, qv);
-                            em.if_(
-                                other,
-                                |e| {
-                                    if let Some(sig) = sig {
-                                        e.wait(sig, qv, 1);
-                                    }
-                                    e.dyn_chunk(qv, n, p, &|e, o, len| {
-                                        let d = e.subview(dst, o, len);
-                                        e.get(d, qv, d);
-                                    });
-                                    if let Some(sig) = sig {
-                                        // Reset for the next call: rank q sets it again only
-                                        // after the closing barrier.
-                                        e.notify(sig, me, qv, 0);
-                                    }
-                                },
-                                |_| {},
-                            );
-                        });
-                    }
-                    AllreduceMode::Ring if p == 1 => {
-                        let me = em.rank(ctx);
-                        em.get(dst, me, src);
-                    }
-                    AllreduceMode::Ring => {
-                        // Phase 1, step s: rank `me` adds its `src` to the partial sum of chunk
-                        // `me - s - 1` that `prev` made at its step s - 1. Phase 2, step s: it
-                        // gets chunk `me - s`, complete, from `prev`'s `dst`. Each step waits
-                        // only for `prev`'s step before it: `prev` writes the number of steps
-                        // it has finished into slot 0 of `me`'s signals. (A write into a chunk
-                        // that `next` has yet to read is ordered after that read by the chain
-                        // of waits around the ring: docs/collectives.md.)
-                        let me = em.rank(ctx);
-                        let prev = em.add_mod(me, p - 1, p);
-                        let next = em.add_mod(me, 1, p);
-                        let slot = em.idx(0);
-                        // Before a step that reads what `prev` made in its first `k` steps
-                        // (`k` a run-time index).
-                        let after = |e: &mut Em<'_>, k: Value| match sig {
-                            Some(sig) => {
-                                let k = e.cast_i64(k);
-                                e.wait_v(sig, slot, k)
-                            }
-                            None => e.barrier(ctx),
-                        };
-                        // After this rank's `k`-th step, whose result `next` reads.
-                        let done = |e: &mut Em<'_>, k: Value| {
-                            if let Some(sig) = sig {
-                                let k = e.cast_i64(k);
-                                e.notify_v(sig, next, slot, k);
-                            }
-                        };
-                        // Reduce step s of chunk `me - s - 1`: step 0 adds to `prev`'s `src`,
-                        // the later ones to the partial in `prev`'s `dst`.
-                        let step = |e: &mut Em<'_>, partial: Value, c: Value| {
-                            e.dyn_chunk(c, n, p, &|e, off, len| {
-                                e.blocks(off, len, blk, &|e, o, b| {
-                                    let from_prev = e.rload(partial, prev, o, b);
-                                    let mine = e.load(src, o, b);
-                                    let acc = e.tbin(r.bin_op(), from_prev, mine);
-                                    e.store(acc, dst, o);
-                                });
-                            });
-                        };
-                        let c0 = em.add_mod(me, p - 1, p);
-                        step(&mut em, src, c0);
-                        let one = em.idx(1);
-                        done(&mut em, one);
-                        em.for_(1, p - 1, |em, s| {
-                            after(em, s);
-                            // c = (me + p - 1 - s) % p, with no negative intermediate.
-                            let pm1 = em.idx(p - 1);
-                            let k = em.ibin(BinOp::Sub, pm1, s);
-                            let t = em.ibin(BinOp::Add, me, k);
-                            let pv = em.idx(p);
-                            let c = em.ibin(BinOp::Rem, t, pv);
-                            step(em, dst, c);
-                            let s1 = em.ibin(BinOp::Add, s, one);
-                            done(em, s1);
-                        });
-                        // Gather step s: chunk `me - s`, complete, from `prev`'s `dst`.
-                        em.for_(0, p - 1, |em, s| {
-                            let pm1 = em.idx(p - 1);
-                            let k = em.ibin(BinOp::Add, s, pm1);
-                            after(em, k);
-                            let pv = em.idx(p);
-                            let back = em.ibin(BinOp::Sub, pv, s);
-                            let t = em.ibin(BinOp::Add, me, back);
-                            let c = em.ibin(BinOp::Rem, t, pv);
-                            em.dyn_chunk(c, n, p, &|e, off, len| {
-                                let d = e.subview(dst, off, len);
-                                e.get(d, prev, d);
-                            });
-                            // Counts p .. 2p - 3: not after the last gather step.
-                            let two = em.idx(2);
-                            let s2 = em.ibin(BinOp::Add, s, two);
-                            let more = em.cmp(CmpOp::Lt, s2, pv);
-                            em.if_(
-                                more,
-                                |e| {
-                                    let pv = e.idx(p);
-                                    let k = e.ibin(BinOp::Add, pv, s);
-                                    done(e, k)
-                                },
-                                |_| {},
-                            );
-                        });
-                        if let Some(sig) = sig {
-                            // All 2P - 3 of `prev`'s counts have arrived: reset for the next
-                            // call (`prev` writes again only after the closing barrier).
-                            em.notify(sig, me, slot, 0);
-                        }
-                    }
-                }
-                em.barrier(ctx);
-                true
-            }
-            _ => false,
-        };
+        let lowered = lower_collective(&mut em, op.kind.clone(), f_name, op.loc.clone(), p, sig)?;
         if lowered {
             let ops = em.blocks.pop().unwrap_or_default();
             out.extend(ops);
@@ -611,6 +353,303 @@ fn lower_block(
     }
     b.ops = out;
     Ok(())
+}
+
+/// Writes into `em` the expansion of a built-in collective, or returns `false` for any other
+/// op (which the caller keeps, lowering its nested blocks).
+///
+/// # Errors
+/// [`SpecializeError::CollectiveShape`] for an all-to-all whose buffers do not have P rows.
+fn lower_collective(
+    em: &mut Em<'_>,
+    kind: OpKind,
+    f_name: &str,
+    loc: Option<eagle_ir::Loc>,
+    p: u64,
+    sig: Option<Value>,
+) -> Result<bool, SpecializeError> {
+    Ok(match kind {
+        OpKind::Broadcast {
+            ctx,
+            src,
+            dst,
+            root,
+        } => {
+            em.barrier(ctx);
+            if src == dst {
+                // In place: the root already holds the data; copying its buffer onto
+                // itself would write what the other ranks are reading.
+                let me = em.rank(ctx);
+                let other = em.cmp(CmpOp::Ne, me, root);
+                em.if_(other, |em| em.get(dst, root, src), |_| {});
+            } else {
+                em.get(dst, root, src);
+            }
+            em.barrier(ctx);
+            true
+        }
+        OpKind::AllGather { ctx, src, dst }
+            if gathers_rows(&em.ty(src), &em.ty(dst))
+                || !matches!(em.ty(src), Type::Window(..)) =>
+        {
+            // The row form: rank r's whole send buffer (`[1, M, ...]`) becomes row r of
+            // every rank's receive buffer. Pulled from the peers' send windows where the
+            // send buffer is a window, else pushed into the peers' receive windows. (A
+            // local send buffer is always the row form; at P = 1 its shapes are equal.)
+            let pull = matches!(em.ty(src), Type::Window(..));
+            em.barrier(ctx);
+            let me = em.rank(ctx);
+            em.for_(0, p, |em, q| {
+                let d = em.subview(dst, if pull { q } else { me }, 1);
+                if pull {
+                    em.get(d, q, src);
+                } else {
+                    em.put(d, q, src);
+                }
+            });
+            em.barrier(ctx);
+            true
+        }
+        OpKind::AllGather { ctx, src, dst } => {
+            let (n, _) = rows(&em.ty(src));
+            em.barrier(ctx);
+            // In place, a rank's own chunk is already where it belongs (and the others
+            // read it meanwhile): only the other chunks are fetched.
+            let me = (src == dst).then(|| em.rank(ctx));
+            em.for_(0, p, |em, peer| {
+                em.dyn_chunk(peer, n, p, &|em, o, len| {
+                    let d = em.subview(dst, o, len);
+                    let s = em.subview(src, o, len);
+                    match me {
+                        Some(me) => {
+                            let other = em.cmp(CmpOp::Ne, me, peer);
+                            em.if_(other, |em| em.get(d, peer, s), |_| {});
+                        }
+                        None => em.get(d, peer, s),
+                    }
+                });
+            });
+            em.barrier(ctx);
+            true
+        }
+        OpKind::AllToAll { ctx, src, dst } => {
+            let rows = em
+                .ty(src)
+                .shape()
+                .and_then(|s| s.0.first()?.as_const())
+                .unwrap_or(0);
+            if rows != p {
+                return Err(SpecializeError::CollectiveShape {
+                    function: f_name.to_string(),
+                    op: "all_to_all".into(),
+                    loc: loc.clone().map(Box::new),
+                    message: format!("the buffers have {rows} rows but the world has {p} ranks; give them shape [NR, M] with `NR = dynamic!(\"NR\")`"),
+                });
+            }
+            em.barrier(ctx);
+            let me = em.rank(ctx);
+            em.for_(0, p, |em, qv| {
+                let d = em.subview(dst, qv, 1);
+                let s = em.subview(src, me, 1);
+                em.get(d, qv, s);
+            });
+            em.barrier(ctx);
+            true
+        }
+        OpKind::ReduceScatter {
+            ctx,
+            src,
+            dst,
+            op: r,
+        } => {
+            let (n, blk) = rows(&em.ty(src));
+            em.barrier(ctx);
+            let me = em.rank(ctx);
+            em.dyn_chunk(me, n, p, &|e, off, len| {
+                e.blocks(off, len, blk, &|e, o, b| {
+                    e.reduce_block(src, dst, p, o, b, r)
+                });
+            });
+            em.barrier(ctx);
+            true
+        }
+        OpKind::AllReduce {
+            ctx,
+            src,
+            dst,
+            op: r,
+            mode,
+        } => lower_allreduce(em, [ctx, src, dst], r, mode, p, sig),
+        _ => false,
+    })
+}
+
+/// The expansion of an allreduce of `[ctx, src, dst]` with `r` in `mode` at world size `p`
+/// (`sig`: the signal window of ring and two-phase, if any).
+fn lower_allreduce(
+    em: &mut Em<'_>,
+    [ctx, src, dst]: [Value; 3],
+    r: ReduceOp,
+    mode: AllreduceMode,
+    p: u64,
+    sig: Option<Value>,
+) -> bool {
+    let (n, blk) = rows(&em.ty(src));
+    em.barrier(ctx);
+    match mode {
+        AllreduceMode::Mesh => {
+            let zero = em.idx(0);
+            em.blocks(zero, n, blk, &|e, o, b| {
+                e.reduce_block(src, dst, p, o, b, r)
+            });
+        }
+        AllreduceMode::TwoPhase => {
+            // Phase 1: rank `me` reduces chunk `me` of every rank's `src` into its
+            // `dst`. Phase 2: it gets chunk q from rank q's `dst`, once rank q
+            // has finished phase 1 (rank q sets slot q of `me`'s signals).
+            let me = em.rank(ctx);
+            em.dyn_chunk(me, n, p, &|e, off, len| {
+                e.blocks(off, len, blk, &|e, o, b| {
+                    e.reduce_block(src, dst, p, o, b, r)
+                });
+            });
+            match sig {
+                Some(sig) => em.for_(0, p, |em, qv| {
+                    let other = em.cmp(CmpOp::Ne, me, qv);
+                    em.if_(other, |e| e.notify(sig, qv, me, 1), |_| {});
+                }),
+                None => em.barrier(ctx),
+            }
+            em.for_(0, p, |em, qv| {
+                let other = em.cmp(CmpOp::Ne, me, qv);
+                em.if_(
+                    other,
+                    |e| {
+                        if let Some(sig) = sig {
+                            e.wait(sig, qv, 1);
+                        }
+                        e.dyn_chunk(qv, n, p, &|e, o, len| {
+                            let d = e.subview(dst, o, len);
+                            e.get(d, qv, d);
+                        });
+                        if let Some(sig) = sig {
+                            // Reset for the next call: rank q sets it again only
+                            // after the closing barrier.
+                            e.notify(sig, me, qv, 0);
+                        }
+                    },
+                    |_| {},
+                );
+            });
+        }
+        AllreduceMode::Ring if p == 1 => {
+            let me = em.rank(ctx);
+            em.get(dst, me, src);
+        }
+        AllreduceMode::Ring => lower_ring(em, [ctx, src, dst], r, (n, blk), p, sig),
+    }
+    em.barrier(ctx);
+    true
+}
+
+/// The ring allreduce's steps (P >= 2; `n` elements): P - 1 reduce steps, then P - 1 gather
+/// steps, each waiting only for the previous rank's step (on `sig`, or barriers without it);
+/// `blk` rows per tile.
+fn lower_ring(
+    em: &mut Em<'_>,
+    [ctx, src, dst]: [Value; 3],
+    r: ReduceOp,
+    (n, blk): (u64, u64),
+    p: u64,
+    sig: Option<Value>,
+) {
+    // Phase 1, step s: rank `me` adds its `src` to the partial sum of chunk
+    // `me - s - 1` that `prev` made at its step s - 1. Phase 2, step s: it
+    // gets chunk `me - s`, complete, from `prev`'s `dst`. Each step waits
+    // only for `prev`'s step before it: `prev` writes the number of steps
+    // it has finished into slot 0 of `me`'s signals. (A write into a chunk
+    // that `next` has yet to read is ordered after that read by the chain
+    // of waits around the ring: docs/collectives.md.)
+    let me = em.rank(ctx);
+    let prev = em.add_mod(me, p - 1, p);
+    let next = em.add_mod(me, 1, p);
+    let slot = em.idx(0);
+    // Before a step that reads what `prev` made in its first `k` steps
+    // (`k` a run-time index).
+    let after = |e: &mut Em<'_>, k: Value| match sig {
+        Some(sig) => {
+            let k = e.cast_i64(k);
+            e.wait_v(sig, slot, k)
+        }
+        None => e.barrier(ctx),
+    };
+    // After this rank's `k`-th step, whose result `next` reads.
+    let done = |e: &mut Em<'_>, k: Value| {
+        if let Some(sig) = sig {
+            let k = e.cast_i64(k);
+            e.notify_v(sig, next, slot, k);
+        }
+    };
+    // Reduce step s of chunk `me - s - 1`: step 0 adds to `prev`'s `src`,
+    // the later ones to the partial in `prev`'s `dst`.
+    let step = |e: &mut Em<'_>, partial: Value, c: Value| {
+        e.dyn_chunk(c, n, p, &|e, off, len| {
+            e.blocks(off, len, blk, &|e, o, b| {
+                let from_prev = e.rload(partial, prev, o, b);
+                let mine = e.load(src, o, b);
+                let acc = e.tbin(r.bin_op(), from_prev, mine);
+                e.store(acc, dst, o);
+            });
+        });
+    };
+    let c0 = em.add_mod(me, p - 1, p);
+    step(em, src, c0);
+    let one = em.idx(1);
+    done(em, one);
+    em.for_(1, p - 1, |em, s| {
+        after(em, s);
+        // c = (me + p - 1 - s) % p, with no negative intermediate.
+        let pm1 = em.idx(p - 1);
+        let k = em.ibin(BinOp::Sub, pm1, s);
+        let t = em.ibin(BinOp::Add, me, k);
+        let pv = em.idx(p);
+        let c = em.ibin(BinOp::Rem, t, pv);
+        step(em, dst, c);
+        let s1 = em.ibin(BinOp::Add, s, one);
+        done(em, s1);
+    });
+    // Gather step s: chunk `me - s`, complete, from `prev`'s `dst`.
+    em.for_(0, p - 1, |em, s| {
+        let pm1 = em.idx(p - 1);
+        let k = em.ibin(BinOp::Add, s, pm1);
+        after(em, k);
+        let pv = em.idx(p);
+        let back = em.ibin(BinOp::Sub, pv, s);
+        let t = em.ibin(BinOp::Add, me, back);
+        let c = em.ibin(BinOp::Rem, t, pv);
+        em.dyn_chunk(c, n, p, &|e, off, len| {
+            let d = e.subview(dst, off, len);
+            e.get(d, prev, d);
+        });
+        // Counts p .. 2p - 3: not after the last gather step.
+        let two = em.idx(2);
+        let s2 = em.ibin(BinOp::Add, s, two);
+        let more = em.cmp(CmpOp::Lt, s2, pv);
+        em.if_(
+            more,
+            |e| {
+                let pv = e.idx(p);
+                let k = e.ibin(BinOp::Add, pv, s);
+                done(e, k)
+            },
+            |_| {},
+        );
+    });
+    if let Some(sig) = sig {
+        // All 2P - 3 of `prev`'s counts have arrived: reset for the next
+        // call (`prev` writes again only after the closing barrier).
+        em.notify(sig, me, slot, 0);
+    }
 }
 
 /// Replaces every built-in collective of `f` by its expansion for world size `p`. `signals` is
