@@ -193,33 +193,8 @@ fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String)
         Var(a) => format!("var {}", n.v(*a)),
         Read(a) => format!("read {}", n.v(*a)),
         Write(a, b) => format!("write {}, {}", n.v(*a), n.v(*b)),
-        For { var, lo, hi, body } => {
-            let _ = writeln!(
-                s,
-                "for {} in {}..{} {{{}",
-                n.v(*var),
-                n.v(*lo),
-                n.v(*hi),
-                n.loc(op)
-            );
-            print_block(f, n, body, depth + 1, s);
-            let _ = writeln!(s, "{ind}}}");
-            return;
-        }
-        If {
-            cond,
-            then_body,
-            else_body,
-        } => {
-            let _ = writeln!(s, "if {} {{{}", n.v(*cond), n.loc(op));
-            print_block(f, n, then_body, depth + 1, s);
-            if else_body.ops.is_empty() {
-                let _ = writeln!(s, "{ind}}}");
-            } else {
-                let _ = writeln!(s, "{ind}}} else {{");
-                print_block(f, n, else_body, depth + 1, s);
-                let _ = writeln!(s, "{ind}}}");
-            }
+        For { .. } | If { .. } => {
+            print_nested(f, n, op, depth, s);
             return;
         }
         Call { callee, args } => format!("call @{callee}({})", n.list(args)),
@@ -300,4 +275,41 @@ fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String)
     }
     s.push_str(&n.loc(op));
     s.push('\n');
+}
+
+/// Prints a `for` or an `if` (the op's head, its nested blocks one level deeper, the closing
+/// braces) after the indentation and result already written.
+fn print_nested(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String) {
+    use OpKind::*;
+    let ind = "  ".repeat(depth);
+    match &op.kind {
+        For { var, lo, hi, body } => {
+            let _ = writeln!(
+                s,
+                "for {} in {}..{} {{{}",
+                n.v(*var),
+                n.v(*lo),
+                n.v(*hi),
+                n.loc(op)
+            );
+            print_block(f, n, body, depth + 1, s);
+            let _ = writeln!(s, "{ind}}}");
+        }
+        If {
+            cond,
+            then_body,
+            else_body,
+        } => {
+            let _ = writeln!(s, "if {} {{{}", n.v(*cond), n.loc(op));
+            print_block(f, n, then_body, depth + 1, s);
+            if else_body.ops.is_empty() {
+                let _ = writeln!(s, "{ind}}}");
+            } else {
+                let _ = writeln!(s, "{ind}}} else {{");
+                print_block(f, n, else_body, depth + 1, s);
+                let _ = writeln!(s, "{ind}}}");
+            }
+        }
+        _ => {}
+    }
 }
