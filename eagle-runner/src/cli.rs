@@ -222,7 +222,7 @@ pub struct CommonArgs {
     /// Print the CUDA C of every launch (compiled for the cuda target; runs on any platform).
     #[arg(long)]
     pub emit_cuda: bool,
-    /// Turn off the simulator's race detector (on by default).
+    /// Turn off the simulator's race detector (on by default, or as `EAGLE_RACE_CHECK` says).
     #[arg(long)]
     pub no_race_check: bool,
     /// Seconds a rank may block in one wait or barrier before the run fails (default 60; at
@@ -255,8 +255,12 @@ impl CommonArgs {
             .with_mode(mode)
             .with_emit_ir(self.emit_ir)
             .with_emit_cuda(self.emit_cuda)
-            .with_race_check(!self.no_race_check)
             .with_digest(true);
+        // The flag only turns the detector off: without it, `EAGLE_RACE_CHECK` (read by
+        // `Session::new`) decides.
+        if self.no_race_check {
+            s = s.with_race_check(false);
+        }
         if let Some(t) = self.wait_timeout {
             s = s.with_wait_timeout(std::time::Duration::from_secs(t));
         }

@@ -474,3 +474,31 @@ fn verbose_prints_spans_and_a_bad_rust_log_is_a_usage_error() {
         text(&out.stderr)
     );
 }
+
+/// `EAGLE_RACE_CHECK` decides whether the simulator's race detector runs unless
+/// `--no-race-check` turns it off (the flag used to turn it back on whatever the variable
+/// said); `-v` shows the setting on each launch span.
+#[test]
+fn the_race_check_follows_the_environment_unless_the_flag_turns_it_off() {
+    for (value, flag, want) in [
+        (None, false, "race_check=true"),
+        (Some("off"), false, "race_check=false"),
+        (Some("on"), false, "race_check=true"),
+        (None, true, "race_check=false"),
+        (Some("on"), true, "race_check=false"),
+    ] {
+        let mut args = vec!["-d", "0,1", "--step", "01", "-v"];
+        if flag {
+            args.push("--no-race-check");
+        }
+        // An empty value keeps the default, whatever the caller's environment holds.
+        let env = [("EAGLE_RACE_CHECK", value.unwrap_or(""))];
+        let out = run_with_env(&runner(), &args, &env);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(
+            stderr.contains(want),
+            "EAGLE_RACE_CHECK={value:?} flag={flag}: {stderr}"
+        );
+    }
+}
