@@ -456,7 +456,8 @@ impl Session {
     /// argument and both values). A rank that does not reach the launch within the wait
     /// timeout is named and the job is aborted.
     pub fn launch<F: ir::EagleFn + 'static>(&self, mut args: Vec<Arg<'_>>) -> Result<LaunchReport> {
-        let _launch = tracing::info_span!(target: "eagle", "launch", function = F::NAME, world_size = self.world_size(), platform = self.platform.name(), race_check = self.options.race_check).entered();
+        let _launch = tracing::info_span!(target: "eagle", "launch", function = F::NAME, world_size = self.world_size(), platform = self.platform.name()).entered();
+        tracing::debug!(target: "eagle", race_check = self.options.race_check, "run options");
         let target = if self.emit_cuda {
             codegen::Target::Cuda
         } else {

@@ -477,7 +477,7 @@ fn verbose_prints_spans_and_a_bad_rust_log_is_a_usage_error() {
 
 /// `EAGLE_RACE_CHECK` decides whether the simulator's race detector runs unless
 /// `--no-race-check` turns it off (the flag used to turn it back on whatever the variable
-/// said); `-v` shows the setting on each launch span.
+/// said); `-vv` shows the setting at each launch.
 #[test]
 fn the_race_check_follows_the_environment_unless_the_flag_turns_it_off() {
     for (value, flag, want) in [
@@ -487,7 +487,7 @@ fn the_race_check_follows_the_environment_unless_the_flag_turns_it_off() {
         (None, true, "race_check=false"),
         (Some("on"), true, "race_check=false"),
     ] {
-        let mut args = vec!["-d", "0,1", "--step", "01", "-v"];
+        let mut args = vec!["-d", "0,1", "--step", "01", "-vv"];
         if flag {
             args.push("--no-race-check");
         }
