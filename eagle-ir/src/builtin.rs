@@ -59,6 +59,50 @@ enumeration! {
     }
 }
 
+enumeration! {
+    /// The methods of Rust's numeric types that a kernel calls on a value and that build one
+    /// op (the math library's methods are `MathFn::from_method`'s), in the order messages
+    /// list them.
+    pub enum Method {
+        /// `a.min(b)`: elementwise `min`.
+        Min => "min",
+        /// `a.max(b)`: elementwise `max`.
+        Max => "max",
+        /// `a.mul_add(b, c)`: `fma`, one rounding.
+        MulAdd => "mul_add",
+        /// `x.to_bits()`: `bitcast` to the unsigned integer of the same width.
+        ToBits => "to_bits",
+    }
+}
+
+impl Method {
+    /// The call after the receiver's dot, for messages (`min(b)`).
+    pub const fn signature(self) -> &'static str {
+        match self {
+            Method::Min => "min(b)",
+            Method::Max => "max(b)",
+            Method::MulAdd => "mul_add(b, c)",
+            Method::ToBits => "to_bits()",
+        }
+    }
+
+    /// The number of arguments besides the receiver ([`Method::signature`]'s).
+    pub fn arity(self) -> usize {
+        let inner = self
+            .signature()
+            .split_once('(')
+            .map_or("", |(_, r)| r.trim_end_matches(')'));
+        if inner.is_empty() {
+            0
+        } else {
+            inner.split(',').count()
+        }
+    }
+}
+
+/// The associated function that makes a float from its bits (`f32::from_bits(u)`): `bitcast`.
+pub const FROM_BITS: &str = "from_bits";
+
 impl Builtin {
     /// The call as a kernel writes it, for messages and the docs (`load(src, [offsets],
     /// [shape])`). An argument that names an op lists the choices (`Set | AtomicAdd`), which
@@ -180,6 +224,7 @@ mod tests {
             Builtin::Wait.signature(),
             "wait(signal, [offsets], expected, Eq | Ne | Lt | Le | Gt | Ge)"
         );
+        assert_eq!(Method::ALL.map(Method::arity), [1, 1, 2, 0]);
         for b in Builtin::ALL {
             assert!(b.signature().starts_with(&format!("{}(", b.name())), "{b}");
             assert!(b.written_arg().is_none_or(|i| i < b.arity()), "{b}");

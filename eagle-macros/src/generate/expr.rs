@@ -263,20 +263,62 @@ impl Cx {
                 let op = unop(n);
                 quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; __f.un(__a0, __a1)? }))
             }
-            (n, rest) if let Some(f) = eagle_ir::MathFn::from_method(n).filter(|f| math_unop(n).is_none() && f.arity() == rest.len() + 1) => {
+            (n, rest)
+                if let Some(f) = eagle_ir::MathFn::from_method(n)
+                    .filter(|f| math_unop(n).is_none() && f.arity() == rest.len() + 1) =>
+            {
                 let f = math_fn_tokens(f);
                 quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #f; let __a1 = vec![#recv #(, #rest)*]; __f.math(__a0, __a1)? }))
             }
-            (n @ ("min" | "max"), [b]) => {
-                let op = bin_op_tokens(eagle_ir::BinOp::from_name(n).unwrap_or(eagle_ir::BinOp::Min));
-                quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; let __a2 = #b; __f.bin(__a0, __a1, __a2)? }))
+            (n, rest)
+                if let Some(mt) =
+                    eagle_ir::Method::from_name(n).filter(|mt| mt.arity() == rest.len()) =>
+            {
+                use eagle_ir::Method as M;
+                match mt {
+                    M::Min | M::Max => {
+                        let op = bin_op_tokens(if mt == M::Min {
+                            eagle_ir::BinOp::Min
+                        } else {
+                            eagle_ir::BinOp::Max
+                        });
+                        let b = &rest[0];
+                        quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #op; let __a1 = #recv; let __a2 = #b; __f.bin(__a0, __a1, __a2)? }))
+                    }
+                    M::MulAdd => {
+                        let (b, c) = (&rest[0], &rest[1]);
+                        quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #recv; let __a1 = #b; let __a2 = #c; __f.fma(__a0, __a1, __a2)? }))
+                    }
+                    M::ToBits => {
+                        quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #recv; __f.to_bits(__a0)? }))
+                    }
+                }
             }
-            ("to_bits", []) => quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #recv; __f.to_bits(__a0)? })),
-            ("mul_add", [b, c]) => quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #recv; let __a1 = #b; let __a2 = #c; __f.fma(__a0, __a1, __a2)? })),
             (n, rest) if let Some(f) = eagle_ir::MathFn::from_method(n) => {
-                return err(m.method.span(), format!("`.{name}()` takes {} argument(s) besides the receiver (`{}`), found {}", f.arity() - 1, f.signature(), rest.len()));
+                return err(
+                    m.method.span(),
+                    format!(
+                        "`.{name}()` takes {} argument(s) besides the receiver (`{}`), found {}",
+                        f.arity() - 1,
+                        f.signature(),
+                        rest.len()
+                    ),
+                );
             }
-            _ => return err(m.method.span(), format!("method `.{name}()` is not supported; supported methods: {}, `.min(b)`, `.max(b)`, `.mul_add(b, c)`, `.to_bits()`", math_names("`.", "()`"))),
+            _ => {
+                let methods: Vec<String> = eagle_ir::Method::ALL
+                    .iter()
+                    .map(|m| format!("`.{}`", m.signature()))
+                    .collect();
+                return err(
+                    m.method.span(),
+                    format!(
+                        "method `.{name}()` is not supported; supported methods: {}, {}",
+                        math_names("`.", "()`"),
+                        methods.join(", ")
+                    ),
+                );
+            }
         })
     }
 
@@ -308,7 +350,7 @@ impl Cx {
             }
         }
         // `f32::from_bits(u)`, `f64::from_bits(u)`.
-        if p.path.segments.len() == 2 && name == "from_bits" {
+        if p.path.segments.len() == 2 && name == eagle_ir::FROM_BITS {
             let ty = p.path.segments[0].ident.to_string();
             if !matches!(ty.as_str(), "f16" | "bf16" | "f32" | "f64") {
                 return err(p.path.segments[0].ident.span(), format!("`{ty}::from_bits` is not an eagle intrinsic; `f32::from_bits(u)`, `f64::from_bits(u)`, `f16::from_bits(u)` and `bf16::from_bits(u)` are"));
