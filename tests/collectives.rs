@@ -1279,28 +1279,19 @@ fn allgather_of_rows_from_a_local_tensor_or_a_window_at_every_p() {
             let s = Session::sim(p).unwrap();
             let x = inputs::<f32>(p, m, (p * 100 + m) as u64);
             let want: Vec<u32> = x.data().iter().map(|v| v.to_bits()).collect();
-            let mut y = Tensor::<f32>::zeros(&[p, p, m]);
             let x3 = Tensor::from_vec(&[p, 1, m], x.data().to_vec()).unwrap();
-            ag_push_host
-                .launch(&s, &x3, &mut y)
-                .unwrap_or_else(|e| panic!("P={p} M={m}: {e}"));
-            for r in 0..p {
-                let got: Vec<u32> = y.data()[r * p * m..(r + 1) * p * m]
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect();
-                assert_eq!(got, want, "push, P={p} M={m}, rank {r}");
-            }
-            let mut y = Tensor::<f32>::zeros(&[p, p, m]);
-            ag_pull_host
-                .launch(&s, &x3, &mut y)
-                .unwrap_or_else(|e| panic!("P={p} M={m}: {e}"));
-            for r in 0..p {
-                let got: Vec<u32> = y.data()[r * p * m..(r + 1) * p * m]
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect();
-                assert_eq!(got, want, "pull, P={p} M={m}, rank {r}");
+            let push: &Launch<f32> = &|s, x, y| ag_push_host.launch(s, x, y);
+            let pull: &Launch<f32> = &|s, x, y| ag_pull_host.launch(s, x, y);
+            for (how, launch) in [("push", push), ("pull", pull)] {
+                let mut y = Tensor::<f32>::zeros(&[p, p, m]);
+                launch(&s, &x3, &mut y).unwrap_or_else(|e| panic!("{how}, P={p} M={m}: {e}"));
+                for r in 0..p {
+                    let got: Vec<u32> = y.data()[r * p * m..(r + 1) * p * m]
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect();
+                    assert_eq!(got, want, "{how}, P={p} M={m}, rank {r}");
+                }
             }
         }
     }

@@ -88,16 +88,28 @@ impl Method {
 
     /// The number of arguments besides the receiver ([`Method::signature`]'s).
     pub fn arity(self) -> usize {
-        let inner = self
-            .signature()
-            .split_once('(')
-            .map_or("", |(_, r)| r.trim_end_matches(')'));
-        if inner.is_empty() {
-            0
-        } else {
-            inner.split(',').count()
-        }
+        arg_count(self.signature())
     }
+}
+
+/// The number of arguments in a call as a signature writes it (`load(src, [offsets], [shape])`:
+/// 3; `world_size()`: 0): the top-level commas between the parentheses, plus one.
+fn arg_count(sig: &str) -> usize {
+    let inner = sig
+        .split_once('(')
+        .and_then(|(_, r)| r.strip_suffix(')'))
+        .unwrap_or("");
+    if inner.is_empty() {
+        return 0;
+    }
+    let mut depth = 0i32;
+    1 + inner
+        .chars()
+        .filter(|&c| {
+            depth += i32::from(c == '[') - i32::from(c == ']');
+            c == ',' && depth == 0
+        })
+        .count()
 }
 
 /// The associated function that makes a float from its bits (`f32::from_bits(u)`): `bitcast`.
@@ -147,23 +159,7 @@ impl Builtin {
 
     /// The number of arguments ([`Builtin::signature`]'s).
     pub fn arity(self) -> usize {
-        let sig = self.signature();
-        let inner = sig
-            .split_once('(')
-            .and_then(|(_, r)| r.strip_suffix(')'))
-            .unwrap_or("");
-        if inner.is_empty() {
-            return 0;
-        }
-        // Top-level commas only: `[offsets]` and `[shape]` hold none, but keep it exact.
-        let mut depth = 0i32;
-        1 + inner
-            .chars()
-            .filter(|&c| {
-                depth += i32::from(c == '[') - i32::from(c == ']');
-                c == ',' && depth == 0
-            })
-            .count()
+        arg_count(&self.signature())
     }
 
     /// Whether the call yields a value (`let x = load(...)`); the others are statements.

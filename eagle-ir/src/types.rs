@@ -462,6 +462,15 @@ pub enum Type {
 }
 
 impl Type {
+    /// [`Shape::holds_rows_of`] on two buffer types (false where either has no shape): whether
+    /// an allgather from `src` into `self` is the row form.
+    pub fn holds_rows_of(&self, src: &Type) -> bool {
+        match (self.shape(), src.shape()) {
+            (Some(d), Some(s)) => d.holds_rows_of(s),
+            _ => false,
+        }
+    }
+
     /// `self` with its dtype replaced by its compute dtype ([`DType::compute`]; scalars,
     /// tiles and variables only): the type a storage-dtype value is computed in.
     pub fn widened(&self) -> Type {

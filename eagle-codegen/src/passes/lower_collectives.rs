@@ -389,8 +389,7 @@ fn lower_collective(
             true
         }
         OpKind::AllGather { ctx, src, dst }
-            if gathers_rows(&em.ty(src), &em.ty(dst))
-                || !matches!(em.ty(src), Type::Window(..)) =>
+            if em.ty(dst).holds_rows_of(&em.ty(src)) || !matches!(em.ty(src), Type::Window(..)) =>
         {
             // The row form: rank r's whole send buffer (`[1, M, ...]`) becomes row r of
             // every rank's receive buffer. Pulled from the peers' send windows where the
@@ -702,11 +701,11 @@ pub fn check_bound_buffers(f: &Function, generic: &[Type], p: u64) -> Result<(),
             .shape()
             .is_some_and(|d| d.0.first().and_then(|x| x.as_const()) == Some(p));
         let gather = matches!(op.kind, OpKind::AllGather { .. });
-        if gather && gathers_rows(ts, td) && rows_of_p {
+        if gather && td.holds_rows_of(ts) && rows_of_p {
             return;
         }
         let declared_rows = match (generic.get(src.0 as usize), generic.get(dst.0 as usize)) {
-            (Some(gs), Some(gd)) => gathers_rows(gs, gd),
+            (Some(gs), Some(gd)) => gd.holds_rows_of(gs),
             _ => false,
         };
         if gather && declared_rows {
@@ -742,15 +741,6 @@ pub fn check_bound_buffers(f: &Function, generic: &[Type], p: u64) -> Result<(),
         });
     });
     err.map_or(Ok(()), Err)
-}
-
-/// Whether an allgather from a buffer of type `src` into one of type `dst` is the row form
-/// (`eagle_ir::Shape::holds_rows_of`).
-fn gathers_rows(src: &Type, dst: &Type) -> bool {
-    match (src.shape(), dst.shape()) {
-        (Some(s), Some(d)) => d.holds_rows_of(s),
-        _ => false,
-    }
 }
 
 /// The name of the parameter [`add_signal_windows`] adds.

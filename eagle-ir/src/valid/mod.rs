@@ -153,14 +153,6 @@ impl V<'_> {
     }
 
     /// Checks the send window and receive buffer of a collective; returns the dtype.
-    /// Whether an allgather from `src` into `dst` is the row form ([`Shape::holds_rows_of`]).
-    fn gathers_rows(&self, src: Value, dst: Value) -> bool {
-        match (self.ty(src).shape(), self.ty(dst).shape()) {
-            (Some(s), Some(d)) => d.holds_rows_of(s),
-            _ => false,
-        }
-    }
-
     fn collective_buffers(&self, op: &Op, src: Value, dst: Value, rows: bool) -> Result<DType> {
         self.not_host(op, "collective")?;
         self.writable(op, dst, "the collective")?;
@@ -630,7 +622,7 @@ impl V<'_> {
                 self.scalar(op, *root, "3 (root)", Some(DType::Index))?;
                 self.collective_buffers(op, *src, *dst, false)?;
             }
-            AllGather { ctx, src, dst } if self.gathers_rows(*src, *dst) => {
+            AllGather { ctx, src, dst } if self.ty(*dst).holds_rows_of(self.ty(*src)) => {
                 self.ctx(op, *ctx)?;
                 self.not_host(op, "collective")?;
                 self.writable(op, *dst, "the collective")?;
