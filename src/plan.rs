@@ -420,9 +420,12 @@ fn inlined_op_names(module: &ir::Module, wrapper: &str, kernel: &str) -> Vec<(St
     let (Some(wf), Some(kf)) = (module.function(wrapper), module.function(kernel)) else {
         return vec![];
     };
-    let Some(body) = wf.body.ops.iter().find_map(|op| match &op.kind {
-        ir::OpKind::For { body, .. } => Some(body),
-        _ => None,
+    let Some(body) = wf.body.ops.iter().find_map(|op| {
+        if let ir::OpKind::For { body, .. } = &op.kind {
+            Some(body)
+        } else {
+            None
+        }
     }) else {
         return vec![];
     };

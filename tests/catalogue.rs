@@ -322,3 +322,127 @@ fn docs_name_only_what_exists() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// The op enums: a match over one of them in a semantic path must name every variant.
+const OP_ENUMS: &[&str] = &[
+    "OpKind",
+    "BinOp",
+    "UnOp",
+    "CmpOp",
+    "TileOp",
+    "ArgOp",
+    "MathFn",
+    "ReduceOp",
+    "NotifyOp",
+    "AllreduceMode",
+];
+
+/// The semantic paths (issue 36, item 3): the evaluator, the math library and its widening,
+/// the tile typing, access-category inference, the math expansion, every pass and backend, the
+/// host interpreter and the plan executor.
+const SEMANTIC_PATHS: &[&str] = &[
+    "eagle-ir/src/eval.rs",
+    "eagle-ir/src/narrow.rs",
+    "eagle-ir/src/math/**/*.rs",
+    "eagle-ir/src/tile.rs",
+    "eagle-ir/src/analysis.rs",
+    "eagle-ir/src/expand.rs",
+    "eagle-ir/src/facts.rs",
+    "eagle-codegen/src/**/*.rs",
+    "eagle-runtime/src/host.rs",
+    "src/plan.rs",
+    "src/plan/**/*.rs",
+];
+
+/// Whether a pattern names a variant of an op enum (`OpKind::Binary(..)`, `BinOp::Min`,
+/// `ir::OpKind::Load { .. }`), through `|`, `x @` and `&`.
+fn names_op_variant(p: &syn::Pat) -> bool {
+    let path_is_op = |path: &syn::Path| {
+        let segs: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        segs.len() >= 2 && OP_ENUMS.contains(&segs[segs.len() - 2].as_str())
+    };
+    match p {
+        syn::Pat::Or(o) => o.cases.iter().any(names_op_variant),
+        syn::Pat::Ident(i) => i.subpat.as_ref().is_some_and(|(_, s)| names_op_variant(s)),
+        syn::Pat::Reference(r) => names_op_variant(&r.pat),
+        syn::Pat::Paren(p) => names_op_variant(&p.pat),
+        syn::Pat::Guard(g) => names_op_variant(&g.pat),
+        syn::Pat::Path(p) => path_is_op(&p.path),
+        syn::Pat::TupleStruct(t) => path_is_op(&t.path),
+        syn::Pat::Struct(s) => path_is_op(&s.path),
+        _ => false,
+    }
+}
+
+/// Whether an arm's body diverges loudly: `unreachable!`/`panic!`/`unimplemented!`, `Err(..)`
+/// or `return Err(..)`, or a block that ends in one.
+fn diverges(e: &syn::Expr) -> bool {
+    let is_err = |e: &syn::Expr| matches!(e, syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("Err")));
+    match e {
+        syn::Expr::Macro(m) => ["unreachable", "panic", "unimplemented"]
+            .iter()
+            .any(|n| m.mac.path.is_ident(n)),
+        syn::Expr::Return(r) => r.expr.as_deref().is_some_and(is_err),
+        syn::Expr::Block(b) => match b.block.stmts.last() {
+            Some(syn::Stmt::Expr(e, _)) => diverges(e),
+            Some(syn::Stmt::Macro(m)) => ["unreachable", "panic", "unimplemented"]
+                .iter()
+                .any(|n| m.mac.path.is_ident(n)),
+            _ => false,
+        },
+        e => is_err(e),
+    }
+}
+
+/// The unguarded catch-all arms (`_ =>`, `other =>`) that do not diverge, of matches over an op
+/// enum, in one file.
+struct CatchAlls {
+    file: String,
+    found: Vec<String>,
+}
+
+impl<'a> syn::visit::Visit<'a> for CatchAlls {
+    fn visit_expr_match(&mut self, m: &'a syn::ExprMatch) {
+        if m.arms.iter().any(|a| names_op_variant(&a.pat)) {
+            for a in &m.arms {
+                // A guarded arm (`Pat::Guard`) is not a catch-all.
+                let catch_all = match &a.pat {
+                    syn::Pat::Wild(_) => true,
+                    syn::Pat::Ident(i) => i.subpat.is_none(),
+                    _ => false,
+                };
+                if catch_all && !diverges(&a.body) {
+                    let line = syn::spanned::Spanned::span(&a.pat).start().line;
+                    self.found.push(format!("{}:{line}", self.file));
+                }
+            }
+        }
+        syn::visit::visit_expr_match(self, m);
+    }
+}
+
+/// Semantics decided per op (issue 36, item 3): in a semantic path, a match over an op enum
+/// that decides what ops do names every variant, so a new op cannot compile until the path
+/// decides; the only catch-all arms left are those that fail loudly (an internal error where a
+/// router that names every variant sent the op elsewhere). No `_ => fmin`, `_ => false` or
+/// `_ => {}` can run a new op wrongly. A query for one or two kinds is `if let`/`matches!`, or
+/// a fact of the op's declaration (`OpKind::blocks`, `OpKind::info`).
+#[test]
+fn no_catch_all_arm_over_an_op_enum_in_a_semantic_path() {
+    let (rs, _) = tree();
+    let mut found = vec![];
+    for (path, text) in rs
+        .iter()
+        .filter(|(p, _)| SEMANTIC_PATHS.iter().any(|g| glob(g, p)))
+    {
+        let file = syn::parse_file(text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut v = CatchAlls {
+            file: path.clone(),
+            found: vec![],
+        };
+        syn::visit::Visit::visit_file(&mut v, &file);
+        found.extend(v.found);
+    }
+    found.sort();
+    assert_eq!(found, Vec::<String>::new(), "catch-all arms over op enums");
+}

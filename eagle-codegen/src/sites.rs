@@ -50,13 +50,11 @@ pub fn peer(function: &str, op: &str) -> String {
 /// one message.
 pub fn not_specialized(kind: &eagle_ir::OpKind, op: &str) -> String {
     use eagle_ir::OpKind;
-    match kind {
-        OpKind::WorldSize | OpKind::NRanks(_) => {
-            "world size left unfolded; specialize the module first".to_string()
-        }
-        OpKind::Dispatch { .. } | OpKind::AllocWindowBuffer | OpKind::Window(_) => {
-            format!("host op `{op}` in a device function")
-        }
-        _ => format!("collective `{op}` was not lowered; specialize the module first"),
+    if matches!(kind, OpKind::WorldSize | OpKind::NRanks(_)) {
+        "world size left unfolded; specialize the module first".to_string()
+    } else if kind.info().collective {
+        format!("collective `{op}` was not lowered; specialize the module first")
+    } else {
+        format!("host op `{op}` in a device function")
     }
 }

@@ -221,7 +221,16 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
                                     BinOp::And if f.ty(*value).dtype() == Some(DType::Bool) => {
                                         Some(ReduceKind::Land)
                                     }
-                                    _ => None,
+                                    // Not a reduction the plans run in parallel.
+                                    BinOp::And
+                                    | BinOp::Sub
+                                    | BinOp::Div
+                                    | BinOp::Rem
+                                    | BinOp::Min
+                                    | BinOp::Or
+                                    | BinOp::Xor
+                                    | BinOp::Shl
+                                    | BinOp::Shr => None,
                                 }
                             } else {
                                 None

@@ -398,7 +398,15 @@ pub fn binary(op: BinOp, a: Scalar, b: Scalar) -> Result<Scalar, EvalError> {
             BinOp::And => x & y,
             BinOp::Or => x | y,
             BinOp::Xor => x ^ y,
-            _ => {
+            BinOp::Add
+            | BinOp::Sub
+            | BinOp::Mul
+            | BinOp::Div
+            | BinOp::Rem
+            | BinOp::Min
+            | BinOp::Max
+            | BinOp::Shl
+            | BinOp::Shr => {
                 return Err(EvalError::Unsupported {
                     op: op.name(),
                     dtype: DType::Bool,

@@ -38,8 +38,8 @@ pub use facts::{Defs, Facts, FunctionFacts, IndexRange};
 pub use ir::MathFn;
 pub use ir::TileOp;
 pub use ir::{
-    at, AllreduceMode, BinOp, Block, CmpOp, Const, Function, Level, Loc, Module, NotifyOp, Op,
-    OpKind, Param, ReduceOp, UnOp, Value,
+    at, AllreduceMode, BinOp, Block, CmpOp, Const, Elementwise, Function, Level, Loc, Module,
+    NotifyOp, Op, OpKind, Param, ReduceOp, UnOp, Value,
 };
 pub use ir::{Levels, OpInfo};
 pub use text::parse::parse_module;

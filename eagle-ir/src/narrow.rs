@@ -164,28 +164,37 @@ impl Widen {
             return;
         }
         let d = self.dtype(r);
-        match &mut op.kind {
-            OpKind::Elem { .. } | OpKind::Load { .. } | OpKind::RemoteLoad { .. } => {
+        match narrowing(&op.kind, d) {
+            Narrowing::Loaded => {
                 let raw = self.like(r, d, true);
                 op.result = Some(raw);
                 out.push(op);
                 self.widen_loaded(out, &loc, raw, r, d);
             }
-            OpKind::Const(c) => {
-                if let (Const::F32(v), true) = (*c, d.is_float()) {
-                    *c = Const::F32(crate::eval::narrow_float(v as f64, d).widen_float());
+            Narrowing::Const => {
+                if let OpKind::Const(c) = &mut op.kind {
+                    if let (Const::F32(v), true) = (*c, d.is_float()) {
+                        *c = Const::F32(crate::eval::narrow_float(v as f64, d).widen_float());
+                    }
                 }
                 out.push(op);
             }
-            OpKind::Cast(x) => {
-                let x = *x;
+            Narrowing::Cast => {
+                let OpKind::Cast(x) = op.kind else {
+                    unreachable!("`narrowing` says cast")
+                };
                 self.cast(out, &loc, x, r, d);
             }
-            OpKind::Bitcast(x) => {
-                let x = *x;
+            Narrowing::Bitcast => {
+                let OpKind::Bitcast(x) = op.kind else {
+                    unreachable!("`narrowing` says bitcast")
+                };
                 self.bitcast(out, &loc, x, r, d);
             }
-            OpKind::Binary(BinOp::Shl | BinOp::Shr, _, amount) => {
+            Narrowing::Shift => {
+                let OpKind::Binary(_, _, amount) = &mut op.kind else {
+                    unreachable!("`narrowing` says shift")
+                };
                 // Rust's `wrapping_shl` on `i8` takes the amount modulo 8, not 32.
                 let a = *amount;
                 let bits = self.constant(out, &loc, Const::Int(8 * d.size() as i128 - 1), d);
@@ -194,8 +203,8 @@ impl Widen {
                 *amount = m;
                 self.then_narrow(out, op, r, d);
             }
-            kind if changes_values(kind, d) => self.then_narrow(out, op, r, d),
-            _ => out.push(op),
+            Narrowing::Recompute => self.then_narrow(out, op, r, d),
+            Narrowing::Keep => out.push(op),
         }
     }
 
@@ -346,32 +355,48 @@ fn rename_last(out: &mut [Op], v: Value, r: Value) {
     }
 }
 
-/// Whether an op computing `kind` on values of the storage dtype `d` (in its compute dtype)
-/// can produce a value outside `d`'s values, and so needs narrowing after it.
-fn changes_values(kind: &OpKind, d: DType) -> bool {
+/// What narrowing does after (or around) an op whose result has the narrow storage dtype `d`.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Narrowing {
+    /// A read of narrow storage: the raw value, then widened.
+    Loaded,
+    /// A constant: an `f32` constant rounded to `d`'s values.
+    Const,
+    /// A conversion to `d`, through its compute dtype.
+    Cast,
+    /// A bitcast to `d`.
+    Bitcast,
+    /// A shift: the amount masked to `d`'s width, then narrowed.
+    Shift,
+    /// The op can produce a value outside `d`'s values (computed in the compute dtype):
+    /// narrowed after it.
+    Recompute,
+    /// The op leaves `d`'s values: kept as it is.
+    Keep,
+}
+
+/// How the op `kind` with a result of the narrow storage dtype `d` is narrowed.
+fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
+    use Narrowing::{Keep, Recompute};
+    let recompute = |b: bool| if b { Recompute } else { Keep };
     // Exhaustive on purpose: a new op must say whether it leaves the dtype's values.
     match kind {
         OpKind::Binary(op, ..) => match op {
-            BinOp::Min | BinOp::Max | BinOp::And | BinOp::Or | BinOp::Xor => false,
-            BinOp::Add
-            | BinOp::Sub
-            | BinOp::Mul
-            | BinOp::Div
-            | BinOp::Rem
-            | BinOp::Shl
-            | BinOp::Shr => true,
+            BinOp::Min | BinOp::Max | BinOp::And | BinOp::Or | BinOp::Xor => Keep,
+            BinOp::Shl | BinOp::Shr => Narrowing::Shift,
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem => Recompute,
         },
         OpKind::Unary(op, _) => match op {
-            UnOp::Neg | UnOp::Abs => !d.is_float(),
-            UnOp::Not => !d.is_signed(),
-            UnOp::Sqrt => true,
+            UnOp::Neg | UnOp::Abs => recompute(!d.is_float()),
+            UnOp::Not => recompute(!d.is_signed()),
+            UnOp::Sqrt => Recompute,
         },
-        OpKind::Fma(..) | OpKind::Math(..) => true,
+        OpKind::Fma(..) | OpKind::Math(..) => Recompute,
         OpKind::Tile(t, _) => match t {
             // A sum or product makes new numbers; max and min pick a member (the reduction's
             // own declaration says which).
-            TileOp::Reduce(op, _) => !op.selects(),
-            TileOp::Matmul | TileOp::MatmulAcc | TileOp::Iota(_) => true,
+            TileOp::Reduce(op, _) => recompute(!op.selects()),
+            TileOp::Matmul | TileOp::MatmulAcc | TileOp::Iota(_) => Recompute,
             // A member of the tile, or a rearrangement of its elements (arg ops give indices).
             TileOp::Arg(..)
             | TileOp::Expand
@@ -379,21 +404,19 @@ fn changes_values(kind: &OpKind, d: DType) -> bool {
             | TileOp::Reshape
             | TileOp::Concat(_)
             | TileOp::Extract(_)
-            | TileOp::Full => false,
+            | TileOp::Full => Keep,
         },
         // Values of the dtype copied, selected or read (loads widen by themselves), results of
         // other dtypes, and ops without a result.
-        OpKind::Const(_)
-        | OpKind::Dim(_)
+        OpKind::Elem { .. } | OpKind::Load { .. } | OpKind::RemoteLoad { .. } => Narrowing::Loaded,
+        OpKind::Const(_) => Narrowing::Const,
+        OpKind::Cast(_) => Narrowing::Cast,
+        OpKind::Bitcast(_) => Narrowing::Bitcast,
+        OpKind::Dim(_)
         | OpKind::Cmp(..)
         | OpKind::Select(..)
-        | OpKind::Cast(_)
-        | OpKind::Bitcast(_)
         | OpKind::Slice { .. }
         | OpKind::Subview { .. }
-        | OpKind::Elem { .. }
-        | OpKind::Load { .. }
-        | OpKind::RemoteLoad { .. }
         | OpKind::Var(_)
         | OpKind::Read(_)
         | OpKind::Rank(_)
@@ -418,6 +441,6 @@ fn changes_values(kind: &OpKind, d: DType) -> bool {
         | OpKind::AllGather { .. }
         | OpKind::ReduceScatter { .. }
         | OpKind::AllReduce { .. }
-        | OpKind::AllToAll { .. } => false,
+        | OpKind::AllToAll { .. } => Keep,
     }
 }

@@ -97,15 +97,20 @@ fn promote(f: &Function, reductions: &[usize], kind: ReduceKind) -> (Function, P
         let mut ok = true;
         f.body.walk(&mut |op| {
             let uses = op.kind.operands().contains(&pv);
-            match &op.kind {
-                OpKind::Elem { src, indices } if *src == pv => ok &= index_of(indices).is_some(),
-                OpKind::SetElem {
-                    value,
-                    dst,
-                    indices,
-                } if *dst == pv => ok &= *value != pv && index_of(indices).is_some(),
-                _ => ok &= !uses,
-            }
+            // Only element reads and writes at constant indices may touch the private array.
+            let access = if let OpKind::Elem { src, indices } = &op.kind {
+                (*src == pv).then(|| index_of(indices).is_some())
+            } else if let OpKind::SetElem {
+                value,
+                dst,
+                indices,
+            } = &op.kind
+            {
+                (*dst == pv).then(|| *value != pv && index_of(indices).is_some())
+            } else {
+                None
+            };
+            ok &= access.unwrap_or(!uses);
         });
         if !ok {
             plan.push((pi, vec![]));
@@ -134,18 +139,23 @@ fn promote(f: &Function, reductions: &[usize], kind: ReduceKind) -> (Function, P
         let var_at = |ix: &[i128]| vars.iter().find(|(i, _)| i == ix).map(|(_, v)| *v);
         g.body.walk_blocks_mut(&mut |b| {
             for op in &mut b.ops {
-                let new = match &op.kind {
-                    OpKind::Elem { src, indices } if *src == pv => index_of(indices)
-                        .and_then(|ix| var_at(&ix))
-                        .map(OpKind::Read),
-                    OpKind::SetElem {
-                        value,
-                        dst,
-                        indices,
-                    } if *dst == pv => index_of(indices)
-                        .and_then(|ix| var_at(&ix))
-                        .map(|var| OpKind::Write(var, *value)),
-                    _ => None,
+                let new = if let OpKind::Elem { src, indices } = &op.kind {
+                    (*src == pv)
+                        .then(|| index_of(indices).and_then(|ix| var_at(&ix)))
+                        .flatten()
+                        .map(OpKind::Read)
+                } else if let OpKind::SetElem {
+                    value,
+                    dst,
+                    indices,
+                } = &op.kind
+                {
+                    (*dst == pv)
+                        .then(|| index_of(indices).and_then(|ix| var_at(&ix)))
+                        .flatten()
+                        .map(|var| OpKind::Write(var, *value))
+                } else {
+                    None
                 };
                 if let Some(k) = new {
                     op.kind = k;

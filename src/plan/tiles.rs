@@ -40,30 +40,29 @@ fn qualifies(f: &Function) -> bool {
     let mut writes = 0;
     for op in &f.body.ops {
         let uses = op.kind.operands();
-        match &op.kind {
-            OpKind::Elem { src, indices } => {
-                if outs.contains(src) || !planes.contains(src) || indices.as_slice() != [s] {
-                    return false;
-                }
+        if let OpKind::Elem { src, indices } = &op.kind {
+            if outs.contains(src) || !planes.contains(src) || indices.as_slice() != [s] {
+                return false;
             }
-            OpKind::SetElem {
-                value,
-                dst,
-                indices,
-            } => {
-                if !outs.contains(dst) || indices.as_slice() != [s] || !varies.contains(value) {
-                    return false;
-                }
-                writes += 1;
-                continue;
+        } else if let OpKind::SetElem {
+            value,
+            dst,
+            indices,
+        } = &op.kind
+        {
+            if !outs.contains(dst) || indices.as_slice() != [s] || !varies.contains(value) {
+                return false;
             }
-            OpKind::Const(_) | OpKind::Dim(_) => {}
-            k if k.info().elementwise => {
-                if uses.iter().any(|v| planes.contains(v)) {
-                    return false;
-                }
+            writes += 1;
+            continue;
+        } else {
+            // Constants, dims and elementwise ops (not of the planes themselves); no other kind
+            // has a tile form here.
+            let k = &op.kind;
+            let constant = matches!(k, OpKind::Const(_) | OpKind::Dim(_));
+            if !constant && (!k.info().elementwise || uses.iter().any(|v| planes.contains(v))) {
+                return false;
             }
-            _ => return false,
         }
         if uses.contains(&s) && !matches!(op.kind, OpKind::Elem { .. }) {
             return false;
@@ -148,7 +147,8 @@ pub(crate) fn define(mb: &mut ir::ModuleBuilder, name: &str, f: &Function) -> cr
                     OpKind::Math(func, args) => {
                         Some(fb.math(*func, args.iter().map(|a| m(&map, a)).collect())?)
                     }
-                    _ => None,
+                    // `qualifies` admits no other kind.
+                    k => unreachable!("`{}` has no tile form", k.info().name),
                 };
                 if let (Some(old), Some(new)) = (op.result, r) {
                     map.insert(old, new);

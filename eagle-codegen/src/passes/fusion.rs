@@ -12,17 +12,8 @@ pub(crate) fn use_counts(b: &IrBlock) -> HashMap<Value, usize> {
             for v in op.kind.operands() {
                 *out.entry(v).or_default() += 1;
             }
-            match &op.kind {
-                OpKind::For { body, .. } => walk(body, out),
-                OpKind::If {
-                    then_body,
-                    else_body,
-                    ..
-                } => {
-                    walk(then_body, out);
-                    walk(else_body, out);
-                }
-                _ => {}
+            for b in op.kind.blocks() {
+                walk(b, out);
             }
         }
     }
@@ -33,16 +24,7 @@ pub(crate) fn use_counts(b: &IrBlock) -> HashMap<Value, usize> {
 
 /// Whether the op computes each element of its result from the same element of its operands.
 pub(crate) fn is_elementwise(k: &OpKind) -> bool {
-    matches!(
-        k,
-        OpKind::Binary(..)
-            | OpKind::Unary(..)
-            | OpKind::Fma(..)
-            | OpKind::Cmp(..)
-            | OpKind::Select(..)
-            | OpKind::Cast(..)
-            | OpKind::Bitcast(..)
-    )
+    k.as_elementwise().is_some()
 }
 
 /// Whether an op may write memory (or let a peer write it): nothing may be read in place across it.

@@ -326,30 +326,21 @@ fn lower_block(
     let ops = std::mem::take(&mut b.ops);
     let mut out = Vec::with_capacity(ops.len());
     for mut op in ops {
-        let mut em = Em {
-            values: &mut *values,
-            blocks: vec![vec![]],
-            loc: op.loc.clone(),
-        };
-        let lowered = lower_collective(&mut em, op.kind.clone(), f_name, op.loc.clone(), p, sig)?;
-        if lowered {
-            let ops = em.blocks.pop().unwrap_or_default();
-            out.extend(ops);
-        } else {
-            match &mut op.kind {
-                OpKind::If {
-                    then_body,
-                    else_body,
-                    ..
-                } => {
-                    lower_block(f_name, values, then_body, p, sig)?;
-                    lower_block(f_name, values, else_body, p, sig)?;
-                }
-                OpKind::For { body, .. } => lower_block(f_name, values, body, p, sig)?,
-                _ => {}
+        if op.kind.info().collective {
+            let mut em = Em {
+                values: &mut *values,
+                blocks: vec![vec![]],
+                loc: op.loc.clone(),
+            };
+            if lower_collective(&mut em, op.kind.clone(), f_name, op.loc.clone(), p, sig)? {
+                out.extend(em.blocks.pop().unwrap_or_default());
+                continue;
             }
-            out.push(op);
         }
+        for b in op.kind.blocks_mut() {
+            lower_block(f_name, values, b, p, sig)?;
+        }
+        out.push(op);
     }
     b.ops = out;
     Ok(())
@@ -479,7 +470,8 @@ fn lower_collective(
             op: r,
             mode,
         } => lower_allreduce(em, [ctx, src, dst], r, mode, p, sig),
-        _ => false,
+        // `lower_block` sends only the ops whose declaration says `collective`.
+        k => unreachable!("`{}` is not a collective", k.info().name),
     })
 }
 
@@ -685,14 +677,15 @@ pub fn check_bound_buffers(f: &Function, generic: &[Type], p: u64) -> Result<(),
         if err.is_some() {
             return;
         }
-        let (src, dst) = match &op.kind {
-            OpKind::Broadcast { src, dst, .. }
-            | OpKind::AllGather { src, dst, .. }
-            | OpKind::AllToAll { src, dst, .. }
-            | OpKind::ReduceScatter { src, dst, .. }
-            | OpKind::AllReduce { src, dst, .. } => (*src, *dst),
-            _ => return,
+        let (OpKind::Broadcast { src, dst, .. }
+        | OpKind::AllGather { src, dst, .. }
+        | OpKind::AllToAll { src, dst, .. }
+        | OpKind::ReduceScatter { src, dst, .. }
+        | OpKind::AllReduce { src, dst, .. }) = &op.kind
+        else {
+            return;
         };
+        let (src, dst) = (*src, *dst);
         let (ts, td) = (f.ty(src), f.ty(dst));
         if ts.shape() == td.shape() && ts.dtype() == td.dtype() {
             return;

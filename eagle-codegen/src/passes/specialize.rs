@@ -228,7 +228,10 @@ fn range_bin(op: BinOp, a: Range, b: Range) -> Option<Range> {
         }
         BinOp::Min => (a.lo.min(b.lo), a.hi.min(b.hi)),
         BinOp::Max => (a.lo.max(b.lo), a.hi.max(b.hi)),
-        _ => return None,
+        // No range kept: the result may leave the operands' ranges in ways not tracked here.
+        BinOp::Div | BinOp::Rem | BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr => {
+            return None
+        }
     };
     Some(Range {
         lo,
@@ -890,33 +893,36 @@ impl Spec<'_> {
             | OpKind::Math(..) => {}
         }
         if recurse {
-            match &mut op.kind {
-                OpKind::For { lo, hi, body, .. } => {
-                    let empty = matches!(
-                        (self.consts.get(lo), self.consts.get(hi)),
-                        (Some(Const::Int(l)), Some(Const::Int(h))) if h <= l
-                    );
-                    self.dead += usize::from(empty);
-                    let r = self.block(f, body);
-                    self.dead -= usize::from(empty);
-                    r?;
+            // A loop body and an `if`'s branches with what they know; any other nested block
+            // (none today) as it stands.
+            if let OpKind::For { lo, hi, body, .. } = &mut op.kind {
+                let empty = matches!(
+                    (self.consts.get(lo), self.consts.get(hi)),
+                    (Some(Const::Int(l)), Some(Const::Int(h))) if h <= l
+                );
+                self.dead += usize::from(empty);
+                let r = self.block(f, body);
+                self.dead -= usize::from(empty);
+                r?;
+            } else if let OpKind::If {
+                cond,
+                then_body,
+                else_body,
+            } = &mut op.kind
+            {
+                let cond = *cond;
+                let taken = self.narrowings(f, cond, true, 0);
+                let not_taken = self.narrowings(f, cond, false, 0);
+                self.guarded += 1;
+                let r = self
+                    .branch(f, then_body, taken)
+                    .and_then(|()| self.branch(f, else_body, not_taken));
+                self.guarded -= 1;
+                r?;
+            } else {
+                for b in op.kind.blocks_mut() {
+                    self.block(f, b)?;
                 }
-                OpKind::If {
-                    cond,
-                    then_body,
-                    else_body,
-                } => {
-                    let cond = *cond;
-                    let taken = self.narrowings(f, cond, true, 0);
-                    let not_taken = self.narrowings(f, cond, false, 0);
-                    self.guarded += 1;
-                    let r = self
-                        .branch(f, then_body, taken)
-                        .and_then(|()| self.branch(f, else_body, not_taken));
-                    self.guarded -= 1;
-                    r?;
-                }
-                _ => {}
             }
         }
         if let (Some(c), Some(r)) = (fold_to, res) {

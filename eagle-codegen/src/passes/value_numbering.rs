@@ -35,18 +35,18 @@ fn key(f: &Function, kind: &OpKind, result: Value) -> Option<String> {
     if !matches!(ty, Type::Scalar(_)) || !kind.info().pure {
         return None;
     }
-    Some(match kind {
-        OpKind::Const(c) => {
-            let bits = match c {
-                Const::Int(i) => format!("i{i}"),
-                Const::F32(x) => format!("f{:08x}", x.to_bits()),
-                Const::F64(x) => format!("d{:016x}", x.to_bits()),
-                Const::Bool(b) => format!("b{b}"),
-            };
-            format!("const {bits} : {ty}")
-        }
-        // Ops with nested blocks are never pure scalars; every other kind prints its operands.
-        k => format!("{k:?} : {ty}"),
+    // A constant keys by its bits (`0.0` and `-0.0` differ); every other kind by its text with
+    // its operands (ops with nested blocks are never pure scalars).
+    Some(if let OpKind::Const(c) = kind {
+        let bits = match c {
+            Const::Int(i) => format!("i{i}"),
+            Const::F32(x) => format!("f{:08x}", x.to_bits()),
+            Const::F64(x) => format!("d{:016x}", x.to_bits()),
+            Const::Bool(b) => format!("b{b}"),
+        };
+        format!("const {bits} : {ty}")
+    } else {
+        format!("{kind:?} : {ty}")
     })
 }
 

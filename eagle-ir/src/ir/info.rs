@@ -63,6 +63,10 @@ pub struct OpInfo {
     /// Ranks whose programs hold none ([`crate::Module::reaches_peers`]) cannot observe each
     /// other, so the runtime may run them one after another.
     pub peers: bool,
+    /// It is a built-in collective (`broadcast`, `allgather`, `reduce_scatter`, `allreduce`,
+    /// `all_to_all`): specialization lowers it into puts, gets and barriers for one world size,
+    /// so no backend sees it.
+    pub collective: bool,
 }
 
 pub(crate) const fn info(name: &'static str, what: &'static str, levels: Levels) -> OpInfo {
@@ -74,7 +78,15 @@ pub(crate) const fn info(name: &'static str, what: &'static str, levels: Levels)
         writes: false,
         elementwise: false,
         peers: false,
+        collective: false,
     }
+}
+
+/// A built-in collective named `name`: device-only, writes its receive buffer, reaches peers.
+pub(crate) const fn collective(name: &'static str) -> OpInfo {
+    let mut i = peers(writes(info(name, "a collective", Levels::DEVICE)));
+    i.collective = true;
+    i
 }
 
 pub(crate) const fn pure(mut i: OpInfo) -> OpInfo {
@@ -101,5 +113,6 @@ pub(crate) const fn elementwise(name: &'static str) -> OpInfo {
         writes: false,
         elementwise: true,
         peers: false,
+        collective: false,
     }
 }

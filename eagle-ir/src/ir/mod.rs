@@ -357,7 +357,7 @@ op_kinds! {
         .dst => dst: val,
         /// Root rank.
         .root => root: val
-    } => peers(writes(info("broadcast", COLLECTIVE, Levels::DEVICE)));
+    } => collective("broadcast");
     /// Built-in allgather: chunk `q` of `dst` = chunk `q` of rank `q`'s `src` (1-D buffers of N
     /// elements in P contiguous chunks, the first `N % P` one element longer).
     struct AllGather {
@@ -367,7 +367,7 @@ op_kinds! {
         .src => src: val,
         /// Local tensor or window.
         .dst => dst: val
-    } => peers(writes(info("allgather", COLLECTIVE, Levels::DEVICE)));
+    } => collective("allgather");
     /// Built-in reduce-scatter: on rank `r`, chunk `r` of `dst` = the reduction over ranks
     /// (in rank order) of chunk `r` of `src`.
     struct ReduceScatter {
@@ -379,7 +379,7 @@ op_kinds! {
         .dst => dst: val,
         /// Combining op.
         .op => op: attr(ReduceOp)
-    } => peers(writes(info("reduce_scatter", COLLECTIVE, Levels::DEVICE)));
+    } => collective("reduce_scatter");
     /// Built-in allreduce: `dst` = the reduction over ranks of `src`, bit-identical on every
     /// rank.
     struct AllReduce {
@@ -393,7 +393,7 @@ op_kinds! {
         .op => op: attr(ReduceOp),
         /// Algorithm.
         .mode => mode: attr(AllreduceMode)
-    } => peers(writes(info("allreduce", COLLECTIVE, Levels::DEVICE)));
+    } => collective("allreduce");
     /// Built-in all-to-all on `[P, M]` buffers: row `q` of `dst` = row `r` of rank `q`'s `src`.
     struct AllToAll {
         /// Device context.
@@ -402,7 +402,7 @@ op_kinds! {
         .src => src: val,
         /// Local tensor or window.
         .dst => dst: val
-    } => peers(writes(info("all_to_all", COLLECTIVE, Levels::DEVICE)));
+    } => collective("all_to_all");
     /// Reads one element (`x[i, j]`) of a tensor or window: a scalar.
     struct Elem {
         /// Tensor or window.
@@ -557,6 +557,90 @@ op_kinds! {
     /// A function of the math library (`ln x`, `atan2 y, x`), elementwise on scalars and
     /// tiles; expanded into the ops above at specialization ([`crate::math`]).
     tuple Math { .0 => f0: attr(MathFn), .1 => f1: vals } => elementwise(f0.name());
+}
+
+/// A primitive elementwise op's operands: the one classification of which primitive ops compute
+/// each element of their result from the same element of their operands (the `elementwise`
+/// fact of their declarations; a math-library call is elementwise too, and is expanded into
+/// these before any backend sees it). The backends' vectorizers and the fusion pass match on
+/// it, exhaustively.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Elementwise {
+    /// `op(a, b)`.
+    Binary(BinOp, Value, Value),
+    /// `op(a)`.
+    Unary(UnOp, Value),
+    /// `a * b + c`, one rounding.
+    Fma(Value, Value, Value),
+    /// `a op b`, a `bool`.
+    Cmp(CmpOp, Value, Value),
+    /// `select(cond, a, b)`.
+    Select(Value, Value, Value),
+    /// Conversion to the result dtype.
+    Cast(Value),
+    /// The same bits as the result dtype.
+    Bitcast(Value),
+}
+
+impl OpKind {
+    /// The op as an [`Elementwise`] op, or `None` for every other kind (exhaustive: a new
+    /// kind must say whether it is elementwise). Agrees with `info().elementwise`, math-library
+    /// calls excepted.
+    pub fn as_elementwise(&self) -> Option<Elementwise> {
+        let e = self.classify_elementwise();
+        debug_assert_eq!(
+            e.is_some(),
+            self.info().elementwise && !matches!(self, OpKind::Math(..)),
+            "{self:?}"
+        );
+        e
+    }
+
+    fn classify_elementwise(&self) -> Option<Elementwise> {
+        Some(match *self {
+            OpKind::Binary(op, a, b) => Elementwise::Binary(op, a, b),
+            OpKind::Unary(op, a) => Elementwise::Unary(op, a),
+            OpKind::Fma(a, b, c) => Elementwise::Fma(a, b, c),
+            OpKind::Cmp(op, a, b) => Elementwise::Cmp(op, a, b),
+            OpKind::Select(c, a, b) => Elementwise::Select(c, a, b),
+            OpKind::Cast(a) => Elementwise::Cast(a),
+            OpKind::Bitcast(a) => Elementwise::Bitcast(a),
+            OpKind::Const(..)
+            | OpKind::Dim(..)
+            | OpKind::Slice { .. }
+            | OpKind::Subview { .. }
+            | OpKind::Broadcast { .. }
+            | OpKind::AllGather { .. }
+            | OpKind::ReduceScatter { .. }
+            | OpKind::AllReduce { .. }
+            | OpKind::AllToAll { .. }
+            | OpKind::Elem { .. }
+            | OpKind::SetElem { .. }
+            | OpKind::Load { .. }
+            | OpKind::Store { .. }
+            | OpKind::Var(..)
+            | OpKind::Read(..)
+            | OpKind::Write(..)
+            | OpKind::For { .. }
+            | OpKind::If { .. }
+            | OpKind::Call { .. }
+            | OpKind::Dispatch { .. }
+            | OpKind::Rank(..)
+            | OpKind::NRanks(..)
+            | OpKind::WorldSize
+            | OpKind::AllocWindowBuffer
+            | OpKind::Window(..)
+            | OpKind::Put { .. }
+            | OpKind::Get { .. }
+            | OpKind::RemoteLoad { .. }
+            | OpKind::RemoteStore { .. }
+            | OpKind::Notify { .. }
+            | OpKind::Wait { .. }
+            | OpKind::Barrier(..)
+            | OpKind::Tile(..)
+            | OpKind::Math(..) => return None,
+        })
+    }
 }
 
 /// A place in the Rust source: the file as rustc names it (`src/heat.rs`), the 1-based line

@@ -113,7 +113,6 @@ macro_rules! op_kinds {
             #[allow(unused_variables)]
             pub fn info(&self) -> OpInfo {
                 use info::*;
-                const COLLECTIVE: &str = "a collective";
                 const REMOTE: &str = "a remote data movement";
                 match self {
                     $(OpKind::$name { $($key: $b),* } => $info,)*

@@ -4,6 +4,7 @@
 //! the canonical NaN, and casts.
 
 use super::*;
+use eagle_ir::Elementwise;
 
 impl Lower<'_, '_> {
     /// Lowers an elementwise op over scalars, or over tiles with scalars broadcast.
@@ -267,70 +268,69 @@ impl Lower<'_, '_> {
             Some(op) => {
                 let dt = |o: Value| self.f.ty(o).dtype();
                 let scalar = |o: Value| matches!(self.f.ty(o), Type::Scalar(_));
-                match &op.kind {
-                    OpKind::Binary(b, x, y) => {
+                match op.kind.as_elementwise()? {
+                    Elementwise::Binary(b, x, y) => {
                         let ok = match b {
                             BinOp::Add | BinOp::Sub => d.is_float() || d.is_int(),
                             BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max => d.is_float(),
                             BinOp::And | BinOp::Or | BinOp::Xor => d.is_int() || d == DType::Bool,
                             // A vector shift takes one amount for every lane: a scalar.
-                            BinOp::Shl => d.is_int() && scalar(*y),
-                            BinOp::Shr => d.is_int() && scalar(*y),
+                            BinOp::Shl => d.is_int() && scalar(y),
+                            BinOp::Shr => d.is_int() && scalar(y),
                             BinOp::Rem => false,
                         };
                         if !ok {
                             return None;
                         }
                         if matches!(b, BinOp::Shl | BinOp::Shr) {
-                            let wx = self.simd_width(*x, seen)?;
-                            (dt(*x) == Some(d)).then_some(wx)?
+                            let wx = self.simd_width(x, seen)?;
+                            (dt(x) == Some(d)).then_some(wx)?
                         } else {
-                            let (wx, wy) = (self.simd_width(*x, seen)?, self.simd_width(*y, seen)?);
-                            let same = dt(*x) == Some(d) && dt(*y) == Some(d) && wx == wy;
+                            let (wx, wy) = (self.simd_width(x, seen)?, self.simd_width(y, seen)?);
+                            let same = dt(x) == Some(d) && dt(y) == Some(d) && wx == wy;
                             same.then_some(wx)?
                         }
                     }
-                    OpKind::Unary(u, x) => {
+                    Elementwise::Unary(u, x) => {
                         let ok = match u {
                             UnOp::Neg | UnOp::Abs | UnOp::Sqrt => d.is_float(),
                             UnOp::Not => d.is_int() || d == DType::Bool,
                         };
-                        let wx = self.simd_width(*x, seen)?;
-                        (ok && dt(*x) == Some(d)).then_some(wx)?
+                        let wx = self.simd_width(x, seen)?;
+                        (ok && dt(x) == Some(d)).then_some(wx)?
                     }
-                    OpKind::Cmp(_, x, y) => {
-                        let (wx, wy) = (self.simd_width(*x, seen)?, self.simd_width(*y, seen)?);
-                        let dx = dt(*x)?;
-                        (dx != DType::Bool && dt(*y) == Some(dx) && wx == wy).then_some(wx)?
+                    Elementwise::Cmp(_, x, y) => {
+                        let (wx, wy) = (self.simd_width(x, seen)?, self.simd_width(y, seen)?);
+                        let dx = dt(x)?;
+                        (dx != DType::Bool && dt(y) == Some(dx) && wx == wy).then_some(wx)?
                     }
-                    OpKind::Select(m, x, y) => {
-                        let wm = self.simd_width(*m, seen)?;
-                        let (wx, wy) = (self.simd_width(*x, seen)?, self.simd_width(*y, seen)?);
-                        let ok = dt(*x) == Some(d) && dt(*y) == Some(d) && wx == wy && wm == wx;
+                    Elementwise::Select(m, x, y) => {
+                        let wm = self.simd_width(m, seen)?;
+                        let (wx, wy) = (self.simd_width(x, seen)?, self.simd_width(y, seen)?);
+                        let ok = dt(x) == Some(d) && dt(y) == Some(d) && wx == wy && wm == wx;
                         // A scalar condition is not a mask.
-                        (ok && !scalar(*m)).then_some(wx)?
+                        (ok && !scalar(m)).then_some(wx)?
                     }
-                    OpKind::Fma(a, b, c) => {
+                    Elementwise::Fma(a, b, c) => {
                         // Cranelift's vector `fma` rounds once per lane, as the scalar one does.
-                        let wa = self.simd_width(*a, seen)?;
-                        let (wb, wc) = (self.simd_width(*b, seen)?, self.simd_width(*c, seen)?);
-                        let same = [*a, *b, *c].iter().all(|&o| dt(o) == Some(d));
+                        let wa = self.simd_width(a, seen)?;
+                        let (wb, wc) = (self.simd_width(b, seen)?, self.simd_width(c, seen)?);
+                        let same = [a, b, c].iter().all(|&o| dt(o) == Some(d));
                         (d.is_float() && same && wa == wb && wb == wc).then_some(wa)?
                     }
-                    OpKind::Bitcast(x) => {
-                        let wx = self.simd_width(*x, seen)?;
+                    Elementwise::Bitcast(x) => {
+                        let wx = self.simd_width(x, seen)?;
                         (lane(d)? == wx).then_some(wx)?
                     }
-                    OpKind::Cast(x) => {
-                        self.simd_width(*x, seen)?;
-                        let from = dt(*x)?;
+                    Elementwise::Cast(x) => {
+                        self.simd_width(x, seen)?;
+                        let from = dt(x)?;
                         let ok = matches!(
                             (from, d),
                             (DType::F32, DType::F64) | (DType::F64, DType::F32)
                         );
                         ok.then_some(d.size() as u32)?
                     }
-                    _ => return None,
                 }
             }
         };
@@ -358,9 +358,10 @@ impl Lower<'_, '_> {
         seen: &mut HashSet<Value>,
     ) -> Result<(), CodegenError> {
         if let Some(op) = self.lazy_ops.get(&v).cloned() {
-            let amount = match &op.kind {
-                OpKind::Binary(BinOp::Shl | BinOp::Shr, _, y) => Some(*y),
-                _ => None,
+            let amount = if let OpKind::Binary(BinOp::Shl | BinOp::Shr, _, y) = &op.kind {
+                Some(*y)
+            } else {
+                None
             };
             for o in op.kind.operands() {
                 if Some(o) != amount && seen.insert(o) {
@@ -415,47 +416,47 @@ impl Lower<'_, '_> {
             return Ok(self.b.ins().load(vty, flags, a, e0.disp(w, part)));
         };
         let d = self.f.ty(v).dtype().unwrap_or(DType::F32);
-        match &op.kind {
-            OpKind::Cast(x) => {
-                let wx = widths.get(x).copied().unwrap_or(8);
-                return Ok(if wx < w {
-                    // f32 -> f64: part `part` holds lanes 2*part%4.. of an f32 part.
-                    let src = self.eval_vec(*x, e0, part / 2, widths, splats, memo)?;
-                    let src = if part % 2 == 1 {
-                        let b = self.b.ins().bitcast(types::I8X16, little, src);
-                        let mask: Vec<u8> = (8..16).chain(0..8).collect();
-                        let imm = self.b.func.dfg.immediates.push(mask.as_slice().into());
-                        let sh = self.b.ins().shuffle(b, b, imm);
-                        self.b.ins().bitcast(types::F32X4, little, sh)
-                    } else {
-                        src
-                    };
-                    self.b.ins().fvpromote_low(src)
+        // The two kinds whose vector form is not the scalar one lane by lane.
+        if let OpKind::Cast(x) = &op.kind {
+            let wx = widths.get(x).copied().unwrap_or(8);
+            return Ok(if wx < w {
+                // f32 -> f64: part `part` holds lanes 2*part%4.. of an f32 part.
+                let src = self.eval_vec(*x, e0, part / 2, widths, splats, memo)?;
+                let src = if part % 2 == 1 {
+                    let b = self.b.ins().bitcast(types::I8X16, little, src);
+                    let mask: Vec<u8> = (8..16).chain(0..8).collect();
+                    let imm = self.b.func.dfg.immediates.push(mask.as_slice().into());
+                    let sh = self.b.ins().shuffle(b, b, imm);
+                    self.b.ins().bitcast(types::F32X4, little, sh)
                 } else {
-                    // f64 -> f32: two f64 parts demoted into one f32 part.
-                    let lo = self.eval_vec(*x, e0, 2 * part, widths, splats, memo)?;
-                    let hi = self.eval_vec(*x, e0, 2 * part + 1, widths, splats, memo)?;
-                    let (lo, hi) = (self.b.ins().fvdemote(lo), self.b.ins().fvdemote(hi));
-                    let lo = self.b.ins().bitcast(types::I64X2, little, lo);
-                    let hi = self.b.ins().bitcast(types::I64X2, little, hi);
-                    let h0 = self.b.ins().extractlane(hi, 0);
-                    let both = self.b.ins().insertlane(lo, h0, 1);
-                    self.b.ins().bitcast(types::F32X4, little, both)
-                });
-            }
-            OpKind::Binary(b @ (BinOp::Shl | BinOp::Shr), x, y) => {
-                let xv = self.eval_vec(*x, e0, part, widths, splats, memo)?;
-                let amount = self.scalar(*y)?;
-                // Cranelift masks a vector shift's amount to the lane width, as it does the
-                // scalar one; `sshr.i64x2` has no SSE instruction and lowers to a short
-                // sequence, still cheaper than leaving the whole DAG scalar.
-                return Ok(match *b {
-                    BinOp::Shl => self.b.ins().ishl(xv, amount),
-                    _ if d.is_signed() => self.b.ins().sshr(xv, amount),
-                    _ => self.b.ins().ushr(xv, amount),
-                });
-            }
-            _ => {}
+                    src
+                };
+                self.b.ins().fvpromote_low(src)
+            } else {
+                // f64 -> f32: two f64 parts demoted into one f32 part.
+                let lo = self.eval_vec(*x, e0, 2 * part, widths, splats, memo)?;
+                let hi = self.eval_vec(*x, e0, 2 * part + 1, widths, splats, memo)?;
+                let (lo, hi) = (self.b.ins().fvdemote(lo), self.b.ins().fvdemote(hi));
+                let lo = self.b.ins().bitcast(types::I64X2, little, lo);
+                let hi = self.b.ins().bitcast(types::I64X2, little, hi);
+                let h0 = self.b.ins().extractlane(hi, 0);
+                let both = self.b.ins().insertlane(lo, h0, 1);
+                self.b.ins().bitcast(types::F32X4, little, both)
+            });
+        }
+        if let OpKind::Binary(b @ (BinOp::Shl | BinOp::Shr), x, y) = &op.kind {
+            let xv = self.eval_vec(*x, e0, part, widths, splats, memo)?;
+            let amount = self.scalar(*y)?;
+            // Cranelift masks a vector shift's amount to the lane width, as it does the
+            // scalar one; `sshr.i64x2` has no SSE instruction and lowers to a short
+            // sequence, still cheaper than leaving the whole DAG scalar.
+            return Ok(if *b == BinOp::Shl {
+                self.b.ins().ishl(xv, amount)
+            } else if d.is_signed() {
+                self.b.ins().sshr(xv, amount)
+            } else {
+                self.b.ins().ushr(xv, amount)
+            });
         }
         let xs = op
             .kind
@@ -913,10 +914,14 @@ impl BlockPlan {
             for &u in &us {
                 // A tile op reads its operands where it stands (`reshape` passes its
                 // operand's memory on, so it takes a copy).
-                let read_at = match &ops[u].kind {
-                    OpKind::Tile(t, _) if *t != eagle_ir::TileOp::Reshape => Some(u),
-                    k if is_elementwise(k) => ops[u].result.and_then(|x| mat.get(&x).copied()),
-                    _ => None,
+                let k = &ops[u].kind;
+                let read_at = if matches!(k, OpKind::Tile(t, _) if *t != eagle_ir::TileOp::Reshape)
+                {
+                    Some(u)
+                } else if is_elementwise(k) {
+                    ops[u].result.and_then(|x| mat.get(&x).copied())
+                } else {
+                    None
                 };
                 match read_at {
                     Some(m) => last = last.max(m),

@@ -16,6 +16,13 @@ use cranelift_frontend::Variable;
 use eagle_ir::tile::{reduce_identity, strides, ArgOp, Axis, TileOp, REDUCE_LANES};
 use eagle_ir::{BinOp, DType, Op, OpKind, ReduceOp, Type, Value};
 
+/// What a row or column pass computes along each sequence.
+#[derive(Clone, Copy)]
+enum Seq {
+    Reduce(ReduceOp),
+    Arg(ArgOp),
+}
+
 impl Lower<'_, '_> {
     /// Loads element `idx` (an `i64` element index) of the tile at `base`.
     fn tile_load(&mut self, base: ClValue, idx: ClValue, d: DType) -> ClValue {
@@ -470,25 +477,27 @@ impl Lower<'_, '_> {
     }
 
     /// A row or column reduction, argmax or argmin of the 2-D tile `src` into `dst`.
-    fn lower_reduce(&mut self, t: &TileOp, src: Value, dst: ClValue) -> Result<(), CodegenError> {
+    fn lower_reduce(
+        &mut self,
+        seq: Seq,
+        axis: Axis,
+        src: Value,
+        dst: ClValue,
+    ) -> Result<(), CodegenError> {
         let (p, s, d) = self.tile_mem(src)?;
         let (m, nn) = (s[0], s[1]);
-        let axis = match t {
-            TileOp::Reduce(_, a) | TileOp::Arg(_, a) => *a,
-            _ => return Err(self.err("internal: not a reduction")),
-        };
         // `count` sequences of `len` elements, sequence `i` from `i * outer` by `inner`.
         let (count, len, outer, inner) = match axis {
             Axis::Row => (m, nn, nn, 1),
             _ => (nn, m, 1, nn),
         };
-        let done = match t {
-            TileOp::Reduce(rop, Axis::Col) if d.is_float() => {
-                self.reduce_columns(*rop, p, dst, m, nn, d)?
+        // The fast paths for float reductions; the rest (and the tail) run sequence by sequence.
+        let done = match (seq, axis) {
+            (Seq::Reduce(rop), Axis::Col) if d.is_float() => {
+                self.reduce_columns(rop, p, dst, m, nn, d)?
             }
-            TileOp::Reduce(rop, Axis::Row) if d.is_float() && m >= ROW_GROUP => {
+            (Seq::Reduce(rop), Axis::Row) if d.is_float() && m >= ROW_GROUP => {
                 // Rows in groups of ROW_GROUP, their chains interleaved.
-                let rop = *rop;
                 let (lo, hi) = (self.iconst(0), self.iconst((m / ROW_GROUP) as i64));
                 self.emit_loop(lo, hi, &mut |lw, g| {
                     let row0 = lw.b.ins().imul_imm_s(g, ROW_GROUP as i64);
@@ -505,19 +514,17 @@ impl Lower<'_, '_> {
             _ => 0,
         };
         let (lo, hi) = (self.iconst(done as i64), self.iconst(count as i64));
-        let t = t.clone();
         self.emit_loop(lo, hi, &mut |lw, i| {
             let start = lw.b.ins().imul_imm_s(i, outer as i64);
-            match &t {
-                TileOp::Arg(aop, _) => {
-                    let x = lw.arg_seq(*aop, p, start, inner, len, d)?;
+            match seq {
+                Seq::Arg(aop) => {
+                    let x = lw.arg_seq(aop, p, start, inner, len, d)?;
                     lw.tile_store(dst, i, x, DType::I64);
                 }
-                TileOp::Reduce(rop, _) => {
-                    let x = lw.reduce_seq(*rop, p, start, inner, len, d)?;
+                Seq::Reduce(rop) => {
+                    let x = lw.reduce_seq(rop, p, start, inner, len, d)?;
                     lw.tile_store(dst, i, x, d);
                 }
-                _ => {}
             }
             Ok(())
         })
@@ -553,7 +560,10 @@ impl Lower<'_, '_> {
         let dst = self.stack(n * rd.size() as u64);
         let rstr = strides(&rshape);
         match t {
-            TileOp::Reduce(..) | TileOp::Arg(..) => self.lower_reduce(t, args[0], dst)?,
+            TileOp::Reduce(rop, axis) => {
+                self.lower_reduce(Seq::Reduce(*rop), *axis, args[0], dst)?
+            }
+            TileOp::Arg(aop, axis) => self.lower_reduce(Seq::Arg(*aop), *axis, args[0], dst)?,
             TileOp::Expand | TileOp::Full => {
                 if let Type::Scalar(_) = self.f.ty(args[0]) {
                     let x = self.scalar(args[0])?;

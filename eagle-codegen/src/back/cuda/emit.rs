@@ -135,10 +135,13 @@ impl Emitter<'_> {
     }
     /// The constant `v` is defined as, if any (a `Dim` gives its bound extent).
     pub(super) fn const_of(&self, v: Value) -> Option<Const> {
-        match self.def_of(v)? {
-            OpKind::Const(c) => Some(*c),
-            OpKind::Dim(d) => d.as_const().map(|n| Const::Int(i128::from(n))),
-            _ => None,
+        let kind = self.def_of(v)?;
+        if let OpKind::Const(c) = kind {
+            Some(*c)
+        } else if let OpKind::Dim(d) = kind {
+            d.as_const().map(|n| Const::Int(i128::from(n)))
+        } else {
+            None
         }
     }
     /// The op that defines `v`, if an op does (not a parameter or loop variable).
@@ -525,12 +528,11 @@ impl Emitter<'_> {
                 let tile = self.shape(r)?;
                 let d = self.dtype(r)?;
                 let shape = self.shape(*src)?;
-                let peer = match &op.kind {
-                    OpKind::RemoteLoad { peer, .. } => {
-                        self.check_peer(op, *peer);
-                        Some(self.v(*peer))
-                    }
-                    _ => None,
+                let peer = if let OpKind::RemoteLoad { peer, .. } = &op.kind {
+                    self.check_peer(op, *peer);
+                    Some(self.v(*peer))
+                } else {
+                    None
                 };
                 let offs = self.offsets(op, offsets, &shape, &tile)?;
                 let base = self.base(*src, peer.as_deref())?;
@@ -561,12 +563,11 @@ impl Emitter<'_> {
                 let tile = self.shape(*value)?;
                 let d = self.dtype(*value)?;
                 let shape = self.shape(*dst)?;
-                let peer = match &op.kind {
-                    OpKind::RemoteStore { peer, .. } => {
-                        self.check_peer(op, *peer);
-                        Some(self.v(*peer))
-                    }
-                    _ => None,
+                let peer = if let OpKind::RemoteStore { peer, .. } = &op.kind {
+                    self.check_peer(op, *peer);
+                    Some(self.v(*peer))
+                } else {
+                    None
                 };
                 let offs = self.offsets(op, offsets, &shape, &tile)?;
                 let base = self.base(*dst, peer.as_deref())?;
@@ -927,11 +928,10 @@ impl Emitter<'_> {
         let tile = self.is_tile(r);
         let ops: Vec<String> = operands.iter().map(|&v| self.at(v)).collect();
         // Integer `/` and `%` check for a zero divisor unless it is a non-zero constant.
-        let divides = match &op.kind {
-            OpKind::Binary(BinOp::Div | BinOp::Rem, _, b) if !ind.is_float() => {
-                !matches!(self.const_of(*b), Some(Const::Int(x)) if x != 0)
-            }
-            _ => false,
+        let divides = if let OpKind::Binary(BinOp::Div | BinOp::Rem, _, b) = &op.kind {
+            !ind.is_float() && !matches!(self.const_of(*b), Some(Const::Int(x)) if x != 0)
+        } else {
+            false
         };
         let expr = self.expr(op, &ops, ind, rd)?;
         if !tile {

@@ -407,18 +407,11 @@ fn canonical(f: &Function, facts: &FunctionFacts) -> (Function, FunctionFacts) {
 fn callees(b: &Block) -> Vec<String> {
     let mut v = vec![];
     for op in &b.ops {
-        match &op.kind {
-            OpKind::Call { callee, .. } => v.push(callee.clone()),
-            OpKind::For { body, .. } => v.extend(callees(body)),
-            OpKind::If {
-                then_body,
-                else_body,
-                ..
-            } => {
-                v.extend(callees(then_body));
-                v.extend(callees(else_body));
-            }
-            _ => {}
+        if let OpKind::Call { callee, .. } = &op.kind {
+            v.push(callee.clone());
+        }
+        for b in op.kind.blocks() {
+            v.extend(callees(b));
         }
     }
     v

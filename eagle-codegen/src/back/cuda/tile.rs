@@ -159,28 +159,25 @@ impl Emitter<'_> {
             self.declare_tile(r, n, rd)?;
         }
         // Element-local ops: no staging.
-        match t {
-            TileOp::Reshape => {
-                self.open_tile_loop(n);
-                self.line(format!("v{}[k] = v{}[k];", r.0, args[0].0));
-                self.close();
-                return Ok(());
-            }
-            TileOp::Full | TileOp::Expand if !self.is_tile(args[0]) => {
-                self.open_tile_loop(n);
-                self.line(format!("v{}[k] = v{};", r.0, args[0].0));
-                self.close();
-                return Ok(());
-            }
-            TileOp::Iota(axis) => {
-                let idx = Self::unravel(&rshape);
-                self.open_tile_loop(n);
-                let x = cast(&idx[*axis], DType::I64, rd);
-                self.line(format!("v{}[k] = {x};", r.0));
-                self.close();
-                return Ok(());
-            }
-            _ => {}
+        if let TileOp::Reshape = t {
+            self.open_tile_loop(n);
+            self.line(format!("v{}[k] = v{}[k];", r.0, args[0].0));
+            self.close();
+            return Ok(());
+        }
+        if matches!(t, TileOp::Full | TileOp::Expand) && !self.is_tile(args[0]) {
+            self.open_tile_loop(n);
+            self.line(format!("v{}[k] = v{};", r.0, args[0].0));
+            self.close();
+            return Ok(());
+        }
+        if let TileOp::Iota(axis) = t {
+            let idx = Self::unravel(&rshape);
+            self.open_tile_loop(n);
+            let x = cast(&idx[*axis], DType::I64, rd);
+            self.line(format!("v{}[k] = {x};", r.0));
+            self.close();
+            return Ok(());
         }
         // Operand arrays: staged in shared memory in block mode.
         self.line("{");
