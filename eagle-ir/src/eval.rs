@@ -28,16 +28,11 @@
 use crate::ir::{BinOp, CmpOp, Const, OpKind, UnOp};
 use crate::math::lanes::W;
 use crate::math::narrow::{decode, encode, round_to, Format, BF16};
+use crate::prim;
 use crate::types::DType;
 use std::fmt;
 
-/// The bits of the NaN that every float `min`/`max` returns when an operand is NaN: the
-/// positive quiet NaN with an empty payload (`f32::NAN`). Every backend (the folder, the host
-/// interpreter, the CPU JIT, the CUDA C prelude), every collective mode and the mapreduce fold
-/// return these bits, so NaN results agree bit for bit (see `docs/collectives.md`).
-pub const CANONICAL_NAN_F32: u32 = 0x7fc0_0000;
-/// The `f64` canonical NaN (`f64::NAN`); see [`CANONICAL_NAN_F32`].
-pub const CANONICAL_NAN_F64: u64 = 0x7ff8_0000_0000_0000;
+pub use crate::prim::{CANONICAL_NAN_F32, CANONICAL_NAN_F64};
 
 /// One value of a dtype, with that dtype's exact bits.
 #[derive(Debug, Clone, Copy)]
@@ -287,39 +282,19 @@ pub(crate) fn narrow(r: Scalar, d: DType) -> Scalar {
 }
 
 macro_rules! float_min_max {
-    ($t:ty, $nan:expr, $min:ident, $max:ident) => {
-        #[doc = concat!("Float `min` on `", stringify!($t), "`, as every backend computes it: IEEE 754-2019 `minimum` (NaN when either side is NaN, -0 below +0), any NaN result being the canonical NaN.")]
+    ($t:ty, $min:ident, $max:ident) => {
+        #[doc = concat!("Float `min` on `", stringify!($t), "`, as every backend computes it: [`crate::prim::fmin`] (IEEE 754-2019 `minimum`: NaN when either side is NaN, -0 below +0; any NaN result the canonical NaN).")]
         pub fn $min(a: $t, b: $t) -> $t {
-            if a.is_nan() || b.is_nan() {
-                <$t>::from_bits($nan)
-            } else if a == b {
-                if a.is_sign_negative() {
-                    a
-                } else {
-                    b
-                }
-            } else {
-                a.min(b)
-            }
+            prim::fmin(&mut prim::Values::<$t>::default(), &a, &b)
         }
-        #[doc = concat!("Float `max` on `", stringify!($t), "`, as every backend computes it: IEEE 754-2019 `maximum` (NaN when either side is NaN, +0 above -0), any NaN result being the canonical NaN.")]
+        #[doc = concat!("Float `max` on `", stringify!($t), "`, as every backend computes it: [`crate::prim::fmax`] (IEEE 754-2019 `maximum`: NaN when either side is NaN, +0 above -0; any NaN result the canonical NaN).")]
         pub fn $max(a: $t, b: $t) -> $t {
-            if a.is_nan() || b.is_nan() {
-                <$t>::from_bits($nan)
-            } else if a == b {
-                if a.is_sign_negative() {
-                    b
-                } else {
-                    a
-                }
-            } else {
-                a.max(b)
-            }
+            prim::fmax(&mut prim::Values::<$t>::default(), &a, &b)
         }
     };
 }
-float_min_max!(f32, CANONICAL_NAN_F32, fmin_f32, fmax_f32);
-float_min_max!(f64, CANONICAL_NAN_F64, fmin_f64, fmax_f64);
+float_min_max!(f32, fmin_f32, fmax_f32);
+float_min_max!(f64, fmin_f64, fmax_f64);
 
 /// Integer binary op on one integer type (wrapping; signedness from the type).
 macro_rules! int_bin {
@@ -691,6 +666,49 @@ impl crate::ir::MathFn {
             DType::F32 => Scalar::F32(r as f32),
             _ => Scalar::F64(r),
         })
+    }
+}
+
+/// The evaluator's instance on [`Scalar`]s of one dtype (integers by their signedness,
+/// `f16`/`bf16` through `f32`), for the rules that must take any dtype ([`prim::arg_better`]).
+pub struct Scalars(pub DType);
+
+impl prim::Emitter for Scalars {
+    type V = Scalar;
+    type M = bool;
+    fn is_nan(&mut self, x: &Scalar) -> bool {
+        x.is_nan()
+    }
+    fn lt(&mut self, a: &Scalar, b: &Scalar) -> bool {
+        cmp(CmpOp::Lt, *a, *b).unwrap_or(false)
+    }
+    fn eq(&mut self, a: &Scalar, b: &Scalar) -> bool {
+        cmp(CmpOp::Eq, *a, *b).unwrap_or(false)
+    }
+    fn sign_bit(&mut self, x: &Scalar) -> bool {
+        self.0.is_float() && (x.bits() >> (8 * self.0.size() - 1)) & 1 == 1
+    }
+    fn and(&mut self, a: bool, b: bool) -> bool {
+        a && b
+    }
+    fn or(&mut self, a: bool, b: bool) -> bool {
+        a || b
+    }
+    fn not(&mut self, a: bool) -> bool {
+        !a
+    }
+    fn select(&mut self, m: bool, a: Scalar, b: Scalar) -> Scalar {
+        if m {
+            a
+        } else {
+            b
+        }
+    }
+    fn canonical_nan(&mut self) -> Scalar {
+        match self.0 {
+            DType::F64 => Scalar::F64(f64::from_bits(CANONICAL_NAN_F64)),
+            d => narrow(Scalar::F32(f32::from_bits(CANONICAL_NAN_F32)), d),
+        }
     }
 }
 

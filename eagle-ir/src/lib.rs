@@ -24,6 +24,7 @@ mod ir;
 pub mod math;
 pub mod narrow;
 mod op;
+pub mod prim;
 pub mod spec;
 mod text;
 pub mod tile;

@@ -16,6 +16,7 @@
 use crate::eval::{self, Scalar};
 pub use crate::ir::{intrinsic, ArgKind, ArgOp, Axis, Intrinsic, TileOp, INTRINSICS};
 use crate::ir::{BinOp, ReduceOp};
+use crate::prim;
 use crate::types::{DType, Dim, Shape, Type};
 
 /// The number of partial accumulators of a sum or product reduction (see [`reduce_order`]).
@@ -547,12 +548,7 @@ pub fn reduce_order(op: ReduceOp, xs: &[Scalar], d: DType) -> Result<Scalar, eva
         let l = &mut lanes[i % REDUCE_LANES];
         *l = eval::binary(b, *l, x)?;
     }
-    let c = |x: Scalar, y: Scalar| eval::binary(b, x, y);
-    let l = lanes;
-    c(
-        c(c(l[0], l[1])?, c(l[2], l[3])?)?,
-        c(c(l[4], l[5])?, c(l[6], l[7])?)?,
-    )
+    prim::lane_tree(lanes, |x, y, _| eval::binary(b, x, y))
 }
 
 fn reduce(op: ReduceOp, xs: &[Scalar]) -> Result<Scalar, eval::EvalError> {
@@ -564,20 +560,8 @@ fn reduce(op: ReduceOp, xs: &[Scalar]) -> Result<Scalar, eval::EvalError> {
 /// ascending index order and keeps the first best): a NaN beats any number and loses to an
 /// earlier NaN; otherwise greater (less) wins, and `+0.0` is above `-0.0`.
 pub fn arg_better(op: ArgOp, x: Scalar, best: Scalar) -> bool {
-    if best.is_nan() {
-        return false;
-    }
-    if x.is_nan() {
-        return true;
-    }
-    let m = match op {
-        ArgOp::Max => eval::binary(BinOp::Max, x, best),
-        ArgOp::Min => eval::binary(BinOp::Min, x, best),
-    };
-    match m {
-        Ok(m) => m == x && m != best,
-        Err(_) => false,
-    }
+    let d = x.dtype();
+    prim::arg_better(&mut eval::Scalars(d), op, d.is_float(), &x, &best)
 }
 
 #[cfg(test)]

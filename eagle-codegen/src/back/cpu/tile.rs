@@ -14,7 +14,72 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type as ClType, Value as ClValue};
 use cranelift_frontend::Variable;
 use eagle_ir::tile::{reduce_identity, strides, ArgOp, Axis, TileOp, REDUCE_LANES};
-use eagle_ir::{BinOp, DType, Op, OpKind, ReduceOp, Type, Value};
+use eagle_ir::{prim, BinOp, DType, Op, OpKind, ReduceOp, Type, Value};
+
+/// The Cranelift instance of [`prim::Emitter`]: SSA values of dtype `d`, truth values as `i8`.
+struct ClPrim<'l, 'a, 'b> {
+    lw: &'l mut Lower<'a, 'b>,
+    d: DType,
+}
+
+impl prim::Emitter for ClPrim<'_, '_, '_> {
+    type V = ClValue;
+    type M = ClValue;
+    fn is_nan(&mut self, x: &ClValue) -> ClValue {
+        if self.d.is_float() {
+            self.lw.b.ins().fcmp(FloatCC::Unordered, *x, *x)
+        } else {
+            self.lw.b.ins().iconst(types::I8, 0)
+        }
+    }
+    fn lt(&mut self, a: &ClValue, b: &ClValue) -> ClValue {
+        let ins = self.lw.b.ins();
+        if self.d.is_float() {
+            ins.fcmp(FloatCC::LessThan, *a, *b)
+        } else if self.d.is_signed() {
+            ins.icmp(IntCC::SignedLessThan, *a, *b)
+        } else {
+            ins.icmp(IntCC::UnsignedLessThan, *a, *b)
+        }
+    }
+    fn eq(&mut self, a: &ClValue, b: &ClValue) -> ClValue {
+        if self.d.is_float() {
+            self.lw.b.ins().fcmp(FloatCC::Equal, *a, *b)
+        } else {
+            self.lw.b.ins().icmp(IntCC::Equal, *a, *b)
+        }
+    }
+    fn sign_bit(&mut self, x: &ClValue) -> ClValue {
+        let it = if self.d == DType::F64 {
+            types::I64
+        } else {
+            types::I32
+        };
+        let bits = self.lw.b.ins().bitcast(it, MemFlagsData::new(), *x);
+        self.lw.b.ins().icmp_imm_s(IntCC::SignedLessThan, bits, 0)
+    }
+    fn and(&mut self, a: ClValue, b: ClValue) -> ClValue {
+        self.lw.b.ins().band(a, b)
+    }
+    fn or(&mut self, a: ClValue, b: ClValue) -> ClValue {
+        self.lw.b.ins().bor(a, b)
+    }
+    fn not(&mut self, a: ClValue) -> ClValue {
+        self.lw.b.ins().bxor_imm_s(a, 1)
+    }
+    fn select(&mut self, m: ClValue, a: ClValue, b: ClValue) -> ClValue {
+        self.lw.b.ins().select(m, a, b)
+    }
+    fn canonical_nan(&mut self) -> ClValue {
+        if self.d == DType::F64 {
+            let nan = f64::from_bits(prim::CANONICAL_NAN_F64);
+            self.lw.b.ins().f64const(nan)
+        } else {
+            let nan = f32::from_bits(prim::CANONICAL_NAN_F32);
+            self.lw.b.ins().f32const(nan)
+        }
+    }
+}
 
 /// What a row or column pass computes along each sequence.
 #[derive(Clone, Copy)]
@@ -162,21 +227,17 @@ impl Lower<'_, '_> {
         self.lane_tree(&l, &mut |lw, x, y, _| lw.combine(bop, x, y, d))
     }
 
-    /// The fixed tree of [`eagle_ir::tile::reduce_order`] over the 8 lane values `l`:
-    /// `((l0 . l1) . (l2 . l3)) . ((l4 . l5) . (l6 . l7))`; `f` gets `true` for the root.
+    /// [`eagle_ir::prim::lane_tree`] over the 8 lane values `l`; `f` gets `true` for the root.
     #[allow(clippy::type_complexity)]
     fn lane_tree(
         &mut self,
         l: &[ClValue],
         f: &mut dyn FnMut(&mut Self, ClValue, ClValue, bool) -> Result<ClValue, CodegenError>,
     ) -> Result<ClValue, CodegenError> {
-        let c01 = f(self, l[0], l[1], false)?;
-        let c23 = f(self, l[2], l[3], false)?;
-        let c45 = f(self, l[4], l[5], false)?;
-        let c67 = f(self, l[6], l[7], false)?;
-        let a = f(self, c01, c23, false)?;
-        let b = f(self, c45, c67, false)?;
-        f(self, a, b, true)
+        let lanes: [ClValue; REDUCE_LANES] = l
+            .try_into()
+            .map_err(|_| self.err(format!("internal: {} lanes, not 8", l.len())))?;
+        prim::lane_tree(lanes, |x, y, root| f(self, x, y, root))
     }
 
     /// `a <op> b` on float vectors (lane-wise IEEE, as the scalar op), except that a NaN
@@ -372,49 +433,7 @@ impl Lower<'_, '_> {
     /// Whether `x` replaces the best-so-far `best` of an argmax (argmin) scan
     /// ([`eagle_ir::tile::arg_better`]), as an `i8` truth value.
     fn arg_better(&mut self, op: ArgOp, x: ClValue, best: ClValue, d: DType) -> ClValue {
-        if d.is_float() {
-            let ins = self.b.ins();
-            let bn = ins.fcmp(FloatCC::Unordered, best, best);
-            let xn = self.b.ins().fcmp(FloatCC::Unordered, x, x);
-            let cc = if op == ArgOp::Max {
-                FloatCC::GreaterThan
-            } else {
-                FloatCC::LessThan
-            };
-            let wins = self.b.ins().fcmp(cc, x, best);
-            let eq = self.b.ins().fcmp(FloatCC::Equal, x, best);
-            let it = if d == DType::F32 {
-                types::I32
-            } else {
-                types::I64
-            };
-            let flags = MemFlagsData::new();
-            let xb = self.b.ins().bitcast(it, flags, x);
-            let bb = self.b.ins().bitcast(it, flags, best);
-            let xneg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, xb, 0);
-            let bneg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, bb, 0);
-            // Max: +0 beats -0 (x positive, best negative); min: the other way round.
-            let zero_wins = if op == ArgOp::Max {
-                let xpos = self.b.ins().bxor_imm_s(xneg, 1);
-                self.b.ins().band(xpos, bneg)
-            } else {
-                let bpos = self.b.ins().bxor_imm_s(bneg, 1);
-                self.b.ins().band(xneg, bpos)
-            };
-            let tie = self.b.ins().band(eq, zero_wins);
-            let num = self.b.ins().bor(wins, tie);
-            let any = self.b.ins().bor(xn, num);
-            let not_bn = self.b.ins().bxor_imm_s(bn, 1);
-            self.b.ins().band(not_bn, any)
-        } else {
-            let cc = match (op, d.is_signed()) {
-                (ArgOp::Max, true) => IntCC::SignedGreaterThan,
-                (ArgOp::Max, false) => IntCC::UnsignedGreaterThan,
-                (ArgOp::Min, true) => IntCC::SignedLessThan,
-                (ArgOp::Min, false) => IntCC::UnsignedLessThan,
-            };
-            self.b.ins().icmp(cc, x, best)
-        }
+        prim::arg_better(&mut ClPrim { lw: self, d }, op, d.is_float(), &x, &best)
     }
 
     /// The index (as `i64`) of the element an argmax (argmin) scan keeps.

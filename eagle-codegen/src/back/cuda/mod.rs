@@ -33,6 +33,7 @@
 
 use crate::error::CodegenError;
 use crate::Specialized;
+use eagle_ir::prim;
 use eagle_ir::{
     print_op, BinOp, Block, CmpOp, Const, DType, Defs, Function, FunctionFacts, Level, NotifyOp,
     Op, OpKind, Type, UnOp, Value,
@@ -159,6 +160,68 @@ pub const HOST_SHIM: &str = include_str!("host_shim.h");
 /// The fixed part of every translation unit: the runtime record, failure reporting, waits,
 /// the barrier and the Rust-semantics helpers.
 pub const PRELUDE: &str = include_str!("prelude.cuh");
+
+/// The C emitter's instance of [`prim::Emitter`]: C expressions on operands of dtype `.0`
+/// (`float`, `double` or an integer type), truth values as C `bool` expressions.
+pub(super) struct CPrim(pub DType);
+
+impl prim::Emitter for CPrim {
+    type V = String;
+    type M = String;
+    fn is_nan(&mut self, x: &String) -> String {
+        format!("({x} != {x})")
+    }
+    fn lt(&mut self, a: &String, b: &String) -> String {
+        format!("({a} < {b})")
+    }
+    fn eq(&mut self, a: &String, b: &String) -> String {
+        format!("({a} == {b})")
+    }
+    fn sign_bit(&mut self, x: &String) -> String {
+        if self.0 == DType::F64 {
+            format!("(__double_as_longlong({x}) < 0)")
+        } else {
+            format!("(__float_as_int({x}) < 0)")
+        }
+    }
+    fn and(&mut self, a: String, b: String) -> String {
+        format!("({a} && {b})")
+    }
+    fn or(&mut self, a: String, b: String) -> String {
+        format!("({a} || {b})")
+    }
+    fn not(&mut self, a: String) -> String {
+        format!("!{a}")
+    }
+    fn select(&mut self, m: String, a: String, b: String) -> String {
+        format!("({m} ? {a} : {b})")
+    }
+    fn canonical_nan(&mut self) -> String {
+        if self.0 == DType::F64 {
+            format!("__longlong_as_double({:#x}LL)", prim::CANONICAL_NAN_F64)
+        } else {
+            format!("__int_as_float({:#x})", prim::CANONICAL_NAN_F32)
+        }
+    }
+}
+
+/// `eg_fmin` and `eg_fmax` on `float` and `double`: [`prim::fmin`] and [`prim::fmax`] written
+/// out by [`CPrim`], after the prelude.
+fn min_max_helpers() -> String {
+    type Rule = fn(&mut CPrim, &String, &String) -> String;
+    let mut s = String::new();
+    for d in [DType::F32, DType::F64] {
+        let t = ctype(d);
+        let rules: [(&str, Rule); 2] = [("eg_fmin", prim::fmin), ("eg_fmax", prim::fmax)];
+        for (name, rule) in rules {
+            let body = rule(&mut CPrim(d), &"a".to_string(), &"b".to_string());
+            s.push_str(&format!(
+                "__device__ __forceinline__ {t} {name}({t} a, {t} b) {{ return {body}; }}\n"
+            ));
+        }
+    }
+    s
+}
 
 fn ctype(d: DType) -> &'static str {
     match d {
@@ -294,6 +357,7 @@ pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
     let mut out = String::new();
     out.push_str(&crate::abi::c_defines());
     out.push_str(PRELUDE);
+    out.push_str(&min_max_helpers());
     out.push_str(&crate::abi::c_layout_checks());
     out.push_str(PRELUDE_END);
     out.push('\n');

@@ -100,12 +100,8 @@ __device__ __forceinline__ unsigned long long eg_f2u64(double x) { return x != x
 #define EG_SHARED_BLOCK(n) __shared__ __align__(16) unsigned char eg_sh_block[n];
 #endif
 
-// Float min/max (eagle_ir::eval::fmin_f32 and friends): the canonical NaN (0x7fc00000,
-// 0x7ff8000000000000) if either side is NaN; -0 orders below +0.
-__device__ __forceinline__ float eg_fmin(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : a < b ? a : b < a ? b : (__float_as_int(a) < 0 ? a : b); }
-__device__ __forceinline__ float eg_fmax(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : a > b ? a : b > a ? b : (__float_as_int(a) < 0 ? b : a); }
-__device__ __forceinline__ double eg_fmin(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : a < b ? a : b < a ? b : (__double_as_longlong(a) < 0 ? a : b); }
-__device__ __forceinline__ double eg_fmax(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : a > b ? a : b > a ? b : (__double_as_longlong(a) < 0 ? b : a); }
+// Float min/max (eg_fmin, eg_fmax) follow the prelude: eagle_ir::prim::fmin/fmax, written out
+// as C by the emitter (eagle_codegen's cuda::CPrim).
 // Signed division as Rust's wrapping ops: x / -1 is -x (wrapping), x % -1 is 0.
 __device__ __forceinline__ int eg_div(int a, int b) { return b == -1 ? (int)(0u - (unsigned int)a) : a / b; }
 __device__ __forceinline__ long long eg_div(long long a, long long b) { return b == -1 ? (long long)(0ull - (unsigned long long)a) : a / b; }

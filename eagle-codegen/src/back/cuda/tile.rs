@@ -11,8 +11,9 @@
 //! this thread owns, and synchronises again before the scratch is reused. `reshape` keeps
 //! every element at its linear index and so at its thread and slot: it copies slots.
 
-use super::{cast, ctype, literal, Emitter, Mode};
+use super::{cast, ctype, literal, CPrim, Emitter, Mode};
 use crate::error::CodegenError;
+use eagle_ir::prim;
 use eagle_ir::tile::{reduce_identity, strides, ArgOp, Axis, TileOp, REDUCE_LANES};
 use eagle_ir::{BinOp, DType, Op, OpKind, Value};
 
@@ -81,19 +82,18 @@ impl Emitter<'_> {
         let c = self.comb(b, "l[e & 7]", "x", d)?;
         self.line(format!("l[e & 7] = {c};"));
         self.close();
-        for (name, x, y) in [
-            ("t01", "l[0]", "l[1]"),
-            ("t23", "l[2]", "l[3]"),
-            ("t45", "l[4]", "l[5]"),
-            ("t67", "l[6]", "l[7]"),
-            ("t03", "t01", "t23"),
-            ("t47", "t45", "t67"),
-        ] {
-            let c = self.comb(b, x, y, d)?;
+        // The tree of `eagle_ir::prim::lane_tree`, its partials named by the lanes they span.
+        let lanes = ["0", "1", "2", "3", "4", "5", "6", "7"].map(|j| (format!("l[{j}]"), j, j));
+        prim::lane_tree::<_, CodegenError>(lanes, |(x, x0, _), (y, _, y1), root| {
+            let c = self.comb(b, &x, &y, d)?;
+            if root {
+                self.line(format!("{dst} = {c};"));
+                return Ok((String::new(), x0, y1));
+            }
+            let name = format!("t{x0}{y1}");
             self.line(format!("const {t} {name} = {c};"));
-        }
-        let c = self.comb(b, "t03", "t47", d)?;
-        self.line(format!("{dst} = {c};"));
+            Ok((name, x0, y1))
+        })?;
         self.depth -= 1;
         self.line("}");
         Ok(())
@@ -112,23 +112,13 @@ impl Emitter<'_> {
         dst: &str,
     ) {
         let t = ctype(d);
-        let better = if d.is_float() {
-            let sb = |v: &str| {
-                if d == DType::F32 {
-                    format!("(__float_as_int({v}) < 0)")
-                } else {
-                    format!("(__double_as_longlong({v}) < 0)")
-                }
-            };
-            let (cmp, tie) = match op {
-                ArgOp::Max => (">", format!("{} && !{}", sb("bv"), sb("x"))),
-                ArgOp::Min => ("<", format!("{} && !{}", sb("x"), sb("bv"))),
-            };
-            format!("!(bv != bv) && ((x != x) || x {cmp} bv || (x == bv && {tie}))")
-        } else {
-            let cmp = if op == ArgOp::Max { ">" } else { "<" };
-            format!("x {cmp} bv")
-        };
+        let better = prim::arg_better(
+            &mut CPrim(d),
+            op,
+            d.is_float(),
+            &"x".to_string(),
+            &"bv".to_string(),
+        );
         self.line("{");
         self.depth += 1;
         self.line("long long bi = 0;");

@@ -1,0 +1,242 @@
+//! The compound rules and fixed orders every backend computes the same way, each written once
+//! over an [`Emitter`] and instantiated by the evaluator (values), the Cranelift backend (SSA
+//! values) and the C emitter (expressions), as the math library is over `math::lanes::Real`:
+//! - [`fmin`]/[`fmax`]: float `min`/`max` (IEEE 754-2019 `minimum`/`maximum` with the canonical
+//!   NaN);
+//! - [`arg_better`]: whether an argmax (argmin) scan takes a new element;
+//! - [`lane_tree`]: the tree that combines a reduction's 8 lane partials
+//!   ([`crate::tile::reduce_order`]).
+//!
+//! `tests/eval_diff.rs` and `tests/tile_diff.rs` check that each backend's instance gives the
+//! evaluator's bits.
+
+use crate::ir::ArgOp;
+
+/// The bits of the NaN that every float `min`/`max` returns when an operand is NaN: the
+/// positive quiet NaN with an empty payload (`f32::NAN`). Every backend (the folder, the host
+/// interpreter, the CPU JIT, the CUDA C prelude), every collective mode and the mapreduce fold
+/// return these bits, so NaN results agree bit for bit (see `docs/collectives.md`).
+pub const CANONICAL_NAN_F32: u32 = 0x7fc0_0000;
+/// The `f64` canonical NaN (`f64::NAN`); see [`CANONICAL_NAN_F32`].
+pub const CANONICAL_NAN_F64: u64 = 0x7ff8_0000_0000_0000;
+
+/// The primitives the rules below are written in, on values of one dtype (its signedness and
+/// float-ness are the emitter's). `V` is a value, `M` a truth value.
+pub trait Emitter {
+    /// A value of the element dtype: a number, an SSA value, a C expression.
+    type V: Clone;
+    /// A truth value.
+    type M: Clone;
+    /// `x` is a NaN (never, for an integer dtype).
+    fn is_nan(&mut self, x: &Self::V) -> Self::M;
+    /// `a < b`, ordered (false when either is a NaN); signed or unsigned as the dtype is.
+    fn lt(&mut self, a: &Self::V, b: &Self::V) -> Self::M;
+    /// `a == b` as numbers (`-0.0 == +0.0`).
+    fn eq(&mut self, a: &Self::V, b: &Self::V) -> Self::M;
+    /// A float's sign bit is set (`-0.0`, negative numbers, NaNs with the bit set).
+    fn sign_bit(&mut self, x: &Self::V) -> Self::M;
+    /// `a && b`.
+    fn and(&mut self, a: Self::M, b: Self::M) -> Self::M;
+    /// `a || b`.
+    fn or(&mut self, a: Self::M, b: Self::M) -> Self::M;
+    /// `!a`.
+    fn not(&mut self, a: Self::M) -> Self::M;
+    /// `m ? a : b`.
+    fn select(&mut self, m: Self::M, a: Self::V, b: Self::V) -> Self::V;
+    /// The canonical NaN of the dtype ([`CANONICAL_NAN_F32`]/[`CANONICAL_NAN_F64`]).
+    fn canonical_nan(&mut self) -> Self::V;
+}
+
+/// Float `min`: the canonical NaN when either side is a NaN; otherwise the lesser, and `-0.0`
+/// below `+0.0` (IEEE 754-2019 `minimum`).
+pub fn fmin<E: Emitter>(e: &mut E, a: &E::V, b: &E::V) -> E::V {
+    min_max(e, a, b, true)
+}
+
+/// Float `max`: the canonical NaN when either side is a NaN; otherwise the greater, and `+0.0`
+/// above `-0.0` (IEEE 754-2019 `maximum`).
+pub fn fmax<E: Emitter>(e: &mut E, a: &E::V, b: &E::V) -> E::V {
+    min_max(e, a, b, false)
+}
+
+/// `nan(a) || nan(b) ? NaN : a <first> b ? a : b <first> a ? b : (sign(a) == min ? a : b)`,
+/// where `<first>` is `<` for `min` and `>` for `max`.
+fn min_max<E: Emitter>(e: &mut E, a: &E::V, b: &E::V, min: bool) -> E::V {
+    let (na, nb) = (e.is_nan(a), e.is_nan(b));
+    let nan = e.or(na, nb);
+    let (a_first, b_first) = if min {
+        (e.lt(a, b), e.lt(b, a))
+    } else {
+        (e.lt(b, a), e.lt(a, b))
+    };
+    // Equal numbers: the signed zero that `minimum` (`maximum`) takes.
+    let sa = e.sign_bit(a);
+    let zero = if min {
+        e.select(sa, a.clone(), b.clone())
+    } else {
+        e.select(sa, b.clone(), a.clone())
+    };
+    let ordered = e.select(b_first, b.clone(), zero);
+    let ordered = e.select(a_first, a.clone(), ordered);
+    let q = e.canonical_nan();
+    e.select(nan, q, ordered)
+}
+
+/// Whether `x` replaces the best-so-far `best` in an argmax (argmin) scan, which runs in
+/// ascending index order and keeps the first best: for floats a NaN beats any number and
+/// loses to an earlier NaN, greater (less) wins, and `+0.0` is above `-0.0`; for integers
+/// greater (less) wins.
+pub fn arg_better<E: Emitter>(e: &mut E, op: ArgOp, float: bool, x: &E::V, best: &E::V) -> E::M {
+    let wins = match op {
+        ArgOp::Max => e.lt(best, x),
+        ArgOp::Min => e.lt(x, best),
+    };
+    if !float {
+        return wins;
+    }
+    let (sx, sb) = (e.sign_bit(x), e.sign_bit(best));
+    // Max: +0 beats -0 (x positive, best negative); min: the other way round.
+    let zero_wins = match op {
+        ArgOp::Max => {
+            let px = e.not(sx);
+            e.and(px, sb)
+        }
+        ArgOp::Min => {
+            let pb = e.not(sb);
+            e.and(sx, pb)
+        }
+    };
+    let eq = e.eq(x, best);
+    let tie = e.and(eq, zero_wins);
+    let number = e.or(wins, tie);
+    let xn = e.is_nan(x);
+    let takes = e.or(xn, number);
+    let bn = e.is_nan(best);
+    let keeps_nan = e.not(bn);
+    e.and(keeps_nan, takes)
+}
+
+/// The fixed tree over a reduction's 8 lane partials `l`:
+/// `((l0 . l1) . (l2 . l3)) . ((l4 . l5) . (l6 . l7))`, combined by `f` in this order (`c01`,
+/// `c23`, `c45`, `c67`, `c03`, `c47`, then the root); `f` gets `true` for the root.
+///
+/// # Errors
+/// The first error of `f`.
+pub fn lane_tree<T, Err>(
+    l: [T; 8],
+    mut f: impl FnMut(T, T, bool) -> Result<T, Err>,
+) -> Result<T, Err> {
+    let [l0, l1, l2, l3, l4, l5, l6, l7] = l;
+    let c01 = f(l0, l1, false)?;
+    let c23 = f(l2, l3, false)?;
+    let c45 = f(l4, l5, false)?;
+    let c67 = f(l6, l7, false)?;
+    let c03 = f(c01, c23, false)?;
+    let c47 = f(c45, c67, false)?;
+    f(c03, c47, true)
+}
+
+/// The evaluator's instance: Rust values of one dtype.
+pub struct Values<T>(std::marker::PhantomData<T>);
+
+impl<T> Default for Values<T> {
+    fn default() -> Self {
+        Values(std::marker::PhantomData)
+    }
+}
+
+macro_rules! float_values {
+    ($t:ty, $nan:expr) => {
+        impl Emitter for Values<$t> {
+            type V = $t;
+            type M = bool;
+            fn is_nan(&mut self, x: &$t) -> bool {
+                x.is_nan()
+            }
+            fn lt(&mut self, a: &$t, b: &$t) -> bool {
+                a < b
+            }
+            fn eq(&mut self, a: &$t, b: &$t) -> bool {
+                a == b
+            }
+            fn sign_bit(&mut self, x: &$t) -> bool {
+                x.is_sign_negative()
+            }
+            fn and(&mut self, a: bool, b: bool) -> bool {
+                a && b
+            }
+            fn or(&mut self, a: bool, b: bool) -> bool {
+                a || b
+            }
+            fn not(&mut self, a: bool) -> bool {
+                !a
+            }
+            fn select(&mut self, m: bool, a: $t, b: $t) -> $t {
+                if m {
+                    a
+                } else {
+                    b
+                }
+            }
+            fn canonical_nan(&mut self) -> $t {
+                <$t>::from_bits($nan)
+            }
+        }
+    };
+}
+float_values!(f32, CANONICAL_NAN_F32);
+float_values!(f64, CANONICAL_NAN_F64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_max_take_the_signed_zero_and_the_canonical_nan() {
+        let mut e = Values::<f32>::default();
+        assert_eq!(fmin(&mut e, &0.0, &-0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(fmin(&mut e, &-0.0, &0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(fmax(&mut e, &-0.0, &0.0).to_bits(), 0.0f32.to_bits());
+        assert_eq!(fmax(&mut e, &1.0, &2.5), 2.5);
+        assert_eq!(fmin(&mut e, &1.0, &2.5), 1.0);
+        let odd_nan = f32::from_bits(0xffc0_0001);
+        assert_eq!(fmin(&mut e, &odd_nan, &1.0).to_bits(), 0x7fc0_0000);
+        assert_eq!(fmax(&mut e, &1.0, &odd_nan).to_bits(), 0x7fc0_0000);
+        let mut e = Values::<f64>::default();
+        assert_eq!(
+            fmax(&mut e, &f64::NAN, &1.0).to_bits(),
+            0x7ff8_0000_0000_0000
+        );
+    }
+
+    #[test]
+    fn arg_scans_keep_the_first_best_and_order_signed_zeros() {
+        let mut e = Values::<f64>::default();
+        let better = |e: &mut Values<f64>, op, x: f64, b: f64| arg_better(e, op, true, &x, &b);
+        assert!(better(&mut e, ArgOp::Max, 2.0, 1.0));
+        assert!(!better(&mut e, ArgOp::Max, 1.0, 1.0));
+        assert!(better(&mut e, ArgOp::Max, 0.0, -0.0));
+        assert!(!better(&mut e, ArgOp::Max, -0.0, 0.0));
+        assert!(better(&mut e, ArgOp::Min, -0.0, 0.0));
+        assert!(better(&mut e, ArgOp::Min, f64::NAN, -1e300));
+        assert!(!better(&mut e, ArgOp::Min, f64::NAN, f64::NAN));
+        assert!(!better(&mut e, ArgOp::Max, 5.0, f64::NAN));
+    }
+
+    #[test]
+    fn the_lane_tree_pairs_neighbours_then_halves() {
+        let order = std::cell::RefCell::new(vec![]);
+        let r: Result<String, ()> = lane_tree(
+            ["0", "1", "2", "3", "4", "5", "6", "7"].map(String::from),
+            |a, b, root| {
+                order.borrow_mut().push(root);
+                Ok(format!("({a}{b})"))
+            },
+        );
+        assert_eq!(r.unwrap(), "(((01)(23))((45)(67)))");
+        assert_eq!(
+            order.into_inner(),
+            [false, false, false, false, false, false, true]
+        );
+    }
+}
