@@ -173,6 +173,62 @@ pub(crate) struct Job {
     pub(crate) host: Vec<u64>,
 }
 
+impl Job {
+    /// The ABI slots of the call (one per parameter): a tensor's host address where the job
+    /// runs on the host tensors in place (`host`), else its device buffer; a window's id; a
+    /// scalar's bits; 0 for the context (the executor passes it separately).
+    pub(crate) fn slots(&mut self) -> Vec<u64> {
+        let mut k = 0;
+        let mut slots = Vec::with_capacity(self.args.len());
+        for a in &self.args {
+            slots.push(match a {
+                JobArg::Tensor { .. } => {
+                    let p = match self.host.get(k) {
+                        Some(&h) => h,
+                        None => self.buffers[k].as_mut_ptr() as u64,
+                    };
+                    k += 1;
+                    p
+                }
+                JobArg::Window(w) => *w as u64,
+                JobArg::Scalar(b) => *b,
+                JobArg::Ctx => 0,
+            });
+        }
+        slots
+    }
+
+    /// Copies the tensor arguments of the job from the host into fresh device buffers;
+    /// returns the bytes copied.
+    pub(crate) fn copy_in(&mut self, args: &[Arg<'_>]) -> usize {
+        let mut copied = 0;
+        for a in &self.args {
+            if let JobArg::Tensor {
+                arg, off, bytes, ..
+            } = a
+            {
+                let mut buf = vec![0u64; bytes.div_ceil(8).max(1)];
+                let src = match &args[*arg] {
+                    Arg::In(_, _, b) => &b[*off..off + bytes],
+                    Arg::Out(_, _, b) => &b[*off..off + bytes],
+                    Arg::Scalar(..) => &[][..],
+                };
+                // SAFETY: `buf` holds at least `bytes` bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        src.as_ptr(),
+                        buf.as_mut_ptr().cast::<u8>(),
+                        src.len(),
+                    )
+                };
+                self.buffers.push(buf);
+                copied += bytes;
+            }
+        }
+        copied
+    }
+}
+
 /// Whether the jobs of a run (`jobs[rank]`, each rank's in order) can use the host tensors in
 /// place with the same results as private device copies: no two tensor ranges of the same
 /// host argument overlap where one is written, unless they belong to different jobs of the

@@ -26,7 +26,8 @@ pub(crate) use exec::sim;
 pub(crate) use exec::sim::race;
 
 pub use error::{Cause, RuntimeError};
-pub use host::{run, run_with, EntryCaller};
+pub use exec::sim::launch::EntryCaller;
+pub use host::{run, run_with};
 pub use job::{Arg, RunReport};
 pub use options::{launcher_world_size, RunOptions};
 pub use tensor::{Element, Tensor};

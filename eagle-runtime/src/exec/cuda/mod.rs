@@ -667,6 +667,15 @@ fn check_atomic_signals(code: &CudaCode, devices: &[usize]) -> Result<(), Runtim
     Ok(())
 }
 
+/// The CUDA executor (GPUs, or the emulation with `cuda_emulate`): [`run`].
+pub(crate) struct Cuda;
+
+impl crate::exec::Executor for Cuda {
+    fn run(&self, l: crate::exec::Launch<'_, '_>) -> Result<RunReport, RuntimeError> {
+        run(l.art, l.args, l.p, l.jobs, l.windows, l.opts)
+    }
+}
+
 /// Runs the dispatches of a host program on GPUs `opts.devices` (rank r on `devices[r]`), with
 /// the windows of the run in pinned host memory. Called by [`crate::run_with`].
 ///

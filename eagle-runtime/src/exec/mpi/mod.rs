@@ -221,6 +221,7 @@ fn timeout() -> Duration {
 /// How long past its limit a blocking MPI call may run before the watchdog ends the job.
 pub const GRACE: Duration = Duration::from_secs(2);
 
+pub(crate) mod launch;
 mod watchdog;
 
 /// Whether ranks are MPI processes in this run.

@@ -1,6 +1,7 @@
 //! The `sim` platform's world: per-rank window memory, signals and barrier, served to compiled
 //! code through the [`Hooks`] table.
 
+pub(crate) mod launch;
 pub(crate) mod race;
 use crate::race::RaceReport;
 use crate::Cause;
