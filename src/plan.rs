@@ -710,16 +710,12 @@ impl Plan {
         Error::Plan(format!("plan of `{}`: {m}", self.kernel))
     }
 
-    fn run_inner(&self, device: usize, planes: &mut Planes<'_>) -> Result<()> {
-        if let Some(m) = &planes.refused {
-            return Err(self.refusal(m));
-        }
-        if device >= eagle_runtime::Platform::Sim.max_devices() {
-            return Err(Error::Plan(format!(
-                "argument `device`: device {device} does not exist; the CPU platform has devices 0 to {}",
-                eagle_runtime::Platform::Sim.max_devices() - 1
-            )));
-        }
+    /// The index in `planes` of each of the kernel's planes, in parameter order (planes are
+    /// matched to parameters by name).
+    ///
+    /// # Errors
+    /// [`Error::Plan`] for a plane passed twice, one that is no parameter, or a missing one.
+    fn plane_order(&self, planes: &Planes<'_>) -> Result<Vec<usize>> {
         // Match planes to parameters by name.
         for (k, (name, _)) in planes.items.iter().enumerate() {
             if planes.items[..k].iter().any(|(m, _)| m == name) {
@@ -748,6 +744,85 @@ impl Plan {
             };
             order.push(i);
         }
+        Ok(order)
+    }
+
+    /// The bindings of the kernel's symbolic dims from the plane shapes (in parameter order
+    /// `order`), each derived dim checked against its plane's extent.
+    ///
+    /// # Errors
+    /// [`Error::Plan`] naming the plane whose extent disagrees.
+    fn bind_planes(
+        &self,
+        f: &ir::Function,
+        order: &[usize],
+        planes: &Planes<'_>,
+    ) -> Result<codegen::Bindings> {
+        let mut b = codegen::Bindings::world(1);
+        let mut derived = vec![];
+        for (p, &i) in f.params[1..].iter().zip(order) {
+            let shape = match &planes.items[i].1 {
+                Arg::In(s, ..) | Arg::Out(s, ..) => s.clone(),
+                Arg::Scalar(..) => vec![],
+            };
+            if let Some(decl) = f.ty(p.value).shape() {
+                for (d, &len) in decl.0.iter().zip(&shape) {
+                    match d {
+                    ir::Dim::Sym(name) => match b.dims.get(name.as_ref()) {
+                        Some(&prev) if prev != len as u64 => {
+                            return Err(Error::Plan(format!(
+                                "plane `{}`: dimension `{name}` is {len} here but {prev} in an earlier plane",
+                                p.name
+                            )))
+                        }
+                        _ => {
+                            b.dims.insert(name.to_string(), len as u64);
+                        }
+                    },
+                    ir::Dim::Const(c) if *c != len as u64 => {
+                        return Err(Error::Plan(format!(
+                            "plane `{}` has shape {shape:?} but `{}` declares {}",
+                            p.name,
+                            self.kernel,
+                            decl
+                        )))
+                    }
+                    ir::Dim::Expr(_) => derived.push((p.name.clone(), d.clone(), len as u64)),
+                    _ => {}
+                }
+                }
+            }
+        }
+        // Derived dims (`N + 2`, `M / NR`) hold for the planes' extents.
+        for (plane, d, len) in derived {
+            match d.eval(&|s| b.dims.get(s).copied()) {
+            Ok(v) if v == len => {}
+            Ok(v) => {
+                return Err(Error::Plan(format!(
+                    "plane `{plane}`: dimension {d} = {v} at these bindings, but the plane's extent is {len}"
+                )))
+            }
+            Err(e) => {
+                return Err(Error::Plan(format!(
+                    "plane `{plane}`: dimension {d} has no value: {e}"
+                )))
+            }
+        }
+        }
+        Ok(b)
+    }
+
+    fn run_inner(&self, device: usize, planes: &mut Planes<'_>) -> Result<()> {
+        if let Some(m) = &planes.refused {
+            return Err(self.refusal(m));
+        }
+        if device >= eagle_runtime::Platform::Sim.max_devices() {
+            return Err(Error::Plan(format!(
+                "argument `device`: device {device} does not exist; the CPU platform has devices 0 to {}",
+                eagle_runtime::Platform::Sim.max_devices() - 1
+            )));
+        }
+        let order = self.plane_order(planes)?;
         // n from the per-sample planes.
         let mut n = None;
         for (p, &i) in self.planes.iter().zip(&order) {
@@ -829,57 +904,7 @@ impl Plan {
             .module
             .function(&self.kernel)
             .ok_or_else(|| Error::Plan("kernel missing".into()))?;
-        let mut b = codegen::Bindings::world(1);
-        let mut derived = vec![];
-        for (p, &i) in f.params[1..].iter().zip(&order) {
-            let shape = match &planes.items[i].1 {
-                Arg::In(s, ..) | Arg::Out(s, ..) => s.clone(),
-                Arg::Scalar(..) => vec![],
-            };
-            if let Some(decl) = f.ty(p.value).shape() {
-                for (d, &len) in decl.0.iter().zip(&shape) {
-                    match d {
-                        ir::Dim::Sym(name) => match b.dims.get(name.as_ref()) {
-                            Some(&prev) if prev != len as u64 => {
-                                return Err(Error::Plan(format!(
-                                    "plane `{}`: dimension `{name}` is {len} here but {prev} in an earlier plane",
-                                    p.name
-                                )))
-                            }
-                            _ => {
-                                b.dims.insert(name.to_string(), len as u64);
-                            }
-                        },
-                        ir::Dim::Const(c) if *c != len as u64 => {
-                            return Err(Error::Plan(format!(
-                                "plane `{}` has shape {shape:?} but `{}` declares {}",
-                                p.name,
-                                self.kernel,
-                                decl
-                            )))
-                        }
-                        ir::Dim::Expr(_) => derived.push((p.name.clone(), d.clone(), len as u64)),
-                        _ => {}
-                    }
-                }
-            }
-        }
-        // Derived dims (`N + 2`, `M / NR`) hold for the planes' extents.
-        for (plane, d, len) in derived {
-            match d.eval(&|s| b.dims.get(s).copied()) {
-                Ok(v) if v == len => {}
-                Ok(v) => {
-                    return Err(Error::Plan(format!(
-                        "plane `{plane}`: dimension {d} = {v} at these bindings, but the plane's extent is {len}"
-                    )))
-                }
-                Err(e) => {
-                    return Err(Error::Plan(format!(
-                        "plane `{plane}`: dimension {d} has no value: {e}"
-                    )))
-                }
-            }
-        }
+        let mut b = self.bind_planes(f, &order, planes)?;
         self.bind_rows(&mut b)?;
         let gpu = self.on_gpu(self.structure)
             || (self.structure == Structure::RankPartition && self.on_gpu(self.inner));

@@ -145,6 +145,64 @@ fn cache_command(action: CacheAction) -> ExitCode {
     }
 }
 
+/// The steps of `--suite` and `--step`.
+///
+/// # Errors
+/// The usage error for a `--step` that names no step of the suite.
+fn select_steps(cli: &Cli) -> Result<Vec<eagle_runner::Step>, String> {
+    let steps: Vec<eagle_runner::Step> = all_steps()
+        .into_iter()
+        .filter(|st| cli.suite.contains(st))
+        .collect();
+    let Some(s) = &cli.step else {
+        return Ok(steps);
+    };
+    match s.trim().parse::<u32>() {
+        Ok(n) if steps.iter().any(|st| st.number == n) => {
+            Ok(steps.into_iter().filter(|st| st.number == n).collect())
+        }
+        _ => {
+            let known: Vec<String> = steps.iter().map(|s| format!("{:02}", s.number)).collect();
+            let within = match cli.suite {
+                eagle_runner::Suite::All => String::new(),
+                suite => clap::ValueEnum::to_possible_value(&suite)
+                    .map(|v| format!(" in `--suite {}`", v.get_name()))
+                    .unwrap_or_default(),
+            };
+            Err(format!(
+                "argument `--step`: unknown step `{s}`{within}; expected one of {}",
+                known.join(", ")
+            ))
+        }
+    }
+}
+
+/// `--mode M` runs mode M of the selected steps that have it.
+///
+/// # Errors
+/// The usage error for a step named with `--step` that lacks the mode, or a mode no selected
+/// step has.
+fn check_mode(cli: &Cli, selected: &[eagle_runner::Step]) -> Result<(), String> {
+    let Some(m) = &cli.mode else { return Ok(()) };
+    if cli.step.is_some() {
+        if let Some(st) = selected.first() {
+            st.check_mode(Some(m)).map_err(|e| e.to_string())?;
+        }
+    } else if !selected.iter().any(|st| st.modes.contains(&m.as_str())) {
+        let mut all: Vec<&str> = selected
+            .iter()
+            .flat_map(|st| st.modes.iter().copied())
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        return Err(format!(
+            "argument `--mode`: no step has mode `{m}`; modes are {}",
+            all.join(", ")
+        ));
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Cache { action }) = cli.command {
@@ -162,32 +220,12 @@ fn main() -> ExitCode {
         let _ = writeln!(eagle_runner::stderr_lines(), "error: {e}");
         return ExitCode::FAILURE;
     }
-    let steps: Vec<eagle_runner::Step> = all_steps()
-        .into_iter()
-        .filter(|st| cli.suite.contains(st))
-        .collect();
-    let selected: Vec<eagle_runner::Step> = match &cli.step {
-        None => steps,
-        Some(s) => match s.trim().parse::<u32>() {
-            Ok(n) if steps.iter().any(|st| st.number == n) => {
-                steps.into_iter().filter(|st| st.number == n).collect()
-            }
-            _ => {
-                let known: Vec<String> = steps.iter().map(|s| format!("{:02}", s.number)).collect();
-                let within = match cli.suite {
-                    eagle_runner::Suite::All => String::new(),
-                    suite => clap::ValueEnum::to_possible_value(&suite)
-                        .map(|v| format!(" in `--suite {}`", v.get_name()))
-                        .unwrap_or_default(),
-                };
-                let _ = writeln!(
-                    eagle_runner::stderr_lines(),
-                    "error: argument `--step`: unknown step `{s}`{within}; expected one of {}",
-                    known.join(", ")
-                );
-                return ExitCode::from(2);
-            }
-        },
+    let selected = match select_steps(&cli) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(eagle_runner::stderr_lines(), "error: {e}");
+            return ExitCode::from(2);
+        }
     };
     // Validate platform and devices once, before any step runs.
     if let Err(e) = cli.common.session(None) {
@@ -196,28 +234,9 @@ fn main() -> ExitCode {
     }
     // `--mode M` runs mode M of the selected steps that have it; naming a step that lacks it,
     // or a mode no selected step has, is a usage error.
-    if let Some(m) = &cli.mode {
-        if cli.step.is_some() {
-            if let Some(st) = selected.first() {
-                if let Err(e) = st.check_mode(Some(m)) {
-                    let _ = writeln!(eagle_runner::stderr_lines(), "error: {e}");
-                    return ExitCode::from(2);
-                }
-            }
-        } else if !selected.iter().any(|st| st.modes.contains(&m.as_str())) {
-            let mut all: Vec<&str> = selected
-                .iter()
-                .flat_map(|st| st.modes.iter().copied())
-                .collect();
-            all.sort_unstable();
-            all.dedup();
-            let _ = writeln!(
-                eagle_runner::stderr_lines(),
-                "error: argument `--mode`: no step has mode `{m}`; modes are {}",
-                all.join(", ")
-            );
-            return ExitCode::from(2);
-        }
+    if let Err(e) = check_mode(&cli, &selected) {
+        let _ = writeln!(eagle_runner::stderr_lines(), "error: {e}");
+        return ExitCode::from(2);
     }
     let mut failed = 0;
     let mut total = 0;

@@ -71,6 +71,125 @@ impl Interp<'_> {
         }
     }
 
+    /// An elementwise op (or a math-library call) on constants: the reference evaluator
+    /// defines what it computes.
+    fn elementwise(&self, op: &eagle_ir::Op, rd: Option<DType>) -> Result<Hv, RuntimeError> {
+        let args = op
+            .kind
+            .operands()
+            .into_iter()
+            .map(|v| {
+                let (c, d) = self.c(v)?;
+                Scalar::from_const(c, d)
+                    .ok_or_else(|| self.bad(format!("value %{} does not hold a `{d}`", v.0)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let d = rd.unwrap_or(DType::Index);
+        let r = eval::elementwise(&op.kind, &args, d)
+            .map_err(|e| self.bad(format!("`{}`: {e}", eagle_ir::print_op(self.f, op))))?;
+        Ok(Hv::C(r.to_const(), r.dtype()))
+    }
+
+    /// `src[index]` of a tensor argument: the bytes of that row.
+    fn slice(&self, op: &eagle_ir::Op, src: Value, index: Value) -> Result<Hv, RuntimeError> {
+        let i = self.int(index)?;
+        let extent = self
+            .f
+            .ty(src)
+            .shape()
+            .and_then(|s| s.0.first()?.as_const())
+            .unwrap_or(0);
+        if i < 0 || i >= extent as i128 {
+            return Err(self.bad(format!("index {i} is outside 0..{extent}")));
+        }
+        let rt = op.result.map(|r| self.f.ty(r).clone());
+        let bytes = rt
+            .as_ref()
+            .and_then(|t| Some(t.shape()?.numel()? as usize * t.dtype()?.size()))
+            .unwrap_or(0);
+        match self.vals.get(&src) {
+            Some(Hv::Slice { arg, off, .. }) => Ok(Hv::Slice {
+                arg: *arg,
+                off: off + i as usize * bytes,
+                bytes,
+            }),
+            _ => Err(self.bad("slice of a non-tensor")),
+        }
+    }
+
+    /// A window buffer of the result's type: one more window of the launch.
+    fn alloc_window_buffer(&mut self, op: &eagle_ir::Op) -> Hv {
+        let t = op.result.map(|r| self.f.ty(r).clone());
+        let bytes = t
+            .as_ref()
+            .and_then(|t| Some(t.shape()?.numel()? as usize * t.dtype()?.size()))
+            .unwrap_or(0);
+        let elem = t.as_ref().and_then(Type::dtype).map_or(1, DType::size);
+        let desc = t
+            .map(|t| match t.shape() {
+                Some(s) => format!("{s} {}", t.dtype().map_or("", DType::name)),
+                None => t.to_string(),
+            })
+            .unwrap_or_default();
+        self.windows.push((bytes, elem, desc));
+        Hv::Buf(self.windows.len() - 1)
+    }
+
+    /// A dispatch of `callee` on `device`: one more job of that rank.
+    fn dispatch(
+        &mut self,
+        callee: &str,
+        args: &[Value],
+        device: Value,
+    ) -> Result<(), RuntimeError> {
+        let d = self.int(device)?;
+        if d < 0 || d as usize >= self.p {
+            return Err(self.bad(format!(
+                "dispatch to device {d}, outside the world 0..{}",
+                self.p
+            )));
+        }
+        let cf = self
+            .art
+            .module
+            .function(callee)
+            .ok_or_else(|| self.bad(format!("unknown callee `{callee}`")))?;
+        let mut it = args.iter();
+        let mut jargs = vec![];
+        for p in &cf.params {
+            if *cf.ty(p.value) == Type::Ctx {
+                jargs.push(JobArg::Ctx);
+                continue;
+            }
+            let a = it
+                .next()
+                .ok_or_else(|| self.bad("too few dispatch arguments"))?;
+            jargs.push(match self.vals.get(a).cloned() {
+                Some(Hv::Slice { arg, off, bytes }) => JobArg::Tensor {
+                    arg,
+                    off,
+                    bytes,
+                    out: p.out,
+                },
+                Some(Hv::Win(w)) => JobArg::Window(w),
+                Some(Hv::C(c, dt)) => JobArg::Scalar(const_bits(c, dt)),
+                _ => {
+                    return Err(self.bad(format!(
+                        "argument `{}` of `{callee}` has no host value",
+                        p.name
+                    )))
+                }
+            });
+        }
+        self.jobs[d as usize].push(Job {
+            callee: callee.to_string(),
+            args: jargs,
+            buffers: vec![],
+            host: vec![],
+        });
+        Ok(())
+    }
+
     fn block(&mut self, b: &Block) -> Result<(), RuntimeError> {
         for op in &b.ops {
             let rd = op.result.and_then(|r| self.f.ty(r).dtype());
@@ -84,23 +203,7 @@ impl Interp<'_> {
                 | OpKind::Cast(_)
                 | OpKind::Bitcast(_)
                 | OpKind::Math(..) => {
-                    // The reference evaluator defines what the op computes.
-                    let args = op
-                        .kind
-                        .operands()
-                        .into_iter()
-                        .map(|v| {
-                            let (c, d) = self.c(v)?;
-                            Scalar::from_const(c, d).ok_or_else(|| {
-                                self.bad(format!("value %{} does not hold a `{d}`", v.0))
-                            })
-                        })
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let d = rd.unwrap_or(DType::Index);
-                    let r = eval::elementwise(&op.kind, &args, d).map_err(|e| {
-                        self.bad(format!("`{}`: {e}", eagle_ir::print_op(self.f, op)))
-                    })?;
-                    Some(Hv::C(r.to_const(), r.dtype()))
+                    Some(self.elementwise(op, rd)?)
                 }
                 // A variable's value lives under the `var` op's result.
                 OpKind::Var(init) => {
@@ -136,46 +239,8 @@ impl Interp<'_> {
                     }
                     None
                 }
-                OpKind::Slice { src, index } => {
-                    let i = self.int(*index)?;
-                    let st = self.f.ty(*src);
-                    let extent = st
-                        .shape()
-                        .and_then(|s| s.0.first()?.as_const())
-                        .unwrap_or(0);
-                    if i < 0 || i >= extent as i128 {
-                        return Err(self.bad(format!("index {i} is outside 0..{extent}")));
-                    }
-                    let rt = op.result.map(|r| self.f.ty(r).clone());
-                    let bytes = rt
-                        .as_ref()
-                        .and_then(|t| Some(t.shape()?.numel()? as usize * t.dtype()?.size()))
-                        .unwrap_or(0);
-                    match self.vals.get(src) {
-                        Some(Hv::Slice { arg, off, .. }) => Some(Hv::Slice {
-                            arg: *arg,
-                            off: off + i as usize * bytes,
-                            bytes,
-                        }),
-                        _ => return Err(self.bad("slice of a non-tensor")),
-                    }
-                }
-                OpKind::AllocWindowBuffer => {
-                    let t = op.result.map(|r| self.f.ty(r).clone());
-                    let bytes = t
-                        .as_ref()
-                        .and_then(|t| Some(t.shape()?.numel()? as usize * t.dtype()?.size()))
-                        .unwrap_or(0);
-                    let elem = t.as_ref().and_then(Type::dtype).map_or(1, DType::size);
-                    let desc = t
-                        .map(|t| match t.shape() {
-                            Some(s) => format!("{s} {}", t.dtype().map_or("", DType::name)),
-                            None => t.to_string(),
-                        })
-                        .unwrap_or_default();
-                    self.windows.push((bytes, elem, desc));
-                    Some(Hv::Buf(self.windows.len() - 1))
-                }
+                OpKind::Slice { src, index } => Some(self.slice(op, *src, *index)?),
+                OpKind::AllocWindowBuffer => Some(self.alloc_window_buffer(op)),
                 OpKind::Window(b2) => match self.vals.get(b2) {
                     Some(Hv::Buf(i)) => Some(Hv::Win(*i)),
                     _ => return Err(self.bad("window of a non-buffer")),
@@ -185,51 +250,7 @@ impl Interp<'_> {
                     args,
                     device,
                 } => {
-                    let d = self.int(*device)?;
-                    if d < 0 || d as usize >= self.p {
-                        return Err(self.bad(format!(
-                            "dispatch to device {d}, outside the world 0..{}",
-                            self.p
-                        )));
-                    }
-                    let cf = self
-                        .art
-                        .module
-                        .function(callee)
-                        .ok_or_else(|| self.bad(format!("unknown callee `{callee}`")))?;
-                    let mut it = args.iter();
-                    let mut jargs = vec![];
-                    for p in &cf.params {
-                        if *cf.ty(p.value) == Type::Ctx {
-                            jargs.push(JobArg::Ctx);
-                            continue;
-                        }
-                        let a = it
-                            .next()
-                            .ok_or_else(|| self.bad("too few dispatch arguments"))?;
-                        jargs.push(match self.vals.get(a).cloned() {
-                            Some(Hv::Slice { arg, off, bytes }) => JobArg::Tensor {
-                                arg,
-                                off,
-                                bytes,
-                                out: p.out,
-                            },
-                            Some(Hv::Win(w)) => JobArg::Window(w),
-                            Some(Hv::C(c, dt)) => JobArg::Scalar(const_bits(c, dt)),
-                            _ => {
-                                return Err(self.bad(format!(
-                                    "argument `{}` of `{callee}` has no host value",
-                                    p.name
-                                )))
-                            }
-                        });
-                    }
-                    self.jobs[d as usize].push(Job {
-                        callee: callee.clone(),
-                        args: jargs,
-                        buffers: vec![],
-                        host: vec![],
-                    });
+                    self.dispatch(callee, args, *device)?;
                     None
                 }
                 // The verifier refuses device work in a host function (the op table's

@@ -174,6 +174,34 @@ pub(crate) struct Job {
 }
 
 impl Job {
+    /// Copies the job's output tensors from its device buffers into the caller's outputs;
+    /// returns the bytes copied.
+    pub(crate) fn copy_out(&self, args: &mut [Arg<'_>]) -> usize {
+        let mut copied = 0;
+        let mut k = 0;
+        for a in &self.args {
+            let JobArg::Tensor {
+                arg,
+                off,
+                bytes,
+                out,
+            } = a
+            else {
+                continue;
+            };
+            if let (true, Arg::Out(_, _, dst)) = (*out, &mut args[*arg]) {
+                // SAFETY: the buffer holds at least `bytes` bytes.
+                let src = unsafe {
+                    std::slice::from_raw_parts(self.buffers[k].as_ptr().cast::<u8>(), *bytes)
+                };
+                dst[*off..off + bytes].copy_from_slice(src);
+                copied += *bytes;
+            }
+            k += 1;
+        }
+        copied
+    }
+
     /// The ABI slots of the call (one per parameter): a tensor's host address where the job
     /// runs on the host tensors in place (`host`), else its device buffer; a window's id; a
     /// scalar's bits; 0 for the context (the executor passes it separately).

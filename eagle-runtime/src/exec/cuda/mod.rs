@@ -730,21 +730,7 @@ pub(crate) fn run(
     // context on this thread: the first rank's device.
     bind(devices[0], ex)?;
     let shared = Shared::new(p, ex)?;
-    // Window memory: one allocation per rank, and a table of the P base addresses.
-    let mut win_mem: Vec<Vec<Pinned>> = vec![];
-    let mut win_tables: Vec<Pinned> = vec![];
-    for (bytes, _, _) in &windows {
-        let per_rank = (0..p)
-            .map(|_| Pinned::new(*bytes, ex))
-            .collect::<Result<Vec<_>, _>>()?;
-        let table = Pinned::new(8 * p, ex)?;
-        for (r, m) in per_rank.iter().enumerate() {
-            // SAFETY: the table holds `p` u64 slots.
-            unsafe { std::ptr::write(table.ptr.cast::<u64>().add(r), m.dev()) };
-        }
-        win_mem.push(per_rank);
-        win_tables.push(table);
-    }
+    let (win_mem, win_tables) = window_memory(&windows, p, ex)?;
     let tables: Vec<u64> = win_tables.iter().map(Pinned::dev).collect();
     let dispatches = jobs.iter().map(Vec::len).sum();
     // Inputs for every tensor argument slice, copied before the threads start.
@@ -835,6 +821,31 @@ pub(crate) fn run(
         dispatches,
         copied_bytes,
     })
+}
+
+/// Window memory: for each window, one pinned allocation per rank and a table of the P base
+/// addresses.
+#[allow(clippy::type_complexity)]
+fn window_memory(
+    windows: &[(usize, usize, String)],
+    p: usize,
+    ex: Exec,
+) -> Result<(Vec<Vec<Pinned>>, Vec<Pinned>), RuntimeError> {
+    let mut win_mem: Vec<Vec<Pinned>> = vec![];
+    let mut win_tables: Vec<Pinned> = vec![];
+    for (bytes, _, _) in windows {
+        let per_rank = (0..p)
+            .map(|_| Pinned::new(*bytes, ex))
+            .collect::<Result<Vec<_>, _>>()?;
+        let table = Pinned::new(8 * p, ex)?;
+        for (r, m) in per_rank.iter().enumerate() {
+            // SAFETY: the table holds `p` u64 slots.
+            unsafe { std::ptr::write(table.ptr.cast::<u64>().add(r), m.dev()) };
+        }
+        win_mem.push(per_rank);
+        win_tables.push(table);
+    }
+    Ok((win_mem, win_tables))
 }
 
 /// What one rank thread returns: the output slices it copied back (or a host-side error) and

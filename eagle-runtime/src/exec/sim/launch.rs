@@ -133,31 +133,7 @@ impl Executor for Sim {
         // Copy outputs back (none when the run used the host tensors in place).
         for (_, (js, _)) in results.iter().filter(|_| !in_place) {
             for j in js {
-                let mut k = 0;
-                for a in &j.args {
-                    if let JobArg::Tensor {
-                        arg,
-                        off,
-                        bytes,
-                        out,
-                    } = a
-                    {
-                        if *out {
-                            if let Arg::Out(_, _, dst) = &mut args[*arg] {
-                                // SAFETY: the buffer holds at least `bytes` bytes.
-                                let src = unsafe {
-                                    std::slice::from_raw_parts(
-                                        j.buffers[k].as_ptr().cast::<u8>(),
-                                        *bytes,
-                                    )
-                                };
-                                dst[*off..off + bytes].copy_from_slice(src);
-                                copied_bytes += *bytes;
-                            }
-                        }
-                        k += 1;
-                    }
-                }
+                copied_bytes += j.copy_out(args);
             }
         }
         Ok(RunReport {
