@@ -400,32 +400,75 @@ impl V<'_> {
         Ok(())
     }
 
+    /// A constant: it fits its result's dtype.
+    fn check_const(&mut self, op: &Op, c: crate::ir::Const) -> Result<()> {
+        let Some(Type::Scalar(d)) = op.result.map(|r| self.ty(r).clone()) else {
+            return self.fail(op, "a constant must define a scalar result");
+        };
+        let ok = match c {
+            crate::ir::Const::Int(_) => d.is_int(),
+            // A 16-bit float constant is the `f32` of a value of its dtype.
+            crate::ir::Const::F32(x) if matches!(d, DType::F16 | DType::BF16) => {
+                x.is_nan()
+                    || crate::eval::narrow_float(x as f64, d)
+                        .widen_float()
+                        .to_bits()
+                        == x.to_bits()
+            }
+            crate::ir::Const::F32(_) => d == DType::F32,
+            crate::ir::Const::F64(_) => d == DType::F64,
+            crate::ir::Const::Bool(_) => d == DType::Bool,
+        };
+        if !ok {
+            return self.fail(op, format!("constant `{c}` does not fit dtype `{d}`"));
+        }
+        Ok(())
+    }
+
+    /// A math-library call: its arity, its operands' dtypes and shapes.
+    fn check_math(&mut self, op: &Op, f: crate::MathFn, args: &[Value]) -> Result<()> {
+        if args.len() != f.arity() {
+            return self.fail(
+                op,
+                format!(
+                    "`{}` takes {} operand(s) ({}), found {}",
+                    f.name(),
+                    f.arity(),
+                    f.signature(),
+                    args.len()
+                ),
+            );
+        }
+        let mut shape: Option<Shape> = None;
+        let mut d0 = DType::F64;
+        for (i, &a) in args.iter().enumerate() {
+            let (s, d) = self.elementwise(op, &[a])?;
+            if i == 0 {
+                if !d.is_float() {
+                    return self.fail(op, format!("`{}` is defined on `f32` and `f64`, found `{d}`; convert with `as f64`", f.name()));
+                }
+                d0 = d;
+            } else if d != f.operand_dtype(i, d0) {
+                return self.fail(op, format!("operand {i} of `{}({})` must be `{}`, found `{d}`; convert it with `as {}`", f.name(), f.signature(), f.operand_dtype(i, d0), f.operand_dtype(i, d0).rust_name()));
+            }
+            if let (Some(a), Some(b)) = (&shape, &s) {
+                if !shapes_compatible(a, b) {
+                    return self.fail(op, format!("operand {i} is a tile of shape {b} but an earlier operand has shape {a}"));
+                }
+            }
+            if shape.is_none() {
+                shape = s;
+            }
+        }
+        self.expect_result(op, &Self::with_shape(shape, d0))?;
+        Ok(())
+    }
+
     /// Constants, dims and elementwise ops.
     fn check_scalar(&mut self, op: &Op) -> Result<()> {
         use OpKind::*;
         match &op.kind {
-            Const(c) => {
-                let Some(Type::Scalar(d)) = op.result.map(|r| self.ty(r).clone()) else {
-                    return self.fail(op, "a constant must define a scalar result");
-                };
-                let ok = match c {
-                    crate::ir::Const::Int(_) => d.is_int(),
-                    // A 16-bit float constant is the `f32` of a value of its dtype.
-                    crate::ir::Const::F32(x) if matches!(d, DType::F16 | DType::BF16) => {
-                        x.is_nan()
-                            || crate::eval::narrow_float(*x as f64, d)
-                                .widen_float()
-                                .to_bits()
-                                == x.to_bits()
-                    }
-                    crate::ir::Const::F32(_) => d == DType::F32,
-                    crate::ir::Const::F64(_) => d == DType::F64,
-                    crate::ir::Const::Bool(_) => d == DType::Bool,
-                };
-                if !ok {
-                    return self.fail(op, format!("constant `{c}` does not fit dtype `{d}`"));
-                }
-            }
+            Const(c) => self.check_const(op, *c)?,
             Dim(_) => self.expect_result(op, &Type::Scalar(DType::Index))?,
             Binary(b, x, y) => {
                 let (s, d) = self.elementwise(op, &[*x, *y])?;
@@ -520,42 +563,7 @@ impl V<'_> {
                 }
                 self.expect_result(op, &Self::with_shape(s, to))?;
             }
-            Math(f, args) => {
-                if args.len() != f.arity() {
-                    return self.fail(
-                        op,
-                        format!(
-                            "`{}` takes {} operand(s) ({}), found {}",
-                            f.name(),
-                            f.arity(),
-                            f.signature(),
-                            args.len()
-                        ),
-                    );
-                }
-                let mut shape: Option<Shape> = None;
-                let mut d0 = DType::F64;
-                for (i, &a) in args.iter().enumerate() {
-                    let (s, d) = self.elementwise(op, &[a])?;
-                    if i == 0 {
-                        if !d.is_float() {
-                            return self.fail(op, format!("`{}` is defined on `f32` and `f64`, found `{d}`; convert with `as f64`", f.name()));
-                        }
-                        d0 = d;
-                    } else if d != f.operand_dtype(i, d0) {
-                        return self.fail(op, format!("operand {i} of `{}({})` must be `{}`, found `{d}`; convert it with `as {}`", f.name(), f.signature(), f.operand_dtype(i, d0), f.operand_dtype(i, d0).rust_name()));
-                    }
-                    if let (Some(a), Some(b)) = (&shape, &s) {
-                        if !shapes_compatible(a, b) {
-                            return self.fail(op, format!("operand {i} is a tile of shape {b} but an earlier operand has shape {a}"));
-                        }
-                    }
-                    if shape.is_none() {
-                        shape = s;
-                    }
-                }
-                self.expect_result(op, &Self::with_shape(shape, d0))?;
-            }
+            Math(f, args) => self.check_math(op, *f, args)?,
             other => {
                 return self.fail(
                     op,

@@ -94,71 +94,7 @@ impl Lower<'_, '_> {
                     None => self.stack(numel * rd.size() as u64),
                 };
                 self.lazy_ops.insert(r, op.clone());
-                // SIMD: one step covers `step` elements, every value of the DAG in 16-byte
-                // parts of its own lane width (an f32 root over f64 math: 4 elements, two f64
-                // parts per f64 value).
-                let simd = if rd != DType::Bool {
-                    self.simd_widths(r)
-                } else {
-                    None
-                };
-                let step = simd.as_ref().map_or(1, |w| {
-                    16 / u64::from(w.values().copied().min().unwrap_or(16))
-                });
-                let nvec = if simd.is_some() { numel / step } else { 0 };
-                let mut done = 0;
-                if let (Some(widths), true) = (simd, nvec > 0) {
-                    let mut splats = HashMap::new();
-                    self.hoist_splats(r, &widths, &mut splats, &mut HashSet::new())?;
-                    let rparts = (step * rd.size() as u64 / 16) as u32;
-                    let rsize = rd.size() as i64;
-                    // Unrolled by `unroll` steps, then the remaining whole steps.
-                    // A large DAG is not unrolled: its values alone fill the registers. A
-                    // small tile (a row of a matmul's B) is unrolled whole: no loop, so the
-                    // addresses and splats it shares with an enclosing loop's other ops are
-                    // computed once per trip of that loop, not once per step.
-                    let unroll: u64 = if widths.len() > 24 {
-                        1
-                    } else if nvec <= FULL_UNROLL_STEPS
-                        && nvec * widths.len() as u64 <= FULL_UNROLL_VALUES
-                    {
-                        nvec
-                    } else {
-                        4
-                    };
-                    let groups = nvec / unroll;
-                    let emit = |lw: &mut Self, first: u64, count: u64, per: u64| {
-                        lw.emit_counted(count, &mut |lw, i| {
-                            let e = lw.b.ins().imul_imm_s(i, (step * per) as i64);
-                            let base = lw.b.ins().iadd_imm_s(e, (step * first) as i64);
-                            // The steps of a group share one address per leaf; each step
-                            // is an immediate displacement from it.
-                            for u in 0..per {
-                                let e0 = Elem {
-                                    base,
-                                    skip: (step * u) as i32,
-                                };
-                                let mut memo = HashMap::new();
-                                for part in 0..rparts {
-                                    let x =
-                                        lw.eval_vec(r, e0, part, &widths, &splats, &mut memo)?;
-                                    let off = lw.b.ins().imul_imm_s(base, rsize);
-                                    let a = lw.b.ins().iadd(dst, off);
-                                    let flags = MemFlagsData::new().with_notrap();
-                                    lw.b.ins().store(flags, x, a, e0.disp(rsize as u32, part));
-                                }
-                            }
-                            Ok(())
-                        })
-                    };
-                    if groups > 0 {
-                        emit(self, 0, groups, unroll)?;
-                    }
-                    if nvec % unroll > 0 {
-                        emit(self, groups * unroll, nvec % unroll, 1)?;
-                    }
-                    done = nvec * step;
-                }
+                let done = self.simd_loop(r, rd, dst, numel)?;
                 if done < numel {
                     let lo = self.iconst(done as i64);
                     let hi = self.iconst(numel as i64);
@@ -190,6 +126,79 @@ impl Lower<'_, '_> {
             }
             t => Err(self.err(format!("elementwise result of type `{t}`"))),
         }
+    }
+
+    /// The SIMD part of computing the fused tree rooted at `r` (dtype `rd`, `numel` elements)
+    /// into `dst`: one step covers `step` elements, every value of the DAG in 16-byte parts of
+    /// its own lane width (an f32 root over f64 math: 4 elements, two f64 parts per f64
+    /// value). Returns the elements done (0 when the tree has no SIMD form).
+    fn simd_loop(
+        &mut self,
+        r: Value,
+        rd: DType,
+        dst: ClValue,
+        numel: u64,
+    ) -> Result<u64, CodegenError> {
+        let simd = if rd != DType::Bool {
+            self.simd_widths(r)
+        } else {
+            None
+        };
+        let step = simd.as_ref().map_or(1, |w| {
+            16 / u64::from(w.values().copied().min().unwrap_or(16))
+        });
+        let nvec = if simd.is_some() { numel / step } else { 0 };
+        if let (Some(widths), true) = (simd, nvec > 0) {
+            let mut splats = HashMap::new();
+            self.hoist_splats(r, &widths, &mut splats, &mut HashSet::new())?;
+            let rparts = (step * rd.size() as u64 / 16) as u32;
+            let rsize = rd.size() as i64;
+            // Unrolled by `unroll` steps, then the remaining whole steps.
+            // A large DAG is not unrolled: its values alone fill the registers. A
+            // small tile (a row of a matmul's B) is unrolled whole: no loop, so the
+            // addresses and splats it shares with an enclosing loop's other ops are
+            // computed once per trip of that loop, not once per step.
+            let unroll: u64 = if widths.len() > 24 {
+                1
+            } else if nvec <= FULL_UNROLL_STEPS && nvec * widths.len() as u64 <= FULL_UNROLL_VALUES
+            {
+                nvec
+            } else {
+                4
+            };
+            let groups = nvec / unroll;
+            let emit = |lw: &mut Self, first: u64, count: u64, per: u64| {
+                lw.emit_counted(count, &mut |lw, i| {
+                    let e = lw.b.ins().imul_imm_s(i, (step * per) as i64);
+                    let base = lw.b.ins().iadd_imm_s(e, (step * first) as i64);
+                    // The steps of a group share one address per leaf; each step
+                    // is an immediate displacement from it.
+                    for u in 0..per {
+                        let e0 = Elem {
+                            base,
+                            skip: (step * u) as i32,
+                        };
+                        let mut memo = HashMap::new();
+                        for part in 0..rparts {
+                            let x = lw.eval_vec(r, e0, part, &widths, &splats, &mut memo)?;
+                            let off = lw.b.ins().imul_imm_s(base, rsize);
+                            let a = lw.b.ins().iadd(dst, off);
+                            let flags = MemFlagsData::new().with_notrap();
+                            lw.b.ins().store(flags, x, a, e0.disp(rsize as u32, part));
+                        }
+                    }
+                    Ok(())
+                })
+            };
+            if groups > 0 {
+                emit(self, 0, groups, unroll)?;
+            }
+            if nvec % unroll > 0 {
+                emit(self, groups * unroll, nvec % unroll, 1)?;
+            }
+            return Ok(nvec * step);
+        }
+        Ok(0)
     }
 
     /// For an elementwise `root` about to be computed into `bytes` at `dst` (a store's
@@ -842,10 +851,6 @@ impl BlockPlan {
         uses: &HashMap<Value, usize>,
         equal: &HashMap<Value, Value>,
     ) -> BlockPlan {
-        let same = |a: &[Value], b: &[Value]| {
-            let rep = |v: &Value| *equal.get(v).unwrap_or(v);
-            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| rep(x) == rep(y))
-        };
         let ops = &b.ops;
         let mut users: HashMap<Value, Vec<usize>> = HashMap::new();
         for (k, op) in ops.iter().enumerate() {
@@ -853,19 +858,7 @@ impl BlockPlan {
                 users.entry(v).or_default().push(k);
             }
         }
-        let def_of: HashMap<Value, &Op> = ops
-            .iter()
-            .filter_map(|o| o.result.map(|r| (r, o)))
-            .collect();
         let writes_between = |a: usize, z: usize| (a + 1..z).any(|k| may_write(&ops[k].kind));
-        let sources = view_sources(f);
-        let root = |mut v: Value| {
-            while let Some(&s) = sources.get(&v) {
-                v = s;
-            }
-            v
-        };
-        let tile_of = |v: Value| matches!(f.ty(v), Type::Tile(..));
         let mut plan = BlockPlan::default();
         for r in fusion_roots(f, ops, uses, |_| true).into_keys() {
             plan.lazy.insert(r);
@@ -932,6 +925,35 @@ impl BlockPlan {
                 plan.views.insert(r);
             }
         }
+        Self::direct_stores(f, ops, uses, equal, &mut plan);
+        plan
+    }
+
+    /// The elementwise tile results stored whole right after they are computed: computed
+    /// into the store's destination (`BlockPlan::direct`).
+    fn direct_stores(
+        f: &Function,
+        ops: &[Op],
+        uses: &HashMap<Value, usize>,
+        equal: &HashMap<Value, Value>,
+        plan: &mut BlockPlan,
+    ) {
+        let same = |a: &[Value], b: &[Value]| {
+            let rep = |v: &Value| *equal.get(v).unwrap_or(v);
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| rep(x) == rep(y))
+        };
+        let def_of: HashMap<Value, &Op> = ops
+            .iter()
+            .filter_map(|o| o.result.map(|r| (r, o)))
+            .collect();
+        let sources = view_sources(f);
+        let root = |mut v: Value| {
+            while let Some(&s) = sources.get(&v) {
+                v = s;
+            }
+            v
+        };
+        let tile_of = |v: Value| matches!(f.ty(v), Type::Tile(..));
         // In-place stores.
         let base = |mut v: Value| -> Value {
             let defs: HashMap<Value, &OpKind> = ops
@@ -1036,7 +1058,6 @@ impl BlockPlan {
                 );
             }
         }
-        plan
     }
 }
 

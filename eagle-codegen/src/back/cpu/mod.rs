@@ -252,6 +252,61 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
     })
 }
 
+/// The signatures of the runtime hooks (`eagle_codegen::abi::Hooks`), imported into `b`.
+fn import_hook_signatures(
+    b: &mut FunctionBuilder<'_>,
+    call_conv: cranelift_codegen::isa::CallConv,
+    ptr: ClType,
+) -> HashMap<i32, cranelift_codegen::ir::SigRef> {
+    let mut hook_sigs = HashMap::new();
+    let mk = |params: &[ClType], ret: Option<ClType>| {
+        let mut s = Signature::new(call_conv);
+        for p in params {
+            s.params.push(AbiParam::new(*p));
+        }
+        if let Some(r) = ret {
+            s.returns.push(AbiParam::new(r));
+        }
+        s
+    };
+    let i32t = types::I32;
+    let i64t = types::I64;
+    let sigs = [
+        (hook::WINDOW_BASE, mk(&[ptr, i64t], Some(ptr))),
+        (
+            hook::PUT,
+            mk(&[ptr, i64t, i64t, i64t, ptr, i64t, i32t], Some(i32t)),
+        ),
+        (
+            hook::GET,
+            mk(&[ptr, i64t, i64t, i64t, ptr, i64t, i32t], Some(i32t)),
+        ),
+        (
+            hook::GET_VIEW,
+            mk(&[ptr, i64t, i64t, i64t, ptr, i64t, i32t], Some(ptr)),
+        ),
+        (
+            hook::NOTIFY,
+            mk(&[ptr, i64t, i64t, i64t, i32t, i64t, i32t, i32t], Some(i32t)),
+        ),
+        (
+            hook::WAIT,
+            mk(&[ptr, i64t, i64t, i32t, i64t, i32t, i32t], Some(i32t)),
+        ),
+        (hook::BARRIER, mk(&[ptr, i32t], Some(i32t))),
+        (hook::FAULT, mk(&[ptr, i32t, i64t, i64t], Some(i32t))),
+        (hook::TRACK_WRITE, mk(&[ptr, i64t, i64t, i64t], Some(i32t))),
+        (
+            hook::TRACK_READ,
+            mk(&[ptr, i64t, i64t, i64t, i32t], Some(i32t)),
+        ),
+    ];
+    for (k, s) in sigs {
+        hook_sigs.insert(k, b.import_signature(s));
+    }
+    hook_sigs
+}
+
 #[allow(clippy::too_many_arguments)]
 fn lower_function(
     module: &mut JITModule,
@@ -309,52 +364,7 @@ fn lower_function(
     let err_block = b.create_block();
     b.append_block_param(err_block, types::I32);
 
-    let mut hook_sigs = HashMap::new();
-    let mk = |params: &[ClType], ret: Option<ClType>| {
-        let mut s = Signature::new(cfg.default_call_conv);
-        for p in params {
-            s.params.push(AbiParam::new(*p));
-        }
-        if let Some(r) = ret {
-            s.returns.push(AbiParam::new(r));
-        }
-        s
-    };
-    let i32t = types::I32;
-    let i64t = types::I64;
-    let sigs = [
-        (hook::WINDOW_BASE, mk(&[ptr, i64t], Some(ptr))),
-        (
-            hook::PUT,
-            mk(&[ptr, i64t, i64t, i64t, ptr, i64t, i32t], Some(i32t)),
-        ),
-        (
-            hook::GET,
-            mk(&[ptr, i64t, i64t, i64t, ptr, i64t, i32t], Some(i32t)),
-        ),
-        (
-            hook::GET_VIEW,
-            mk(&[ptr, i64t, i64t, i64t, ptr, i64t, i32t], Some(ptr)),
-        ),
-        (
-            hook::NOTIFY,
-            mk(&[ptr, i64t, i64t, i64t, i32t, i64t, i32t, i32t], Some(i32t)),
-        ),
-        (
-            hook::WAIT,
-            mk(&[ptr, i64t, i64t, i32t, i64t, i32t, i32t], Some(i32t)),
-        ),
-        (hook::BARRIER, mk(&[ptr, i32t], Some(i32t))),
-        (hook::FAULT, mk(&[ptr, i32t, i64t, i64t], Some(i32t))),
-        (hook::TRACK_WRITE, mk(&[ptr, i64t, i64t, i64t], Some(i32t))),
-        (
-            hook::TRACK_READ,
-            mk(&[ptr, i64t, i64t, i64t, i32t], Some(i32t)),
-        ),
-    ];
-    for (k, s) in sigs {
-        hook_sigs.insert(k, b.import_signature(s));
-    }
+    let hook_sigs = import_hook_signatures(&mut b, cfg.default_call_conv, ptr);
     let mut lw = Lower {
         b,
         f,
@@ -384,7 +394,9 @@ fn lower_function(
             }
             Type::Window(..) => {
                 // Slot: window id in the low 16 bits, the view's byte offset above them.
-                let slot = lw.b.ins().load(i64t, MemFlagsData::trusted(), args_v, off);
+                let slot =
+                    lw.b.ins()
+                        .load(types::I64, MemFlagsData::trusted(), args_v, off);
                 let id = lw.b.ins().band_imm_s(slot, 0xffff);
                 let woff = lw.b.ins().ushr_imm_u(slot, 16);
                 let alloc = lw.window_base(id);
