@@ -116,6 +116,170 @@ struct Walk {
     out_cross_reads: Vec<Option<Value>>,
 }
 
+/// Records in `w` how the ops of `b` (and their nested blocks) access the parameters of sample
+/// kernel `f` (sample index `s`).
+fn walk(
+    b: &Block,
+    f: &Function,
+    s: Value,
+    defs: &Defs<'_>,
+    param_of: &dyn Fn(Value) -> Option<usize>,
+    w: &mut Walk,
+) {
+    for op in &b.ops {
+        if let OpKind::Elem { src, .. } | OpKind::Load { src, .. } = &op.kind {
+            if let Some(p) = param_of(*src).filter(|&p| f.params[p].out) {
+                w.out_reads.push((p, op.result));
+                let own_sample =
+                    matches!(&op.kind, OpKind::Elem { indices, .. } if indices.last() == Some(&s));
+                if !own_sample {
+                    w.out_cross_reads.push(op.result);
+                }
+            }
+        }
+        match &op.kind {
+            OpKind::Elem { src, indices }
+                if param_of(*src).is_some() && indices.last() != Some(&s) =>
+            {
+                w.cross_read = true;
+            }
+            OpKind::SetElem {
+                value,
+                dst,
+                indices,
+            } => {
+                let reduce = reduction_of(f, defs, *value, *dst, indices, w);
+                // A write at the sample's own index is sample-local even when it reads the
+                // old value (`y[s] += x[s]`): only cells indexed otherwise are reductions.
+                match (reduce, param_of(*dst)) {
+                    _ if indices.last() == Some(&s) => w.local_write = true,
+                    (Some(k), Some(p)) => w.reductions.push((p, k)),
+                    _ => w.cross_write = true,
+                }
+            }
+            OpKind::Load { src, .. } if param_of(*src).is_some() => w.cross_read = true,
+            OpKind::Store { dst, .. } if param_of(*dst).is_some() => w.cross_write = true,
+            OpKind::Call { args, .. } => {
+                for a in args {
+                    if let Some(p) = param_of(*a) {
+                        if f.params[p].out {
+                            w.cross_write = true;
+                        } else {
+                            w.cross_read = true;
+                        }
+                    }
+                }
+            }
+            OpKind::For { body, .. } => walk(body, f, s, defs, param_of, w),
+            OpKind::If {
+                then_body,
+                else_body,
+                ..
+            } => {
+                walk(then_body, f, s, defs, param_of, w);
+                walk(else_body, f, s, defs, param_of, w);
+            }
+            // Exhaustive on purpose: a new op must be placed here or above. Reads of the
+            // sample's own element and accesses of non-parameters leave the category;
+            // anything else that writes memory (ops a sample kernel cannot hold by the
+            // level rule, and any new op until it is classified) counts as a cross-sample
+            // write, so a plan never runs it in parallel.
+            OpKind::Elem { .. }
+            | OpKind::Load { .. }
+            | OpKind::Store { .. }
+            | OpKind::Const(_)
+            | OpKind::Dim(_)
+            | OpKind::Binary(..)
+            | OpKind::Unary(..)
+            | OpKind::Fma(..)
+            | OpKind::Cmp(..)
+            | OpKind::Select(..)
+            | OpKind::Cast(_)
+            | OpKind::Bitcast(_)
+            | OpKind::Math(..)
+            | OpKind::Tile(..)
+            | OpKind::Slice { .. }
+            | OpKind::Subview { .. }
+            | OpKind::Var(_)
+            | OpKind::Read(_)
+            | OpKind::Write(..)
+            | OpKind::Dispatch { .. }
+            | OpKind::Rank(_)
+            | OpKind::NRanks(_)
+            | OpKind::WorldSize
+            | OpKind::AllocWindowBuffer
+            | OpKind::Window(_)
+            | OpKind::Put { .. }
+            | OpKind::Get { .. }
+            | OpKind::RemoteLoad { .. }
+            | OpKind::RemoteStore { .. }
+            | OpKind::Notify { .. }
+            | OpKind::Wait { .. }
+            | OpKind::Barrier(_)
+            | OpKind::Broadcast { .. }
+            | OpKind::AllGather { .. }
+            | OpKind::ReduceScatter { .. }
+            | OpKind::AllReduce { .. }
+            | OpKind::AllToAll { .. } => {
+                let local = matches!(&op.kind, OpKind::Store { .. } | OpKind::Write(..));
+                if op.kind.info().writes && !local {
+                    w.cross_write = true;
+                }
+            }
+        }
+    }
+}
+
+/// The reduction a `set_elem` of `value` into `dst[indices]` performs, if `value` combines the
+/// cell's old value (read at the same index) with another by an op the plans run in parallel;
+/// the old value's read is recorded in `w.consumed`.
+fn reduction_of(
+    f: &Function,
+    defs: &Defs<'_>,
+    value: Value,
+    dst: Value,
+    indices: &[Value],
+    w: &mut Walk,
+) -> Option<ReduceKind> {
+    match defs.kind(value) {
+        Some(OpKind::Binary(bop, a, c)) => {
+            // The same index: the same value, or equal constants.
+            let eq = |a: &Value, b: &Value| {
+                a == b
+                    || matches!((defs.kind(*a), defs.kind(*b)), (Some(OpKind::Const(x)), Some(OpKind::Const(y))) if x == y)
+            };
+            let same = |x: &Value| {
+                matches!(defs.kind(*x), Some(OpKind::Elem { src, indices: i2 })
+                    if *src == dst && i2.len() == indices.len() && i2.iter().zip(indices).all(|(a, b)| eq(a, b)))
+            };
+            if same(a) || same(c) {
+                w.consumed.push(if same(a) { *a } else { *c });
+                match bop {
+                    BinOp::Add => Some(ReduceKind::Sum),
+                    BinOp::Mul => Some(ReduceKind::Times),
+                    BinOp::Max => Some(ReduceKind::Max),
+                    BinOp::And if f.ty(value).dtype() == Some(DType::Bool) => {
+                        Some(ReduceKind::Land)
+                    }
+                    // Not a reduction the plans run in parallel.
+                    BinOp::And
+                    | BinOp::Sub
+                    | BinOp::Div
+                    | BinOp::Rem
+                    | BinOp::Min
+                    | BinOp::Or
+                    | BinOp::Xor
+                    | BinOp::Shl
+                    | BinOp::Shr => None,
+                }
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
 /// Infers the access category of sample kernel `f` (its first parameter is the sample index;
 /// the sample dimension of a plane is its last dimension).
 ///
@@ -172,152 +336,6 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
         }
     };
     let mut w = Walk::default();
-    fn walk(
-        b: &Block,
-        f: &Function,
-        s: Value,
-        defs: &Defs<'_>,
-        param_of: &dyn Fn(Value) -> Option<usize>,
-        w: &mut Walk,
-    ) {
-        for op in &b.ops {
-            if let OpKind::Elem { src, .. } | OpKind::Load { src, .. } = &op.kind {
-                if let Some(p) = param_of(*src).filter(|&p| f.params[p].out) {
-                    w.out_reads.push((p, op.result));
-                    let own_sample = matches!(&op.kind, OpKind::Elem { indices, .. } if indices.last() == Some(&s));
-                    if !own_sample {
-                        w.out_cross_reads.push(op.result);
-                    }
-                }
-            }
-            match &op.kind {
-                OpKind::Elem { src, indices }
-                    if param_of(*src).is_some() && indices.last() != Some(&s) =>
-                {
-                    w.cross_read = true;
-                }
-                OpKind::SetElem {
-                    value,
-                    dst,
-                    indices,
-                } => {
-                    let reduce = match defs.kind(*value) {
-                        Some(OpKind::Binary(bop, a, c)) => {
-                            // The same index: the same value, or equal constants.
-                            let eq = |a: &Value, b: &Value| {
-                                a == b
-                                    || matches!((defs.kind(*a), defs.kind(*b)), (Some(OpKind::Const(x)), Some(OpKind::Const(y))) if x == y)
-                            };
-                            let same = |x: &Value| {
-                                matches!(defs.kind(*x), Some(OpKind::Elem { src, indices: i2 })
-                                    if src == dst && i2.len() == indices.len() && i2.iter().zip(indices).all(|(a, b)| eq(a, b)))
-                            };
-                            if same(a) || same(c) {
-                                w.consumed.push(if same(a) { *a } else { *c });
-                                match bop {
-                                    BinOp::Add => Some(ReduceKind::Sum),
-                                    BinOp::Mul => Some(ReduceKind::Times),
-                                    BinOp::Max => Some(ReduceKind::Max),
-                                    BinOp::And if f.ty(*value).dtype() == Some(DType::Bool) => {
-                                        Some(ReduceKind::Land)
-                                    }
-                                    // Not a reduction the plans run in parallel.
-                                    BinOp::And
-                                    | BinOp::Sub
-                                    | BinOp::Div
-                                    | BinOp::Rem
-                                    | BinOp::Min
-                                    | BinOp::Or
-                                    | BinOp::Xor
-                                    | BinOp::Shl
-                                    | BinOp::Shr => None,
-                                }
-                            } else {
-                                None
-                            }
-                        }
-                        _ => None,
-                    };
-                    // A write at the sample's own index is sample-local even when it reads the
-                    // old value (`y[s] += x[s]`): only cells indexed otherwise are reductions.
-                    match (reduce, param_of(*dst)) {
-                        _ if indices.last() == Some(&s) => w.local_write = true,
-                        (Some(k), Some(p)) => w.reductions.push((p, k)),
-                        _ => w.cross_write = true,
-                    }
-                }
-                OpKind::Load { src, .. } if param_of(*src).is_some() => w.cross_read = true,
-                OpKind::Store { dst, .. } if param_of(*dst).is_some() => w.cross_write = true,
-                OpKind::Call { args, .. } => {
-                    for a in args {
-                        if let Some(p) = param_of(*a) {
-                            if f.params[p].out {
-                                w.cross_write = true;
-                            } else {
-                                w.cross_read = true;
-                            }
-                        }
-                    }
-                }
-                OpKind::For { body, .. } => walk(body, f, s, defs, param_of, w),
-                OpKind::If {
-                    then_body,
-                    else_body,
-                    ..
-                } => {
-                    walk(then_body, f, s, defs, param_of, w);
-                    walk(else_body, f, s, defs, param_of, w);
-                }
-                // Exhaustive on purpose: a new op must be placed here or above. Reads of the
-                // sample's own element and accesses of non-parameters leave the category;
-                // anything else that writes memory (ops a sample kernel cannot hold by the
-                // level rule, and any new op until it is classified) counts as a cross-sample
-                // write, so a plan never runs it in parallel.
-                OpKind::Elem { .. }
-                | OpKind::Load { .. }
-                | OpKind::Store { .. }
-                | OpKind::Const(_)
-                | OpKind::Dim(_)
-                | OpKind::Binary(..)
-                | OpKind::Unary(..)
-                | OpKind::Fma(..)
-                | OpKind::Cmp(..)
-                | OpKind::Select(..)
-                | OpKind::Cast(_)
-                | OpKind::Bitcast(_)
-                | OpKind::Math(..)
-                | OpKind::Tile(..)
-                | OpKind::Slice { .. }
-                | OpKind::Subview { .. }
-                | OpKind::Var(_)
-                | OpKind::Read(_)
-                | OpKind::Write(..)
-                | OpKind::Dispatch { .. }
-                | OpKind::Rank(_)
-                | OpKind::NRanks(_)
-                | OpKind::WorldSize
-                | OpKind::AllocWindowBuffer
-                | OpKind::Window(_)
-                | OpKind::Put { .. }
-                | OpKind::Get { .. }
-                | OpKind::RemoteLoad { .. }
-                | OpKind::RemoteStore { .. }
-                | OpKind::Notify { .. }
-                | OpKind::Wait { .. }
-                | OpKind::Barrier(_)
-                | OpKind::Broadcast { .. }
-                | OpKind::AllGather { .. }
-                | OpKind::ReduceScatter { .. }
-                | OpKind::AllReduce { .. }
-                | OpKind::AllToAll { .. } => {
-                    let local = matches!(&op.kind, OpKind::Store { .. } | OpKind::Write(..));
-                    if op.kind.info().writes && !local {
-                        w.cross_write = true;
-                    }
-                }
-            }
-        }
-    }
     walk(&f.body, f, s, &defs, &param_of, &mut w);
     // A reduction output read other than as its write's old value (used once) makes the
     // contributions order-dependent: not a mapreduce.

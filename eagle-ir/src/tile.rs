@@ -40,19 +40,7 @@ impl TileOp {
     ) -> Result<Type, String> {
         let name = self.name();
         let n_args = self.arity();
-        let empty = |s: &Shape| s.0.contains(&Dim::Const(0));
-        for (i, t) in args.iter().enumerate() {
-            if let Type::Tile(s, _) = t {
-                if empty(s) {
-                    return Err(format!("`{name}` of a tile with an empty dim (operand {}, `{t}`); a tile has at least one element along every dim", i + 1));
-                }
-            }
-        }
-        if let Some(s) = shape {
-            if empty(s) {
-                return Err(format!("`{name}` to a tile with an empty dim (`{s}`); a tile has at least one element along every dim"));
-            }
-        }
+        no_empty_dims(name, args, shape)?;
         if args.len() != n_args {
             return Err(format!(
                 "`{name}` takes {n_args} operand(s), found {}",
@@ -152,52 +140,11 @@ impl TileOp {
             TileOp::Concat(axis) => {
                 let (a, da) = tile(0)?;
                 let (b, db) = tile(1)?;
-                if da != db {
-                    return Err(format!(
-                        "`concat` of tiles of `{da}` and `{db}`; cast one with `as`"
-                    ));
-                }
-                if a.rank() != b.rank() || *axis >= a.rank() || *axis > 1 {
-                    return Err(format!(
-                        "`concat` along axis {axis} of `{a}` and `{b}`: both need the same rank, above the axis"
-                    ));
-                }
-                let mut out = a.0.clone();
-                for (k, (x, y)) in a.0.iter().zip(&b.0).enumerate() {
-                    if k == *axis {
-                        out[k] = Dim::derived(crate::types::DimOp::Add, x.clone(), y.clone());
-                    } else if !dims_compatible(x, y) {
-                        return Err(format!(
-                            "`concat` along axis {axis} of `{a}` and `{b}`: dim {k} differs ({x} vs {y})"
-                        ));
-                    }
-                }
-                Type::Tile(Shape(out), da)
+                concat_type(*axis, a, da, b, db)?
             }
             TileOp::Extract(offs) => {
                 let (s, d) = tile(0)?;
-                let to = want("sub-tile")?;
-                if offs.len() != s.rank() || to.rank() != s.rank() {
-                    return Err(format!(
-                        "`extract` from `{s}` takes {} offsets and a shape of rank {}, found {} offsets and `{to}`",
-                        s.rank(),
-                        s.rank(),
-                        offs.len()
-                    ));
-                }
-                for k in 0..s.rank() {
-                    if let (Some(e), Some(t)) = (s.0[k].as_const(), to.0[k].as_const()) {
-                        if offs[k].checked_add(t).is_none_or(|end| end > e) {
-                            return Err(format!(
-                                "`extract` of `{to}` at {offs:?} from `{s}` leaves the tile in dim {k}: {} + {t} > {e}",
-                                offs[k]
-                            ));
-                        }
-                    }
-                    // Symbolic extents are checked once bound (the verifier runs again
-                    // after specialization).
-                }
-                Type::Tile(to.clone(), d)
+                extract_type(offs, s, d, want("sub-tile")?)?
             }
             TileOp::Full => {
                 let to = want("result")?;
@@ -222,27 +169,7 @@ impl TileOp {
             }
             TileOp::Matmul | TileOp::MatmulAcc => {
                 let off = usize::from(*self == TileOp::MatmulAcc);
-                let (m, k, da) = two_d(off)?;
-                let (k2, n, db) = two_d(off + 1)?;
-                if da != db || da == DType::Bool {
-                    return Err(format!(
-                        "`{name}` multiplies tiles of one number dtype, found `{da}` and `{db}`; cast one with `as`"
-                    ));
-                }
-                if !dims_compatible(&k, &k2) {
-                    return Err(format!(
-                        "`{name}` of `{}` and `{}`: the inner dims differ ({k} vs {k2}); `[M, K] x [K, N]` needs the same K",
-                        args[off], args[off + 1]
-                    ));
-                }
-                let out = Type::Tile(Shape(vec![m, n]), da);
-                if off == 1 && args[0] != &out {
-                    return Err(format!(
-                        "`matmul_acc` accumulates into a `{out}`, found `{}`",
-                        args[0]
-                    ));
-                }
-                out
+                matmul_type(name, args, off, two_d(off)?, two_d(off + 1)?)?
             }
         })
     }
@@ -562,6 +489,105 @@ fn reduce(op: ReduceOp, xs: &[Scalar]) -> Result<Scalar, eval::EvalError> {
 pub fn arg_better(op: ArgOp, x: Scalar, best: Scalar) -> bool {
     let d = x.dtype();
     prim::arg_better(&mut eval::Scalars(d), op, d.is_float(), &x, &best)
+}
+
+/// The type of `matmul` (`off` 0) or `matmul_acc` (`off` 1: `args[0]` is the accumulator) of
+/// `[m, k]` and `[k2, n]` tiles of dtypes `da` and `db`.
+fn matmul_type(
+    name: &str,
+    args: &[&Type],
+    off: usize,
+    (m, k, da): (Dim, Dim, DType),
+    (k2, n, db): (Dim, Dim, DType),
+) -> Result<Type, String> {
+    if da != db || da == DType::Bool {
+        return Err(format!(
+            "`{name}` multiplies tiles of one number dtype, found `{da}` and `{db}`; cast one with `as`"
+        ));
+    }
+    if !dims_compatible(&k, &k2) {
+        return Err(format!(
+            "`{name}` of `{}` and `{}`: the inner dims differ ({k} vs {k2}); `[M, K] x [K, N]` needs the same K",
+            args[off], args[off + 1]
+        ));
+    }
+    let out = Type::Tile(Shape(vec![m, n]), da);
+    if off == 1 && args[0] != &out {
+        return Err(format!(
+            "`matmul_acc` accumulates into a `{out}`, found `{}`",
+            args[0]
+        ));
+    }
+    Ok(out)
+}
+
+/// The type of `concat` along `axis` of tiles of shapes `a` and `b` and dtypes `da` and `db`.
+fn concat_type(axis: usize, a: &Shape, da: DType, b: &Shape, db: DType) -> Result<Type, String> {
+    if da != db {
+        return Err(format!(
+            "`concat` of tiles of `{da}` and `{db}`; cast one with `as`"
+        ));
+    }
+    if a.rank() != b.rank() || axis >= a.rank() || axis > 1 {
+        return Err(format!(
+            "`concat` along axis {axis} of `{a}` and `{b}`: both need the same rank, above the axis"
+        ));
+    }
+    let mut out = a.0.clone();
+    for (k, (x, y)) in a.0.iter().zip(&b.0).enumerate() {
+        if k == axis {
+            out[k] = Dim::derived(crate::types::DimOp::Add, x.clone(), y.clone());
+        } else if !dims_compatible(x, y) {
+            return Err(format!(
+                "`concat` along axis {axis} of `{a}` and `{b}`: dim {k} differs ({x} vs {y})"
+            ));
+        }
+    }
+    Ok(Type::Tile(Shape(out), da))
+}
+
+/// The type of `extract` at `offs` of a sub-tile of shape `to` from a tile of shape `s`.
+fn extract_type(offs: &[u64], s: &Shape, d: DType, to: &Shape) -> Result<Type, String> {
+    if offs.len() != s.rank() || to.rank() != s.rank() {
+        return Err(format!(
+            "`extract` from `{s}` takes {} offsets and a shape of rank {}, found {} offsets and `{to}`",
+            s.rank(),
+            s.rank(),
+            offs.len()
+        ));
+    }
+    for k in 0..s.rank() {
+        if let (Some(e), Some(t)) = (s.0[k].as_const(), to.0[k].as_const()) {
+            if offs[k].checked_add(t).is_none_or(|end| end > e) {
+                return Err(format!(
+                    "`extract` of `{to}` at {offs:?} from `{s}` leaves the tile in dim {k}: {} + {t} > {e}",
+                    offs[k]
+                ));
+            }
+        }
+        // Symbolic extents are checked once bound (the verifier runs again
+        // after specialization).
+    }
+    Ok(Type::Tile(to.clone(), d))
+}
+
+/// Refuses an operand or a result shape with an empty dim: a tile has at least one element
+/// along every dim.
+fn no_empty_dims(name: &str, args: &[&Type], shape: Option<&Shape>) -> Result<(), String> {
+    let empty = |s: &Shape| s.0.contains(&Dim::Const(0));
+    for (i, t) in args.iter().enumerate() {
+        if let Type::Tile(s, _) = t {
+            if empty(s) {
+                return Err(format!("`{name}` of a tile with an empty dim (operand {}, `{t}`); a tile has at least one element along every dim", i + 1));
+            }
+        }
+    }
+    if let Some(s) = shape {
+        if empty(s) {
+            return Err(format!("`{name}` to a tile with an empty dim (`{s}`); a tile has at least one element along every dim"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

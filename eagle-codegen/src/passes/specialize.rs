@@ -67,6 +67,28 @@ struct Range {
 }
 
 impl Range {
+    /// `lo..=hi`, a fact of the world size (a rank, or P itself).
+    fn of_world(lo: i128, hi: i128) -> Range {
+        Range {
+            lo,
+            hi,
+            world: true,
+            loose: false,
+            wrapped: false,
+        }
+    }
+
+    /// The induction variable of `for i in lo..hi` with `lo` in `l` and `hi` in `h`.
+    fn loop_var(l: Range, h: Range) -> Range {
+        Range {
+            lo: l.lo,
+            hi: (h.hi - 1).max(l.lo),
+            world: l.world || h.world,
+            loose: l.loose || h.loose,
+            wrapped: l.wrapped || h.wrapped,
+        }
+    }
+
     fn point(v: i128) -> Range {
         Range {
             lo: v,
@@ -681,116 +703,51 @@ impl Spec<'_> {
         Ok(())
     }
 
-    fn op(&mut self, f: &Function, op: &mut Op) -> Result<(), SpecializeError> {
-        let res = op.result;
-        let rdt = res.and_then(|r| f.ty(r).dtype());
-        let scalar_res = res.is_some_and(|r| matches!(f.ty(r), Type::Scalar(_)));
-        let mut fold_to: Option<Const> = None;
-        let mut recurse = false;
-        if let (true, Some(r)) = (scalar_res, res) {
-            if matches!(
-                op.kind,
-                OpKind::Binary(..)
-                    | OpKind::Cmp(..)
-                    | OpKind::Cast(_)
-                    | OpKind::Unary(UnOp::Not, _)
-            ) {
-                self.defs.insert(r, op.kind.clone());
+    /// The blocks nested in `op`: a loop body and an `if`'s branches with what they know; any
+    /// other nested block (none today) as it stands.
+    fn nested(&mut self, f: &Function, op: &mut Op) -> Result<(), SpecializeError> {
+        if let OpKind::For { lo, hi, body, .. } = &mut op.kind {
+            let empty = matches!(
+                (self.consts.get(lo), self.consts.get(hi)),
+                (Some(Const::Int(l)), Some(Const::Int(h))) if h <= l
+            );
+            self.dead += usize::from(empty);
+            let r = self.block(f, body);
+            self.dead -= usize::from(empty);
+            r?;
+        } else if let OpKind::If {
+            cond,
+            then_body,
+            else_body,
+        } = &mut op.kind
+        {
+            let cond = *cond;
+            let taken = self.narrowings(f, cond, true, 0);
+            let not_taken = self.narrowings(f, cond, false, 0);
+            self.guarded += 1;
+            let r = self
+                .branch(f, then_body, taken)
+                .and_then(|()| self.branch(f, else_body, not_taken));
+            self.guarded -= 1;
+            r?;
+        } else {
+            for b in op.kind.blocks_mut() {
+                self.block(f, b)?;
             }
         }
+        Ok(())
+    }
+
+    /// The element, tile, remote and signal accesses: their peer is a rank of the world and
+    /// their offsets lie inside the buffer, where the bounds are known (else checked at run
+    /// time).
+    fn check_access(
+        &mut self,
+        f: &Function,
+        op: &Op,
+        res: Option<Value>,
+    ) -> Result<(), SpecializeError> {
         match &op.kind {
-            OpKind::Const(c) => {
-                let c = *c;
-                if let Some(r) = res {
-                    self.set_const(r, c);
-                }
-            }
-            OpKind::Dim(d) => {
-                let v = d.eval(&|s| self.b.dims.get(s).copied()).map_err(|e| {
-                    derived_dim_error(
-                        &f.name,
-                        format!("op `{}`{}", print_op(f, op), eagle_ir::at(op.loc.as_ref())),
-                        d.to_string(),
-                        e,
-                    )
-                })?;
-                fold_to = Some(Const::Int(v as i128));
-            }
-            OpKind::WorldSize | OpKind::NRanks(_) => {
-                let p = self.p() as i128;
-                fold_to = Some(Const::Int(p));
-                if let Some(r) = res {
-                    self.ranges.insert(
-                        r,
-                        Range {
-                            lo: p,
-                            hi: p,
-                            world: true,
-                            loose: false,
-                            wrapped: false,
-                        },
-                    );
-                }
-            }
-            OpKind::Rank(_) => {
-                if let Some(r) = res {
-                    self.ranges.insert(
-                        r,
-                        Range {
-                            lo: 0,
-                            hi: self.p() as i128 - 1,
-                            world: true,
-                            loose: false,
-                            wrapped: false,
-                        },
-                    );
-                }
-            }
-            OpKind::Binary(bop, a, b) if scalar_res => {
-                fold_to = self.fold(f, &op.kind, rdt);
-                if let (None, Some(r), Some(d)) = (fold_to, res, rdt) {
-                    // min and max bound a value even when the other operand has no range.
-                    let full = Range::full(d).filter(|_| matches!(bop, BinOp::Min | BinOp::Max));
-                    let x = self.ranges.get(a).copied().or(full);
-                    let y = self.ranges.get(b).copied().or(full);
-                    if let Some(z) = x.zip(y).and_then(|(x, y)| range_bin(*bop, x, y)) {
-                        let wrapped = z.wrapped || !z.representable(d);
-                        self.ranges.insert(r, Range { wrapped, ..z });
-                    }
-                }
-            }
-            OpKind::Unary(..) | OpKind::Cmp(..) | OpKind::Fma(..) if scalar_res => {
-                fold_to = self.fold(f, &op.kind, rdt);
-            }
-            OpKind::Select(c, a, b) => {
-                if let (true, Some(Const::Bool(k))) = (scalar_res, self.consts.get(c)) {
-                    let pick = if *k { *a } else { *b };
-                    if let Some(&x) = self.consts.get(&pick) {
-                        fold_to = Some(x);
-                    }
-                }
-            }
-            OpKind::Bitcast(_) => {
-                if let (true, Some(c)) = (scalar_res, self.fold(f, &op.kind, rdt)) {
-                    fold_to = Some(c);
-                }
-            }
-            OpKind::Cast(a) => {
-                if let (true, Some(c)) = (scalar_res, self.fold(f, &op.kind, rdt)) {
-                    fold_to = Some(c);
-                } else if let (Some(&x), Some(r), Some(d)) = (self.ranges.get(a), res, rdt) {
-                    if d.is_int() && f.ty(*a).dtype().is_some_and(DType::is_int) {
-                        let wrapped = x.wrapped || !x.representable(d);
-                        self.ranges.insert(r, Range { wrapped, ..x });
-                    }
-                }
-            }
-            OpKind::Slice { src, index } => self.slice(f, op, *src, *index, res)?,
-            OpKind::Subview { src, offset } => self.subview(f, op, *src, *offset, res)?,
-            OpKind::Broadcast { root, .. } => {
-                let root = *root;
-                self.check_rank(f, op, root, "root")?;
-            }
             OpKind::Elem { src, indices } => {
                 let (src, indices) = (*src, indices.clone());
                 self.check_offsets(f, op, src, &indices, None)?;
@@ -846,6 +803,111 @@ impl Spec<'_> {
                 let (s, offsets) = (*signal, offsets.clone());
                 self.check_offsets(f, op, s, &offsets, None)?;
             }
+            // `op` sends only the accesses here.
+            k => unreachable!("`{}` is not an access", k.info().name),
+        }
+        Ok(())
+    }
+
+    fn op(&mut self, f: &Function, op: &mut Op) -> Result<(), SpecializeError> {
+        let res = op.result;
+        let rdt = res.and_then(|r| f.ty(r).dtype());
+        let scalar_res = res.is_some_and(|r| matches!(f.ty(r), Type::Scalar(_)));
+        let mut fold_to: Option<Const> = None;
+        let mut recurse = false;
+        // The definitions `narrowings` reads back (the conditions of `if`s).
+        let condition_part = matches!(
+            op.kind,
+            OpKind::Binary(..) | OpKind::Cmp(..) | OpKind::Cast(_) | OpKind::Unary(UnOp::Not, _)
+        );
+        if let (true, true, Some(r)) = (scalar_res, condition_part, res) {
+            self.defs.insert(r, op.kind.clone());
+        }
+        match &op.kind {
+            OpKind::Const(c) => {
+                let c = *c;
+                if let Some(r) = res {
+                    self.set_const(r, c);
+                }
+            }
+            OpKind::Dim(d) => {
+                let v = d.eval(&|s| self.b.dims.get(s).copied()).map_err(|e| {
+                    derived_dim_error(
+                        &f.name,
+                        format!("op `{}`{}", print_op(f, op), eagle_ir::at(op.loc.as_ref())),
+                        d.to_string(),
+                        e,
+                    )
+                })?;
+                fold_to = Some(Const::Int(v as i128));
+            }
+            OpKind::WorldSize | OpKind::NRanks(_) => {
+                let p = self.p() as i128;
+                fold_to = Some(Const::Int(p));
+                if let Some(r) = res {
+                    self.ranges.insert(r, Range::of_world(p, p));
+                }
+            }
+            OpKind::Rank(_) => {
+                if let Some(r) = res {
+                    self.ranges.insert(r, Range::of_world(0, self.p() as i128 - 1));
+                }
+            }
+            OpKind::Binary(bop, a, b) if scalar_res => {
+                fold_to = self.fold(f, &op.kind, rdt);
+                if let (None, Some(r), Some(d)) = (fold_to, res, rdt) {
+                    // min and max bound a value even when the other operand has no range.
+                    let full = Range::full(d).filter(|_| matches!(bop, BinOp::Min | BinOp::Max));
+                    let x = self.ranges.get(a).copied().or(full);
+                    let y = self.ranges.get(b).copied().or(full);
+                    if let Some(z) = x.zip(y).and_then(|(x, y)| range_bin(*bop, x, y)) {
+                        let wrapped = z.wrapped || !z.representable(d);
+                        self.ranges.insert(r, Range { wrapped, ..z });
+                    }
+                }
+            }
+            OpKind::Unary(..) | OpKind::Cmp(..) | OpKind::Fma(..) if scalar_res => {
+                fold_to = self.fold(f, &op.kind, rdt);
+            }
+            OpKind::Select(c, a, b) => {
+                if let (true, Some(Const::Bool(k))) = (scalar_res, self.consts.get(c)) {
+                    let pick = if *k { *a } else { *b };
+                    if let Some(&x) = self.consts.get(&pick) {
+                        fold_to = Some(x);
+                    }
+                }
+            }
+            OpKind::Bitcast(_) => {
+                if let (true, Some(c)) = (scalar_res, self.fold(f, &op.kind, rdt)) {
+                    fold_to = Some(c);
+                }
+            }
+            OpKind::Cast(a) => {
+                if let (true, Some(c)) = (scalar_res, self.fold(f, &op.kind, rdt)) {
+                    fold_to = Some(c);
+                } else if let (Some(&x), Some(r), Some(d)) = (self.ranges.get(a), res, rdt) {
+                    if d.is_int() && f.ty(*a).dtype().is_some_and(DType::is_int) {
+                        let wrapped = x.wrapped || !x.representable(d);
+                        self.ranges.insert(r, Range { wrapped, ..x });
+                    }
+                }
+            }
+            OpKind::Slice { src, index } => self.slice(f, op, *src, *index, res)?,
+            OpKind::Subview { src, offset } => self.subview(f, op, *src, *offset, res)?,
+            OpKind::Broadcast { root, .. } => {
+                let root = *root;
+                self.check_rank(f, op, root, "root")?;
+            }
+            OpKind::Elem { .. }
+            | OpKind::SetElem { .. }
+            | OpKind::Load { .. }
+            | OpKind::Store { .. }
+            | OpKind::RemoteLoad { .. }
+            | OpKind::RemoteStore { .. }
+            | OpKind::Put { .. }
+            | OpKind::Get { .. }
+            | OpKind::Notify { .. }
+            | OpKind::Wait { .. } => self.check_access(f, op, res)?,
             OpKind::Dispatch {
                 device,
                 callee,
@@ -857,15 +919,8 @@ impl Spec<'_> {
             }
             OpKind::Call { callee, args } => self.record_call(callee, args),
             OpKind::For { var, lo, hi, .. } => {
-                if let (Some(l), Some(h)) = (self.ranges.get(lo), self.ranges.get(hi)) {
-                    let r = Range {
-                        lo: l.lo,
-                        hi: (h.hi - 1).max(l.lo),
-                        world: l.world || h.world,
-                        loose: l.loose || h.loose,
-                        wrapped: l.wrapped || h.wrapped,
-                    };
-                    self.ranges.insert(*var, r);
+                if let (Some(&l), Some(&h)) = (self.ranges.get(lo), self.ranges.get(hi)) {
+                    self.ranges.insert(*var, Range::loop_var(l, h));
                 }
                 recurse = true;
             }
@@ -893,37 +948,7 @@ impl Spec<'_> {
             | OpKind::Math(..) => {}
         }
         if recurse {
-            // A loop body and an `if`'s branches with what they know; any other nested block
-            // (none today) as it stands.
-            if let OpKind::For { lo, hi, body, .. } = &mut op.kind {
-                let empty = matches!(
-                    (self.consts.get(lo), self.consts.get(hi)),
-                    (Some(Const::Int(l)), Some(Const::Int(h))) if h <= l
-                );
-                self.dead += usize::from(empty);
-                let r = self.block(f, body);
-                self.dead -= usize::from(empty);
-                r?;
-            } else if let OpKind::If {
-                cond,
-                then_body,
-                else_body,
-            } = &mut op.kind
-            {
-                let cond = *cond;
-                let taken = self.narrowings(f, cond, true, 0);
-                let not_taken = self.narrowings(f, cond, false, 0);
-                self.guarded += 1;
-                let r = self
-                    .branch(f, then_body, taken)
-                    .and_then(|()| self.branch(f, else_body, not_taken));
-                self.guarded -= 1;
-                r?;
-            } else {
-                for b in op.kind.blocks_mut() {
-                    self.block(f, b)?;
-                }
-            }
+            self.nested(f, op)?;
         }
         if let (Some(c), Some(r)) = (fold_to, res) {
             op.kind = OpKind::Const(c);

@@ -353,6 +353,143 @@ impl Parser {
         }
     }
 
+    /// A constant's text: `true`, an integer, a float (its text kept: the result's dtype
+    /// decides how it is read), or `nan(0x...)` with a NaN's bits.
+    fn constant(&mut self) -> Result<(crate::ir::Const, Option<String>)> {
+        let s = match self.peek().cloned() {
+            Some(Tok::Ident(s)) => {
+                self.pos += 1;
+                s
+            }
+            _ => self.num()?,
+        };
+        let c = if s == "true" || s == "false" {
+            crate::ir::Const::Bool(s == "true")
+        } else if let Ok(i) = s.parse::<i128>() {
+            crate::ir::Const::Int(i)
+        } else if s == "nan" && self.is_punct("(") {
+            // `nan(0x7fc00000)`: a NaN with its bits; the width picks the dtype and
+            // the result type must agree (checked below).
+            self.expect_punct("(")?;
+            let h = self.num()?;
+            let bits = h
+                .strip_prefix("0x")
+                .and_then(|x| u64::from_str_radix(x, 16).ok().map(|b| (b, x.len())));
+            self.expect_punct(")")?;
+            match bits {
+                Some((b, 8)) if f32::from_bits(b as u32).is_nan() => {
+                    crate::ir::Const::F32(f32::from_bits(b as u32))
+                }
+                Some((b, 16)) if f64::from_bits(b).is_nan() => {
+                    crate::ir::Const::F64(f64::from_bits(b))
+                }
+                _ => {
+                    self.pos -= 2;
+                    return self.err(format!(
+                        "expected the bits of a NaN (8 hex digits for f32, 16 for f64, e.g. `nan(0x7fc00000)`), found `{h}`"
+                    ));
+                }
+            }
+        } else if let Ok(x) = s.parse::<f64>() {
+            // Re-read in the result's dtype below (`0.1` as an f32 is the f32
+            // nearest 0.1, not the f64 nearest 0.1 rounded again).
+            return Ok((crate::ir::Const::F64(x), Some(s)));
+        } else {
+            self.pos -= 1;
+            return self.err(format!("expected a constant, found `{s}`"));
+        };
+        Ok((c, None))
+    }
+
+    /// An op named by an enumeration's keyword: a binary or unary op, a tile op, a function of
+    /// the math library.
+    fn named_op(&mut self, other: &str, name_pos: usize) -> Result<OpKind> {
+        use OpKind::*;
+        Ok(if let Some(b) = BinOp::from_name(other) {
+            let a = self.val()?;
+            self.expect_punct(",")?;
+            Binary(b, a, self.val()?)
+        } else if let Some(u) = UnOp::from_name(other) {
+            Unary(u, self.val()?)
+        } else if let Some(mut t) = crate::tile::TileOp::from_name(other) {
+            if let crate::tile::TileOp::Extract(offs) = &mut t {
+                self.expect_punct("[")?;
+                while !self.is_punct("]") {
+                    let n = self.num()?;
+                    let Ok(x) = n.parse::<u64>() else {
+                        self.pos -= 1;
+                        return self.err(format!("expected a constant offset, found `{n}`"));
+                    };
+                    offs.push(x);
+                    if self.is_punct(",") {
+                        self.pos += 1;
+                    }
+                }
+                self.expect_punct("]")?;
+            }
+            let mut args = vec![];
+            for k in 0..t.arity() {
+                if k > 0 {
+                    self.expect_punct(",")?;
+                }
+                args.push(self.val()?);
+            }
+            Tile(t, args)
+        } else if let Some(f) = crate::math::MathFn::from_name(other) {
+            let mut args = vec![];
+            for k in 0..f.arity() {
+                if k > 0 {
+                    self.expect_punct(",")?;
+                }
+                args.push(self.val()?);
+            }
+            Math(f, args)
+        } else {
+            self.pos = name_pos;
+            return self.err(format!("unknown op `{other}`"));
+        })
+    }
+
+    /// A `for` or an `if` (after its keyword `name`), with the location written after its
+    /// opening brace.
+    fn nested_op(&mut self, name: &str) -> Result<(OpKind, Option<crate::ir::Loc>)> {
+        use OpKind::*;
+        if name == "for" {
+            let n = match self.next() {
+                Some(Tok::Val(n)) => n,
+                t => {
+                    self.pos -= 1;
+                    return self.err(format!(
+                        "expected the loop variable `%N`, found {}",
+                        describe(t.as_ref())
+                    ));
+                }
+            };
+            self.expect_ident("in")?;
+            let lo = self.val()?;
+            self.expect_punct("..")?;
+            let hi = self.val()?;
+            let var = self.define(n, Type::Scalar(DType::Index))?;
+            let (body, loc) = self.block_with_loc()?;
+            Ok((For { var, lo, hi, body }, loc))
+        } else {
+            let cond = self.val()?;
+            let (then_body, loc) = self.block_with_loc()?;
+            let else_body = if self.is_ident("else") {
+                self.pos += 1;
+                self.block()?
+            } else {
+                Block::default()
+            };
+            let kind = If {
+                cond,
+                then_body,
+                else_body,
+            };
+            Ok((kind, loc))
+        }
+    }
+
     fn op(&mut self) -> Result<Op> {
         let result_num = if let Some(Tok::Val(n)) = self.peek().cloned() {
             self.pos += 1;
@@ -368,49 +505,8 @@ impl Parser {
         let mut loc = None;
         let mut kind = match name.as_str() {
             "const" => {
-                let s = match self.peek().cloned() {
-                    Some(Tok::Ident(s)) => {
-                        self.pos += 1;
-                        s
-                    }
-                    _ => self.num()?,
-                };
-                let c = if s == "true" || s == "false" {
-                    crate::ir::Const::Bool(s == "true")
-                } else if let Ok(i) = s.parse::<i128>() {
-                    crate::ir::Const::Int(i)
-                } else if s == "nan" && self.is_punct("(") {
-                    // `nan(0x7fc00000)`: a NaN with its bits; the width picks the dtype and
-                    // the result type must agree (checked below).
-                    self.expect_punct("(")?;
-                    let h = self.num()?;
-                    let bits = h
-                        .strip_prefix("0x")
-                        .and_then(|x| u64::from_str_radix(x, 16).ok().map(|b| (b, x.len())));
-                    self.expect_punct(")")?;
-                    match bits {
-                        Some((b, 8)) if f32::from_bits(b as u32).is_nan() => {
-                            crate::ir::Const::F32(f32::from_bits(b as u32))
-                        }
-                        Some((b, 16)) if f64::from_bits(b).is_nan() => {
-                            crate::ir::Const::F64(f64::from_bits(b))
-                        }
-                        _ => {
-                            self.pos -= 2;
-                            return self.err(format!(
-                                "expected the bits of a NaN (8 hex digits for f32, 16 for f64, e.g. `nan(0x7fc00000)`), found `{h}`"
-                            ));
-                        }
-                    }
-                } else if let Ok(x) = s.parse::<f64>() {
-                    // Re-read in the result's dtype below (`0.1` as an f32 is the f32
-                    // nearest 0.1, not the f64 nearest 0.1 rounded again).
-                    float_text = Some(s.clone());
-                    crate::ir::Const::F64(x)
-                } else {
-                    self.pos -= 1;
-                    return self.err(format!("expected a constant, found `{s}`"));
-                };
+                let (c, text) = self.constant()?;
+                float_text = text;
                 Const(c)
             }
             "dim" => Dim(self.dim()?),
@@ -455,41 +551,10 @@ impl Parser {
                 self.expect_punct(",")?;
                 Write(a, self.val()?)
             }
-            "for" => {
-                let n = match self.next() {
-                    Some(Tok::Val(n)) => n,
-                    t => {
-                        self.pos -= 1;
-                        return self.err(format!(
-                            "expected the loop variable `%N`, found {}",
-                            describe(t.as_ref())
-                        ));
-                    }
-                };
-                self.expect_ident("in")?;
-                let lo = self.val()?;
-                self.expect_punct("..")?;
-                let hi = self.val()?;
-                let var = self.define(n, Type::Scalar(DType::Index))?;
-                let (body, l) = self.block_with_loc()?;
+            "for" | "if" => {
+                let (k, l) = self.nested_op(&name)?;
                 loc = l;
-                For { var, lo, hi, body }
-            }
-            "if" => {
-                let cond = self.val()?;
-                let (then_body, l) = self.block_with_loc()?;
-                loc = l;
-                let else_body = if self.is_ident("else") {
-                    self.pos += 1;
-                    self.block()?
-                } else {
-                    Block::default()
-                };
-                If {
-                    cond,
-                    then_body,
-                    else_body,
-                }
+                k
             }
             "call" | "dispatch" => {
                 let callee = match self.next() {
@@ -525,52 +590,7 @@ impl Parser {
                 self.parse_remote(&name)?
             }
             "barrier" => Barrier(self.val()?),
-            other => {
-                if let Some(b) = BinOp::from_name(other) {
-                    let a = self.val()?;
-                    self.expect_punct(",")?;
-                    Binary(b, a, self.val()?)
-                } else if let Some(u) = UnOp::from_name(other) {
-                    Unary(u, self.val()?)
-                } else if let Some(mut t) = crate::tile::TileOp::from_name(other) {
-                    if let crate::tile::TileOp::Extract(offs) = &mut t {
-                        self.expect_punct("[")?;
-                        while !self.is_punct("]") {
-                            let n = self.num()?;
-                            let Ok(x) = n.parse::<u64>() else {
-                                self.pos -= 1;
-                                return self
-                                    .err(format!("expected a constant offset, found `{n}`"));
-                            };
-                            offs.push(x);
-                            if self.is_punct(",") {
-                                self.pos += 1;
-                            }
-                        }
-                        self.expect_punct("]")?;
-                    }
-                    let mut args = vec![];
-                    for k in 0..t.arity() {
-                        if k > 0 {
-                            self.expect_punct(",")?;
-                        }
-                        args.push(self.val()?);
-                    }
-                    Tile(t, args)
-                } else if let Some(f) = crate::math::MathFn::from_name(other) {
-                    let mut args = vec![];
-                    for k in 0..f.arity() {
-                        if k > 0 {
-                            self.expect_punct(",")?;
-                        }
-                        args.push(self.val()?);
-                    }
-                    Math(f, args)
-                } else {
-                    self.pos = name_pos;
-                    return self.err(format!("unknown op `{other}`"));
-                }
-            }
+            other => self.named_op(other, name_pos)?,
         };
         let result = match result_num {
             Some(n) => {
