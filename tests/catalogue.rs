@@ -446,3 +446,69 @@ fn no_catch_all_arm_over_an_op_enum_in_a_semantic_path() {
     found.sort();
     assert_eq!(found, Vec::<String>::new(), "catch-all arms over op enums");
 }
+
+/// The functions of one file longer than a limit, as `path:line name (lines)`.
+struct LongFns {
+    file: String,
+    limit: usize,
+    found: Vec<String>,
+}
+
+impl LongFns {
+    fn check(&mut self, name: &syn::Ident, block: &syn::Block) {
+        let sp = syn::spanned::Spanned::span(block);
+        let lines = sp.end().line - sp.start().line + 1;
+        if lines > self.limit {
+            self.found.push(format!(
+                "{}:{} {name} ({lines} lines)",
+                self.file,
+                sp.start().line
+            ));
+        }
+    }
+}
+
+impl<'a> syn::visit::Visit<'a> for LongFns {
+    fn visit_item_fn(&mut self, f: &'a syn::ItemFn) {
+        self.check(&f.sig.ident, &f.block);
+        syn::visit::visit_item_fn(self, f);
+    }
+    fn visit_impl_item_fn(&mut self, f: &'a syn::ImplItemFn) {
+        self.check(&f.sig.ident, &f.block);
+        syn::visit::visit_impl_item_fn(self, f);
+    }
+}
+
+/// Sizes (issue 36): no function body over 150 lines and no file over 1,200 lines outside
+/// tests, benches and examples, so that each function reads as one idea and each file as one
+/// concern.
+#[test]
+fn no_function_over_150_lines_and_no_file_over_1200_lines() {
+    let (rs, _) = tree();
+    let outside_tests = |p: &str| {
+        !["tests/", "benches/", "examples/"]
+            .iter()
+            .any(|d| p.starts_with(d) || p.contains(&format!("/{d}")))
+    };
+    let mut found = vec![];
+    for (path, text) in rs.iter().filter(|(p, _)| outside_tests(p)) {
+        let lines = text.lines().count();
+        if lines > 1200 {
+            found.push(format!("{path} ({lines} lines)"));
+        }
+        let file = syn::parse_file(text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut v = LongFns {
+            file: path.clone(),
+            limit: 150,
+            found: vec![],
+        };
+        syn::visit::Visit::visit_file(&mut v, &file);
+        found.extend(v.found);
+    }
+    found.sort();
+    assert_eq!(
+        found,
+        Vec::<String>::new(),
+        "functions over 150 lines, files over 1,200"
+    );
+}
