@@ -1,5 +1,5 @@
 //! The differential test of the tile ops (`eagle_ir::TileOp`): every reduction, argmax and
-//! argmin, broadcast, layout, creation and matmul op on every number dtype, on tiles whose
+//! argmin, running form (`cumsum`, ...), broadcast, layout, creation and matmul op on every number dtype, on tiles whose
 //! extents are not multiples of the vector width or of the reduction's 8 lanes (`[6, 19]`,
 //! `[19, 7]`), with NaN of both signs, +-0, +-inf, subnormals and integer extremes sprinkled
 //! among random values, through
@@ -85,6 +85,12 @@ fn cases(d: DType) -> Vec<Case> {
         c("matmul_acc", &['C', 'A', 'B'], &[6, 7], None, true),
         c("matmul", &['E', 'W'], &[5, 70], None, true),
         c("transpose", &['W'], &[70, 19], None, false),
+        c("cumsum_1", &['A'], &[6, 19], None, true),
+        c("cumsum_0", &['A'], &[6, 19], None, true),
+        c("cumprod_1", &['A'], &[6, 19], None, true),
+        c("cumprod_0", &['B'], &[19, 7], None, true),
+        c("cummax_1", &['A'], &[6, 19], None, false),
+        c("cummin_0", &['A'], &[6, 19], None, false),
     ];
     if let Some(Case { op, .. }) = v.iter_mut().find(|k| k.text.starts_with("extract")) {
         *op = TileOp::Extract(vec![1, 3]);

@@ -734,3 +734,117 @@ fn any_of_numbers_and_sum_of_flags_are_refused() {
         "{e}"
     );
 }
+
+/// The running forms in a kernel: `cumsum` along each row and down each column, `cumprod`,
+/// `cummax` and `cumany` (issue 38, item 5).
+#[eagle::kernel(device)]
+pub fn running(
+    ctx: Ctx,
+    x: Tensor<f32, M, N>,
+    rs: Out<Tensor<f32, M, N>>,
+    cs: Out<Tensor<f32, M, N>>,
+    rp: Out<Tensor<f32, M, N>>,
+    cm: Out<Tensor<f32, M, N>>,
+    ra: Out<Tensor<bool, M, N>>,
+) {
+    let t = load(x, [0, 0], [M, N]);
+    store(rs, [0, 0], cumsum(t, 1));
+    store(cs, [0, 0], cumsum(t, 0));
+    store(rp, [0, 0], cumprod(t, 1));
+    store(cm, [0, 0], cummax(t, 0));
+    store(ra, [0, 0], cumany(t > 0.9, 1));
+}
+
+#[eagle::host]
+pub fn running_host(
+    x: Tensor<f32, M, N>,
+    rs: Out<Tensor<f32, M, N>>,
+    cs: Out<Tensor<f32, M, N>>,
+    rp: Out<Tensor<f32, M, N>>,
+    cm: Out<Tensor<f32, M, N>>,
+    ra: Out<Tensor<bool, M, N>>,
+) {
+    running(x, rs, cs, rp, cm, ra, device = 0);
+}
+
+#[test]
+fn running_sums_products_maxima_and_flags_follow_index_order_bit_for_bit() {
+    let x = eagle_runner::random_tensor(&[M, N], 17);
+    let d = x.data();
+    let z = || Tensor::<f32>::zeros(&[M, N]);
+    let (mut rs, mut cs, mut rp, mut cm) = (z(), z(), z(), z());
+    let mut ra = Tensor::<bool>::zeros(&[M, N]);
+    running_host
+        .launch(
+            &Session::sim(1).unwrap(),
+            &x,
+            &mut rs,
+            &mut cs,
+            &mut rp,
+            &mut cm,
+            &mut ra,
+        )
+        .unwrap();
+    // The sequential loops the docs define them by: out[0] = t[0], out[k] = out[k-1] op t[k].
+    let scan = |at: &dyn Fn(usize, usize) -> usize,
+                outer: usize,
+                inner: usize,
+                f: &dyn Fn(f32, f32) -> f32| {
+        let mut v = vec![0f32; M * N];
+        for o in 0..outer {
+            v[at(o, 0)] = d[at(o, 0)];
+            for k in 1..inner {
+                v[at(o, k)] = f(v[at(o, k - 1)], d[at(o, k)]);
+            }
+        }
+        v
+    };
+    let row = |i: usize, j: usize| i * N + j;
+    let col = |j: usize, i: usize| i * N + j;
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(rs.data()), bits(&scan(&row, M, N, &|a, b| a + b)));
+    assert_eq!(bits(cs.data()), bits(&scan(&col, N, M, &|a, b| a + b)));
+    assert_eq!(bits(rp.data()), bits(&scan(&row, M, N, &|a, b| a * b)));
+    assert_eq!(bits(cm.data()), bits(&scan(&col, N, M, &f32::max)));
+    let want_ra: Vec<bool> = (0..M * N)
+        .map(|e| d[e - e % N..=e].iter().any(|&v| v > 0.9))
+        .collect();
+    assert_eq!(ra.data(), &want_ra[..]);
+    // Not a trivial input: the running sums differ from the elements.
+    assert_ne!(bits(rs.data()), bits(d));
+}
+
+/// Typing of the running forms: a 2-D tile of numbers (flags for `cumany`/`cumall`), axis 0
+/// or 1.
+#[test]
+fn running_forms_refuse_bool_sums_wrong_axes_and_other_ranks() {
+    use eagle::ir::{DType, Dim, ReduceOp, Shape, TileOp, Type};
+    let s23 = Shape(vec![Dim::Const(2), Dim::Const(3)]);
+    let b = Type::Tile(s23.clone(), DType::Bool);
+    let f = Type::Tile(s23, DType::F32);
+    let v = Type::Tile(Shape(vec![Dim::Const(6)]), DType::F32);
+    let e = TileOp::Scan(ReduceOp::Sum, 1)
+        .infer(&[&b], None, None)
+        .unwrap_err();
+    assert!(
+        e.contains("`cumsum` runs over numbers, found a tile of `bool`"),
+        "{e}"
+    );
+    let e = TileOp::Scan(ReduceOp::Sum, 2)
+        .infer(&[&f], None, None)
+        .unwrap_err();
+    assert!(
+        e.contains(
+            "`cumsum` runs along axis 0 (down each column) or 1 (along each row), found axis 2"
+        ),
+        "{e}"
+    );
+    let e = TileOp::Scan(ReduceOp::Max, 0)
+        .infer(&[&v], None, None)
+        .unwrap_err();
+    assert!(e.contains("`cummax` takes a 2-D tile `[M, N]`"), "{e}");
+    assert_eq!(
+        TileOp::Scan(ReduceOp::Prod, 0).infer(&[&f], None, None),
+        Ok(f.clone())
+    );
+}

@@ -395,7 +395,7 @@ fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
         OpKind::Tile(t, _) => match t {
             // A sum or product makes new numbers; max and min pick a member (the reduction's
             // own declaration says which).
-            TileOp::Reduce(op, _) => recompute(!op.selects()),
+            TileOp::Reduce(op, _) | TileOp::Scan(op, _) => recompute(!op.selects()),
             TileOp::Matmul | TileOp::MatmulAcc | TileOp::Iota(_) => Recompute,
             // A member of the tile, or a rearrangement of its elements (arg ops give indices).
             TileOp::Arg(..)

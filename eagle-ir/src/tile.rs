@@ -93,6 +93,7 @@ impl TileOp {
                     }
                 }
             }
+            TileOp::Scan(op, axis) => scan_type(*op, *axis, args[0])?,
             TileOp::Arg(_, axis) => {
                 let (m, n, d) = two_d(0)?;
                 if d == DType::Bool {
@@ -227,6 +228,7 @@ impl TileOp {
                     data,
                 }
             }
+            TileOp::Scan(op, axis) => out(scan(*op, *axis, &args[0])?),
             TileOp::Arg(op, axis) => {
                 let t = &args[0];
                 out(t
@@ -519,6 +521,50 @@ fn matmul_type(
         ));
     }
     Ok(out)
+}
+
+/// The type of a running form (`cumsum(t, axis)`, ...) of a tile of type `t`: the same.
+fn scan_type(op: ReduceOp, axis: usize, t: &Type) -> Result<Type, String> {
+    let kname = op.scan_names()[0];
+    let Type::Tile(s, d) = t else {
+        return Err(format!(
+            "`{kname}` takes a tile as operand 1, found `{t}`; load one with `load(x, [offsets], [shape])`"
+        ));
+    };
+    if s.rank() != 2 {
+        return Err(format!(
+            "`{kname}` takes a 2-D tile `[M, N]`, found `{t}` of rank {}; use `reshape(t, [M, N])` first",
+            s.rank()
+        ));
+    }
+    if !op.accepts(*d) {
+        return Err(if op.logical() {
+            format!("`{kname}` runs over `bool` flags, found a tile of `{d}`; compare first (`t > 0.0`)")
+        } else {
+            format!(
+                "`{kname}` runs over numbers, found a tile of `bool`; cast it with `as u32` first"
+            )
+        });
+    }
+    if axis > 1 {
+        return Err(format!(
+            "`{kname}` runs along axis 0 (down each column) or 1 (along each row), found axis {axis}"
+        ));
+    }
+    Ok(t.clone())
+}
+
+/// A running form of `t`: along each sequence of `axis` (0: columns, 1: rows), in index
+/// order, `out[k] = out[k - 1] <op> t[k]` from `out[0] = t[0]`.
+fn scan(op: ReduceOp, axis: usize, t: &Tile) -> Result<Vec<Scalar>, eval::EvalError> {
+    let mut data = t.data.clone();
+    let along = if axis == 0 { Axis::Col } else { Axis::Row };
+    for s in t.sequences(along) {
+        for k in 1..s.len() {
+            data[s[k]] = eval::binary(op.bin_op(), data[s[k - 1]], t.data[s[k]])?;
+        }
+    }
+    Ok(data)
 }
 
 /// The type of `concat` along `axis` of tiles of shapes `a` and `b` and dtypes `da` and `db`.

@@ -41,7 +41,11 @@ impl FunctionBuilder<'_> {
         let ax = axis.unwrap_or(0);
         // The kernel's name is the op's IR keyword, except for the ops that take an axis or
         // offsets, and `zeros` (a `full` of 0).
+        let scan = crate::ReduceOp::ALL
+            .into_iter()
+            .find(|o| o.scan_names()[0] == name);
         let op = match name {
+            _ if scan.is_some() => TileOp::Scan(scan.unwrap_or(crate::ReduceOp::Sum), ax),
             "concat" => TileOp::Concat(ax),
             "iota" => TileOp::Iota(ax),
             "extract" => {

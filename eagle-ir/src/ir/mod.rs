@@ -242,6 +242,26 @@ macro_rules! reductions {
                 }
             }
 
+            /// The running form's names: the kernel's (`cumsum`) and the IR keywords along
+            /// axis 0 (down each column, `cumsum_0`) and axis 1 (along each row,
+            /// `cumsum_1`).
+            pub const fn scan_names(self) -> [&'static str; 3] {
+                match self {
+                    $(ReduceOp::$variant => [
+                        concat!("cum", $kw),
+                        concat!("cum", $kw, "_0"),
+                        concat!("cum", $kw, "_1"),
+                    ],)*
+                }
+            }
+
+            /// The running form's call as a kernel writes it (`cumsum(t, axis)`).
+            pub const fn scan_signature(self) -> &'static str {
+                match self {
+                    $(ReduceOp::$variant => concat!("cum", $kw, "(t, axis)"),)*
+                }
+            }
+
             /// The tile ops' calls as a kernel writes them (`row_sum(t)`), in the order of
             /// [`ReduceOp::tile_names`].
             pub const fn tile_signatures(self) -> [&'static str; 3] {

@@ -38,6 +38,11 @@ pub enum TileOp {
     /// index of the greatest (least) element, `+0.0` counting above `-0.0` (the element that
     /// `row_max` / `row_min` returns).
     Arg(ArgOp, Axis),
+    /// `cumsum(t, axis)`, `cumprod`, `cummax`, `cummin`, `cumany`, `cumall`: operand `[t]`, a
+    /// 2-D tile; the running combination along `axis` (0: down each column, 1: along each
+    /// row) in index order, as a sequential loop computes it: `out[0] = t[0]`,
+    /// `out[k] = out[k - 1] <op> t[k]` (one rounding per step; no reassociation).
+    Scan(ReduceOp, usize),
     /// `expand(t, [shape])` (and implicit broadcasting): operand `[t]`, a tile of the same
     /// rank whose every dim equals the result's or is 1 (numpy's rule), or a scalar.
     Expand,
@@ -173,7 +178,8 @@ const OTHER_INTRINSICS: &[Intrinsic] = &[
 /// Every tile intrinsic a kernel can call: the macros accept exactly these names, and
 /// [`crate::FunctionBuilder::tile_intrinsic`] builds them. The reductions derive from
 /// [`ReduceOp`]'s declaration (`row_<op>`, `col_<op>` and `reduce_<op>` for each op), listed
-/// per axis: row reductions and arg reductions, column ones, whole-tile ones, then the rest.
+/// per axis: row reductions and arg reductions, column ones, whole-tile ones, then the rest,
+/// then the running forms (`cumsum(t, axis)`, ...).
 pub static INTRINSICS: std::sync::LazyLock<Vec<Intrinsic>> = std::sync::LazyLock::new(|| {
     let reductions = |axis: Axis| {
         ReduceOp::ALL.into_iter().map(move |op| Intrinsic {
@@ -188,6 +194,11 @@ pub static INTRINSICS: std::sync::LazyLock<Vec<Intrinsic>> = std::sync::LazyLock
         .chain(ARG_INTRINSICS[2..].iter().copied())
         .chain(reductions(Axis::All))
         .chain(OTHER_INTRINSICS.iter().copied())
+        .chain(ReduceOp::ALL.into_iter().map(|op| Intrinsic {
+            name: op.scan_names()[0],
+            args: &[K::Value, K::Axis],
+            signature: op.scan_signature(),
+        }))
         .collect()
 });
 
@@ -209,6 +220,10 @@ impl TileOp {
         for a in [Axis::Row, Axis::Col] {
             v.push(TileOp::Arg(ArgOp::Max, a));
             v.push(TileOp::Arg(ArgOp::Min, a));
+        }
+        for op in ReduceOp::ALL {
+            v.push(TileOp::Scan(op, 0));
+            v.push(TileOp::Scan(op, 1));
         }
         v.extend([
             TileOp::Expand,
@@ -237,6 +252,8 @@ impl TileOp {
                 (_, ArgOp::Max) => "row_argmax",
                 (_, ArgOp::Min) => "row_argmin",
             },
+            TileOp::Scan(op, 0) => op.scan_names()[1],
+            TileOp::Scan(op, _) => op.scan_names()[2],
             TileOp::Expand => "expand",
             TileOp::Transpose => "transpose",
             TileOp::Reshape => "reshape",
@@ -260,6 +277,7 @@ impl TileOp {
             // Exhaustive on purpose: a new tile op must state its arity.
             TileOp::Reduce(..)
             | TileOp::Arg(..)
+            | TileOp::Scan(..)
             | TileOp::Expand
             | TileOp::Transpose
             | TileOp::Reshape

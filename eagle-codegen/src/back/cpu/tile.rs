@@ -549,6 +549,45 @@ impl Lower<'_, '_> {
         })
     }
 
+    /// A running combination (`cumsum(t, axis)`, ...) of the 2-D tile `src` into `dst`: along
+    /// each row (`axis` 1) or column (0), `out[0] = t[0]`, then `out[k] = out[k - 1] <op> t[k]`
+    /// in index order ([`TileOp::Scan`]).
+    fn lower_scan(
+        &mut self,
+        op: ReduceOp,
+        axis: usize,
+        src: Value,
+        dst: ClValue,
+    ) -> Result<(), CodegenError> {
+        let (p, s, d) = self.tile_mem(src)?;
+        let (m, nn) = (s[0], s[1]);
+        // `count` sequences of `len` elements, sequence `i` from `i * outer` by `inner`.
+        let (count, len, outer, inner) = if axis == 1 {
+            (m, nn, nn, 1)
+        } else {
+            (nn, m, 1, nn)
+        };
+        let bop = op.bin_op();
+        let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
+        self.emit_loop(lo, hi, &mut |lw, i| {
+            let start = lw.b.ins().imul_imm_s(i, outer as i64);
+            let first = lw.tile_load(p, start, d);
+            lw.tile_store(dst, start, first, d);
+            let acc = lw.vars(1, cl_type(d), first)[0];
+            let (lo, hi) = (lw.iconst(1), lw.iconst(len as i64));
+            lw.emit_loop(lo, hi, &mut |lw, e| {
+                let off = lw.b.ins().imul_imm_s(e, inner as i64);
+                let at = lw.b.ins().iadd(start, off);
+                let x = lw.tile_load(p, at, d);
+                let a = lw.b.use_var(acc);
+                let y = lw.combine(bop, a, x, d)?;
+                lw.b.def_var(acc, y);
+                lw.tile_store(dst, at, y, d);
+                Ok(())
+            })
+        })
+    }
+
     /// Lowers a tile op (see the module docs).
     pub(super) fn lower_tile(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
         let OpKind::Tile(t, args) = &op.kind else {
@@ -583,6 +622,7 @@ impl Lower<'_, '_> {
                 self.lower_reduce(Seq::Reduce(*rop), *axis, args[0], dst)?
             }
             TileOp::Arg(aop, axis) => self.lower_reduce(Seq::Arg(*aop), *axis, args[0], dst)?,
+            TileOp::Scan(op, axis) => self.lower_scan(*op, *axis, args[0], dst)?,
             TileOp::Expand | TileOp::Full => {
                 if let Type::Scalar(_) = self.f.ty(args[0]) {
                     let x = self.scalar(args[0])?;

@@ -99,6 +99,35 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// Emits `dst = ` the running combination (`op`) of the first `count` elements of the
+    /// sequence `src[start + e * stride]`, in index order ([`TileOp::Scan`]).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_scan(
+        &mut self,
+        op: eagle_ir::ReduceOp,
+        src: &str,
+        start: &str,
+        stride: u64,
+        count: &str,
+        d: DType,
+        dst: &str,
+    ) -> Result<(), CodegenError> {
+        let t = ctype(d);
+        self.line("{");
+        self.depth += 1;
+        self.line(format!("{t} acc = {src}[{start}];"));
+        self.line(format!("for (long long e = 1; e < {count}; ++e) {{"));
+        self.depth += 1;
+        self.line(format!("const {t} x = {src}[{start} + e * {stride}LL];"));
+        let c = self.comb(op.bin_op(), "acc", "x", d)?;
+        self.line(format!("acc = {c};"));
+        self.close();
+        self.line(format!("{dst} = acc;"));
+        self.depth -= 1;
+        self.line("}");
+        Ok(())
+    }
+
     /// Emits the argmax (argmin) scan ([`eagle_ir::tile::arg_better`]) into `dst`.
     #[allow(clippy::too_many_arguments)]
     fn emit_arg(
@@ -253,6 +282,17 @@ impl Emitter<'_> {
                     _ => ("i".to_string(), s0[1], s0[0]),
                 };
                 self.emit_reduce(*rop, &srcs[0], &start, stride, len, rd, dst)?;
+            }
+            TileOp::Scan(op, axis) => {
+                // Element (r, c): the running value of its row up to column c (axis 1), or of
+                // its column up to row r (axis 0).
+                let n = s0[1];
+                let (start, stride, count) = if *axis == 1 {
+                    (format!("(i / {n}LL) * {n}LL"), 1, format!("i % {n}LL + 1"))
+                } else {
+                    (format!("i % {n}LL"), n, format!("i / {n}LL + 1"))
+                };
+                self.emit_scan(*op, &srcs[0], &start, stride, &count, rd, dst)?;
             }
             TileOp::Arg(aop, axis) => {
                 let (start, stride, len) = match axis {
