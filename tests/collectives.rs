@@ -1315,3 +1315,109 @@ fn allgather_of_rows_is_refused_without_a_window_or_with_the_wrong_row_count() {
     assert!(message.contains("P = 4 the receive buffer is `window<[3, 8], f32>` but an allgather of rows takes one row per rank"), "{message}");
     specialize(&m, &Bindings::world(3)).unwrap();
 }
+
+/// PyPTO's reduce-scatter into one row: rank r's `[1, M]` receive buffer gets row r of every
+/// rank's `[NR, M]` send window, reduced in rank order (issue 38, item 7).
+#[eagle::kernel(device)]
+pub fn rs_rows(ctx: Ctx, x: Tensor<f32, NR, M>, w: Window<f32, NR, M>, y: Out<Tensor<f32, 1, M>>) {
+    put(w, rank(ctx), x);
+    reduce_scatter(ctx, w, y, Sum);
+}
+
+#[eagle::host]
+pub fn rs_rows_host(x: Tensor<f32, NR, NR, M>, y: Out<Tensor<f32, NR, 1, M>>) {
+    let b = alloc_window_buffer([NR, M], f32);
+    for r in 0..world_size() {
+        rs_rows(x[r], window(b, [NR, M], f32), y[r], device = r);
+    }
+}
+
+#[eagle::kernel(device)]
+pub fn rs_rows_max(
+    ctx: Ctx,
+    x: Tensor<f32, NR, M>,
+    w: Window<f32, NR, M>,
+    y: Window<f32, 1, M>,
+    out: Out<Tensor<f32, 1, M>>,
+) {
+    put(w, rank(ctx), x);
+    reduce_scatter(ctx, w, y, Max);
+    get(out, rank(ctx), y);
+}
+
+#[eagle::host]
+pub fn rs_rows_max_host(x: Tensor<f32, NR, NR, M>, y: Out<Tensor<f32, NR, 1, M>>) {
+    let b = alloc_window_buffer([NR, M], f32);
+    let c = alloc_window_buffer([1, M], f32);
+    for r in 0..world_size() {
+        rs_rows_max(
+            x[r],
+            window(b, [NR, M], f32),
+            window(c, [1, M], f32),
+            y[r],
+            device = r,
+        );
+    }
+}
+
+#[test]
+fn reduce_scatter_into_one_row_reduces_row_r_of_every_rank_in_rank_order_at_every_p() {
+    for p in 1..=5usize {
+        for m in [1usize, 5] {
+            let s = Session::sim(p).unwrap();
+            // Rank q contributes x[q] = a [P, M] tensor.
+            let x = inputs::<f32>(p * p, m, (p * 100 + m) as u64);
+            let x3 = Tensor::from_vec(&[p, p, m], x.data().to_vec()).unwrap();
+            let at = |q: usize, r: usize, j: usize| x.data()[(q * p + r) * m + j];
+            for (name, op) in [("sum", 0), ("max", 1)] {
+                let mut y = Tensor::<f32>::zeros(&[p, 1, m]);
+                if op == 0 {
+                    rs_rows_host.launch(&s, &x3, &mut y)
+                } else {
+                    rs_rows_max_host.launch(&s, &x3, &mut y)
+                }
+                .unwrap_or_else(|e| panic!("{name}, P={p} M={m}: {e}"));
+                for r in 0..p {
+                    let want: Vec<u32> = (0..m)
+                        .map(|j| {
+                            let mut acc = at(0, r, j);
+                            for q in 1..p {
+                                acc = if op == 0 {
+                                    acc + at(q, r, j)
+                                } else {
+                                    eagle::ir::eval::fmax_f32(acc, at(q, r, j))
+                                };
+                            }
+                            acc.to_bits()
+                        })
+                        .collect();
+                    let got: Vec<u32> = y.data()[r * m..(r + 1) * m]
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect();
+                    assert_eq!(got, want, "{name}, P={p} M={m}, rank {r}");
+                }
+            }
+        }
+    }
+}
+
+/// The row form needs the send buffer to be a window, and one row per rank once P is known.
+#[test]
+fn reduce_scatter_into_one_row_is_refused_without_a_send_window_or_with_the_wrong_row_count() {
+    use eagle::codegen::{specialize, Bindings, SpecializeError};
+    let text = "device @k(%0 ctx: ctx, %1 x: tensor<[NR, 8], f32>, out %2 y: tensor<[1, 8], f32>) {\n  reduce_scatter %0, %1, %2, sum ;@ ports.rs:9:5\n}\n";
+    let m = eagle::ir::parse_module(text).unwrap();
+    let e = eagle::ir::verify_module(&m).unwrap_err().to_string();
+    assert!(e.contains("make the send buffer a window"), "{e}");
+    assert!(e.contains("ports.rs:9:5"), "{e}");
+    let text = "device @k(%0 ctx: ctx, %1 w: window<[3, 8], f32>, out %2 y: tensor<[1, 8], f32>) {\n  reduce_scatter %0, %1, %2, sum ;@ ports.rs:9:5\n}\n";
+    let m = eagle::ir::parse_module(text).unwrap();
+    eagle::ir::verify_module(&m).unwrap();
+    let e = specialize(&m, &Bindings::world(4)).unwrap_err();
+    let SpecializeError::CollectiveShape { ref message, .. } = e else {
+        panic!("{e:?}");
+    };
+    assert!(message.contains("P = 4 the send buffer is `window<[3, 8], f32>` but a reduce-scatter into one row takes one row per rank"), "{message}");
+    specialize(&m, &Bindings::world(3)).unwrap();
+}

@@ -284,14 +284,24 @@ impl Em<'_> {
         }
     }
 
-    /// `dst[off..off+len] = ((src_0 op src_1) op ...) op src_(p-1)`, the rows of every
-    /// rank's `src` folded left to right in rank order: a loop over the ranks with the partial
+    /// `dst[dst_off..dst_off+len] = ((src_0 op src_1) op ...) op src_(p-1)`, rows
+    /// `off..off+len` of every rank's `src` folded left to right in rank order: a loop over the ranks with the partial
     /// in a tile variable, so the IR does not grow with `p`.
-    fn reduce_block(&mut self, src: Value, dst: Value, p: u64, off: Value, len: u64, op: ReduceOp) {
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_block(
+        &mut self,
+        src: Value,
+        dst: Value,
+        p: u64,
+        off: Value,
+        dst_off: Value,
+        len: u64,
+        op: ReduceOp,
+    ) {
         let zero = self.idx(0);
         let first = self.rload(src, zero, off, len);
         if p == 1 {
-            self.store(first, dst, off);
+            self.store(first, dst, dst_off);
             return;
         }
         let t = self.ty(first);
@@ -303,7 +313,7 @@ impl Em<'_> {
             e.push_void(OpKind::Write(acc, y));
         });
         let r = self.push(OpKind::Read(acc), t);
-        self.store(r, dst, off);
+        self.store(r, dst, dst_off);
     }
 }
 
@@ -451,13 +461,28 @@ fn lower_collective(
             src,
             dst,
             op: r,
+        } if em.ty(src).holds_rows_of(&em.ty(dst)) => {
+            // The row form: row r of every rank's send window, reduced in rank order, into
+            // rank r's one-row receive buffer.
+            em.barrier(ctx);
+            let me = em.rank(ctx);
+            let zero = em.idx(0);
+            em.reduce_block(src, dst, p, me, zero, 1, r);
+            em.barrier(ctx);
+            true
+        }
+        OpKind::ReduceScatter {
+            ctx,
+            src,
+            dst,
+            op: r,
         } => {
             let (n, blk) = rows(&em.ty(src));
             em.barrier(ctx);
             let me = em.rank(ctx);
             em.dyn_chunk(me, n, p, &|e, off, len| {
                 e.blocks(off, len, blk, &|e, o, b| {
-                    e.reduce_block(src, dst, p, o, b, r)
+                    e.reduce_block(src, dst, p, o, o, b, r)
                 });
             });
             em.barrier(ctx);
@@ -491,7 +516,7 @@ fn lower_allreduce(
         AllreduceMode::Mesh => {
             let zero = em.idx(0);
             em.blocks(zero, n, blk, &|e, o, b| {
-                e.reduce_block(src, dst, p, o, b, r)
+                e.reduce_block(src, dst, p, o, o, b, r)
             });
         }
         AllreduceMode::TwoPhase => {
@@ -501,7 +526,7 @@ fn lower_allreduce(
             let me = em.rank(ctx);
             em.dyn_chunk(me, n, p, &|e, off, len| {
                 e.blocks(off, len, blk, &|e, o, b| {
-                    e.reduce_block(src, dst, p, o, b, r)
+                    e.reduce_block(src, dst, p, o, o, b, r)
                 });
             });
             match sig {
@@ -690,23 +715,33 @@ pub fn check_bound_buffers(f: &Function, generic: &[Type], p: u64) -> Result<(),
         if ts.shape() == td.shape() && ts.dtype() == td.dtype() {
             return;
         }
-        let rows_of_p = td
+        // The row forms: an allgather into `[P, M, ...]` from `[1, M, ...]`, a reduce-scatter
+        // from `[P, M, ...]` into `[1, M, ...]`.
+        let gather = matches!(op.kind, OpKind::AllGather { .. });
+        let scatter = matches!(op.kind, OpKind::ReduceScatter { .. });
+        let (rows, row, all) = if gather { (dst, src, td) } else { (src, dst, ts) };
+        let rows_of_p = all
             .shape()
             .is_some_and(|d| d.0.first().and_then(|x| x.as_const()) == Some(p));
-        let gather = matches!(op.kind, OpKind::AllGather { .. });
-        if gather && td.holds_rows_of(ts) && rows_of_p {
+        let row_form = |all: &Type, one: &Type| all.holds_rows_of(one);
+        if (gather || scatter) && row_form(f.ty(rows), f.ty(row)) && rows_of_p {
             return;
         }
-        let declared_rows = match (generic.get(src.0 as usize), generic.get(dst.0 as usize)) {
-            (Some(gs), Some(gd)) => gd.holds_rows_of(gs),
+        let declared_rows = match (generic.get(row.0 as usize), generic.get(rows.0 as usize)) {
+            (Some(g1), Some(gp)) => row_form(gp, g1),
             _ => false,
         };
-        if gather && declared_rows {
+        if (gather || scatter) && declared_rows {
+            let (name, side, form) = if gather {
+                ("allgather", "receive", "an allgather of rows")
+            } else {
+                ("reduce_scatter", "send", "a reduce-scatter into one row")
+            };
             err = Some(SpecializeError::CollectiveShape {
                 function: f.name.clone(),
-                op: "allgather".into(),
+                op: name.into(),
                 loc: op.loc.clone().map(Box::new),
-                message: format!("at world size P = {p} the receive buffer is `{td}` but an allgather of rows takes one row per rank (`{ts}` each): declare it `[NR, ...]` with `NR = dynamic!(\"NR\")`"),
+                message: format!("at world size P = {p} the {side} buffer is `{}` but {form} takes one row per rank (`{}` each): declare it `[NR, ...]` with `NR = dynamic!(\"NR\")`", f.ty(rows), f.ty(row)),
             });
             return;
         }

@@ -657,6 +657,33 @@ impl V<'_> {
                 src,
                 dst,
                 op: r,
+            } if self.ty(*src).holds_rows_of(self.ty(*dst)) => {
+                // The row form: rank r's `[1, M, ...]` receive buffer gets row r of every
+                // rank's `[NR, M, ...]` send window, reduced in rank order.
+                self.ctx(op, *ctx)?;
+                self.not_host(op, "collective")?;
+                self.writable(op, *dst, "the collective")?;
+                let (ss, sd) = self.memory(op, *src, "operand 1 (send buffer)")?;
+                let (ds, dd) = self.memory(op, *dst, "operand 2 (receive buffer)")?;
+                if sd != dd {
+                    return self.fail(op, format!("the receive buffer is `{ds}, {dd}` but the send buffer is `{ss}, {sd}`; give both the same dtype"));
+                }
+                if !matches!(self.ty(*src), Type::Window(..)) {
+                    return self.fail(op, format!("a reduce-scatter into one row (send buffer `{ss}`, receive buffer `{ds}`) reads row r of every rank's send buffer: make the send buffer a window (`window(buf, shape, dtype)` from the host)"));
+                }
+                if !r.accepts(sd) {
+                    return self.fail(op, if r.logical() {
+                        format!("reduce op `{}` needs `bool` buffers, found `{sd}`; compare first, or reduce numbers with `max` or `min`", r.name())
+                    } else {
+                        format!("reduce op `{}` does not fit dtype `bool`; reduce integers or floats (or cast the flags to `i32`)", r.name())
+                    });
+                }
+            }
+            ReduceScatter {
+                ctx,
+                src,
+                dst,
+                op: r,
             }
             | AllReduce {
                 ctx,
