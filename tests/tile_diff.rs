@@ -1,5 +1,5 @@
 //! The differential test of the tile ops (`eagle_ir::TileOp`): every reduction, argmax and
-//! argmin, running form (`cumsum`, ...), broadcast, layout, creation and matmul op on every number dtype, on tiles whose
+//! argmin, running form (`cumsum`, ...), sort and argsort, broadcast, layout, creation and matmul op on every number dtype, on tiles whose
 //! extents are not multiples of the vector width or of the reduction's 8 lanes (`[6, 19]`,
 //! `[19, 7]`), with NaN of both signs, +-0, +-inf, subnormals and integer extremes sprinkled
 //! among random values, through
@@ -91,6 +91,10 @@ fn cases(d: DType) -> Vec<Case> {
         c("cumprod_0", &['B'], &[19, 7], None, true),
         c("cummax_1", &['A'], &[6, 19], None, false),
         c("cummin_0", &['A'], &[6, 19], None, false),
+        c("sort_1", &['A'], &[6, 19], None, false),
+        c("sort_0", &['A'], &[6, 19], None, false),
+        c("argsort_1", &['A'], &[6, 19], Some(DType::I64), false),
+        c("argsort_0", &['B'], &[19, 7], Some(DType::I64), false),
     ];
     if let Some(Case { op, .. }) = v.iter_mut().find(|k| k.text.starts_with("extract")) {
         *op = TileOp::Extract(vec![1, 3]);

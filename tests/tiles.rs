@@ -848,3 +848,78 @@ fn running_forms_refuse_bool_sums_wrong_axes_and_other_ranks() {
         Ok(f.clone())
     );
 }
+
+/// `sort` and `argsort` in a kernel: the routing step of a mixture of experts, the experts of
+/// each token ranked by score (issue 38, item 5).
+#[eagle::kernel(device)]
+pub fn ranking(
+    ctx: Ctx,
+    x: Tensor<f32, M, N>,
+    s: Out<Tensor<f32, M, N>>,
+    i: Out<Tensor<i64, M, N>>,
+) {
+    let t = load(x, [0, 0], [M, N]);
+    store(s, [0, 0], sort(t, 1));
+    store(i, [0, 0], argsort(0.0 - t, 1));
+}
+
+#[eagle::host]
+pub fn ranking_host(x: Tensor<f32, M, N>, s: Out<Tensor<f32, M, N>>, i: Out<Tensor<i64, M, N>>) {
+    ranking(x, s, i, device = 0);
+}
+
+#[test]
+fn sort_and_argsort_order_each_row_stably_with_nans_last() {
+    let mut x = eagle_runner::random_tensor(&[M, N], 23);
+    // Ties, signed zeros and NaNs in row 0.
+    x.data_mut()[..N].copy_from_slice(&[
+        0.5,
+        f32::NAN,
+        -0.0,
+        0.5,
+        0.0,
+        -1.0,
+        2.0,
+        3.0,
+        4.0,
+        5.0,
+        6.0,
+        7.0,
+    ]);
+    let mut s = Tensor::<f32>::zeros(&[M, N]);
+    let mut i = Tensor::<i64>::zeros(&[M, N]);
+    ranking_host
+        .launch(&Session::sim(1).unwrap(), &x, &mut s, &mut i)
+        .unwrap();
+    let d = x.data();
+    // The definition: a stable sort, NaN after every number, -0.0 equal to +0.0.
+    let key = |v: f32| (v.is_nan(), if v.is_nan() { 0.0 } else { v });
+    for r in 0..M {
+        let row = &d[r * N..(r + 1) * N];
+        let mut idx: Vec<usize> = (0..N).collect();
+        idx.sort_by(|&a, &b| key(row[a]).partial_cmp(&key(row[b])).unwrap());
+        let want: Vec<u32> = idx.iter().map(|&k| row[k].to_bits()).collect();
+        let got: Vec<u32> = s.data()[r * N..(r + 1) * N]
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert_eq!(got, want, "row {r}");
+        // Descending by score (argsort of the negated row): the first index of equal scores
+        // first.
+        let mut desc: Vec<usize> = (0..N).collect();
+        desc.sort_by(|&a, &b| key(0.0 - row[a]).partial_cmp(&key(0.0 - row[b])).unwrap());
+        let got: Vec<i64> = i.data()[r * N..(r + 1) * N].to_vec();
+        assert_eq!(
+            got,
+            desc.iter().map(|&k| k as i64).collect::<Vec<_>>(),
+            "row {r}"
+        );
+    }
+    // Row 0: -1.0, -0.0, 0.0 (in index order), 0.5, 0.5, 2.0, ..., 7.0, NaN last; the
+    // descending ranking 11, 10, ..., 6, then the two 0.5s in index order (0, 3), ...
+    assert_eq!(s.data()[0].to_bits(), (-1.0f32).to_bits());
+    assert_eq!(s.data()[1].to_bits(), (-0.0f32).to_bits());
+    assert_eq!(s.data()[2].to_bits(), 0.0f32.to_bits());
+    assert!(s.data()[N - 1].is_nan());
+    assert_eq!(&i.data()[..8], &[11, 10, 9, 8, 7, 6, 0, 3]);
+}

@@ -399,6 +399,8 @@ fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
             TileOp::Matmul | TileOp::MatmulAcc | TileOp::Iota(_) => Recompute,
             // A member of the tile, or a rearrangement of its elements (arg ops give indices).
             TileOp::Arg(..)
+            | TileOp::Sort(_)
+            | TileOp::ArgSort(_)
             | TileOp::Expand
             | TileOp::Transpose
             | TileOp::Reshape

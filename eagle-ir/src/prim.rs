@@ -116,6 +116,40 @@ pub fn arg_better<E: Emitter>(e: &mut E, op: ArgOp, float: bool, x: &E::V, best:
     e.and(keeps_nan, takes)
 }
 
+/// Whether `a` sorts before `b` in the order of `sort`/`argsort`: ascending; for floats a NaN
+/// after every number (NaNs equal to each other), and `-0.0` equal to `+0.0`. A stable sort
+/// keeps equal elements in index order, so the result is one permutation on every backend.
+pub fn sorts_before<E: Emitter>(e: &mut E, float: bool, a: &E::V, b: &E::V) -> E::M {
+    let lt = e.lt(a, b);
+    if !float {
+        return lt;
+    }
+    let (an, bn) = (e.is_nan(a), e.is_nan(b));
+    let number_a = e.not(an);
+    let before_nan = e.and(number_a, bn);
+    e.or(lt, before_nan)
+}
+
+/// Whether element `k` of a sequence precedes element `j` in its stable sort (`k_before_j`:
+/// whether index `k` < index `j`): the elements that sort before `x_j`, and the equal ones at
+/// lower indices. The count of such `k` is `j`'s position in the sorted sequence.
+pub fn precedes<E: Emitter>(
+    e: &mut E,
+    float: bool,
+    x_k: &E::V,
+    x_j: &E::V,
+    k_before_j: E::M,
+) -> E::M {
+    let k_first = sorts_before(e, float, x_k, x_j);
+    let j_first = sorts_before(e, float, x_j, x_k);
+    let not_j_first = e.not(j_first);
+    // k < j: unless x_j sorts strictly first; k >= j: only if x_k sorts strictly first.
+    let lower = e.and(k_before_j.clone(), not_j_first);
+    let not_lower_index = e.not(k_before_j);
+    let higher = e.and(not_lower_index, k_first);
+    e.or(lower, higher)
+}
+
 /// The fixed tree over a reduction's 8 lane partials `l`:
 /// `((l0 . l1) . (l2 . l3)) . ((l4 . l5) . (l6 . l7))`, combined by `f` in this order (`c01`,
 /// `c23`, `c45`, `c67`, `c03`, `c47`, then the root); `f` gets `true` for the root.

@@ -94,6 +94,7 @@ impl TileOp {
                 }
             }
             TileOp::Scan(op, axis) => scan_type(*op, *axis, args[0])?,
+            TileOp::Sort(axis) | TileOp::ArgSort(axis) => sort_type(self, *axis, args[0])?,
             TileOp::Arg(_, axis) => {
                 let (m, n, d) = two_d(0)?;
                 if d == DType::Bool {
@@ -229,6 +230,8 @@ impl TileOp {
                 }
             }
             TileOp::Scan(op, axis) => out(scan(*op, *axis, &args[0])?),
+            TileOp::Sort(axis) => out(sorted(*axis, &args[0], false)),
+            TileOp::ArgSort(axis) => out(sorted(*axis, &args[0], true)),
             TileOp::Arg(op, axis) => {
                 let t = &args[0];
                 out(t
@@ -565,6 +568,71 @@ fn scan(op: ReduceOp, axis: usize, t: &Tile) -> Result<Vec<Scalar>, eval::EvalEr
         }
     }
     Ok(data)
+}
+
+/// The type of `sort(t, axis)` (`t`'s) or `argsort(t, axis)` (`i64` indices of `t`'s shape).
+fn sort_type(op: &TileOp, axis: usize, t: &Type) -> Result<Type, String> {
+    let kname = if matches!(op, TileOp::Sort(_)) {
+        "sort"
+    } else {
+        "argsort"
+    };
+    let Type::Tile(s, d) = t else {
+        return Err(format!(
+            "`{kname}` takes a tile as operand 1, found `{t}`; load one with `load(x, [offsets], [shape])`"
+        ));
+    };
+    if s.rank() != 2 {
+        return Err(format!(
+            "`{kname}` takes a 2-D tile `[M, N]`, found `{t}` of rank {}; use `reshape(t, [M, N])` first",
+            s.rank()
+        ));
+    }
+    if *d == DType::Bool {
+        return Err(format!(
+            "`{kname}` orders numbers, found a tile of `bool`; cast it with `as u32` first"
+        ));
+    }
+    if axis > 1 {
+        return Err(format!(
+            "`{kname}` runs along axis 0 (down each column) or 1 (along each row), found axis {axis}"
+        ));
+    }
+    Ok(if let TileOp::ArgSort(_) = op {
+        Type::Tile(s.clone(), DType::I64)
+    } else {
+        t.clone()
+    })
+}
+
+/// `sort` (or, with `indices`, `argsort`) of `t` along `axis`: a stable sort by
+/// [`prim::sorts_before`].
+fn sorted(axis: usize, t: &Tile, indices: bool) -> Vec<Scalar> {
+    let mut data = t.data.clone();
+    let along = if axis == 0 { Axis::Col } else { Axis::Row };
+    for s in t.sequences(along) {
+        let d = t.data.first().map_or(DType::F32, |x| x.dtype());
+        let mut e = eval::Scalars(d);
+        let mut order: Vec<usize> = (0..s.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (x, y) = (t.data[s[a]], t.data[s[b]]);
+            if prim::sorts_before(&mut e, d.is_float(), &x, &y) {
+                std::cmp::Ordering::Less
+            } else if prim::sorts_before(&mut e, d.is_float(), &y, &x) {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        });
+        for (pos, &k) in order.iter().enumerate() {
+            data[s[pos]] = if indices {
+                Scalar::I64(k as i64)
+            } else {
+                t.data[s[k]]
+            };
+        }
+    }
+    data
 }
 
 /// The type of `concat` along `axis` of tiles of shapes `a` and `b` and dtypes `da` and `db`.

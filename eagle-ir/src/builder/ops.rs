@@ -47,6 +47,8 @@ impl FunctionBuilder<'_> {
         let op = match name {
             _ if scan.is_some() => TileOp::Scan(scan.unwrap_or(crate::ReduceOp::Sum), ax),
             "concat" => TileOp::Concat(ax),
+            "sort" => TileOp::Sort(ax),
+            "argsort" => TileOp::ArgSort(ax),
             "iota" => TileOp::Iota(ax),
             "extract" => {
                 let mut offs = vec![];

@@ -43,6 +43,13 @@ pub enum TileOp {
     /// row) in index order, as a sequential loop computes it: `out[0] = t[0]`,
     /// `out[k] = out[k - 1] <op> t[k]` (one rounding per step; no reassociation).
     Scan(ReduceOp, usize),
+    /// `sort(t, axis)`: operand `[t]`, a 2-D tile of numbers; each column (axis 0) or row
+    /// (axis 1) in ascending order, stable, NaNs last, `-0.0` and `+0.0` equal
+    /// (`crate::prim::sorts_before`).
+    Sort(usize),
+    /// `argsort(t, axis)`: the `i64` indices along `axis` that [`TileOp::Sort`] puts in order
+    /// (ties keep index order).
+    ArgSort(usize),
     /// `expand(t, [shape])` (and implicit broadcasting): operand `[t]`, a tile of the same
     /// rank whose every dim equals the result's or is 1 (numpy's rule), or a scalar.
     Expand,
@@ -169,6 +176,16 @@ const OTHER_INTRINSICS: &[Intrinsic] = &[
         signature: "matmul(a, b)",
     },
     Intrinsic {
+        name: "sort",
+        args: &[K::Value, K::Axis],
+        signature: "sort(t, axis)",
+    },
+    Intrinsic {
+        name: "argsort",
+        args: &[K::Value, K::Axis],
+        signature: "argsort(t, axis)",
+    },
+    Intrinsic {
         name: "matmul_acc",
         args: &[K::Value, K::Value, K::Value],
         signature: "matmul_acc(c, a, b)",
@@ -231,6 +248,10 @@ impl TileOp {
             TileOp::Reshape,
             TileOp::Concat(0),
             TileOp::Concat(1),
+            TileOp::Sort(0),
+            TileOp::Sort(1),
+            TileOp::ArgSort(0),
+            TileOp::ArgSort(1),
             TileOp::Full,
             TileOp::Iota(0),
             TileOp::Iota(1),
@@ -260,6 +281,10 @@ impl TileOp {
             TileOp::Concat(0) => "concat_0",
             TileOp::Concat(_) => "concat_1",
             TileOp::Extract(_) => "extract",
+            TileOp::Sort(0) => "sort_0",
+            TileOp::Sort(_) => "sort_1",
+            TileOp::ArgSort(0) => "argsort_0",
+            TileOp::ArgSort(_) => "argsort_1",
             TileOp::Full => "full",
             TileOp::Iota(0) => "iota_0",
             TileOp::Iota(_) => "iota_1",
@@ -278,6 +303,8 @@ impl TileOp {
             TileOp::Reduce(..)
             | TileOp::Arg(..)
             | TileOp::Scan(..)
+            | TileOp::Sort(_)
+            | TileOp::ArgSort(_)
             | TileOp::Expand
             | TileOp::Transpose
             | TileOp::Reshape

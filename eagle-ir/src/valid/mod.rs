@@ -577,6 +577,42 @@ impl V<'_> {
         Ok(())
     }
 
+    /// A reduce-scatter into one row: rank r's `[1, M, ...]` receive buffer gets row r of every
+    /// rank's `[NR, M, ...]` send window, reduced in rank order.
+    fn check_reduce_scatter_rows(
+        &mut self,
+        op: &Op,
+        ctx: Value,
+        src: Value,
+        dst: Value,
+        r: crate::ReduceOp,
+    ) -> Result<()> {
+        self.ctx(op, ctx)?;
+        self.not_host(op, "collective")?;
+        self.writable(op, dst, "the collective")?;
+        let (ss, sd) = self.memory(op, src, "operand 1 (send buffer)")?;
+        let (ds, dd) = self.memory(op, dst, "operand 2 (receive buffer)")?;
+        if sd != dd {
+            return self.fail(op, format!("the receive buffer is `{ds}, {dd}` but the send buffer is `{ss}, {sd}`; give both the same dtype"));
+        }
+        if !matches!(self.ty(src), Type::Window(..)) {
+            return self.fail(op, format!("a reduce-scatter into one row (send buffer `{ss}`, receive buffer `{ds}`) reads row r of every rank's send buffer: make the send buffer a window (`window(buf, shape, dtype)` from the host)"));
+        }
+        self.reduce_op_fits(op, r, sd)
+    }
+
+    /// The reduce op `r` of a reduction collective takes buffers of dtype `d`.
+    fn reduce_op_fits(&mut self, op: &Op, r: crate::ReduceOp, d: DType) -> Result<()> {
+        if !r.accepts(d) {
+            return self.fail(op, if r.logical() {
+                format!("reduce op `{}` needs `bool` buffers, found `{d}`; compare first, or reduce numbers with `max` or `min`", r.name())
+            } else {
+                format!("reduce op `{}` does not fit dtype `bool`; reduce integers or floats (or cast the flags to `i32`)", r.name())
+            });
+        }
+        Ok(())
+    }
+
     /// Slices, sub-views and the built-in collectives.
     fn check_views_and_collectives(&mut self, op: &Op) -> Result<()> {
         use OpKind::*;
@@ -658,26 +694,7 @@ impl V<'_> {
                 dst,
                 op: r,
             } if self.ty(*src).holds_rows_of(self.ty(*dst)) => {
-                // The row form: rank r's `[1, M, ...]` receive buffer gets row r of every
-                // rank's `[NR, M, ...]` send window, reduced in rank order.
-                self.ctx(op, *ctx)?;
-                self.not_host(op, "collective")?;
-                self.writable(op, *dst, "the collective")?;
-                let (ss, sd) = self.memory(op, *src, "operand 1 (send buffer)")?;
-                let (ds, dd) = self.memory(op, *dst, "operand 2 (receive buffer)")?;
-                if sd != dd {
-                    return self.fail(op, format!("the receive buffer is `{ds}, {dd}` but the send buffer is `{ss}, {sd}`; give both the same dtype"));
-                }
-                if !matches!(self.ty(*src), Type::Window(..)) {
-                    return self.fail(op, format!("a reduce-scatter into one row (send buffer `{ss}`, receive buffer `{ds}`) reads row r of every rank's send buffer: make the send buffer a window (`window(buf, shape, dtype)` from the host)"));
-                }
-                if !r.accepts(sd) {
-                    return self.fail(op, if r.logical() {
-                        format!("reduce op `{}` needs `bool` buffers, found `{sd}`; compare first, or reduce numbers with `max` or `min`", r.name())
-                    } else {
-                        format!("reduce op `{}` does not fit dtype `bool`; reduce integers or floats (or cast the flags to `i32`)", r.name())
-                    });
-                }
+                self.check_reduce_scatter_rows(op, *ctx, *src, *dst, *r)?
             }
             ReduceScatter {
                 ctx,
@@ -694,13 +711,7 @@ impl V<'_> {
             } => {
                 self.ctx(op, *ctx)?;
                 let d = self.collective_buffers(op, *src, *dst, false)?;
-                if !r.accepts(d) {
-                    return self.fail(op, if r.logical() {
-                        format!("reduce op `{}` needs `bool` buffers, found `{d}`; compare first, or reduce numbers with `max` or `min`", r.name())
-                    } else {
-                        format!("reduce op `{}` does not fit dtype `bool`; reduce integers or floats (or cast the flags to `i32`)", r.name())
-                    });
-                }
+                self.reduce_op_fits(op, *r, d)?;
                 if let AllReduce {
                     mode: crate::ir::AllreduceMode::Mesh,
                     ..

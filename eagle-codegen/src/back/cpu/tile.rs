@@ -588,6 +588,60 @@ impl Lower<'_, '_> {
         })
     }
 
+    /// `sort` (with `indices`, `argsort`) of the 2-D tile `src` along `axis` into `dst`: each
+    /// element's position is the count of elements that precede it in the stable order
+    /// ([`prim::precedes`]), and it is stored there (its value, or its index as `i64`).
+    fn lower_sort(
+        &mut self,
+        axis: usize,
+        src: Value,
+        dst: ClValue,
+        indices: bool,
+    ) -> Result<(), CodegenError> {
+        let (p, s, d) = self.tile_mem(src)?;
+        let (m, nn) = (s[0], s[1]);
+        let (count, len, outer, inner) = if axis == 1 {
+            (m, nn, nn, 1)
+        } else {
+            (nn, m, 1, nn)
+        };
+        let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
+        self.emit_loop(lo, hi, &mut |lw, i| {
+            let start = lw.b.ins().imul_imm_s(i, outer as i64);
+            let (lo, hi) = (lw.iconst(0), lw.iconst(len as i64));
+            lw.emit_loop(lo, hi, &mut |lw, j| {
+                let off = lw.b.ins().imul_imm_s(j, inner as i64);
+                let at_j = lw.b.ins().iadd(start, off);
+                let xj = lw.tile_load(p, at_j, d);
+                let zero = lw.iconst(0);
+                let pos = lw.vars(1, types::I64, zero)[0];
+                let (lo, hi) = (lw.iconst(0), lw.iconst(len as i64));
+                lw.emit_loop(lo, hi, &mut |lw, k| {
+                    let off = lw.b.ins().imul_imm_s(k, inner as i64);
+                    let at_k = lw.b.ins().iadd(start, off);
+                    let xk = lw.tile_load(p, at_k, d);
+                    let k_lower = lw.b.ins().icmp(IntCC::SignedLessThan, k, j);
+                    let before =
+                        prim::precedes(&mut ClPrim { lw, d }, d.is_float(), &xk, &xj, k_lower);
+                    let one = lw.b.ins().uextend(types::I64, before);
+                    let cur = lw.b.use_var(pos);
+                    let next = lw.b.ins().iadd(cur, one);
+                    lw.b.def_var(pos, next);
+                    Ok(())
+                })?;
+                let at = lw.b.use_var(pos);
+                let off = lw.b.ins().imul_imm_s(at, inner as i64);
+                let to = lw.b.ins().iadd(start, off);
+                if indices {
+                    lw.tile_store(dst, to, j, DType::I64);
+                } else {
+                    lw.tile_store(dst, to, xj, d);
+                }
+                Ok(())
+            })
+        })
+    }
+
     /// Lowers a tile op (see the module docs).
     pub(super) fn lower_tile(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
         let OpKind::Tile(t, args) = &op.kind else {
@@ -623,6 +677,8 @@ impl Lower<'_, '_> {
             }
             TileOp::Arg(aop, axis) => self.lower_reduce(Seq::Arg(*aop), *axis, args[0], dst)?,
             TileOp::Scan(op, axis) => self.lower_scan(*op, *axis, args[0], dst)?,
+            TileOp::Sort(axis) => self.lower_sort(*axis, args[0], dst, false)?,
+            TileOp::ArgSort(axis) => self.lower_sort(*axis, args[0], dst, true)?,
             TileOp::Expand | TileOp::Full => {
                 if let Type::Scalar(_) = self.f.ty(args[0]) {
                     let x = self.scalar(args[0])?;

@@ -21,6 +21,15 @@ use eagle_ir::{BinOp, DType, Op, OpKind, Value};
 /// shared memory per block).
 pub const MAX_SHARED_BYTES: u64 = 48 << 10;
 
+/// Where a sorted element comes from: its sequence (`start`, `stride`, `len` elements) and
+/// its position in the sorted sequence (`pos`), as C expressions.
+struct SortArgs<'a> {
+    start: &'a str,
+    stride: u64,
+    pos: &'a str,
+    len: u64,
+}
+
 impl Emitter<'_> {
     /// `a <op> b` in C on dtype `d`, as the elementwise op computes it.
     fn comb(&self, op: BinOp, a: &str, b: &str, d: DType) -> Result<String, CodegenError> {
@@ -126,6 +135,38 @@ impl Emitter<'_> {
         self.depth -= 1;
         self.line("}");
         Ok(())
+    }
+
+    /// Emits `dst = ` the element at position `pos` of the sequence `src[start + e * stride]`
+    /// (`len` elements) in its stable sorted order (with `indices`, its index): the element
+    /// `j` that exactly `pos` elements precede ([`eagle_ir::prim::precedes`]).
+    fn emit_sorted(&mut self, src: &str, a: &SortArgs<'_>, d: DType, indices: bool, dst: &str) {
+        let t = ctype(d);
+        let (start, stride, pos, len) = (a.start, a.stride, a.pos, a.len);
+        let before = prim::precedes(
+            &mut CPrim(d),
+            d.is_float(),
+            &"xq".to_string(),
+            &"xj".to_string(),
+            "(q < j)".to_string(),
+        );
+        self.line("{");
+        self.depth += 1;
+        self.line(format!("const long long pos = {pos};"));
+        self.line(format!("for (long long j = 0; j < {len}LL; ++j) {{"));
+        self.depth += 1;
+        self.line(format!("const {t} xj = {src}[{start} + j * {stride}LL];"));
+        self.line("long long r = 0;");
+        self.line(format!("for (long long q = 0; q < {len}LL; ++q) {{"));
+        self.depth += 1;
+        self.line(format!("const {t} xq = {src}[{start} + q * {stride}LL];"));
+        self.line(format!("r += {before} ? 1 : 0;"));
+        self.close();
+        let v = if indices { "j" } else { "xj" };
+        self.line(format!("if (r == pos) {{ {dst} = {v}; break; }}"));
+        self.close();
+        self.depth -= 1;
+        self.line("}");
     }
 
     /// Emits the argmax (argmin) scan ([`eagle_ir::tile::arg_better`]) into `dst`.
@@ -282,6 +323,22 @@ impl Emitter<'_> {
                     _ => ("i".to_string(), s0[1], s0[0]),
                 };
                 self.emit_reduce(*rop, &srcs[0], &start, stride, len, rd, dst)?;
+            }
+            TileOp::Sort(axis) | TileOp::ArgSort(axis) => {
+                let n = s0[1];
+                let (start, stride, pos, len) = if *axis == 1 {
+                    (format!("(i / {n}LL) * {n}LL"), 1, format!("i % {n}LL"), n)
+                } else {
+                    (format!("i % {n}LL"), n, format!("i / {n}LL"), s0[0])
+                };
+                let indices = matches!(t, TileOp::ArgSort(_));
+                let args = SortArgs {
+                    start: &start,
+                    stride,
+                    pos: &pos,
+                    len,
+                };
+                self.emit_sorted(&srcs[0], &args, dts[0], indices, dst);
             }
             TileOp::Scan(op, axis) => {
                 // Element (r, c): the running value of its row up to column c (axis 1), or of
