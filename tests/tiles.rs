@@ -923,3 +923,110 @@ fn sort_and_argsort_order_each_row_stably_with_nans_last() {
     assert!(s.data()[N - 1].is_nan());
     assert_eq!(&i.data()[..8], &[11, 10, 9, 8, 7, 6, 0, 3]);
 }
+
+/// Top-2 routing as a kernel writes it: each token's experts ranked by score (`argsort` of the
+/// negated scores: descending, ties to the lower expert), the first two kept (`extract`), and
+/// their scores fetched with `gather` (issue 38, item 5).
+#[eagle::kernel(device)]
+pub fn top2(ctx: Ctx, x: Tensor<f32, M, N>, e: Out<Tensor<i64, M, 2>>, s: Out<Tensor<f32, M, 2>>) {
+    let t = load(x, [0, 0], [M, N]);
+    let best = extract(argsort(0.0 - t, 1), [0, 0], [M, 2]);
+    store(e, [0, 0], best);
+    store(s, [0, 0], gather(t, best, 1));
+}
+
+#[eagle::host]
+pub fn top2_host(x: Tensor<f32, M, N>, e: Out<Tensor<i64, M, 2>>, s: Out<Tensor<f32, M, 2>>) {
+    top2(x, e, s, device = 0);
+}
+
+#[test]
+fn top2_routing_with_argsort_extract_and_gather() {
+    let mut x = eagle_runner::random_tensor(&[M, N], 29);
+    // Row 1: a tie for the best score goes to the lower expert.
+    x.data_mut()[N + 4] = 9.0;
+    x.data_mut()[N + 7] = 9.0;
+    let mut e = Tensor::<i64>::zeros(&[M, 2]);
+    let mut s = Tensor::<f32>::zeros(&[M, 2]);
+    top2_host
+        .launch(&Session::sim(1).unwrap(), &x, &mut e, &mut s)
+        .unwrap();
+    let d = x.data();
+    for r in 0..M {
+        let row = &d[r * N..(r + 1) * N];
+        let mut idx: Vec<usize> = (0..N).collect();
+        idx.sort_by(|&a, &b| row[b].partial_cmp(&row[a]).unwrap());
+        assert_eq!(
+            &e.data()[2 * r..2 * r + 2],
+            &[idx[0] as i64, idx[1] as i64],
+            "row {r}"
+        );
+        assert_eq!(
+            &s.data()[2 * r..2 * r + 2],
+            &[row[idx[0]], row[idx[1]]],
+            "row {r}"
+        );
+    }
+    assert_eq!(&e.data()[2..4], &[4, 7]);
+}
+
+/// Typing of `gather`: integer indices, 2-D tiles that agree off the axis, axis 0 or 1.
+#[test]
+fn gather_refuses_float_indices_mismatched_rows_and_wrong_axes() {
+    use eagle::ir::{DType, Dim, Shape, TileOp, Type};
+    let tile = |m: u64, n: u64, d| Type::Tile(Shape(vec![Dim::Const(m), Dim::Const(n)]), d);
+    let t = tile(4, 8, DType::F32);
+    let e = TileOp::Gather(1)
+        .infer(&[&t, &tile(4, 2, DType::F32)], None, None)
+        .unwrap_err();
+    assert!(
+        e.contains("`gather`'s indices are integers, found a tile of `f32`"),
+        "{e}"
+    );
+    let e = TileOp::Gather(1)
+        .infer(&[&t, &tile(3, 2, DType::I64)], None, None)
+        .unwrap_err();
+    assert!(e.contains("dim 0 differs (4 vs 3)"), "{e}");
+    let e = TileOp::Gather(2)
+        .infer(&[&t, &tile(4, 2, DType::I64)], None, None)
+        .unwrap_err();
+    assert!(e.contains("found axis 2"), "{e}");
+    assert_eq!(
+        TileOp::Gather(0).infer(&[&t, &tile(3, 8, DType::I32)], None, None),
+        Ok(tile(3, 8, DType::F32))
+    );
+}
+
+#[eagle::kernel(device)]
+pub fn pick(ctx: Ctx, x: Tensor<f32, M, N>, i: Tensor<i64, M, 2>, s: Out<Tensor<f32, M, 2>>) {
+    let t = load(x, [0, 0], [M, N]);
+    store(s, [0, 0], gather(t, load(i, [0, 0], [M, 2]), 1));
+}
+
+#[eagle::host]
+pub fn pick_host(x: Tensor<f32, M, N>, i: Tensor<i64, M, 2>, s: Out<Tensor<f32, M, 2>>) {
+    pick(x, i, s, device = 0);
+}
+
+/// A `gather` index outside the axis is a run-time error naming the op, its source line and
+/// the extent (E051).
+#[test]
+fn a_gather_index_outside_the_axis_is_an_error_naming_the_line() {
+    let x = eagle_runner::random_tensor(&[M, N], 31);
+    let mut s = Tensor::<f32>::zeros(&[M, 2]);
+    for bad in [N as i64, -1] {
+        let mut idx = Tensor::<i64>::zeros(&[M, 2]);
+        idx.data_mut()[3] = bad;
+        let e = pick_host
+            .launch(&Session::sim(1).unwrap(), &x, &idx, &mut s)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "an index of `gather` is outside 0..{N}, the extent of the source's axis 1"
+            )),
+            "{e}"
+        );
+        assert!(e.contains("tests/tiles.rs:"), "{e}");
+    }
+}

@@ -33,6 +33,14 @@ pub fn subview_offset(function: &str, op: &str, len: u64, extent: u64) -> String
     )
 }
 
+/// A `gather` index outside its axis of `extent` elements (`{b}` is the extent; every backend
+/// reports the same text, so the index itself is not in it).
+pub fn gather_index(function: &str, op: &str, axis: usize, extent: u64) -> String {
+    format!(
+        "function `{function}`, {op}: an index of `gather` is outside 0..{extent}, the extent of the source's axis {axis}"
+    )
+}
+
 /// Integer `/` or `%` by zero.
 pub fn division_by_zero(function: &str, op: &str) -> String {
     format!("function `{function}`, {op}: integer division by zero")

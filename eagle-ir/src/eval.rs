@@ -95,6 +95,14 @@ pub enum EvalError {
     },
     /// The op is not elementwise (a load, a loop, a call, ...): it has no scalar meaning.
     NotElementwise,
+    /// An index outside the axis it indexes (`gather`; compiled code reports it as a run-time
+    /// fault).
+    IndexOutOfRange {
+        /// The index found.
+        index: i128,
+        /// The extent of the axis: indices run over `0..extent`.
+        extent: u64,
+    },
     /// Operands of different dtypes.
     Mismatch {
         /// The op's IR spelling.
@@ -111,6 +119,9 @@ impl fmt::Display for EvalError {
         match self {
             EvalError::DivisionByZero => write!(f, "integer division by zero"),
             EvalError::NotElementwise => write!(f, "not an elementwise op"),
+            EvalError::IndexOutOfRange { index, extent } => {
+                write!(f, "index {index} is outside 0..{extent}")
+            }
             EvalError::Unsupported { op, dtype } => {
                 write!(f, "`{op}` is not defined on `{dtype}`")
             }

@@ -401,6 +401,7 @@ fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
             TileOp::Arg(..)
             | TileOp::Sort(_)
             | TileOp::ArgSort(_)
+            | TileOp::Gather(_)
             | TileOp::Expand
             | TileOp::Transpose
             | TileOp::Reshape

@@ -95,6 +95,7 @@ impl TileOp {
             }
             TileOp::Scan(op, axis) => scan_type(*op, *axis, args[0])?,
             TileOp::Sort(axis) | TileOp::ArgSort(axis) => sort_type(self, *axis, args[0])?,
+            TileOp::Gather(axis) => gather_type(*axis, args[0], args[1])?,
             TileOp::Arg(_, axis) => {
                 let (m, n, d) = two_d(0)?;
                 if d == DType::Bool {
@@ -231,6 +232,7 @@ impl TileOp {
             }
             TileOp::Scan(op, axis) => out(scan(*op, *axis, &args[0])?),
             TileOp::Sort(axis) => out(sorted(*axis, &args[0], false)),
+            TileOp::Gather(axis) => out(gather(*axis, &args[0], &args[1])?),
             TileOp::ArgSort(axis) => out(sorted(*axis, &args[0], true)),
             TileOp::Arg(op, axis) => {
                 let t = &args[0];
@@ -568,6 +570,68 @@ fn scan(op: ReduceOp, axis: usize, t: &Tile) -> Result<Vec<Scalar>, eval::EvalEr
         }
     }
     Ok(data)
+}
+
+/// The type of `gather(t, idx, axis)`: `idx`'s shape, `t`'s dtype.
+fn gather_type(axis: usize, t: &Type, idx: &Type) -> Result<Type, String> {
+    let (Type::Tile(s, d), Type::Tile(si, di)) = (t, idx) else {
+        return Err(format!(
+            "`gather` takes two tiles (the source and the indices), found `{t}` and `{idx}`; load them with `load(x, [offsets], [shape])`"
+        ));
+    };
+    if s.rank() != 2 || si.rank() != 2 {
+        return Err(format!(
+            "`gather` takes 2-D tiles `[M, N]`, found `{t}` and `{idx}`; use `reshape(t, [M, N])` first"
+        ));
+    }
+    if !di.is_int() {
+        return Err(format!(
+            "`gather`'s indices are integers, found a tile of `{di}`; cast them with `as i64`"
+        ));
+    }
+    if axis > 1 {
+        return Err(format!(
+            "`gather` runs along axis 0 (indices pick rows) or 1 (indices pick columns), found axis {axis}"
+        ));
+    }
+    // Along axis 1 the rows match; along axis 0 the columns.
+    let other = 1 - axis;
+    if !dims_compatible(&s.0[other], &si.0[other]) {
+        return Err(format!(
+            "`gather` along axis {axis} of `{t}` with indices `{idx}`: dim {other} differs ({} vs {}); the indices have the source's extent in every dim but the axis",
+            s.0[other], si.0[other]
+        ));
+    }
+    Ok(Type::Tile(si.clone(), *d))
+}
+
+/// `gather` of `t` by `idx` along `axis` (see [`TileOp::Gather`]).
+fn gather(axis: usize, t: &Tile, idx: &Tile) -> Result<Vec<Scalar>, eval::EvalError> {
+    let (m, n) = (t.shape[0] as usize, t.shape[1] as usize);
+    let k = idx.shape[1] as usize;
+    let extent = if axis == 0 { m } else { n };
+    idx.data
+        .iter()
+        .enumerate()
+        .map(|(e, q)| {
+            let q = match q.to_const() {
+                crate::ir::Const::Int(q) => q,
+                _ => -1,
+            };
+            if q < 0 || q >= extent as i128 {
+                return Err(eval::EvalError::IndexOutOfRange {
+                    index: q,
+                    extent: extent as u64,
+                });
+            }
+            let (i, j) = (e / k, e % k);
+            Ok(if axis == 0 {
+                t.data[q as usize * n + j]
+            } else {
+                t.data[i * n + q as usize]
+            })
+        })
+        .collect()
 }
 
 /// The type of `sort(t, axis)` (`t`'s) or `argsort(t, axis)` (`i64` indices of `t`'s shape).

@@ -48,6 +48,7 @@ impl FunctionBuilder<'_> {
             _ if scan.is_some() => TileOp::Scan(scan.unwrap_or(crate::ReduceOp::Sum), ax),
             "concat" => TileOp::Concat(ax),
             "sort" => TileOp::Sort(ax),
+            "gather" => TileOp::Gather(ax),
             "argsort" => TileOp::ArgSort(ax),
             "iota" => TileOp::Iota(ax),
             "extract" => {

@@ -50,6 +50,11 @@ pub enum TileOp {
     /// `argsort(t, axis)`: the `i64` indices along `axis` that [`TileOp::Sort`] puts in order
     /// (ties keep index order).
     ArgSort(usize),
+    /// `gather(t, idx, axis)`: operands `[t, idx]`, a 2-D tile and a 2-D tile of integer
+    /// indices; along axis 1, `out[i][j] = t[i][idx[i][j]]` (`idx` `[M, K]`, `out` `[M, K]`);
+    /// along axis 0, `out[i][j] = t[idx[i][j]][j]` (`idx` `[K, N]`). An index outside the
+    /// axis is a run-time error naming the op.
+    Gather(usize),
     /// `expand(t, [shape])` (and implicit broadcasting): operand `[t]`, a tile of the same
     /// rank whose every dim equals the result's or is 1 (numpy's rule), or a scalar.
     Expand,
@@ -176,6 +181,11 @@ const OTHER_INTRINSICS: &[Intrinsic] = &[
         signature: "matmul(a, b)",
     },
     Intrinsic {
+        name: "gather",
+        args: &[K::Value, K::Value, K::Axis],
+        signature: "gather(t, idx, axis)",
+    },
+    Intrinsic {
         name: "sort",
         args: &[K::Value, K::Axis],
         signature: "sort(t, axis)",
@@ -248,6 +258,8 @@ impl TileOp {
             TileOp::Reshape,
             TileOp::Concat(0),
             TileOp::Concat(1),
+            TileOp::Gather(0),
+            TileOp::Gather(1),
             TileOp::Sort(0),
             TileOp::Sort(1),
             TileOp::ArgSort(0),
@@ -281,6 +293,8 @@ impl TileOp {
             TileOp::Concat(0) => "concat_0",
             TileOp::Concat(_) => "concat_1",
             TileOp::Extract(_) => "extract",
+            TileOp::Gather(0) => "gather_0",
+            TileOp::Gather(_) => "gather_1",
             TileOp::Sort(0) => "sort_0",
             TileOp::Sort(_) => "sort_1",
             TileOp::ArgSort(0) => "argsort_0",
@@ -297,7 +311,7 @@ impl TileOp {
     pub fn arity(&self) -> usize {
         match self {
             TileOp::Iota(_) => 0,
-            TileOp::Concat(_) | TileOp::Matmul => 2,
+            TileOp::Concat(_) | TileOp::Matmul | TileOp::Gather(_) => 2,
             TileOp::MatmulAcc => 3,
             // Exhaustive on purpose: a new tile op must state its arity.
             TileOp::Reduce(..)

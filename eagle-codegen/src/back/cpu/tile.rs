@@ -642,6 +642,51 @@ impl Lower<'_, '_> {
         })
     }
 
+    /// `gather(t, idx, axis)` into `dst` ([`TileOp::Gather`]): each index checked against the
+    /// axis (a fault naming the op), then the element copied.
+    fn lower_gather(
+        &mut self,
+        op: &Op,
+        axis: usize,
+        [src, idx]: [Value; 2],
+        dst: ClValue,
+    ) -> Result<(), CodegenError> {
+        let (p, s, d) = self.tile_mem(src)?;
+        let (pi, si, di) = self.tile_mem(idx)?;
+        let (m, nn) = (s[0], s[1]);
+        let k = si[1];
+        let extent = if axis == 0 { m } else { nn };
+        let msg = crate::sites::gather_index(&self.f.name, &self.site_op(op), axis, extent);
+        let count: u64 = si.iter().product();
+        let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
+        self.emit_loop(lo, hi, &mut |lw, e| {
+            let q = lw.tile_load(pi, e, di);
+            let q = lw.widen_i64(q, di);
+            // Unsigned: a negative index is past the end too.
+            let bad =
+                lw.b.ins()
+                    .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, q, extent as i64);
+            let b = lw.iconst(extent as i64);
+            lw.fault_if(bad, msg.clone(), q, b);
+            let at = if axis == 0 {
+                // t[q][j], j = e % k (k = N here).
+                let kv = lw.iconst(k as i64);
+                let j = lw.b.ins().urem(e, kv);
+                let row = lw.b.ins().imul_imm_s(q, nn as i64);
+                lw.b.ins().iadd(row, j)
+            } else {
+                // t[i][q], i = e / k.
+                let kv = lw.iconst(k as i64);
+                let i = lw.b.ins().udiv(e, kv);
+                let row = lw.b.ins().imul_imm_s(i, nn as i64);
+                lw.b.ins().iadd(row, q)
+            };
+            let x = lw.tile_load(p, at, d);
+            lw.tile_store(dst, e, x, d);
+            Ok(())
+        })
+    }
+
     /// Lowers a tile op (see the module docs).
     pub(super) fn lower_tile(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
         let OpKind::Tile(t, args) = &op.kind else {
@@ -678,6 +723,7 @@ impl Lower<'_, '_> {
             TileOp::Arg(aop, axis) => self.lower_reduce(Seq::Arg(*aop), *axis, args[0], dst)?,
             TileOp::Scan(op, axis) => self.lower_scan(*op, *axis, args[0], dst)?,
             TileOp::Sort(axis) => self.lower_sort(*axis, args[0], dst, false)?,
+            TileOp::Gather(axis) => self.lower_gather(op, *axis, [args[0], args[1]], dst)?,
             TileOp::ArgSort(axis) => self.lower_sort(*axis, args[0], dst, true)?,
             TileOp::Expand | TileOp::Full => {
                 if let Type::Scalar(_) = self.f.ty(args[0]) {

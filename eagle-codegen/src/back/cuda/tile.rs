@@ -290,9 +290,32 @@ impl Emitter<'_> {
             // Every thread computes the whole reduction alike (scalars are replicated).
             self.emit_reduce(*rop, &srcs[0], "0", 1, len, d, &dst)?;
         } else {
+            // A gather checks its indices: every thread looks at its elements, then the
+            // block fails together (the one message of `sites::gather_index`).
+            let check = if let TileOp::Gather(axis) = t {
+                let extent = shapes[0][if *axis == 0 { 0 } else { 1 }];
+                let msg =
+                    crate::sites::gather_index(&self.f.name, &self.site_op(op), *axis, extent);
+                let site = self.sites.len();
+                self.sites.push(self.placed(msg));
+                self.line("int bad = 0;");
+                Some(site)
+            } else {
+                None
+            };
             self.open_tile_loop(n);
             self.emit_tile_element(t, &srcs, &shapes, &dts, &rshape, rd, &dst)?;
             self.close();
+            if let Some(site) = check {
+                match self.mode {
+                    Mode::Block => self.line(format!(
+                        "if (__syncthreads_or(bad)) {{ if (lane == 0) eg_fail(rt, {site}, 0, 0); return 1; }}"
+                    )),
+                    Mode::Thread => {
+                        self.line(format!("if (bad) return eg_fail(rt, {site}, 0, 0);"))
+                    }
+                }
+            }
         }
         if self.mode == Mode::Block {
             self.line("__syncthreads();");
@@ -323,6 +346,20 @@ impl Emitter<'_> {
                     _ => ("i".to_string(), s0[1], s0[0]),
                 };
                 self.emit_reduce(*rop, &srcs[0], &start, stride, len, rd, dst)?;
+            }
+            TileOp::Gather(axis) => {
+                let (n, k) = (s0[1], shapes[1][1]);
+                let extent = if *axis == 0 { s0[0] } else { n };
+                self.line(format!("const long long q = (long long)({}[i]);", srcs[1]));
+                self.line(format!(
+                    "if (q < 0 || q >= {extent}LL) {{ bad = 1; continue; }}"
+                ));
+                let at = if *axis == 0 {
+                    format!("q * {n}LL + i % {k}LL")
+                } else {
+                    format!("(i / {k}LL) * {n}LL + q")
+                };
+                self.line(format!("{dst} = {}[{at}];", srcs[0]));
             }
             TileOp::Sort(axis) | TileOp::ArgSort(axis) => {
                 let n = s0[1];
