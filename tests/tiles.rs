@@ -1030,3 +1030,96 @@ fn a_gather_index_outside_the_axis_is_an_error_naming_the_line() {
         assert!(e.contains("tests/tiles.rs:"), "{e}");
     }
 }
+
+/// `scatter` and `scatter_add` in a kernel: a mask of each token's top-2 experts, and a
+/// histogram of expert choices down the columns (issue 38, item 5).
+#[eagle::kernel(device)]
+pub fn routing_counts(
+    ctx: Ctx,
+    x: Tensor<f32, M, N>,
+    mask: Out<Tensor<f32, M, N>>,
+    counts: Out<Tensor<f32, 1, N>>,
+) {
+    let t = load(x, [0, 0], [M, N]);
+    let best = extract(argsort(0.0 - t, 1), [0, 0], [M, 2]);
+    store(
+        mask,
+        [0, 0],
+        scatter(zeros([M, N], f32), best, full([M, 2], 1.0), 1),
+    );
+    // One row of counts: every choice of every token added at its expert, in index order.
+    let picks = reshape(best, [1, 2 * M]);
+    let ones = full([1, 2 * M], 1.0);
+    store(
+        counts,
+        [0, 0],
+        scatter_add(zeros([1, N], f32), picks, ones, 1),
+    );
+}
+
+#[eagle::host]
+pub fn routing_counts_host(
+    x: Tensor<f32, M, N>,
+    mask: Out<Tensor<f32, M, N>>,
+    counts: Out<Tensor<f32, 1, N>>,
+) {
+    routing_counts(x, mask, counts, device = 0);
+}
+
+#[test]
+fn scatter_marks_the_top_experts_and_scatter_add_counts_the_choices() {
+    let x = eagle_runner::random_tensor(&[M, N], 37);
+    let mut mask = Tensor::<f32>::zeros(&[M, N]);
+    let mut counts = Tensor::<f32>::zeros(&[1, N]);
+    routing_counts_host
+        .launch(&Session::sim(1).unwrap(), &x, &mut mask, &mut counts)
+        .unwrap();
+    let d = x.data();
+    let mut want_mask = [0f32; M * N];
+    let mut want_counts = [0f32; N];
+    for r in 0..M {
+        let row = &d[r * N..(r + 1) * N];
+        let mut idx: Vec<usize> = (0..N).collect();
+        idx.sort_by(|&a, &b| row[b].partial_cmp(&row[a]).unwrap());
+        for &e in &idx[..2] {
+            want_mask[r * N + e] = 1.0;
+            want_counts[e] += 1.0;
+        }
+    }
+    assert_eq!(mask.data(), &want_mask[..]);
+    assert_eq!(counts.data(), &want_counts[..]);
+    assert_eq!(counts.data().iter().sum::<f32>(), (2 * M) as f32);
+}
+
+/// Typing of `scatter`: values of the indices' shape and the base's dtype; `scatter_add` adds
+/// numbers.
+#[test]
+fn scatter_refuses_values_of_another_shape_or_dtype_and_bool_sums() {
+    use eagle::ir::{DType, Dim, Shape, TileOp, Type};
+    let tile = |m: u64, n: u64, d| Type::Tile(Shape(vec![Dim::Const(m), Dim::Const(n)]), d);
+    let (t, i) = (tile(4, 8, DType::F32), tile(4, 2, DType::I64));
+    let op = TileOp::Scatter {
+        add: false,
+        axis: 1,
+    };
+    let e = op
+        .infer(&[&t, &i, &tile(4, 3, DType::F32)], None, None)
+        .unwrap_err();
+    assert!(
+        e.contains("`scatter`'s values have the indices' shape and the base's dtype"),
+        "{e}"
+    );
+    let e = op
+        .infer(&[&t, &i, &tile(4, 2, DType::F64)], None, None)
+        .unwrap_err();
+    assert!(e.contains("found `tile<[4, 2], f64>`"), "{e}");
+    let b = tile(4, 8, DType::Bool);
+    let e = TileOp::Scatter { add: true, axis: 1 }
+        .infer(&[&b, &i, &tile(4, 2, DType::Bool)], None, None)
+        .unwrap_err();
+    assert!(e.contains("`scatter_add` adds numbers"), "{e}");
+    assert_eq!(
+        op.infer(&[&t, &i, &tile(4, 2, DType::F32)], None, None),
+        Ok(t.clone())
+    );
+}

@@ -396,6 +396,8 @@ fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
             // A sum or product makes new numbers; max and min pick a member (the reduction's
             // own declaration says which).
             TileOp::Reduce(op, _) | TileOp::Scan(op, _) => recompute(!op.selects()),
+            // Sums make new numbers; an overwrite places members.
+            TileOp::Scatter { add, .. } => recompute(*add),
             TileOp::Matmul | TileOp::MatmulAcc | TileOp::Iota(_) => Recompute,
             // A member of the tile, or a rearrangement of its elements (arg ops give indices).
             TileOp::Arg(..)

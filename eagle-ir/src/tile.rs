@@ -96,6 +96,7 @@ impl TileOp {
             TileOp::Scan(op, axis) => scan_type(*op, *axis, args[0])?,
             TileOp::Sort(axis) | TileOp::ArgSort(axis) => sort_type(self, *axis, args[0])?,
             TileOp::Gather(axis) => gather_type(*axis, args[0], args[1])?,
+            TileOp::Scatter { add, axis } => scatter_type(*add, *axis, args)?,
             TileOp::Arg(_, axis) => {
                 let (m, n, d) = two_d(0)?;
                 if d == DType::Bool {
@@ -233,6 +234,7 @@ impl TileOp {
             TileOp::Scan(op, axis) => out(scan(*op, *axis, &args[0])?),
             TileOp::Sort(axis) => out(sorted(*axis, &args[0], false)),
             TileOp::Gather(axis) => out(gather(*axis, &args[0], &args[1])?),
+            TileOp::Scatter { add, axis } => out(scatter(*add, *axis, args)?),
             TileOp::ArgSort(axis) => out(sorted(*axis, &args[0], true)),
             TileOp::Arg(op, axis) => {
                 let t = &args[0];
@@ -632,6 +634,61 @@ fn gather(axis: usize, t: &Tile, idx: &Tile) -> Result<Vec<Scalar>, eval::EvalEr
             })
         })
         .collect()
+}
+
+/// The type of `scatter(t, idx, v, axis)` / `scatter_add`: `t`'s.
+fn scatter_type(add: bool, axis: usize, args: &[&Type]) -> Result<Type, String> {
+    let name = if add { "scatter_add" } else { "scatter" };
+    let (t, idx, v) = (args[0], args[1], args[2]);
+    gather_type(axis, t, idx).map_err(|e| e.replacen("`gather`", &format!("`{name}`"), 1))?;
+    let (Type::Tile(_, d), Type::Tile(si, _), Type::Tile(sv, dv)) = (t, idx, v) else {
+        return Err(format!(
+            "`{name}` takes three tiles (the base, the indices and the values), found `{v}` as the values"
+        ));
+    };
+    if dv != d || sv.rank() != 2 || !si.0.iter().zip(&sv.0).all(|(a, b)| dims_compatible(a, b)) {
+        return Err(format!(
+            "`{name}`'s values have the indices' shape and the base's dtype: `{si}` of `{d}`, found `{v}`"
+        ));
+    }
+    if add && *d == DType::Bool {
+        return Err("`scatter_add` adds numbers, found a tile of `bool`; use `scatter`".into());
+    }
+    Ok(t.clone())
+}
+
+/// `scatter`/`scatter_add` (see [`TileOp::Scatter`]): `t` with each value of `args[2]` written
+/// (or added) at its index, in row-major order of the indices.
+fn scatter(add: bool, axis: usize, args: &[Tile]) -> Result<Vec<Scalar>, eval::EvalError> {
+    let (t, idx, v) = (&args[0], &args[1], &args[2]);
+    let (m, n) = (t.shape[0] as usize, t.shape[1] as usize);
+    let k = idx.shape[1] as usize;
+    let extent = if axis == 0 { m } else { n };
+    let mut data = t.data.clone();
+    for (e, q) in idx.data.iter().enumerate() {
+        let q = match q.to_const() {
+            crate::ir::Const::Int(q) => q,
+            _ => -1,
+        };
+        if q < 0 || q >= extent as i128 {
+            return Err(eval::EvalError::IndexOutOfRange {
+                index: q,
+                extent: extent as u64,
+            });
+        }
+        let (i, j) = (e / k, e % k);
+        let at = if axis == 0 {
+            q as usize * n + j
+        } else {
+            i * n + q as usize
+        };
+        data[at] = if add {
+            eval::binary(BinOp::Add, data[at], v.data[e])?
+        } else {
+            v.data[e]
+        };
+    }
+    Ok(data)
 }
 
 /// The type of `sort(t, axis)` (`t`'s) or `argsort(t, axis)` (`i64` indices of `t`'s shape).

@@ -49,6 +49,14 @@ impl FunctionBuilder<'_> {
             "concat" => TileOp::Concat(ax),
             "sort" => TileOp::Sort(ax),
             "gather" => TileOp::Gather(ax),
+            "scatter" => TileOp::Scatter {
+                add: false,
+                axis: ax,
+            },
+            "scatter_add" => TileOp::Scatter {
+                add: true,
+                axis: ax,
+            },
             "argsort" => TileOp::ArgSort(ax),
             "iota" => TileOp::Iota(ax),
             "extract" => {

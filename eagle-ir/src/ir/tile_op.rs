@@ -55,6 +55,18 @@ pub enum TileOp {
     /// along axis 0, `out[i][j] = t[idx[i][j]][j]` (`idx` `[K, N]`). An index outside the
     /// axis is a run-time error naming the op.
     Gather(usize),
+    /// `scatter(t, idx, v, axis)` (`add` false) and `scatter_add` (`add` true): operands
+    /// `[t, idx, v]`, `t` a 2-D tile, `idx` integer indices and `v` values of `t`'s dtype, both
+    /// `[M, K]` (axis 1) or `[K, N]` (axis 0). The result is `t` with, in row-major order of
+    /// `idx`, `out[i][idx[i][j]] = v[i][j]` (axis 1; axis 0: `out[idx[i][j]][j]`), or `+=` for
+    /// `scatter_add`: duplicate indices combine in index order (the last write wins; sums
+    /// round once per add, in that order). An index outside the axis is a run-time error.
+    Scatter {
+        /// `scatter_add` rather than `scatter`.
+        add: bool,
+        /// The axis the indices run along.
+        axis: usize,
+    },
     /// `expand(t, [shape])` (and implicit broadcasting): operand `[t]`, a tile of the same
     /// rank whose every dim equals the result's or is 1 (numpy's rule), or a scalar.
     Expand,
@@ -186,6 +198,16 @@ const OTHER_INTRINSICS: &[Intrinsic] = &[
         signature: "gather(t, idx, axis)",
     },
     Intrinsic {
+        name: "scatter",
+        args: &[K::Value, K::Value, K::Value, K::Axis],
+        signature: "scatter(t, idx, v, axis)",
+    },
+    Intrinsic {
+        name: "scatter_add",
+        args: &[K::Value, K::Value, K::Value, K::Axis],
+        signature: "scatter_add(t, idx, v, axis)",
+    },
+    Intrinsic {
         name: "sort",
         args: &[K::Value, K::Axis],
         signature: "sort(t, axis)",
@@ -260,6 +282,16 @@ impl TileOp {
             TileOp::Concat(1),
             TileOp::Gather(0),
             TileOp::Gather(1),
+            TileOp::Scatter {
+                add: false,
+                axis: 0,
+            },
+            TileOp::Scatter {
+                add: false,
+                axis: 1,
+            },
+            TileOp::Scatter { add: true, axis: 0 },
+            TileOp::Scatter { add: true, axis: 1 },
             TileOp::Sort(0),
             TileOp::Sort(1),
             TileOp::ArgSort(0),
@@ -293,6 +325,13 @@ impl TileOp {
             TileOp::Concat(0) => "concat_0",
             TileOp::Concat(_) => "concat_1",
             TileOp::Extract(_) => "extract",
+            TileOp::Scatter {
+                add: false,
+                axis: 0,
+            } => "scatter_0",
+            TileOp::Scatter { add: false, .. } => "scatter_1",
+            TileOp::Scatter { add: true, axis: 0 } => "scatter_add_0",
+            TileOp::Scatter { add: true, .. } => "scatter_add_1",
             TileOp::Gather(0) => "gather_0",
             TileOp::Gather(_) => "gather_1",
             TileOp::Sort(0) => "sort_0",
@@ -312,7 +351,7 @@ impl TileOp {
         match self {
             TileOp::Iota(_) => 0,
             TileOp::Concat(_) | TileOp::Matmul | TileOp::Gather(_) => 2,
-            TileOp::MatmulAcc => 3,
+            TileOp::MatmulAcc | TileOp::Scatter { .. } => 3,
             // Exhaustive on purpose: a new tile op must state its arity.
             TileOp::Reduce(..)
             | TileOp::Arg(..)

@@ -687,6 +687,55 @@ impl Lower<'_, '_> {
         })
     }
 
+    /// `scatter`/`scatter_add` into `dst` ([`TileOp::Scatter`]): the base copied, then each
+    /// value written (or added) at its checked index, in row-major order of the indices.
+    fn lower_scatter(
+        &mut self,
+        op: &Op,
+        (add, axis): (bool, usize),
+        [base, idx, vals]: [Value; 3],
+        dst: ClValue,
+    ) -> Result<(), CodegenError> {
+        let (p, s, d) = self.tile_mem(base)?;
+        let (pi, si, di) = self.tile_mem(idx)?;
+        let (pv, _, _) = self.tile_mem(vals)?;
+        let (m, nn) = (s[0], s[1]);
+        let k = si[1];
+        let extent = if axis == 0 { m } else { nn };
+        let msg = crate::sites::scatter_index(&self.f.name, &self.site_op(op), add, axis, extent);
+        self.copy_tile(dst, p, m * nn, d)?;
+        let count: u64 = si.iter().product();
+        let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
+        self.emit_loop(lo, hi, &mut |lw, e| {
+            let q = lw.tile_load(pi, e, di);
+            let q = lw.widen_i64(q, di);
+            let bad =
+                lw.b.ins()
+                    .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, q, extent as i64);
+            let b = lw.iconst(extent as i64);
+            lw.fault_if(bad, msg.clone(), q, b);
+            let kv = lw.iconst(k as i64);
+            let at = if axis == 0 {
+                let j = lw.b.ins().urem(e, kv);
+                let row = lw.b.ins().imul_imm_s(q, nn as i64);
+                lw.b.ins().iadd(row, j)
+            } else {
+                let i = lw.b.ins().udiv(e, kv);
+                let row = lw.b.ins().imul_imm_s(i, nn as i64);
+                lw.b.ins().iadd(row, q)
+            };
+            let x = lw.tile_load(pv, e, d);
+            let y = if add {
+                let cur = lw.tile_load(dst, at, d);
+                lw.combine(BinOp::Add, cur, x, d)?
+            } else {
+                x
+            };
+            lw.tile_store(dst, at, y, d);
+            Ok(())
+        })
+    }
+
     /// Lowers a tile op (see the module docs).
     pub(super) fn lower_tile(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
         let OpKind::Tile(t, args) = &op.kind else {
@@ -724,6 +773,9 @@ impl Lower<'_, '_> {
             TileOp::Scan(op, axis) => self.lower_scan(*op, *axis, args[0], dst)?,
             TileOp::Sort(axis) => self.lower_sort(*axis, args[0], dst, false)?,
             TileOp::Gather(axis) => self.lower_gather(op, *axis, [args[0], args[1]], dst)?,
+            TileOp::Scatter { add, axis } => {
+                self.lower_scatter(op, (*add, *axis), [args[0], args[1], args[2]], dst)?
+            }
             TileOp::ArgSort(axis) => self.lower_sort(*axis, args[0], dst, true)?,
             TileOp::Expand | TileOp::Full => {
                 if let Type::Scalar(_) = self.f.ty(args[0]) {

@@ -108,6 +108,52 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// Emits `dst = ` output `i` of `scatter`/`scatter_add` ([`TileOp::Scatter`]).
+    fn emit_scatter_element(
+        &mut self,
+        (add, axis): (bool, usize),
+        srcs: &[String],
+        shapes: &[Vec<u64>],
+        rd: DType,
+        dst: &str,
+    ) -> Result<(), CodegenError> {
+        let s0 = &shapes[0];
+        // Output (r, c): the base, then every value whose index lands here, in index
+        // order; every thread checks the indices of its row (column).
+        let (n, k) = (s0[1], shapes[1][1]);
+        let extent = if axis == 0 { s0[0] } else { n };
+        let (base, idx, vals) = (&srcs[0], &srcs[1], &srcs[2]);
+        // The indices that can land on output i, and what they must equal.
+        let (count, slot, target) = if axis == 0 {
+            let c = shapes[1][0];
+            (c, format!("q_ * {n}LL + i % {n}LL"), format!("i / {n}LL"))
+        } else {
+            (k, format!("(i / {n}LL) * {k}LL + q_"), format!("i % {n}LL"))
+        };
+        let t = ctype(rd);
+        self.line("{");
+        self.depth += 1;
+        self.line(format!("{t} acc = {base}[i];"));
+        self.line(format!("for (long long q_ = 0; q_ < {count}LL; ++q_) {{"));
+        self.depth += 1;
+        self.line(format!("const long long e_ = {slot};"));
+        self.line(format!("const long long q = (long long)({idx}[e_]);"));
+        self.line(format!(
+            "if (q < 0 || q >= {extent}LL) {{ bad = 1; continue; }}"
+        ));
+        let v = if add {
+            self.comb(BinOp::Add, "acc", &format!("{vals}[e_]"), rd)?
+        } else {
+            format!("{vals}[e_]")
+        };
+        self.line(format!("if (q == {target}) acc = {v};"));
+        self.close();
+        self.line(format!("{dst} = acc;"));
+        self.depth -= 1;
+        self.line("}");
+        Ok(())
+    }
+
     /// Emits `dst = ` the running combination (`op`) of the first `count` elements of the
     /// sequence `src[start + e * stride]`, in index order ([`TileOp::Scan`]).
     #[allow(clippy::too_many_arguments)]
@@ -292,10 +338,20 @@ impl Emitter<'_> {
         } else {
             // A gather checks its indices: every thread looks at its elements, then the
             // block fails together (the one message of `sites::gather_index`).
-            let check = if let TileOp::Gather(axis) = t {
-                let extent = shapes[0][if *axis == 0 { 0 } else { 1 }];
-                let msg =
-                    crate::sites::gather_index(&self.f.name, &self.site_op(op), *axis, extent);
+            let checked = if let TileOp::Gather(axis) = t {
+                Some((None, *axis))
+            } else if let TileOp::Scatter { add, axis } = t {
+                Some((Some(*add), *axis))
+            } else {
+                None
+            };
+            let check = if let Some((scatter, axis)) = checked {
+                let extent = shapes[0][if axis == 0 { 0 } else { 1 }];
+                let (f, at) = (&self.f.name, self.site_op(op));
+                let msg = match scatter {
+                    None => crate::sites::gather_index(f, &at, axis, extent),
+                    Some(add) => crate::sites::scatter_index(f, &at, add, axis, extent),
+                };
                 let site = self.sites.len();
                 self.sites.push(self.placed(msg));
                 self.line("int bad = 0;");
@@ -360,6 +416,9 @@ impl Emitter<'_> {
                     format!("(i / {k}LL) * {n}LL + q")
                 };
                 self.line(format!("{dst} = {}[{at}];", srcs[0]));
+            }
+            TileOp::Scatter { add, axis } => {
+                self.emit_scatter_element((*add, *axis), srcs, shapes, rd, dst)?
             }
             TileOp::Sort(axis) | TileOp::ArgSort(axis) => {
                 let n = s0[1];
