@@ -1,5 +1,5 @@
 //! The differential test of the tile ops (`eagle_ir::TileOp`): every reduction, argmax and
-//! argmin, running form (`cumsum`, ...), sort and argsort, broadcast, layout, creation and matmul op on every number dtype, on tiles whose
+//! argmin, running form (`cumsum`, ...), sort and argsort, gather and scatter, broadcast, layout, creation and matmul op on every number dtype, on tiles whose
 //! extents are not multiples of the vector width or of the reduction's 8 lanes (`[6, 19]`,
 //! `[19, 7]`), with NaN of both signs, +-0, +-inf, subnormals and integer extremes sprinkled
 //! among random values, through
@@ -31,8 +31,9 @@ const E: [u64; 2] = [5, 19];
 const W: [u64; 2] = [19, 70];
 
 /// A case: the op text with operands `A`, `B`, `C` (tiles of the shapes above), `R` (the
-/// row-max `[6, 1]`), `Q` (the col-sum `[1, 19]`), `S` (the whole-tile max, a scalar); the
-/// result type; what it computes by the reference.
+/// row-max `[6, 1]`), `Q` (the col-sum `[1, 19]`), `S` (the whole-tile max, a scalar), `I`,
+/// `J`, `D` (index tiles of `A`'s shape: see `program`); the result type; what it computes by
+/// the reference.
 struct Case {
     text: &'static str,
     op: TileOp,
@@ -95,6 +96,11 @@ fn cases(d: DType) -> Vec<Case> {
         c("sort_0", &['A'], &[6, 19], None, false),
         c("argsort_1", &['A'], &[6, 19], Some(DType::I64), false),
         c("argsort_0", &['B'], &[19, 7], Some(DType::I64), false),
+        c("gather_1", &['A', 'I'], &[6, 19], None, false),
+        c("gather_0", &['A', 'J'], &[6, 19], None, false),
+        c("scatter_1", &['A', 'D', 'A'], &[6, 19], None, false),
+        c("scatter_add_1", &['A', 'D', 'A'], &[6, 19], None, true),
+        c("scatter_add_0", &['A', 'J', 'A'], &[6, 19], None, true),
     ];
     if let Some(Case { op, .. }) = v.iter_mut().find(|k| k.text.starts_with("extract")) {
         *op = TileOp::Extract(vec![1, 3]);
@@ -252,6 +258,13 @@ fn program(d: DType, cases: &[Case]) -> String {
     let _ = writeln!(body, "  %{r} = row_max %{ta} : {}", tile(&[6, 1], d));
     let _ = writeln!(body, "  %{q} = col_sum %{ta} : {}", tile(&[1, 19], d));
     let _ = writeln!(body, "  %{s} = reduce_max %{ta} : {}", d.name());
+    // Index tiles for gather and scatter: a permutation of each row of A (`I`), row indices of
+    // A for each column (`J`), and `I % 3` (`D`: duplicate indices in every row).
+    let (ii, jj, dd, three) = (fresh(), fresh(), fresh(), fresh());
+    let _ = writeln!(body, "  %{ii} = argsort_1 %{ta} : tile<[6, 19], i64>");
+    let _ = writeln!(body, "  %{jj} = argsort_0 %{ta} : tile<[6, 19], i64>");
+    let _ = writeln!(body, "  %{three} = const 3 : i64");
+    let _ = writeln!(body, "  %{dd} = rem %{ii}, %{three} : tile<[6, 19], i64>");
     for (i, k) in cases.iter().enumerate() {
         let args: Vec<String> = k
             .args
@@ -267,6 +280,9 @@ fn program(d: DType, cases: &[Case]) -> String {
                         'W' => tw,
                         'R' => r,
                         'Q' => q,
+                        'I' => ii,
+                        'J' => jj,
+                        'D' => dd,
                         _ => s,
                     }
                 )
@@ -398,6 +414,21 @@ fn check(d: DType, target: Target, opts: &RunOptions, compared: &mut usize) -> V
         .unwrap()
         .eval(std::slice::from_ref(&ta), &ty(&[], d))
         .unwrap();
+    let idx = |name: &str| {
+        TileOp::from_name(name)
+            .unwrap()
+            .eval(std::slice::from_ref(&ta), &ty(&A, DType::I64))
+            .unwrap()
+    };
+    let (ii, jj) = (idx("argsort_1"), idx("argsort_0"));
+    let dd = Tile {
+        shape: ii.shape.clone(),
+        data: ii
+            .data
+            .iter()
+            .map(|x| Scalar::I64(x.bits() as i64 % 3))
+            .collect(),
+    };
     let mut bad = vec![];
     for (k, o) in cases.iter().zip(&outs) {
         let ins: Vec<Tile> = k
@@ -411,6 +442,9 @@ fn check(d: DType, target: Target, opts: &RunOptions, compared: &mut usize) -> V
                 'W' => tw.clone(),
                 'R' => r.clone(),
                 'Q' => q.clone(),
+                'I' => ii.clone(),
+                'J' => jj.clone(),
+                'D' => dd.clone(),
                 _ => s.clone(),
             })
             .collect();
