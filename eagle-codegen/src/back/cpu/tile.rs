@@ -81,6 +81,18 @@ impl prim::Emitter for ClPrim<'_, '_, '_> {
     }
 }
 
+/// The indices of a `gather` or `scatter`: their tile (address, dtype), the axis they run
+/// along, their row length `k`, the source's row length `nn` and the axis's `extent`, and the
+/// fault message of an index outside it.
+struct Indexed {
+    idx: (ClValue, DType),
+    axis: usize,
+    k: u64,
+    nn: u64,
+    extent: u64,
+    msg: String,
+}
+
 /// What a row or column pass computes along each sequence.
 #[derive(Clone, Copy)]
 enum Seq {
@@ -642,6 +654,33 @@ impl Lower<'_, '_> {
         })
     }
 
+    /// The element of a `[m, nn]` source that index element `e` of `ix.idx` selects (row-major
+    /// `[.., k]` indices along `ix.axis`), after a fault if the index is outside the axis
+    /// (unsigned compare: a negative index is past the end too).
+    fn indexed_element(&mut self, ix: &Indexed, e: ClValue) -> ClValue {
+        let (pi, di) = ix.idx;
+        let q = self.tile_load(pi, e, di);
+        let q = self.widen_i64(q, di);
+        let bad = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, q, ix.extent as i64);
+        let b = self.iconst(ix.extent as i64);
+        self.fault_if(bad, ix.msg.clone(), q, b);
+        let kv = self.iconst(ix.k as i64);
+        if ix.axis == 0 {
+            // Element (q, e % k); k is the source's row length here.
+            let j = self.b.ins().urem(e, kv);
+            let row = self.b.ins().imul_imm_s(q, ix.nn as i64);
+            self.b.ins().iadd(row, j)
+        } else {
+            // Element (e / k, q).
+            let i = self.b.ins().udiv(e, kv);
+            let row = self.b.ins().imul_imm_s(i, ix.nn as i64);
+            self.b.ins().iadd(row, q)
+        }
+    }
+
     /// `gather(t, idx, axis)` into `dst` ([`TileOp::Gather`]): each index checked against the
     /// axis (a fault naming the op), then the element copied.
     fn lower_gather(
@@ -659,28 +698,16 @@ impl Lower<'_, '_> {
         let msg = crate::sites::gather_index(&self.f.name, &self.site_op(op), axis, extent);
         let count: u64 = si.iter().product();
         let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
+        let ix = Indexed {
+            idx: (pi, di),
+            axis,
+            k,
+            nn,
+            extent,
+            msg,
+        };
         self.emit_loop(lo, hi, &mut |lw, e| {
-            let q = lw.tile_load(pi, e, di);
-            let q = lw.widen_i64(q, di);
-            // Unsigned: a negative index is past the end too.
-            let bad =
-                lw.b.ins()
-                    .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, q, extent as i64);
-            let b = lw.iconst(extent as i64);
-            lw.fault_if(bad, msg.clone(), q, b);
-            let at = if axis == 0 {
-                // t[q][j], j = e % k (k = N here).
-                let kv = lw.iconst(k as i64);
-                let j = lw.b.ins().urem(e, kv);
-                let row = lw.b.ins().imul_imm_s(q, nn as i64);
-                lw.b.ins().iadd(row, j)
-            } else {
-                // t[i][q], i = e / k.
-                let kv = lw.iconst(k as i64);
-                let i = lw.b.ins().udiv(e, kv);
-                let row = lw.b.ins().imul_imm_s(i, nn as i64);
-                lw.b.ins().iadd(row, q)
-            };
+            let at = lw.indexed_element(&ix, e);
             let x = lw.tile_load(p, at, d);
             lw.tile_store(dst, e, x, d);
             Ok(())
@@ -706,24 +733,16 @@ impl Lower<'_, '_> {
         self.copy_tile(dst, p, m * nn, d)?;
         let count: u64 = si.iter().product();
         let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
+        let ix = Indexed {
+            idx: (pi, di),
+            axis,
+            k,
+            nn,
+            extent,
+            msg,
+        };
         self.emit_loop(lo, hi, &mut |lw, e| {
-            let q = lw.tile_load(pi, e, di);
-            let q = lw.widen_i64(q, di);
-            let bad =
-                lw.b.ins()
-                    .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, q, extent as i64);
-            let b = lw.iconst(extent as i64);
-            lw.fault_if(bad, msg.clone(), q, b);
-            let kv = lw.iconst(k as i64);
-            let at = if axis == 0 {
-                let j = lw.b.ins().urem(e, kv);
-                let row = lw.b.ins().imul_imm_s(q, nn as i64);
-                lw.b.ins().iadd(row, j)
-            } else {
-                let i = lw.b.ins().udiv(e, kv);
-                let row = lw.b.ins().imul_imm_s(i, nn as i64);
-                lw.b.ins().iadd(row, q)
-            };
+            let at = lw.indexed_element(&ix, e);
             let x = lw.tile_load(pv, e, d);
             let y = if add {
                 let cur = lw.tile_load(dst, at, d);
