@@ -1123,3 +1123,37 @@ fn scatter_refuses_values_of_another_shape_or_dtype_and_bool_sums() {
         Ok(t.clone())
     );
 }
+
+#[eagle::kernel(device)]
+pub fn float_index(ctx: Ctx, x: Tensor<f32, M, N>, y: Out<Tensor<f32, M, N>>) {
+    let t = load(x, [0, 0], [M, N]);
+    store(y, [0, 0], gather(t, t, 1));
+}
+
+#[eagle::host]
+pub fn float_index_host(x: Tensor<f32, M, N>, y: Out<Tensor<f32, M, N>>) {
+    float_index(x, y, device = 0);
+}
+
+/// A mistake in a data op is reported before anything runs, at the kernel's source line, with
+/// what was expected and the fix (an axis other than the literal 0 or 1 is a compile error of
+/// the macro already).
+#[test]
+fn data_op_mistakes_are_reported_before_the_run_at_the_source_line() {
+    let x = eagle_runner::random_tensor(&[M, N], 41);
+    let mut y = Tensor::<f32>::zeros(&[M, N]);
+    let s = Session::sim(1).unwrap();
+    let e = float_index_host
+        .launch(&s, &x, &mut y)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "`gather`'s indices are integers, found a tile of `f32`; cast them with `as i64`"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("tests/tiles.rs:"), "{e}");
+    // Nothing ran: the output is untouched.
+    assert!(y.data().iter().all(|&v| v == 0.0));
+}
