@@ -36,18 +36,27 @@ pub fn subview_offset(function: &str, op: &str, len: u64, extent: u64) -> String
 /// A `gather` index outside its axis of `extent` elements (`{b}` is the extent; every backend
 /// reports the same text, so the index itself is not in it).
 pub fn gather_index(function: &str, op: &str, axis: usize, extent: u64) -> String {
-    index_outside("gather", function, op, axis, extent)
+    index_outside("gather", "source", function, op, axis, extent)
 }
 
 /// A `scatter`/`scatter_add` index outside its axis (as [`gather_index`]).
 pub fn scatter_index(function: &str, op: &str, add: bool, axis: usize, extent: u64) -> String {
     let name = if add { "scatter_add" } else { "scatter" };
-    index_outside(name, function, op, axis, extent)
+    index_outside(name, "base", function, op, axis, extent)
 }
 
-fn index_outside(name: &str, function: &str, op: &str, axis: usize, extent: u64) -> String {
+/// An index of `name` outside 0..`extent`, the extent of axis `axis` of its `tile` (the tile it
+/// indexes: a gather's source, a scatter's base).
+fn index_outside(
+    name: &str,
+    tile: &str,
+    function: &str,
+    op: &str,
+    axis: usize,
+    extent: u64,
+) -> String {
     format!(
-        "function `{function}`, {op}: an index of `{name}` is outside 0..{extent}, the extent of the source's axis {axis}"
+        "function `{function}`, {op}: an index of `{name}` is outside 0..{extent}, the extent of the {tile}'s axis {axis}"
     )
 }
 
