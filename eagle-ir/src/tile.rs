@@ -607,32 +607,45 @@ fn gather_type(axis: usize, t: &Type, idx: &Type) -> Result<Type, String> {
     Ok(Type::Tile(si.clone(), *d))
 }
 
+/// The position in a `shape` (`[m, n]`) tile that element `e` of a `[.., k]` index tile,
+/// holding `q`, selects along `axis` (gather's and scatter's one rule).
+///
+/// # Errors
+/// [`eval::EvalError::IndexOutOfRange`] for `q` outside the axis.
+fn indexed_at(
+    axis: usize,
+    shape: &[u64],
+    k: usize,
+    e: usize,
+    q: Scalar,
+) -> Result<usize, eval::EvalError> {
+    let (m, n) = (shape[0] as usize, shape[1] as usize);
+    let extent = if axis == 0 { m } else { n };
+    let q = match q.to_const() {
+        crate::ir::Const::Int(q) => q,
+        _ => -1,
+    };
+    if q < 0 || q >= extent as i128 {
+        return Err(eval::EvalError::IndexOutOfRange {
+            index: q,
+            extent: extent as u64,
+        });
+    }
+    let (i, j) = (e / k, e % k);
+    Ok(if axis == 0 {
+        q as usize * n + j
+    } else {
+        i * n + q as usize
+    })
+}
+
 /// `gather` of `t` by `idx` along `axis` (see [`TileOp::Gather`]).
 fn gather(axis: usize, t: &Tile, idx: &Tile) -> Result<Vec<Scalar>, eval::EvalError> {
-    let (m, n) = (t.shape[0] as usize, t.shape[1] as usize);
     let k = idx.shape[1] as usize;
-    let extent = if axis == 0 { m } else { n };
     idx.data
         .iter()
         .enumerate()
-        .map(|(e, q)| {
-            let q = match q.to_const() {
-                crate::ir::Const::Int(q) => q,
-                _ => -1,
-            };
-            if q < 0 || q >= extent as i128 {
-                return Err(eval::EvalError::IndexOutOfRange {
-                    index: q,
-                    extent: extent as u64,
-                });
-            }
-            let (i, j) = (e / k, e % k);
-            Ok(if axis == 0 {
-                t.data[q as usize * n + j]
-            } else {
-                t.data[i * n + q as usize]
-            })
-        })
+        .map(|(e, &q)| Ok(t.data[indexed_at(axis, &t.shape, k, e, q)?]))
         .collect()
 }
 
@@ -661,27 +674,10 @@ fn scatter_type(add: bool, axis: usize, args: &[&Type]) -> Result<Type, String> 
 /// (or added) at its index, in row-major order of the indices.
 fn scatter(add: bool, axis: usize, args: &[Tile]) -> Result<Vec<Scalar>, eval::EvalError> {
     let (t, idx, v) = (&args[0], &args[1], &args[2]);
-    let (m, n) = (t.shape[0] as usize, t.shape[1] as usize);
     let k = idx.shape[1] as usize;
-    let extent = if axis == 0 { m } else { n };
     let mut data = t.data.clone();
-    for (e, q) in idx.data.iter().enumerate() {
-        let q = match q.to_const() {
-            crate::ir::Const::Int(q) => q,
-            _ => -1,
-        };
-        if q < 0 || q >= extent as i128 {
-            return Err(eval::EvalError::IndexOutOfRange {
-                index: q,
-                extent: extent as u64,
-            });
-        }
-        let (i, j) = (e / k, e % k);
-        let at = if axis == 0 {
-            q as usize * n + j
-        } else {
-            i * n + q as usize
-        };
+    for (e, &q) in idx.data.iter().enumerate() {
+        let at = indexed_at(axis, &t.shape, k, e, q)?;
         data[at] = if add {
             eval::binary(BinOp::Add, data[at], v.data[e])?
         } else {

@@ -681,6 +681,31 @@ impl Lower<'_, '_> {
         }
     }
 
+    /// The [`Indexed`] of index tile `idx` into the 2-D tile `src` along `axis` (its fault
+    /// message from `site(function, op, extent)`), and the number of indices.
+    fn indexed(
+        &mut self,
+        op: &Op,
+        src: Value,
+        idx: Value,
+        axis: usize,
+        site: &dyn Fn(&str, &str, u64) -> String,
+    ) -> Result<(Indexed, u64), CodegenError> {
+        let (_, s, _) = self.tile_mem(src)?;
+        let (pi, si, di) = self.tile_mem(idx)?;
+        let extent = if axis == 0 { s[0] } else { s[1] };
+        let msg = site(&self.f.name, &self.site_op(op), extent);
+        let ix = Indexed {
+            idx: (pi, di),
+            axis,
+            k: si[1],
+            nn: s[1],
+            extent,
+            msg,
+        };
+        Ok((ix, si.iter().product()))
+    }
+
     /// `gather(t, idx, axis)` into `dst` ([`TileOp::Gather`]): each index checked against the
     /// axis (a fault naming the op), then the element copied.
     fn lower_gather(
@@ -690,22 +715,10 @@ impl Lower<'_, '_> {
         [src, idx]: [Value; 2],
         dst: ClValue,
     ) -> Result<(), CodegenError> {
-        let (p, s, d) = self.tile_mem(src)?;
-        let (pi, si, di) = self.tile_mem(idx)?;
-        let (m, nn) = (s[0], s[1]);
-        let k = si[1];
-        let extent = if axis == 0 { m } else { nn };
-        let msg = crate::sites::gather_index(&self.f.name, &self.site_op(op), axis, extent);
-        let count: u64 = si.iter().product();
+        let (p, _, d) = self.tile_mem(src)?;
+        let site = |f: &str, op: &str, extent| crate::sites::gather_index(f, op, axis, extent);
+        let (ix, count) = self.indexed(op, src, idx, axis, &site)?;
         let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
-        let ix = Indexed {
-            idx: (pi, di),
-            axis,
-            k,
-            nn,
-            extent,
-            msg,
-        };
         self.emit_loop(lo, hi, &mut |lw, e| {
             let at = lw.indexed_element(&ix, e);
             let x = lw.tile_load(p, at, d);
@@ -724,23 +737,12 @@ impl Lower<'_, '_> {
         dst: ClValue,
     ) -> Result<(), CodegenError> {
         let (p, s, d) = self.tile_mem(base)?;
-        let (pi, si, di) = self.tile_mem(idx)?;
         let (pv, _, _) = self.tile_mem(vals)?;
-        let (m, nn) = (s[0], s[1]);
-        let k = si[1];
-        let extent = if axis == 0 { m } else { nn };
-        let msg = crate::sites::scatter_index(&self.f.name, &self.site_op(op), add, axis, extent);
-        self.copy_tile(dst, p, m * nn, d)?;
-        let count: u64 = si.iter().product();
+        let site =
+            |f: &str, op: &str, extent| crate::sites::scatter_index(f, op, add, axis, extent);
+        let (ix, count) = self.indexed(op, base, idx, axis, &site)?;
+        self.copy_tile(dst, p, s[0] * s[1], d)?;
         let (lo, hi) = (self.iconst(0), self.iconst(count as i64));
-        let ix = Indexed {
-            idx: (pi, di),
-            axis,
-            k,
-            nn,
-            extent,
-            msg,
-        };
         self.emit_loop(lo, hi, &mut |lw, e| {
             let at = lw.indexed_element(&ix, e);
             let x = lw.tile_load(pv, e, d);
