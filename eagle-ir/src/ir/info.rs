@@ -44,7 +44,8 @@ impl Levels {
 /// The facts of one op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpInfo {
-    /// The op's keyword in the text form (`add`, `load`, `for`, ...).
+    /// The op's keyword in the text form (`add`, `load`, `for`, ...): its format's first word,
+    /// or its first field's keyword (`OpKind::keyword`).
     pub name: &'static str,
     /// What the op is, as a level error names it (`a tile load or store`).
     pub what: &'static str,
@@ -69,9 +70,11 @@ pub struct OpInfo {
     pub collective: bool,
 }
 
-pub(crate) const fn info(name: &'static str, what: &'static str, levels: Levels) -> OpInfo {
+/// The facts of an op that is `what` (as a level error names it) and may appear at `levels`,
+/// with no effect yet. The keyword is the op's format's (`OpKind::keyword`).
+pub(crate) const fn info(what: &'static str, levels: Levels) -> OpInfo {
     OpInfo {
-        name,
+        name: "",
         what,
         levels,
         pure: false,
@@ -82,9 +85,9 @@ pub(crate) const fn info(name: &'static str, what: &'static str, levels: Levels)
     }
 }
 
-/// A built-in collective named `name`: device-only, writes its receive buffer, reaches peers.
-pub(crate) const fn collective(name: &'static str) -> OpInfo {
-    let mut i = peers(writes(info(name, "a collective", Levels::DEVICE)));
+/// A built-in collective: device-only, writes its receive buffer, reaches peers.
+pub(crate) const fn collective() -> OpInfo {
+    let mut i = peers(writes(info("a collective", Levels::DEVICE)));
     i.collective = true;
     i
 }
@@ -104,9 +107,10 @@ pub(crate) const fn peers(mut i: OpInfo) -> OpInfo {
     i
 }
 
-pub(crate) const fn elementwise(name: &'static str) -> OpInfo {
+/// A primitive elementwise op: anywhere, pure, arithmetic.
+pub(crate) const fn elementwise() -> OpInfo {
     OpInfo {
-        name,
+        name: "",
         what: "arithmetic",
         levels: Levels::ALL,
         pure: true,

@@ -1,5 +1,6 @@
 use crate::spec::enumeration;
 
+pub(crate) mod form;
 mod info;
 mod math_fn;
 mod op_kinds;
@@ -330,35 +331,35 @@ enumeration! {
 
 op_kinds! {
     /// A scalar constant; the result type gives the dtype.
-    tuple Const { .0 => f0: attr(Const) } => pure(info("const", "a constant", Levels::ALL));
+    tuple Const { .0 => f0: attr(Const) } "const $f0" => pure(info("a constant", Levels::ALL));
     /// The extent of a dim as an `index` value (symbolic until specialization).
-    tuple Dim { .0 => f0: attr(crate::types::Dim) } => pure(info("dim", "a dimension", Levels::ALL));
+    tuple Dim { .0 => f0: attr(crate::types::Dim) } "dim $f0" => pure(info("a dimension", Levels::ALL));
     /// Elementwise binary op on scalars or tiles.
-    tuple Binary { .0 => f0: attr(BinOp), .1 => f1: val, .2 => f2: val } => OpInfo {
+    tuple Binary { .0 => f0: attr(BinOp), .1 => f1: val, .2 => f2: val } "$f0 $f1, $f2" => OpInfo {
             // Integer `div` and `rem` fail on a zero divisor: not pure.
             pure: !matches!(f0, BinOp::Div | BinOp::Rem),
-            ..elementwise(f0.name())
+            ..elementwise()
         };
     /// Elementwise unary op.
-    tuple Unary { .0 => f0: attr(UnOp), .1 => f1: val } => elementwise(f0.name());
+    tuple Unary { .0 => f0: attr(UnOp), .1 => f1: val } "$f0 $f1" => elementwise();
     /// Fused multiply-add `a * b + c`, one rounding.
-    tuple Fma { .0 => f0: val, .1 => f1: val, .2 => f2: val } => elementwise("fma");
+    tuple Fma { .0 => f0: val, .1 => f1: val, .2 => f2: val } "fma $f0, $f1, $f2" => elementwise();
     /// Comparison; the result is `bool` (or a tile of `bool`).
-    tuple Cmp { .0 => f0: attr(CmpOp), .1 => f1: val, .2 => f2: val } => elementwise("cmp");
+    tuple Cmp { .0 => f0: attr(CmpOp), .1 => f1: val, .2 => f2: val } "cmp $f0 $f1, $f2" => elementwise();
     /// `select(cond, a, b)`.
-    tuple Select { .0 => f0: val, .1 => f1: val, .2 => f2: val } => elementwise("select");
+    tuple Select { .0 => f0: val, .1 => f1: val, .2 => f2: val } "select $f0, $f1, $f2" => elementwise();
     /// Conversion to the result dtype (Rust `as` semantics; float to int saturates).
-    tuple Cast { .0 => f0: val } => elementwise("cast");
+    tuple Cast { .0 => f0: val } "cast $f0" => elementwise();
     /// The same bits as another dtype of the same width (`x.to_bits()`, `f32::from_bits(u)`):
     /// `f32` <-> `u32`/`i32`, `f64` <-> `u64`/`i64`/`index`.
-    tuple Bitcast { .0 => f0: val } => elementwise("bitcast");
+    tuple Bitcast { .0 => f0: val } "bitcast $f0" => elementwise();
     /// `x[i]`: the sub-tensor at index `i` of the leading dim.
     struct Slice {
         /// Tensor sliced.
         .src => src: val,
         /// Index into dim 0.
         .index => index: val
-    } => pure(info("slice", "a slice (`x[i]`)", Levels::ALL));
+    } "slice $src[$index]" => pure(info("a slice (`x[i]`)", Levels::ALL));
     /// `x[offset..offset + len]` along dim 0 (len from the result type): a view of the same
     /// kind (tensor or window), dtype and trailing dims.
     struct Subview {
@@ -366,7 +367,7 @@ op_kinds! {
         .src => src: val,
         /// First index of dim 0.
         .offset => offset: val
-    } => pure(info("subview", "a sub-view (`x[a..b]`)", Levels::DEVICE));
+    } "subview $src[$offset..]" => pure(info("a sub-view (`x[a..b]`)", Levels::DEVICE));
     /// Built-in broadcast: `dst` = `src` of rank `root`, on every rank.
     struct Broadcast {
         /// Device context.
@@ -377,7 +378,7 @@ op_kinds! {
         .dst => dst: val,
         /// Root rank.
         .root => root: val
-    } => collective("broadcast");
+    } "broadcast $ctx, $src, $dst, $root" => collective();
     /// Built-in allgather: chunk `q` of `dst` = chunk `q` of rank `q`'s `src` (1-D buffers of N
     /// elements in P contiguous chunks, the first `N % P` one element longer).
     struct AllGather {
@@ -387,7 +388,7 @@ op_kinds! {
         .src => src: val,
         /// Local tensor or window.
         .dst => dst: val
-    } => collective("allgather");
+    } "allgather $ctx, $src, $dst" => collective();
     /// Built-in reduce-scatter: on rank `r`, chunk `r` of `dst` = the reduction over ranks
     /// (in rank order) of chunk `r` of `src`.
     struct ReduceScatter {
@@ -399,7 +400,7 @@ op_kinds! {
         .dst => dst: val,
         /// Combining op.
         .op => op: attr(ReduceOp)
-    } => collective("reduce_scatter");
+    } "reduce_scatter $ctx, $src, $dst, $op" => collective();
     /// Built-in allreduce: `dst` = the reduction over ranks of `src`, bit-identical on every
     /// rank.
     struct AllReduce {
@@ -413,7 +414,7 @@ op_kinds! {
         .op => op: attr(ReduceOp),
         /// Algorithm.
         .mode => mode: attr(AllreduceMode)
-    } => collective("allreduce");
+    } "allreduce $ctx, $src, $dst, $op, $mode" => collective();
     /// Built-in all-to-all on `[P, M]` buffers: row `q` of `dst` = row `r` of rank `q`'s `src`.
     struct AllToAll {
         /// Device context.
@@ -422,14 +423,14 @@ op_kinds! {
         .src => src: val,
         /// Local tensor or window.
         .dst => dst: val
-    } => collective("all_to_all");
+    } "all_to_all $ctx, $src, $dst" => collective();
     /// Reads one element (`x[i, j]`) of a tensor or window: a scalar.
     struct Elem {
         /// Tensor or window.
         .src => src: val,
         /// One `index` per dim.
         .indices => indices: vals
-    } => info("elem", "element access (`x[i]`)", Levels::DEVICE);
+    } "elem $src[$indices]" => info("element access (`x[i]`)", Levels::DEVICE);
     /// Writes one element of a tensor or window.
     struct SetElem {
         /// The scalar written.
@@ -438,14 +439,14 @@ op_kinds! {
         .dst => dst: val,
         /// One `index` per dim.
         .indices => indices: vals
-    } => writes(info("set_elem", "element access (`x[i]`)", Levels::DEVICE));
+    } "set_elem $value, $dst[$indices]" => writes(info("element access (`x[i]`)", Levels::DEVICE));
     /// Loads a tile (shape from the result type) at `offsets` of a tensor or window.
     struct Load {
         /// Tensor or window read.
         .src => src: val,
         /// One `index` offset per dim.
         .offsets => offsets: vals
-    } => info("load", "a tile load or store", Levels::DEVICE);
+    } "load $src[$offsets]" => info("a tile load or store", Levels::DEVICE);
     /// Stores a tile at `offsets` of a tensor or window.
     struct Store {
         /// Tile stored.
@@ -454,13 +455,13 @@ op_kinds! {
         .dst => dst: val,
         /// One `index` offset per dim.
         .offsets => offsets: vals
-    } => writes(info("store", "a tile load or store", Levels::DEVICE));
+    } "store $value, $dst[$offsets]" => writes(info("a tile load or store", Levels::DEVICE));
     /// A mutable scalar variable initialised to `init`.
-    tuple Var { .0 => f0: val } => info("var", "a variable", Levels::ALL);
+    tuple Var { .0 => f0: val } "var $f0" => info("a variable", Levels::ALL);
     /// Reads a variable.
-    tuple Read { .0 => f0: val } => info("read", "a variable", Levels::ALL);
+    tuple Read { .0 => f0: val } "read $f0" => info("a variable", Levels::ALL);
     /// Writes a variable.
-    tuple Write { .0 => f0: val, .1 => f1: val } => writes(info("write", "a variable", Levels::ALL));
+    tuple Write { .0 => f0: val, .1 => f1: val } "write $f0, $f1" => writes(info("a variable", Levels::ALL));
     /// `for var in lo..hi { body }` (step 1).
     struct For {
         /// The induction variable (`index`).
@@ -471,7 +472,7 @@ op_kinds! {
         .hi => hi: val,
         /// Loop body.
         .body => body: block
-    } => info("for", "a loop", Levels::ALL);
+    } "for $var in $lo..$hi $body" => info("a loop", Levels::ALL);
     /// `if cond { then } else { else }`.
     struct If {
         /// `bool` condition.
@@ -480,14 +481,14 @@ op_kinds! {
         .then_body => then_body: block,
         /// Taken otherwise.
         .else_body => else_body: block
-    } => info("if", "a branch", Levels::ALL);
+    } "if $cond $then_body? else $else_body" => info("a branch", Levels::ALL);
     /// Calls a compute kernel.
     struct Call {
         /// Callee name.
         .callee => callee: attr(String),
         /// Arguments, one per callee param.
         .args => args: vals
-    } => writes(info("call", "a call of a compute kernel", Levels::DEVICE));
+    } "call $callee($args)" => writes(info("a call of a compute kernel", Levels::DEVICE));
     /// Host: runs a per-device program on device `device`.
     struct Dispatch {
         /// Callee name.
@@ -496,17 +497,17 @@ op_kinds! {
         .args => args: vals,
         /// The rank that runs it.
         .device => device: val
-    } => writes(info("dispatch", "a dispatch", Levels::HOST));
+    } "dispatch $callee($args) device $device" => writes(info("a dispatch", Levels::HOST));
     /// `rank(ctx)`: this device's rank.
-    tuple Rank { .0 => f0: val } => pure(info("rank", "a device-context operation", Levels::DEVICE));
+    tuple Rank { .0 => f0: val } "rank $f0" => pure(info("a device-context operation", Levels::DEVICE));
     /// `nranks(ctx)`: the world size seen from a device.
-    tuple NRanks { .0 => f0: val } => pure(info("nranks", "a device-context operation", Levels::DEVICE));
+    tuple NRanks { .0 => f0: val } "nranks $f0" => pure(info("a device-context operation", Levels::DEVICE));
     /// `world_size()` on the host.
-    unit WorldSize {} => pure(info("world_size", "`world_size()`", Levels::HOST));
+    unit WorldSize {} "world_size" => pure(info("`world_size()`", Levels::HOST));
     /// Host: one symmetric buffer per rank; shape and dtype from the result type.
-    unit AllocWindowBuffer {} => info("alloc_window_buffer", "a window-buffer allocation", Levels::HOST);
+    unit AllocWindowBuffer {} "alloc_window_buffer" => info("a window-buffer allocation", Levels::HOST);
     /// Host: a rank-local view of a window buffer; shape and dtype from the result type.
-    tuple Window { .0 => f0: val } => pure(info("window", "a window view", Levels::HOST));
+    tuple Window { .0 => f0: val } "window $f0" => pure(info("a window view", Levels::HOST));
     /// `put(dst, peer, src)`: copies local `src` into `dst` on rank `peer` (push).
     struct Put {
         /// Destination window.
@@ -515,7 +516,7 @@ op_kinds! {
         .peer => peer: val,
         /// Local tensor or window.
         .src => src: val
-    } => peers(writes(info("put", REMOTE, Levels::DEVICE)));
+    } "put $dst, $peer, $src" => peers(writes(info(REMOTE, Levels::DEVICE)));
     /// `get(dst, peer, src)`: copies `src` on rank `peer` into local `dst` (pull).
     struct Get {
         /// Local tensor or window.
@@ -524,7 +525,7 @@ op_kinds! {
         .peer => peer: val,
         /// Source window.
         .src => src: val
-    } => peers(writes(info("get", REMOTE, Levels::DEVICE)));
+    } "get $dst, $peer, $src" => peers(writes(info(REMOTE, Levels::DEVICE)));
     /// Tile-level remote load from a peer's window.
     struct RemoteLoad {
         /// Window.
@@ -533,7 +534,7 @@ op_kinds! {
         .peer => peer: val,
         /// Offsets into the window.
         .offsets => offsets: vals
-    } => peers(info("remote_load", REMOTE, Levels::DEVICE));
+    } "remote_load $src, $peer, [$offsets]" => peers(info(REMOTE, Levels::DEVICE));
     /// Tile-level remote store into a peer's window.
     struct RemoteStore {
         /// Tile stored.
@@ -544,7 +545,7 @@ op_kinds! {
         .peer => peer: val,
         /// Offsets into the window.
         .offsets => offsets: vals
-    } => peers(writes(info("remote_store", REMOTE, Levels::DEVICE)));
+    } "remote_store $value, $dst, $peer, [$offsets]" => peers(writes(info(REMOTE, Levels::DEVICE)));
     /// Updates a signal on `peer` with release semantics.
     struct Notify {
         /// Signal window (integer dtype).
@@ -557,7 +558,7 @@ op_kinds! {
         .value => value: val,
         /// Set or atomic add.
         .op => op: attr(NotifyOp)
-    } => peers(writes(info("notify", "a signal operation", Levels::DEVICE)));
+    } "notify $signal, $peer, [$offsets], $value, $op" => peers(writes(info("a signal operation", Levels::DEVICE)));
     /// Blocks until the local signal compares true against `expected` (acquire semantics).
     struct Wait {
         /// Local signal window.
@@ -568,15 +569,15 @@ op_kinds! {
         .expected => expected: val,
         /// Predicate `signal <cmp> expected`.
         .cmp => cmp: attr(CmpOp)
-    } => peers(info("wait", "a signal operation", Levels::DEVICE));
+    } "wait $signal, [$offsets], $expected, $cmp" => peers(info("a signal operation", Levels::DEVICE));
     /// All ranks reach the barrier before any leaves it.
-    tuple Barrier { .0 => f0: val } => peers(info("barrier", "a device-context operation", Levels::DEVICE));
+    tuple Barrier { .0 => f0: val } "barrier $f0" => peers(info("a device-context operation", Levels::DEVICE));
     /// A tile-algebra op (reduction, broadcast, layout, creation, matmul): what it computes,
     /// its typing and its operands are [`crate::TileOp`]'s.
-    tuple Tile { .0 => f0: attr(TileOp), .1 => f1: vals } => pure(info(f0.name(), "a tile op", Levels::DEVICE));
+    tuple Tile { .0 => f0: attr(TileOp), .1 => f1: vals } "$f0 $f1" => pure(info("a tile op", Levels::DEVICE));
     /// A function of the math library (`ln x`, `atan2 y, x`), elementwise on scalars and
     /// tiles; expanded into the ops above at specialization ([`crate::math`]).
-    tuple Math { .0 => f0: attr(MathFn), .1 => f1: vals } => elementwise(f0.name());
+    tuple Math { .0 => f0: attr(MathFn), .1 => f1: vals } "$f0 $f1" => elementwise();
 }
 
 /// A primitive elementwise op's operands: the one classification of which primitive ops compute

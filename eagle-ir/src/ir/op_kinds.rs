@@ -9,15 +9,18 @@
 //! - `block`: a nested block (`Block`);
 //! - `attr(T)`: anything else (an op enum, a callee name, a constant), carried as is.
 //!
-//! Each variant ends with `=> facts;`, its [`super::OpInfo`] (keyword, levels, effects), an
-//! expression over the field bindings.
+//! After its fields, each variant states its text format (`"load $src[$offsets]"`, see
+//! [`super::form`]) and ends with `=> facts;`, its [`super::OpInfo`] (levels, effects), an
+//! expression over the field bindings. The facts' keyword is the format's
+//! (`OpKind::keyword`).
 //!
 //! Derived: the enum (tuple, struct and unit variants as declared, with their docs),
 //! `OpKind::info`,
 //! `OpKind::operands` (every `val` and `vals` field in declaration order), `OpKind::map_values`
 //! (every `val`, `vals` and `def` renamed, nested blocks renamed, in declaration order),
-//! `OpKind::blocks` and `OpKind::blocks_mut`. A new op kind is one declaration; these functions
-//! need no edit.
+//! `OpKind::blocks` and `OpKind::blocks_mut`, `OpKind::keyword`, and the text form
+//! (`OpKind::write_text`, `OpKind::read_text`, which the printer and the parser call). A new op
+//! kind is one declaration; these functions need no edit.
 
 /// The Rust type of a field kind.
 macro_rules! op_field_ty {
@@ -70,6 +73,73 @@ macro_rules! op_field_block {
     }};
 }
 
+/// A field as the printer sees it ([`super::form::FieldRef`]).
+macro_rules! op_field_ref {
+    (val, $x:ident) => {
+        $crate::ir::form::FieldRef::Val(*$x)
+    };
+    (vals, $x:ident) => {
+        $crate::ir::form::FieldRef::Vals($x)
+    };
+    (def, $x:ident) => {
+        $crate::ir::form::FieldRef::Def(*$x)
+    };
+    (block, $x:ident) => {
+        $crate::ir::form::FieldRef::Block($x)
+    };
+    (attr, $x:ident) => {
+        $crate::ir::form::FieldRef::Attr($x)
+    };
+}
+
+/// Whether a field's keyword can name the op (only an attribute's: [`super::form::Attr::heads`]).
+macro_rules! op_field_heads {
+    (attr $t:ty) => {
+        Some(<$t as $crate::ir::form::Attr>::heads as $crate::ir::form::Heads)
+    };
+    ($k:ident) => {
+        None
+    };
+}
+
+/// Reads a field by its kind.
+macro_rules! op_field_read {
+    ($r:ident, val) => {
+        $r.val()
+    };
+    ($r:ident, vals) => {
+        $crate::ir::form::read_vals($r)
+    };
+    ($r:ident, def) => {
+        $r.def()
+    };
+    ($r:ident, block) => {
+        $r.block()
+    };
+    ($r:ident, attr $t:ty) => {
+        <$t as $crate::ir::form::Attr>::read($r)
+    };
+}
+
+/// A field an absent optional tail left unread: empty for a block or a list.
+macro_rules! op_field_missing {
+    ($r:ident, $name:ident, block) => {
+        Ok($crate::ir::Block::default())
+    };
+    ($r:ident, $name:ident, vals) => {
+        Ok(Vec::new())
+    };
+    ($r:ident, $name:ident, $k:ident) => {
+        Err($r.fail(
+            0,
+            format!(
+                "internal: the text format of `{}` does not read all its fields",
+                stringify!($name)
+            ),
+        ))
+    };
+}
+
 /// Declares `OpKind` (see the module docs). Each variant is `tuple`, `struct` or `unit`, and
 /// each field `.key => binding: kind`: `key` is the field's name, or its position in a tuple
 /// variant; `binding` names it in the derived code.
@@ -100,7 +170,7 @@ macro_rules! op_kinds {
     ($(
         $(#[$m:meta])* $form:ident $name:ident {
             $($(#[$fm:meta])* . $key:tt => $b:ident : $k:ident $(($t:ty))?),*
-        } => $info:expr;
+        } $fmt:literal => $info:expr;
     )*) => {
         op_kinds!(@enum [] $(
             $(#[$m])* $form $name { $($(#[$fm])* . $key => $b : $k $(($t))?),* }
@@ -114,8 +184,24 @@ macro_rules! op_kinds {
             pub fn info(&self) -> OpInfo {
                 use info::*;
                 const REMOTE: &str = "a remote data movement";
-                match self {
+                let facts = match self {
                     $(OpKind::$name { $($key: $b),* } => $info,)*
+                };
+                OpInfo {
+                    name: self.keyword(),
+                    ..facts
+                }
+            }
+
+            /// The op's keyword in the text form: its format's first word, or its first
+            /// field's (a binary op's `add`, a tile op's `row_sum`).
+            pub fn keyword(&self) -> &'static str {
+                match self {
+                    $(OpKind::$name { $($key: $b),* } => $crate::ir::form::keyword(
+                        $fmt,
+                        &[$(stringify!($b)),*],
+                        &[$(op_field_ref!($k, $b)),*],
+                    ),)*
                 }
             }
 
@@ -154,6 +240,68 @@ macro_rules! op_kinds {
                 out
             }
 
+            /// Every kind's text format ([`super::form`]): the kind's name, its format, and
+            /// the field bindings the format names.
+            pub const FORMATS: &'static [(&'static str, &'static str, &'static [&'static str])] = &[
+                $((stringify!($name), $fmt, &[$(stringify!($b)),*]),)*
+            ];
+
+            /// Writes the op's text by its declared format (the line up to its result type).
+            pub(crate) fn write_text(&self, w: &mut dyn $crate::ir::form::Writer) {
+                match self {
+                    $(OpKind::$name { $($key: $b),* } => $crate::ir::form::write(
+                        $fmt,
+                        &[$(stringify!($b)),*],
+                        &[$(op_field_ref!($k, $b)),*],
+                        w,
+                    ),)*
+                }
+            }
+
+            /// The kinds whose format the keyword `word` heads (one, for a keyword of the IR).
+            #[cfg(test)]
+            pub(crate) fn kinds_headed_by(word: &str) -> Vec<&'static str> {
+                let mut out = Vec::new();
+                $(
+                    if $crate::ir::form::heads($fmt, &[$(stringify!($b)),*], word, &[$(op_field_heads!($k $($t)?)),*]) {
+                        out.push(stringify!($name));
+                    }
+                )*
+                out
+            }
+
+            /// Reads the op that the keyword `word` (next in `r`, not consumed) names, by its
+            /// declared format; `None` when no op has that keyword.
+            #[allow(unused_mut, unused_variables, unused_assignments)]
+            pub(crate) fn read_text(
+                word: &str,
+                r: &mut dyn $crate::ir::form::Reader,
+            ) -> $crate::ir::form::ReadResult<Option<OpKind>> {
+                $({
+                    const NAMES: &[&str] = &[$(stringify!($b)),*];
+                    if $crate::ir::form::heads($fmt, NAMES, word, &[$(op_field_heads!($k $($t)?)),*]) {
+                        $(let mut $b: Option<op_field_ty!($k $($t)?)> = None;)*
+                        $crate::ir::form::read($fmt, NAMES, r, &mut |i, r| {
+                            let mut k = 0usize;
+                            $(
+                                if i == k {
+                                    $b = Some(op_field_read!(r, $k $($t)?)?);
+                                }
+                                k += 1;
+                            )*
+                            Ok(())
+                        })?;
+                        return Ok(Some(OpKind::$name {
+                            $($key: match $b {
+                                Some(x) => x,
+                                None => op_field_missing!(r, $name, $k)?,
+                            }),*
+                        }));
+                    }
+                })*
+                Ok(None)
+            }
+
             /// [`OpKind::blocks`], mutable.
             #[allow(unused_mut)]
             pub fn blocks_mut(&mut self) -> Vec<&mut Block> {
@@ -169,4 +317,7 @@ macro_rules! op_kinds {
     };
 }
 
-pub(crate) use {op_field_block, op_field_map, op_field_operands, op_field_ty, op_kinds};
+pub(crate) use {
+    op_field_block, op_field_heads, op_field_map, op_field_missing, op_field_operands,
+    op_field_read, op_field_ref, op_field_ty, op_kinds,
+};

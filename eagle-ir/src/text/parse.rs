@@ -1,10 +1,8 @@
 //! Parser for the IR text form written by [`crate::print_module`].
 
 use crate::error::{IrError, Result};
-use crate::ir::{
-    AllreduceMode, BinOp, Block, CmpOp, Function, Level, Module, NotifyOp, Op, OpKind, Param,
-    ReduceOp, UnOp, Value,
-};
+use crate::ir::form::{Failed, ReadResult, Reader};
+use crate::ir::{Block, Function, Level, Module, Op, OpKind, Param, Value};
 use crate::types::{DType, Dim, Shape, Type};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -16,6 +14,14 @@ struct Parser {
     pos: usize,
     vals: HashMap<u32, Value>,
     types: Vec<Type>,
+    /// The error a failed format read recorded ([`Reader`]).
+    failure: Option<IrError>,
+    /// A float constant's text, read in the result's dtype once the type is known.
+    float_text: Option<String>,
+    /// Values the op being read defines, in scope from its first block on.
+    pending_defs: Vec<(u32, Value)>,
+    /// The location after the first `{` of the op being read: `None` before its first block.
+    block_loc: Option<Option<crate::ir::Loc>>,
 }
 
 fn describe(t: Option<&Tok>) -> String {
@@ -32,17 +38,21 @@ fn describe(t: Option<&Tok>) -> String {
 
 impl Parser {
     fn err<T>(&self, message: impl Into<String>) -> Result<T> {
+        Err(self.error(message))
+    }
+    /// A parse error at the next token.
+    fn error(&self, message: impl Into<String>) -> IrError {
         let (line, column) = self
             .toks
             .get(self.pos)
             .or(self.toks.last())
             .map(|t| (t.1, t.2))
             .unwrap_or((1, 1));
-        Err(IrError::Parse {
+        IrError::Parse {
             line,
             column,
             message: message.into(),
-        })
+        }
     }
     fn peek(&self) -> Option<&Tok> {
         self.toks.get(self.pos).map(|t| &t.0)
@@ -234,23 +244,6 @@ impl Parser {
         }
     }
 
-    fn vals_until(&mut self, close: &str) -> Result<Vec<Value>> {
-        let mut vs = vec![];
-        while !self.is_punct(close) {
-            if !vs.is_empty() {
-                self.expect_punct(",")?;
-            }
-            vs.push(self.val()?);
-        }
-        self.expect_punct(close)?;
-        Ok(vs)
-    }
-
-    fn offsets(&mut self) -> Result<Vec<Value>> {
-        self.expect_punct("[")?;
-        self.vals_until("]")
-    }
-
     fn module(&mut self) -> Result<Module> {
         let mut m = Module::default();
         while self.peek().is_some() {
@@ -401,95 +394,6 @@ impl Parser {
         Ok((c, None))
     }
 
-    /// An op named by an enumeration's keyword: a binary or unary op, a tile op, a function of
-    /// the math library.
-    fn named_op(&mut self, other: &str, name_pos: usize) -> Result<OpKind> {
-        use OpKind::*;
-        Ok(if let Some(b) = BinOp::from_name(other) {
-            let a = self.val()?;
-            self.expect_punct(",")?;
-            Binary(b, a, self.val()?)
-        } else if let Some(u) = UnOp::from_name(other) {
-            Unary(u, self.val()?)
-        } else if let Some(mut t) = crate::tile::TileOp::from_name(other) {
-            if let crate::tile::TileOp::Extract(offs) = &mut t {
-                self.expect_punct("[")?;
-                while !self.is_punct("]") {
-                    let n = self.num()?;
-                    let Ok(x) = n.parse::<u64>() else {
-                        self.pos -= 1;
-                        return self.err(format!("expected a constant offset, found `{n}`"));
-                    };
-                    offs.push(x);
-                    if self.is_punct(",") {
-                        self.pos += 1;
-                    }
-                }
-                self.expect_punct("]")?;
-            }
-            let mut args = vec![];
-            for k in 0..t.arity() {
-                if k > 0 {
-                    self.expect_punct(",")?;
-                }
-                args.push(self.val()?);
-            }
-            Tile(t, args)
-        } else if let Some(f) = crate::math::MathFn::from_name(other) {
-            let mut args = vec![];
-            for k in 0..f.arity() {
-                if k > 0 {
-                    self.expect_punct(",")?;
-                }
-                args.push(self.val()?);
-            }
-            Math(f, args)
-        } else {
-            self.pos = name_pos;
-            return self.err(format!("unknown op `{other}`"));
-        })
-    }
-
-    /// A `for` or an `if` (after its keyword `name`), with the location written after its
-    /// opening brace.
-    fn nested_op(&mut self, name: &str) -> Result<(OpKind, Option<crate::ir::Loc>)> {
-        use OpKind::*;
-        if name == "for" {
-            let n = match self.next() {
-                Some(Tok::Val(n)) => n,
-                t => {
-                    self.pos -= 1;
-                    return self.err(format!(
-                        "expected the loop variable `%N`, found {}",
-                        describe(t.as_ref())
-                    ));
-                }
-            };
-            self.expect_ident("in")?;
-            let lo = self.val()?;
-            self.expect_punct("..")?;
-            let hi = self.val()?;
-            let var = self.define(n, Type::Scalar(DType::Index))?;
-            let (body, loc) = self.block_with_loc()?;
-            Ok((For { var, lo, hi, body }, loc))
-        } else {
-            let cond = self.val()?;
-            let (then_body, loc) = self.block_with_loc()?;
-            let else_body = if self.is_ident("else") {
-                self.pos += 1;
-                self.block()?
-            } else {
-                Block::default()
-            };
-            let kind = If {
-                cond,
-                then_body,
-                else_body,
-            };
-            Ok((kind, loc))
-        }
-    }
-
     fn op(&mut self) -> Result<Op> {
         let result_num = if let Some(Tok::Val(n)) = self.peek().cloned() {
             self.pos += 1;
@@ -500,98 +404,23 @@ impl Parser {
         };
         let name_pos = self.pos;
         let name = self.ident()?;
-        use OpKind::*;
-        let mut float_text: Option<String> = None;
-        let mut loc = None;
-        let mut kind = match name.as_str() {
-            "const" => {
-                let (c, text) = self.constant()?;
-                float_text = text;
-                Const(c)
+        // The op's format reads its keyword.
+        self.pos = name_pos;
+        self.float_text = None;
+        let outer = self.block_loc.take();
+        let read = OpKind::read_text(&name, self);
+        let block_loc = std::mem::replace(&mut self.block_loc, outer);
+        let mut kind = match read {
+            Ok(Some(k)) => k,
+            Ok(None) => {
+                self.pos = name_pos;
+                return self.err(format!("unknown op `{name}`"));
             }
-            "dim" => Dim(self.dim()?),
-            "fma" | "select" => {
-                let a = self.val()?;
-                self.expect_punct(",")?;
-                let b = self.val()?;
-                self.expect_punct(",")?;
-                let c = self.val()?;
-                if name == "fma" {
-                    Fma(a, b, c)
-                } else {
-                    Select(a, b, c)
-                }
-            }
-            "cmp" => {
-                let p = self.ident()?;
-                let Some(c) = CmpOp::from_name(&p) else {
-                    self.pos -= 1;
-                    return self.err(format!(
-                        "unknown comparison `{p}`; expected {}",
-                        crate::spec::one_of(CmpOp::ALL.map(CmpOp::name))
-                    ));
-                };
-                let a = self.val()?;
-                self.expect_punct(",")?;
-                let b = self.val()?;
-                Cmp(c, a, b)
-            }
-            "cast" => Cast(self.val()?),
-            "bitcast" => Bitcast(self.val()?),
-            "slice" | "subview" | "elem" | "set_elem" | "load" | "store" => {
-                self.parse_memory(&name)?
-            }
-            "broadcast" | "allgather" | "reduce_scatter" | "allreduce" | "all_to_all" => {
-                self.parse_collective(&name)?
-            }
-            "var" => Var(self.val()?),
-            "read" => Read(self.val()?),
-            "write" => {
-                let a = self.val()?;
-                self.expect_punct(",")?;
-                Write(a, self.val()?)
-            }
-            "for" | "if" => {
-                let (k, l) = self.nested_op(&name)?;
-                loc = l;
-                k
-            }
-            "call" | "dispatch" => {
-                let callee = match self.next() {
-                    Some(Tok::Func(f)) => f,
-                    t => {
-                        self.pos -= 1;
-                        return self.err(format!(
-                            "expected `@callee`, found {}",
-                            describe(t.as_ref())
-                        ));
-                    }
-                };
-                self.expect_punct("(")?;
-                let args = self.vals_until(")")?;
-                if name == "call" {
-                    Call { callee, args }
-                } else {
-                    self.expect_ident("device")?;
-                    let device = self.val()?;
-                    Dispatch {
-                        callee,
-                        args,
-                        device,
-                    }
-                }
-            }
-            "rank" => Rank(self.val()?),
-            "nranks" => NRanks(self.val()?),
-            "world_size" => WorldSize,
-            "alloc_window_buffer" => AllocWindowBuffer,
-            "window" => Window(self.val()?),
-            "put" | "get" | "remote_load" | "remote_store" | "notify" | "wait" => {
-                self.parse_remote(&name)?
-            }
-            "barrier" => Barrier(self.val()?),
-            other => self.named_op(other, name_pos)?,
+            Err(Failed) => return Err(self.take_failure()),
         };
+        self.bind_defs();
+        let float_text = self.float_text.take();
+        use OpKind::Const;
         let result = match result_num {
             Some(n) => {
                 self.expect_punct(":")?;
@@ -618,217 +447,124 @@ impl Parser {
                 None
             }
         };
+        let mut loc = block_loc.flatten();
         if loc.is_none() {
             loc = self.loc_token();
         }
         Ok(Op { result, kind, loc })
     }
+}
 
-    /// The built-in collectives: `broadcast`, `allgather`, `reduce_scatter`, `allreduce`, `all_to_all`.
-    fn parse_collective(&mut self, name: &str) -> Result<OpKind> {
-        use OpKind::*;
-        Ok(match name {
-            "broadcast" | "allgather" | "reduce_scatter" | "allreduce" | "all_to_all" => {
-                let ctx = self.val()?;
-                self.expect_punct(",")?;
-                let src = self.val()?;
-                self.expect_punct(",")?;
-                let dst = self.val()?;
-                match name {
-                    "broadcast" => {
-                        self.expect_punct(",")?;
-                        let root = self.val()?;
-                        Broadcast {
-                            ctx,
-                            src,
-                            dst,
-                            root,
-                        }
-                    }
-                    "allgather" => AllGather { ctx, src, dst },
-                    "all_to_all" => AllToAll { ctx, src, dst },
-                    _ => {
-                        self.expect_punct(",")?;
-                        let o = self.ident()?;
-                        let Some(op) = ReduceOp::from_name(&o) else {
-                            self.pos -= 1;
-                            return self.err(format!(
-                                "unknown reduce op `{o}`; expected {}",
-                                crate::spec::one_of(ReduceOp::ALL.map(ReduceOp::name))
-                            ));
-                        };
-                        if name == "reduce_scatter" {
-                            ReduceScatter { ctx, src, dst, op }
-                        } else {
-                            self.expect_punct(",")?;
-                            let m = self.ident()?;
-                            let Some(mode) = AllreduceMode::from_name(&m) else {
-                                self.pos -= 1;
-                                return self.err(format!(
-                                    "unknown allreduce mode `{m}`; expected {}",
-                                    crate::spec::one_of(
-                                        AllreduceMode::ALL.map(AllreduceMode::name)
-                                    )
-                                ));
-                            };
-                            AllReduce {
-                                ctx,
-                                src,
-                                dst,
-                                op,
-                                mode,
-                            }
-                        }
-                    }
-                }
-            }
-            other => return self.err(format!("internal: `{other}` is not parsed here")),
+impl Parser {
+    /// Records `e` for the format that is reading (see [`Reader`]).
+    fn record(&mut self, e: IrError) -> Failed {
+        self.failure = Some(e);
+        Failed
+    }
+
+    /// The error a failed format read recorded.
+    fn take_failure(&mut self) -> IrError {
+        self.failure.take().unwrap_or_else(|| IrError::Parse {
+            line: 1,
+            column: 1,
+            message: "internal: a format read failed without an error".into(),
         })
     }
 
-    /// Slices, sub-views, element and tile reads and writes.
-    fn parse_memory(&mut self, name: &str) -> Result<OpKind> {
-        use OpKind::*;
-        Ok(match name {
-            "slice" => {
-                let src = self.val()?;
-                self.expect_punct("[")?;
-                let index = self.val()?;
-                self.expect_punct("]")?;
-                Slice { src, index }
-            }
-            "subview" => {
-                let src = self.val()?;
-                self.expect_punct("[")?;
-                let offset = self.val()?;
-                self.expect_punct("..")?;
-                self.expect_punct("]")?;
-                Subview { src, offset }
-            }
-            "elem" => {
-                let src = self.val()?;
-                let indices = self.offsets()?;
-                Elem { src, indices }
-            }
-            "set_elem" => {
-                let value = self.val()?;
-                self.expect_punct(",")?;
-                let dst = self.val()?;
-                let indices = self.offsets()?;
-                SetElem {
-                    value,
-                    dst,
-                    indices,
-                }
-            }
-            "load" => {
-                let src = self.val()?;
-                let offsets = self.offsets()?;
-                Load { src, offsets }
-            }
-            "store" => {
-                let value = self.val()?;
-                self.expect_punct(",")?;
-                let dst = self.val()?;
-                let offsets = self.offsets()?;
-                Store {
-                    value,
-                    dst,
-                    offsets,
-                }
-            }
-            other => return self.err(format!("internal: `{other}` is not parsed here")),
-        })
+    /// Puts the values the op defines in scope (at its first block, or after the op).
+    fn bind_defs(&mut self) {
+        for (n, v) in self.pending_defs.drain(..) {
+            self.vals.insert(n, v);
+        }
     }
+}
 
-    /// Put, get, remote loads and stores, notify and wait.
-    fn parse_remote(&mut self, name: &str) -> Result<OpKind> {
-        use OpKind::*;
-        Ok(match name {
-            "put" | "get" => {
-                let dst = self.val()?;
-                self.expect_punct(",")?;
-                let peer = self.val()?;
-                self.expect_punct(",")?;
-                let src = self.val()?;
-                if name == "put" {
-                    Put { dst, peer, src }
-                } else {
-                    Get { dst, peer, src }
-                }
+/// The parser as an op's declared format reads it ([`crate::ir::form`]).
+impl Reader for Parser {
+    fn word(&mut self) -> ReadResult<String> {
+        self.ident().map_err(|e| self.record(e))
+    }
+    fn is_word(&self, w: &str) -> bool {
+        self.is_ident(w)
+    }
+    fn expect_word(&mut self, w: &str) -> ReadResult<()> {
+        self.expect_ident(w).map_err(|e| self.record(e))
+    }
+    fn is_punct(&self, p: &str) -> bool {
+        Parser::is_punct(self, p)
+    }
+    fn expect_punct(&mut self, p: &str) -> ReadResult<()> {
+        Parser::expect_punct(self, p).map_err(|e| self.record(e))
+    }
+    fn num(&mut self) -> ReadResult<String> {
+        Parser::num(self).map_err(|e| self.record(e))
+    }
+    fn val(&mut self) -> ReadResult<Value> {
+        Parser::val(self).map_err(|e| self.record(e))
+    }
+    fn is_val(&self) -> bool {
+        matches!(self.peek(), Some(Tok::Val(_)))
+    }
+    fn comma_then_val(&self) -> bool {
+        Parser::is_punct(self, ",")
+            && matches!(self.toks.get(self.pos + 1), Some((Tok::Val(_), ..)))
+    }
+    fn def(&mut self) -> ReadResult<Value> {
+        let n = match self.next() {
+            Some(Tok::Val(n)) => n,
+            t => {
+                self.pos -= 1;
+                let e = self.error(format!(
+                    "expected a new value `%N` (a loop variable), found {}",
+                    describe(t.as_ref())
+                ));
+                return Err(self.record(e));
             }
-            "remote_load" => {
-                let src = self.val()?;
-                self.expect_punct(",")?;
-                let peer = self.val()?;
-                self.expect_punct(",")?;
-                let offsets = self.offsets()?;
-                RemoteLoad { src, peer, offsets }
+        };
+        if self.vals.contains_key(&n) || self.pending_defs.iter().any(|(m, _)| *m == n) {
+            self.pos -= 1;
+            let e = self.error(format!("value `%{n}` is defined twice"));
+            return Err(self.record(e));
+        }
+        let v = Value(self.types.len() as u32);
+        self.types.push(Type::Scalar(DType::Index));
+        self.pending_defs.push((n, v));
+        Ok(v)
+    }
+    fn block(&mut self) -> ReadResult<Block> {
+        self.bind_defs();
+        let (b, loc) = self.block_with_loc().map_err(|e| self.record(e))?;
+        // The op's location is written after its first block's `{`.
+        if self.block_loc.is_none() {
+            self.block_loc = Some(loc);
+        }
+        Ok(b)
+    }
+    fn func(&mut self) -> ReadResult<String> {
+        match self.next() {
+            Some(Tok::Func(f)) => Ok(f),
+            t => {
+                self.pos -= 1;
+                let e = self.error(format!(
+                    "expected `@callee`, found {}",
+                    describe(t.as_ref())
+                ));
+                Err(self.record(e))
             }
-            "remote_store" => {
-                let value = self.val()?;
-                self.expect_punct(",")?;
-                let dst = self.val()?;
-                self.expect_punct(",")?;
-                let peer = self.val()?;
-                self.expect_punct(",")?;
-                let offsets = self.offsets()?;
-                RemoteStore {
-                    value,
-                    dst,
-                    peer,
-                    offsets,
-                }
-            }
-            "notify" => {
-                let signal = self.val()?;
-                self.expect_punct(",")?;
-                let peer = self.val()?;
-                self.expect_punct(",")?;
-                let offsets = self.offsets()?;
-                self.expect_punct(",")?;
-                let value = self.val()?;
-                self.expect_punct(",")?;
-                let o = self.ident()?;
-                let Some(op) = NotifyOp::from_name(&o) else {
-                    self.pos -= 1;
-                    return self.err(format!(
-                        "expected {}, found `{o}`",
-                        crate::spec::one_of(NotifyOp::ALL.map(NotifyOp::name))
-                    ));
-                };
-                Notify {
-                    signal,
-                    peer,
-                    offsets,
-                    value,
-                    op,
-                }
-            }
-            "wait" => {
-                let signal = self.val()?;
-                self.expect_punct(",")?;
-                let offsets = self.offsets()?;
-                self.expect_punct(",")?;
-                let expected = self.val()?;
-                self.expect_punct(",")?;
-                let p = self.ident()?;
-                let Some(cmp) = CmpOp::from_name(&p) else {
-                    self.pos -= 1;
-                    return self.err(format!(
-                        "unknown comparison `{p}`; expected {}",
-                        crate::spec::one_of(CmpOp::ALL.map(CmpOp::name))
-                    ));
-                };
-                Wait {
-                    signal,
-                    offsets,
-                    expected,
-                    cmp,
-                }
-            }
-            other => return self.err(format!("internal: `{other}` is not parsed here")),
-        })
+        }
+    }
+    fn dim(&mut self) -> ReadResult<Dim> {
+        Parser::dim(self).map_err(|e| self.record(e))
+    }
+    fn constant(&mut self) -> ReadResult<crate::ir::Const> {
+        let (c, text) = Parser::constant(self).map_err(|e| self.record(e))?;
+        self.float_text = text;
+        Ok(c)
+    }
+    fn fail(&mut self, back: usize, message: String) -> Failed {
+        self.pos = self.pos.saturating_sub(back);
+        let e = self.error(message);
+        self.record(e)
     }
 }
 
@@ -844,6 +580,10 @@ pub fn parse_module(src: &str) -> Result<Module> {
         pos: 0,
         vals: HashMap::new(),
         types: vec![],
+        failure: None,
+        float_text: None,
+        pending_defs: vec![],
+        block_loc: None,
     };
     p.module()
 }

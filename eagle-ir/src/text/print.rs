@@ -1,5 +1,6 @@
 //! The text form of the IR. [`crate::parse_module`] reads it back.
 
+use crate::ir::form::Writer;
 use crate::ir::{Block, Function, Module, Op, OpKind, Value};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -41,13 +42,15 @@ impl Names {
         }
     }
     fn v(&self, v: Value) -> String {
-        match self.0.get(&v) {
-            Some(n) => format!("%{n}"),
-            None => format!("%<undefined {}>", v.0),
-        }
+        let mut s = String::new();
+        self.write_v(v, &mut s);
+        s
     }
-    fn list(&self, vs: &[Value]) -> String {
-        vs.iter().map(|v| self.v(*v)).collect::<Vec<_>>().join(", ")
+    fn write_v(&self, v: Value, s: &mut String) {
+        let _ = match self.0.get(&v) {
+            Some(n) => write!(s, "%{n}"),
+            None => write!(s, "%<undefined {}>", v.0),
+        };
     }
 }
 
@@ -129,187 +132,64 @@ pub fn print_op(f: &Function, op: &Op) -> String {
 }
 
 fn print_op_into(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String) {
-    let ind = "  ".repeat(depth);
-    let res = |s: &mut String| {
-        if let Some(r) = op.result {
-            let _ = write!(s, "{} = ", n.v(r));
-        }
+    let line_start = s.len();
+    for _ in 0..depth {
+        s.push_str("  ");
+    }
+    if let Some(r) = op.result {
+        let _ = write!(s, "{} = ", n.v(r));
+    }
+    let mut w = OpWriter {
+        f,
+        n,
+        op,
+        depth,
+        s,
+        located: false,
     };
-    s.push_str(&ind);
-    res(s);
-    let offs = |o: &[Value]| format!("[{}]", n.list(o));
-    use OpKind::*;
-    let body = match &op.kind {
-        Const(c) => format!("const {c}"),
-        Dim(d) => format!("dim {d}"),
-        Binary(o, a, b) => format!("{} {}, {}", o.name(), n.v(*a), n.v(*b)),
-        Unary(o, a) => format!("{} {}", o.name(), n.v(*a)),
-        Fma(a, b, c) => format!("fma {}", n.list(&[*a, *b, *c])),
-        Cmp(o, a, b) => format!("cmp {} {}, {}", o.name(), n.v(*a), n.v(*b)),
-        Select(a, b, c) => format!("select {}", n.list(&[*a, *b, *c])),
-        Cast(a) => format!("cast {}", n.v(*a)),
-        Bitcast(a) => format!("bitcast {}", n.v(*a)),
-        Slice { src, index } => format!("slice {}[{}]", n.v(*src), n.v(*index)),
-        Load { src, offsets } => format!("load {}{}", n.v(*src), offs(offsets)),
-        Elem { src, indices } => format!("elem {}{}", n.v(*src), offs(indices)),
-        SetElem {
-            value,
-            dst,
-            indices,
-        } => format!("set_elem {}, {}{}", n.v(*value), n.v(*dst), offs(indices)),
-        Subview { src, offset } => format!("subview {}[{}..]", n.v(*src), n.v(*offset)),
-        Broadcast {
-            ctx,
-            src,
-            dst,
-            root,
-        } => format!("broadcast {}", n.list(&[*ctx, *src, *dst, *root])),
-        AllGather { ctx, src, dst } => format!("allgather {}", n.list(&[*ctx, *src, *dst])),
-        ReduceScatter { ctx, src, dst, op } => {
-            format!(
-                "reduce_scatter {}, {}",
-                n.list(&[*ctx, *src, *dst]),
-                op.name()
-            )
-        }
-        AllReduce {
-            ctx,
-            src,
-            dst,
-            op,
-            mode,
-        } => format!(
-            "allreduce {}, {}, {}",
-            n.list(&[*ctx, *src, *dst]),
-            op.name(),
-            mode.name()
-        ),
-        AllToAll { ctx, src, dst } => format!("all_to_all {}", n.list(&[*ctx, *src, *dst])),
-        Store {
-            value,
-            dst,
-            offsets,
-        } => format!("store {}, {}{}", n.v(*value), n.v(*dst), offs(offsets)),
-        Var(a) => format!("var {}", n.v(*a)),
-        Read(a) => format!("read {}", n.v(*a)),
-        Write(a, b) => format!("write {}, {}", n.v(*a), n.v(*b)),
-        For { .. } | If { .. } => {
-            print_nested(f, n, op, depth, s);
-            return;
-        }
-        Call { callee, args } => format!("call @{callee}({})", n.list(args)),
-        Dispatch {
-            callee,
-            args,
-            device,
-        } => format!(
-            "dispatch @{callee}({}) device {}",
-            n.list(args),
-            n.v(*device)
-        ),
-        Rank(c) => format!("rank {}", n.v(*c)),
-        NRanks(c) => format!("nranks {}", n.v(*c)),
-        WorldSize => "world_size".to_string(),
-        AllocWindowBuffer => "alloc_window_buffer".to_string(),
-        Window(b) => format!("window {}", n.v(*b)),
-        Put { dst, peer, src } => format!("put {}", n.list(&[*dst, *peer, *src])),
-        Get { dst, peer, src } => format!("get {}", n.list(&[*dst, *peer, *src])),
-        RemoteLoad { src, peer, offsets } => {
-            format!(
-                "remote_load {}, {}, {}",
-                n.v(*src),
-                n.v(*peer),
-                offs(offsets)
-            )
-        }
-        RemoteStore {
-            value,
-            dst,
-            peer,
-            offsets,
-        } => format!(
-            "remote_store {}, {}, {}, {}",
-            n.v(*value),
-            n.v(*dst),
-            n.v(*peer),
-            offs(offsets)
-        ),
-        Notify {
-            signal,
-            peer,
-            offsets,
-            value,
-            op,
-        } => format!(
-            "notify {}, {}, {}, {}, {}",
-            n.v(*signal),
-            n.v(*peer),
-            offs(offsets),
-            n.v(*value),
-            op.name()
-        ),
-        Wait {
-            signal,
-            offsets,
-            expected,
-            cmp,
-        } => format!(
-            "wait {}, {}, {}, {}",
-            n.v(*signal),
-            offs(offsets),
-            n.v(*expected),
-            cmp.name()
-        ),
-        Barrier(c) => format!("barrier {}", n.v(*c)),
-        Tile(crate::tile::TileOp::Extract(offs), args) => {
-            let o: Vec<String> = offs.iter().map(u64::to_string).collect();
-            format!("extract[{}] {}", o.join(", "), n.list(args))
-        }
-        Tile(op, args) if args.is_empty() => op.name().to_string(),
-        Tile(op, args) => format!("{} {}", op.name(), n.list(args)),
-        Math(f, args) => format!("{} {}", f.name(), n.list(args)),
-    };
-    s.push_str(&body);
+    op.kind.write_text(&mut w);
+    let located = w.located;
+    // A list that ends the line may be empty (`iota_0`): no space before the type.
+    let end = s.trim_end_matches(' ').len().max(line_start);
+    s.truncate(end);
     if let Some(r) = op.result {
         let _ = write!(s, " : {}", f.ty(r));
     }
-    s.push_str(&n.loc(op));
+    if !located {
+        s.push_str(&n.loc(op));
+    }
     s.push('\n');
 }
 
-/// Prints a `for` or an `if` (the op's head, its nested blocks one level deeper, the closing
-/// braces) after the indentation and result already written.
-fn print_nested(f: &Function, n: &Names, op: &Op, depth: usize, s: &mut String) {
-    use OpKind::*;
-    let ind = "  ".repeat(depth);
-    match &op.kind {
-        For { var, lo, hi, body } => {
-            let _ = writeln!(
-                s,
-                "for {} in {}..{} {{{}",
-                n.v(*var),
-                n.v(*lo),
-                n.v(*hi),
-                n.loc(op)
-            );
-            print_block(f, n, body, depth + 1, s);
-            let _ = writeln!(s, "{ind}}}");
+/// The printer as an op's format writes it ([`crate::ir::form`]): values by their canonical
+/// names, blocks one level deeper. An op with blocks prints its location after its first `{`.
+struct OpWriter<'a> {
+    f: &'a Function,
+    n: &'a Names,
+    op: &'a Op,
+    depth: usize,
+    s: &'a mut String,
+    located: bool,
+}
+
+impl Writer for OpWriter<'_> {
+    fn out(&mut self) -> &mut String {
+        self.s
+    }
+    fn val(&mut self, v: Value) {
+        self.n.write_v(v, self.s);
+    }
+    fn block(&mut self, b: &Block) {
+        self.s.push('{');
+        if !self.located {
+            self.located = true;
+            self.s.push_str(&self.n.loc(self.op));
         }
-        If {
-            cond,
-            then_body,
-            else_body,
-        } => {
-            let _ = writeln!(s, "if {} {{{}", n.v(*cond), n.loc(op));
-            print_block(f, n, then_body, depth + 1, s);
-            if else_body.ops.is_empty() {
-                let _ = writeln!(s, "{ind}}}");
-            } else {
-                let _ = writeln!(s, "{ind}}} else {{");
-                print_block(f, n, else_body, depth + 1, s);
-                let _ = writeln!(s, "{ind}}}");
-            }
+        self.s.push('\n');
+        print_block(self.f, self.n, b, self.depth + 1, self.s);
+        for _ in 0..self.depth {
+            self.s.push_str("  ");
         }
-        _ => {}
+        self.s.push('}');
     }
 }
