@@ -358,7 +358,7 @@ op_kinds! {
         /// Tensor sliced.
         .src => src: val,
         /// Index into dim 0.
-        .index => index: val
+        .index => index: val as index
     } "slice $src[$index]" => pure(info("a slice (`x[i]`)", Levels::ALL));
     /// `x[offset..offset + len]` along dim 0 (len from the result type): a view of the same
     /// kind (tensor or window), dtype and trailing dims.
@@ -366,24 +366,24 @@ op_kinds! {
         /// Tensor or window.
         .src => src: val,
         /// First index of dim 0.
-        .offset => offset: val
+        .offset => offset: val as index
     } "subview $src[$offset..]" => pure(info("a sub-view (`x[a..b]`)", Levels::DEVICE));
     /// Built-in broadcast: `dst` = `src` of rank `root`, on every rank.
     struct Broadcast {
         /// Device context.
-        .ctx => ctx: val,
+        .ctx => ctx: val as ctx,
         /// Window read on the root.
         .src => src: val,
         /// Local tensor or window written.
         .dst => dst: val,
         /// Root rank.
-        .root => root: val
+        .root => root: val as index
     } "broadcast $ctx, $src, $dst, $root" => collective();
     /// Built-in allgather: chunk `q` of `dst` = chunk `q` of rank `q`'s `src` (1-D buffers of N
     /// elements in P contiguous chunks, the first `N % P` one element longer).
     struct AllGather {
         /// Device context.
-        .ctx => ctx: val,
+        .ctx => ctx: val as ctx,
         /// Window.
         .src => src: val,
         /// Local tensor or window.
@@ -393,7 +393,7 @@ op_kinds! {
     /// (in rank order) of chunk `r` of `src`.
     struct ReduceScatter {
         /// Device context.
-        .ctx => ctx: val,
+        .ctx => ctx: val as ctx,
         /// Window.
         .src => src: val,
         /// Local tensor or window.
@@ -405,7 +405,7 @@ op_kinds! {
     /// rank.
     struct AllReduce {
         /// Device context.
-        .ctx => ctx: val,
+        .ctx => ctx: val as ctx,
         /// Window.
         .src => src: val,
         /// Window (read by peers in two-phase and ring modes).
@@ -418,7 +418,7 @@ op_kinds! {
     /// Built-in all-to-all on `[P, M]` buffers: row `q` of `dst` = row `r` of rank `q`'s `src`.
     struct AllToAll {
         /// Device context.
-        .ctx => ctx: val,
+        .ctx => ctx: val as ctx,
         /// Window.
         .src => src: val,
         /// Local tensor or window.
@@ -429,7 +429,7 @@ op_kinds! {
         /// Tensor or window.
         .src => src: val,
         /// One `index` per dim.
-        .indices => indices: vals
+        .indices => indices: vals as index
     } "elem $src[$indices]" => info("element access (`x[i]`)", Levels::DEVICE);
     /// Writes one element of a tensor or window.
     struct SetElem {
@@ -438,14 +438,14 @@ op_kinds! {
         /// Tensor or window.
         .dst => dst: val,
         /// One `index` per dim.
-        .indices => indices: vals
+        .indices => indices: vals as index
     } "set_elem $value, $dst[$indices]" => writes(info("element access (`x[i]`)", Levels::DEVICE));
     /// Loads a tile (shape from the result type) at `offsets` of a tensor or window.
     struct Load {
         /// Tensor or window read.
         .src => src: val,
         /// One `index` offset per dim.
-        .offsets => offsets: vals
+        .offsets => offsets: vals as index
     } "load $src[$offsets]" => info("a tile load or store", Levels::DEVICE);
     /// Stores a tile at `offsets` of a tensor or window.
     struct Store {
@@ -454,7 +454,7 @@ op_kinds! {
         /// Tensor or window written.
         .dst => dst: val,
         /// One `index` offset per dim.
-        .offsets => offsets: vals
+        .offsets => offsets: vals as index
     } "store $value, $dst[$offsets]" => writes(info("a tile load or store", Levels::DEVICE));
     /// A mutable scalar variable initialised to `init`.
     tuple Var { .0 => f0: val } "var $f0" => info("a variable", Levels::ALL);
@@ -467,16 +467,16 @@ op_kinds! {
         /// The induction variable (`index`).
         .var => var: def,
         /// Inclusive lower bound.
-        .lo => lo: val,
+        .lo => lo: val as index,
         /// Exclusive upper bound.
-        .hi => hi: val,
+        .hi => hi: val as index,
         /// Loop body.
         .body => body: block
     } "for $var in $lo..$hi $body" => info("a loop", Levels::ALL);
     /// `if cond { then } else { else }`.
     struct If {
         /// `bool` condition.
-        .cond => cond: val,
+        .cond => cond: val as bool,
         /// Taken when `cond` holds.
         .then_body => then_body: block,
         /// Taken otherwise.
@@ -496,12 +496,12 @@ op_kinds! {
         /// Arguments, one per callee param (the `ctx` param is supplied by the runtime).
         .args => args: vals,
         /// The rank that runs it.
-        .device => device: val
+        .device => device: val as index
     } "dispatch $callee($args) device $device" => writes(info("a dispatch", Levels::HOST));
     /// `rank(ctx)`: this device's rank.
-    tuple Rank { .0 => f0: val } "rank $f0" => pure(info("a device-context operation", Levels::DEVICE));
+    tuple Rank { .0 => f0: val as ctx } "rank $f0" => pure(info("a device-context operation", Levels::DEVICE));
     /// `nranks(ctx)`: the world size seen from a device.
-    tuple NRanks { .0 => f0: val } "nranks $f0" => pure(info("a device-context operation", Levels::DEVICE));
+    tuple NRanks { .0 => f0: val as ctx } "nranks $f0" => pure(info("a device-context operation", Levels::DEVICE));
     /// `world_size()` on the host.
     unit WorldSize {} "world_size" => pure(info("`world_size()`", Levels::HOST));
     /// Host: one symmetric buffer per rank; shape and dtype from the result type.
@@ -513,7 +513,7 @@ op_kinds! {
         /// Destination window.
         .dst => dst: val,
         /// Peer rank.
-        .peer => peer: val,
+        .peer => peer: val as index,
         /// Local tensor or window.
         .src => src: val
     } "put $dst, $peer, $src" => peers(writes(info(REMOTE, Levels::DEVICE)));
@@ -522,7 +522,7 @@ op_kinds! {
         /// Local tensor or window.
         .dst => dst: val,
         /// Peer rank.
-        .peer => peer: val,
+        .peer => peer: val as index,
         /// Source window.
         .src => src: val
     } "get $dst, $peer, $src" => peers(writes(info(REMOTE, Levels::DEVICE)));
@@ -531,9 +531,9 @@ op_kinds! {
         /// Window.
         .src => src: val,
         /// Peer rank.
-        .peer => peer: val,
+        .peer => peer: val as index,
         /// Offsets into the window.
-        .offsets => offsets: vals
+        .offsets => offsets: vals as index
     } "remote_load $src, $peer, [$offsets]" => peers(info(REMOTE, Levels::DEVICE));
     /// Tile-level remote store into a peer's window.
     struct RemoteStore {
@@ -542,18 +542,18 @@ op_kinds! {
         /// Window.
         .dst => dst: val,
         /// Peer rank.
-        .peer => peer: val,
+        .peer => peer: val as index,
         /// Offsets into the window.
-        .offsets => offsets: vals
+        .offsets => offsets: vals as index
     } "remote_store $value, $dst, $peer, [$offsets]" => peers(writes(info(REMOTE, Levels::DEVICE)));
     /// Updates a signal on `peer` with release semantics.
     struct Notify {
         /// Signal window (integer dtype).
         .signal => signal: val,
         /// Peer rank.
-        .peer => peer: val,
+        .peer => peer: val as index,
         /// Element offsets into the signal window.
-        .offsets => offsets: vals,
+        .offsets => offsets: vals as index,
         /// Value set or added.
         .value => value: val,
         /// Set or atomic add.
@@ -564,20 +564,32 @@ op_kinds! {
         /// Local signal window.
         .signal => signal: val,
         /// Element offsets.
-        .offsets => offsets: vals,
+        .offsets => offsets: vals as index,
         /// Compared value.
         .expected => expected: val,
         /// Predicate `signal <cmp> expected`.
         .cmp => cmp: attr(CmpOp)
     } "wait $signal, [$offsets], $expected, $cmp" => peers(info("a signal operation", Levels::DEVICE));
     /// All ranks reach the barrier before any leaves it.
-    tuple Barrier { .0 => f0: val } "barrier $f0" => peers(info("a device-context operation", Levels::DEVICE));
+    tuple Barrier { .0 => f0: val as ctx } "barrier $f0" => peers(info("a device-context operation", Levels::DEVICE));
     /// A tile-algebra op (reduction, broadcast, layout, creation, matmul): what it computes,
     /// its typing and its operands are [`crate::TileOp`]'s.
     tuple Tile { .0 => f0: attr(TileOp), .1 => f1: vals } "$f0 $f1" => pure(info("a tile op", Levels::DEVICE));
     /// A function of the math library (`ln x`, `atan2 y, x`), elementwise on scalars and
     /// tiles; expanded into the ops above at specialization ([`crate::math`]).
     tuple Math { .0 => f0: attr(MathFn), .1 => f1: vals } "$f0 $f1" => elementwise();
+}
+
+/// What an operand must be, as its field's declaration states it (`val as index`); the verifier
+/// checks it for every op ([`OpKind::for_each_want`]) before the op's own typing rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// The device context `ctx` (so the op is device work).
+    Ctx,
+    /// An `index` scalar (a rank, an offset, a bound).
+    Index,
+    /// A `bool` scalar (a condition).
+    Bool,
 }
 
 /// A primitive elementwise op's operands: the one classification of which primitive ops compute

@@ -9,6 +9,11 @@
 //! - `block`: a nested block (`Block`);
 //! - `attr(T)`: anything else (an op enum, a callee name, a constant), carried as is.
 //!
+//! A `val` or `vals` field may say what its operands must be: `val as index`, `vals as index`,
+//! `val as ctx`, `val as bool` ([`super::Want`]). The verifier checks that for every op
+//! (`OpKind::for_each_want`) before the op's own typing rule, and names the operand by its
+//! place and field.
+//!
 //! After its fields, each variant states its text format (`"load $src[$offsets]"`, see
 //! [`super::form`]) and ends with `=> facts;`, its [`super::OpInfo`] (levels, effects), an
 //! expression over the field bindings. The facts' keyword is the format's
@@ -140,6 +145,44 @@ macro_rules! op_field_missing {
     };
 }
 
+/// The operand kind a `val`/`vals` field declares with `as kind` ([`super::Want`]).
+macro_rules! op_want {
+    (ctx) => {
+        $crate::ir::Want::Ctx
+    };
+    (index) => {
+        $crate::ir::Want::Index
+    };
+    (bool) => {
+        $crate::ir::Want::Bool
+    };
+}
+
+/// Calls `f` with each of a field's operands (its position among the op's operands, the
+/// field's name (`"0"` for a tuple variant's), what it must be, the value) that declares what
+/// it must be; counts them into `i`.
+macro_rules! op_field_wants {
+    ($f:ident, $i:ident, $key:tt, val, $x:ident, $w:ident) => {{
+        $f($i, stringify!($key), op_want!($w), *$x);
+        $i += 1;
+    }};
+    ($f:ident, $i:ident, $key:tt, val, $x:ident) => {
+        $i += 1
+    };
+    ($f:ident, $i:ident, $key:tt, vals, $x:ident, $w:ident) => {
+        for v in $x.iter() {
+            $f($i, stringify!($key), op_want!($w), *v);
+            $i += 1;
+        }
+    };
+    ($f:ident, $i:ident, $key:tt, vals, $x:ident) => {
+        $i += $x.len()
+    };
+    ($f:ident, $i:ident, $key:tt, $k:ident, $x:ident) => {{
+        let _ = $x;
+    }};
+}
+
 /// Declares `OpKind` (see the module docs). Each variant is `tuple`, `struct` or `unit`, and
 /// each field `.key => binding: kind`: `key` is the field's name, or its position in a tuple
 /// variant; `binding` names it in the derived code.
@@ -169,7 +212,7 @@ macro_rules! op_kinds {
     };
     ($(
         $(#[$m:meta])* $form:ident $name:ident {
-            $($(#[$fm:meta])* . $key:tt => $b:ident : $k:ident $(($t:ty))?),*
+            $($(#[$fm:meta])* . $key:tt => $b:ident : $k:ident $(($t:ty))? $(as $w:ident)?),*
         } $fmt:literal => $info:expr;
     )*) => {
         op_kinds!(@enum [] $(
@@ -238,6 +281,22 @@ macro_rules! op_kinds {
                     })*
                 }
                 out
+            }
+
+            /// Calls `f(i, field, want, v)` for each operand `v` whose declaration states what it
+            /// must be (`val as index`): its position among [`OpKind::operands`], its field's
+            /// name (a position, `"0"`, in a tuple variant), and the kind. The verifier checks these for every op before its own rules.
+            #[allow(unused_mut, unused_variables, unused_assignments)]
+            pub fn for_each_want(
+                &self,
+                f: &mut dyn FnMut(usize, &'static str, $crate::ir::Want, Value),
+            ) {
+                let mut i = 0usize;
+                match self {
+                    $(OpKind::$name { $($key: $b),* } => {
+                        $(op_field_wants!(f, i, $key, $k, $b $(, $w)?);)*
+                    })*
+                }
             }
 
             /// Every kind's text format ([`super::form`]): the kind's name, its format, and
@@ -319,5 +378,5 @@ macro_rules! op_kinds {
 
 pub(crate) use {
     op_field_block, op_field_heads, op_field_map, op_field_missing, op_field_operands,
-    op_field_read, op_field_ref, op_field_ty, op_kinds,
+    op_field_read, op_field_ref, op_field_ty, op_field_wants, op_kinds, op_want,
 };

@@ -1,7 +1,7 @@
 //! The verifier: structural and typing rules of the IR.
 
 use crate::error::{IrError, Result};
-use crate::ir::{BinOp, Block, Function, Level, Module, Op, OpKind, UnOp, Value};
+use crate::ir::{BinOp, Block, Function, Level, Module, Op, OpKind, UnOp, Value, Want};
 use crate::text::print::print_op;
 use crate::types::{DType, Dim, Shape, Type};
 use std::collections::{HashMap, HashSet};
@@ -103,12 +103,33 @@ impl V<'_> {
         }
     }
 
-    fn ctx(&self, op: &Op, v: Value) -> Result<()> {
+    /// What the op's declaration says each operand must be (`val as index`, [`Want`]).
+    fn declared_operands(&self, op: &Op) -> Result<()> {
+        let mut res = Ok(());
+        op.kind.for_each_want(&mut |i, field, want, v| {
+            if res.is_ok() {
+                // A tuple variant's field has a position, not a name.
+                let what = if field.parse::<usize>().is_ok() {
+                    i.to_string()
+                } else {
+                    format!("{i} (`{field}`)")
+                };
+                res = match want {
+                    Want::Ctx => self.ctx(op, &what, v),
+                    Want::Index => self.scalar(op, v, &what, Some(DType::Index)).map(|_| ()),
+                    Want::Bool => self.scalar(op, v, &what, Some(DType::Bool)).map(|_| ()),
+                };
+            }
+        });
+        res
+    }
+
+    fn ctx(&self, op: &Op, what: &str, v: Value) -> Result<()> {
         if *self.ty(v) != Type::Ctx {
             return self.fail(
                 op,
                 format!(
-                    "operand must be the device context `ctx`, found `{}`",
+                    "operand {what} must be the device context `ctx`, found `{}`",
                     self.ty(v)
                 ),
             );
@@ -129,9 +150,7 @@ impl V<'_> {
                 ),
             );
         }
-        for (i, &o) in offsets.iter().enumerate() {
-            self.scalar(op, o, &format!("offset {i}"), Some(DType::Index))?;
-        }
+        // Each is an `index`: the declaration says so (`vals as index`).
         Ok(())
     }
 
@@ -341,6 +360,7 @@ impl V<'_> {
                 );
             }
         }
+        self.declared_operands(op)?;
         if let Some(Type::Tile(s, _)) = op.result.map(|r| self.ty(r)) {
             if s.0.iter().any(|d| d.as_const() == Some(0)) {
                 return self.fail(op, format!("the result is a tile of shape {s}, with an empty dim; a tile has at least one element along every dim (docs/language.md): give every extent a value of 1 or more"));
@@ -582,12 +602,10 @@ impl V<'_> {
     fn check_reduce_scatter_rows(
         &mut self,
         op: &Op,
-        ctx: Value,
         src: Value,
         dst: Value,
         r: crate::ReduceOp,
     ) -> Result<()> {
-        self.ctx(op, ctx)?;
         self.not_host(op, "collective")?;
         self.writable(op, dst, "the collective")?;
         let (ss, sd) = self.memory(op, src, "operand 1 (send buffer)")?;
@@ -617,22 +635,18 @@ impl V<'_> {
     fn check_views_and_collectives(&mut self, op: &Op) -> Result<()> {
         use OpKind::*;
         match &op.kind {
-            Slice { src, index } => {
-                self.scalar(op, *index, "index", Some(DType::Index))?;
-                match self.ty(*src) {
-                    Type::Tensor(s, d) if s.rank() >= 1 => {
-                        self.expect_result(op, &Type::Tensor(Shape(s.0[1..].to_vec()), *d))?
-                    }
-                    t => {
-                        return self.fail(
-                            op,
-                            format!("operand 0 must be a tensor of rank >= 1, found `{t}`"),
-                        )
-                    }
+            Slice { src, .. } => match self.ty(*src) {
+                Type::Tensor(s, d) if s.rank() >= 1 => {
+                    self.expect_result(op, &Type::Tensor(Shape(s.0[1..].to_vec()), *d))?
                 }
-            }
-            Subview { src, offset } => {
-                self.scalar(op, *offset, "1 (offset)", Some(DType::Index))?;
+                t => {
+                    return self.fail(
+                        op,
+                        format!("operand 0 must be a tensor of rank >= 1, found `{t}`"),
+                    )
+                }
+            },
+            Subview { src, .. } => {
                 let st = self.ty(*src).clone();
                 let rt = op.result.map(|r| self.ty(r).clone());
                 let ok = match (&st, &rt) {
@@ -656,18 +670,10 @@ impl V<'_> {
                     return self.fail(op, format!("a subview of `{st}` must be a tensor or window of the same dtype and trailing dims, no longer than the source along dim 0"));
                 }
             }
-            Broadcast {
-                ctx,
-                src,
-                dst,
-                root,
-            } => {
-                self.ctx(op, *ctx)?;
-                self.scalar(op, *root, "3 (root)", Some(DType::Index))?;
+            Broadcast { src, dst, .. } => {
                 self.collective_buffers(op, *src, *dst, false)?;
             }
             AllGather { ctx, src, dst } if self.ty(*dst).holds_rows_of(self.ty(*src)) => {
-                self.ctx(op, *ctx)?;
                 self.not_host(op, "collective")?;
                 self.writable(op, *dst, "the collective")?;
                 let (ss, sd) = self.memory(op, *src, "operand 1 (send buffer)")?;
@@ -680,8 +686,7 @@ impl V<'_> {
                     return self.fail(op, format!("an allgather of rows (send buffer `{ss}`, receive buffer `{ds}`) needs a window on one side: the send buffer (every rank reads each peer's) or the receive buffer (every rank writes its row into each peer's); pass a `window(buf, shape, dtype)` view from the host"));
                 }
             }
-            AllGather { ctx, src, dst } | AllToAll { ctx, src, dst } => {
-                self.ctx(op, *ctx)?;
+            AllGather { src, dst, .. } | AllToAll { src, dst, .. } => {
                 let a2a = matches!(op.kind, AllToAll { .. });
                 self.collective_buffers(op, *src, *dst, a2a)?;
                 if a2a && src == dst {
@@ -694,22 +699,14 @@ impl V<'_> {
                 dst,
                 op: r,
             } if self.ty(*src).holds_rows_of(self.ty(*dst)) => {
-                self.check_reduce_scatter_rows(op, *ctx, *src, *dst, *r)?
+                self.check_reduce_scatter_rows(op, *src, *dst, *r)?
             }
             ReduceScatter {
-                ctx,
-                src,
-                dst,
-                op: r,
+                src, dst, op: r, ..
             }
             | AllReduce {
-                ctx,
-                src,
-                dst,
-                op: r,
-                ..
+                src, dst, op: r, ..
             } => {
-                self.ctx(op, *ctx)?;
                 let d = self.collective_buffers(op, *src, *dst, false)?;
                 self.reduce_op_fits(op, *r, d)?;
                 if let AllReduce {
@@ -832,9 +829,7 @@ impl V<'_> {
                 },
                 t => return self.fail(op, format!("operand 0 must be a variable, found `{t}`")),
             },
-            For { var, lo, hi, body } => {
-                self.scalar(op, *lo, "0 (lower bound)", Some(DType::Index))?;
-                self.scalar(op, *hi, "1 (upper bound)", Some(DType::Index))?;
+            For { var, body, .. } => {
                 if *self.ty(*var) != Type::Scalar(DType::Index) {
                     return self.fail(op, "the loop variable must be an `index`");
                 }
@@ -843,11 +838,10 @@ impl V<'_> {
                 self.scopes.pop();
             }
             If {
-                cond,
                 then_body,
                 else_body,
+                ..
             } => {
-                self.scalar(op, *cond, "0 (condition)", Some(DType::Bool))?;
                 self.block(then_body)?;
                 self.block(else_body)?;
             }
@@ -859,15 +853,10 @@ impl V<'_> {
                 };
                 self.args(op, c, args, false)?;
             }
-            Dispatch {
-                callee,
-                args,
-                device,
-            } => {
+            Dispatch { callee, args, .. } => {
                 self.host_only(op, "dispatch")?;
                 let c = self.callee(op, callee, Level::Device)?;
                 self.args(op, c, args, true)?;
-                self.scalar(op, *device, "device", Some(DType::Index))?;
             }
             other => {
                 return self.fail(
@@ -886,11 +875,9 @@ impl V<'_> {
     fn check_context_and_host(&mut self, op: &Op) -> Result<()> {
         use OpKind::*;
         match &op.kind {
-            Rank(c) | NRanks(c) => {
-                self.ctx(op, *c)?;
-                self.expect_result(op, &Type::Scalar(DType::Index))?;
-            }
-            Barrier(c) => self.ctx(op, *c)?,
+            // The context operand is checked by its declaration (`val as ctx`).
+            Rank(_) | NRanks(_) => self.expect_result(op, &Type::Scalar(DType::Index))?,
+            Barrier(_) => {}
             WorldSize => {
                 self.host_only(op, "world_size()")?;
                 self.expect_result(op, &Type::Scalar(DType::Index))?;
@@ -933,13 +920,12 @@ impl V<'_> {
     fn check_remote_and_signals(&mut self, op: &Op) -> Result<()> {
         use OpKind::*;
         match &op.kind {
-            Put { dst, peer, src } | Get { dst, peer, src } => {
+            Put { dst, src, .. } | Get { dst, src, .. } => {
                 let put = matches!(op.kind, Put { .. });
                 if !put {
                     self.writable(op, *dst, "the get")?;
                 }
                 self.not_host(op, if put { "put" } else { "get" })?;
-                self.scalar(op, *peer, "1 (peer)", Some(DType::Index))?;
                 let (rs, rd) = if put {
                     self.window(op, *dst, "operand 0 (destination)")?
                 } else {
@@ -954,9 +940,8 @@ impl V<'_> {
                     return self.fail(op, format!("destination is `{rs}, {rd}` but source is `{ls}, {ld}`; put/get copy whole buffers of the same shape and dtype"));
                 }
             }
-            RemoteLoad { src, peer, offsets } => {
+            RemoteLoad { src, offsets, .. } => {
                 self.not_host(op, "remote_load")?;
-                self.scalar(op, *peer, "1 (peer)", Some(DType::Index))?;
                 let (s, d) = self.window(op, *src, "operand 0 (source)")?;
                 self.offsets(op, offsets, s.rank(), "the window")?;
                 match op.result.map(|r| self.ty(r)) {
@@ -972,11 +957,10 @@ impl V<'_> {
             RemoteStore {
                 value,
                 dst,
-                peer,
                 offsets,
+                ..
             } => {
                 self.not_host(op, "remote_store")?;
-                self.scalar(op, *peer, "2 (peer)", Some(DType::Index))?;
                 let (s, d) = self.window(op, *dst, "operand 1 (destination)")?;
                 self.offsets(op, offsets, s.rank(), "the window")?;
                 match self.ty(*value) {
@@ -997,9 +981,6 @@ impl V<'_> {
                 ..
             } => {
                 self.not_host(op, "notify/wait")?;
-                if let Notify { peer, .. } = &op.kind {
-                    self.scalar(op, *peer, "1 (peer)", Some(DType::Index))?;
-                }
                 let (s, d) = self.window(op, *signal, "operand 0 (signal)")?;
                 if !matches!(d, DType::I32 | DType::I64 | DType::U32 | DType::U64) {
                     return self.fail(
