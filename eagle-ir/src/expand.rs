@@ -14,10 +14,13 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Neg, Not, Shl, Shr, Sub};
 
+/// A function's value table.
+type Values = crate::entity::PrimaryMap<Value, Type>;
+
 /// The function being expanded into: its value table, the ops emitted so far, the source
 /// location they inherit, and the constants already defined.
 struct Emitter {
-    values: Vec<Type>,
+    values: Values,
     ops: Vec<Op>,
     loc: Option<Loc>,
     consts: HashMap<(DType, u64), Value>,
@@ -41,19 +44,15 @@ impl Emitter {
     /// Appends `kind` with a result of dtype `d`, a tile of its tile operand's shape if it has
     /// one (scalars broadcast).
     fn push(&mut self, kind: OpKind, d: DType) -> Value {
-        let shape = kind
-            .operands()
-            .iter()
-            .find_map(|v| match &self.values[v.index()] {
-                Type::Tile(s, _) => Some(s.clone()),
-                _ => None,
-            });
+        let shape = kind.operands().iter().find_map(|v| match &self.values[*v] {
+            Type::Tile(s, _) => Some(s.clone()),
+            _ => None,
+        });
         let ty = match shape {
             Some(s) => Type::Tile(s, d),
             None => Type::Scalar(d),
         };
-        let v = Value(self.values.len() as u32);
-        self.values.push(ty);
+        let v = self.values.push(ty);
         self.ops.push(Op {
             result: Some(v),
             kind,
@@ -79,10 +78,7 @@ fn push(kind: OpKind, d: DType) -> Value {
 /// Appends `kind` with a result of type `ty` (or none).
 fn push_typed(kind: OpKind, ty: Option<Type>) -> Option<Value> {
     with(|e| {
-        let v = ty.map(|t| {
-            e.values.push(t);
-            Value(e.values.len() as u32 - 1)
-        });
+        let v = ty.map(|t| e.values.push(t));
         e.ops.push(Op {
             result: v,
             kind,
@@ -96,12 +92,11 @@ fn push_typed(kind: OpKind, ty: Option<Type>) -> Option<Value> {
 /// filled into a tile of the mask's shape (a select takes its shape from its branches).
 fn select(m: Value, a: Value, b: Value, d: DType) -> Value {
     with(|e| {
-        let scalar = |v: Value| matches!(e.values[v.index()], Type::Scalar(_));
-        let a = match &e.values[m.index()] {
+        let scalar = |v: Value| matches!(e.values[v], Type::Scalar(_));
+        let a = match &e.values[m] {
             Type::Tile(s, _) if scalar(a) && scalar(b) => {
                 let s = s.clone();
-                let v = Value(e.values.len() as u32);
-                e.values.push(Type::Tile(s, d));
+                let v = e.values.push(Type::Tile(s, d));
                 e.ops.push(Op {
                     result: Some(v),
                     kind: OpKind::Tile(TileOp::Full, vec![a]),
@@ -229,7 +224,7 @@ impl Real for F {
     /// variable carrying the result out (initialised to `otherwise`). `f` builds one value, so
     /// the block is one fused tree.
     fn if_any(m: M, f: impl FnOnce() -> F, otherwise: F) -> F {
-        let ty = |v: Value| with(|e| e.values[v.index()].clone());
+        let ty = |v: Value| with(|e| e.values[v].clone());
         let any = match ty(m.0) {
             Type::Tile(..) => {
                 // Whether some lane holds: the maximum of select(m, 1, 0) over the tile.
@@ -283,7 +278,7 @@ pub fn expand_function(f: &mut Function) {
     f.values = values;
 }
 
-fn expand_block(b: &mut Block, values: &mut Vec<Type>) {
+fn expand_block(b: &mut Block, values: &mut Values) {
     if !b.ops.iter().any(has_math) {
         return;
     }
@@ -315,10 +310,10 @@ fn expand_one(
     m: MathFn,
     args: &[Value],
     res: Value,
-    values: Vec<Type>,
+    values: Values,
     loc: Option<Loc>,
-) -> (Vec<Op>, Vec<Type>) {
-    let d = values[res.index()].dtype().unwrap_or(DType::F64);
+) -> (Vec<Op>, Values) {
+    let d = values[res].dtype().unwrap_or(DType::F64);
     EMIT.with(|e| {
         *e.borrow_mut() = Some(Emitter {
             values,
@@ -330,7 +325,7 @@ fn expand_one(
     let wide: Vec<F> = args
         .iter()
         .map(|&a| {
-            let ad = with(|e| e.values[a.index()].dtype().unwrap_or(DType::F64));
+            let ad = with(|e| e.values[a].dtype().unwrap_or(DType::F64));
             if ad == DType::F64 {
                 F(a)
             } else {
@@ -362,7 +357,7 @@ fn expand_one(
 /// (the ops take `loc`); returns the value `build` returns. Used by [`crate::narrow`] for the
 /// 16-bit float conversions of [`super::narrow`].
 fn emit_into(
-    values: &mut Vec<Type>,
+    values: &mut Values,
     out: &mut Vec<Op>,
     loc: Option<Loc>,
     build: impl FnOnce() -> Value,
@@ -388,14 +383,14 @@ fn emit_into(
 /// `x` (an `f32` or `f64` scalar or tile) rounded to `fmt`, as an `f32` holding the value
 /// exactly ([`crate::math::narrow::round_to`]).
 pub(crate) fn emit_round(
-    values: &mut Vec<Type>,
+    values: &mut Values,
     out: &mut Vec<Op>,
     loc: Option<Loc>,
     x: Value,
     fmt: crate::math::narrow::Format,
 ) -> Value {
     emit_into(values, out, loc, || {
-        let wide = match with(|e| e.values[x.index()].dtype()) {
+        let wide = match with(|e| e.values[x].dtype()) {
             Some(DType::F64) => F(x),
             _ => F(push(OpKind::Cast(x), DType::F64)),
         };
@@ -407,7 +402,7 @@ pub(crate) fn emit_round(
 /// The `f32` value of the 16-bit patterns `h` (a `u64` scalar or tile, the bits above 16
 /// zero) of `fmt` ([`crate::math::narrow::decode`]).
 pub(crate) fn emit_decode(
-    values: &mut Vec<Type>,
+    values: &mut Values,
     out: &mut Vec<Op>,
     loc: Option<Loc>,
     h: Value,
@@ -422,7 +417,7 @@ pub(crate) fn emit_decode(
 /// The 16-bit patterns of `fmt` (a `u64` scalar or tile) of `x`, an `f32` scalar or tile of
 /// values of `fmt` ([`crate::math::narrow::encode`]).
 pub(crate) fn emit_encode(
-    values: &mut Vec<Type>,
+    values: &mut Values,
     out: &mut Vec<Op>,
     loc: Option<Loc>,
     x: Value,

@@ -14,13 +14,13 @@ use crate::ir::{Function, Op, OpKind, Value};
 /// The op that defines each value of a function (parameters and loop variables have none).
 #[derive(Debug, Clone, Default)]
 pub struct Defs<'f> {
-    map: HashMap<Value, &'f Op>,
+    map: crate::entity::SecondaryMap<Value, &'f Op>,
 }
 
 impl<'f> Defs<'f> {
     /// Walks `f` once.
     pub fn of(f: &'f Function) -> Defs<'f> {
-        let mut map = HashMap::new();
+        let mut map = crate::entity::SecondaryMap::with_capacity(f.values.len());
         f.body.walk(&mut |op| {
             if let Some(r) = op.result {
                 map.insert(r, op);
@@ -31,7 +31,7 @@ impl<'f> Defs<'f> {
 
     /// The op that defines `v`, if an op does.
     pub fn op(&self, v: Value) -> Option<&'f Op> {
-        self.map.get(&v).copied()
+        self.map.get(v).copied()
     }
 
     /// What `v` is defined by, if an op defines it.

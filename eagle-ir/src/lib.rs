@@ -16,6 +16,7 @@
 mod analysis;
 mod builder;
 mod builtin;
+pub mod entity;
 mod error;
 pub mod eval;
 pub mod expand;

@@ -62,7 +62,7 @@ pub fn widen_function(f: &mut Function) {
     };
     let mut entry = vec![];
     for p in &mut f.params {
-        if let Type::Scalar(d) = w.values[p.value.index()] {
+        if let Type::Scalar(d) = w.values[p.value] {
             if d.is_narrow() {
                 let raw = w.fresh(Type::Scalar(d), true);
                 w.widen_loaded(&mut entry, &None, raw, p.value, d);
@@ -74,8 +74,8 @@ pub fn widen_function(f: &mut Function) {
     w.block(&mut body);
     entry.append(&mut body.ops);
     f.body = Block { ops: entry };
-    for (i, t) in w.values.iter_mut().enumerate() {
-        if !w.raw.contains(&Value(i as u32)) {
+    for (v, t) in w.values.entries_mut() {
+        if !w.raw.contains(&v) {
             *t = t.widened();
         }
     }
@@ -83,15 +83,14 @@ pub fn widen_function(f: &mut Function) {
 }
 
 struct Widen {
-    values: Vec<Type>,
+    values: crate::entity::PrimaryMap<Value, Type>,
     /// Values that keep their storage dtype: loaded and to-be-stored patterns, parameters.
     raw: HashSet<Value>,
 }
 
 impl Widen {
     fn fresh(&mut self, t: Type, raw: bool) -> Value {
-        let v = Value(self.values.len() as u32);
-        self.values.push(t);
+        let v = self.values.push(t);
         if raw {
             self.raw.insert(v);
         }
@@ -100,7 +99,7 @@ impl Widen {
 
     /// A value shaped like `like` (scalar or tile) of dtype `d`.
     fn like(&mut self, like: Value, d: DType, raw: bool) -> Value {
-        let t = match &self.values[like.index()] {
+        let t = match &self.values[like] {
             Type::Tile(s, _) => Type::Tile(s.clone(), d),
             _ => Type::Scalar(d),
         };
@@ -123,7 +122,7 @@ impl Widen {
     }
 
     fn dtype(&self, v: Value) -> DType {
-        self.values[v.index()].dtype().unwrap_or(DType::Bool)
+        self.values[v].dtype().unwrap_or(DType::Bool)
     }
 
     fn block(&mut self, b: &mut Block) {
@@ -143,7 +142,7 @@ impl Widen {
         // tensors and windows as they are).
         let call = matches!(op.kind, OpKind::Call { .. });
         for v in op.kind.handed_on_mut() {
-            let d = match &self.values[v.index()] {
+            let d = match &self.values[*v] {
                 Type::Scalar(d) => *d,
                 _ if call => continue,
                 t => match t.dtype() {
@@ -159,7 +158,7 @@ impl Widen {
             out.push(op);
             return;
         };
-        if !narrow_value(&self.values[r.index()]) {
+        if !narrow_value(&self.values[r]) {
             out.push(op);
             return;
         }

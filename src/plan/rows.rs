@@ -126,8 +126,7 @@ fn promote(f: &Function, reductions: &[usize], kind: ReduceKind) -> (Function, P
                 ix[k] = (rest % e) as i128;
                 rest /= e;
             }
-            g.values.push(Type::Ref(Box::new(Type::Scalar(d))));
-            let v = ir::Value(g.values.len() as u32 - 1);
+            let v = g.values.push(Type::Ref(Box::new(Type::Scalar(d))));
             g.params.push(ir::Param {
                 name: format!("__acc{pi}_{flat}"),
                 value: v,

@@ -31,7 +31,7 @@ pub fn chunk(n: u64, p: u64, c: u64) -> (u64, u64) {
 }
 
 struct Em<'a> {
-    values: &'a mut Vec<Type>,
+    values: &'a mut eagle_ir::entity::PrimaryMap<Value, Type>,
     blocks: Vec<Vec<Op>>,
     /// The source location of the collective being lowered: every op it becomes keeps it.
     loc: Option<eagle_ir::Loc>,
@@ -39,8 +39,7 @@ struct Em<'a> {
 
 impl Em<'_> {
     fn val(&mut self, t: Type) -> Value {
-        self.values.push(t);
-        Value(self.values.len() as u32 - 1)
+        self.values.push(t)
     }
     /// Appends an op that defines a value of type `t`; returns the value.
     fn push(&mut self, kind: OpKind, t: Type) -> Value {
@@ -130,7 +129,7 @@ impl Em<'_> {
         self.ibin(BinOp::Rem, t, pv)
     }
     fn ty(&self, v: Value) -> Type {
-        self.values[v.index()].clone()
+        self.values[v].clone()
     }
     fn subview(&mut self, src: Value, off: Value, len: u64) -> Value {
         let t = match self.ty(src) {
@@ -328,7 +327,7 @@ fn rows(t: &Type) -> (u64, u64) {
 
 fn lower_block(
     f_name: &str,
-    values: &mut Vec<Type>,
+    values: &mut eagle_ir::entity::PrimaryMap<Value, Type>,
     b: &mut Block,
     p: u64,
     sig: Option<Value>,
@@ -804,8 +803,7 @@ pub fn add_signal_windows(m: &mut Module, p: u64) -> HashMap<String, Value> {
     let shape = Shape(vec![Dim::Const(p)]);
     for f in &mut m.functions {
         if f.level == Level::Device && needs_signals(&f.body) {
-            f.values.push(Type::Window(shape.clone(), DType::I64));
-            let value = Value(f.values.len() as u32 - 1);
+            let value = f.values.push(Type::Window(shape.clone(), DType::I64));
             f.params.push(Param {
                 name: SIGNALS_PARAM.into(),
                 value,
@@ -832,8 +830,7 @@ pub fn add_signal_windows(m: &mut Module, p: u64) -> HashMap<String, Value> {
         let Some(first) = f.body.ops.iter().position(launches) else {
             continue;
         };
-        f.values.push(Type::WinBuf(shape.clone(), DType::I64));
-        let buf = Value(f.values.len() as u32 - 1);
+        let buf = f.values.push(Type::WinBuf(shape.clone(), DType::I64));
         let loc = f.body.ops[first].loc.clone();
         f.body.ops.insert(
             first,
@@ -849,8 +846,7 @@ pub fn add_signal_windows(m: &mut Module, p: u64) -> HashMap<String, Value> {
             for mut op in ops {
                 if let OpKind::Dispatch { callee, args, .. } = &mut op.kind {
                     if sig.contains_key(callee) {
-                        values.push(Type::Window(shape.clone(), DType::I64));
-                        let w = Value(values.len() as u32 - 1);
+                        let w = values.push(Type::Window(shape.clone(), DType::I64));
                         b.ops.push(Op {
                             result: Some(w),
                             kind: OpKind::Window(buf),

@@ -1043,7 +1043,7 @@ pub fn specialize_for(
         let generic = f.values.clone();
         let params: HashMap<Value, String> =
             f.params.iter().map(|p| (p.value, p.name.clone())).collect();
-        for (i, t) in f.values.iter_mut().enumerate() {
+        for (v, t) in f.values.entries_mut() {
             let mut missing: Option<(usize, eagle_ir::DimError, String)> = None;
             let mut idx = 0usize;
             let nt = t.map_dims(&mut |d| {
@@ -1058,7 +1058,7 @@ pub fn specialize_for(
                 r
             });
             if let Some((dim, e, expr)) = missing {
-                let place = match params.get(&Value(i as u32)) {
+                let place = match params.get(&v) {
                     Some(p) => format!("argument `{p}`, dimension {dim}"),
                     None => format!("a value of type `{t}`"),
                 };

@@ -201,10 +201,8 @@ impl FunctionBuilder<'_> {
             .zip(args.iter().copied())
             .collect();
         let mut fresh = |v: Value, fb: &mut Function| -> Value {
-            *map.entry(v).or_insert_with(|| {
-                fb.values.push(callee.ty(v).clone());
-                Value(fb.values.len() as u32 - 1)
-            })
+            *map.entry(v)
+                .or_insert_with(|| fb.values.push(callee.ty(v).clone()))
         };
         let func = &mut self.func;
         let body = callee.body.map_values(&mut |v| fresh(v, func));

@@ -176,7 +176,7 @@ impl ModuleBuilder {
                 name: name.to_string(),
                 level,
                 params: vec![],
-                values: vec![],
+                values: Default::default(),
                 body: Block::default(),
             },
             blocks: vec![Block::default()],
@@ -269,8 +269,7 @@ impl FunctionBuilder<'_> {
     }
 
     pub(super) fn new_value(&mut self, ty: Type) -> Value {
-        self.func.values.push(ty);
-        Value(self.func.values.len() as u32 - 1)
+        self.func.values.push(ty)
     }
 
     /// Enters the Rust source location `file:line:column` (1-based): ops built until the

@@ -217,6 +217,17 @@ pub fn write(format: &str, names: &[&str], fields: &[FieldRef<'_>], w: &mut dyn 
     }
 }
 
+/// The format's leading word (`"load"` of `"load $src[$offsets]"`), or `""` when it starts with
+/// a field; computed at compile time, so an op's keyword costs no parsing.
+pub const fn leading_word(format: &'static str) -> &'static str {
+    let b = format.as_bytes();
+    let mut n = 0;
+    while n < b.len() && (b[n].is_ascii_alphanumeric() || b[n] == b'_') {
+        n += 1;
+    }
+    format.split_at(n).0
+}
+
 /// A field's [`Attr::heads`], for an attribute field.
 pub type Heads = fn(&str) -> bool;
 

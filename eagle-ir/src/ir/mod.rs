@@ -24,6 +24,15 @@ impl Value {
     }
 }
 
+impl crate::entity::EntityRef for Value {
+    fn new(i: usize) -> Value {
+        Value(i as u32)
+    }
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// The level a function runs at (design.md, "three levels").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Level {
@@ -741,8 +750,8 @@ pub struct Function {
     pub level: Level,
     /// Parameters in order.
     pub params: Vec<Param>,
-    /// Type of every value, indexed by [`Value`].
-    pub values: Vec<Type>,
+    /// Type of every value, indexed by [`Value`]; `values.push(ty)` mints a value.
+    pub values: crate::entity::PrimaryMap<Value, Type>,
     /// The body.
     pub body: Block,
 }
@@ -750,7 +759,7 @@ pub struct Function {
 impl Function {
     /// The type of `v`.
     pub fn ty(&self, v: Value) -> &Type {
-        &self.values[v.index()]
+        &self.values[v]
     }
     /// The type of parameter `i`.
     pub fn param_ty(&self, i: usize) -> &Type {

@@ -240,11 +240,18 @@ macro_rules! op_kinds {
             /// field's (a binary op's `add`, a tile op's `row_sum`).
             pub fn keyword(&self) -> &'static str {
                 match self {
-                    $(OpKind::$name { $($key: $b),* } => $crate::ir::form::keyword(
-                        $fmt,
-                        &[$(stringify!($b)),*],
-                        &[$(op_field_ref!($k, $b)),*],
-                    ),)*
+                    $(OpKind::$name { $($key: $b),* } => {
+                        const WORD: &str = $crate::ir::form::leading_word($fmt);
+                        if WORD.is_empty() {
+                            $crate::ir::form::keyword(
+                                $fmt,
+                                &[$(stringify!($b)),*],
+                                &[$(op_field_ref!($k, $b)),*],
+                            )
+                        } else {
+                            WORD
+                        }
+                    })*
                 }
             }
 

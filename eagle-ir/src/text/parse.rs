@@ -13,7 +13,7 @@ struct Parser {
     toks: Vec<(Tok, usize, usize)>,
     pos: usize,
     vals: HashMap<u32, Value>,
-    types: Vec<Type>,
+    types: crate::entity::PrimaryMap<Value, Type>,
     /// The error a failed format read recorded ([`Reader`]).
     failure: Option<IrError>,
     /// A float constant's text, read in the result's dtype once the type is known.
@@ -222,8 +222,7 @@ impl Parser {
             self.pos -= 1;
             return self.err(format!("value `%{n}` is defined twice"));
         }
-        let v = Value(self.types.len() as u32);
-        self.types.push(ty);
+        let v = self.types.push(ty);
         self.vals.insert(n, v);
         Ok(v)
     }
@@ -526,8 +525,7 @@ impl Reader for Parser {
             let e = self.error(format!("value `%{n}` is defined twice"));
             return Err(self.record(e));
         }
-        let v = Value(self.types.len() as u32);
-        self.types.push(Type::Scalar(DType::Index));
+        let v = self.types.push(Type::Scalar(DType::Index));
         self.pending_defs.push((n, v));
         Ok(v)
     }
@@ -579,7 +577,7 @@ pub fn parse_module(src: &str) -> Result<Module> {
         toks,
         pos: 0,
         vals: HashMap::new(),
-        types: vec![],
+        types: Default::default(),
         failure: None,
         float_text: None,
         pending_defs: vec![],

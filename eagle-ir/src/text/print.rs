@@ -1,22 +1,22 @@
 //! The text form of the IR. [`crate::parse_module`] reads it back.
 
+use crate::entity::SecondaryMap;
 use crate::ir::form::Writer;
 use crate::ir::{Block, Function, Module, Op, OpKind, Value};
-use std::collections::HashMap;
 use std::fmt::Write;
 
 /// Canonical numbering: values are named `%0, %1, ...` in the order the text defines them;
 /// `locs` says whether ops print their source locations.
-struct Names(HashMap<Value, usize>, bool);
+struct Names(SecondaryMap<Value, usize>, bool);
 
 impl Names {
     fn of(f: &Function) -> Names {
-        let mut m = HashMap::new();
+        let mut m = SecondaryMap::with_capacity(f.values.len());
         for p in &f.params {
             let n = m.len();
             m.insert(p.value, n);
         }
-        fn walk(b: &Block, m: &mut HashMap<Value, usize>) {
+        fn walk(b: &Block, m: &mut SecondaryMap<Value, usize>) {
             for op in &b.ops {
                 if let Some(r) = op.result {
                     let n = m.len();
@@ -47,7 +47,7 @@ impl Names {
         s
     }
     fn write_v(&self, v: Value, s: &mut String) {
-        let _ = match self.0.get(&v) {
+        let _ = match self.0.get(v) {
             Some(n) => write!(s, "%{n}"),
             None => write!(s, "%<undefined {}>", v.0),
         };
@@ -56,7 +56,7 @@ impl Names {
 
 /// The canonical number of every value of `f`: `%n` in the text form, in definition order
 /// (parameters first). Backends name values by it so their output reads beside the IR.
-pub fn value_numbers(f: &Function) -> HashMap<Value, usize> {
+pub fn value_numbers(f: &Function) -> SecondaryMap<Value, usize> {
     Names::of(f).0
 }
 

@@ -107,19 +107,26 @@ impl V<'_> {
     fn declared_operands(&self, op: &Op) -> Result<()> {
         let mut res = Ok(());
         op.kind.for_each_want(&mut |i, field, want, v| {
-            if res.is_ok() {
-                // A tuple variant's field has a position, not a name.
-                let what = if field.parse::<usize>().is_ok() {
-                    i.to_string()
-                } else {
-                    format!("{i} (`{field}`)")
-                };
-                res = match want {
-                    Want::Ctx => self.ctx(op, &what, v),
-                    Want::Index => self.scalar(op, v, &what, Some(DType::Index)).map(|_| ()),
-                    Want::Bool => self.scalar(op, v, &what, Some(DType::Bool)).map(|_| ()),
-                };
+            let ok = match (want, self.ty(v)) {
+                (Want::Ctx, Type::Ctx) => self.f.level != Level::Host,
+                (Want::Index, Type::Scalar(DType::Index))
+                | (Want::Bool, Type::Scalar(DType::Bool)) => true,
+                _ => false,
+            };
+            if ok || res.is_err() {
+                return;
             }
+            // A tuple variant's field has a position, not a name.
+            let what = if field.parse::<usize>().is_ok() {
+                i.to_string()
+            } else {
+                format!("{i} (`{field}`)")
+            };
+            res = match want {
+                Want::Ctx => self.ctx(op, &what, v),
+                Want::Index => self.scalar(op, v, &what, Some(DType::Index)).map(|_| ()),
+                Want::Bool => self.scalar(op, v, &what, Some(DType::Bool)).map(|_| ()),
+            };
         });
         res
     }

@@ -444,12 +444,12 @@ pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
 /// `f` with every value renamed to its number in the IR text.
 fn canonical(f: &Function, facts: &FunctionFacts) -> (Function, FunctionFacts) {
     let nums = eagle_ir::value_numbers(f);
-    let mut rename = |v: Value| Value(nums.get(&v).map_or(v.0, |&n| n as u32));
+    let mut rename = |v: Value| Value(nums.get(v).map_or(v.0, |&n| n as u32));
     let mut values = vec![Type::Ctx; nums.len()];
-    for (v, &n) in &nums {
-        values[n] = f.ty(*v).clone();
+    for (v, &n) in nums.iter() {
+        values[n] = f.ty(v).clone();
     }
-    let facts = facts.renamed(&mut |v| nums.get(&v).map(|&n| Value(n as u32)));
+    let facts = facts.renamed(&mut |v| nums.get(v).map(|&n| Value(n as u32)));
     let f = Function {
         name: f.name.clone(),
         level: f.level,
@@ -462,7 +462,7 @@ fn canonical(f: &Function, facts: &FunctionFacts) -> (Function, FunctionFacts) {
                 out: p.out,
             })
             .collect(),
-        values,
+        values: values.into(),
         body: f.body.map_values(&mut rename),
     };
     (f, facts)

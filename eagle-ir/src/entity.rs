@@ -1,0 +1,231 @@
+//! Dense tables keyed by handle: a [`PrimaryMap`] owns entities and hands out their handles (a
+//! function's value table: the one way an IR value is minted), a [`SecondaryMap`] holds
+//! a side fact for some of them (the op defining each value, a value's canonical name) in a
+//! vector indexed by handle, not a hash map.
+
+use std::marker::PhantomData;
+
+/// A handle: an index into the table that minted it.
+pub trait EntityRef: Copy + Eq {
+    /// The handle of index `i`.
+    fn new(i: usize) -> Self;
+    /// Its index.
+    fn index(self) -> usize;
+}
+
+/// A table that owns its entities: [`PrimaryMap::push`] is the only way to mint a handle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrimaryMap<K, V> {
+    elems: Vec<V>,
+    key: PhantomData<K>,
+}
+
+impl<K, V> Default for PrimaryMap<K, V> {
+    fn default() -> Self {
+        PrimaryMap {
+            elems: Vec::new(),
+            key: PhantomData,
+        }
+    }
+}
+
+impl<K: EntityRef, V> PrimaryMap<K, V> {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds `v`; returns its new handle.
+    pub fn push(&mut self, v: V) -> K {
+        self.elems.push(v);
+        K::new(self.elems.len() - 1)
+    }
+    /// The handle the next [`PrimaryMap::push`] returns.
+    pub fn next_key(&self) -> K {
+        K::new(self.elems.len())
+    }
+    /// The entity of `k`, if this table minted it.
+    pub fn get(&self, k: K) -> Option<&V> {
+        self.elems.get(k.index())
+    }
+    /// Whether this table minted `k`.
+    pub fn is_valid(&self, k: K) -> bool {
+        k.index() < self.elems.len()
+    }
+    /// Every handle and its entity, mutable, in minting order.
+    pub fn entries_mut(&mut self) -> impl Iterator<Item = (K, &mut V)> {
+        self.elems
+            .iter_mut()
+            .enumerate()
+            .map(|(i, v)| (K::new(i), v))
+    }
+    /// Removes every entity (handles minted before are no longer valid).
+    pub fn clear(&mut self) {
+        self.elems.clear();
+    }
+    /// Every handle and its entity, in minting order.
+    pub fn entries(&self) -> impl Iterator<Item = (K, &V)> {
+        self.elems.iter().enumerate().map(|(i, v)| (K::new(i), v))
+    }
+}
+
+impl<K, V> From<Vec<V>> for PrimaryMap<K, V> {
+    fn from(elems: Vec<V>) -> Self {
+        PrimaryMap {
+            elems,
+            key: PhantomData,
+        }
+    }
+}
+
+impl<'a, K, V> IntoIterator for &'a PrimaryMap<K, V> {
+    type Item = &'a V;
+    type IntoIter = std::slice::Iter<'a, V>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.elems.iter()
+    }
+}
+
+/// Read as a slice in minting order (`len`, `iter`, indexing by position).
+impl<K, V> std::ops::Deref for PrimaryMap<K, V> {
+    type Target = [V];
+    fn deref(&self) -> &[V] {
+        &self.elems
+    }
+}
+
+impl<K, V> std::ops::DerefMut for PrimaryMap<K, V> {
+    fn deref_mut(&mut self) -> &mut [V] {
+        &mut self.elems
+    }
+}
+
+impl<K: EntityRef, V> std::ops::Index<K> for PrimaryMap<K, V> {
+    type Output = V;
+    fn index(&self, k: K) -> &V {
+        &self.elems[k.index()]
+    }
+}
+
+impl<K: EntityRef, V> std::ops::IndexMut<K> for PrimaryMap<K, V> {
+    fn index_mut(&mut self, k: K) -> &mut V {
+        &mut self.elems[k.index()]
+    }
+}
+
+/// A side table: a fact for some handles, in a vector indexed by handle (a lookup is one
+/// bounds check, not a hash).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SecondaryMap<K, V> {
+    elems: Vec<Option<V>>,
+    len: usize,
+    key: PhantomData<K>,
+}
+
+impl<K, V> Default for SecondaryMap<K, V> {
+    fn default() -> Self {
+        SecondaryMap {
+            elems: Vec::new(),
+            len: 0,
+            key: PhantomData,
+        }
+    }
+}
+
+impl<K: EntityRef, V> SecondaryMap<K, V> {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// An empty table with room for handles below `n`.
+    pub fn with_capacity(n: usize) -> Self {
+        let mut elems = Vec::with_capacity(n);
+        elems.resize_with(n, || None);
+        SecondaryMap {
+            elems,
+            len: 0,
+            key: PhantomData,
+        }
+    }
+    /// The fact of `k`.
+    pub fn get(&self, k: K) -> Option<&V> {
+        self.elems.get(k.index()).and_then(Option::as_ref)
+    }
+    /// The fact of `k`, mutable.
+    pub fn get_mut(&mut self, k: K) -> Option<&mut V> {
+        self.elems.get_mut(k.index()).and_then(Option::as_mut)
+    }
+    /// Whether `k` has a fact.
+    pub fn contains_key(&self, k: K) -> bool {
+        self.get(k).is_some()
+    }
+    /// Sets the fact of `k`; returns the one it replaces.
+    pub fn insert(&mut self, k: K, v: V) -> Option<V> {
+        let i = k.index();
+        if i >= self.elems.len() {
+            self.elems.resize_with(i + 1, || None);
+        }
+        let old = self.elems[i].replace(v);
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+    /// Removes the fact of `k`.
+    pub fn remove(&mut self, k: K) -> Option<V> {
+        let old = self.elems.get_mut(k.index()).and_then(Option::take);
+        if old.is_some() {
+            self.len -= 1;
+        }
+        old
+    }
+    /// How many handles have a fact.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether no handle has a fact.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Every handle with a fact, and the fact, in handle order.
+    pub fn iter(&self) -> impl Iterator<Item = (K, &V)> {
+        self.elems
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.as_ref().map(|v| (K::new(i), v)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Value(u32);
+
+    impl EntityRef for Value {
+        fn new(i: usize) -> Value {
+            Value(i as u32)
+        }
+        fn index(self) -> usize {
+            self.0 as usize
+        }
+    }
+
+    #[test]
+    fn a_primary_map_mints_handles_and_a_secondary_map_keys_by_them() {
+        let mut p: PrimaryMap<Value, &str> = PrimaryMap::new();
+        let (a, b) = (p.push("a"), p.push("b"));
+        assert_eq!((a, b, p.next_key()), (Value(0), Value(1), Value(2)));
+        assert_eq!((p[b], p.len(), p.is_valid(Value(2))), ("b", 2, false));
+        let mut s: SecondaryMap<Value, u8> = SecondaryMap::new();
+        assert_eq!(s.insert(Value(5), 1), None);
+        assert_eq!(s.insert(Value(5), 2), Some(1));
+        assert_eq!(
+            (s.get(Value(5)), s.get(Value(4)), s.get(Value(99))),
+            (Some(&2), None, None)
+        );
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.iter().collect::<Vec<_>>(), [(Value(5), &2)]);
+        assert_eq!((s.remove(Value(5)), s.is_empty()), (Some(2), true));
+    }
+}
