@@ -33,7 +33,7 @@ mod types;
 mod valid;
 
 pub use analysis::{access_category, AccessCategory, AccessInfo, ReduceKind};
-pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand, TileArg};
+pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand, Returns, TileArg};
 pub use builtin::{Builtin, Method, FROM_BITS};
 pub use error::{IrError, Result};
 pub use facts::{Defs, Facts, FunctionFacts, IndexRange};

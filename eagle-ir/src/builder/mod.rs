@@ -1,10 +1,14 @@
 //! Builders used by the macros (and by hand) to construct IR: `ModuleBuilder`, and
 //! `FunctionBuilder` with its value ops (`ops.rs`), control flow (`control.rs`) and
-//! communication ops (`comm.rs`).
+//! communication ops (`comm.rs`), and kernels that return values, built in place at each call
+//! (`returns.rs`).
 
 mod comm;
 mod control;
 mod ops;
+mod returns;
+
+pub use returns::Returns;
 
 use crate::error::{IrError, Result};
 use crate::ir::{

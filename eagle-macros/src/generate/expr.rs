@@ -371,7 +371,13 @@ impl Cx {
             );
         }
         if !(p.path.segments.len() == 1 && is_intrinsic(&name)) {
-            return err(c.func.span(), format!("`{name}` is not an eagle intrinsic with a result; the intrinsics with results are {}, {}, {} and the tile ops {}. Other eagle functions (`#[eagle::kernel]`) return nothing: call them as statements and pass an `Out` tensor for the result; plain Rust functions cannot be called from kernels", builtin_names(false), math_names("", ""), builtin_names(true), tile_names()));
+            let vals = self.returning_call(c)?;
+            return Ok(
+                quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({
+                    let __r = #vals;
+                    __f.single_result(#name, __r)?
+                })),
+            );
         }
         let v = |t: TS| quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val(#t));
         if let Some(u) = math_unop(&name) {
@@ -394,6 +400,34 @@ impl Cx {
             return err(c.func.span(), format!("`{name}` is not an eagle intrinsic"));
         };
         self.builtin_call(b, c)
+    }
+
+    /// A call of a kernel with a return type (`twice(x)`, not an intrinsic): its body built
+    /// here (`Returns::expand`); the tokens evaluate to its values. A name that is not an
+    /// eagle function, or one without a return type, is a compile error at the call.
+    pub(super) fn returning_call(&mut self, c: &syn::ExprCall) -> R<TS> {
+        let Expr::Path(p) = &*c.func else {
+            return err(c.func.span(), "only calls of named functions are supported");
+        };
+        let name = p
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
+        if self.lookup(&name).is_some() {
+            return err(
+                c.func.span(),
+                format!("`{name}` is a value, not a function"),
+            );
+        }
+        if name == self.fname {
+            return err(c.func.span(), format!("recursion: `{name}` calls itself; eagle functions are inlined per device and cannot recurse (rewrite it as a `for` loop)"));
+        }
+        let args = c.args.iter().map(|a| self.expr(a)).collect::<R<Vec<_>>>()?;
+        let path = &p.path;
+        let callee = quote_spanned!(path.span()=> <#path as ::eagle::ir::Returns>);
+        Ok(quote!({ let __args = vec![#(#args),*]; #callee::expand(__f, __args)? }))
     }
 
     /// A call of the built-in `b` that has a result (`load(...)`, `rank(ctx)`, `min(a, b)`).

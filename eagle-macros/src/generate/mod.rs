@@ -30,6 +30,7 @@ pub(crate) fn expand(level: Level, category: Option<String>, item: TokenStream) 
 fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
     let sig = &f.sig;
     let params = read_params(sig, level)?;
+    let returns = read_returns(sig, level)?;
     let name = &sig.ident;
     let name_str = name.to_string();
     let vis = &f.vis;
@@ -61,7 +62,16 @@ fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
         decls.push(quote!(let #n: ::eagle::ir::Value = __f.param(#ns, #ty, #out);));
         cx.bind(&ns, false);
     }
-    let body = cx.block_stmts(&f.block.stmts)?;
+    let (body, returning) = match &returns {
+        None => (cx.block_stmts(&f.block.stmts)?, quote!()),
+        Some(tys) => {
+            let (body, tail) = cx.body_with_tail(&f.block, tys.len())?;
+            let returned = returned_values(&name_str, tys, &tail);
+            let build_body = quote!(#body #(#returned;)*);
+            let expand = returning_impl(name, &name_str, &params, tys, &body, &returned);
+            (build_body, expand)
+        }
+    };
     let check_category = match &category {
         Some(c) => quote!(__m.check_category(#name_str, #c)?;),
         None => quote!(),
@@ -102,6 +112,8 @@ fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
             }
         }
 
+        #returning
+
         impl #name {
             /// The generic IR text of this function and everything it calls.
             ///
@@ -120,6 +132,61 @@ fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
             #launcher
         }
     })
+}
+
+/// Each tail value checked against its declared type (`FunctionBuilder::returned`), at the
+/// tail's source line.
+fn returned_values(name_str: &str, tys: &[TS], tail: &[(TS, TS)]) -> Vec<TS> {
+    tys.iter()
+        .zip(tail)
+        .enumerate()
+        .map(|(i, (ty, (enter, e)))| {
+            quote!({
+                #enter
+                let __t = #e;
+                let __v = __f.returned(#name_str, #i, __t, &#ty)?;
+                __f.leave();
+                __v
+            })
+        })
+        .collect()
+}
+
+/// `Returns` for a kernel with a return type: its body built in place at a call that uses
+/// its value, with the parameters bound to the arguments (`FunctionBuilder::expand_begin`).
+fn returning_impl(
+    name: &syn::Ident,
+    name_str: &str,
+    params: &[Param],
+    tys: &[TS],
+    body: &TS,
+    returned: &[TS],
+) -> TS {
+    let pnames: Vec<String> = params.iter().map(|p| p.name.to_string()).collect();
+    let ptys: Vec<&TS> = params.iter().map(|p| &p.ty).collect();
+    let idents: Vec<&syn::Ident> = params.iter().map(|p| &p.name).collect();
+    let idx: Vec<usize> = (0..params.len()).collect();
+    quote! {
+        impl ::eagle::ir::Returns for #name {
+            fn returns() -> Vec<::eagle::ir::Type> {
+                vec![#(#tys),*]
+            }
+            #[allow(unused_variables, unused_mut, clippy::all)]
+            fn expand(
+                __f: &mut ::eagle::ir::FunctionBuilder<'_>,
+                __args: Vec<::eagle::ir::Operand>,
+            ) -> ::eagle::ir::Result<Vec<::eagle::ir::Value>> {
+                let __vals = __f.expand_begin(#name_str, &[#((#pnames, #ptys)),*], __args)?;
+                let __r = (|__f: &mut ::eagle::ir::FunctionBuilder<'_>| -> ::eagle::ir::Result<Vec<::eagle::ir::Value>> {
+                    #(let #idents: ::eagle::ir::Value = __vals[#idx];)*
+                    #body
+                    Ok(vec![#(#returned),*])
+                })(__f);
+                __f.expand_end();
+                __r
+            }
+        }
+    }
 }
 
 struct Cx {

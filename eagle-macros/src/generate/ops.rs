@@ -40,16 +40,6 @@ pub(crate) fn builtin_arity(b: eagle_ir::Builtin, c: &syn::ExprCall) -> R<()> {
     Ok(())
 }
 
-/// The built-ins with a result, comma-separated: the elementwise ones or the others.
-pub(crate) fn builtin_names(elementwise: bool) -> String {
-    eagle_ir::Builtin::ALL
-        .into_iter()
-        .filter(|b| b.has_result() && b.elementwise() == elementwise)
-        .map(|b| b.name())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// Tokens naming variant `i` of the eagle-ir enumeration `ty` (`::eagle::ir::ty::ALL[i]`):
 /// generated code names a variant by its place in the declaration, not by its spelling.
 pub(crate) fn enum_tokens(ty: TS, i: usize) -> TS {
@@ -91,15 +81,6 @@ pub(crate) fn math_unop(n: &str) -> Option<eagle_ir::UnOp> {
     eagle_ir::UnOp::ALL
         .into_iter()
         .find(|u| u.call_name() == Some(n))
-}
-
-/// The tile intrinsics' names, comma-separated (from `eagle_ir::tile::INTRINSICS`).
-pub(crate) fn tile_names() -> String {
-    eagle_ir::tile::INTRINSICS
-        .iter()
-        .map(|i| i.name)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The math intrinsics' names, each between `pre` and `post`, comma-separated.

@@ -14,6 +14,52 @@ impl Cx {
         self.scopes.iter().rev().find_map(|s| s.get(n).copied())
     }
 
+    /// A returning kernel's body: its statements, and the tail expression's `n` values (a
+    /// tuple's elements when `n > 1`), each with the tokens entering its source location.
+    pub(super) fn body_with_tail(
+        &mut self,
+        block: &syn::Block,
+        n: usize,
+    ) -> R<(TS, Vec<(TS, TS)>)> {
+        let stmts = &block.stmts;
+        let Some((Stmt::Expr(tail, None), init)) = stmts.split_last() else {
+            let at = stmts.last().map_or(block.span(), |s| s.span());
+            return err(at, "a kernel with a return type ends with its value, as in Rust: an expression without `;` (`x * 2.0`, `(t, i)`)");
+        };
+        let elems: Vec<&Expr> = match tail {
+            Expr::Tuple(t) if n > 1 => t.elems.iter().collect(),
+            e if n == 1 => vec![e],
+            e => {
+                return err(
+                    e.span(),
+                    format!(
+                        "the kernel returns a tuple of {n} values; end the body with `(a, b, ...)`"
+                    ),
+                )
+            }
+        };
+        if elems.len() != n {
+            return err(
+                tail.span(),
+                format!(
+                    "the kernel returns {n} values, but the tuple holds {}",
+                    elems.len()
+                ),
+            );
+        }
+        self.scopes.push(HashMap::new());
+        let r = (|| {
+            let body = self.guarded_stmts(init)?;
+            let tail = elems
+                .iter()
+                .map(|e| Ok((enter_loc(e.span()), self.expr(e)?)))
+                .collect::<R<Vec<_>>>()?;
+            Ok((body, tail))
+        })();
+        self.scopes.pop();
+        r
+    }
+
     pub(super) fn block_stmts(&mut self, stmts: &[Stmt]) -> R<TS> {
         self.scopes.push(HashMap::new());
         let r = self.guarded_stmts(stmts);
@@ -76,6 +122,45 @@ impl Cx {
         }))
     }
 
+    /// `let (a, mut b) = f(x);`: the values of a kernel that returns a tuple, one name each.
+    fn let_tuple(&mut self, t: &syn::PatTuple, c: &syn::ExprCall) -> R<TS> {
+        let mut names = vec![];
+        for p in &t.elems {
+            match p {
+                Pat::Ident(pi) if pi.subpat.is_none() && pi.by_ref.is_none() => {
+                    names.push((pi.ident.clone(), pi.mutability.is_some()))
+                }
+                p => {
+                    return err(
+                        p.span(),
+                        "a tuple pattern binds plain names: `let (a, mut b) = f(x);`",
+                    )
+                }
+            }
+        }
+        let name = match &*c.func {
+            Expr::Path(p) => p
+                .path
+                .segments
+                .last()
+                .map(|s| s.ident.to_string())
+                .unwrap_or_default(),
+            f => return err(f.span(), "only calls of named functions are supported"),
+        };
+        let vals = self.returning_call(c)?;
+        let n = names.len();
+        let mut out = quote!(let __r = #vals; let __r = __f.tuple_result(#name, __r, #n)?;);
+        for (i, (id, mutable)) in names.iter().enumerate() {
+            out.extend(if *mutable {
+                quote!(let #id: ::eagle::ir::Value = __f.var(__r[#i])?;)
+            } else {
+                quote!(let #id: ::eagle::ir::Value = __r[#i];)
+            });
+            self.bind(&id.to_string(), *mutable);
+        }
+        Ok(out)
+    }
+
     /// Every op a statement builds records the statement's source location (an expression
     /// inside it records its own).
     pub(super) fn stmt(&mut self, s: &Stmt, last: bool) -> R<TS> {
@@ -90,6 +175,11 @@ impl Cx {
     pub(super) fn stmt_inner(&mut self, s: &Stmt, _last: bool) -> R<TS> {
         match s {
             Stmt::Local(l) => {
+                if let (Pat::Tuple(t), Some(init)) = (&l.pat, &l.init) {
+                    if let Expr::Call(c) = &*init.expr {
+                        return self.let_tuple(t, c);
+                    }
+                }
                 let (ident, mutable, ann) = match &l.pat {
                     Pat::Ident(pi) => (pi.ident.clone(), pi.mutability.is_some(), None),
                     Pat::Type(pt) => match &*pt.pat {
@@ -134,7 +224,7 @@ impl Cx {
                     Expr::Lit(_) | Expr::Path(_) | Expr::Unary(_) | Expr::Cast(_) | Expr::Index(_) | Expr::MethodCall(_) | Expr::Paren(_)
                 ) || matches!(e, Expr::Binary(b) if !is_compound(&b.op));
                 if semi.is_none() && value_like {
-                    return err(e.span(), "eagle functions return nothing; end the statement with `;` and write results into an `Out` tensor");
+                    return err(e.span(), "a trailing value is a return value, and this function has no return type: end the statement with `;`, or give a compute kernel a return type (`-> f32`, `-> Tile<f32, M, N>`)");
                 }
                 self.stmt_expr(e)
             }

@@ -191,6 +191,39 @@ pub(crate) fn param_type(ty: &Type, level: Level) -> R<(TS, bool, TS)> {
     }
 }
 
+/// The types a compute kernel returns (`-> Tile<f32, M, 1>`, `-> f32`, `-> (Tile<...>, usize)`),
+/// as IR type tokens in order; `None` without a return type. Only compute kernels return
+/// values: the other levels are refused here.
+pub(crate) fn read_returns(sig: &syn::Signature, level: Level) -> R<Option<Vec<TS>>> {
+    let syn::ReturnType::Type(_, t) = &sig.output else {
+        return Ok(None);
+    };
+    if level != Level::Compute {
+        return err(
+            t.span(),
+            "only compute kernels (`#[eagle::kernel]`) return values; here, write results into an `Out<Tensor<...>>` parameter",
+        );
+    }
+    let elems: Vec<&Type> = match &**t {
+        Type::Tuple(tt) if tt.elems.is_empty() => return Ok(None),
+        Type::Tuple(tt) => tt.elems.iter().collect(),
+        t => vec![t],
+    };
+    let mut out = vec![];
+    for e in elems {
+        let (ty, _, _) = param_type(e, level)?;
+        let s = ty.to_string();
+        if !(s.contains("Tile") || s.contains("Scalar")) {
+            return err(
+                e.span(),
+                "a kernel returns tiles and scalars (`Tile<f32, M, N>`, `f32`, `usize`) or a tuple of them; write tensors into an `Out<Tensor<...>>` parameter",
+            );
+        }
+        out.push(ty);
+    }
+    Ok(Some(out))
+}
+
 /// Shape extents are compile-time values; a parameter name there is a run-time value.
 pub(crate) fn check_dims_not_params(ty: &Type, names: &[String]) -> R<()> {
     if let Type::Path(tp) = ty {
@@ -223,8 +256,8 @@ pub(crate) fn dname_rust(d: &str) -> TS {
     }
 }
 
-/// Checks an eagle function's signature (not `async`, not generic, no return type) and reads
-/// its parameters.
+/// Checks an eagle function's signature (not `async`, not generic) and reads its parameters
+/// (the return type is [`read_returns`]'s).
 pub(crate) fn read_params(sig: &syn::Signature, level: Level) -> R<Vec<Param>> {
     if let Some(a) = &sig.asyncness {
         return err(a.span(), "eagle functions cannot be `async`");
@@ -233,12 +266,6 @@ pub(crate) fn read_params(sig: &syn::Signature, level: Level) -> R<Vec<Param>> {
         return err(
             sig.generics.span(),
             "eagle functions cannot be generic; use `dynamic!` dims for shapes that vary",
-        );
-    }
-    if let syn::ReturnType::Type(_, t) = &sig.output {
-        return err(
-            t.span(),
-            "eagle functions return nothing; write results into an `Out<Tensor<...>>` parameter",
         );
     }
     let names: Vec<String> = sig
