@@ -813,6 +813,25 @@ fn in_place_collectives_are_exact_and_race_free_on_every_launch() {
     assert!(e.contains("an in-place all_to_all"), "{e}");
 }
 
+/// PyPTO's row forms as `examples/row_collectives.rs` runs them (and `.ci/run` under both
+/// MPIs): allgather of one row per rank (pushed from a local tensor, pulled from a window) and
+/// reduce-scatter into one row.
+#[path = "../examples/row_collectives.rs"]
+#[allow(dead_code)]
+mod row_collectives;
+
+/// Issue 38, item 7: each row form, 50 launches at P = 1, 2, 3 and 5, every launch bit for bit
+/// against the host golden (the race detector on).
+#[test]
+fn row_collectives_are_exact_on_every_launch() {
+    for p in [1usize, 2, 3, 5] {
+        for &mode in row_collectives::STEP.modes {
+            let s = Session::sim(p).unwrap().with_mode(Some(mode.to_string()));
+            (row_collectives::STEP.run)(&s).unwrap_or_else(|e| panic!("{mode} at P = {p}: {e}"));
+        }
+    }
+}
+
 /// The IR of every built-in collective, specialized at P = 4 with N = 10 (ragged chunks 3, 3,
 /// 2, 2), as the lowering pass produces it.
 #[test]

@@ -1,0 +1,115 @@
+//! PyPTO's collective forms (docs/collectives.md, issue 38 item 7): allgather of one row per
+//! rank into an `[NR, M]` buffer, from a local `[1, M]` tensor pushed into the peers' windows
+//! (`allgather_push`) or from a `[1, M]` window pulled by each rank (`allgather_pull`), and
+//! reduce-scatter of an `[NR, M]` window into each rank's `[1, M]` row (`reduce_scatter_rows`).
+//! Each mode runs its collective 50 times and checks every launch bit for bit against the host
+//! golden; `.ci/run` runs every mode under `mpirun` (Open MPI and MPICH) and on `sim`.
+//!
+//! `cargo run --example row_collectives -- -d 0,1,2 --mode allgather_pull`
+use eagle::prelude::*;
+
+const NR: Dim = dynamic!("NR");
+const M: Dim = dynamic!("M");
+
+/// Launches per mode.
+const LAUNCHES: usize = 50;
+
+/// Pushes rank r's `[1, M]` row into row r of every peer's window, then copies the window out.
+#[eagle::kernel(device)]
+pub fn rows_ag_push(
+    ctx: Ctx,
+    x: Tensor<f32, 1, M>,
+    w: Window<f32, NR, M>,
+    y: Out<Tensor<f32, NR, M>>,
+) {
+    allgather(ctx, x, w);
+    get(y, rank(ctx), w);
+}
+
+#[eagle::host]
+pub fn rows_ag_push_host(x: Tensor<f32, NR, 1, M>, y: Out<Tensor<f32, NR, NR, M>>) {
+    let b = alloc_window_buffer([NR, M], f32);
+    for r in 0..world_size() {
+        rows_ag_push(x[r], window(b, [NR, M], f32), y[r], device = r);
+    }
+}
+
+/// Each rank pulls row q of its local `[NR, M]` result from rank q's `[1, M]` window.
+#[eagle::kernel(device)]
+pub fn rows_ag_pull(
+    ctx: Ctx,
+    x: Tensor<f32, 1, M>,
+    s: Window<f32, 1, M>,
+    y: Out<Tensor<f32, NR, M>>,
+) {
+    store(s, [0, 0], load(x, [0, 0], [1, M]));
+    allgather(ctx, s, y);
+}
+
+#[eagle::host]
+pub fn rows_ag_pull_host(x: Tensor<f32, NR, 1, M>, y: Out<Tensor<f32, NR, NR, M>>) {
+    let b = alloc_window_buffer([1, M], f32);
+    for r in 0..world_size() {
+        rows_ag_pull(x[r], window(b, [1, M], f32), y[r], device = r);
+    }
+}
+
+/// Rank r's `[1, M]` result is row r of every rank's `[NR, M]` window, summed in rank order.
+#[eagle::kernel(device)]
+pub fn rows_rs(ctx: Ctx, x: Tensor<f32, NR, M>, w: Window<f32, NR, M>, y: Out<Tensor<f32, 1, M>>) {
+    put(w, rank(ctx), x);
+    reduce_scatter(ctx, w, y, Sum);
+}
+
+#[eagle::host]
+pub fn rows_rs_host(x: Tensor<f32, NR, NR, M>, y: Out<Tensor<f32, NR, 1, M>>) {
+    let b = alloc_window_buffer([NR, M], f32);
+    for r in 0..world_size() {
+        rows_rs(x[r], window(b, [NR, M], f32), y[r], device = r);
+    }
+}
+
+/// Runs the mode's collective [`LAUNCHES`] times and checks each launch.
+pub fn run(s: &Session) -> eagle::Result<()> {
+    let (p, m) = (s.world_size(), 5);
+    let mode = s.mode().unwrap_or("allgather_push");
+    if mode == "reduce_scatter_rows" {
+        // Rank q contributes a [P, M] tensor; rank r gets the rank-order sum of row r.
+        let x = eagle_runner::random_tensor(&[p, p, m], 41);
+        let at = |q: usize, r: usize, j: usize| x.data()[(q * p + r) * m + j];
+        let want: Vec<f32> = (0..p)
+            .flat_map(|r| (0..m).map(move |j| (1..p).fold(at(0, r, j), |acc, q| acc + at(q, r, j))))
+            .collect();
+        for i in 0..LAUNCHES {
+            let mut y = Tensor::<f32>::zeros(&[p, 1, m]);
+            rows_rs_host.launch(s, &x, &mut y)?;
+            eagle_runner::check_bits(&format!("{mode}, launch {i}"), y.data(), &want)?;
+        }
+        return Ok(());
+    }
+    // Every rank ends with all P rows, in rank order.
+    let x = eagle_runner::random_tensor(&[p, 1, m], 43);
+    let want: Vec<f32> = (0..p).flat_map(|_| x.data().to_vec()).collect();
+    for i in 0..LAUNCHES {
+        let mut y = Tensor::<f32>::zeros(&[p, p, m]);
+        match mode {
+            "allgather_push" => rows_ag_push_host.launch(s, &x, &mut y)?,
+            _ => rows_ag_pull_host.launch(s, &x, &mut y)?,
+        };
+        eagle_runner::check_bits(&format!("{mode}, launch {i}"), y.data(), &want)?;
+    }
+    Ok(())
+}
+
+/// The example as a step.
+pub const STEP: eagle_runner::Step = eagle_runner::Step {
+    number: 197,
+    name: "row_collectives",
+    modes: &["allgather_push", "allgather_pull", "reduce_scatter_rows"],
+    world: eagle_runner::World::Any,
+    run,
+};
+
+fn main() -> std::process::ExitCode {
+    eagle_runner::example_main(STEP)
+}
