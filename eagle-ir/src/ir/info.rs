@@ -64,6 +64,9 @@ pub struct OpInfo {
     /// Ranks whose programs hold none ([`crate::Module::reaches_peers`]) cannot observe each
     /// other, so the runtime may run them one after another.
     pub peers: bool,
+    /// It defines one value, its result (`%N = load ...`); an op without one defines none
+    /// (`store ...`). The verifier holds every op to it.
+    pub result: bool,
     /// It is a built-in collective (`broadcast`, `allgather`, `reduce_scatter`, `allreduce`,
     /// `all_to_all`): specialization lowers it into puts, gets and barriers for one world size,
     /// so no backend sees it.
@@ -81,6 +84,7 @@ pub(crate) const fn info(what: &'static str, levels: Levels) -> OpInfo {
         writes: false,
         elementwise: false,
         peers: false,
+        result: false,
         collective: false,
     }
 }
@@ -94,6 +98,12 @@ pub(crate) const fn collective() -> OpInfo {
 
 pub(crate) const fn pure(mut i: OpInfo) -> OpInfo {
     i.pure = true;
+    i
+}
+
+/// The op defines one value, its result.
+pub(crate) const fn value(mut i: OpInfo) -> OpInfo {
+    i.result = true;
     i
 }
 
@@ -117,6 +127,7 @@ pub(crate) const fn elementwise() -> OpInfo {
         writes: false,
         elementwise: true,
         peers: false,
+        result: true,
         collective: false,
     }
 }

@@ -340,9 +340,9 @@ enumeration! {
 
 op_kinds! {
     /// A scalar constant; the result type gives the dtype.
-    tuple Const { .0 => f0: attr(Const) } "const $f0" => pure(info("a constant", Levels::ALL));
+    tuple Const { .0 => f0: attr(Const) } "const $f0" => value(pure(info("a constant", Levels::ALL)));
     /// The extent of a dim as an `index` value (symbolic until specialization).
-    tuple Dim { .0 => f0: attr(crate::types::Dim) } "dim $f0" => pure(info("a dimension", Levels::ALL));
+    tuple Dim { .0 => f0: attr(crate::types::Dim) } "dim $f0" => value(pure(info("a dimension", Levels::ALL)));
     /// Elementwise binary op on scalars or tiles.
     tuple Binary { .0 => f0: attr(BinOp), .1 => f1: val, .2 => f2: val } "$f0 $f1, $f2" => OpInfo {
             // Integer `div` and `rem` fail on a zero divisor: not pure.
@@ -368,7 +368,7 @@ op_kinds! {
         .src => src: val,
         /// Index into dim 0.
         .index => index: val as index
-    } "slice $src[$index]" => pure(info("a slice (`x[i]`)", Levels::ALL));
+    } "slice $src[$index]" => value(pure(info("a slice (`x[i]`)", Levels::ALL)));
     /// `x[offset..offset + len]` along dim 0 (len from the result type): a view of the same
     /// kind (tensor or window), dtype and trailing dims.
     struct Subview {
@@ -376,7 +376,7 @@ op_kinds! {
         .src => src: val,
         /// First index of dim 0.
         .offset => offset: val as index
-    } "subview $src[$offset..]" => pure(info("a sub-view (`x[a..b]`)", Levels::DEVICE));
+    } "subview $src[$offset..]" => value(pure(info("a sub-view (`x[a..b]`)", Levels::DEVICE)));
     /// Built-in broadcast: `dst` = `src` of rank `root`, on every rank.
     struct Broadcast {
         /// Device context.
@@ -439,7 +439,7 @@ op_kinds! {
         .src => src: val,
         /// One `index` per dim.
         .indices => indices: vals as index
-    } "elem $src[$indices]" => info("element access (`x[i]`)", Levels::DEVICE);
+    } "elem $src[$indices]" => value(info("element access (`x[i]`)", Levels::DEVICE));
     /// Writes one element of a tensor or window.
     struct SetElem {
         /// The scalar written.
@@ -455,7 +455,7 @@ op_kinds! {
         .src => src: val,
         /// One `index` offset per dim.
         .offsets => offsets: vals as index
-    } "load $src[$offsets]" => info("a tile load or store", Levels::DEVICE);
+    } "load $src[$offsets]" => value(info("a tile load or store", Levels::DEVICE));
     /// Stores a tile at `offsets` of a tensor or window.
     struct Store {
         /// Tile stored.
@@ -466,9 +466,9 @@ op_kinds! {
         .offsets => offsets: vals as index
     } "store $value, $dst[$offsets]" => writes(info("a tile load or store", Levels::DEVICE));
     /// A mutable scalar variable initialised to `init`.
-    tuple Var { .0 => f0: val } "var $f0" => info("a variable", Levels::ALL);
+    tuple Var { .0 => f0: val } "var $f0" => value(info("a variable", Levels::ALL));
     /// Reads a variable.
-    tuple Read { .0 => f0: val } "read $f0" => info("a variable", Levels::ALL);
+    tuple Read { .0 => f0: val } "read $f0" => value(info("a variable", Levels::ALL));
     /// Writes a variable.
     tuple Write { .0 => f0: val, .1 => f1: val } "write $f0, $f1" => writes(info("a variable", Levels::ALL));
     /// `for var in lo..hi { body }` (step 1).
@@ -508,15 +508,15 @@ op_kinds! {
         .device => device: val as index
     } "dispatch $callee($args) device $device" => writes(info("a dispatch", Levels::HOST));
     /// `rank(ctx)`: this device's rank.
-    tuple Rank { .0 => f0: val as ctx } "rank $f0" => pure(info("a device-context operation", Levels::DEVICE));
+    tuple Rank { .0 => f0: val as ctx } "rank $f0" => value(pure(info("a device-context operation", Levels::DEVICE)));
     /// `nranks(ctx)`: the world size seen from a device.
-    tuple NRanks { .0 => f0: val as ctx } "nranks $f0" => pure(info("a device-context operation", Levels::DEVICE));
+    tuple NRanks { .0 => f0: val as ctx } "nranks $f0" => value(pure(info("a device-context operation", Levels::DEVICE)));
     /// `world_size()` on the host.
-    unit WorldSize {} "world_size" => pure(info("`world_size()`", Levels::HOST));
+    unit WorldSize {} "world_size" => value(pure(info("`world_size()`", Levels::HOST)));
     /// Host: one symmetric buffer per rank; shape and dtype from the result type.
-    unit AllocWindowBuffer {} "alloc_window_buffer" => info("a window-buffer allocation", Levels::HOST);
+    unit AllocWindowBuffer {} "alloc_window_buffer" => value(info("a window-buffer allocation", Levels::HOST));
     /// Host: a rank-local view of a window buffer; shape and dtype from the result type.
-    tuple Window { .0 => f0: val } "window $f0" => pure(info("a window view", Levels::HOST));
+    tuple Window { .0 => f0: val } "window $f0" => value(pure(info("a window view", Levels::HOST)));
     /// `put(dst, peer, src)`: copies local `src` into `dst` on rank `peer` (push).
     struct Put {
         /// Destination window.
@@ -543,7 +543,7 @@ op_kinds! {
         .peer => peer: val as index,
         /// Offsets into the window.
         .offsets => offsets: vals as index
-    } "remote_load $src, $peer, [$offsets]" => peers(info(REMOTE, Levels::DEVICE));
+    } "remote_load $src, $peer, [$offsets]" => value(peers(info(REMOTE, Levels::DEVICE)));
     /// Tile-level remote store into a peer's window.
     struct RemoteStore {
         /// Tile stored.
@@ -583,7 +583,7 @@ op_kinds! {
     tuple Barrier { .0 => f0: val as ctx } "barrier $f0" => peers(info("a device-context operation", Levels::DEVICE));
     /// A tile-algebra op (reduction, broadcast, layout, creation, matmul): what it computes,
     /// its typing and its operands are [`crate::TileOp`]'s.
-    tuple Tile { .0 => f0: attr(TileOp), .1 => f1: vals } "$f0 $f1" => pure(info("a tile op", Levels::DEVICE));
+    tuple Tile { .0 => f0: attr(TileOp), .1 => f1: vals } "$f0 $f1" => value(pure(info("a tile op", Levels::DEVICE)));
     /// A function of the math library (`ln x`, `atan2 y, x`), elementwise on scalars and
     /// tiles; expanded into the ops above at specialization ([`crate::math`]).
     tuple Math { .0 => f0: attr(MathFn), .1 => f1: vals } "$f0 $f1" => elementwise();

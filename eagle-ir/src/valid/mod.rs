@@ -368,6 +368,23 @@ impl V<'_> {
             }
         }
         self.declared_operands(op)?;
+        // Whether the op defines a value is a fact of its declaration (`value(..)`).
+        let name = op.kind.keyword();
+        match (op.result, op.kind.info().result) {
+            (Some(_), false) => {
+                return self.fail(
+                    op,
+                    format!("`{name}` defines no value; drop the `%N =` before it"),
+                )
+            }
+            (None, true) => {
+                return self.fail(
+                    op,
+                    format!("`{name}` defines a value; write it as `%N = {name} ...`"),
+                )
+            }
+            _ => {}
+        }
         if let Some(Type::Tile(s, _)) = op.result.map(|r| self.ty(r)) {
             if s.0.iter().any(|d| d.as_const() == Some(0)) {
                 return self.fail(op, format!("the result is a tile of shape {s}, with an empty dim; a tile has at least one element along every dim (docs/language.md): give every extent a value of 1 or more"));
