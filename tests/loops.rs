@@ -169,3 +169,132 @@ fn exits_are_variables_and_guards_in_the_ir() {
     assert!(ir.contains("= not "), "{ir}");
     assert!(!ir.contains("continue") && !ir.contains("break"), "{ir}");
 }
+
+/// `while` loops (issue 38, item 3): Collatz steps of `n` (a plain `while`), the first index
+/// past a running total with `continue` (skipping odd indices) and `break` (at a zero), and a
+/// loop that never runs. `y = [steps, index, total, never]`.
+#[eagle::kernel(device)]
+pub fn whiles(ctx: Ctx, n: i64, x: Tensor<f32, N>, y: Out<Tensor<i64, 4>>) {
+    let mut v = n;
+    let mut steps = 0i64;
+    while v != 1 {
+        if v % 2 == 0 {
+            v = v / 2;
+        } else {
+            v = 3 * v + 1;
+        }
+        steps += 1;
+    }
+    y[0] = steps;
+    let mut i = 0usize;
+    let mut total = 0.0f32;
+    while total < 3.0 && i < N {
+        i += 1;
+        if i % 2 == 1 {
+            continue;
+        }
+        if x[i] == 0.0 {
+            break;
+        }
+        total += x[i];
+    }
+    y[1] = i as i64;
+    y[2] = (total * 100.0) as i64;
+    let mut never = 0i64;
+    while never > 5 {
+        never += 1;
+    }
+    y[3] = never;
+}
+
+#[eagle::host]
+pub fn whiles_host(n: i64, x: Tensor<f32, N>, y: Out<Tensor<i64, 4>>) {
+    whiles(n, x, y, device = 0);
+}
+
+/// The same loops in plain Rust.
+fn whiles_golden(n: i64, x: &[f32]) -> Vec<i64> {
+    let (mut v, mut steps) = (n, 0i64);
+    while v != 1 {
+        v = if v % 2 == 0 { v / 2 } else { 3 * v + 1 };
+        steps += 1;
+    }
+    let (mut i, mut total) = (0usize, 0.0f32);
+    while total < 3.0 && i < N {
+        i += 1;
+        if i % 2 == 1 {
+            continue;
+        }
+        if x[i] == 0.0 {
+            break;
+        }
+        total += x[i];
+    }
+    vec![steps, i as i64, (total * 100.0) as i64, 0]
+}
+
+fn check_whiles(s: &Session) {
+    for (n, zero_at) in [(27i64, None), (6, Some(6usize))] {
+        let mut data: Vec<f32> = (0..N).map(|i| 0.25 + i as f32 * 0.125).collect();
+        if let Some(z) = zero_at {
+            data[z] = 0.0;
+        }
+        let x = Tensor::from_vec(&[N], data.clone()).unwrap();
+        let mut y = Tensor::<i64>::zeros(&[4]);
+        whiles_host.launch(s, n, &x, &mut y).unwrap();
+        let want = whiles_golden(n, &data);
+        assert_eq!(y.data(), &want[..], "n = {n}");
+    }
+    // Collatz from 27 takes 111 steps; the second case breaks at the planted zero.
+    assert_eq!(whiles_golden(27, &[1.0; N])[0], 111);
+}
+
+#[test]
+fn while_loops_match_plain_rust() {
+    check_whiles(&Session::sim(1).unwrap());
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn while_loops_match_plain_rust_in_the_cuda_emulation() {
+    emulation::cxx();
+    check_whiles(&Session::cuda_emulated(vec![0]).unwrap());
+}
+
+/// A loop past its cap (`while_cap = 10`; Collatz from 27 needs 111 turns) fails at run time,
+/// naming the loop and its source line; within the cap it runs.
+#[eagle::kernel(device, while_cap = 10)]
+pub fn capped(ctx: Ctx, n: i64, y: Out<Tensor<i64, 1>>) {
+    let mut v = n;
+    let mut steps = 0i64;
+    while v != 1 {
+        if v % 2 == 0 {
+            v = v / 2;
+        } else {
+            v = 3 * v + 1;
+        }
+        steps += 1;
+    }
+    y[0] = steps;
+}
+
+#[eagle::host]
+pub fn capped_host(n: i64, y: Out<Tensor<i64, 1>>) {
+    capped(n, y, device = 0);
+}
+
+#[test]
+fn a_while_loop_past_its_cap_is_an_error_naming_the_loop() {
+    let s = Session::sim(1).unwrap();
+    let mut y = Tensor::<i64>::zeros(&[1]);
+    // 8 -> 4 -> 2 -> 1: three turns, within the cap.
+    capped_host.launch(&s, 8, &mut y).unwrap();
+    assert_eq!(y.data(), &[3]);
+    let e = capped_host.launch(&s, 27, &mut y).unwrap_err().to_string();
+    assert!(
+        e.contains("the `while` loop would run more than 10 turns, its cap; if it is meant to run longer, raise the cap with `#[eagle::kernel(while_cap = N)]`"),
+        "{e}"
+    );
+    assert!(e.contains("while %"), "{e}");
+    assert!(e.contains("(at tests/loops.rs:"), "{e}");
+}

@@ -80,6 +80,11 @@ fn every_kind() -> Vec<OpKind> {
             hi: v,
             body: Block::default(),
         },
+        OpKind::While {
+            flag: v,
+            cap: 1,
+            body: Block::default(),
+        },
         OpKind::If {
             cond: v,
             then_body: Block::default(),
@@ -164,6 +169,7 @@ fn every_kind() -> Vec<OpKind> {
             | OpKind::Read(_)
             | OpKind::Write(..)
             | OpKind::For { .. }
+            | OpKind::While { .. }
             | OpKind::If { .. }
             | OpKind::Call { .. }
             | OpKind::Dispatch { .. }
@@ -227,7 +233,7 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     );
     assert!(keywords(&["specialize"]).contains("dim"));
     // And every op kind is in the table, named.
-    assert_eq!(every_kind().len(), 41);
+    assert_eq!(every_kind().len(), 42);
 }
 
 #[test]

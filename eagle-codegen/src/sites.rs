@@ -60,6 +60,13 @@ fn index_outside(
     )
 }
 
+/// A `while` loop that would start a turn past its cap (`{b}`, the cap).
+pub fn while_cap(function: &str, op: &str) -> String {
+    format!(
+        "function `{function}`, {op}: the `while` loop would run more than {{b}} turns, its cap; if it is meant to run longer, raise the cap with `#[eagle::kernel(while_cap = N)]`"
+    )
+}
+
 /// Integer `/` or `%` by zero.
 pub fn division_by_zero(function: &str, op: &str) -> String {
     format!("function `{function}`, {op}: integer division by zero")

@@ -170,7 +170,9 @@ fn walk(
                     }
                 }
             }
-            OpKind::For { body, .. } => walk(body, f, s, defs, param_of, w),
+            OpKind::For { body, .. } | OpKind::While { body, .. } => {
+                walk(body, f, s, defs, param_of, w)
+            }
             OpKind::If {
                 then_body,
                 else_body,

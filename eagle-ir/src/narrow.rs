@@ -434,6 +434,7 @@ fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
         | OpKind::RemoteStore { .. }
         | OpKind::Write(..)
         | OpKind::For { .. }
+        | OpKind::While { .. }
         | OpKind::If { .. }
         | OpKind::Dispatch { .. }
         | OpKind::Put { .. }

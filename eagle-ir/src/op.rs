@@ -41,6 +41,7 @@ impl OpKind {
             | Read(_)
             | Write(..)
             | For { .. }
+            | While { .. }
             | If { .. }
             | Dispatch { .. }
             | Rank(_)

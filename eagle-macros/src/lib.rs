@@ -10,7 +10,6 @@
 mod generate;
 mod parse;
 
-use parse::params::Level;
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TS};
 use quote::quote;
@@ -32,7 +31,7 @@ fn err<T>(span: Span, msg: impl std::fmt::Display) -> R<T> {
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     match parse::attr::kernel_attr(TS::from(attr)) {
-        Ok((level, category)) => generate::expand(level, category, item),
+        Ok(a) => generate::expand(a, item),
         Err(e) => e.to_compile_error().into(),
     }
 }
@@ -46,7 +45,7 @@ pub fn host(attr: TokenStream, item: TokenStream) -> TokenStream {
             .to_compile_error()
             .into();
     }
-    generate::expand(Level::Host, None, item)
+    generate::expand(parse::attr::KernelAttr::host(), item)
 }
 
 /// `dynamic!("NR")`: a symbolic extent, bound when the program is invoked (from the shapes of

@@ -924,7 +924,7 @@ impl Spec<'_> {
                 }
                 recurse = true;
             }
-            OpKind::If { .. } => recurse = true,
+            OpKind::If { .. } | OpKind::While { .. } => recurse = true,
             // Nothing to fold, bound or check: tile arithmetic (the arms above take scalars),
             // the collectives (lowered into checked primitives before the second pass),
             // variables, window allocation, barriers and tile ops (their shapes are checked by

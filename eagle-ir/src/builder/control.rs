@@ -93,6 +93,36 @@ impl FunctionBuilder<'_> {
         Ok(())
     }
 
+    /// `while flag { body(flag) }` with at most `cap` turns: `flag` is a `bool` variable set to
+    /// `cond` here; `body` must set it for the next turn (the macros write the condition again
+    /// at the end of each turn, `false` after a `break`).
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `cond` is not a `bool` scalar (naming the source line); whatever
+    /// `body` returns.
+    pub fn while_(
+        &mut self,
+        cap: u64,
+        cond: impl Into<Operand>,
+        body: impl FnOnce(&mut Self, Value) -> Result<()>,
+    ) -> Result<()> {
+        let c = self.value(cond, Some(DType::Bool))?;
+        if self.ty(c) != &Type::Scalar(DType::Bool) {
+            return self.err(format!(
+                "a `while` condition is a `bool`, found a `{}`{}",
+                self.ty(c),
+                self.here()
+            ));
+        }
+        let flag = self.var(c)?;
+        self.blocks.push(Block::default());
+        let r = body(self, flag);
+        let body = self.blocks.pop().unwrap_or_default();
+        r?;
+        self.push_void(OpKind::While { flag, cap, body });
+        Ok(())
+    }
+
     /// `if cond { then } else { else }`.
     ///
     /// # Errors

@@ -457,6 +457,19 @@ impl Attr for Dim {
     }
 }
 
+/// A count (a loop's turn cap): its decimal digits.
+impl Attr for u64 {
+    fn write(&self, out: &mut String) {
+        use std::fmt::Write;
+        let _ = write!(out, "{self}");
+    }
+    fn read(r: &mut dyn Reader) -> ReadResult<Self> {
+        let n = r.num()?;
+        n.parse::<u64>()
+            .map_err(|_| r.fail(1, format!("expected a count, found `{n}`")))
+    }
+}
+
 /// A callee: `@name`.
 impl Attr for String {
     fn write(&self, out: &mut String) {

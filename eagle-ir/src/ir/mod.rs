@@ -482,6 +482,17 @@ op_kinds! {
         /// Loop body.
         .body => body: block
     } "for $var in $lo..$hi $body" => info("a loop", Levels::ALL);
+    /// `while flag { body }`: runs `body` while the `bool` variable `flag` (a `var`) holds,
+    /// testing it before each turn; `body` updates it. More than `cap` turns is a run-time
+    /// error naming the loop (a runaway loop fails instead of hanging).
+    struct While {
+        /// The `bool` variable tested before each turn.
+        .flag => flag: val,
+        /// The most turns the loop may run.
+        .cap => cap: attr(u64),
+        /// Loop body.
+        .body => body: block
+    } "while $flag cap $cap $body" => info("a loop", Levels::DEVICE);
     /// `if cond { then } else { else }`.
     struct If {
         /// `bool` condition.
@@ -664,6 +675,7 @@ impl OpKind {
             | OpKind::Read(..)
             | OpKind::Write(..)
             | OpKind::For { .. }
+            | OpKind::While { .. }
             | OpKind::If { .. }
             | OpKind::Call { .. }
             | OpKind::Dispatch { .. }

@@ -406,6 +406,7 @@ impl V<'_> {
             | Read(_)
             | Write(..)
             | For { .. }
+            | While { .. }
             | If { .. }
             | Call { .. }
             | Dispatch { .. } => self.check_control(op)?,
@@ -860,6 +861,22 @@ impl V<'_> {
                 self.scopes.push(HashSet::from([*var]));
                 self.block(body)?;
                 self.scopes.pop();
+            }
+            While { flag, cap, body } => {
+                let bool_var = Type::Ref(Box::new(Type::Scalar(DType::Bool)));
+                if *self.ty(*flag) != bool_var {
+                    return self.fail(
+                        op,
+                        format!(
+                            "operand 0 (`flag`) must be a `bool` variable (`var`), found `{}`",
+                            self.ty(*flag)
+                        ),
+                    );
+                }
+                if *cap == 0 {
+                    return self.fail(op, "a `while` loop's cap is at least 1 turn");
+                }
+                self.block(body)?;
             }
             If {
                 then_body,

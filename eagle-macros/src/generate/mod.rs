@@ -7,6 +7,7 @@ mod expr;
 mod ops;
 mod stmt;
 
+use crate::parse::attr::KernelAttr;
 use crate::parse::params::*;
 use crate::{err, R};
 use proc_macro::TokenStream;
@@ -16,18 +17,23 @@ use std::collections::HashMap;
 use syn::spanned::Spanned;
 use syn::{Expr, ItemFn, Lit, Pat, Stmt, Type, UnOp as SynUn};
 
-pub(crate) fn expand(level: Level, category: Option<String>, item: TokenStream) -> TokenStream {
+pub(crate) fn expand(attr: KernelAttr, item: TokenStream) -> TokenStream {
     let f: ItemFn = match syn::parse(item) {
         Ok(f) => f,
         Err(e) => return e.to_compile_error().into(),
     };
-    match expand_fn(level, category, &f) {
+    match expand_fn(attr, &f) {
         Ok(t) => t.into(),
         Err(e) => e.to_compile_error().into(),
     }
 }
 
-fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
+fn expand_fn(attr: KernelAttr, f: &ItemFn) -> R<TS> {
+    let KernelAttr {
+        level,
+        category,
+        while_cap,
+    } = attr;
     let sig = &f.sig;
     let params = read_params(sig, level)?;
     let returns = read_returns(sig, level)?;
@@ -54,6 +60,7 @@ fn expand_fn(level: Level, category: Option<String>, f: &ItemFn) -> R<TS> {
             .filter_map(|p| Some((p.name.to_string(), p.window.clone()?)))
             .collect(),
         loops: vec![],
+        while_cap,
     };
     let mut decls = vec![];
     for p in &params {
@@ -201,6 +208,8 @@ struct Cx {
     /// The enclosing `for` loops that hold a `continue` or `break`, innermost last: the Rust
     /// names of their flag variables (`stmt.rs`, `Cx::loop_with_exits`).
     loops: Vec<LoopExits>,
+    /// The turn cap of the kernel's `while` loops (`#[eagle::kernel(while_cap = N)]`).
+    while_cap: u64,
 }
 
 /// The flags of a `for` loop with `continue` or `break` (IR variables of `bool`): `skip` is
@@ -214,7 +223,7 @@ struct LoopExits {
 
 pub(super) const OFFSET_SIGS: &str = "`load(src, [offsets], [shape])`, `store(dst, [offsets], tile)`, `remote_load(window, peer, [offsets], [shape])`, `remote_store(window, peer, [offsets], tile)`, `notify(signal, peer, [offsets], value, op)` and `wait(signal, [offsets], expected, cmp)`";
 
-pub(super) const SUPPORTED_STMTS: &str = "supported statements: `let`, `let mut`, assignment (`=`, `+=`, ...), `for i in a..b` (with `continue` and `break`), `if`/`else`, and calls";
+pub(super) const SUPPORTED_STMTS: &str = "supported statements: `let`, `let mut`, assignment (`=`, `+=`, ...), `for i in a..b` and `while cond` (with `continue` and `break`), `if`/`else`, and calls";
 
 /// The typed `launch` method of a host program: each parameter as the user passes it, then
 /// converted to an `eagle::Arg` (inputs borrowed or copied, outputs written back).

@@ -161,6 +161,60 @@ impl Cx {
         Ok(out)
     }
 
+    /// `while cond { body }`: the condition built before the loop and again at the end of each
+    /// turn into the loop's `bool` variable (`FunctionBuilder::while_`), at most the kernel's
+    /// `while_cap` turns. With `continue`/`break`, as `for` (`loop_with_exits`): `continue`
+    /// skips to the condition, `break` ends the loop without building it again.
+    fn while_stmt(&mut self, w: &syn::ExprWhile) -> R<TS> {
+        if let Expr::Let(l) = &*w.cond {
+            return err(l.let_token.span, format!("`while let` is not supported (kernels have no patterns); write `while cond {{ ... }}`; {SUPPORTED_STMTS}"));
+        }
+        if let Some(l) = &w.label {
+            return err(l.span(), "loop labels are not supported");
+        }
+        let cond = self.expr(&w.cond)?;
+        let cap = self.while_cap;
+        let enter = enter_loc(w.cond.span());
+        let again = quote!({ #enter let __c = #cond; __f.leave(); __c });
+        if !w.body.stmts.iter().any(may_exit_stmt) {
+            let body = self.block_stmts(&w.body.stmts)?;
+            return Ok(quote!({
+                let __c = #cond;
+                __f.while_(#cap, __c, |__f, __flag| {
+                    #body
+                    let __c = #again;
+                    __f.write(__flag, __c)?;
+                    Ok(())
+                })?;
+            }));
+        }
+        let depth = self.loops.len();
+        let l = LoopExits {
+            skip: format_ident!("__skip{depth}"),
+            stop: format_ident!("__stop{depth}"),
+        };
+        self.loops.push(l.clone());
+        let body = self.block_stmts(&w.body.stmts);
+        self.loops.pop();
+        let body = body?;
+        let (skip, stop, not) = (&l.skip, &l.stop, not_tokens());
+        Ok(quote!({
+            let #stop = __f.var(false)?;
+            let __c = #cond;
+            __f.while_(#cap, __c, |__f, __flag| {
+                let #skip = __f.var(false)?;
+                #body
+                let __s = __f.read(#stop)?;
+                let __go = __f.un(#not, __s)?;
+                __f.if_(__go, |__f| {
+                    let __c = #again;
+                    __f.write(__flag, __c)
+                }, |__f| __f.write(__flag, false))?;
+                Ok(())
+            })?;
+        }))
+    }
+
     /// Every op a statement builds records the statement's source location (an expression
     /// inside it records its own).
     pub(super) fn stmt(&mut self, s: &Stmt, last: bool) -> R<TS> {
@@ -340,29 +394,29 @@ impl Cx {
                 let e = self.expr(e)?;
                 Ok(quote!(let _ = #e;))
             }
-            Expr::While(w) => err(w.while_token.span, format!("`while` loops are not supported (their trip count is unknown to the compiler); use `for i in a..b`; {SUPPORTED_STMTS}")),
+            Expr::While(w) => self.while_stmt(w),
             Expr::Loop(l) => err(l.loop_token.span, format!("`loop` is not supported; use `for i in a..b`; {SUPPORTED_STMTS}")),
             Expr::Match(m) => err(m.match_token.span, "`match` is not supported; use `if`/`else` on comparisons"),
             Expr::Return(r) => err(r.return_token.span, "`return` is not supported; eagle functions run to their end (use `if` to skip work)"),
             Expr::Break(b) => {
                 if let Some(l) = &b.label {
-                    return err(l.span(), "loop labels are not supported; `break` leaves the innermost `for` loop");
+                    return err(l.span(), "loop labels are not supported; `break` leaves the innermost loop");
                 }
                 if let Some(v) = &b.expr {
-                    return err(v.span(), "`break` with a value is not supported: eagle's `for` loops have no value");
+                    return err(v.span(), "`break` with a value is not supported: eagle's loops have no value");
                 }
                 let Some(l) = self.loops.last() else {
-                    return err(b.span(), "`break` outside a `for` loop");
+                    return err(b.span(), "`break` outside a loop (`for` or `while`)");
                 };
                 let (skip, stop) = (&l.skip, &l.stop);
                 Ok(quote!(__f.write(#stop, true)?; __f.write(#skip, true)?;))
             }
             Expr::Continue(c) => {
                 if let Some(l) = &c.label {
-                    return err(l.span(), "loop labels are not supported; `continue` goes to the next iteration of the innermost `for` loop");
+                    return err(l.span(), "loop labels are not supported; `continue` goes to the next turn of the innermost loop");
                 }
                 let Some(l) = self.loops.last() else {
-                    return err(c.span(), "`continue` outside a `for` loop");
+                    return err(c.span(), "`continue` outside a loop (`for` or `while`)");
                 };
                 let skip = &l.skip;
                 Ok(quote!(__f.write(#skip, true)?;))

@@ -7,9 +7,34 @@ use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{Expr, Lit};
 
-/// The level (`compute`, `device`, `sample`) and the access category (`category = "..."`, text
-/// form, sample kernels only) an attribute declares.
-pub(crate) fn kernel_attr(attr: TS) -> R<(Level, Option<String>)> {
+/// The most turns a `while` loop runs unless the kernel sets another cap (`while_cap = N`):
+/// 2^32. More is a run-time error naming the loop.
+pub(crate) const DEFAULT_WHILE_CAP: u64 = 1 << 32;
+
+/// What `#[eagle::kernel(...)]` declares.
+pub(crate) struct KernelAttr {
+    /// `compute` (the default), `device` or `sample`.
+    pub(crate) level: Level,
+    /// The access category (`category = "..."`, text form, sample kernels only).
+    pub(crate) category: Option<String>,
+    /// The turn cap of the kernel's `while` loops (`while_cap = N`).
+    pub(crate) while_cap: u64,
+}
+
+impl KernelAttr {
+    /// A host function's: no arguments.
+    pub(crate) fn host() -> KernelAttr {
+        KernelAttr {
+            level: Level::Host,
+            category: None,
+            while_cap: DEFAULT_WHILE_CAP,
+        }
+    }
+}
+
+/// The level (`compute`, `device`, `sample`), the access category (`category = "..."`, text
+/// form, sample kernels only) and the `while` cap (`while_cap = N`) an attribute declares.
+pub(crate) fn kernel_attr(attr: TS) -> R<KernelAttr> {
     let parsed = syn::parse::Parser::parse2(
         syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
         attr.clone(),
@@ -20,11 +45,22 @@ pub(crate) fn kernel_attr(attr: TS) -> R<(Level, Option<String>)> {
     };
     let mut level = Level::Compute;
     let mut category = None;
+    let mut while_cap = DEFAULT_WHILE_CAP;
     for m in &metas {
         match m {
             syn::Meta::Path(p) if p.is_ident("compute") => level = Level::Compute,
             syn::Meta::Path(p) if p.is_ident("device") => level = Level::Device,
             syn::Meta::Path(p) if p.is_ident("sample") => level = Level::Sample,
+            syn::Meta::NameValue(nv) if nv.path.is_ident("while_cap") => {
+                let n = match &nv.value {
+                    Expr::Lit(syn::ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse::<u64>().ok(),
+                    _ => None,
+                };
+                match n {
+                    Some(n) if n > 0 => while_cap = n,
+                    _ => return err(nv.value.span(), "`while_cap` is a whole number of turns, at least 1: `while_cap = 1000`"),
+                }
+            }
             syn::Meta::NameValue(nv) if nv.path.is_ident("category") => {
                 let ok = match &nv.value {
                     Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => {
@@ -51,5 +87,9 @@ pub(crate) fn kernel_attr(attr: TS) -> R<(Level, Option<String>)> {
     if category.is_some() && level != Level::Sample {
         return err(attr.span(), "`category = ...` applies to sample kernels: `#[eagle::kernel(sample, category = \"...\")]`");
     }
-    Ok((level, category))
+    Ok(KernelAttr {
+        level,
+        category,
+        while_cap,
+    })
 }

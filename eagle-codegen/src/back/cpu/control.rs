@@ -73,6 +73,10 @@ impl Lower<'_, '_> {
                 })?;
                 None
             }
+            OpKind::While { flag, cap, body } => {
+                self.lower_while(op, *flag, *cap, body)?;
+                None
+            }
             OpKind::If {
                 cond,
                 then_body,
@@ -129,5 +133,45 @@ impl Lower<'_, '_> {
                 )))
             }
         })
+    }
+}
+
+impl Lower<'_, '_> {
+    /// `while flag { body }`: the flag read before each turn; a turn past `cap` is a fault
+    /// naming the loop (`sites::while_cap`), counted in an `i64` block parameter.
+    fn lower_while(
+        &mut self,
+        op: &Op,
+        flag: eagle_ir::Value,
+        cap: u64,
+        body: &eagle_ir::Block,
+    ) -> Result<(), CodegenError> {
+        let header = self.b.create_block();
+        self.b.append_block_param(header, types::I64);
+        let bb = self.b.create_block();
+        let exit = self.b.create_block();
+        let zero = self.iconst(0);
+        self.b.ins().jump(header, &[zero.into()]);
+        self.b.switch_to_block(header);
+        let turns = self.b.block_params(header)[0];
+        let go = self.scalar(flag)?;
+        self.b.ins().brif(go, bb, &[], exit, &[]);
+        self.b.switch_to_block(bb);
+        self.b.seal_block(bb);
+        let cap = i64::try_from(cap).unwrap_or(i64::MAX);
+        let over = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, turns, cap);
+        let msg = crate::sites::while_cap(&self.f.name, &self.site_op(op));
+        let lim = self.iconst(cap);
+        self.fault_if(over, msg, turns, lim);
+        self.block(body)?;
+        let next = self.b.ins().iadd_imm_s(turns, 1);
+        self.b.ins().jump(header, &[next.into()]);
+        self.b.seal_block(header);
+        self.b.switch_to_block(exit);
+        self.b.seal_block(exit);
+        Ok(())
     }
 }

@@ -695,6 +695,7 @@ impl Lower<'_, '_> {
                 | OpKind::Read(_)
                 | OpKind::Write(..)
                 | OpKind::For { .. }
+                | OpKind::While { .. }
                 | OpKind::If { .. }
                 | OpKind::Call { .. } => self.lower_control(op)?,
                 OpKind::WorldSize

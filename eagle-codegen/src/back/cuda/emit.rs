@@ -427,6 +427,7 @@ impl Emitter<'_> {
             | OpKind::Read(_)
             | OpKind::Write(..)
             | OpKind::For { .. }
+            | OpKind::While { .. }
             | OpKind::If { .. }
             | OpKind::Call { .. } => self.emit_control(op)?,
             OpKind::WorldSize
@@ -790,6 +791,21 @@ impl Emitter<'_> {
                     self.v(*hi)
                 ));
                 self.depth += 1;
+                self.scoped(body)?;
+                self.close();
+            }
+            OpKind::While { flag, cap, body } => {
+                // The flag is a scalar: uniform over a block's threads, as every scalar.
+                let t = format!("wt{}", flag.0);
+                self.line(format!("long long {t} = 0;"));
+                self.line(format!("while ({}) {{", self.v(*flag)));
+                self.depth += 1;
+                let msg = crate::sites::while_cap(&self.f.name, &self.site_op(op));
+                let cap = i64::try_from(*cap).unwrap_or(i64::MAX);
+                self.checked.push(Default::default());
+                self.fault_if(&format!("{t} >= {cap}LL"), msg, &t, &format!("{cap}LL"));
+                self.checked.pop();
+                self.line(format!("++{t};"));
                 self.scoped(body)?;
                 self.close();
             }
