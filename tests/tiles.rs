@@ -1157,3 +1157,181 @@ fn data_op_mistakes_are_reported_before_the_run_at_the_source_line() {
     // Nothing ran: the output is untouched.
     assert!(y.data().iter().all(|&v| v == 0.0));
 }
+
+const TK: usize = 3;
+
+/// `topk` (issue 38, item 5) along each row of an f32 and an i32 tile: values and indices.
+#[eagle::kernel(device)]
+pub fn top(
+    ctx: Ctx,
+    x: Tensor<f32, M, N>,
+    n: Tensor<i32, M, N>,
+    v: Out<Tensor<f32, M, TK>>,
+    i: Out<Tensor<i64, M, TK>>,
+    nv: Out<Tensor<i32, M, TK>>,
+    ni: Out<Tensor<i64, M, TK>>,
+) {
+    let (a, b) = topk(load(x, [0, 0], [M, N]), TK);
+    store(v, [0, 0], a);
+    store(i, [0, 0], b);
+    let (c, d) = topk(load(n, [0, 0], [M, N]), TK);
+    store(nv, [0, 0], c);
+    store(ni, [0, 0], d);
+}
+
+#[eagle::host]
+pub fn top_host(
+    x: Tensor<f32, M, N>,
+    n: Tensor<i32, M, N>,
+    v: Out<Tensor<f32, M, TK>>,
+    i: Out<Tensor<i64, M, TK>>,
+    nv: Out<Tensor<i32, M, TK>>,
+    ni: Out<Tensor<i64, M, TK>>,
+) {
+    top(x, n, v, i, nv, ni, device = 0);
+}
+
+/// The `k` largest of a row in plain Rust: descending, ties to the lower index, `-0.0` equal
+/// to `+0.0`, a NaN below every number.
+fn topk_golden<T: Copy>(row: &[T], k: usize, gt: impl Fn(T, T) -> bool) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..row.len()).collect();
+    // A stable sort by "greater first".
+    idx.sort_by(|&a, &b| {
+        if gt(row[a], row[b]) {
+            std::cmp::Ordering::Less
+        } else if gt(row[b], row[a]) {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Equal
+        }
+    });
+    idx.truncate(k);
+    idx
+}
+
+fn check_topk(s: &Session) {
+    // Rows with ties (1.5 twice), signed zeros, a NaN and infinities.
+    let mut xd = vec![0.0f32; M * N];
+    let rows: [[f32; 12]; 4] = [
+        [
+            0.5,
+            1.5,
+            -2.0,
+            1.5,
+            0.25,
+            -0.0,
+            0.0,
+            1.0,
+            f32::NAN,
+            0.75,
+            -1.0,
+            0.1,
+        ],
+        [
+            f32::NAN,
+            f32::NAN,
+            -0.0,
+            0.0,
+            -0.0,
+            -1.0,
+            -2.0,
+            -3.0,
+            -4.0,
+            -5.0,
+            -6.0,
+            -7.0,
+        ],
+        [
+            f32::INFINITY,
+            1.0,
+            f32::NEG_INFINITY,
+            2.0,
+            2.0,
+            2.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            9.0,
+        ],
+        [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0],
+    ];
+    for (r, row) in rows.iter().enumerate() {
+        xd[r * N..(r + 1) * N].copy_from_slice(row);
+    }
+    let mut nd: Vec<i32> = (0..(M * N) as i32).map(|k| (k * 7919) % 23 - 11).collect();
+    nd[0] = i32::MIN;
+    nd[1] = i32::MAX;
+    nd[2] = i32::MAX;
+    let x = Tensor::from_vec(&[M, N], xd.clone()).unwrap();
+    let n = Tensor::from_vec(&[M, N], nd.clone()).unwrap();
+    let mut v = Tensor::<f32>::zeros(&[M, TK]);
+    let mut i = Tensor::<i64>::zeros(&[M, TK]);
+    let mut nv = Tensor::<i32>::zeros(&[M, TK]);
+    let mut ni = Tensor::<i64>::zeros(&[M, TK]);
+    top_host
+        .launch(s, &x, &n, &mut v, &mut i, &mut nv, &mut ni)
+        .unwrap();
+    let fgt = |a: f32, b: f32| !a.is_nan() && (b.is_nan() || a > b);
+    for r in 0..M {
+        let row = &xd[r * N..(r + 1) * N];
+        let want = topk_golden(row, TK, fgt);
+        let got: Vec<usize> = i.data()[r * TK..(r + 1) * TK]
+            .iter()
+            .map(|&k| k as usize)
+            .collect();
+        assert_eq!(got, want, "f32 row {r}");
+        for (c, &k) in want.iter().enumerate() {
+            assert_eq!(
+                v.data()[r * TK + c].to_bits(),
+                row[k].to_bits(),
+                "f32 row {r}"
+            );
+        }
+        let nrow = &nd[r * N..(r + 1) * N];
+        let want = topk_golden(nrow, TK, |a: i32, b: i32| a > b);
+        let got: Vec<usize> = ni.data()[r * TK..(r + 1) * TK]
+            .iter()
+            .map(|&k| k as usize)
+            .collect();
+        assert_eq!(got, want, "i32 row {r}");
+        let vals: Vec<i32> = want.iter().map(|&k| nrow[k]).collect();
+        assert_eq!(&nv.data()[r * TK..(r + 1) * TK], &vals[..], "i32 row {r}");
+    }
+    // The cases the rows plant: ties to the lower index, -0.0 before +0.0 by index, NaN last;
+    // the two `i32::MAX` first in index order (`!x` cannot overflow, so `i32::MIN` is last).
+    assert_eq!(&i.data()[..TK], &[1, 3, 7]);
+    assert_eq!(&i.data()[TK..2 * TK], &[2, 3, 4]);
+    assert_eq!(&ni.data()[..2], &[1, 2]);
+}
+
+#[test]
+fn topk_picks_the_largest_with_ties_to_the_lower_index() {
+    check_topk(&Session::sim(1).unwrap());
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn topk_picks_the_largest_with_ties_to_the_lower_index_in_the_cuda_emulation() {
+    emulation::cxx();
+    check_topk(&Session::cuda_emulated(vec![0]).unwrap());
+}
+
+/// `k` past the row length.
+#[eagle::kernel]
+pub fn top_too_many(x: Tensor<f32, M, N>, i: Out<Tensor<i64, M, 20>>) {
+    let (a, b) = topk(load(x, [0, 0], [M, N]), 20);
+    store(i, [0, 0], b);
+}
+
+#[test]
+fn a_topk_past_the_row_length_is_refused_at_the_source_line() {
+    use eagle::ir::EagleFn;
+    let e = top_too_many::module().unwrap_err().to_string();
+    assert!(
+        e.contains("`topk`'s k is 20 but the rows have 12 elements (at tests/tiles.rs:"),
+        "{e}"
+    );
+    assert!(e.ends_with("k is a constant in 1..=12"), "{e}");
+}

@@ -112,6 +112,10 @@ fn arg_count(sig: &str) -> usize {
         .count()
 }
 
+/// `topk(t, k)`: the `k` largest elements of each row of a tile and their indices, a pair
+/// ([`crate::FunctionBuilder::topk`]).
+pub const TOPK: &str = "topk";
+
 /// The associated function that makes a float from its bits (`f32::from_bits(u)`): `bitcast`.
 pub const FROM_BITS: &str = "from_bits";
 

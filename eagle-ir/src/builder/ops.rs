@@ -109,6 +109,69 @@ impl FunctionBuilder<'_> {
         Ok(self.push(OpKind::Tile(op, vals), ty))
     }
 
+    /// `topk(t, k)`: along each row of an `[M, N]` tile of numbers, the `k` largest elements in
+    /// descending order (`[M, k]`, `t`'s dtype) and their column indices (`[M, k]`, `i64`).
+    /// Ties go to the lower index; `-0.0` and `+0.0` tie; a NaN counts below every number.
+    /// Built from ops with one order on every backend: `argsort` along the row of a key that
+    /// reverses the order exactly (`-t` for floats, `!t` for integers, which cannot
+    /// overflow), the first `k` columns of it (`extract`), and `gather`.
+    ///
+    /// # Errors
+    /// [`IrError::Build`], with the source line, when `t` is not a 2-D tile of numbers or `k`
+    /// is not a constant in `1..=N`.
+    pub fn topk(&mut self, t: impl Into<Operand>, k: Dim) -> Result<(Value, Value)> {
+        let t = self.value(t, None)?;
+        let (m, n, d) = match self.ty(t) {
+            Type::Tile(s, d) if s.rank() == 2 && *d != DType::Bool => {
+                (s.0[0].clone(), s.0[1].clone(), *d)
+            }
+            other => {
+                return self.err(format!(
+                    "`topk` takes a 2-D tile of numbers (`[M, N]`), found `{other}`{}",
+                    self.here()
+                ))
+            }
+        };
+        let fits = match (k.as_const(), n.as_const()) {
+            (Some(k), Some(n)) => k >= 1 && k <= n,
+            (Some(k), None) => k >= 1,
+            (None, _) => false,
+        };
+        if !fits {
+            return self.err(format!(
+                "`topk`'s k is {k} but the rows have {n} elements{}; k is a constant in 1..={n}",
+                self.here()
+            ));
+        }
+        let key = if d.is_float() {
+            self.un(UnOp::Neg, t)?
+        } else {
+            self.un(UnOp::Not, t)?
+        };
+        let order = self.tile_intrinsic(
+            "argsort",
+            vec![TileArg::Value(key.into()), TileArg::Axis(1)],
+        )?;
+        let zero = || Operand::Int(0);
+        let idx = self.tile_intrinsic(
+            "extract",
+            vec![
+                TileArg::Value(order.into()),
+                TileArg::Offsets(vec![zero(), zero()]),
+                TileArg::Shape(vec![m, k]),
+            ],
+        )?;
+        let vals = self.tile_intrinsic(
+            "gather",
+            vec![
+                TileArg::Value(t.into()),
+                TileArg::Value(idx.into()),
+                TileArg::Axis(1),
+            ],
+        )?;
+        Ok((vals, idx))
+    }
+
     pub(super) fn elementwise_ty(
         &self,
         what: &str,

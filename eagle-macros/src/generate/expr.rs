@@ -370,6 +370,9 @@ impl Cx {
                 quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #x; let __a1 = #d; __f.bitcast(__a0, __a1)? })),
             );
         }
+        if p.path.segments.len() == 1 && name == eagle_ir::TOPK && self.lookup(&name).is_none() {
+            return err(c.span(), "`topk` returns two tiles (values, indices): bind them with `let (v, i) = topk(t, k);`");
+        }
         if !(p.path.segments.len() == 1 && is_intrinsic(&name)) {
             let vals = self.returning_call(c)?;
             return Ok(

@@ -147,7 +147,11 @@ impl Cx {
                 .unwrap_or_default(),
             f => return err(f.span(), "only calls of named functions are supported"),
         };
-        let vals = self.returning_call(c)?;
+        let vals = if name == eagle_ir::TOPK && self.lookup(&name).is_none() {
+            self.topk_call(c, names.len())?
+        } else {
+            self.returning_call(c)?
+        };
         let n = names.len();
         let mut out = quote!(let __r = #vals; let __r = __f.tuple_result(#name, __r, #n)?;);
         for (i, (id, mutable)) in names.iter().enumerate() {
@@ -212,6 +216,21 @@ impl Cx {
                 }, |__f| __f.write(__flag, false))?;
                 Ok(())
             })?;
+        }))
+    }
+
+    /// `let (v, i) = topk(t, k);` (`FunctionBuilder::topk`): `k` is a Rust expression (a
+    /// constant), evaluated when the IR is built.
+    fn topk_call(&mut self, c: &syn::ExprCall, names: usize) -> R<TS> {
+        if c.args.len() != 2 || names != 2 {
+            return err(c.span(), "`topk` takes a tile and a constant count and returns (values, indices): `let (v, i) = topk(t, k);`");
+        }
+        let t = self.expr(&c.args[0])?;
+        let k = &c.args[1];
+        Ok(quote!({
+            let __a0 = #t;
+            let (__v, __i) = __f.topk(__a0, ::eagle::ir::IntoDim::into_dim(#k))?;
+            vec![__v, __i]
         }))
     }
 
