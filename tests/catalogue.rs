@@ -512,3 +512,20 @@ fn no_function_over_150_lines_and_no_file_over_1200_lines() {
         "functions over 150 lines, files over 1,200"
     );
 }
+
+/// Issue 36, item 2: a value is minted by its function's value table (`values.push(ty)`, the
+/// `PrimaryMap` that returns its handle), never by hand from the table's length.
+#[test]
+fn no_value_is_minted_by_hand() {
+    let (rs, _) = tree();
+    let mut found = vec![];
+    for (path, text) in rs.iter().filter(|(p, _)| !p.starts_with("tests/")) {
+        for (i, line) in text.lines().enumerate() {
+            let l = line.replace(' ', "");
+            if l.contains("Value(") && l.contains("len()asu32") {
+                found.push(format!("{path}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert_eq!(found, Vec::<String>::new(), "values minted by hand");
+}
