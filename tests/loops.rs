@@ -292,9 +292,49 @@ fn a_while_loop_past_its_cap_is_an_error_naming_the_loop() {
     assert_eq!(y.data(), &[3]);
     let e = capped_host.launch(&s, 27, &mut y).unwrap_err().to_string();
     assert!(
-        e.contains("the `while` loop would run more than 10 turns, its cap; if it is meant to run longer, raise the cap with `#[eagle::kernel(while_cap = N)]`"),
+        e.contains("the `while` loop would run more than 10 turns, its cap; if it is meant to run longer, raise the cap of the function that holds the loop: `while_cap = N` in its attribute (`#[eagle::kernel(device, while_cap = N)]` for a per-device program"),
         "{e}"
     );
     assert!(e.contains("while %"), "{e}");
+    assert!(e.contains("(at tests/loops.rs:"), "{e}");
+}
+
+/// A `while` loop in a host function (the host interpreter runs it): dispatch to every rank
+/// with an odd index, walking down from the top; and its cap, set with
+/// `#[eagle::host(while_cap = N)]`.
+#[eagle::kernel(device)]
+pub fn mark_odd(ctx: Ctx, y: Out<Tensor<i64, 1>>) {
+    y[0] = rank(ctx) as i64 + 1;
+}
+
+#[eagle::host(while_cap = 3)]
+pub fn odd_ranks(y: Out<Tensor<i64, NR, 1>>) {
+    let mut r = world_size();
+    while r > 0 {
+        r -= 1;
+        if r % 2 == 1 {
+            mark_odd(y[r], device = r);
+        }
+    }
+}
+
+#[test]
+fn a_host_while_loop_dispatches_and_stops_at_its_cap() {
+    let s = Session::sim(3).unwrap();
+    let mut y = Tensor::<i64>::zeros(&[3, 1]);
+    odd_ranks.launch(&s, &mut y).unwrap();
+    assert_eq!(y.data(), &[0, 2, 0]);
+    // Four ranks need four turns: past the cap of 3.
+    let s = Session::sim(4).unwrap();
+    let mut y = Tensor::<i64>::zeros(&[4, 1]);
+    let e = odd_ranks.launch(&s, &mut y).unwrap_err().to_string();
+    assert!(
+        e.contains("host function `odd_ranks`: function `odd_ranks`, op `while %"),
+        "{e}"
+    );
+    assert!(
+        e.contains("the `while` loop would run more than 3 turns"),
+        "{e}"
+    );
     assert!(e.contains("(at tests/loops.rs:"), "{e}");
 }

@@ -187,7 +187,7 @@ fn build_error(e: IrError) -> String {
 fn a_body_ending_with_the_wrong_type_names_both_types_and_the_line() {
     let msg = build_error(calls_wrong_return::module().unwrap_err());
     assert!(
-        msg.starts_with("`wrong_return` is declared to return a `tile<[2, 8], f64>`, but its body ends with a `tile<[2, 8], f32>` (at tests/returns.rs:"),
+        msg.starts_with("`wrong_return` is declared to return `tile<[2, 8], f64>`, but its body ends with `tile<[2, 8], f32>` (at tests/returns.rs:"),
         "{msg}"
     );
     assert!(
@@ -197,7 +197,7 @@ fn a_body_ending_with_the_wrong_type_names_both_types_and_the_line() {
     // Built on its own, the kernel is refused the same way.
     let msg = build_error(wrong_return::module().unwrap_err());
     assert!(
-        msg.contains("is declared to return a `tile<[2, 8], f64>`"),
+        msg.contains("is declared to return `tile<[2, 8], f64>`"),
         "{msg}"
     );
 }
@@ -206,7 +206,7 @@ fn a_body_ending_with_the_wrong_type_names_both_types_and_the_line() {
 fn an_argument_of_another_type_names_the_parameter() {
     let msg = build_error(bad_argument::module().unwrap_err());
     assert!(
-        msg.starts_with("`twice`'s parameter `x` is a `tensor<[2, 8], f32>`, but the argument is a `tensor<[2, 8], f64>` (at tests/returns.rs:"),
+        msg.starts_with("`twice`'s parameter `x` is `tensor<[2, 8], f32>`, but the argument is `tensor<[2, 8], f64>` (at tests/returns.rs:"),
         "{msg}"
     );
 }
@@ -224,7 +224,7 @@ fn a_tuple_binds_one_name_per_value() {
     );
     let msg = build_error(tuple_wrong_len::module().unwrap_err());
     assert!(
-        msg.starts_with("`row_stats` returns 2 value(s) but the pattern binds 3"),
+        msg.starts_with("`row_stats` returns 2 values but the pattern binds 3"),
         "{msg}"
     );
 }
@@ -237,4 +237,22 @@ fn kernels_that_call_each_other_for_values_are_a_recursion_error() {
         }
         other => panic!("expected Recursion, got {other:?}"),
     }
+}
+
+/// `_` in a tuple pattern drops that value.
+#[eagle::kernel]
+pub fn maxima_only(x: Tensor<f32, M, N>, m: Out<Tensor<f32, M, 1>>) {
+    let (mx, _) = row_stats(load(x, [0, 0], [M, N]));
+    store(m, [0, 0], mx);
+}
+
+#[test]
+fn an_underscore_drops_a_tuple_element() {
+    let text = eagle::ir::print_module(&maxima_only::module().unwrap());
+    // Both values are built (the callee's body is), the maxima stored.
+    assert!(
+        text.contains("row_max") && text.contains("row_argmax"),
+        "{text}"
+    );
+    assert_eq!(text.matches("store ").count(), 1, "{text}");
 }

@@ -63,7 +63,7 @@ fn index_outside(
 /// A `while` loop that would start a turn past its cap (`{b}`, the cap).
 pub fn while_cap(function: &str, op: &str) -> String {
     format!(
-        "function `{function}`, {op}: the `while` loop would run more than {{b}} turns, its cap; if it is meant to run longer, raise the cap with `#[eagle::kernel(while_cap = N)]`"
+        "function `{function}`, {op}: the `while` loop would run more than {{b}} turns, its cap; if it is meant to run longer, raise the cap of the function that holds the loop: `while_cap = N` in its attribute (`#[eagle::kernel(device, while_cap = N)]` for a per-device program, `#[eagle::kernel(while_cap = N)]` for a compute kernel, `#[eagle::host(while_cap = N)]` for a host function)"
     )
 }
 

@@ -40,12 +40,10 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// with `device = r`. It gets a typed `launch` method.
 #[proc_macro_attribute]
 pub fn host(attr: TokenStream, item: TokenStream) -> TokenStream {
-    if !attr.is_empty() {
-        return syn::Error::new(TS::from(attr).span(), "`#[eagle::host]` takes no arguments")
-            .to_compile_error()
-            .into();
+    match parse::attr::host_attr(TS::from(attr)) {
+        Ok(a) => generate::expand(a, item),
+        Err(e) => e.to_compile_error().into(),
     }
-    generate::expand(parse::attr::KernelAttr::host(), item)
 }
 
 /// `dynamic!("NR")`: a symbolic extent, bound when the program is invoked (from the shapes of

@@ -227,6 +227,21 @@ impl Interp<'_> {
                     }
                     None
                 }
+                OpKind::While { flag, cap, body } => {
+                    let mut turns = 0u64;
+                    while matches!(self.c(*flag)?.0, Const::Bool(true)) {
+                        if turns >= *cap {
+                            let at = eagle_ir::print_op(self.f, op);
+                            let at = at.lines().next().unwrap_or_default();
+                            let site = eagle_codegen::sites::name_op(at, op.loc.as_ref());
+                            let msg = eagle_codegen::sites::while_cap(&self.f.name, &site);
+                            return Err(self.bad(msg.replace("{b}", &cap.to_string())));
+                        }
+                        turns += 1;
+                        self.block(body)?;
+                    }
+                    None
+                }
                 OpKind::If {
                     cond,
                     then_body,
@@ -277,7 +292,6 @@ impl Interp<'_> {
                 | OpKind::Notify { .. }
                 | OpKind::Wait { .. }
                 | OpKind::Barrier(_)
-                | OpKind::While { .. }
                 | OpKind::Tile(..) => {
                     return Err(self.bad(format!(
                         "`{}`{}: {} is not run by the host interpreter (the module was not verified and specialized)",

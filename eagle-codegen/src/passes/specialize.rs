@@ -274,7 +274,7 @@ struct Spec<'a> {
     ranges: HashMap<Value, Range>,
     /// Tensor values that are (slices of) a parameter: (param name, dims sliced off).
     origin: HashMap<Value, (String, usize)>,
-    /// Depth of `if` bodies around the op: there the range analysis (which is not
+    /// Depth of `if` and `while` bodies around the op: there the range analysis (which is not
     /// path-sensitive) cannot prove a violation, so checks are left to run time.
     guarded: usize,
     /// Depth of code proven not to run around the op (empty loops, branches whose condition
@@ -703,8 +703,8 @@ impl Spec<'_> {
         Ok(())
     }
 
-    /// The blocks nested in `op`: a loop body and an `if`'s branches with what they know; any
-    /// other nested block (none today) as it stands.
+    /// The blocks nested in `op`: a `for` body (dead when empty), an `if`'s branches with what
+    /// they know, a `while` body (guarded, as it runs only while its flag holds).
     fn nested(&mut self, f: &Function, op: &mut Op) -> Result<(), SpecializeError> {
         if let OpKind::For { lo, hi, body, .. } = &mut op.kind {
             let empty = matches!(
@@ -728,6 +728,11 @@ impl Spec<'_> {
             let r = self
                 .branch(f, then_body, taken)
                 .and_then(|()| self.branch(f, else_body, not_taken));
+            self.guarded -= 1;
+            r?;
+        } else if let OpKind::While { body, .. } = &mut op.kind {
+            self.guarded += 1;
+            let r = self.block(f, body);
             self.guarded -= 1;
             r?;
         } else {

@@ -109,7 +109,7 @@ impl FunctionBuilder<'_> {
         let c = self.value(cond, Some(DType::Bool))?;
         if self.ty(c) != &Type::Scalar(DType::Bool) {
             return self.err(format!(
-                "a `while` condition is a `bool`, found a `{}`{}",
+                "a `while` condition is a `bool`, found `{}`{}",
                 self.ty(c),
                 self.here()
             ));

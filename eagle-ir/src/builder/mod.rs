@@ -18,6 +18,11 @@ use crate::ir::{
 use crate::types::{DType, Dim, Shape, Type};
 
 /// Converts a Rust value used as an extent (`SIZE`, `64`, `NR`) into a [`Dim`].
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a compile-time extent",
+    label = "a run-time value where a constant belongs",
+    note = "shapes, `extract` offsets and `topk`'s k are literals, Rust `const`s, `dynamic!` dims or `{{ expr }}` blocks of them, known when the IR is built"
+)]
 pub trait IntoDim {
     /// The dim.
     fn into_dim(self) -> Dim;

@@ -62,7 +62,7 @@ impl FunctionBuilder<'_> {
             let v = self.value(a, t.dtype())?;
             if !crate::valid::types_compatible(self.ty(v), t) {
                 return self.err(format!(
-                    "`{callee}`'s parameter `{name}` is a `{t}`, but the argument is a `{}`{}; pass a value of the parameter's type",
+                    "`{callee}`'s parameter `{name}` is `{t}`, but the argument is `{}`{}; pass a value of the parameter's type",
                     self.ty(v),
                     self.here()
                 ));
@@ -100,7 +100,7 @@ impl FunctionBuilder<'_> {
                 format!(" (element {index})")
             };
             return self.err(format!(
-                "`{callee}` is declared to return a `{ty}`{which}, but its body ends with a `{}`{}; change the return type or convert the value",
+                "`{callee}` is declared to return `{ty}`{which}, but its body ends with `{}`{}; change the return type or convert the value",
                 self.ty(v),
                 self.here()
             ));
@@ -132,8 +132,11 @@ impl FunctionBuilder<'_> {
             return Ok(vals);
         }
         self.err(format!(
-            "`{callee}` returns {} value(s) but the pattern binds {n}{}; bind one name per value",
-            vals.len(),
+            "`{callee}` returns {} but the pattern binds {n}{}; bind one name (or `_`) per value",
+            match vals.len() {
+                1 => "1 value".to_string(),
+                k => format!("{k} values"),
+            },
             self.here()
         ))
     }

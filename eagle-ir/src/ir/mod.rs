@@ -492,7 +492,7 @@ op_kinds! {
         .cap => cap: attr(u64),
         /// Loop body.
         .body => body: block
-    } "while $flag cap $cap $body" => info("a loop", Levels::DEVICE);
+    } "while $flag cap $cap $body" => info("a loop", Levels::ALL);
     /// `if cond { then } else { else }`.
     struct If {
         /// `bool` condition.

@@ -128,12 +128,13 @@ impl Cx {
         for p in &t.elems {
             match p {
                 Pat::Ident(pi) if pi.subpat.is_none() && pi.by_ref.is_none() => {
-                    names.push((pi.ident.clone(), pi.mutability.is_some()))
+                    names.push((Some(pi.ident.clone()), pi.mutability.is_some()))
                 }
+                Pat::Wild(_) => names.push((None, false)),
                 p => {
                     return err(
                         p.span(),
-                        "a tuple pattern binds plain names: `let (a, mut b) = f(x);`",
+                        "a tuple pattern binds plain names or `_`: `let (a, mut b, _) = f(x);`",
                     )
                 }
             }
@@ -155,6 +156,7 @@ impl Cx {
         let n = names.len();
         let mut out = quote!(let __r = #vals; let __r = __f.tuple_result(#name, __r, #n)?;);
         for (i, (id, mutable)) in names.iter().enumerate() {
+            let Some(id) = id else { continue };
             out.extend(if *mutable {
                 quote!(let #id: ::eagle::ir::Value = __f.var(__r[#i])?;)
             } else {
@@ -416,7 +418,7 @@ impl Cx {
             Expr::While(w) => self.while_stmt(w),
             Expr::Loop(l) => err(l.loop_token.span, format!("`loop` is not supported; use `for i in a..b`; {SUPPORTED_STMTS}")),
             Expr::Match(m) => err(m.match_token.span, "`match` is not supported; use `if`/`else` on comparisons"),
-            Expr::Return(r) => err(r.return_token.span, "`return` is not supported; eagle functions run to their end (use `if` to skip work)"),
+            Expr::Return(r) => err(r.return_token.span, "`return` is not supported; eagle functions run to their end (use `if` to skip work; a kernel with a return type ends with its value, chosen with `select(cond, a, b)`)"),
             Expr::Break(b) => {
                 if let Some(l) = &b.label {
                     return err(l.span(), "loop labels are not supported; `break` leaves the innermost loop");

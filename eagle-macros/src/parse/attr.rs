@@ -21,14 +21,32 @@ pub(crate) struct KernelAttr {
     pub(crate) while_cap: u64,
 }
 
-impl KernelAttr {
-    /// A host function's: no arguments.
-    pub(crate) fn host() -> KernelAttr {
-        KernelAttr {
+/// What `#[eagle::host(...)]` declares: only `while_cap = N`.
+pub(crate) fn host_attr(attr: TS) -> R<KernelAttr> {
+    let a = if attr.is_empty() {
+        None
+    } else {
+        Some(kernel_attr(attr.clone())?)
+    };
+    match a {
+        None => Ok(KernelAttr {
             level: Level::Host,
             category: None,
             while_cap: DEFAULT_WHILE_CAP,
-        }
+        }),
+        Some(KernelAttr {
+            level: Level::Compute,
+            category: None,
+            while_cap,
+        }) => Ok(KernelAttr {
+            level: Level::Host,
+            category: None,
+            while_cap,
+        }),
+        Some(_) => err(
+            attr.span(),
+            "`#[eagle::host]` takes only `while_cap = N` (the turn cap of its `while` loops)",
+        ),
     }
 }
 
