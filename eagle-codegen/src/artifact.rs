@@ -107,10 +107,7 @@ impl Artifact {
         self.code
             .sites
             .get(site as usize)
-            .map(|m| {
-                m.replace("{a}", &a.to_string())
-                    .replace("{b}", &b.to_string())
-            })
+            .map(|m| crate::sites::fill(m, a, b))
             .unwrap_or_else(|| format!("run-time check {site} failed ({a}, {b})"))
     }
 }

@@ -2,6 +2,13 @@
 //! the CPU and on a GPU. `{a}` and `{b}` are filled in with the offending value and its limit
 //! when the check fails. `op` is the op as [`name_op`] names it.
 
+/// A site's message with its `{a}` (the offending value) and `{b}` (its limit) filled in.
+pub fn fill(message: &str, a: i64, b: i64) -> String {
+    message
+        .replace("{a}", &a.to_string())
+        .replace("{b}", &b.to_string())
+}
+
 /// How a site names its op: ``op `%5 = div %3, %4 : i32` (at src/heat.rs:42:17)`` (the
 /// location when the op has one).
 pub fn name_op(text: &str, loc: Option<&eagle_ir::Loc>) -> String {

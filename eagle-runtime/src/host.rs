@@ -235,7 +235,9 @@ impl Interp<'_> {
                             let at = at.lines().next().unwrap_or_default();
                             let site = eagle_codegen::sites::name_op(at, op.loc.as_ref());
                             let msg = eagle_codegen::sites::while_cap(&self.f.name, &site);
-                            return Err(self.bad(msg.replace("{b}", &cap.to_string())));
+                            let cap = i64::try_from(*cap).unwrap_or(i64::MAX);
+                            let turns = i64::try_from(turns).unwrap_or(i64::MAX);
+                            return Err(self.bad(eagle_codegen::sites::fill(&msg, turns, cap)));
                         }
                         turns += 1;
                         self.block(body)?;

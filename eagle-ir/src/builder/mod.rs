@@ -171,14 +171,7 @@ impl ModuleBuilder {
         if self.contains(name) {
             return Ok(());
         }
-        if let Some(pos) = self.in_progress.iter().position(|n| n == name) {
-            let mut chain: Vec<&str> = self.in_progress[pos..].iter().map(String::as_str).collect();
-            chain.push(name);
-            return Err(IrError::Recursion {
-                chain: chain.join(" -> "),
-            });
-        }
-        self.in_progress.push(name.to_string());
+        self.begin(name)?;
         let mut fb = FunctionBuilder {
             m: self,
             func: Function {
@@ -200,6 +193,22 @@ impl ModuleBuilder {
         r?;
         func.body = blocks.into_iter().next().unwrap_or_default();
         self.module.functions.push(func);
+        Ok(())
+    }
+
+    /// Marks `name` as being built (ended by popping `in_progress`).
+    ///
+    /// # Errors
+    /// [`IrError::Recursion`], with the call chain, when `name` is being built already.
+    pub(super) fn begin(&mut self, name: &str) -> Result<()> {
+        if let Some(pos) = self.in_progress.iter().position(|n| n == name) {
+            let mut chain: Vec<&str> = self.in_progress[pos..].iter().map(String::as_str).collect();
+            chain.push(name);
+            return Err(IrError::Recursion {
+                chain: chain.join(" -> "),
+            });
+        }
+        self.in_progress.push(name.to_string());
         Ok(())
     }
 

@@ -41,14 +41,6 @@ impl FunctionBuilder<'_> {
         params: &[(&str, Type)],
         args: Vec<Operand>,
     ) -> Result<Vec<Value>> {
-        let stack = &self.m.in_progress;
-        if let Some(pos) = stack.iter().position(|n| n == callee) {
-            let mut chain: Vec<&str> = stack[pos..].iter().map(String::as_str).collect();
-            chain.push(callee);
-            return Err(IrError::Recursion {
-                chain: chain.join(" -> "),
-            });
-        }
         if params.len() != args.len() {
             return self.err(format!(
                 "`{callee}` takes {} argument(s), found {}{}",
@@ -69,7 +61,7 @@ impl FunctionBuilder<'_> {
             }
             vals.push(v);
         }
-        self.m.in_progress.push(callee.to_string());
+        self.m.begin(callee)?;
         Ok(vals)
     }
 

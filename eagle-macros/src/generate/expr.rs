@@ -324,15 +324,7 @@ impl Cx {
 
     pub(super) fn call_expr(&mut self, c: &syn::ExprCall) -> R<TS> {
         let sp = c.span();
-        let Expr::Path(p) = &*c.func else {
-            return err(c.func.span(), "only calls of named functions are supported");
-        };
-        let name = p
-            .path
-            .segments
-            .last()
-            .map(|s| s.ident.to_string())
-            .unwrap_or_default();
+        let (path, name) = callee_of(c)?;
         let a: Vec<&Expr> = c.args.iter().collect();
         let n = a.len();
         let arity = |k: usize, sig: &str| -> R<()> {
@@ -344,16 +336,16 @@ impl Cx {
             }
             Ok(())
         };
-        if p.path.segments.len() == 1 {
+        if path.segments.len() == 1 {
             if let Some(intr) = eagle_ir::tile::intrinsic(&name) {
                 return self.tile_call(c, intr);
             }
         }
         // `f32::from_bits(u)`, `f64::from_bits(u)`.
-        if p.path.segments.len() == 2 && name == eagle_ir::FROM_BITS {
-            let ty = p.path.segments[0].ident.to_string();
+        if path.segments.len() == 2 && name == eagle_ir::FROM_BITS {
+            let ty = path.segments[0].ident.to_string();
             if !matches!(ty.as_str(), "f16" | "bf16" | "f32" | "f64") {
-                return err(p.path.segments[0].ident.span(), format!("`{ty}::from_bits` is not an eagle intrinsic; `f32::from_bits(u)`, `f64::from_bits(u)`, `f16::from_bits(u)` and `bf16::from_bits(u)` are"));
+                return err(path.segments[0].ident.span(), format!("`{ty}::from_bits` is not an eagle intrinsic; `f32::from_bits(u)`, `f64::from_bits(u)`, `f16::from_bits(u)` and `bf16::from_bits(u)` are"));
             }
             if a.len() != 1 {
                 return err(
@@ -364,16 +356,16 @@ impl Cx {
                     ),
                 );
             }
-            let d = dtype_tokens(&ty, p.path.segments[0].ident.span())?;
+            let d = dtype_tokens(&ty, path.segments[0].ident.span())?;
             let x = self.expr(a[0])?;
             return Ok(
                 quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #x; let __a1 = #d; __f.bitcast(__a0, __a1)? })),
             );
         }
-        if p.path.segments.len() == 1 && name == eagle_ir::TOPK && self.lookup(&name).is_none() {
+        if self.is_topk(path, &name) {
             return err(c.span(), "`topk` returns two tiles (values, indices): bind them with `let (v, i) = topk(t, k);`");
         }
-        if !(p.path.segments.len() == 1 && is_intrinsic(&name)) {
+        if !(path.segments.len() == 1 && is_intrinsic(&name)) {
             let vals = self.returning_call(c)?;
             return Ok(
                 quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({
@@ -409,16 +401,17 @@ impl Cx {
     /// here (`Returns::expand`); the tokens evaluate to its values. A name that is not an
     /// eagle function, or one without a return type, is a compile error at the call.
     pub(super) fn returning_call(&mut self, c: &syn::ExprCall) -> R<TS> {
-        let Expr::Path(p) = &*c.func else {
-            return err(c.func.span(), "only calls of named functions are supported");
-        };
-        let name = p
-            .path
-            .segments
-            .last()
-            .map(|s| s.ident.to_string())
-            .unwrap_or_default();
-        if self.lookup(&name).is_some() {
+        let (path, name) = callee_of(c)?;
+        self.check_kernel_callee(c, &name)?;
+        let args = c.args.iter().map(|a| self.expr(a)).collect::<R<Vec<_>>>()?;
+        let callee = quote_spanned!(path.span()=> <#path as ::eagle::ir::Returns>);
+        Ok(quote!({ let __args = vec![#(#args),*]; #callee::expand(__f, __args)? }))
+    }
+
+    /// A call of another eagle function named `name`: not a local value, not the function
+    /// itself (recursion).
+    pub(super) fn check_kernel_callee(&self, c: &syn::ExprCall, name: &str) -> R<()> {
+        if self.lookup(name).is_some() {
             return err(
                 c.func.span(),
                 format!("`{name}` is a value, not a function"),
@@ -427,10 +420,12 @@ impl Cx {
         if name == self.fname {
             return err(c.func.span(), format!("recursion: `{name}` calls itself; eagle functions are inlined per device and cannot recurse (rewrite it as a `for` loop)"));
         }
-        let args = c.args.iter().map(|a| self.expr(a)).collect::<R<Vec<_>>>()?;
-        let path = &p.path;
-        let callee = quote_spanned!(path.span()=> <#path as ::eagle::ir::Returns>);
-        Ok(quote!({ let __args = vec![#(#args),*]; #callee::expand(__f, __args)? }))
+        Ok(())
+    }
+
+    /// Whether the call of `path` (last name `name`) is the `topk` intrinsic (not shadowed).
+    pub(super) fn is_topk(&self, path: &syn::Path, name: &str) -> bool {
+        path.segments.len() == 1 && name == eagle_ir::TOPK && self.lookup(name).is_none()
     }
 
     /// A call of the built-in `b` that has a result (`load(...)`, `rank(ctx)`, `min(a, b)`).
@@ -535,4 +530,18 @@ impl Cx {
             }
         })
     }
+}
+
+/// The path a call names and its last name (`twice` of `kernels::twice(x)`).
+pub(super) fn callee_of(c: &syn::ExprCall) -> R<(&syn::Path, String)> {
+    let Expr::Path(p) = &*c.func else {
+        return err(c.func.span(), "only calls of named functions are supported");
+    };
+    let name = p
+        .path
+        .segments
+        .last()
+        .map(|s| s.ident.to_string())
+        .unwrap_or_default();
+    Ok((&p.path, name))
 }

@@ -1,6 +1,7 @@
-//! Statements of a body: `let`, assignment, `for`, `if`, and calls (of kernels and of the
+//! Statements of a body: `let`, assignment, `for`, `while`, `if`, and calls (of kernels and of the
 //! built-ins that return nothing).
 
+use super::expr::callee_of;
 use super::ops::*;
 use super::*;
 
@@ -95,15 +96,7 @@ impl Cx {
     /// iteration runs only while `stop` is clear and starts with `skip` clear; `continue` sets
     /// `skip`, `break` sets both (the remaining iterations then do nothing).
     fn loop_with_exits(&mut self, lo: TS, hi: TS, var: &syn::Ident, stmts: &[Stmt]) -> R<TS> {
-        let depth = self.loops.len();
-        let l = LoopExits {
-            skip: format_ident!("__skip{depth}"),
-            stop: format_ident!("__stop{depth}"),
-        };
-        self.loops.push(l.clone());
-        let body = self.block_stmts(stmts);
-        self.loops.pop();
-        let body = body?;
+        let (l, body) = self.body_with_exits(stmts)?;
         let (skip, stop, not) = (&l.skip, &l.stop, not_tokens());
         Ok(quote!({
             let __lo = #lo;
@@ -120,6 +113,20 @@ impl Cx {
                 Ok(())
             })?;
         }))
+    }
+
+    /// The body of a loop (`for` or `while`) that holds `continue` or `break`, with the flags
+    /// its exits set (named by the loop's depth).
+    fn body_with_exits(&mut self, stmts: &[Stmt]) -> R<(LoopExits, TS)> {
+        let depth = self.loops.len();
+        let l = LoopExits {
+            skip: format_ident!("__skip{depth}"),
+            stop: format_ident!("__stop{depth}"),
+        };
+        self.loops.push(l.clone());
+        let body = self.block_stmts(stmts);
+        self.loops.pop();
+        Ok((l, body?))
     }
 
     /// `let (a, mut b) = f(x);`: the values of a kernel that returns a tuple, one name each.
@@ -139,16 +146,8 @@ impl Cx {
                 }
             }
         }
-        let name = match &*c.func {
-            Expr::Path(p) => p
-                .path
-                .segments
-                .last()
-                .map(|s| s.ident.to_string())
-                .unwrap_or_default(),
-            f => return err(f.span(), "only calls of named functions are supported"),
-        };
-        let vals = if name == eagle_ir::TOPK && self.lookup(&name).is_none() {
+        let (p, name) = callee_of(c)?;
+        let vals = if self.is_topk(p, &name) {
             self.topk_call(c, names.len())?
         } else {
             self.returning_call(c)?
@@ -194,15 +193,7 @@ impl Cx {
                 })?;
             }));
         }
-        let depth = self.loops.len();
-        let l = LoopExits {
-            skip: format_ident!("__skip{depth}"),
-            stop: format_ident!("__stop{depth}"),
-        };
-        self.loops.push(l.clone());
-        let body = self.block_stmts(&w.body.stmts);
-        self.loops.pop();
-        let body = body?;
+        let (l, body) = self.body_with_exits(&w.body.stmts)?;
         let (skip, stop, not) = (&l.skip, &l.stop, not_tokens());
         Ok(quote!({
             let #stop = __f.var(false)?;
@@ -492,28 +483,11 @@ impl Cx {
     /// A call in statement position: a call or dispatch of another eagle function, or an
     /// intrinsic with no result. Returns None for intrinsics with results.
     pub(super) fn call_stmt(&mut self, c: &syn::ExprCall) -> R<Option<TS>> {
-        let Expr::Path(p) = &*c.func else {
-            return err(c.func.span(), "only calls of named functions are supported");
-        };
-        let name = p
-            .path
-            .segments
-            .last()
-            .map(|s| s.ident.to_string())
-            .unwrap_or_default();
-        if p.path.segments.len() == 1 && is_intrinsic(&name) {
+        let (path, name) = callee_of(c)?;
+        if path.segments.len() == 1 && is_intrinsic(&name) {
             return self.intrinsic_stmt(&name, c);
         }
-        if self.lookup(&name).is_some() {
-            return err(
-                c.func.span(),
-                format!("`{name}` is a value, not a function"),
-            );
-        }
-        if name == self.fname {
-            return err(c.func.span(), format!("recursion: `{name}` calls itself; eagle functions are inlined per device and cannot recurse (rewrite it as a `for` loop)"));
-        }
-        let path = &p.path;
+        self.check_kernel_callee(c, &name)?;
         let mut args = vec![];
         let mut device = None;
         for a in &c.args {

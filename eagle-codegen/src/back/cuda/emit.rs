@@ -802,9 +802,8 @@ impl Emitter<'_> {
                 self.depth += 1;
                 let msg = crate::sites::while_cap(&self.f.name, &self.site_op(op));
                 let cap = i64::try_from(*cap).unwrap_or(i64::MAX);
-                self.checked.push(Default::default());
+                // The condition names this loop's counter: no other check shares it.
                 self.fault_if(&format!("{t} >= {cap}LL"), msg, &t, &format!("{cap}LL"));
-                self.checked.pop();
                 self.line(format!("++{t};"));
                 self.scoped(body)?;
                 self.close();

@@ -143,7 +143,7 @@ impl CudaCode {
             s => self
                 .sites
                 .get(s as usize)
-                .map(|m| m.replace("{a}", &a.to_string()).replace("{b}", &b.to_string()))
+                .map(|m| crate::sites::fill(m, a, b))
                 .unwrap_or_else(|| format!("run-time check {s} failed ({a}, {b})")),
         }
     }
