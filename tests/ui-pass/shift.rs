@@ -1,6 +1,7 @@
+//! `<<` on a rank compiles (a shift of an `index` by an integer literal).
+#![deny(warnings)]
 use eagle::prelude::*;
 
-const SIZE: usize = 8;
 #[allow(dead_code)]
 const NR: Dim = dynamic!("NR");
 
