@@ -31,7 +31,8 @@ pub fn run(s: &Session) -> eagle::Result<()> {
             plan(histogram, Structure::RankPartition, Structure::HostTeam)?.on_world(s.world_size())
         }
         _ => plan(histogram, Structure::HostTeam, Structure::HostTeam)?,
-    };
+    }
+    .with_trace_of(s);
     p.run(
         s.devices()[0],
         &mut Planes::new().input("x", &x).output("counts", &mut counts),

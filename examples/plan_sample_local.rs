@@ -32,7 +32,8 @@ pub fn run(s: &Session) -> eagle::Result<()> {
             plan(polar, Structure::RankPartition, Structure::HostTeam)?.on_world(s.world_size())
         }
         _ => plan(polar, Structure::HostTeam, Structure::HostTeam)?,
-    };
+    }
+    .with_trace_of(s);
     p.run(
         s.devices()[0],
         &mut Planes::new()

@@ -32,7 +32,8 @@ pub fn run(s: &Session) -> eagle::Result<()> {
         Some("rank_partition") => plan(smooth, Structure::RankPartition, Structure::DeviceKernel)?
             .on_world(s.world_size()),
         _ => plan(smooth, Structure::HostTeam, Structure::HostTeam)?,
-    };
+    }
+    .with_trace_of(s);
     p.run(
         s.devices()[0],
         &mut Planes::new().input("x", &x).output("y", &mut y),

@@ -49,6 +49,7 @@ pub use eagle_ir as ir;
 pub use eagle_ir::Dim;
 pub use eagle_macros::{dynamic, host, kernel};
 pub use eagle_runtime as runtime;
+pub use eagle_runtime::trace::Trace;
 pub use eagle_runtime::{Arg, Element, Platform, RunReport, Tensor};
 /// The 16-bit float types of `Tensor<f16>` and `Tensor<bf16>` (the `half` crate's).
 pub use half::{bf16, f16};
@@ -229,6 +230,8 @@ pub struct Session {
     reports_kept: usize,
     /// Whether launches compute [`LaunchReport::digest`].
     digest: bool,
+    /// Whether each launch writes the timeline's files ([`Session::with_trace`]).
+    flush_trace: bool,
 }
 
 /// Idle device threads a dropped session leaves for the next run (a larger world starts what
@@ -322,6 +325,7 @@ impl Session {
             reports: Mutex::new(std::collections::VecDeque::new()),
             reports_kept: Session::REPORTS_KEPT,
             digest: false,
+            flush_trace: false,
         })
     }
 
@@ -349,7 +353,7 @@ impl Session {
         Ok(s)
     }
 
-    /// A `sim` session of `p` devices `0..p` (at most [`Platform::max_devices`], 1024).
+    /// A `sim` session of `p` devices `0..p` (at most [`Platform::max_devices`], 4096).
     ///
     /// # Errors
     /// As [`Session::new`]: for example `p = 0`, or `p` above the platform's device limit.
@@ -397,6 +401,31 @@ impl Session {
     pub fn with_wait_timeout(mut self, t: Duration) -> Self {
         self.options.wait_timeout = t;
         self
+    }
+    /// Records a timeline of every launch of this session and writes it after each launch to
+    /// `path` as Chrome trace-event JSON (open it in <https://ui.perfetto.dev> or
+    /// `chrome://tracing`): a track per rank with a span per dispatch, compute kernel call,
+    /// put/get (with bytes), notify, wait and barrier (with the time spent waiting and the
+    /// signal waited for), and the communication of one source line grouped as a collective
+    /// (see [`eagle_runtime::trace`]). Under MPI every rank records and rank 0 writes the
+    /// merged file. The file is replaced whole after each launch; a launch whose file cannot be
+    /// written fails with [`eagle_runtime::RuntimeError::Trace`] after its outputs are back.
+    pub fn with_trace(self, path: impl Into<std::path::PathBuf>) -> Self {
+        let mut s = self.with_tracer(Trace::new(Some(path.into()), None));
+        s.flush_trace = true;
+        s
+    }
+    /// Records into `trace`, which may be shared with other sessions and plans and may also
+    /// write an SVG swimlane picture; its owner writes the files with [`Trace::flush`] (see
+    /// [`Session::with_trace`]).
+    pub fn with_tracer(mut self, trace: Trace) -> Self {
+        self.options.trace = Some(trace);
+        self.flush_trace = false;
+        self
+    }
+    /// The timeline recorder of this session's launches, if it records one.
+    pub fn tracer(&self) -> Option<&Trace> {
+        self.options.trace.as_ref()
     }
     /// Sets the step mode (`--mode`).
     pub fn with_mode(mut self, mode: Option<String>) -> Self {
@@ -455,8 +484,47 @@ impl Session {
     /// naming that rank, or [`eagle_runtime::RuntimeError::RanksDisagree`] naming the
     /// argument and both values). A rank that does not reach the launch within the wait
     /// timeout is named and the job is aborted.
-    pub fn launch<F: ir::EagleFn + 'static>(&self, mut args: Vec<Arg<'_>>) -> Result<LaunchReport> {
-        let _launch = tracing::info_span!(target: "eagle", "launch", function = F::NAME, world_size = self.world_size(), platform = self.platform.name()).entered();
+    pub fn launch<F: ir::EagleFn + 'static>(&self, args: Vec<Arg<'_>>) -> Result<LaunchReport> {
+        self.launch_generic(F::NAME, generic_of::<F>, args)
+    }
+
+    /// [`Session::launch`] of host function `name` of `module` (a module built or parsed
+    /// elsewhere, such as a host program loaded from a plugin with
+    /// [`plugin::load_host`]).
+    ///
+    /// # Errors
+    /// As [`Session::launch`]; [`Error::Usage`] when `module` has no host function `name`.
+    pub fn launch_module(
+        &self,
+        module: &std::sync::Arc<ir::Module>,
+        name: &str,
+        args: Vec<Arg<'_>>,
+    ) -> Result<LaunchReport> {
+        let host = module
+            .function(name)
+            .is_some_and(|f| f.level == ir::Level::Host);
+        if !host {
+            return Err(Error::Usage(format!(
+                "the module has no host function `{name}`; its functions are {:?}",
+                module.functions.iter().map(|f| &f.name).collect::<Vec<_>>()
+            )));
+        }
+        let generic = || {
+            let h = codegen::fnv1a(ir::print_module(module).as_bytes());
+            Ok((std::sync::Arc::clone(module), h))
+        };
+        self.launch_generic(name, generic, args)
+    }
+
+    /// The launch of host function `name` of a generic module and its text hash (built by
+    /// `generic` inside the launch's span).
+    fn launch_generic(
+        &self,
+        name: &str,
+        generic: impl FnOnce() -> Result<(std::sync::Arc<ir::Module>, u64)>,
+        mut args: Vec<Arg<'_>>,
+    ) -> Result<LaunchReport> {
+        let _launch = tracing::info_span!(target: "eagle", "launch", function = name, world_size = self.world_size(), platform = self.platform.name()).entered();
         tracing::debug!(target: "eagle", race_check = self.options.race_check, "run options");
         let target = if self.emit_cuda {
             codegen::Target::Cuda
@@ -464,30 +532,24 @@ impl Session {
             self.target
         };
         // The generic module of `F` and the hash of its text are built once per process.
-        let prepared = generic_of::<F>().and_then(|(module, text_hash)| {
+        let prepared = generic().and_then(|(module, text_hash)| {
             let mut bound_by = std::collections::BTreeMap::new();
             let bindings =
-                bindings_from_args(&module, F::NAME, self.world_size(), &args, &mut bound_by)?;
+                bindings_from_args(&module, name, self.world_size(), &args, &mut bound_by)?;
             let (art, cache_hit) =
-                codegen::compile_hashed(&module, text_hash, F::NAME, &bindings, target)
+                codegen::compile_hashed(&module, text_hash, name, &bindings, target)
                     .map_err(|e| name_binder(e, &bound_by))?;
             Ok((module, bindings, art, cache_hit, text_hash))
         });
         #[cfg(feature = "mpi")]
         if eagle_runtime::mpi_rt::active() {
             let program = prepared.as_ref().ok().map(|p| {
-                let names = p.0.function(F::NAME).map_or(vec![], |f| {
+                let names = p.0.function(name).map_or(vec![], |f| {
                     f.params.iter().map(|q| q.name.clone()).collect()
                 });
                 (p.4, p.1.key_text(), names)
             });
-            let agreed = agree_launch(
-                F::NAME,
-                program,
-                &args,
-                &prepared,
-                self.options.wait_timeout,
-            );
+            let agreed = agree_launch(name, program, &args, &prepared, self.options.wait_timeout);
             if let (Err(e), Ok(_)) = (agreed, &prepared) {
                 return Err(e);
             }
@@ -498,7 +560,7 @@ impl Session {
             let _ = writeln!(
                 std::io::stdout(),
                 "// ---- CUDA C of `{}` ({}); the prelude (eagle::codegen::cuda::PRELUDE) is left out ----\n{}",
-                F::NAME,
+                name,
                 bindings.key_text(),
                 c.kernels()
             );
@@ -509,9 +571,9 @@ impl Session {
             let _ = writeln!(
                 std::io::stdout(),
                 ";; ---- generic IR of `{}` ----\n{}\n;; ---- specialized IR of `{}` ({}) ----\n{}",
-                F::NAME,
+                name,
                 ir::print_module(&module),
-                F::NAME,
+                name,
                 bindings.key_text(),
                 art.ir
             );
@@ -538,6 +600,9 @@ impl Session {
             run,
             artifact: art.clone(),
         };
+        if let Some(t) = self.options.trace.as_ref().filter(|_| self.flush_trace) {
+            t.flush()?;
+        }
         if let Ok(mut r) = self.reports.lock() {
             if self.reports_kept > 0 {
                 if r.len() >= self.reports_kept {

@@ -173,6 +173,7 @@ pub struct Plan {
     planes: Vec<PlaneParam>,
     platform: eagle_runtime::Platform,
     cuda_emulate: bool,
+    trace: Option<eagle_runtime::trace::Trace>,
 }
 
 /// Plans sample kernel `kernel` on `structure`; `inner` is what each rank's share runs
@@ -350,6 +351,7 @@ pub(crate) fn plan_declared(
         planes,
         platform: eagle_runtime::Platform::Sim,
         cuda_emulate: eagle_runtime::RunOptions::from_env()?.cuda_emulate,
+        trace: None,
     })
 }
 
@@ -529,6 +531,25 @@ impl Plan {
     /// so the bits match the CPU's). `HostTeam` always runs on CPU threads.
     pub fn with_platform(mut self, platform: eagle_runtime::Platform) -> Self {
         self.platform = platform;
+        self
+    }
+    /// Records each worker's share of every run into `trace`, a span per share on a track
+    /// per worker (and per rank for `RankPartition`); the owner writes the files with
+    /// [`eagle_runtime::trace::Trace::flush`]. See [`crate::Session::with_trace`].
+    pub fn with_tracer(mut self, trace: eagle_runtime::trace::Trace) -> Self {
+        self.trace = Some(trace);
+        self
+    }
+    /// The ranks a `RankPartition` plan simulates in this process
+    /// ([`Plan::with_simulated_ranks`]), or `None` when it runs over the MPI world.
+    pub fn simulated_ranks(&self) -> Option<usize> {
+        self.ranks
+    }
+    /// Records into the timeline of session `s`, if it records one ([`Plan::with_tracer`]).
+    pub fn with_trace_of(mut self, s: &crate::Session) -> Self {
+        if let Some(t) = s.tracer() {
+            self.trace = Some(t.clone());
+        }
         self
     }
     /// On platform `cuda`, runs the CUDA C on CPU threads instead of a GPU (compiled by the host

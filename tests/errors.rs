@@ -327,10 +327,10 @@ fn sim_runs_128_and_1024_devices_and_names_its_limit() {
         }
     }
     let limit =
-        "device 1024 does not exist: platform `sim` has devices 0 to 1023 (at most 1024 devices)";
+        "device 4096 does not exist: platform `sim` has devices 0 to 4095 (at most 4096 devices)";
     for e in [
-        Session::sim(1025).unwrap_err(),
-        Session::new(eagle::Platform::Sim, vec![0, 1024]).unwrap_err(),
+        Session::sim(4097).unwrap_err(),
+        Session::new(eagle::Platform::Sim, vec![0, 4096]).unwrap_err(),
     ] {
         assert!(
             matches!(&e, Error::Runtime(RuntimeError::Devices(m)) if m.starts_with(limit)),
@@ -345,7 +345,7 @@ fn sizes_too_large_for_the_machine_are_errors_not_panics() {
     for p in [usize::MAX, 1 << 40] {
         let e = Session::sim(p).unwrap_err();
         assert!(
-            matches!(&e, Error::Runtime(RuntimeError::Devices(m)) if m.contains("(at most 1024 devices)")),
+            matches!(&e, Error::Runtime(RuntimeError::Devices(m)) if m.contains("(at most 4096 devices)")),
             "P={p}: {e}"
         );
     }

@@ -737,7 +737,7 @@ fn plan_and_plugin_mistakes_are_their_own_variants_not_command_line_errors() {
         "{e:#?}"
     );
     let e = p
-        .run(1024, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .run(4096, &mut Planes::new().input("x", &x).output("y", &mut y))
         .unwrap_err();
     assert!(
         matches!(&e, eagle::Error::Plan(m) if m.contains("argument `device`")),
@@ -781,11 +781,11 @@ fn plane_mistakes_and_kernel_failures_are_named() {
         "{e}"
     );
     let e = p
-        .run(1024, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .run(4096, &mut Planes::new().input("x", &x).output("y", &mut y))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("device 1024 does not exist"), "{e}");
-    assert!(e.contains("devices 0 to 1023"), "{e}");
+    assert!(e.contains("device 4096 does not exist"), "{e}");
+    assert!(e.contains("devices 0 to 4095"), "{e}");
     // A run-time failure names the sample kernel, the rank and the samples.
     let e = plan(overrun, Structure::RankPartition, Structure::HostTeam)
         .unwrap()
@@ -1098,4 +1098,40 @@ fn mapreduce_over_f16_rounds_after_each_add() {
             out.data()[0]
         );
     }
+}
+
+/// Names in a manifest become file names: one that is not a function name (a path such as
+/// `../x`) is refused before any file is read.
+#[test]
+fn plugin_manifest_names_must_be_function_names() {
+    let dir = deployed_histogram("plugin-path-name");
+    let mp = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&mp).unwrap();
+    std::fs::write(&mp, text.replace("\"histogram\"", "\"../histogram\"")).unwrap();
+    let e = eagle::plugin::load(&dir, "../histogram")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "plugin manifest field `kernels`: expected function names (letters, digits and `_`), found `../histogram`; deploy the plugin again with this eagle"
+    );
+}
+
+/// Simulated ranks each hold a copy of the outputs: more than 65,536 is refused, not an
+/// allocation failure.
+#[test]
+fn too_many_simulated_ranks_is_an_error() {
+    let n = 100;
+    let x = Tensor::from_vec(&[n], vec![0.5; n]).unwrap();
+    let mut y = Tensor::<f64>::zeros(&[n]);
+    let e = plan(stencil, Structure::RankPartition, Structure::HostTeam)
+        .unwrap()
+        .with_simulated_ranks(1 << 40)
+        .run(0, &mut Planes::new().input("x", &x).output("y", &mut y))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("argument `ranks`: simulate at most 65536 ranks in one process"),
+        "{e}"
+    );
 }

@@ -27,12 +27,17 @@ pub struct DeviceCtx {
     pub hooks: *const Hooks,
     /// Runtime-private state for the hooks.
     pub env: *mut c_void,
+    /// Non-zero while the runtime records a timeline: compiled code then reports each compute
+    /// kernel call to [`Hooks::trace`] (a load and a branch per call otherwise).
+    pub trace: u64,
 }
 
 /// Offset of [`DeviceCtx::rank`].
 pub const CTX_RANK: i32 = std::mem::offset_of!(DeviceCtx, rank) as i32;
 /// Offset of [`DeviceCtx::hooks`].
 pub const CTX_HOOKS: i32 = std::mem::offset_of!(DeviceCtx, hooks) as i32;
+/// Offset of [`DeviceCtx::trace`].
+pub const CTX_TRACE: i32 = std::mem::offset_of!(DeviceCtx, trace) as i32;
 
 /// Samples per row of a mapreduce: partials are formed per row of this many samples and rows
 /// are combined in row order, whatever runs them (the plan's threads and ranks, the CUDA
@@ -321,6 +326,10 @@ pub struct Hooks {
         nbytes: u64,
         site: u32,
     ) -> i32,
+    /// A compute kernel call starts (`phase` 0) or returns (`phase` 1) at call `site` (whose
+    /// entry in the artifact's site table names the call); called only while
+    /// [`DeviceCtx::trace`] is non-zero. Returns 0.
+    pub trace: unsafe extern "C" fn(ctx: *mut DeviceCtx, site: u32, phase: u32) -> i32,
 }
 
 /// Byte offsets of the hooks in [`Hooks`] (what compiled code loads through `ctx.hooks`).
@@ -347,6 +356,8 @@ pub mod hook {
     pub const TRACK_WRITE: i32 = offset_of!(Hooks, track_write) as i32;
     /// `track_read`
     pub const TRACK_READ: i32 = offset_of!(Hooks, track_read) as i32;
+    /// `trace`
+    pub const TRACE: i32 = offset_of!(Hooks, trace) as i32;
 }
 
 /// A compiled entry point.
@@ -376,11 +387,12 @@ mod tests {
                 hook::WINDOW_BASE,
                 hook::GET_VIEW,
                 hook::TRACK_WRITE,
-                hook::TRACK_READ
+                hook::TRACK_READ,
+                hook::TRACE
             ),
-            (0, 24, 64, 72)
+            (0, 24, 64, 72, 80)
         );
-        assert_eq!((CTX_RANK, CTX_HOOKS), (0, 16));
+        assert_eq!((CTX_RANK, CTX_HOOKS, CTX_TRACE), (0, 16, 32));
         for (k, c) in eagle_ir::CmpOp::ALL.into_iter().enumerate() {
             assert_eq!(decode_cmp(cmp_code(c)), c);
             assert_eq!(cmp_code(c), k as u32);

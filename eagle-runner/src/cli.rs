@@ -234,6 +234,14 @@ pub struct CommonArgs {
     /// overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Write a timeline of the run to FILE as Chrome trace-event JSON (open it in
+    /// https://ui.perfetto.dev): a track per rank, spans per dispatch, kernel, collective,
+    /// put/get, notify, wait and barrier. Under mpirun rank 0 writes every rank's events.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
+    /// Write the same timeline to FILE as an SVG swimlane picture (opens in a browser).
+    #[arg(long, value_name = "FILE")]
+    pub trace_svg: Option<std::path::PathBuf>,
 }
 
 impl CommonArgs {
@@ -242,6 +250,11 @@ impl CommonArgs {
     /// # Errors
     /// [`Error::Usage`] or [`Error::Runtime`] for a bad platform or device list.
     pub fn session(&self, mode: Option<String>) -> Result<Session> {
+        if self.trace.is_some() && self.trace == self.trace_svg {
+            return Err(Error::Usage(
+                "`--trace` and `--trace-svg` name the same file; give each its own".into(),
+            ));
+        }
         let platform = Platform::parse(&self.platform)?;
         let devices = parse_devices_on(platform, &self.devices)?;
         if platform == Platform::Cuda && eagle::runtime::RunOptions::from_env()?.cuda_emulate {
@@ -264,7 +277,34 @@ impl CommonArgs {
         if let Some(t) = self.wait_timeout {
             s = s.with_wait_timeout(std::time::Duration::from_secs(t));
         }
+        if let Some(t) = self.tracer() {
+            s = s.with_tracer(t);
+        }
         Ok(s)
+    }
+
+    /// The process's timeline recorder when `--trace` or `--trace-svg` is given: one for every
+    /// session of the process, written by [`CommonArgs::write_trace`].
+    pub fn tracer(&self) -> Option<eagle::Trace> {
+        static TRACE: std::sync::OnceLock<Option<eagle::Trace>> = std::sync::OnceLock::new();
+        TRACE
+            .get_or_init(|| {
+                (self.trace.is_some() || self.trace_svg.is_some())
+                    .then(|| eagle::Trace::new(self.trace.clone(), self.trace_svg.clone()))
+            })
+            .clone()
+    }
+
+    /// Writes the timeline files of `--trace` / `--trace-svg` (nothing without them). Under
+    /// `mpirun` every rank calls it at the same point and rank 0 writes.
+    ///
+    /// # Errors
+    /// [`Error::Runtime`] naming a file that could not be written.
+    pub fn write_trace(&self) -> Result<()> {
+        match self.tracer() {
+            Some(t) => Ok(t.flush()?),
+            None => Ok(()),
+        }
     }
 }
 
@@ -320,6 +360,14 @@ pub fn example_main(step: Step) -> ExitCode {
     };
     let result = run();
     let ok = mpi.all_ok(result.as_ref().err().map(ToString::to_string));
+    // The timeline (`--trace`, `--trace-svg`): as the runner writes it.
+    if ok || mpi.size == 1 {
+        if let Err(e) = args.common.write_trace() {
+            use std::io::Write;
+            let _ = writeln!(crate::stderr_lines(), "error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     match result {
         Ok(()) if ok => {
             use std::io::Write;

@@ -316,6 +316,14 @@ fn main() -> ExitCode {
         }
     }
     let ok = mpi.all_ok((failed > 0).then(|| format!("{failed} step(s) failed on this rank")));
+    // The timeline (`--trace`, `--trace-svg`). Under mpirun writing it gathers every rank's
+    // events, so only once every rank has reached the vote above.
+    if ok || mpi.size == 1 {
+        if let Err(e) = cli.common.write_trace() {
+            let _ = writeln!(eagle_runner::stderr_lines(), "error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     if let Some(e) = &write_error {
         let _ = writeln!(
             eagle_runner::stderr_lines(),

@@ -118,7 +118,7 @@ fn bad_command_lines_exit_with_code_2_and_a_message() {
             "expected a whole number of seconds, at least 1 (such as `60`), found `0`",
         ),
         (&["--wait-timeout", "-1"], "found `-1`"),
-        (&["-d", "0,1024"], "device 1024 does not exist"),
+        (&["-d", "0,4096"], "device 4096 does not exist"),
         (&["-p", "tpu", "-d", "0"], "unknown platform `tpu`"),
         (&["--step", "99"], "unknown step `99`"),
         (
@@ -501,4 +501,48 @@ fn the_race_check_follows_the_environment_unless_the_flag_turns_it_off() {
             "EAGLE_RACE_CHECK={value:?} flag={flag}: {stderr}"
         );
     }
+}
+
+/// `--trace FILE` and `--trace-svg FILE` write the timeline of every step of the run; an
+/// unwritable file is one `error:` line and exit code 1 after the steps ran.
+#[test]
+fn trace_flags_write_the_timeline_files() {
+    let dir = std::env::temp_dir().join(format!("eagle-cli-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, svg) = (dir.join("t.json"), dir.join("t.svg"));
+    let out = eagle(&[
+        "-d",
+        "0,1,2",
+        "--step",
+        "11",
+        "--trace",
+        json.to_str().unwrap(),
+        "--trace-svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json = std::fs::read_to_string(&json).unwrap();
+    // Three modes of step 11, one dispatch per rank each.
+    for f in ["ar_mesh", "ar_two_phase", "ar_ring"] {
+        let needle = format!("\"name\":\"{f}\",\"cat\":\"dispatch\"");
+        assert_eq!(json.matches(&needle).count(), 3, "{f}");
+    }
+    assert!(json.contains("\"cat\":\"collective\""));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains(">rank 2</text>"));
+    let out = eagle(&[
+        "-d",
+        "0,1",
+        "--step",
+        "01",
+        "--trace",
+        "/nonexistent-eagle/t.json",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "error: trace file `/nonexistent-eagle/t.json` could not be written: No such file or directory (os error 2); pass a path in a directory that exists and that you can write"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -48,7 +48,7 @@ fn run(exe: &PathBuf, args: &[&str]) -> End {
 
 #[test]
 fn fifty_bad_command_lines_give_clear_errors() {
-    let too_many: String = (0..=1024)
+    let too_many: String = (0..=4096)
         .map(|d| d.to_string())
         .collect::<Vec<_>>()
         .join(",");
@@ -68,7 +68,7 @@ fn fifty_bad_command_lines_give_clear_errors() {
         vec!["-d", "99999999999999999999"],
         vec!["-d", "1,1"],
         vec!["-d", "0,1,0"],
-        vec!["-d", "0,1024"],
+        vec!["-d", "0,4096"],
         vec!["-d", too_many.as_str()],
         vec!["-p", "gpu"],
         vec!["-p", ""],

@@ -89,6 +89,14 @@ pub enum RuntimeError {
     /// The CUDA C of an artifact could not be compiled or loaded (NVRTC missing or rejecting it).
     #[error("{0}")]
     CudaCompile(String),
+    /// A timeline file ([`crate::trace::Trace`]) that could not be written.
+    #[error("trace file `{path}` could not be written: {message}; pass a path in a directory that exists and that you can write")]
+    Trace {
+        /// The file.
+        path: String,
+        /// The system's error.
+        message: String,
+    },
     /// Every live rank waits on a condition that no rank can satisfy.
     #[error("deadlock: no rank can make progress; every rank still running is blocked:\n{report}")]
     Deadlock {

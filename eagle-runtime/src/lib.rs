@@ -16,6 +16,7 @@ mod job;
 mod options;
 pub mod pool;
 mod tensor;
+pub mod trace;
 
 #[cfg(feature = "cuda")]
 pub use exec::cuda;
@@ -64,7 +65,7 @@ impl Platform {
             Platform::Cuda => "cuda",
         }
     }
-    /// How many devices the platform offers: 1024 on `sim` and `cpu` (one thread per device
+    /// How many devices the platform offers: 4096 on `sim` and `cpu` (one thread per device
     /// while a run is in flight); on `cuda`, the GPUs the driver sees (0 without a driver).
     pub fn max_devices(self) -> usize {
         match self {

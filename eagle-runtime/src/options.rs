@@ -26,6 +26,8 @@ pub struct RunOptions {
     /// or `EAGLE_WAIT_TIMEOUT_S`, a whole number of seconds). True deadlocks are reported at
     /// once, whatever this is.
     pub wait_timeout: Duration,
+    /// Records a timeline of the run into this recorder (default none; see [`crate::trace`]).
+    pub trace: Option<crate::trace::Trace>,
 }
 
 impl Default for RunOptions {
@@ -38,6 +40,7 @@ impl Default for RunOptions {
             cuda_emulate: false,
             race_check: true,
             wait_timeout: Duration::from_secs(60),
+            trace: None,
         }
     }
 }

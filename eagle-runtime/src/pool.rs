@@ -87,6 +87,24 @@ struct Worker {
 
 static IDLE: Mutex<Vec<Worker>> = Mutex::new(Vec::new());
 
+/// The process the workers in [`IDLE`] belong to. A child made by `fork` (Python's
+/// `multiprocessing` does it) inherits the list but not the threads: its first run finds a
+/// different process id and starts its own workers instead of waiting on threads that do not
+/// exist there.
+static IDLE_PID: AtomicU32 = AtomicU32::new(0);
+
+/// The idle workers of this process (see [`IDLE_PID`]).
+fn idle() -> std::sync::MutexGuard<'static, Vec<Worker>> {
+    let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+    let me = std::process::id();
+    if IDLE_PID.swap(me, Ordering::AcqRel) != me {
+        // Inherited across a fork: their threads are not in this process.
+        std::mem::forget(std::mem::take(&mut *idle));
+        LIVE.store(0, Ordering::Release);
+    }
+    idle
+}
+
 /// Worker threads alive now (idle or running a task).
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
@@ -101,7 +119,7 @@ std::thread_local! {
 /// exit as soon as they take their last task; [`live_workers`] counts them until then.
 pub fn trim(keep: usize) -> usize {
     let extra = {
-        let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = idle();
         let k = idle.len().min(keep);
         idle.split_off(k)
     };
@@ -205,7 +223,7 @@ pub fn run_all_and<'a, T: Send + 'a, R>(
 ) -> (R, Vec<Result<T, String>>) {
     let n = tasks.len();
     let mut workers: Vec<Worker> = {
-        let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = idle();
         let k = idle.len().saturating_sub(n);
         idle.split_off(k)
     };
@@ -255,9 +273,7 @@ pub fn run_all_and<'a, T: Send + 'a, R>(
         let _wait = Wait(&latch);
         here()
     };
-    IDLE.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .extend(workers);
+    idle().extend(workers);
     // Take each result through the shared slots: a worker may still hold its clone of the Arc
     // for a moment after it counted down.
     let results = results

@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// The most ranks [`crate::plan::Plan::with_simulated_ranks`] simulates in one process.
+const MAX_SIMULATED_RANKS: usize = 1 << 16;
+
 pub(super) struct Exec<'p> {
     pub(super) plan: &'p Plan,
     pub(super) art: &'p codegen::Artifact,
@@ -280,9 +283,30 @@ impl Exec<'_> {
     pub(super) fn team(
         &self,
         structure: Structure,
+        rank: usize,
         units: Range<usize>,
         work: &(dyn Fn(Range<usize>) -> Result<()> + Sync),
     ) -> Result<()> {
+        // Each worker's share is a span on its own track when the plan records a timeline.
+        let work = &|worker: usize, r: Range<usize>| -> Result<()> {
+            let t0 = self
+                .plan
+                .trace
+                .as_ref()
+                .map(eagle_runtime::trace::Trace::now);
+            let n = r.len();
+            let res = work(r);
+            if let (Some(t), Some(t0)) = (&self.plan.trace, t0) {
+                use eagle_runtime::trace::{ArgValue, Cat, Track};
+                let track = Track::Plan {
+                    rank,
+                    thread: worker,
+                };
+                let args = vec![("units", ArgValue::Int(n as i64))];
+                t.span(track, Cat::Plan, self.plan.kernel.as_str(), t0, args);
+            }
+            res
+        };
         let single = structure == Structure::DeviceKernel
             || self.plan.info.category == AccessCategory::CrossSampleWrite;
         let t = if single {
@@ -291,7 +315,7 @@ impl Exec<'_> {
             self.plan.threads.min(units.len().max(1))
         };
         if t <= 1 {
-            return work(units);
+            return work(0, units);
         }
         let part = Partition::new(units.len(), t);
         // The workers come from the runtime's thread pool: a run starts no thread once the
@@ -300,14 +324,15 @@ impl Exec<'_> {
             .map(|i| {
                 let r = part.share(i);
                 let r = units.start + r.start..units.start + r.end;
-                let task: Box<dyn FnOnce() -> Result<()> + Send + '_> = Box::new(move || work(r));
+                let task: Box<dyn FnOnce() -> Result<()> + Send + '_> =
+                    Box::new(move || work(i, r));
                 task
             })
             .collect();
         // The caller runs the first share itself.
         let first = part.share(0);
         let first = units.start + first.start..units.start + first.end;
-        let (mine, rest) = eagle_runtime::pool::run_all_and(tasks, 16 << 20, || work(first));
+        let (mine, rest) = eagle_runtime::pool::run_all_and(tasks, 16 << 20, || work(0, first));
         mine?;
         rest.into_iter()
             .map(|r| {
@@ -321,6 +346,9 @@ impl Exec<'_> {
     /// `0..R` when simulating R ranks in-process, or this process's rank of the MPI world.
     pub(super) fn ranks(&self) -> Result<(Vec<usize>, usize, bool)> {
         match self.plan.ranks {
+            Some(r) if r > MAX_SIMULATED_RANKS => Err(Error::Plan(format!(
+                "argument `ranks`: simulate at most {MAX_SIMULATED_RANKS} ranks in one process (each holds its own copy of the outputs), found {r}"
+            ))),
             Some(r) if r >= 1 => Ok(((0..r).collect(), r, false)),
             Some(_) => Err(Error::Plan(
                 "argument `ranks`: simulate at least one rank".into(),
@@ -336,7 +364,7 @@ impl Exec<'_> {
     pub(super) fn samplewise(&self, bufs: &[(Ptr, usize)]) -> Result<()> {
         let ptrs: Vec<Ptr> = bufs.iter().map(|b| b.0).collect();
         if self.plan.structure != Structure::RankPartition {
-            return self.team(self.plan.structure, 0..self.n, &|r| {
+            return self.team(self.plan.structure, 0, 0..self.n, &|r| {
                 self.call(0, r.start, r.end, &ptrs)
             });
         }
@@ -376,7 +404,7 @@ impl Exec<'_> {
             for (k, &i) in outs.iter().enumerate() {
                 ptrs[i] = Ptr(copies[k].as_mut_ptr() as u64);
             }
-            self.team(self.plan.inner, share.clone(), &|sub| {
+            self.team(self.plan.inner, rank, share.clone(), &|sub| {
                 self.call(rank, sub.start, sub.end, &ptrs)
             })?;
             // allgather_plane: take this rank's samples of every component.
@@ -466,7 +494,9 @@ impl Exec<'_> {
             let (mine, r, mpi) = self.ranks()?;
             let part = Partition::new(rows, r);
             for &rank in &mine {
-                self.team(self.plan.inner, part.share(rank), &|rr| do_rows(rank, rr))?;
+                self.team(self.plan.inner, rank, part.share(rank), &|rr| {
+                    do_rows(rank, rr)
+                })?;
             }
             if mpi {
                 // allgather_fold: every rank contributes the partials of its rows, row-major
@@ -492,7 +522,7 @@ impl Exec<'_> {
                 }
             }
         } else {
-            self.team(self.plan.structure, 0..rows, &|rr| do_rows(0, rr))?;
+            self.team(self.plan.structure, 0, 0..rows, &|rr| do_rows(0, rr))?;
         }
         // Fold the row partials in row order, whatever ran them.
         for (k, &i) in outs.iter().enumerate() {

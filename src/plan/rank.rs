@@ -50,7 +50,11 @@ impl RankPartition {
         } else {
             Ok(())
         };
-        agree_before_gather("RankPartition::allgather_plane", check)?;
+        agree_before_gather(
+            "RankPartition::allgather_plane",
+            partition_facts(partition),
+            check,
+        )?;
         let mut out = vec![0f64; partition.n];
         Self::allgather_plane_into(local, partition, &mut out)?;
         Ok(out)
@@ -83,7 +87,11 @@ impl RankPartition {
         } else {
             Ok(())
         };
-        agree_before_gather("RankPartition::allgather_plane_into", check)?;
+        agree_before_gather(
+            "RankPartition::allgather_plane_into",
+            partition_facts(partition),
+            check,
+        )?;
         let counts: Vec<usize> = (0..size).map(|q| partition.share(q).len()).collect();
         #[cfg(feature = "mpi")]
         eagle_runtime::mpi_rt::allgather_f64_into(local, &counts, out);
@@ -108,7 +116,12 @@ impl RankPartition {
         if !Self::available() {
             return Err(no_mpi("RankPartition::allgather_fold"));
         }
-        let check = if rows.parts != size || local.len() != rows.share(me).len() * cells {
+        let want = rows.share(me).len().checked_mul(cells);
+        let check = if op == ReduceKind::Land {
+            Err(Error::Plan(
+                "argument `op`: `land` is a reduction of bools; the planes gathered are f64: use `sum`, `times` or `max`".into(),
+            ))
+        } else if rows.parts != size || want != Some(local.len()) {
             Err(Error::Plan(format!(
                 "argument `local`: rank {me} holds {} values, expected {} rows x {cells} cells",
                 local.len(),
@@ -117,7 +130,10 @@ impl RankPartition {
         } else {
             Ok(())
         };
-        agree_before_gather("RankPartition::allgather_fold", check)?;
+        let mut facts = partition_facts(rows);
+        facts.push(("cells", cells.to_string()));
+        facts.push(("op", op.name().to_string()));
+        agree_before_gather("RankPartition::allgather_fold", facts, check)?;
         let counts: Vec<usize> = (0..size).map(|q| rows.share(q).len() * cells * 8).collect();
         let all = allgather(&f64_bytes(local), &counts)?;
         let mut acc = identity(op, DType::F64).repeat(cells);
@@ -128,20 +144,36 @@ impl RankPartition {
     }
 }
 
-/// Before a gather, the ranks agree on this rank's `check` of its arguments: a wrong share on
-/// one rank is an error on every rank (each names the rank that was wrong), never a rank left
-/// alone in the gather. The same partition on every rank is part of the agreement.
-fn agree_before_gather(what: &str, check: Result<()>) -> Result<()> {
+/// The facts of a partition every rank of a gather must share.
+fn partition_facts(p: &Partition) -> Vec<(&'static str, String)> {
+    vec![(
+        "the partition",
+        format!("{} items over {} ranks", p.n, p.parts),
+    )]
+}
+
+/// Before a gather, the ranks agree on this rank's `check` of its arguments and on `facts`
+/// (the partition, and a fold's cells and op): a wrong share on one rank is an error on every
+/// rank (each names the rank that was wrong), and so is a partition, cell count or op that
+/// differs between ranks, never a rank left alone in the gather or a silently wrong result.
+fn agree_before_gather(
+    what: &str,
+    facts: Vec<(&'static str, String)>,
+    check: Result<()>,
+) -> Result<()> {
     #[cfg(feature = "mpi")]
     if RankPartition::world().1 > 1 {
-        let stance = eagle_runtime::agree::Stance::at(format!("a call of {what}"))
+        let mut stance = eagle_runtime::agree::Stance::at(format!("a call of {what}"))
             .failed(check.as_ref().err().map(ToString::to_string));
+        for (k, v) in facts {
+            stance = stance.fact(k, v);
+        }
         let timeout = eagle_runtime::RunOptions::from_env()?.wait_timeout;
         let agreed = eagle_runtime::mpi_rt::agree(&stance, timeout);
         check?;
         return Ok(agreed?);
     }
-    let _ = what;
+    let _ = (what, facts);
     check
 }
 

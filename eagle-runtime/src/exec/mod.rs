@@ -13,6 +13,7 @@ pub mod cuda;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub(crate) mod sim;
+pub(crate) mod traced;
 
 use crate::error::RuntimeError;
 use crate::job::{Arg, Job, RunReport};

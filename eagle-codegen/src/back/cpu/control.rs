@@ -121,8 +121,11 @@ impl Lower<'_, '_> {
                         .ins()
                         .store(MemFlagsData::trusted(), v, slots, (i * 8) as i32);
                 }
+                let site = self.sync_site(op);
+                self.trace_call(site, 0);
                 let inst = self.b.ins().call(callee_f, &[self.ctx, slots]);
                 let st = self.b.inst_results(inst)[0];
+                self.trace_call(site, 1);
                 self.check(st);
                 None
             }

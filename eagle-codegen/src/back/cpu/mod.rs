@@ -11,7 +11,7 @@
 //!   through the `fault` hook, as are integer division by zero and slice indices;
 //! - every hook's status is checked: a non-zero status returns from the function at once.
 
-use crate::abi::{self, hook, CTX_HOOKS, CTX_RANK};
+use crate::abi::{self, hook, CTX_HOOKS, CTX_RANK, CTX_TRACE};
 use crate::error::CodegenError;
 use crate::passes::fusion::{fusion_roots, is_elementwise, may_write, use_counts};
 use crate::Specialized;
@@ -300,6 +300,7 @@ fn import_hook_signatures(
             hook::TRACK_READ,
             mk(&[ptr, i64t, i64t, i64t, i32t], Some(i32t)),
         ),
+        (hook::TRACE, mk(&[ptr, i32t, i32t], Some(i32t))),
     ];
     for (k, s) in sigs {
         hook_sigs.insert(k, b.import_signature(s));
@@ -617,6 +618,25 @@ impl Lower<'_, '_> {
             self.op(op)?;
         }
         Ok(())
+    }
+
+    /// Reports `phase` (0: start, 1: return) of the call at `site` to the `trace` hook when
+    /// the runtime records a timeline (`ctx.trace` non-zero).
+    fn trace_call(&mut self, site: ClValue, phase: i64) {
+        let on = self
+            .b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted(), self.ctx, CTX_TRACE);
+        let report = self.b.create_block();
+        let cont = self.b.create_block();
+        self.b.ins().brif(on, report, &[], cont, &[]);
+        self.b.switch_to_block(report);
+        self.b.seal_block(report);
+        let ph = self.b.ins().iconst(types::I32, phase);
+        self.call_hook(hook::TRACE, &[site, ph]);
+        self.b.ins().jump(cont, &[]);
+        self.b.switch_to_block(cont);
+        self.b.seal_block(cont);
     }
 
     /// A site naming synchronising or remote op `op` (``function `k`, op `...` (at ...)``),

@@ -978,7 +978,9 @@ impl RankRun<'_> {
             let _dispatch =
                 crate::job::dispatch_span(&tracing::Span::current(), self.rank, &jobs[ji].callee)
                     .entered();
+            let t0 = crate::trace::start(self.opts.trace.as_ref());
             launch(st.f, 1, block as u32, stream, rt, &st.slots)?;
+            crate::trace::dispatched(self.opts.trace.as_ref(), self.rank, &jobs[ji].callee, t0);
             if rt.failure().is_some() {
                 // The record says why; the caller reads it.
                 return Ok(vec![]);

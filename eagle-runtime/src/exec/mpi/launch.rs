@@ -73,12 +73,16 @@ fn run_mpi(launch: Launch<'_, '_>) -> Result<RunReport, RuntimeError> {
             error: None,
             pending: vec![],
             pending_bytes: 0,
+            trace: opts.trace.clone(),
+            calls: vec![],
         };
+        let t0 = crate::trace::start(opts.trace.as_ref());
         let mut ctx = mpi_rt::device_ctx(&mut env);
         // SAFETY: as in `device_main`: the ABI slots match the callee's parameters.
         let st = unsafe { entry(&mut ctx, slots.as_ptr()) };
         // The dispatch's puts are complete before anything reads them (invariant 2).
         env.complete_puts();
+        crate::trace::dispatched(opts.trace.as_ref(), rank, &j.callee, t0);
         if st != 0 {
             let cause = env
                 .error

@@ -63,6 +63,7 @@ pub use mpi;
 
 use crate::agree::{judge, Stance};
 use crate::error::RuntimeError;
+use crate::exec::traced;
 use crate::Cause;
 use eagle_codegen::abi::{sigkind, DeviceCtx, Hooks};
 use eagle_codegen::Artifact;
@@ -222,6 +223,8 @@ fn timeout() -> Duration {
 pub const GRACE: Duration = Duration::from_secs(2);
 
 pub(crate) mod launch;
+mod served;
+pub(crate) use served::gather_trace;
 mod watchdog;
 
 /// Whether ranks are MPI processes in this run.
@@ -749,6 +752,10 @@ pub(crate) struct MpiEnv<'a> {
     pub(crate) pending: Vec<Pending>,
     /// The bytes `pending` holds.
     pub(crate) pending_bytes: usize,
+    /// The timeline recorder, when the run records one.
+    pub(crate) trace: Option<crate::trace::Trace>,
+    /// Compute kernel calls under way, while a timeline records: call site and start.
+    pub(crate) calls: Vec<(u32, u64)>,
 }
 
 /// A put to a peer not yet complete at its target.
@@ -841,7 +848,7 @@ unsafe extern "C" fn h_window_base(ctx: *mut DeviceCtx, win: u64) -> *mut u8 {
         .unwrap_or(std::ptr::null_mut())
 }
 
-unsafe extern "C" fn h_put(
+unsafe fn put_body(
     ctx: *mut DeviceCtx,
     win: u64,
     peer: i64,
@@ -891,7 +898,7 @@ unsafe extern "C" fn h_put(
     }
 }
 
-unsafe extern "C" fn h_get(
+unsafe fn get_body(
     ctx: *mut DeviceCtx,
     win: u64,
     peer: i64,
@@ -934,7 +941,7 @@ unsafe extern "C" fn h_get(
 }
 
 /// Another process's bytes cannot be read in place: copied into `scratch` as by `h_get`.
-unsafe extern "C" fn h_get_view(
+unsafe fn get_view_body(
     ctx: *mut DeviceCtx,
     win: u64,
     peer: i64,
@@ -943,7 +950,7 @@ unsafe extern "C" fn h_get_view(
     n: u64,
     site: u32,
 ) -> *const u8 {
-    match unsafe { h_get(ctx, win, peer, off, scratch, n, site) } {
+    match unsafe { get_body(ctx, win, peer, off, scratch, n, site) } {
         0 => scratch,
         _ => std::ptr::null(),
     }
@@ -971,7 +978,8 @@ unsafe fn set_signal(win: ffi::MPI_Win, target: usize, off: usize, kind: u32, va
     }
 }
 
-unsafe extern "C" fn h_notify(
+#[allow(clippy::too_many_arguments)]
+unsafe fn notify_body(
     ctx: *mut DeviceCtx,
     win: u64,
     peer: i64,
@@ -1009,7 +1017,7 @@ unsafe extern "C" fn h_notify(
     }
 }
 
-unsafe extern "C" fn h_wait(
+unsafe fn wait_body(
     ctx: *mut DeviceCtx,
     win: u64,
     off: u64,
@@ -1042,7 +1050,7 @@ unsafe extern "C" fn h_wait(
     }
 }
 
-unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx, site: u32) -> i32 {
+unsafe fn barrier_body(ctx: *mut DeviceCtx, site: u32) -> i32 {
     let e = unsafe { env(ctx) };
     // Release: every earlier put is complete at its target first (invariant 2).
     e.complete_puts();
@@ -1082,15 +1090,16 @@ unsafe extern "C" fn h_track_read(
 /// The hook table of the MPI transport.
 pub(crate) static HOOKS: Hooks = Hooks {
     window_base: h_window_base,
-    put: h_put,
-    get: h_get,
-    get_view: h_get_view,
-    notify: h_notify,
-    wait: h_wait,
-    barrier: h_barrier,
+    put: traced::put::<served::MpiHooks>,
+    get: traced::get::<served::MpiHooks>,
+    get_view: traced::get_view::<served::MpiHooks>,
+    notify: traced::notify::<served::MpiHooks>,
+    wait: traced::wait::<served::MpiHooks>,
+    barrier: traced::barrier::<served::MpiHooks>,
     fault: h_fault,
     track_write: h_track_write,
     track_read: h_track_read,
+    trace: traced::trace::<served::MpiHooks>,
 };
 
 /// Builds the context for one call.
@@ -1099,6 +1108,7 @@ pub(crate) fn device_ctx(env: &mut MpiEnv<'_>) -> DeviceCtx {
         rank: env.rank as u64,
         nranks: env.size as u64,
         hooks: &HOOKS,
+        trace: env.trace.is_some() as u64,
         env: env as *mut MpiEnv<'_> as *mut c_void,
     }
 }

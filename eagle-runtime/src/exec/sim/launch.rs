@@ -175,12 +175,15 @@ fn device_main(
             world,
             rank,
             error: None,
+            calls: vec![],
         };
+        let t0 = crate::trace::start(world.trace.as_ref());
         let mut ctx = sim::device_ctx(&mut env, world.p);
         // SAFETY: `entry` was compiled with the `EntryFn` ABI for this callee; `slots` has one
         // slot per parameter as the ABI requires, tensor slots point to live buffers of the
         // parameter's size, and `ctx` outlives the call.
         let st = unsafe { entry(&mut ctx, slots.as_ptr()) };
+        crate::trace::dispatched(world.trace.as_ref(), rank, &j.callee, t0);
         if st != 0 {
             failure = Some(
                 env.error
@@ -255,6 +258,7 @@ impl<'a> EntryCaller<'a> {
             world: &self.world,
             rank: 0,
             error: None,
+            calls: vec![],
         };
         let mut ctx = sim::device_ctx(&mut env, 1);
         // SAFETY: `entry` was compiled with the `EntryFn` ABI; the caller passes one slot per

@@ -3,7 +3,9 @@
 
 pub(crate) mod launch;
 pub(crate) mod race;
+use crate::exec::traced::{self, Served};
 use crate::race::RaceReport;
+use crate::trace::Trace;
 use crate::Cause;
 use eagle_codegen::abi::{sigkind, DeviceCtx, Hooks};
 use eagle_codegen::Artifact;
@@ -16,8 +18,8 @@ use std::time::{Duration, Instant};
 const SPIN_YIELDS: usize = 64;
 
 /// Most devices a simulated world offers (one OS thread each while a run is in flight; the
-/// threads are kept for later runs).
-pub const MAX_DEVICES: usize = 1024;
+/// threads are kept for later runs). Steps 01-07 run at this size (docs/performance.md).
+pub const MAX_DEVICES: usize = 4096;
 
 /// One window buffer: an allocation of `bytes` per rank.
 pub(crate) struct WindowMem {
@@ -90,6 +92,9 @@ struct SyncState {
     live: usize,
     barrier_arrived: usize,
     barrier_gen: u64,
+    /// The rank that last notified each signal (window, owner, byte offset), kept only while a
+    /// timeline records (a wait's `notified_by`).
+    notified_by: std::collections::HashMap<(usize, usize, u64), usize>,
 }
 
 /// What ended a rank's run early.
@@ -114,6 +119,8 @@ pub(crate) struct World<'a> {
     barrier_gen: AtomicU64,
     /// The race detector, when enabled.
     pub(crate) race: Option<crate::race::Race>,
+    /// The timeline recorder, when the run records one.
+    pub(crate) trace: Option<Trace>,
 }
 
 // SAFETY: window memory is reached only through raw pointers whose use is synchronised by the
@@ -125,6 +132,8 @@ pub(crate) struct RankEnv<'w, 'a> {
     pub(crate) world: &'w World<'a>,
     pub(crate) rank: usize,
     pub(crate) error: Option<Failure>,
+    /// Compute kernel calls under way, while a timeline records: call site and start.
+    pub(crate) calls: Vec<(u32, u64)>,
 }
 
 fn read_signal(p: *mut u8, kind: u32) -> i128 {
@@ -164,12 +173,14 @@ impl<'a> World<'a> {
                 live,
                 barrier_arrived: 0,
                 barrier_gen: 0,
+                notified_by: Default::default(),
             }),
             cv: Condvar::new(),
             abort: AtomicBool::new(false),
             deadlock: Mutex::new(None),
             timeout,
             barrier_gen: AtomicU64::new(0),
+            trace: opts.trace.clone(),
         }
     }
 
@@ -417,7 +428,7 @@ unsafe extern "C" fn h_window_base(ctx: *mut DeviceCtx, win: u64) -> *mut u8 {
     }
 }
 
-unsafe extern "C" fn h_put(
+unsafe fn put_body(
     ctx: *mut DeviceCtx,
     win: u64,
     peer: i64,
@@ -451,7 +462,7 @@ unsafe extern "C" fn h_put(
     }
 }
 
-unsafe extern "C" fn h_get(
+unsafe fn get_body(
     ctx: *mut DeviceCtx,
     win: u64,
     peer: i64,
@@ -460,7 +471,7 @@ unsafe extern "C" fn h_get(
     n: u64,
     site: u32,
 ) -> i32 {
-    let src = unsafe { h_get_view(ctx, win, peer, off, dst, n, site) };
+    let src = unsafe { get_view_body(ctx, win, peer, off, dst, n, site) };
     if src.is_null() {
         return 1;
     }
@@ -471,7 +482,7 @@ unsafe extern "C" fn h_get(
 }
 
 /// The peer's bytes in place: every rank's allocation lives in this process.
-unsafe extern "C" fn h_get_view(
+unsafe fn get_view_body(
     ctx: *mut DeviceCtx,
     win: u64,
     peer: i64,
@@ -505,7 +516,8 @@ unsafe extern "C" fn h_get_view(
     }
 }
 
-unsafe extern "C" fn h_notify(
+#[allow(clippy::too_many_arguments)]
+unsafe fn notify_body(
     ctx: *mut DeviceCtx,
     win: u64,
     peer: i64,
@@ -549,7 +561,7 @@ unsafe extern "C" fn h_notify(
     0
 }
 
-unsafe extern "C" fn h_wait(
+unsafe fn wait_body(
     ctx: *mut DeviceCtx,
     win: u64,
     off: u64,
@@ -627,7 +639,7 @@ unsafe extern "C" fn h_track_read(
     0
 }
 
-unsafe extern "C" fn h_barrier(ctx: *mut DeviceCtx, site: u32) -> i32 {
+unsafe fn barrier_body(ctx: *mut DeviceCtx, site: u32) -> i32 {
     let e = unsafe { env(ctx) };
     let w = e.world;
     let gen = {
@@ -670,18 +682,46 @@ unsafe extern "C" fn h_fault(ctx: *mut DeviceCtx, site: u32, a: i64, b: i64) -> 
     fail(e, Cause::Fault(msg))
 }
 
+/// The `sim` hook bodies, wrapped by `exec::traced`.
+pub(crate) struct SimHooks;
+
+// SAFETY: `ctx.env` of every call is the `RankEnv` of `device_ctx`.
+unsafe impl Served for SimHooks {
+    unsafe fn tracer<'r>(ctx: *mut DeviceCtx) -> (Option<Trace>, &'r Artifact, usize) {
+        let e = unsafe { env::<'r>(ctx) };
+        (e.world.trace.clone(), e.world.artifact, e.rank)
+    }
+    unsafe fn calls<'r>(ctx: *mut DeviceCtx) -> &'r mut Vec<(u32, u64)> {
+        &mut unsafe { env::<'r>(ctx) }.calls
+    }
+    unsafe fn note_notify(ctx: *mut DeviceCtx, win: u64, peer: i64, off: u64) {
+        let e = unsafe { env(ctx) };
+        if let Ok(peer) = usize::try_from(peer) {
+            let mut g = e.world.lock();
+            g.notified_by.insert((win as usize, peer, off), e.rank);
+        }
+    }
+    unsafe fn notified_by(ctx: *mut DeviceCtx, win: u64, off: u64) -> Option<usize> {
+        let e = unsafe { env(ctx) };
+        let g = e.world.lock();
+        g.notified_by.get(&(win as usize, e.rank, off)).copied()
+    }
+    crate::exec::traced::forward_bodies!();
+}
+
 /// The hook table of the `sim` platform.
 pub(crate) static HOOKS: Hooks = Hooks {
     window_base: h_window_base,
-    put: h_put,
-    get: h_get,
-    get_view: h_get_view,
-    notify: h_notify,
-    wait: h_wait,
-    barrier: h_barrier,
+    put: traced::put::<SimHooks>,
+    get: traced::get::<SimHooks>,
+    get_view: traced::get_view::<SimHooks>,
+    notify: traced::notify::<SimHooks>,
+    wait: traced::wait::<SimHooks>,
+    barrier: traced::barrier::<SimHooks>,
     fault: h_fault,
     track_write: h_track_write,
     track_read: h_track_read,
+    trace: traced::trace::<SimHooks>,
 };
 
 /// Builds the context for one call on `rank`.
@@ -690,6 +730,7 @@ pub(crate) fn device_ctx(env: &mut RankEnv<'_, '_>, p: usize) -> DeviceCtx {
         rank: env.rank as u64,
         nranks: p as u64,
         hooks: &HOOKS,
+        trace: env.world.trace.is_some() as u64,
         env: env as *mut RankEnv<'_, '_> as *mut c_void,
     }
 }
