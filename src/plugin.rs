@@ -9,6 +9,10 @@
 //! <dir>/cuda/<name>.cu             with the cuda target: the CUDA C for the deployed dims
 //! <dir>/cuda/<name>.<arch>.ptx     and its PTX per architecture (`compute_90`), used on load
 //!                                  instead of NVRTC when a run has the deployed dims
+//! <dir>/<name>.host.json           a host program's sidecar (`deploy_host`): its parameters
+//!                                  and the hash of its module
+//! <dir>/host/<name>.eir            the host program's generic module (every function it
+//!                                  reaches), specialized for each world size when launched
 //! ```
 //!
 //! Sample kernels run at any world size (ranks split samples, not shapes), so one artifact per
@@ -28,6 +32,9 @@ use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::Path;
 
+mod host;
+pub use host::{deploy_host, load_host, HostSidecar, LoadedHost};
+
 /// The format this eagle writes and reads (`/2`: SHA-256 hashes, PTX hashes).
 const FORMAT: &str = "eagle-plugin/2";
 
@@ -45,6 +52,9 @@ pub struct Manifest {
     pub eagle_version: String,
     /// Kernel names; each has a sidecar `<name>.json`.
     pub kernels: Vec<String>,
+    /// Host program names ([`deploy_host`]); each has a sidecar `<name>.host.json`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
 }
 
 /// One plane of a kernel's signature.
@@ -164,24 +174,29 @@ fn field(name: &str, expected: impl std::fmt::Display, found: impl std::fmt::Dis
 }
 
 fn signature(plan: &Plan) -> Vec<PlaneSig> {
-    let f = plan.module().function(plan.kernel());
-    f.map(|f| {
-        f.params[1..]
-            .iter()
-            .map(|p| {
-                let t = f.ty(p.value);
-                PlaneSig {
-                    name: p.name.clone(),
-                    dtype: t.dtype().map_or("?", |d| d.name()).to_string(),
-                    shape: t
-                        .shape()
-                        .map_or(vec![], |s| s.0.iter().map(|d| d.to_string()).collect()),
-                    out: p.out,
-                }
-            })
-            .collect()
-    })
-    .unwrap_or_default()
+    plan.module()
+        .function(plan.kernel())
+        .map(|f| param_sigs(f, &f.params[1..]))
+        .unwrap_or_default()
+}
+
+/// `params` of `f` as a sidecar lists them: name, dtype, dims as text (none for a scalar) and
+/// whether the function writes it.
+fn param_sigs(f: &ir::Function, params: &[ir::Param]) -> Vec<PlaneSig> {
+    params
+        .iter()
+        .map(|p| {
+            let t = f.ty(p.value);
+            PlaneSig {
+                name: p.name.clone(),
+                dtype: t.dtype().map_or("?", |d| d.name()).to_string(),
+                shape: t
+                    .shape()
+                    .map_or(vec![], |s| s.0.iter().map(|d| d.to_string()).collect()),
+                out: p.out,
+            }
+        })
+        .collect()
 }
 
 /// Writes `plan`'s kernel to `dir` (created if needed) as a plugin: manifest, sidecar and the
@@ -251,23 +266,39 @@ pub fn deploy_with(plan: &Plan, dir: &Path, opts: &DeployOptions) -> Result<()> 
     let sc = dir.join(format!("{name}.json"));
     let json = serde_json::to_string_pretty(&sidecar).map_err(|e| io("cannot encode", &sc, e))?;
     std::fs::write(&sc, json).map_err(|e| io("cannot write", &sc, e))?;
-    let mp = dir.join("manifest.json");
-    let mut manifest = match mp.exists().then(|| read_text(&mp)).transpose()? {
-        Some(t) => {
-            let m = serde_json::from_str::<Manifest>(&t).map_err(|e| io("cannot read", &mp, e))?;
-            check_manifest(&m)?;
-            m
-        }
-        None => Manifest {
-            format: FORMAT.into(),
-            eagle_version: env!("CARGO_PKG_VERSION").into(),
-            kernels: vec![],
-        },
-    };
+    let mut manifest = manifest_to_update(dir)?;
     if !manifest.kernels.contains(&name) {
         manifest.kernels.push(name);
     }
-    let json = serde_json::to_string_pretty(&manifest).map_err(|e| io("cannot encode", &mp, e))?;
+    write_manifest(dir, &manifest)
+}
+
+/// The manifest of `dir` to add to: the one there (checked), or a new one.
+fn manifest_to_update(dir: &Path) -> Result<Manifest> {
+    let mp = dir.join("manifest.json");
+    if mp.exists() {
+        return read_manifest(dir);
+    }
+    Ok(Manifest {
+        format: FORMAT.into(),
+        eagle_version: env!("CARGO_PKG_VERSION").into(),
+        kernels: vec![],
+        hosts: vec![],
+    })
+}
+
+/// The manifest of `dir`, read and checked ([`check_manifest`]).
+fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let mp = dir.join("manifest.json");
+    let text = read_text(&mp)?;
+    let manifest: Manifest = serde_json::from_str(&text).map_err(|e| io("malformed", &mp, e))?;
+    check_manifest(&manifest)?;
+    Ok(manifest)
+}
+
+fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
+    let mp = dir.join("manifest.json");
+    let json = serde_json::to_string_pretty(manifest).map_err(|e| io("cannot encode", &mp, e))?;
     std::fs::write(&mp, json).map_err(|e| io("cannot write", &mp, e))
 }
 
@@ -290,6 +321,26 @@ impl Loaded {
         let declared = AccessCategory::parse(&self.sidecar.category);
         crate::plan::plan_declared(&self.module, &self.name, declared, structure, inner)
     }
+}
+
+/// The kernels of the plugin in `dir`, as its manifest lists them (see [`load`] for the
+/// checks made when one is loaded).
+///
+/// # Errors
+/// [`Error::Plugin`] for a missing or malformed `manifest.json`, or one of another format or
+/// eagle version.
+pub fn kernels(dir: &Path) -> Result<Vec<String>> {
+    let manifest = read_manifest(dir)?;
+    Ok(manifest.kernels)
+}
+
+/// The host programs of the plugin in `dir` ([`deploy_host`]), as its manifest lists them.
+///
+/// # Errors
+/// As [`kernels`].
+pub fn host_programs(dir: &Path) -> Result<Vec<String>> {
+    let manifest = read_manifest(dir)?;
+    Ok(manifest.hosts)
 }
 
 /// Checks the cuda artifact of a loaded kernel (its CUDA C must be what the IR gives for the
@@ -379,13 +430,28 @@ fn check_manifest(m: &Manifest) -> Result<()> {
             format!("`{}`", m.eagle_version),
         ));
     }
-    for (i, k) in m.kernels.iter().enumerate() {
-        if m.kernels[..i].contains(k) {
-            return Err(bad(
-                "kernels",
-                "each kernel once".into(),
-                format!("`{k}` twice in {:?}", m.kernels),
-            ));
+    for (field, names) in [("kernels", &m.kernels), ("hosts", &m.hosts)] {
+        for (i, k) in names.iter().enumerate() {
+            if names[..i].contains(k) {
+                return Err(bad(
+                    field,
+                    "each name once".into(),
+                    format!("`{k}` twice in {names:?}"),
+                ));
+            }
+            // Names become file names: a function name, never a path (`../x`).
+            let ident = k
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ident {
+                return Err(bad(
+                    field,
+                    "function names (letters, digits and `_`)".into(),
+                    format!("`{k}`"),
+                ));
+            }
         }
     }
     Ok(())
@@ -402,10 +468,7 @@ fn check_manifest(m: &Manifest) -> Result<()> {
 /// match its artifact, naming the field (`content_hash`, `category`, `op`, `signature`,
 /// `targets`, `world_size`, `name`, `cuda.*`); IR errors for an artifact that does not parse.
 pub fn load(dir: &Path, name: &str) -> Result<Loaded> {
-    let mp = dir.join("manifest.json");
-    let text = read_text(&mp)?;
-    let manifest: Manifest = serde_json::from_str(&text).map_err(|e| io("malformed", &mp, e))?;
-    check_manifest(&manifest)?;
+    let manifest = read_manifest(dir)?;
     if !manifest.kernels.iter().any(|k| k == name) {
         return Err(Error::Plugin(format!(
             "plugin `{}` has no kernel `{name}`; it has {:?}",
