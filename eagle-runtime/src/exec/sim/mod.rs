@@ -88,6 +88,9 @@ impl Blocked {
 
 struct SyncState {
     blocked: Vec<Option<Blocked>>,
+    /// How many entries of `blocked` are set (so a rank that wakes checks for a deadlock in
+    /// O(1) unless every live rank is blocked).
+    nblocked: usize,
     finished: Vec<bool>,
     live: usize,
     barrier_arrived: usize,
@@ -111,7 +114,13 @@ pub(crate) struct World<'a> {
     pub(crate) windows: Vec<WindowMem>,
     pub(crate) artifact: &'a Artifact,
     sync: Mutex<SyncState>,
-    cv: Condvar,
+    /// One condition variable per rank: a notify wakes the rank it signals, not every waiting
+    /// rank (P^2 notifies would otherwise make P^3 wake-ups at P = 4,096).
+    cvs: Vec<Condvar>,
+    /// Per rank, whether it is in the slow path of a wait or barrier (set under the lock
+    /// before it tests its condition): a notify takes the lock and wakes the rank only then,
+    /// so a notify nobody sleeps on costs no lock and no system call.
+    waiting: Vec<AtomicBool>,
     abort: AtomicBool,
     pub(crate) deadlock: Mutex<Option<String>>,
     timeout: Duration,
@@ -169,13 +178,15 @@ impl<'a> World<'a> {
             artifact,
             sync: Mutex::new(SyncState {
                 blocked: vec![None; p],
+                nblocked: 0,
                 finished: vec![false; p],
                 live,
                 barrier_arrived: 0,
                 barrier_gen: 0,
                 notified_by: Default::default(),
             }),
-            cv: Condvar::new(),
+            cvs: (0..p).map(|_| Condvar::new()).collect(),
+            waiting: (0..p).map(|_| AtomicBool::new(false)).collect(),
             abort: AtomicBool::new(false),
             deadlock: Mutex::new(None),
             timeout,
@@ -188,11 +199,27 @@ impl<'a> World<'a> {
         self.sync.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Wakes rank `rank` if it waits (call with the lock held).
+    fn wake(&self, rank: usize) {
+        if let Some(cv) = self.cvs.get(rank) {
+            cv.notify_all();
+        }
+    }
+
+    /// Wakes every waiting rank (call with the lock held).
+    fn wake_all(&self) {
+        for (cv, w) in self.cvs.iter().zip(&self.waiting) {
+            if w.load(Ordering::SeqCst) {
+                cv.notify_all();
+            }
+        }
+    }
+
     /// Stops every rank (after a failure).
     pub(crate) fn abort_all(&self) {
         let _g = self.lock();
         self.abort.store(true, Ordering::SeqCst);
-        self.cv.notify_all();
+        self.wake_all();
     }
 
     /// Rank `rank` finished its work.
@@ -202,8 +229,9 @@ impl<'a> World<'a> {
             *f = true;
         }
         g.live = g.live.saturating_sub(1);
+        // A retiring rank can leave every other live rank blocked for good: the check finds
+        // that (and wakes them all); otherwise nobody's condition changed.
         self.check_deadlock(&mut g);
-        self.cv.notify_all();
     }
 
     fn satisfied(&self, s: &SyncState, rank: usize, b: Blocked) -> bool {
@@ -226,6 +254,9 @@ impl<'a> World<'a> {
     /// Under the lock: when every live rank is blocked on a condition that does not hold,
     /// records the report and aborts.
     fn check_deadlock(&self, s: &mut SyncState) -> bool {
+        if s.live == 0 || s.nblocked < s.live {
+            return false;
+        }
         let blocked: Vec<(usize, Blocked)> = s
             .blocked
             .iter()
@@ -286,7 +317,7 @@ impl<'a> World<'a> {
             d.get_or_insert(lines.join("\n"));
         }
         self.abort.store(true, Ordering::SeqCst);
-        self.cv.notify_all();
+        self.wake_all();
         true
     }
 
@@ -323,34 +354,47 @@ impl<'a> World<'a> {
         }
         let start = Instant::now();
         let mut g = self.lock();
-        loop {
+        // Before the condition is tested: a notify that this test misses sees the flag (both
+        // sequentially consistent) and wakes this rank under the lock.
+        self.waiting[rank].store(true, Ordering::SeqCst);
+        let r = loop {
             if self.abort.load(Ordering::SeqCst) {
-                g.blocked[rank] = None;
-                return Err(Failure::Aborted);
+                break Err(Failure::Aborted);
             }
             if self.satisfied(&g, rank, b) {
-                g.blocked[rank] = None;
-                return Ok(());
+                break Ok(());
             }
-            g.blocked[rank] = Some(b);
+            set_blocked(&mut g, rank, Some(b));
             if self.check_deadlock(&mut g) {
-                g.blocked[rank] = None;
-                return Err(Failure::Aborted);
+                break Err(Failure::Aborted);
             }
             if start.elapsed() > self.timeout {
-                g.blocked[rank] = None;
                 let at = self.artifact.site_prefix(b.site());
-                return Err(Failure::Error(Cause::WaitTimeout(format!(
+                break Err(Failure::Error(Cause::WaitTimeout(format!(
                     "{at}a wait did not complete within {} s; if the peer is just slow, raise the limit with `--wait-timeout <secs>`, `Session::with_wait_timeout` or EAGLE_WAIT_TIMEOUT_S",
                     self.timeout.as_secs()
                 ))));
             }
-            g = self
-                .cv
+            g = self.cvs[rank]
                 .wait_timeout(g, Duration::from_millis(100))
                 .map(|r| r.0)
                 .unwrap_or_else(|e| e.into_inner().0);
+        };
+        set_blocked(&mut g, rank, None);
+        self.waiting[rank].store(false, Ordering::SeqCst);
+        r
+    }
+}
+
+/// Sets `rank`'s blocked state, keeping the count of blocked ranks.
+fn set_blocked(g: &mut SyncState, rank: usize, b: Option<Blocked>) {
+    if let Some(slot) = g.blocked.get_mut(rank) {
+        match (slot.is_some(), b.is_some()) {
+            (false, true) => g.nblocked += 1,
+            (true, false) => g.nblocked -= 1,
+            _ => {}
         }
+        *slot = b;
     }
 }
 
@@ -534,7 +578,7 @@ unsafe fn notify_body(
     };
     let w = e.world;
     let p = w.windows[win as usize].ptr(peer).wrapping_add(off as usize);
-    let _g = w.lock();
+    // The release is recorded before the value lands: a wait that sees the value acquires it.
     if let Some(r) = &w.race {
         r.release(win as usize, peer, off, e.rank);
     }
@@ -557,7 +601,19 @@ unsafe fn notify_body(
             }
         }
     }
-    w.cv.notify_all();
+    if w.waiting
+        .get(peer)
+        .is_some_and(|f| f.load(Ordering::SeqCst))
+    {
+        // Under the lock a waiting rank is blocked on its condition (it sets both before it
+        // sleeps): wake it only when this notify made the condition hold (a barrier of
+        // signals notifies each rank P times; it needs waking once).
+        let g = w.lock();
+        let now = g.blocked.get(peer).copied().flatten();
+        if now.is_none_or(|b| w.satisfied(&g, peer, b)) {
+            w.wake(peer);
+        }
+    }
     0
 }
 
@@ -654,7 +710,7 @@ unsafe fn barrier_body(ctx: *mut DeviceCtx, site: u32) -> i32 {
             g.barrier_arrived = 0;
             g.barrier_gen += 1;
             w.barrier_gen.store(g.barrier_gen, Ordering::SeqCst);
-            w.cv.notify_all();
+            w.wake_all();
             if let Some(r) = &w.race {
                 r.barrier_leave(e.rank);
             }

@@ -93,30 +93,37 @@ impl Shadow {
     }
 }
 
+/// A rank's clock at a release, sparse: the components above the rank's barrier floor (the
+/// join every rank holds once it has left the last barrier it passed), its own apart. Every
+/// rank that can acquire the release has passed that barrier too (it arrived before the
+/// releaser could leave it), so its clock already holds the floor and only these components
+/// can change it. Before any barrier the floor is zero, and a rank that has acquired nothing
+/// has no component but its own: a rank that notifies all P peers before it waits (a barrier
+/// of signals) publishes nothing but its own component, so P^2 releases cost O(P^2), not P^3.
+type Sparse = Arc<Vec<(u32, u64)>>;
+
 /// What a signal slot's releases have published: the join of the releasers' clocks.
 enum Published {
     /// The releases of one rank only (the common case: a slot with one writer): that rank's
     /// clock at its latest release, as a snapshot shared with its other releases made in the
-    /// same epoch of acquires, with the rank's own component given apart. So a rank that
-    /// notifies every peer (a two-phase allreduce) stores one P-entry clock, not P of them.
-    One {
-        base: Arc<Vec<u64>>,
-        rank: usize,
-        own: u64,
-    },
-    /// Releases of several ranks, joined.
+    /// same epoch of acquires, with the rank's own component given apart.
+    One { base: Sparse, rank: usize, own: u64 },
+    /// Releases of several ranks, joined (dense, P entries), updated in place.
     Many(Vec<u64>),
 }
 
 impl Published {
-    fn clock(&self) -> Vec<u64> {
+    /// Joins the published clock into `into` (a dense clock of P entries).
+    fn join_into(&self, into: &mut [u64]) {
         match self {
             Published::One { base, rank, own } => {
-                let mut v = base.to_vec();
-                v[*rank] = *own;
-                v
+                for &(i, c) in base.iter() {
+                    let a = &mut into[i as usize];
+                    *a = (*a).max(c);
+                }
+                into[*rank] = into[*rank].max(*own);
             }
-            Published::Many(v) => v.clone(),
+            Published::Many(v) => join(into, v),
         }
     }
 }
@@ -127,10 +134,15 @@ pub(crate) struct Race {
     clocks: Vec<Mutex<Vec<u64>>>,
     /// Per rank, a snapshot of its clock shared by the releases it makes until its next
     /// acquire (only its own component moves meanwhile); `None` after an acquire.
-    snaps: Vec<Mutex<Option<Arc<Vec<u64>>>>>,
-    signals: Mutex<HashMap<(usize, usize, u64), Published>>,
+    snaps: Vec<Mutex<Option<Sparse>>>,
+    /// Per rank, the join of every clock at the last barrier it left (zero before any): its
+    /// clock holds it, and so does every clock that can acquire its releases.
+    floors: Vec<Mutex<Arc<Vec<u64>>>>,
+    /// Per owner rank, what each of its signal slots (window, byte offset) has published:
+    /// notifies to different ranks take different locks.
+    signals: Vec<Mutex<HashMap<(usize, u64), Published>>>,
     barrier_acc: Mutex<Vec<u64>>,
-    barrier_done: Mutex<Vec<u64>>,
+    barrier_done: Mutex<Arc<Vec<u64>>>,
     shadows: Vec<Mutex<Shadow>>,
     /// Per allocation (as `shadows`), each reader's last read of every byte range, in the
     /// reader's epoch (a `Shadow` whose "writer" is the reader).
@@ -175,9 +187,13 @@ impl Race {
                 })
                 .collect(),
             snaps: (0..p).map(|_| Mutex::new(None)).collect(),
-            signals: Mutex::new(HashMap::new()),
+            floors: {
+                let zero = Arc::new(vec![0; p]);
+                (0..p).map(|_| Mutex::new(zero.clone())).collect()
+            },
+            signals: (0..p).map(|_| Mutex::new(HashMap::new())).collect(),
             barrier_acc: Mutex::new(vec![0; p]),
-            barrier_done: Mutex::new(vec![0; p]),
+            barrier_done: Mutex::new(Arc::new(vec![0; p])),
             shadows: (0..windows * p)
                 .map(|_| Mutex::new(Shadow::default()))
                 .collect(),
@@ -204,7 +220,9 @@ impl Race {
         n: u64,
         writer: usize,
     ) -> Option<RaceReport> {
-        let clock = lock(&self.clocks[writer]).clone();
+        // Only `writer`'s own thread locks its clock, so holding it here blocks nobody (and
+        // spares a P-entry copy per access).
+        let clock = lock(&self.clocks[writer]);
         let mut s = lock(self.shadow(win, owner)?);
         let found = s.unordered(off, off + n, writer, &clock).or_else(|| {
             let reads = lock(self.reads.get(win * self.p + owner)?);
@@ -233,7 +251,7 @@ impl Race {
         reader: usize,
         site: u32,
     ) -> Option<RaceReport> {
-        let clock = lock(&self.clocks[reader]).clone();
+        let clock = lock(&self.clocks[reader]);
         let s = lock(self.shadow(win, owner)?);
         let found = s.unordered(off, off + n, reader, &clock);
         // Recorded under the write shadow's lock, so a write and a read of the same bytes
@@ -260,36 +278,56 @@ impl Race {
         }
         let base = {
             let mut snap = lock(&self.snaps[rank]);
-            snap.get_or_insert_with(|| Arc::new(c.clone())).clone()
+            snap.get_or_insert_with(|| {
+                let floor = lock(&self.floors[rank]);
+                Arc::new(
+                    c.iter()
+                        .zip(floor.iter())
+                        .enumerate()
+                        .filter(|&(i, (x, f))| i != rank && x > f)
+                        .map(|(i, (x, _))| (i as u32, *x))
+                        .collect(),
+                )
+            })
+            .clone()
         };
         let mine = Published::One {
             base,
             rank,
             own: c[rank],
         };
-        let mut sig = lock(&self.signals);
-        let key = (win, owner, off);
-        let next = match sig.get(&key) {
-            None => mine,
-            // A rank's clock only grows: its new release covers its older one.
-            Some(Published::One { rank: r, .. }) if *r == rank => mine,
-            Some(e) => {
-                let mut v = e.clock();
-                join(&mut v, &mine.clock());
-                Published::Many(v)
-            }
+        let Some(sig) = self.signals.get(owner) else {
+            return;
         };
-        sig.insert(key, next);
+        let mut sig = lock(sig);
+        match sig.get_mut(&(win, off)) {
+            Some(Published::Many(v)) => mine.join_into(v),
+            Some(e @ Published::One { .. }) => {
+                // A rank's clock only grows: its new release covers its older one.
+                if matches!(e, Published::One { rank: r, .. } if *r == rank) {
+                    *e = mine;
+                } else {
+                    let mut v = vec![0; self.p];
+                    e.join_into(&mut v);
+                    mine.join_into(&mut v);
+                    *e = Published::Many(v);
+                }
+            }
+            None => {
+                sig.insert((win, off), mine);
+            }
+        }
         c[rank] += 1;
     }
 
     /// Rank `rank`'s wait on its signal at (`win`, `off`) was satisfied: an acquire.
     pub(crate) fn acquire(&self, win: usize, off: u64, rank: usize) {
-        let sig = lock(&self.signals)
-            .get(&(win, rank, off))
-            .map(Published::clock);
-        if let Some(s) = sig {
-            join(&mut lock(&self.clocks[rank]), &s);
+        let Some(sig) = self.signals.get(rank) else {
+            return;
+        };
+        let sig = lock(sig);
+        if let Some(s) = sig.get(&(win, off)) {
+            s.join_into(&mut lock(&self.clocks[rank]));
             *lock(&self.snaps[rank]) = None;
         }
     }
@@ -301,7 +339,7 @@ impl Race {
         join(&mut acc, &c);
         c[rank] += 1;
         if last {
-            *lock(&self.barrier_done) = std::mem::replace(&mut *acc, vec![0; self.p]);
+            *lock(&self.barrier_done) = Arc::new(std::mem::replace(&mut *acc, vec![0; self.p]));
         }
     }
 
@@ -309,6 +347,7 @@ impl Race {
     pub(crate) fn barrier_leave(&self, rank: usize) {
         let done = lock(&self.barrier_done).clone();
         join(&mut lock(&self.clocks[rank]), &done);
+        *lock(&self.floors[rank]) = done;
         *lock(&self.snaps[rank]) = None;
     }
 }
