@@ -104,6 +104,7 @@ fn every_kind() -> Vec<OpKind> {
         OpKind::WorldSize,
         OpKind::AllocWindowBuffer,
         OpKind::Window(v),
+        OpKind::LocalArray,
         OpKind::Put {
             dst: v,
             peer: v,
@@ -165,6 +166,7 @@ fn every_kind() -> Vec<OpKind> {
             | OpKind::SetElem { .. }
             | OpKind::Load { .. }
             | OpKind::Store { .. }
+            | OpKind::LocalArray
             | OpKind::Var(_)
             | OpKind::Read(_)
             | OpKind::Write(..)
@@ -233,7 +235,7 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     );
     assert!(keywords(&["specialize"]).contains("dim"));
     // And every op kind is in the table, named.
-    assert_eq!(every_kind().len(), 42);
+    assert_eq!(every_kind().len(), 43);
 }
 
 #[test]

@@ -143,6 +143,8 @@ fn walk(
             {
                 w.cross_read = true;
             }
+            // A write of a local array (no parameter under it): the sample's own memory.
+            OpKind::SetElem { dst, .. } if param_of(*dst).is_none() => {}
             OpKind::SetElem {
                 value,
                 dst,
@@ -189,6 +191,7 @@ fn walk(
             OpKind::Elem { .. }
             | OpKind::Load { .. }
             | OpKind::Store { .. }
+            | OpKind::LocalArray
             | OpKind::Const(_)
             | OpKind::Dim(_)
             | OpKind::Binary(..)

@@ -423,6 +423,7 @@ fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
         | OpKind::Subview { .. }
         | OpKind::Var(_)
         | OpKind::Read(_)
+        | OpKind::LocalArray
         | OpKind::Rank(_)
         | OpKind::NRanks(_)
         | OpKind::WorldSize

@@ -37,6 +37,7 @@ impl OpKind {
             | AllToAll { .. }
             | Elem { .. }
             | Load { .. }
+            | LocalArray
             | Var(_)
             | Read(_)
             | Write(..)

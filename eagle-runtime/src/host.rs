@@ -294,6 +294,7 @@ impl Interp<'_> {
                 | OpKind::Notify { .. }
                 | OpKind::Wait { .. }
                 | OpKind::Barrier(_)
+                | OpKind::LocalArray
                 | OpKind::Tile(..) => {
                     return Err(self.bad(format!(
                         "`{}`{}: {} is not run by the host interpreter (the module was not verified and specialized)",

@@ -931,9 +931,8 @@ impl Spec<'_> {
             }
             OpKind::If { .. } | OpKind::While { .. } => recurse = true,
             // Nothing to fold, bound or check: tile arithmetic (the arms above take scalars),
-            // the collectives (lowered into checked primitives before the second pass),
-            // variables, window allocation, barriers and tile ops (their shapes are checked by
-            // the verifier).
+            // collectives (lowered into checked primitives before the second pass), variables,
+            // local arrays, window allocation, barriers, tile ops (the verifier checks shapes).
             OpKind::Binary(..)
             | OpKind::Unary(..)
             | OpKind::Cmp(..)
@@ -945,6 +944,7 @@ impl Spec<'_> {
             | OpKind::Var(_)
             | OpKind::Read(_)
             | OpKind::Write(..)
+            | OpKind::LocalArray
             | OpKind::AllocWindowBuffer
             | OpKind::Window(_)
             | OpKind::Barrier(_)

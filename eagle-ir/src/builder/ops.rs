@@ -597,6 +597,114 @@ impl FunctionBuilder<'_> {
         }
     }
 
+    /// `[init; len]` in source: a local array of `len` scalars, each `init`, as a rank-1
+    /// tensor `[len]` private to this run of the function (`let mut a = [0i32; 4]`). Its
+    /// dtype is `dtype` when given (`let a: [f32; 4] = ...`), else `init`'s (an unsuffixed
+    /// integer literal is `usize`, a float literal `f32`, as everywhere in eagle). The memory
+    /// starts zeroed (`local_array`); a non-zero `init` is written element by element, so
+    /// every backend starts from the same bits.
+    ///
+    /// # Errors
+    /// [`IrError::Build`] on the host (local arrays live in kernels), when `init` is not a
+    /// scalar, or its dtype is not `dtype`.
+    pub fn array(
+        &mut self,
+        init: impl Into<Operand>,
+        len: Dim,
+        dtype: Option<DType>,
+    ) -> Result<Value> {
+        let init = init.into();
+        let zero = match &init {
+            Operand::Int(0) | Operand::Bool(false) => true,
+            Operand::Float(x) => x.to_bits() == 0,
+            Operand::Typed(c, _) => c.is_zero_bits(),
+            _ => false,
+        };
+        let a = self.array_of_len(len, dtype, Some(init.clone()))?;
+        if !zero {
+            let d = self.ty(a).dtype().unwrap_or(DType::F32);
+            let v = self.value(init, Some(d))?;
+            let n = self.value(Operand::Dim(self.array_len(a)), Some(DType::Index))?;
+            self.for_range(Operand::Int(0), n, |fb, i| fb.set_index(a, i, v))?;
+        }
+        Ok(a)
+    }
+
+    /// `[a, b, c]` in source: a local array holding `items` in order (see
+    /// [`FunctionBuilder::array`]); its dtype is `dtype`, else the first item's.
+    ///
+    /// # Errors
+    /// As [`FunctionBuilder::array`], and when `items` is empty without a `dtype`.
+    pub fn array_of(&mut self, items: Vec<Operand>, dtype: Option<DType>) -> Result<Value> {
+        let Some(first) = items.first().cloned() else {
+            if dtype.is_none() {
+                return self.err(format!(
+                    "an empty array literal `[]` has no dtype; annotate it (`let a: [f32; 0] = [];`){}",
+                    self.here()
+                ));
+            }
+            return self.array_of_len(Dim::Const(0), dtype, None);
+        };
+        let a = self.array_of_len(Dim::Const(items.len() as u64), dtype, Some(first))?;
+        for (i, x) in items.into_iter().enumerate() {
+            self.set_index(a, Operand::Int(i as i128), x)?;
+        }
+        Ok(a)
+    }
+
+    /// The extent of local array `a`.
+    fn array_len(&self, a: Value) -> Dim {
+        self.ty(a)
+            .shape()
+            .and_then(|s| s.0.first().cloned())
+            .unwrap_or(Dim::Const(0))
+    }
+
+    /// A zeroed local array of `len` elements of `dtype`, else of `init`'s dtype.
+    fn array_of_len(
+        &mut self,
+        len: Dim,
+        dtype: Option<DType>,
+        init: Option<Operand>,
+    ) -> Result<Value> {
+        if self.func.level == Level::Host {
+            return self.err(format!(
+                "local arrays live in kernels (device, compute and sample functions), not in a host function{}; on the host, pass a tensor",
+                self.here()
+            ));
+        }
+        let d = match (dtype, init) {
+            (Some(d), Some(Operand::Val(v))) => match self.ty(v).clone() {
+                Type::Scalar(x) if x == d => d,
+                t => {
+                    return self.err(format!(
+                        "the array is declared of `{}` but its element is `{t}`{}; convert it with `as {}`",
+                        rust_name(d),
+                        self.here(),
+                        rust_name(d)
+                    ))
+                }
+            },
+            (Some(d), _) => d,
+            // A literal's dtype as `FunctionBuilder::value` gives it, without building it.
+            (None, Some(Operand::Int(_) | Operand::Dim(_))) => DType::Index,
+            (None, Some(Operand::Float(_) | Operand::FloatExpr(..))) => DType::F32,
+            (None, Some(Operand::Bool(_))) => DType::Bool,
+            (None, Some(Operand::Typed(_, d))) => d,
+            (None, Some(Operand::Val(v))) => match self.ty(v).clone() {
+                Type::Scalar(d) => d,
+                t => {
+                    return self.err(format!(
+                        "a local array holds scalars, found an element of type `{t}`{}; keep tiles in `let` bindings",
+                        self.here()
+                    ))
+                }
+            },
+            (None, None) => DType::F32,
+        };
+        Ok(self.push(OpKind::LocalArray, Type::Tensor(Shape(vec![len]), d)))
+    }
+
     /// `load(src, offsets, shape)`: a tile of `shape` read at `offsets`.
     ///
     /// # Errors

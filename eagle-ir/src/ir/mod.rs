@@ -92,6 +92,15 @@ impl Const {
     pub fn is_float(self) -> bool {
         matches!(self, Const::F32(_) | Const::F64(_))
     }
+    /// Whether every bit of the constant is zero (`0`, `+0.0`, `false`; not `-0.0`).
+    pub fn is_zero_bits(self) -> bool {
+        match self {
+            Const::Int(i) => i == 0,
+            Const::F32(x) => x.to_bits() == 0,
+            Const::F64(x) => x.to_bits() == 0,
+            Const::Bool(b) => !b,
+        }
+    }
 }
 
 /// The text form: integers in decimal, floats as the shortest decimal that parses back to the
@@ -465,6 +474,11 @@ op_kinds! {
         /// One `index` offset per dim.
         .offsets => offsets: vals as index
     } "store $value, $dst[$offsets]" => writes(info("a tile load or store", Levels::DEVICE));
+    /// A local array of scalars (`let mut a = [0i32; 4]`): memory private to one run of the
+    /// function, every byte zero; shape (rank 1) and dtype from the result type. Its elements
+    /// are read and written with `elem`/`set_elem` (and tiles with `load`/`store`), bounds
+    /// checked as a tensor's; the builder fills a non-zero initial value with `set_elem`.
+    unit LocalArray {} "local_array" => value(info("a local array", Levels::DEVICE));
     /// A mutable scalar variable initialised to `init`.
     tuple Var { .0 => f0: val } "var $f0" => value(info("a variable", Levels::ALL));
     /// Reads a variable.
@@ -671,6 +685,7 @@ impl OpKind {
             | OpKind::SetElem { .. }
             | OpKind::Load { .. }
             | OpKind::Store { .. }
+            | OpKind::LocalArray
             | OpKind::Var(..)
             | OpKind::Read(..)
             | OpKind::Write(..)

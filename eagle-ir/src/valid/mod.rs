@@ -1,5 +1,7 @@
 //! The verifier: structural and typing rules of the IR.
 
+mod arrays;
+
 use crate::error::{IrError, Result};
 use crate::ir::{BinOp, Block, Function, Level, Module, Op, OpKind, UnOp, Value, Want};
 use crate::text::print::print_op;
@@ -33,6 +35,8 @@ struct V<'a> {
     scopes: Vec<HashSet<Value>>,
     /// The parameter each tensor value views (parameters, slices and subviews of them).
     roots: HashMap<Value, usize>,
+    /// The local arrays defined so far (`local_array` results).
+    arrays: HashSet<Value>,
 }
 
 impl V<'_> {
@@ -368,6 +372,7 @@ impl V<'_> {
             }
         }
         self.declared_operands(op)?;
+        self.array_uses(op)?;
         // Whether the op defines a value is a fact of its declaration (`value(..)`).
         let name = op.kind.keyword();
         match (op.result, op.kind.info().result) {
@@ -401,7 +406,9 @@ impl V<'_> {
             | AllToAll { .. }
             | ReduceScatter { .. }
             | AllReduce { .. } => self.check_views_and_collectives(op)?,
-            Elem { .. } | SetElem { .. } | Load { .. } | Store { .. } => self.check_memory(op)?,
+            Elem { .. } | SetElem { .. } | Load { .. } | Store { .. } | LocalArray => {
+                self.check_memory(op)?
+            }
             Var(_)
             | Read(_)
             | Write(..)
@@ -783,6 +790,16 @@ impl V<'_> {
                 self.offsets(op, indices, s.rank(), "the destination")?;
                 self.scalar(op, *value, "0 (value)", Some(d))?;
             }
+            LocalArray => match op.result.map(|r| self.ty(r)) {
+                Some(Type::Tensor(s, _)) if s.rank() == 1 => {}
+                Some(t) => {
+                    return self.fail(
+                        op,
+                        format!("result must be a tensor of rank 1 (`[T; N]`), found `{t}`"),
+                    )
+                }
+                None => return self.fail(op, "local_array must define a result"),
+            },
             Load { src, offsets } => {
                 let (s, d) = self.memory(op, *src, "operand 0 (source)")?;
                 self.offsets(op, offsets, s.rank(), "the source")?;
@@ -1101,6 +1118,7 @@ pub fn verify_module(m: &Module) -> Result<()> {
                 .enumerate()
                 .map(|(i, p)| (p.value, i))
                 .collect(),
+            arrays: HashSet::new(),
         };
         v.block(&f.body)?;
     }

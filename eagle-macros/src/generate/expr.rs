@@ -30,17 +30,11 @@ impl Cx {
                 "a shape is a list of extents in brackets: `[1, SIZE]`",
             );
         };
-        let mut items = vec![];
-        for x in &arr.elems {
-            if let Expr::Path(p) = x {
-                if let Some(id) = p.path.get_ident() {
-                    if self.lookup(&id.to_string()).is_some() {
-                        return err(x.span(), "shape extents are compile-time constants (literals, Rust `const`s or `dynamic!` dims), not run-time values");
-                    }
-                }
-            }
-            items.push(quote_spanned!(x.span()=> ::eagle::ir::IntoDim::into_dim(#x)));
-        }
+        let items = arr
+            .elems
+            .iter()
+            .map(|x| self.extent(x, "shape extents"))
+            .collect::<R<Vec<_>>>()?;
         Ok(quote!(vec![#(#items),*]))
     }
 
@@ -179,7 +173,8 @@ impl Cx {
             Expr::If(i) => return err(i.span(), "`if` is a statement in eagle; for a value use `select(cond, a, b)`"),
             Expr::Match(m) => return err(m.match_token.span, "`match` is not supported; use `if`/`else` or `select`"),
             Expr::Tuple(t) => return err(t.span(), "tuples are not supported; use separate `let` bindings"),
-            Expr::Array(a) => return err(a.span(), "arrays are only allowed as shapes and offsets of eagle operations"),
+            Expr::Array(a) => return err(a.span(), "an array is a value of its own only in a `let` (`let mut a = [0.0; 4];`, `let w = [0.25, 0.5];`); elsewhere arrays are shapes and offsets of eagle operations"),
+            Expr::Repeat(r) => return err(r.span(), "an array `[x; N]` is a value of its own only in a `let`: `let mut a = [0.0; N];`"),
             Expr::Field(f) => return err(f.span(), "field access is not supported; eagle values have no fields"),
             Expr::Range(r) => return err(r.span(), "ranges are only allowed as the iterator of a `for` loop"),
             Expr::Block(b) => return err(b.span(), "block expressions are not supported as values"),

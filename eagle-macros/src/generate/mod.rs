@@ -61,6 +61,7 @@ fn expand_fn(attr: KernelAttr, f: &ItemFn) -> R<TS> {
             .collect(),
         loops: vec![],
         while_cap,
+        arrays: HashMap::new(),
     };
     let mut decls = vec![];
     for p in &params {
@@ -210,6 +211,9 @@ struct Cx {
     loops: Vec<LoopExits>,
     /// The turn cap of the kernel's `while` loops (`#[eagle::kernel(while_cap = N)]`).
     while_cap: u64,
+    /// Local arrays by name (`let a = [0; 4]`): whether each was declared `let mut`. A later
+    /// `let` of the same name removes it.
+    arrays: HashMap<String, bool>,
 }
 
 /// The flags of a `for` loop with `continue` or `break` (IR variables of `bool`): `skip` is

@@ -261,6 +261,15 @@ impl Cx {
                     return err(d.span(), "`let ... else` is not supported");
                 }
                 let ns = ident.to_string();
+                if matches!(&*init.expr, Expr::Repeat(_) | Expr::Array(_)) {
+                    return self.let_array(&ident, mutable, ann, &init.expr);
+                }
+                self.arrays.remove(&ns);
+                if let Expr::Path(p) = &*init.expr {
+                    if let Some(a) = p.path.get_ident().filter(|a| self.arrays.contains_key(&a.to_string())) {
+                        return err(a.span(), format!("`let {ns} = {a}` would share `{a}`'s elements, where Rust copies the array; make a new array (`let {ns} = [0.0; N];`) and copy the elements you need in a loop"));
+                    }
+                }
                 let e = self.expr(&init.expr)?;
                 let value = match ann {
                     Some(Type::Path(tp)) => {
@@ -572,10 +581,97 @@ impl Cx {
         )
     }
 
+    /// `let [mut] name[: [T; N]] = [init; N]` or `= [a, b, c]`: a local array
+    /// (`FunctionBuilder::array`, `FunctionBuilder::array_of`).
+    fn let_array(
+        &mut self,
+        ident: &syn::Ident,
+        mutable: bool,
+        ann: Option<&Type>,
+        init: &Expr,
+    ) -> R<TS> {
+        let dtype = match ann {
+            None => quote!(None),
+            Some(Type::Array(ta)) => {
+                let Type::Path(tp) = &*ta.elem else {
+                    return err(
+                        ta.elem.span(),
+                        "a local array holds scalars: annotate it `[f32; N]` with a scalar dtype",
+                    );
+                };
+                let n = tp
+                    .path
+                    .get_ident()
+                    .map(|i| i.to_string())
+                    .unwrap_or_default();
+                let d = dtype_tokens(&n, tp.span())?;
+                quote!(Some(#d))
+            }
+            Some(t) => {
+                return err(
+                    t.span(),
+                    "a local array's annotation is `[T; N]`, such as `[f32; 4]`",
+                )
+            }
+        };
+        let value = match init {
+            Expr::Repeat(r) => {
+                let x = self.expr(&r.expr)?;
+                let len = self.extent(&r.len, "array lengths")?;
+                quote!({ let __a0 = #x; let __a1 = #len; __f.array(__a0, __a1, #dtype)? })
+            }
+            Expr::Array(a) => {
+                let items = a
+                    .elems
+                    .iter()
+                    .map(|x| self.expr(x))
+                    .collect::<R<Vec<_>>>()?;
+                quote!({ let __a0 = vec![#(#items),*]; __f.array_of(__a0, #dtype)? })
+            }
+            other => {
+                return err(
+                    other.span(),
+                    "expected an array expression `[x; N]` or `[a, b, c]`",
+                )
+            }
+        };
+        let ns = ident.to_string();
+        // The name is the array's memory, not a variable: reads index it, writes go through
+        // `a[i] = v`.
+        self.bind(&ns, false);
+        self.arrays.insert(ns, mutable);
+        Ok(quote!(let #ident: ::eagle::ir::Value = #value;))
+    }
+
+    /// An array length or shape extent (`what`, for the message): a compile-time constant (a literal, a Rust `const` or
+    /// a `dynamic!` dim), as an `eagle::ir::Dim`.
+    pub(super) fn extent(&self, x: &Expr, what: &str) -> R<TS> {
+        if let Expr::Path(p) = x {
+            if let Some(id) = p.path.get_ident() {
+                if self.lookup(&id.to_string()).is_some() {
+                    return err(x.span(), format!("{what} are compile-time constants (literals, Rust `const`s or `dynamic!` dims), not run-time values"));
+                }
+            }
+        }
+        // `{ EPR * NR }`: the block's expression, bound by a `let` (no `unused_braces`
+        // warning at the user's span), as a parameter type's derived dim is.
+        if let Expr::Block(b) = x {
+            if let [syn::Stmt::Expr(inner, None)] = b.block.stmts.as_slice() {
+                return Ok(
+                    quote_spanned!(x.span()=> { let __dim = #inner; ::eagle::ir::IntoDim::into_dim(__dim) }),
+                );
+            }
+        }
+        Ok(quote_spanned!(x.span()=> ::eagle::ir::IntoDim::into_dim(#x)))
+    }
+
     pub(super) fn check_writable(&self, dst: &Expr, what: &str) -> R<()> {
         if let Expr::Path(p) = dst {
             if let Some(id) = p.path.get_ident() {
                 let n = id.to_string();
+                if self.arrays.get(&n) == Some(&false) {
+                    return err(id.span(), format!("{what} writes `{n}`, an array declared without `mut`; declare it `let mut {n} = ...`"));
+                }
                 // A `let` of the same name shadows the parameter.
                 let shadowed = self.scopes.iter().skip(1).any(|s| s.contains_key(&n));
                 if !shadowed && self.inputs.contains(&n) {

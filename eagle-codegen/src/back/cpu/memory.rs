@@ -196,6 +196,27 @@ impl Lower<'_, '_> {
         })
     }
 
+    /// `local_array`: a zeroed stack slot of the result's size, as memory.
+    pub(super) fn lower_local_array(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
+        let (len, d) = match op.result.map(|r| self.f.ty(r)) {
+            Some(Type::Tensor(s, d)) => match s.consts().as_deref() {
+                Some([n]) => (*n, *d),
+                _ => return Err(self.err(format!("local array of shape {s}; specialize first"))),
+            },
+            _ => return Err(self.err("local_array without a tensor result")),
+        };
+        // Whole 8-byte words, so the zero fill is one store per word.
+        let words = (len * d.size() as u64).div_ceil(8);
+        let p = self.stack(words * 8);
+        let zero = self.iconst(0);
+        self.emit_counted(words, &mut |me, i| {
+            let a = me.elem_addr(p, i, 8);
+            me.b.ins().store(MemFlagsData::trusted(), zero, a, 0);
+            Ok(())
+        })?;
+        Ok(Some(Cv::Mem(p)))
+    }
+
     /// Element reads and writes.
     pub(super) fn lower_element(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
         let f = self.f;

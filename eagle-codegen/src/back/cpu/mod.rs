@@ -419,7 +419,7 @@ fn lower_function(
         return Err(unsupported(
             f,
             format!(
-                "its tiles need {} bytes of on-chip storage, more than the {} bytes a device function may use; tiles are small blocks: process the tensor in a `for` loop over tiles of a few thousand elements",
+                "its tiles and local arrays need {} bytes of on-chip storage, more than the {} bytes a device function may use; tiles are small blocks: process the tensor in a `for` loop over tiles of a few thousand elements",
                 lw.stack_bytes, MAX_TILE_BYTES
             ),
         ));
@@ -700,6 +700,7 @@ impl Lower<'_, '_> {
                 OpKind::Slice { .. } | OpKind::Subview { .. } => self.lower_view(op)?,
                 OpKind::Load { .. } | OpKind::Store { .. } => self.lower_load_store(op)?,
                 OpKind::Elem { .. } | OpKind::SetElem { .. } => self.lower_element(op)?,
+                OpKind::LocalArray => self.lower_local_array(op)?,
                 OpKind::Tile(..) => self.lower_tile(op)?,
                 OpKind::Math(..) => return Err(self.err(
                     "a math-library op reached the backend; specialize first (it expands math ops)",

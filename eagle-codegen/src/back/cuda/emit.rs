@@ -412,6 +412,7 @@ impl Emitter<'_> {
             | OpKind::Store { .. }
             | OpKind::RemoteStore { .. } => self.emit_load_store(op)?,
             OpKind::Elem { .. } | OpKind::SetElem { .. } => self.emit_element(op)?,
+            OpKind::LocalArray => self.emit_local_array(op)?,
             OpKind::Tile(..) => self.emit_tile(op)?,
             OpKind::Math(..) => {
                 return Err(self.err(
@@ -597,6 +598,21 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// `local_array`: a zeroed array of this thread's (the verifier lets only `elem` and
+    /// `set_elem` use it).
+    pub(super) fn emit_local_array(&mut self, op: &Op) -> Result<(), CodegenError> {
+        let Some(r) = op.result else { return Ok(()) };
+        let (n, d) = match self.ty(r) {
+            Type::Tensor(s, d) => match s.numel() {
+                Some(n) => (n, *d),
+                None => return Err(self.err(format!("local array of shape {s}; specialize first"))),
+            },
+            t => return Err(self.err(format!("local_array of type `{t}`"))),
+        };
+        self.line(format!("{} v{}[{}] = {{}};", ctype(d), r.0, n.max(1)));
+        Ok(())
+    }
+
     /// Element reads and writes.
     pub(super) fn emit_element(&mut self, op: &Op) -> Result<(), CodegenError> {
         let res = op.result;
@@ -622,7 +638,11 @@ impl Emitter<'_> {
                 let at = Self::linear(&shape, &idx);
                 let base = self.base(*dst, None)?;
                 let x = self.v(*value);
+                // A local array is each thread's own: in a block every lane writes it (the
+                // lanes compute the same scalars, so their copies stay equal).
+                let local = matches!(self.def_of(*dst), Some(OpKind::LocalArray));
                 match self.mode {
+                    Mode::Block if local => self.line(format!("{base}[{at}] = {x};")),
                     Mode::Block => {
                         self.sync();
                         self.line(format!("if (lane == 0) {base}[{at}] = {x};"));
