@@ -1,8 +1,9 @@
 //! Deploys the plugins the Python package's tests and examples load (`python/tests/`):
-//! three sample kernels (one per access category a plan runs) and a host program.
+//! four sample kernels (one per access category a plan runs, and one with a scalar uniform)
+//! and a host program.
 //!
 //! `cargo run --release --example deploy_plugins -- DIR` writes `DIR/kernels` (the sample
-//! kernels `affine`, `smooth` and `histogram`) and `DIR/allreduce` (the host program
+//! kernels `affine`, `smooth`, `histogram` and `axpy`) and `DIR/allreduce` (the host program
 //! `builtin_ring` of tutorial step 11, a ring allreduce at any world size).
 
 use eagle::plan::{plan, Structure};
@@ -35,6 +36,12 @@ pub fn histogram(s: usize, x: Tensor<f64, N>, hist: Out<Tensor<f64, 16>>) {
     hist[b] += 1.0;
 }
 
+/// `y = a * x + y` with scalar uniform `a`: sample-local.
+#[eagle::kernel(sample)]
+pub fn axpy(s: usize, a: f64, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
+    y[s] = a * x[s] + y[s];
+}
+
 fn main() -> std::process::ExitCode {
     let Some(dir) = std::env::args().nth(1).map(std::path::PathBuf::from) else {
         eprintln!("usage: deploy_plugins DIR");
@@ -47,6 +54,7 @@ fn main() -> std::process::ExitCode {
         eagle::plugin::deploy(&plan(affine, h.0, h.1)?, &kernels)?;
         eagle::plugin::deploy(&plan(smooth, h.0, h.1)?, &kernels)?;
         eagle::plugin::deploy(&plan(histogram, h.0, h.1)?, &kernels)?;
+        eagle::plugin::deploy(&plan(axpy, h.0, h.1)?, &kernels)?;
         let hosts = dir.join("allreduce");
         let _ = std::fs::remove_dir_all(&hosts);
         eagle::plugin::deploy_host(step11::builtin_ring, &hosts)

@@ -15,6 +15,8 @@
 //! - `barrier_count`: rank 0 enters a barrier that no other rank enters.
 //! - `stopped_rank`: the last rank stops (SIGSTOP) before its launch.
 //! - `plan_n`: a RankPartition plan whose last rank has 769 samples, the others 777.
+//! - `uniform_differs`: a RankPartition plan whose scalar uniform `a` is the rank's number, so
+//!   it differs between ranks.
 //! - `gather_share`: `RankPartition::allgather_plane` with a wrong share on the last rank.
 //! - `busy_in_barrier`: the last rank computes for a long time inside a kernel (outside any
 //!   MPI call) while the others wait in its barrier.
@@ -93,6 +95,12 @@ pub fn twice(s: usize, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
     y[s] = x[s] + x[s];
 }
 
+/// A sample-local plan kernel with a scalar uniform.
+#[eagle::kernel(sample)]
+pub fn scaled(s: usize, a: f64, x: Tensor<f64, N>, y: Out<Tensor<f64, N>>) {
+    y[s] = a * x[s];
+}
+
 /// Runs the mode on this process's rank (`me`) of a world of `s.world_size()` ranks.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let p = s.world_size();
@@ -161,6 +169,19 @@ pub fn run(s: &Session) -> eagle::Result<()> {
                 )));
             }
             Ok(())
+        }
+        "uniform_differs" => {
+            let x = Tensor::<f64>::from_vec(&[8], vec![1.0; 8])?;
+            let mut y = Tensor::<f64>::zeros(&[8]);
+            plan(scaled, Structure::RankPartition, Structure::HostTeam)?
+                .on_world(p)
+                .run(
+                    s.devices()[0],
+                    &mut Planes::new()
+                        .uniform("a", me as f64)
+                        .input("x", &x)
+                        .output("y", &mut y),
+                )
         }
         "gather_share" => {
             let world = RankPartition::world().1;
@@ -248,6 +269,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
         "barrier_count",
         "stopped_rank",
         "plan_n",
+        "uniform_differs",
         "gather_share",
         "busy_in_barrier",
         "stopped_in_barrier",

@@ -50,7 +50,7 @@ pub use eagle_ir::Dim;
 pub use eagle_macros::{dynamic, host, kernel};
 pub use eagle_runtime as runtime;
 pub use eagle_runtime::trace::Trace;
-pub use eagle_runtime::{Arg, Element, Platform, RunReport, Tensor};
+pub use eagle_runtime::{Arg, Element, Platform, RunReport, ScalarArg, Tensor};
 /// The 16-bit float types of `Tensor<f16>` and `Tensor<bf16>` (the `half` crate's).
 pub use half::{bf16, f16};
 /// The `ndarray` crate this build of eagle accepts arrays of (feature `ndarray`).

@@ -98,6 +98,16 @@ impl<'a> Planes<'a> {
         }
         self
     }
+    /// Adds scalar uniform `name`: one value every sample reads, for a sample kernel's scalar
+    /// parameter (`a: f64` beside its planes). Its type must be the parameter's (`2.0f32` for
+    /// an `f32`, `3usize` for a `usize`); [`Plan::run`] refuses another dtype, a uniform passed
+    /// for a plane and a plane passed for a uniform, naming it. Under `RankPartition` over MPI
+    /// every rank must pass the same value (bit for bit), else every rank fails with
+    /// [`eagle_runtime::RuntimeError::RanksDisagree`] naming the uniform and both values.
+    pub fn uniform(mut self, name: &str, v: impl crate::ScalarArg) -> Self {
+        self.items.push((name.to_string(), v.into()));
+        self
+    }
     /// The address of plane `name`'s first byte as the run reads or writes it (the caller's
     /// storage when nothing was copied), if there is such a plane.
     pub fn data_ptr(&self, name: &str) -> Option<*const u8> {
@@ -151,6 +161,8 @@ struct PlaneParam {
     dtype: DType,
     rank: usize,
     reduction: bool,
+    /// A scalar parameter: one value for every sample ([`Planes::uniform`]).
+    uniform: bool,
 }
 
 /// A sample kernel with a structure: describes the run at any world size.
@@ -267,13 +279,20 @@ pub(crate) fn plan_declared(
                 dtype: t.dtype().unwrap_or(DType::F64),
                 rank: t.shape().map_or(0, |s| s.rank()),
                 reduction: info.reduction_outputs.contains(&(i + 1)),
+                uniform: matches!(t, Type::Scalar(_)),
             }
         })
         .collect();
     for p in &planes {
-        if p.rank == 0 || p.rank > 2 {
+        if p.uniform && p.out {
             return Err(Error::Plan(format!(
-                "plane `{}` of `{name}` has rank {}; planes are `[n]` or `[w, n]` (component-major)",
+                "parameter `{}` of `{name}` is a scalar output; a sample kernel's scalar parameters are uniforms, read by every sample (write results into an output plane)",
+                p.name
+            )));
+        }
+        if !p.uniform && (p.rank == 0 || p.rank > 2) {
+            return Err(Error::Plan(format!(
+                "plane `{}` of `{name}` has rank {}; planes are `[n]` or `[w, n]` (component-major), and scalar parameters are uniforms",
                 p.name, p.rank
             )));
         }
@@ -297,7 +316,7 @@ pub(crate) fn plan_declared(
         .iter()
         .zip(&ftypes[1..])
         .zip(&reduction)
-        .find(|(_, red)| !**red)
+        .find(|((_, t), red)| !**red && matches!(t, Type::Tensor(..)))
         .and_then(|((_, t), _)| t.shape().and_then(|s| s.0.last().cloned()));
     mb.define(&wrapper, Level::Device, |fb| {
         let lo = fb.param("lo", Type::Scalar(DType::Index), false);
@@ -718,9 +737,14 @@ impl Plan {
                     "an output of shape {s:?}, {d} (n = {})",
                     s.last().copied().unwrap_or(0)
                 ),
-                Arg::Scalar(c, d) => format!("the scalar {c:?} ({d})"),
+                Arg::Scalar(c, d) => format!("the value {c} ({d})"),
             };
-            stance = stance.fact(format!("plane `{name}`"), v);
+            let what = if matches!(a, Arg::Scalar(..)) {
+                "uniform"
+            } else {
+                "plane"
+            };
+            stance = stance.fact(format!("{what} `{name}`"), v);
         }
         let timeout = eagle_runtime::RunOptions::from_env()?.wait_timeout;
         Ok(eagle_runtime::mpi_rt::agree(&stance, timeout)?)
@@ -756,6 +780,12 @@ impl Plan {
         let mut order = vec![];
         for p in &self.planes {
             let Some(i) = planes.items.iter().position(|(n, _)| n == &p.name) else {
+                if p.uniform {
+                    return Err(Error::Plan(format!(
+                        "uniform `{}` ({}) of `{}` is missing; pass its value with `Planes::uniform`",
+                        p.name, p.dtype, self.kernel
+                    )));
+                }
                 return Err(Error::Plan(format!(
                     "plane `{}` of `{}` is missing; pass every plane: {}",
                     p.name,
@@ -848,10 +878,22 @@ impl Plan {
         let mut n = None;
         for (p, &i) in self.planes.iter().zip(&order) {
             let arg = &planes.items[i].1;
+            if p.uniform {
+                self.check_uniform(p, arg)?;
+                continue;
+            }
             let (shape, dt, is_out) = match arg {
                 Arg::In(s, d, _) => (s.clone(), *d, false),
                 Arg::Out(s, d, _) => (s.clone(), *d, true),
-                Arg::Scalar(..) => unreachable!("planes are tensors"),
+                Arg::Scalar(c, d) => {
+                    return Err(Error::Plan(format!(
+                        "plane `{}` of `{}` is a tensor of rank {}, found the value {c} ({d}); pass it with `Planes::{}`",
+                        p.name,
+                        self.kernel,
+                        p.rank,
+                        if p.out { "output" } else { "input" }
+                    )))
+                }
             };
             if p.out && !is_out {
                 return Err(Error::Plan(format!(
@@ -942,7 +984,8 @@ impl Plan {
             .map(|&i| match &mut planes.items[i].1 {
                 Arg::In(_, _, b) => (Ptr(b.as_ptr() as u64), b.len()),
                 Arg::Out(_, _, b) => (Ptr(b.as_mut_ptr() as u64), b.len()),
-                Arg::Scalar(..) => (Ptr(0), 0),
+                // A uniform's slot is its bits (`eagle_runtime::Arg::slot`); it has no bytes.
+                a @ Arg::Scalar(..) => (Ptr(a.slot().unwrap_or(0)), 0),
             })
             .collect();
         let exec = Exec {
@@ -955,6 +998,29 @@ impl Plan {
         match self.info.category {
             AccessCategory::Mapreduce(kind) => exec.mapreduce(kind, &bufs),
             _ => exec.samplewise(&bufs),
+        }
+    }
+
+    /// Checks uniform `p`'s argument: a scalar of the parameter's dtype.
+    ///
+    /// # Errors
+    /// [`Error::Plan`] naming the uniform, what `p` declares and what was passed.
+    fn check_uniform(&self, p: &PlaneParam, arg: &Arg<'_>) -> Result<()> {
+        match arg {
+            Arg::Scalar(_, d) if *d == p.dtype => Ok(()),
+            Arg::Scalar(c, d) => Err(Error::Plan(format!(
+                "uniform `{}` of `{}` is declared {}, found the value {c} ({d}); pass a {} (such as `Planes::uniform(\"{}\", x as {})`)",
+                p.name,
+                self.kernel,
+                p.dtype,
+                p.dtype,
+                p.name,
+                p.dtype.rust_name()
+            ))),
+            Arg::In(s, d, _) | Arg::Out(s, d, _) => Err(Error::Plan(format!(
+                "`{}` is a scalar uniform of `{}` ({}), found a plane of shape {s:?} ({d}); pass one value with `Planes::uniform`",
+                p.name, self.kernel, p.dtype
+            ))),
         }
     }
 

@@ -34,21 +34,6 @@ struct Interp<'a> {
     p: usize,
 }
 
-/// The ABI slot of scalar `c` of dtype `d`: a float's bits, an integer sign- or
-/// zero-extended to 64 bits, a bool 0 or 1.
-fn const_bits(c: Const, d: DType) -> u64 {
-    // A 16-bit float is held as the `f32` of its value; its argument is its pattern.
-    if let Some(s) = eagle_ir::eval::Scalar::from_const(c, d) {
-        return s.bits();
-    }
-    match c {
-        Const::F32(x) => x.to_bits() as u64,
-        Const::F64(x) => x.to_bits(),
-        Const::Int(i) => i as u64,
-        Const::Bool(b) => b as u64,
-    }
-}
-
 impl Interp<'_> {
     fn bad(&self, msg: impl Into<String>) -> RuntimeError {
         RuntimeError::RankFailed {
@@ -172,7 +157,7 @@ impl Interp<'_> {
                     out: p.out,
                 },
                 Some(Hv::Win(w)) => JobArg::Window(w),
-                Some(Hv::C(c, dt)) => JobArg::Scalar(const_bits(c, dt)),
+                Some(Hv::C(c, dt)) => JobArg::Scalar(crate::job::const_bits(c, dt)),
                 _ => {
                     return Err(self.bad(format!(
                         "argument `{}` of `{callee}` has no host value",

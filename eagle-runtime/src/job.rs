@@ -54,6 +54,14 @@ impl<'a> Arg<'a> {
     pub fn output<T: Element>(shape: &[usize], data: &'a mut [T]) -> Arg<'a> {
         Arg::Out(shape.to_vec(), T::DTYPE, crate::tensor::as_bytes_mut(data))
     }
+    /// A scalar's ABI slot (a float's bits, an integer sign- or zero-extended to 64 bits, a
+    /// bool 0 or 1, a 16-bit float its pattern); `None` for a tensor.
+    pub fn slot(&self) -> Option<u64> {
+        match self {
+            Arg::Scalar(c, d) => Some(const_bits(*c, *d)),
+            _ => None,
+        }
+    }
     /// The address of a tensor argument's first byte (what the runtime reads or writes): equal
     /// to the caller's storage when nothing was copied.
     pub fn data_ptr(&self) -> Option<*const u8> {
@@ -64,8 +72,28 @@ impl<'a> Arg<'a> {
         }
     }
 }
+/// The ABI slot of scalar `c` of dtype `d`: a float's bits, an integer sign- or
+/// zero-extended to 64 bits, a bool 0 or 1.
+pub(crate) fn const_bits(c: Const, d: DType) -> u64 {
+    // A 16-bit float is held as the `f32` of its value; its argument is its pattern.
+    if let Some(s) = eagle_ir::eval::Scalar::from_const(c, d) {
+        return s.bits();
+    }
+    match c {
+        Const::F32(x) => x.to_bits() as u64,
+        Const::F64(x) => x.to_bits(),
+        Const::Int(i) => i as u64,
+        Const::Bool(b) => b as u64,
+    }
+}
+
+/// A Rust scalar type an [`Arg::Scalar`] is made of: `f32`, `f64`, the integers of
+/// `docs/language.md` (`usize` is the IR's `index`), `bool`, `f16` and `bf16`.
+pub trait ScalarArg: Copy + for<'a> Into<Arg<'a>> {}
+
 macro_rules! scalar_arg {
     ($($t:ty => $d:expr, $c:expr),*) => {$(
+        impl ScalarArg for $t {}
         impl From<$t> for Arg<'_> {
             fn from(v: $t) -> Self {
                 #[allow(clippy::redundant_closure_call)]

@@ -29,7 +29,7 @@ pub(crate) use exec::sim::race;
 pub use error::{Cause, RuntimeError};
 pub use exec::sim::launch::EntryCaller;
 pub use host::{run, run_with};
-pub use job::{Arg, RunReport};
+pub use job::{Arg, RunReport, ScalarArg};
 pub use options::{launcher_world_size, RunOptions};
 pub use tensor::{Element, Tensor};
 

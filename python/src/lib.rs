@@ -165,12 +165,48 @@ type Inputs = (Vec<(String, Input)>, BTreeMap<String, usize>);
 /// An output plane: its name, the tensor the run writes, and the caller's array, if given.
 type Output<'py> = (String, Tensor<f64>, Option<Bound<'py, PyAny>>);
 
-/// One input plane, copied into a tensor of the kernel's dtype.
+/// One input plane, copied into a tensor of the kernel's dtype, or a scalar uniform.
 enum Input {
     F64(Tensor<f64>),
     F32(Tensor<f32>),
     I64(Tensor<i64>),
     I32(Tensor<i32>),
+    /// A scalar parameter's value (`eagle::plan::Planes::uniform`).
+    Uniform(Uniform),
+}
+
+/// A scalar uniform from a Python number, in the parameter's dtype.
+#[derive(Clone, Copy)]
+enum Uniform {
+    F64(f64),
+    F32(f32),
+    I64(i64),
+    I32(i32),
+    Index(usize),
+    Bool(bool),
+}
+
+/// `v` as uniform `name` of dtype `dtype`, or the TypeError naming both.
+fn uniform_of(name: &str, dtype: &str, v: &Bound<'_, PyAny>) -> PyResult<Uniform> {
+    let bad = |_| {
+        PyTypeError::new_err(format!(
+            "uniform `{name}`: expected one {dtype} value (a Python number), found {}",
+            v.get_type()
+        ))
+    };
+    Ok(match dtype {
+        "f64" => Uniform::F64(v.extract().map_err(bad)?),
+        "f32" => Uniform::F32(v.extract::<f64>().map_err(bad)? as f32),
+        "i64" => Uniform::I64(v.extract().map_err(bad)?),
+        "i32" => Uniform::I32(v.extract().map_err(bad)?),
+        "index" => Uniform::Index(v.extract().map_err(bad)?),
+        "bool" => Uniform::Bool(v.extract().map_err(bad)?),
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "uniform `{name}`: dtype {other} is not supported from Python (f64, f32, i64, i32, index, bool are)"
+            )))
+        }
+    })
 }
 
 /// `arr` as a tensor of `T`, or the TypeError naming the plane and both dtypes.
@@ -220,6 +256,17 @@ impl Plan {
         let mut dims = BTreeMap::new();
         let mut inputs = vec![];
         for p in self.sig.iter().filter(|p| !p.out) {
+            if p.shape.is_empty() {
+                let Some(v) = planes.get_item(&p.name)? else {
+                    return Err(PyValueError::new_err(format!(
+                        "uniform `{}`: missing; pass its value as `{}=<{}>`",
+                        p.name, p.name, p.dtype
+                    )));
+                };
+                let u = uniform_of(&p.name, &p.dtype, &v)?;
+                inputs.push((p.name.clone(), Input::Uniform(u)));
+                continue;
+            }
             let Some(arr) = planes.get_item(&p.name)? else {
                 return Err(PyValueError::new_err(format!(
                     "plane `{}`: missing; pass it as `{}=<numpy array of {}>`",
@@ -245,6 +292,7 @@ impl Plan {
                 Input::F32(t) => t.shape().to_vec(),
                 Input::I64(t) => t.shape().to_vec(),
                 Input::I32(t) => t.shape().to_vec(),
+                Input::Uniform(_) => vec![],
             };
             for (d, &n) in p.shape.iter().zip(&shape) {
                 if d.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -364,6 +412,14 @@ impl Plan {
                     Input::F32(t) => ps.input(n, t),
                     Input::I64(t) => ps.input(n, t),
                     Input::I32(t) => ps.input(n, t),
+                    Input::Uniform(u) => match *u {
+                        Uniform::F64(v) => ps.uniform(n, v),
+                        Uniform::F32(v) => ps.uniform(n, v),
+                        Uniform::I64(v) => ps.uniform(n, v),
+                        Uniform::I32(v) => ps.uniform(n, v),
+                        Uniform::Index(v) => ps.uniform(n, v),
+                        Uniform::Bool(v) => ps.uniform(n, v),
+                    },
                 };
             }
             for (n, t) in outs.iter_mut() {

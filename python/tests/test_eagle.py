@@ -48,6 +48,24 @@ def test_a_sample_local_plan_gives_numpys_bits(plugins):
     assert y.tobytes() == (x * 2.0 + 1.0).tobytes()
 
 
+def test_a_scalar_uniform_is_a_python_number(plugins):
+    plugin = eagle.load_plugin(plugins / "kernels", "axpy")
+    assert plugin.signature[0] == ("a", "f64", [], False)
+    x = samples()
+    y0 = np.arange(N, dtype=np.float64) * 0.5
+    p = eplan.plan(plugin)
+    y = y0.copy()
+    p.run(a=2.5, x=x, y=y)
+    assert y.tobytes() == (2.5 * x + y0).tobytes()
+    y = y0.copy()
+    p.run(a=-3, x=x, y=y)  # an int is taken as the f64 it equals
+    assert y.tobytes() == (-3.0 * x + y0).tobytes()
+    with pytest.raises(ValueError, match=r"uniform `a`: missing; pass its value as `a=<f64>`"):
+        p.run(x=x)
+    with pytest.raises(TypeError, match=r"uniform `a`: expected one f64 value \(a Python number\), found <class 'str'>"):
+        p.run(a="2", x=x)
+
+
 def test_a_mapreduce_plan_counts_exactly(plugins):
     plugin = eagle.load_plugin(plugins / "kernels", "histogram")
     x = samples()
@@ -104,7 +122,7 @@ def test_plugin_errors_are_eagle_errors_with_eagles_message(plugins, tmp_path):
         eagle.load_plugin(tmp_path / "nothing-here")
     with pytest.raises(eagle.EagleError, match=r"has no kernel `nope`"):
         eagle.load_plugin(plugins / "kernels", "nope")
-    with pytest.raises(eagle.EagleError, match=r'holds the kernels \["affine", "smooth", "histogram"\]'):
+    with pytest.raises(eagle.EagleError, match=r'holds the kernels \["affine", "smooth", "histogram", "axpy"\]'):
         eagle.load_plugin(plugins / "kernels")
     assert issubclass(eagle.EagleError, RuntimeError)
     with pytest.raises(ValueError, match=r"structure `Ring`"):

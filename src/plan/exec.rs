@@ -166,6 +166,11 @@ impl Exec<'_> {
         use eagle_runtime::cuda::KernelArg;
         let mut args = vec![KernelArg::Scalar(lo as u64), KernelArg::Scalar(hi as u64)];
         for (i, (p, &len)) in bufs.iter().zip(&self.sizes).enumerate() {
+            if self.plan.planes[i].uniform {
+                // A uniform's slot holds its bits, not an address.
+                args.push(KernelArg::Scalar(p.0));
+                continue;
+            }
             // SAFETY: `p` points to a live plane buffer (or a copy of the same size) of `len`
             // bytes; the GPU path runs one share at a time, so nothing else touches it.
             let bytes = unsafe { std::slice::from_raw_parts_mut(p.0 as *mut u8, len) };
@@ -216,6 +221,10 @@ impl Exec<'_> {
         ];
         let mut parts = partials.iter_mut();
         for (i, (p, &len)) in base.iter().zip(&self.sizes).enumerate() {
+            if self.plan.planes[i].uniform {
+                args.push(KernelArg::Scalar(p.0));
+                continue;
+            }
             if outs.contains(&i) {
                 let part = parts.next().ok_or_else(|| Error::Plan("partials".into()))?;
                 args.push(KernelArg::Out(&mut part[..]));

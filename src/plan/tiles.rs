@@ -8,7 +8,8 @@
 //! of one sample in the same order, so each sample's bits are the sample wrapper's; the
 //! executor runs the rest of a block (fewer than `LANES` samples) through the sample wrapper.
 //!
-//! Only straight-line kernels qualify: rank-1 planes, every read of an input plane at `s`, every
+//! Only straight-line kernels qualify: rank-1 planes (and scalar uniforms, which broadcast as
+//! constants do), every read of an input plane at `s`, every
 //! write of an output plane at `s` of a value that depends on a read, no read of an output,
 //! `s` used nowhere else, and only elementwise ops, constants and dims (no loops, branches,
 //! calls or other memory ops). Any other kernel gets no tiles entry and runs as before.
@@ -24,7 +25,17 @@ fn qualifies(f: &Function) -> bool {
     let Some(s) = f.params.first().map(|p| p.value) else {
         return false;
     };
-    let planes: Vec<Value> = f.params[1..].iter().map(|p| p.value).collect();
+    // Scalar parameters are uniforms: the same value in every lane, so they stay scalars and
+    // broadcast as constants do (wide dtypes only, as for every value of the body).
+    let (uniforms, planes): (Vec<&ir::Param>, Vec<&ir::Param>) = f.params[1..]
+        .iter()
+        .partition(|p| matches!(f.ty(p.value), Type::Scalar(_)));
+    if uniforms.iter().any(|p| {
+        p.out || !matches!(f.ty(p.value), Type::Scalar(d) if !d.is_narrow() && *d != DType::Bool)
+    }) {
+        return false;
+    }
+    let planes: Vec<Value> = planes.iter().map(|p| p.value).collect();
     let outs: HashSet<Value> = f.params[1..]
         .iter()
         .filter(|p| p.out)
