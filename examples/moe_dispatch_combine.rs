@@ -101,7 +101,6 @@ pub fn moe_rank(
     y: Out<Tensor<f32, T, D>>,
     mine: Window<i32, NR, { EPR * NR }>,
     all: Window<i32, NR, { EPR * NR }>,
-    cursor: Window<i32, 1, { EPR * NR }>,
     recv: Window<f32, { EPR * CAP + RB }, D>,
     eout: Window<f32, { EPR * CAP + RB }, D>,
     sent: Window<i32, NR, 1>,
@@ -111,28 +110,32 @@ pub fn moe_rank(
     let me = rank(ctx);
     let n = nranks(ctx);
     let experts = EPR * n;
-    // 1. Histogram: my (token, k) pairs per expert.
-    let r = load(route, [0, 0], [T, TOPK]);
-    for e in 0..experts {
-        mine[me][e] = reduce_sum((r == e as i32) as i32);
-    }
+    // 1. Histogram: my (token, k) pairs per expert, each pair added at its expert.
+    let picks = reshape(load(route, [0, 0], [T, TOPK]), [1, T * TOPK]);
+    let ones = full([1, T * TOPK], 1i32);
+    store(
+        mine,
+        [me, 0],
+        scatter_add(zeros([1, EPR * NR], i32), picks, ones, 1),
+    );
     // 2. Every rank's counts.
     allgather(ctx, mine, all);
     get(counts, me, all);
     // 3. My first slot at each expert: the pairs the lower ranks send it.
+    let mut cursor = [0i32; { EPR * NR }];
     for e in 0..experts {
         let mut base: i32 = 0;
         for s in 0..me {
             base += all[s][e];
         }
-        cursor[0][e] = base;
+        cursor[e] = base;
     }
     // 4. Dispatch, in (token, k) order; a pair past the capacity is dropped.
     for t in 0..T {
         for k in 0..TOPK {
             let e = route[t][k] as usize;
-            let p = cursor[0][e];
-            cursor[0][e] = p + 1;
+            let p = cursor[e];
+            cursor[e] = p + 1;
             if p < CAP as i32 {
                 let row = (e % EPR) * CAP + p as usize;
                 remote_store(recv, e / EPR, [row, 0], load(x, [t, 0], [1, D]));
@@ -214,7 +217,6 @@ pub fn moe_dispatch_combine(
 ) {
     let mine = alloc_window_buffer([NR, EPR * NR], i32);
     let all = alloc_window_buffer([NR, EPR * NR], i32);
-    let cursor = alloc_window_buffer([1, EPR * NR], i32);
     // `RB` rows beyond the experts' so that the row-block kernel compiles at any capacity
     // (a block only runs where an expert has `RB` rows).
     let recv = alloc_window_buffer([EPR * CAP + RB, D], f32);
@@ -235,7 +237,6 @@ pub fn moe_dispatch_combine(
             y[r],
             window(mine, [NR, EPR * NR], i32),
             window(all, [NR, EPR * NR], i32),
-            window(cursor, [1, EPR * NR], i32),
             window(recv, [EPR * CAP + RB, D], f32),
             window(eout, [EPR * CAP + RB, D], f32),
             window(sent, [NR, 1], i32),
