@@ -13,6 +13,7 @@
 //! the timing: the clocks follow the program's synchronisation, not the order threads ran in.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One written byte range of an allocation: `[start, end)` by `writer` in its epoch `epoch`.
@@ -93,21 +94,22 @@ impl Shadow {
     }
 }
 
-/// A rank's clock at a release, sparse: the components above the rank's barrier floor (the
-/// join every rank holds once it has left the last barrier it passed), its own apart. Every
-/// rank that can acquire the release has passed that barrier too (it arrived before the
-/// releaser could leave it), so its clock already holds the floor and only these components
-/// can change it. Before any barrier the floor is zero, and a rank that has acquired nothing
-/// has no component but its own: a rank that notifies all P peers before it waits (a barrier
-/// of signals) publishes nothing but its own component, so P^2 releases cost O(P^2), not P^3.
-type Sparse = Arc<Vec<(u32, u64)>>;
+/// A rank's clock at a release, its own component given apart: `None` when no other
+/// component is above the rank's barrier floor (the join every rank holds once it has left
+/// the last barrier it passed; zero before any), that is when the rank has acquired nothing
+/// since. Every rank that can acquire the release has passed that barrier too (it arrived
+/// before the releaser could leave it), so its clock already holds the rest: a rank that
+/// notifies all P peers before it waits (a barrier of signals) publishes one component per
+/// notify, and P^2 releases cost O(P^2), not P^3. Otherwise the whole clock, copied once per
+/// epoch of acquires.
+type Base = Option<Arc<Vec<u64>>>;
 
 /// What a signal slot's releases have published: the join of the releasers' clocks.
 enum Published {
     /// The releases of one rank only (the common case: a slot with one writer): that rank's
     /// clock at its latest release, as a snapshot shared with its other releases made in the
     /// same epoch of acquires, with the rank's own component given apart.
-    One { base: Sparse, rank: usize, own: u64 },
+    One { base: Base, rank: usize, own: u64 },
     /// Releases of several ranks, joined (dense, P entries), updated in place.
     Many(Vec<u64>),
 }
@@ -117,9 +119,8 @@ impl Published {
     fn join_into(&self, into: &mut [u64]) {
         match self {
             Published::One { base, rank, own } => {
-                for &(i, c) in base.iter() {
-                    let a = &mut into[i as usize];
-                    *a = (*a).max(c);
+                if let Some(b) = base {
+                    join(into, b);
                 }
                 into[*rank] = into[*rank].max(*own);
             }
@@ -134,10 +135,10 @@ pub(crate) struct Race {
     clocks: Vec<Mutex<Vec<u64>>>,
     /// Per rank, a snapshot of its clock shared by the releases it makes until its next
     /// acquire (only its own component moves meanwhile); `None` after an acquire.
-    snaps: Vec<Mutex<Option<Sparse>>>,
-    /// Per rank, the join of every clock at the last barrier it left (zero before any): its
-    /// clock holds it, and so does every clock that can acquire its releases.
-    floors: Vec<Mutex<Arc<Vec<u64>>>>,
+    snaps: Vec<Mutex<Option<Base>>>,
+    /// Per rank, whether it has acquired anything since it left its last barrier (or since
+    /// the start): only then does a release publish more than its own component.
+    mixed: Vec<AtomicBool>,
     /// Per owner rank, what each of its signal slots (window, byte offset) has published:
     /// notifies to different ranks take different locks.
     signals: Vec<Mutex<HashMap<(usize, u64), Published>>>,
@@ -187,10 +188,7 @@ impl Race {
                 })
                 .collect(),
             snaps: (0..p).map(|_| Mutex::new(None)).collect(),
-            floors: {
-                let zero = Arc::new(vec![0; p]);
-                (0..p).map(|_| Mutex::new(zero.clone())).collect()
-            },
+            mixed: (0..p).map(|_| AtomicBool::new(false)).collect(),
             signals: (0..p).map(|_| Mutex::new(HashMap::new())).collect(),
             barrier_acc: Mutex::new(vec![0; p]),
             barrier_done: Mutex::new(Arc::new(vec![0; p])),
@@ -279,15 +277,9 @@ impl Race {
         let base = {
             let mut snap = lock(&self.snaps[rank]);
             snap.get_or_insert_with(|| {
-                let floor = lock(&self.floors[rank]);
-                Arc::new(
-                    c.iter()
-                        .zip(floor.iter())
-                        .enumerate()
-                        .filter(|&(i, (x, f))| i != rank && x > f)
-                        .map(|(i, (x, _))| (i as u32, *x))
-                        .collect(),
-                )
+                self.mixed[rank]
+                    .load(Ordering::Relaxed)
+                    .then(|| Arc::new(c.clone()))
             })
             .clone()
         };
@@ -328,6 +320,7 @@ impl Race {
         let sig = lock(sig);
         if let Some(s) = sig.get(&(win, off)) {
             s.join_into(&mut lock(&self.clocks[rank]));
+            self.mixed[rank].store(true, Ordering::Relaxed);
             *lock(&self.snaps[rank]) = None;
         }
     }
@@ -347,7 +340,7 @@ impl Race {
     pub(crate) fn barrier_leave(&self, rank: usize) {
         let done = lock(&self.barrier_done).clone();
         join(&mut lock(&self.clocks[rank]), &done);
-        *lock(&self.floors[rank]) = done;
+        self.mixed[rank].store(false, Ordering::Relaxed);
         *lock(&self.snaps[rank]) = None;
     }
 }
