@@ -653,16 +653,8 @@ impl Cx {
                 }
             }
         }
-        // `{ EPR * NR }`: the block's expression, bound by a `let` (no `unused_braces`
-        // warning at the user's span), as a parameter type's derived dim is.
-        if let Expr::Block(b) = x {
-            if let [syn::Stmt::Expr(inner, None)] = b.block.stmts.as_slice() {
-                return Ok(
-                    quote_spanned!(x.span()=> { let __dim = #inner; ::eagle::ir::IntoDim::into_dim(__dim) }),
-                );
-            }
-        }
-        Ok(quote_spanned!(x.span()=> ::eagle::ir::IntoDim::into_dim(#x)))
+        // As a parameter type's dim (`{ EPR * NR }` bound by a `let`, no `unused_braces`).
+        crate::parse::params::dim_tokens(&syn::GenericArgument::Const(x.clone()))
     }
 
     pub(super) fn check_writable(&self, dst: &Expr, what: &str) -> R<()> {
