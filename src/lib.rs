@@ -50,9 +50,21 @@ pub use eagle_ir::Dim;
 pub use eagle_macros::{dynamic, host, kernel};
 pub use eagle_runtime as runtime;
 pub use eagle_runtime::trace::Trace;
+pub use eagle_runtime::{to_f8, Float8, E8M0, F8E4M3, F8E5M2};
 pub use eagle_runtime::{Arg, Element, Platform, RunReport, ScalarArg, Tensor};
 /// The 16-bit float types of `Tensor<f16>` and `Tensor<bf16>` (the `half` crate's).
 pub use half::{bf16, f16};
+/// OCP FP8 E4M3 on the host, the element of `Tensor<f8e4m3>` (the `float8` crate's
+/// [`F8E4M3`]; convert with [`to_f8`] for a kernel's rounding).
+#[allow(non_camel_case_types)]
+pub type f8e4m3 = F8E4M3;
+/// OCP FP8 E5M2 on the host, the element of `Tensor<f8e5m2>` (the `float8` crate's
+/// [`F8E5M2`]).
+#[allow(non_camel_case_types)]
+pub type f8e5m2 = F8E5M2;
+/// The OCP MX scale on the host, the element of `Tensor<e8m0>` ([`E8M0`]).
+#[allow(non_camel_case_types)]
+pub type e8m0 = E8M0;
 /// The `ndarray` crate this build of eagle accepts arrays of (feature `ndarray`).
 #[cfg(feature = "ndarray")]
 pub use ndarray;
@@ -64,7 +76,9 @@ pub mod plugin;
 
 /// Everything a kernel file needs: `use eagle::prelude::*;`.
 pub mod prelude {
-    pub use crate::{bf16, dynamic, f16, host, kernel, Dim, Result, Session, Tensor};
+    pub use crate::{
+        bf16, dynamic, e8m0, f16, f8e4m3, f8e5m2, host, kernel, Dim, Result, Session, Tensor,
+    };
 }
 
 /// Every error eagle returns.

@@ -782,6 +782,22 @@ fn edge_values(d: eagle::ir::DType, n: usize, seed: u64, nonzero: bool) -> Vec<u
                 let v = if d == D::F16 { f16[k] } else { bf[k] };
                 out.extend(v.to_le_bytes());
             }
+            D::F8E4M3 => {
+                // NaN, -NaN, the largest and its negation, -0, 0, the smallest subnormal,
+                // any, -2.5, 1.
+                let v = [0x7fu8, 0xff, 0x7e, 0xfe, 0x80, 0, 0x01, r as u8, 0xc2, 0x38][k];
+                out.push(v);
+            }
+            D::F8E5M2 => {
+                // NaN, inf, -inf, -0, 0, the largest, the smallest subnormal, any, -2.5, 1.
+                let v = [0x7eu8, 0x7c, 0xfc, 0x80, 0, 0x7b, 0x01, r as u8, 0xc1, 0x3c][k];
+                out.push(v);
+            }
+            D::E8M0 => {
+                // NaN, 2^-127, 2^127, 1, 2, any, 0.5, 2^-126, 2^73, 2^-27.
+                let v = [0xffu8, 0, 254, 127, 128, r as u8, 126, 1, 200, 100][k];
+                out.push(v);
+            }
         }
     }
     out
@@ -911,6 +927,9 @@ fn emulated_cuda_matches_the_cpu_on_every_op_and_dtype() {
         D::U16,
         D::F16,
         D::BF16,
+        D::F8E4M3,
+        D::F8E5M2,
+        D::E8M0,
         D::I32,
         D::I64,
         D::U32,

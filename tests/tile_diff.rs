@@ -174,7 +174,7 @@ fn values(d: DType, n: usize, seed: u64) -> Vec<Scalar> {
                 DType::U64 => Scalar::U64(if edge { 0 } else { r >> (r % 50) }),
                 DType::Index => Scalar::Index((r as i64) >> (r % 50)),
                 DType::Bool => Scalar::Bool(r & 1 == 1),
-                DType::F16 | DType::BF16 => {
+                DType::F16 | DType::BF16 | DType::F8E4M3 | DType::F8E5M2 | DType::E8M0 => {
                     let x = if edge {
                         f32_edges[(r % 8) as usize]
                     } else {
@@ -467,9 +467,12 @@ fn check(d: DType, target: Target, opts: &RunOptions, compared: &mut usize) -> V
     bad
 }
 
-const DTYPES: [DType; 13] = [
+const DTYPES: [DType; 16] = [
     DType::F16,
     DType::BF16,
+    DType::F8E4M3,
+    DType::F8E5M2,
+    DType::E8M0,
     DType::I8,
     DType::U8,
     DType::I16,

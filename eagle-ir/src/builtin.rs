@@ -56,6 +56,9 @@ enumeration! {
         Fma => "fma",
         /// `select(cond, a, b)`.
         Select => "select",
+        /// `saturating_cast(x, dtype)`: `x as dtype` with values past the largest finite one
+        /// (infinities included) clamped to it, NaN kept.
+        SaturatingCast => "saturating_cast",
     }
 }
 
@@ -116,6 +119,14 @@ fn arg_count(sig: &str) -> usize {
 /// ([`crate::FunctionBuilder::topk`]).
 pub const TOPK: &str = "topk";
 
+/// `matmul_mx(a, scale_a, b, scale_b)`: the OCP MX block-scaled matmul
+/// ([`crate::FunctionBuilder::matmul_mx`]).
+pub const MATMUL_MX: &str = "matmul_mx";
+
+/// The number of elements along K that share one `e8m0` scale in [`MATMUL_MX`] (OCP
+/// Microscaling Formats (MX) Specification v1.0, section 5: `k = 32`).
+pub const MX_BLOCK: u64 = 32;
+
 /// The associated function that makes a float from its bits (`f32::from_bits(u)`): `bitcast`.
 pub const FROM_BITS: &str = "from_bits";
 
@@ -131,6 +142,7 @@ impl Builtin {
             WorldSize => "world_size()".into(),
             Min | Max => format!("{}(a, b)", self.name()),
             Fma | Select => format!("{}(a, b, c)", self.name()),
+            SaturatingCast => "saturating_cast(x, dtype)".into(),
             Load => "load(src, [offsets], [shape])".into(),
             Store => "store(dst, [offsets], tile)".into(),
             AllocWindowBuffer => "alloc_window_buffer([shape], dtype)".into(),
@@ -171,7 +183,7 @@ impl Builtin {
         use Builtin::*;
         match self {
             Rank | NRanks | WorldSize | Min | Max | Fma | Select | Load | AllocWindowBuffer
-            | Window | RemoteLoad | Subview => true,
+            | Window | RemoteLoad | Subview | SaturatingCast => true,
             Store | Put | Get | RemoteStore | Notify | Wait | Barrier | Broadcast | AllGather
             | ReduceScatter | AllReduce | AllToAll => false,
         }
@@ -182,7 +194,7 @@ impl Builtin {
     pub const fn elementwise(self) -> bool {
         use Builtin::*;
         match self {
-            Min | Max | Fma | Select => true,
+            Min | Max | Fma | Select | SaturatingCast => true,
             Rank | NRanks | WorldSize | Load | RemoteLoad | Subview | Window
             | AllocWindowBuffer | Store | Put | Get | RemoteStore | Notify | Wait | Barrier
             | Broadcast | AllGather | ReduceScatter | AllReduce | AllToAll => false,
@@ -197,7 +209,8 @@ impl Builtin {
             Store | Get => Some(0),
             Broadcast | AllGather | ReduceScatter | AllReduce | AllToAll => Some(2),
             Rank | NRanks | WorldSize | Min | Max | Fma | Select | Load | AllocWindowBuffer
-            | Window | Put | RemoteLoad | RemoteStore | Notify | Wait | Barrier | Subview => None,
+            | Window | Put | RemoteLoad | RemoteStore | Notify | Wait | Barrier | Subview
+            | SaturatingCast => None,
         }
     }
 }

@@ -63,6 +63,8 @@ pub enum Scalar {
     F16(half::f16),
     /// `bf16`
     BF16(half::bf16),
+    /// An 8-bit float (`f8e4m3`, `f8e5m2`, `e8m0`): its dtype and bit pattern.
+    F8(DType, u8),
     /// `index` (`usize` in the source; 64-bit, signed in comparisons and division)
     Index(i64),
 }
@@ -148,6 +150,7 @@ impl Scalar {
             Scalar::U16(_) => DType::U16,
             Scalar::F16(_) => DType::F16,
             Scalar::BF16(_) => DType::BF16,
+            Scalar::F8(d, _) => d,
             Scalar::I32(_) => DType::I32,
             Scalar::I64(_) => DType::I64,
             Scalar::U32(_) => DType::U32,
@@ -169,6 +172,7 @@ impl Scalar {
             Scalar::U16(v) => v as u64,
             Scalar::F16(v) => v.to_bits() as u64,
             Scalar::BF16(v) => v.to_bits() as u64,
+            Scalar::F8(_, v) => v as u64,
             Scalar::I32(v) => v as u32 as u64,
             Scalar::I64(v) | Scalar::Index(v) => v as u64,
             Scalar::U32(v) => v as u64,
@@ -189,6 +193,7 @@ impl Scalar {
             DType::U16 => Scalar::U16(bits as u16),
             DType::F16 => Scalar::F16(half::f16::from_bits(bits as u16)),
             DType::BF16 => Scalar::BF16(half::bf16::from_bits(bits as u16)),
+            DType::F8E4M3 | DType::F8E5M2 | DType::E8M0 => Scalar::F8(d, bits as u8),
             DType::I32 => Scalar::I32(bits as u32 as i32),
             DType::I64 => Scalar::I64(bits as i64),
             DType::U32 => Scalar::U32(bits as u32),
@@ -209,7 +214,7 @@ impl Scalar {
             (Const::Int(v), DType::U8) => Scalar::U8(v as u8),
             (Const::Int(v), DType::I16) => Scalar::I16(v as i16),
             (Const::Int(v), DType::U16) => Scalar::U16(v as u16),
-            (Const::F32(v), DType::F16 | DType::BF16) => narrow_float(v as f64, d),
+            (Const::F32(v), d) if d.is_narrow_float() => narrow_float(v as f64, d),
             (Const::Int(v), DType::I32) => Scalar::I32(v as i32),
             (Const::Int(v), DType::I64) => Scalar::I64(v as i64),
             (Const::Int(v), DType::U32) => Scalar::U32(v as u32),
@@ -230,7 +235,7 @@ impl Scalar {
             Scalar::U8(v) => Const::Int(v.into()),
             Scalar::I16(v) => Const::Int(v.into()),
             Scalar::U16(v) => Const::Int(v.into()),
-            Scalar::F16(_) | Scalar::BF16(_) => Const::F32(self.widen_float()),
+            Scalar::F16(_) | Scalar::BF16(_) | Scalar::F8(..) => Const::F32(self.widen_float()),
             Scalar::I32(v) => Const::Int(v.into()),
             Scalar::I64(v) | Scalar::Index(v) => Const::Int(v.into()),
             Scalar::U32(v) => Const::Int(v.into()),
@@ -247,6 +252,7 @@ impl Scalar {
             Scalar::F64(v) => v.is_nan(),
             Scalar::F16(v) => v.is_nan(),
             Scalar::BF16(v) => v.is_nan(),
+            Scalar::F8(..) => self.widen_float().is_nan(),
             _ => false,
         }
     }
@@ -261,9 +267,9 @@ impl Scalar {
     }
 }
 
-/// `x` rounded to the 16-bit float dtype `d` (`f16` or `bf16`; callers pass no other), ties
-/// to even, by
-/// [`crate::math::narrow::round_to`]; `half`'s `from_f64` (and `from_f32` for an `f32` `x`).
+/// `x` rounded to the float storage dtype `d` (`f16`, `bf16`, `f8e4m3`, `f8e5m2`, `e8m0`;
+/// callers pass no other) by [`crate::math::narrow::round_to`]: ties to even (`half`'s
+/// `from_f64`, and `from_f32` for an `f32` `x`), `e8m0` rounded down.
 pub fn narrow_float(x: f64, d: DType) -> Scalar {
     let fmt = Format::of(d).unwrap_or(BF16);
     Scalar::from_bits(encode::<f64>(round_to(x, fmt), fmt).0, d)
@@ -277,7 +283,7 @@ pub fn widen(a: Scalar) -> Scalar {
         Scalar::I16(v) => Scalar::I32(v.into()),
         Scalar::U8(v) => Scalar::U32(v.into()),
         Scalar::U16(v) => Scalar::U32(v.into()),
-        Scalar::F16(_) | Scalar::BF16(_) => Scalar::F32(a.widen_float()),
+        Scalar::F16(_) | Scalar::BF16(_) | Scalar::F8(..) => Scalar::F32(a.widen_float()),
         a => a,
     }
 }
@@ -286,7 +292,7 @@ pub fn widen(a: Scalar) -> Scalar {
 /// wrapped to `d`'s width, floats rounded to nearest even ([`narrow_float`]).
 pub(crate) fn narrow(r: Scalar, d: DType) -> Scalar {
     match (r, d) {
-        (Scalar::F32(x), DType::F16 | DType::BF16) => narrow_float(x as f64, d),
+        (Scalar::F32(x), d) if d.is_narrow_float() => narrow_float(x as f64, d),
         (r, d) if d.is_narrow() => Scalar::from_bits(r.bits(), d),
         (r, _) => r,
     }
@@ -463,7 +469,9 @@ pub fn unary(op: UnOp, a: Scalar) -> Result<Scalar, EvalError> {
         U64(x) => U64(int!(x, x)),
         F32(x) => F32(float!(x)),
         F64(x) => F64(float!(x)),
-        I8(_) | U8(_) | I16(_) | U16(_) | F16(_) | BF16(_) => unreachable!("widened above"),
+        I8(_) | U8(_) | I16(_) | U16(_) | F16(_) | BF16(_) | F8(..) => {
+            unreachable!("widened above")
+        }
     })
 }
 
@@ -541,10 +549,10 @@ pub fn cast(a: Scalar, to: DType) -> Scalar {
     let a = widen(a);
     if to.is_narrow() {
         return match (a, to) {
-            // To a 16-bit float: an integer goes through `f32` (`bf16::from_f32(x as f32)`),
-            // a float rounds once.
-            (F64(x), DType::F16 | DType::BF16) => narrow_float(x, to),
-            (a, DType::F16 | DType::BF16) => narrow_float(cast(a, DType::F32).bits_f32(), to),
+            // To a float storage dtype: an integer goes through `f32`
+            // (`bf16::from_f32(x as f32)`), a float rounds once.
+            (F64(x), to) if to.is_narrow_float() => narrow_float(x, to),
+            (a, to) if to.is_narrow_float() => narrow_float(cast(a, DType::F32).bits_f32(), to),
             // To a narrow integer: Rust's `as` (floats saturate, integers wrap).
             (F32(x), _) => cast_float_to_narrow(x as f64, to),
             (F64(x), _) => cast_float_to_narrow(x, to),
@@ -575,7 +583,10 @@ pub fn cast(a: Scalar, to: DType) -> Scalar {
                 | DType::I16
                 | DType::U16
                 | DType::F16
-                | DType::BF16 => unreachable!("handled above"),
+                | DType::BF16
+                | DType::F8E4M3
+                | DType::F8E5M2
+                | DType::E8M0 => unreachable!("handled above"),
             }
         };
     }
@@ -592,7 +603,9 @@ pub fn cast(a: Scalar, to: DType) -> Scalar {
         U64(x) => to!(x),
         F32(x) => to!(x),
         F64(x) => to!(x),
-        I8(_) | U8(_) | I16(_) | U16(_) | F16(_) | BF16(_) => unreachable!("widened above"),
+        I8(_) | U8(_) | I16(_) | U16(_) | F16(_) | BF16(_) | F8(..) => {
+            unreachable!("widened above")
+        }
     }
 }
 

@@ -1,12 +1,13 @@
-//! Widening of the storage dtypes (`i8 u8 i16 u16 f16 bf16`) to their compute dtypes.
+//! Widening of the storage dtypes (`i8 u8 i16 u16 f16 bf16 f8e4m3 f8e5m2 e8m0`) to their
+//! compute dtypes.
 //!
 //! A storage dtype lives in memory (tensors, windows) at its own width; every value of it in
 //! a device or compute function is computed in its compute dtype ([`DType::compute`]):
-//! `i8`/`i16` in `i32`, `u8`/`u16` in `u32`, `f16`/`bf16` in `f32`. [`widen_function`]
+//! `i8`/`i16` in `i32`, `u8`/`u16` in `u32`, the float storage dtypes in `f32`. [`widen_function`]
 //! rewrites a function so that no op computes on a storage dtype:
 //! - every scalar, tile and variable of a storage dtype takes its compute dtype;
 //! - a load of a storage dtype (`Elem`, `Load`, `RemoteLoad`) is followed by its widening (an
-//!   integer `as` cast; for a 16-bit float, the bit pattern decoded by
+//!   integer `as` cast; for a float storage dtype, the bit pattern decoded by
 //!   [`crate::math::narrow::decode`]), a store (`SetElem`, `Store`, `RemoteStore`) and a scalar
 //!   argument of a call are preceded by its narrowing, and a scalar parameter is widened on
 //!   entry;
@@ -25,7 +26,8 @@
 //!
 //! Specialization runs this before the math-library expansion; the backends see storage
 //! dtypes only in memory, in loads and stores, in `as` casts to and from the compute dtype and
-//! in bitcasts of a 16-bit float to `u16` and back.
+//! in bitcasts of a float storage dtype to the unsigned integer of its width (`u16`, `u8`)
+//! and back.
 
 use crate::expand::{emit_decode, emit_encode, emit_round};
 use crate::ir::{BinOp, Block, Const, Function, Loc, Op, OpKind, UnOp, Value};
@@ -43,9 +45,18 @@ fn narrow_value(t: &Type) -> bool {
     }
 }
 
-/// The 16-bit float format of `d` (a 16-bit float dtype).
+/// The format of `d` (a float storage dtype).
 fn format(d: DType) -> Format {
     Format::of(d).unwrap_or(BF16)
+}
+
+/// The unsigned integer dtype of `d`'s width, which holds its bit pattern (`u8`, `u16`).
+fn pattern_dtype(d: DType) -> DType {
+    if d.size() == 1 {
+        DType::U8
+    } else {
+        DType::U16
+    }
 }
 
 /// Rewrites `f` so that every value of a storage dtype is computed in its compute dtype (see
@@ -253,10 +264,10 @@ impl Widen {
             Self::push(out, loc, r, OpKind::Cast(raw));
             return;
         }
-        let u16v = self.like(raw, DType::U16, true);
-        Self::push(out, loc, u16v, OpKind::Bitcast(raw));
+        let pat = self.like(raw, pattern_dtype(d), true);
+        Self::push(out, loc, pat, OpKind::Bitcast(raw));
         let u64v = self.like(raw, DType::U64, false);
-        Self::push(out, loc, u64v, OpKind::Cast(u16v));
+        Self::push(out, loc, u64v, OpKind::Cast(pat));
         let v = emit_decode(&mut self.values, out, loc.clone(), u64v, format(d));
         rename_last(out, v, r);
     }
@@ -275,9 +286,9 @@ impl Widen {
             return raw;
         }
         let bits = emit_encode(&mut self.values, out, loc.clone(), v, format(d));
-        let u16v = self.like(v, DType::U16, true);
-        Self::push(out, loc, u16v, OpKind::Cast(bits));
-        Self::push(out, loc, raw, OpKind::Bitcast(u16v));
+        let pat = self.like(v, pattern_dtype(d), true);
+        Self::push(out, loc, pat, OpKind::Cast(bits));
+        Self::push(out, loc, raw, OpKind::Bitcast(pat));
         raw
     }
 
@@ -323,21 +334,22 @@ impl Widen {
         }
     }
 
-    /// `r` = the bits of `x` as `d`, one of `x`, `d` a 16-bit float and the other a 16-bit
-    /// integer (the only bitcasts of storage dtypes).
+    /// `r` = the bits of `x` as `d`, one of `x`, `d` a float storage dtype and the other an
+    /// integer of its width (the only bitcasts of storage dtypes).
     fn bitcast(&mut self, out: &mut Vec<Op>, loc: &Option<Loc>, x: Value, r: Value, d: DType) {
         let from = self.dtype(x);
         if from.is_float() {
-            // `x.to_bits()`: the pattern of the `f16` held in `x`.
+            // `x.to_bits()`: the pattern of the `f16` (`f8e4m3`, ...) held in `x`.
             let bits = emit_encode(&mut self.values, out, loc.clone(), x, format(from));
             let t = self.like(x, d.compute(), false);
             Self::push(out, loc, t, OpKind::Cast(bits));
             self.narrow_in_place(out, loc, t, r, d);
         } else {
-            // `f16::from_bits(u)`: the low 16 bits of the compute-dtype integer.
+            // `f16::from_bits(u)`: the low 16 (8) bits of the compute-dtype integer.
             let u = self.like(x, DType::U64, false);
             Self::push(out, loc, u, OpKind::Cast(x));
-            let k = self.constant(out, loc, Const::Int(0xffff), DType::U64);
+            let mask = (1i128 << (8 * d.size())) - 1;
+            let k = self.constant(out, loc, Const::Int(mask), DType::U64);
             let h = self.like(x, DType::U64, false);
             Self::push(out, loc, h, OpKind::Binary(BinOp::And, u, k));
             let v = emit_decode(&mut self.values, out, loc.clone(), h, format(d));
@@ -386,7 +398,8 @@ fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
             BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem => Recompute,
         },
         OpKind::Unary(op, _) => match op {
-            UnOp::Neg | UnOp::Abs => recompute(!d.is_float()),
+            // `e8m0` has no sign, so its negation leaves its values.
+            UnOp::Neg | UnOp::Abs => recompute(!d.is_float() || d == DType::E8M0),
             UnOp::Not => recompute(!d.is_signed()),
             UnOp::Sqrt => Recompute,
         },

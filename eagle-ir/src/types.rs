@@ -32,13 +32,27 @@ pub enum DType {
     /// `bf16`, bfloat16 (`half::bf16` on the host: 8 exponent bits, 8 significand bits): a
     /// storage dtype, computed in `f32` and rounded to nearest even after each op.
     BF16,
+    /// `f8e4m3`, OCP 8-bit float E4M3 (`float8::F8E4M3` on the host: 4 exponent bits, bias 7,
+    /// 3 significand bits, no infinities, NaN `S.1111.111`, largest 448): a storage dtype,
+    /// computed in `f32` and rounded to nearest even after each op; a value beyond 448 after
+    /// rounding becomes NaN (the OCP non-saturating rule; `saturate` clamps instead).
+    F8E4M3,
+    /// `f8e5m2`, OCP 8-bit float E5M2 (`float8::F8E5M2` on the host: 5 exponent bits, bias 15,
+    /// 2 significand bits, IEEE infinities and NaNs, largest 57344): a storage dtype, computed
+    /// in `f32` and rounded to nearest even after each op, overflowing to infinity.
+    F8E5M2,
+    /// `e8m0`, the OCP MX scale dtype (`eagle::E8M0` on the host): 8 exponent bits, bias 127,
+    /// no sign and no significand, so the values are the powers of two `2^-127 ..= 2^127`, and
+    /// `0xff` is NaN. Computed in `f32`; a value is rounded down to a power of two (see
+    /// [`crate::math::narrow::E8M0`]).
+    E8M0,
     /// `index` (Rust `usize` in kernel source), signed 64-bit in the IR.
     Index,
 }
 
 impl DType {
     /// All dtypes, in text order.
-    pub const ALL: [DType; 14] = [
+    pub const ALL: [DType; 17] = [
         DType::Bool,
         DType::I8,
         DType::U8,
@@ -48,6 +62,9 @@ impl DType {
         DType::I64,
         DType::U32,
         DType::U64,
+        DType::F8E4M3,
+        DType::F8E5M2,
+        DType::E8M0,
         DType::F16,
         DType::BF16,
         DType::F32,
@@ -58,7 +75,7 @@ impl DType {
     /// Size in bytes of one element in memory.
     pub fn size(self) -> usize {
         match self {
-            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::Bool | DType::I8 | DType::U8 | DType::F8E4M3 | DType::F8E5M2 | DType::E8M0 => 1,
             DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
             DType::I64 | DType::U64 | DType::F64 | DType::Index => 8,
@@ -74,6 +91,9 @@ impl DType {
             DType::U16 => "u16",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
+            DType::F8E4M3 => "f8e4m3",
+            DType::F8E5M2 => "f8e5m2",
+            DType::E8M0 => "e8m0",
             DType::I32 => "i32",
             DType::I64 => "i64",
             DType::U32 => "u32",
@@ -109,20 +129,28 @@ impl DType {
     }
     /// Whether this is a float dtype.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+        matches!(self, DType::F32 | DType::F64) || self.is_narrow_float()
+    }
+    /// Whether this is a float storage dtype (`f16 bf16 f8e4m3 f8e5m2 e8m0`): one with a
+    /// [`crate::math::narrow::Format`], held in memory as its bit pattern and computed in `f32`.
+    pub fn is_narrow_float(self) -> bool {
+        matches!(
+            self,
+            DType::F16 | DType::BF16 | DType::F8E4M3 | DType::F8E5M2 | DType::E8M0
+        )
     }
     /// The dtype this one is computed in: `i32` for `i8`/`i16`, `u32` for `u8`/`u16`, `f32`
-    /// for `f16`/`bf16`, itself for every other dtype. Specialization widens every value of a
+    /// for the float storage dtypes, itself for every other dtype. Specialization widens every value of a
     /// storage dtype to its compute dtype ([`crate::narrow`]); memory keeps the storage dtype.
     pub fn compute(self) -> DType {
         match self {
             DType::I8 | DType::I16 => DType::I32,
             DType::U8 | DType::U16 => DType::U32,
-            DType::F16 | DType::BF16 => DType::F32,
+            d if d.is_narrow_float() => DType::F32,
             d => d,
         }
     }
-    /// Whether this is a storage dtype (`i8 u8 i16 u16 f16 bf16`), computed in a wider one
+    /// Whether this is a storage dtype (`i8 u8 i16 u16 f16 bf16 f8e4m3 f8e5m2 e8m0`), computed in a wider one
     /// ([`DType::compute`]).
     pub fn is_narrow(self) -> bool {
         self.compute() != self

@@ -116,7 +116,10 @@ scalar_arg!(
     i16 => DType::I16, |v: i16| Const::Int(v as i128),
     u16 => DType::U16, |v: u16| Const::Int(v as i128),
     half::f16 => DType::F16, |v: half::f16| Const::F32(v.to_f32()),
-    half::bf16 => DType::BF16, |v: half::bf16| Const::F32(v.to_f32())
+    half::bf16 => DType::BF16, |v: half::bf16| Const::F32(v.to_f32()),
+    float8::F8E4M3 => DType::F8E4M3, |v: float8::F8E4M3| Const::F32(v.to_f32()),
+    float8::F8E5M2 => DType::F8E5M2, |v: float8::F8E5M2| Const::F32(v.to_f32()),
+    crate::E8M0 => DType::E8M0, |v: crate::E8M0| Const::F32(v.to_f32())
 );
 
 impl Arg<'_> {

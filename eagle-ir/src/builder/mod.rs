@@ -349,7 +349,6 @@ impl FunctionBuilder<'_> {
             Operand::Dim(d) => return Ok(self.push(OpKind::Dim(d), Type::Scalar(DType::Index))),
             Operand::Int(i) => match hint {
                 Some(DType::F32) => (Const::F32(i as f32), DType::F32),
-                Some(h @ (DType::F16 | DType::BF16)) => (Const::F64(i as f64), h),
                 Some(h) if h.is_float() => (Const::F64(i as f64), h),
                 Some(DType::Bool) => return self.err(format!("integer literal `{i}` used where a `bool` is expected; write `true` or `false`")),
                 Some(h) => (Const::Int(i), h),
@@ -358,7 +357,7 @@ impl FunctionBuilder<'_> {
             Operand::Float(x) => match hint {
                 Some(DType::F64) => (Const::F64(x), DType::F64),
                 Some(DType::F32) | None => (Const::F32(x as f32), DType::F32),
-                Some(h @ (DType::F16 | DType::BF16)) => (Const::F64(x), h),
+                Some(h) if h.is_narrow_float() => (Const::F64(x), h),
                 Some(DType::Bool) => return self.err(format!("float literal `{x:?}` used where a `bool` is expected; write `true` or `false`, or compare (`x != 0.0`)")),
                 Some(h) => return self.err(format!("float literal `{x:?}` used where `{}` is expected; write an integer literal or cast with `as {}`", rust_name(h), rust_name(h))),
             },
@@ -379,10 +378,10 @@ impl FunctionBuilder<'_> {
         let c = match (c, d) {
             (Const::F64(x), DType::F32) => Const::F32(x as f32),
             (Const::F32(x), DType::F64) => Const::F64(x as f64),
-            // A 16-bit float constant is the `f32` of its value, the literal rounded once.
-            (Const::F64(x), DType::F16 | DType::BF16) => {
+            // A float storage constant is the `f32` of its value, the literal rounded once.
+            (Const::F64(x), d) if d.is_narrow_float() => {
                 let v = crate::eval::narrow_float(x, d).widen_float();
-                if x.is_finite() && v.is_infinite() {
+                if x.is_finite() && !v.is_finite() {
                     // rustc refuses an overflowing literal too (`overflowing_literals`).
                     return self.err(format!(
                         "float literal `{x:e}` is out of range for `{d}` (its largest value is {:e}){}; scale the computation or use a wider dtype",
@@ -392,7 +391,7 @@ impl FunctionBuilder<'_> {
                 }
                 Const::F32(v)
             }
-            (Const::F32(x), DType::F16 | DType::BF16) => {
+            (Const::F32(x), d) if d.is_narrow_float() => {
                 Const::F32(crate::eval::narrow_float(x as f64, d).widen_float())
             }
             (c, _) => c,
@@ -520,7 +519,7 @@ pub(super) fn float_literal_value(o: &Operand, d: DType) -> Option<crate::eval::
         Operand::Float(x) => match d {
             DType::F32 => Some(Scalar::F32(*x as f32)),
             DType::F64 => Some(Scalar::F64(*x)),
-            DType::F16 | DType::BF16 => Some(crate::eval::narrow_float(*x, d)),
+            d if d.is_narrow_float() => Some(crate::eval::narrow_float(*x, d)),
             _ => None,
         },
         Operand::FloatExpr(op, a, b) => {

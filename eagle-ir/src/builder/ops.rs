@@ -172,6 +172,170 @@ impl FunctionBuilder<'_> {
         Ok((vals, idx))
     }
 
+    /// `saturating_cast(x, dtype)`: `x as dtype` for a float `dtype`, except that a value
+    /// beyond the largest finite value of `dtype` (an infinity included) becomes that value
+    /// with its sign, where `as` gives infinity (`f16`, `bf16`, `f8e5m2`, `f32`) or NaN
+    /// (`f8e4m3`, `e8m0`); a NaN stays NaN. For `e8m0` the range is `[0, 2^127]`, so a
+    /// negative number becomes `2^-127`. This is NVIDIA's `__NV_SATFINITE` and the OCP
+    /// specification's saturating conversion (OFP8 rev. 1.0, section 5). Built as `max`, `min`
+    /// and `as` in `f32` (`f64` when `x` or `dtype` is `f64`), so it needs no backend code.
+    ///
+    /// # Errors
+    /// [`IrError::Build`], with the source line, when `dtype` is not a float dtype (an integer
+    /// `as` already saturates) or `x` is not a number.
+    pub fn saturating_cast(&mut self, x: impl Into<Operand>, dtype: DType) -> Result<Value> {
+        let x = self.value(x, None)?;
+        let from = self.ty(x).dtype().unwrap_or(DType::Bool);
+        if !dtype.is_float() || from == DType::Bool || matches!(self.ty(x), Type::Ref(_)) {
+            return self.err(format!(
+                "`saturating_cast` converts a number to a float dtype, found `{}` to `{}`{}; an integer `as` cast saturates already",
+                rust_name(from),
+                rust_name(dtype),
+                self.here()
+            ));
+        }
+        let wide = if dtype == DType::F64 || from == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        let max = match crate::math::narrow::Format::of(dtype) {
+            Some(f) => f.max(),
+            None if dtype == DType::F32 => f32::MAX as f64,
+            None => f64::MAX,
+        };
+        let lo = if dtype == DType::E8M0 { 0.0 } else { -max };
+        let w = if from == wide { x } else { self.cast(x, wide)? };
+        let c = self.bin(BinOp::Max, w, Operand::Float(lo))?;
+        let c = self.bin(BinOp::Min, c, Operand::Float(max))?;
+        self.cast(c, dtype)
+    }
+
+    /// `matmul_mx(a, scale_a, b, scale_b)`: the OCP MX block-scaled matmul. `a` is an
+    /// `[M, K]` tile and `b` a `[K, N]` tile of `f8e4m3` or `f8e5m2` (each its own), `K` a
+    /// multiple of 32 ([`crate::MX_BLOCK`]); `scale_a` is `[M, K / 32]` and `scale_b`
+    /// `[K / 32, N]`, of `e8m0`: element `a[i][k]` stands for `a[i][k] * scale_a[i][k / 32]`,
+    /// and `b[k][j]` for `b[k][j] * scale_b[k / 32][j]` (OCP Microscaling Formats (MX)
+    /// Specification v1.0, sections 5 and 6.3). The result is `[M, N]` `f32`.
+    ///
+    /// The order, on every backend: each element is widened to `f32` and multiplied by its
+    /// scale (exact, unless the product leaves `f32`'s range), then the two `f32` tiles are
+    /// multiplied by `matmul`, which accumulates in `f32` in its documented order
+    /// ([`crate::tile::TileOp::eval`]). Built from `as`, `iota`, `gather`, `*` and `matmul`, so
+    /// it needs no backend code and inherits their coverage.
+    ///
+    /// # Errors
+    /// [`IrError::Build`], with the source line, naming the operand, when an operand is not a
+    /// 2-D tile of its dtype, the inner dims differ, `K` is not a constant multiple of 32, or a
+    /// scale's shape is not the one above.
+    pub fn matmul_mx(
+        &mut self,
+        a: impl Into<Operand>,
+        scale_a: impl Into<Operand>,
+        b: impl Into<Operand>,
+        scale_b: impl Into<Operand>,
+    ) -> Result<Value> {
+        let sig = "matmul_mx(a, scale_a, b, scale_b)";
+        let vals = [
+            self.value(a, None)?,
+            self.value(scale_a, None)?,
+            self.value(b, None)?,
+            self.value(scale_b, None)?,
+        ];
+        let names = ["a", "scale_a", "b", "scale_b"];
+        let mut dims = vec![];
+        for (i, v) in vals.iter().enumerate() {
+            let want = if i % 2 == 0 {
+                "`f8e4m3` or `f8e5m2`"
+            } else {
+                "`e8m0`"
+            };
+            match self.ty(*v) {
+                Type::Tile(s, d)
+                    if s.rank() == 2
+                        && (if i % 2 == 0 {
+                            matches!(d, DType::F8E4M3 | DType::F8E5M2)
+                        } else {
+                            *d == DType::E8M0
+                        }) =>
+                {
+                    dims.push((s.0[0].clone(), s.0[1].clone()));
+                }
+                other => {
+                    return self.err(format!(
+                        "`{sig}`: operand `{}` must be a 2-D tile of {want}, found `{other}`{}",
+                        names[i],
+                        self.here()
+                    ))
+                }
+            }
+        }
+        let (m, k) = dims[0].clone();
+        let n = dims[2].1.clone();
+        let blocks = match k.as_const() {
+            Some(k) if k > 0 && k % crate::MX_BLOCK == 0 => Dim::Const(k / crate::MX_BLOCK),
+            _ => {
+                return self.err(format!(
+                    "`{sig}`: `a` is `[{m}, {k}]`, but K must be a constant multiple of {}{}; pad K with zeros (their scale is irrelevant)",
+                    crate::MX_BLOCK,
+                    self.here()
+                ))
+            }
+        };
+        let want = [
+            (m.clone(), k.clone()),
+            (m.clone(), blocks.clone()),
+            (k.clone(), n.clone()),
+            (blocks, n.clone()),
+        ];
+        for i in 1..4 {
+            if dims[i] != want[i] {
+                return self.err(format!(
+                    "`{sig}`: operand `{}` must be `[{}, {}]` for `a` of `[{m}, {k}]`, found `[{}, {}]`{}",
+                    names[i],
+                    want[i].0,
+                    want[i].1,
+                    dims[i].0,
+                    dims[i].1,
+                    self.here()
+                ));
+            }
+        }
+        let mut scaled = vec![];
+        for (x, s, shape, axis) in [
+            (vals[0], vals[1], vec![m, k.clone()], 1),
+            (vals[2], vals[3], vec![k, n], 0),
+        ] {
+            let xf = self.cast(x, DType::F32)?;
+            let sf = self.cast(s, DType::F32)?;
+            let pos = self.tile_intrinsic(
+                "iota",
+                vec![
+                    TileArg::Shape(shape),
+                    TileArg::Axis(axis),
+                    TileArg::DType(DType::I64),
+                ],
+            )?;
+            let block = self.bin(BinOp::Div, pos, Operand::Int(crate::MX_BLOCK as i128))?;
+            let each = self.tile_intrinsic(
+                "gather",
+                vec![
+                    TileArg::Value(sf.into()),
+                    TileArg::Value(block.into()),
+                    TileArg::Axis(axis),
+                ],
+            )?;
+            scaled.push(self.bin(BinOp::Mul, xf, each)?);
+        }
+        self.tile_intrinsic(
+            "matmul",
+            vec![
+                TileArg::Value(scaled[0].into()),
+                TileArg::Value(scaled[1].into()),
+            ],
+        )
+    }
+
     pub(super) fn elementwise_ty(
         &self,
         what: &str,
@@ -420,6 +584,7 @@ impl FunctionBuilder<'_> {
     /// and an integer of the same width ([`DType::bitcasts_to`]).
     pub fn bitcast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
         let hint = match dtype {
+            DType::F8E4M3 | DType::F8E5M2 | DType::E8M0 => Some(DType::U8),
             DType::F16 | DType::BF16 => Some(DType::U16),
             DType::F32 => Some(DType::U32),
             DType::F64 => Some(DType::U64),
@@ -429,7 +594,7 @@ impl FunctionBuilder<'_> {
         let from = self.ty(a).dtype().unwrap_or(DType::Bool);
         if !from.bitcasts_to(dtype) {
             return self.err(format!(
-                "`{}::from_bits` / `to_bits` keeps the bits between a float and an integer of the same width (`f16`/`bf16` and `u16`, `f32` and `u32`, `f64` and `u64`), found `{}` to `{}`{}; convert values with `as`",
+                "`{}::from_bits` / `to_bits` keeps the bits between a float and an integer of the same width (`f8e4m3`/`f8e5m2`/`e8m0` and `u8`, `f16`/`bf16` and `u16`, `f32` and `u32`, `f64` and `u64`), found `{}` to `{}`{}; convert values with `as`",
                 rust_name(dtype),
                 rust_name(from),
                 rust_name(dtype),
@@ -441,7 +606,7 @@ impl FunctionBuilder<'_> {
     }
 
     /// `x.to_bits()`: an `f32`'s bits as `u32`, an `f64`'s as `u64`, an `f16`'s or `bf16`'s
-    /// as `u16`.
+    /// as `u16`, an 8-bit float's (`f8e4m3`, `f8e5m2`, `e8m0`) as `u8`.
     ///
     /// # Errors
     /// [`IrError::Build`] when `x` is not a float.
@@ -451,8 +616,9 @@ impl FunctionBuilder<'_> {
             Some(DType::F32) => self.bitcast(a, DType::U32),
             Some(DType::F64) => self.bitcast(a, DType::U64),
             Some(DType::F16 | DType::BF16) => self.bitcast(a, DType::U16),
+            Some(DType::F8E4M3 | DType::F8E5M2 | DType::E8M0) => self.bitcast(a, DType::U8),
             other => self.err(format!(
-                "`.to_bits()` takes a float (`f16`, `bf16`, `f32`, `f64`), found `{}`{}",
+                "`.to_bits()` takes a float (`f8e4m3`, `f8e5m2`, `e8m0`, `f16`, `bf16`, `f32`, `f64`), found `{}`{}",
                 other.map_or("?", rust_name),
                 self.here()
             )),

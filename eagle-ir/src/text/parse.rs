@@ -429,10 +429,9 @@ impl Parser {
                         kind = Const(crate::ir::Const::F32(x));
                     }
                 }
-                // A 16-bit float constant: the text rounded once to the dtype, held as `f32`.
-                if let (Some(t), Type::Scalar(d @ (DType::F16 | DType::BF16))) = (&float_text, &ty)
-                {
-                    if let Ok(x) = t.parse::<f64>() {
+                // A float storage constant: the text rounded once to the dtype, held as `f32`.
+                if let (Some(t), Type::Scalar(d)) = (&float_text, &ty) {
+                    if let (true, Ok(x)) = (d.is_narrow_float(), t.parse::<f64>()) {
                         let v = crate::eval::narrow_float(x, *d).widen_float();
                         kind = Const(crate::ir::Const::F32(v));
                     }

@@ -459,8 +459,8 @@ impl V<'_> {
         };
         let ok = match c {
             crate::ir::Const::Int(_) => d.is_int(),
-            // A 16-bit float constant is the `f32` of a value of its dtype.
-            crate::ir::Const::F32(x) if matches!(d, DType::F16 | DType::BF16) => {
+            // A float storage constant is the `f32` of a value of its dtype.
+            crate::ir::Const::F32(x) if d.is_narrow_float() => {
                 x.is_nan()
                     || crate::eval::narrow_float(x as f64, d)
                         .widen_float()

@@ -339,8 +339,8 @@ impl Cx {
         // `f32::from_bits(u)`, `f64::from_bits(u)`.
         if path.segments.len() == 2 && name == eagle_ir::FROM_BITS {
             let ty = path.segments[0].ident.to_string();
-            if !matches!(ty.as_str(), "f16" | "bf16" | "f32" | "f64") {
-                return err(path.segments[0].ident.span(), format!("`{ty}::from_bits` is not an eagle intrinsic; `f32::from_bits(u)`, `f64::from_bits(u)`, `f16::from_bits(u)` and `bf16::from_bits(u)` are"));
+            if !crate::parse::params::dtype_named(&ty).is_some_and(eagle_ir::DType::is_float) {
+                return err(path.segments[0].ident.span(), format!("`{ty}::from_bits` is not an eagle intrinsic; `f32::from_bits(u)`, `f64::from_bits(u)`, `f16::from_bits(u)`, `bf16::from_bits(u)`, `f8e4m3::from_bits(u)`, `f8e5m2::from_bits(u)` and `e8m0::from_bits(u)` are"));
             }
             if a.len() != 1 {
                 return err(
@@ -359,6 +359,17 @@ impl Cx {
         }
         if self.is_topk(path, &name) {
             return err(c.span(), "`topk` returns two tiles (values, indices): bind them with `let (v, i) = topk(t, k);`");
+        }
+        if path.segments.len() == 1 && name == eagle_ir::MATMUL_MX && self.lookup(&name).is_none() {
+            arity(4, "matmul_mx(a, scale_a, b, scale_b)")?;
+            let xs = a.iter().map(|x| self.expr(x)).collect::<R<Vec<_>>>()?;
+            let (x0, x1, x2, x3) = (&xs[0], &xs[1], &xs[2], &xs[3]);
+            return Ok(
+                quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({
+                    let __a0 = #x0; let __a1 = #x1; let __a2 = #x2; let __a3 = #x3;
+                    __f.matmul_mx(__a0, __a1, __a2, __a3)?
+                })),
+            );
         }
         if !(path.segments.len() == 1 && is_intrinsic(&name)) {
             let vals = self.returning_call(c)?;
@@ -454,6 +465,11 @@ impl Cx {
                 v(
                     quote!({ let __a0 = #op; let __a1 = #x; let __a2 = #y; __f.bin(__a0, __a1, __a2)? }),
                 )
+            }
+            B::SaturatingCast => {
+                let x = self.expr(a[0])?;
+                let d = dtype_tokens(&path_name(a[1]).unwrap_or_default(), a[1].span())?;
+                v(quote!({ let __a0 = #x; let __a1 = #d; __f.saturating_cast(__a0, __a1)? }))
             }
             B::Fma | B::Select => {
                 let (x, y, z) = (self.expr(a[0])?, self.expr(a[1])?, self.expr(a[2])?);

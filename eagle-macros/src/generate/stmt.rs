@@ -784,7 +784,8 @@ impl Cx {
             | B::Min
             | B::Max
             | B::Fma
-            | B::Select => return Ok(None),
+            | B::Select
+            | B::SaturatingCast => return Ok(None),
         }))
     }
 }

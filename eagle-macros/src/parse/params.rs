@@ -249,10 +249,12 @@ pub(crate) fn check_dims_not_params(ty: &Type, names: &[String]) -> R<()> {
 
 pub(crate) fn dname_rust(d: &str) -> TS {
     let i = format_ident!("{}", d);
-    match d {
-        // Not Rust primitives: the `half` crate's, re-exported by eagle.
-        "f16" | "bf16" => quote!(::eagle::#i),
-        _ => quote!(#i),
+    // The float storage dtypes are not Rust primitives: the `half` and `float8` crates' and
+    // eagle's, re-exported by eagle under their dtype names.
+    if dtype_named(d).is_some_and(eagle_ir::DType::is_narrow_float) {
+        quote!(::eagle::#i)
+    } else {
+        quote!(#i)
     }
 }
 

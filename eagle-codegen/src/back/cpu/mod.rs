@@ -76,9 +76,10 @@ pub const MAX_TILE_BYTES: u64 = crate::passes::specialize::CPU_MAX_TILE_BYTES;
 
 fn cl_type(d: DType) -> ClType {
     match d {
+        // The float storage dtypes only move (loads, stores, bitcasts to `u16`/`u8`):
+        // specialization widens every computation on them to `f32` (`eagle_ir::narrow`).
         DType::Bool | DType::I8 | DType::U8 => types::I8,
-        // `f16`/`bf16` only move (loads, stores, bitcasts to `u16`): specialization widens
-        // every computation on them to `f32` (`eagle_ir::narrow`).
+        DType::F8E4M3 | DType::F8E5M2 | DType::E8M0 => types::I8,
         DType::I16 | DType::U16 | DType::F16 | DType::BF16 => types::I16,
         DType::I32 | DType::U32 => types::I32,
         DType::I64 | DType::U64 | DType::Index => types::I64,

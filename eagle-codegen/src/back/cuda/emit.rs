@@ -1112,9 +1112,7 @@ impl Emitter<'_> {
             OpKind::Cast(v) => cast(&x[0], self.dtype(*v)?, rd),
             // The same bits: CUDA's reinterpreting intrinsics (and the emulation's).
             OpKind::Bitcast(_) => match (d, rd) {
-                (DType::F16 | DType::BF16, _) | (_, DType::F16 | DType::BF16) => {
-                    format!("({t}){}", x[0])
-                }
+                (a, b) if a.is_narrow_float() || b.is_narrow_float() => format!("({t}){}", x[0]),
                 (DType::F32, DType::I32) => format!("__float_as_int({})", x[0]),
                 (DType::F32, _) => format!("(unsigned int)__float_as_int({})", x[0]),
                 (DType::I32 | DType::U32, DType::F32) => format!("__int_as_float((int){})", x[0]),

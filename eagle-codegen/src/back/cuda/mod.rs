@@ -227,10 +227,10 @@ fn ctype(d: DType) -> &'static str {
     match d {
         DType::Bool => "bool",
         DType::I8 => "signed char",
-        DType::U8 => "unsigned char",
+        // The float storage dtypes are held as their bit patterns: specialization widens
+        // every computation on them to `float` (`eagle_ir::narrow`).
+        DType::U8 | DType::F8E4M3 | DType::F8E5M2 | DType::E8M0 => "unsigned char",
         DType::I16 => "short",
-        // `f16`/`bf16` are held as their bit patterns: specialization widens every
-        // computation on them to `float` (`eagle_ir::narrow`).
         DType::U16 | DType::F16 | DType::BF16 => "unsigned short",
         DType::I32 => "int",
         DType::I64 | DType::Index => "long long",
