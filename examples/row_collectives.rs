@@ -1,7 +1,9 @@
 //! PyPTO's collective forms (docs/collectives.md, issue 38 item 7): allgather of one row per
 //! rank into an `[NR, M]` buffer, from a local `[1, M]` tensor pushed into the peers' windows
 //! (`allgather_push`) or from a `[1, M]` window pulled by each rank (`allgather_pull`), and
-//! reduce-scatter of an `[NR, M]` window into each rank's `[1, M]` row (`reduce_scatter_rows`).
+//! reduce-scatter of an `[NR, M]` window into each rank's `[1, M]` row (`reduce_scatter_rows`);
+//! and the variable-size all-to-all (`all_to_all_v`, issue 39 item 2): each rank sends each peer
+//! a different number of rows, counts that change every launch.
 //! Each mode runs its collective 50 times and checks every launch bit for bit against the host
 //! golden; `.ci/run` runs every mode under `mpirun` (Open MPI and MPICH) and on `sim`.
 //!
@@ -69,10 +71,90 @@ pub fn rows_rs_host(x: Tensor<f32, NR, NR, M>, y: Out<Tensor<f32, NR, 1, M>>) {
     }
 }
 
+const S: Dim = dynamic!("S");
+const CAP: Dim = dynamic!("CAP");
+
+/// Rank r sends `counts[q]` rows of `x` to each rank q; `y` holds what arrives, in rank order.
+#[eagle::kernel(device)]
+pub fn rows_a2av(
+    ctx: Ctx,
+    x: Tensor<f32, S, M>,
+    counts: Tensor<u64, NR>,
+    w: Window<f32, S, M>,
+    c: Window<u64, NR>,
+    y: Out<Tensor<f32, CAP, M>>,
+    got: Out<Tensor<u64, NR>>,
+) {
+    put(w, rank(ctx), x);
+    put(c, rank(ctx), counts);
+    all_to_all_v(ctx, w, c, y, got);
+}
+
+#[eagle::host]
+pub fn rows_a2av_host(
+    x: Tensor<f32, NR, S, M>,
+    counts: Tensor<u64, NR, NR>,
+    y: Out<Tensor<f32, NR, CAP, M>>,
+    got: Out<Tensor<u64, NR, NR>>,
+) {
+    let b = alloc_window_buffer([S, M], f32);
+    let c = alloc_window_buffer([NR], u64);
+    for r in 0..world_size() {
+        rows_a2av(
+            x[r],
+            counts[r],
+            window(b, [S, M], f32),
+            window(c, [NR], u64),
+            y[r],
+            got[r],
+            device = r,
+        );
+    }
+}
+
+/// [`LAUNCHES`] all-to-all-v launches, the counts of launch `i` being `(q + 2r + i) % 4`
+/// rows from rank q to rank r, each checked against the host golden (rows from each rank in
+/// rank order, the rest of `y` untouched).
+fn run_a2av(s: &Session, p: usize, m: usize) -> eagle::Result<()> {
+    let (rows, cap) = (3 * p, 3 * p + 1);
+    let x = eagle_runner::random_tensor(&[p, rows, m], 47);
+    for i in 0..LAUNCHES {
+        let count = |q: usize, r: usize| ((q + 2 * r + i) % 4) as u64;
+        let counts: Vec<u64> = (0..p * p).map(|k| count(k / p, k % p)).collect();
+        let mut want = vec![-1.0f32; p * cap * m];
+        let mut want_got = vec![0u64; p * p];
+        for r in 0..p {
+            let mut at = r * cap * m;
+            for q in 0..p {
+                let n = count(q, r) as usize;
+                let start: usize = (0..r).map(|t| count(q, t) as usize).sum();
+                let from = (q * rows + start) * m;
+                want[at..at + n * m].copy_from_slice(&x.data()[from..from + n * m]);
+                at += n * m;
+                want_got[r * p + q] = n as u64;
+            }
+        }
+        let mut y = Tensor::from_vec(&[p, cap, m], vec![-1.0f32; p * cap * m]).unwrap();
+        let mut got = Tensor::<u64>::zeros(&[p, p]);
+        let counts = Tensor::from_vec(&[p, p], counts).unwrap();
+        rows_a2av_host.launch(s, &x, &counts, &mut y, &mut got)?;
+        eagle_runner::check_bits(&format!("all_to_all_v, launch {i}"), y.data(), &want)?;
+        eagle_runner::check_u64(
+            &format!("all_to_all_v receive counts, launch {i}"),
+            got.data(),
+            &want_got,
+        )?;
+    }
+    Ok(())
+}
+
 /// Runs the mode's collective [`LAUNCHES`] times and checks each launch.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let (p, m) = (s.world_size(), 5);
     let mode = s.mode().unwrap_or("allgather_push");
+    if mode == "all_to_all_v" {
+        return run_a2av(s, p, m);
+    }
     if mode == "reduce_scatter_rows" {
         // Rank q contributes a [P, M] tensor; rank r gets the rank-order sum of row r.
         let x = eagle_runner::random_tensor(&[p, p, m], 41);
@@ -105,7 +187,12 @@ pub fn run(s: &Session) -> eagle::Result<()> {
 pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 197,
     name: "row_collectives",
-    modes: &["allgather_push", "allgather_pull", "reduce_scatter_rows"],
+    modes: &[
+        "allgather_push",
+        "allgather_pull",
+        "reduce_scatter_rows",
+        "all_to_all_v",
+    ],
     world: eagle_runner::World::Any,
     run,
 };

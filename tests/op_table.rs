@@ -53,6 +53,20 @@ fn every_kind() -> Vec<OpKind> {
             src: v,
             dst: v,
         },
+        OpKind::AllToAllV {
+            ctx: v,
+            src: v,
+            send_counts: v,
+            dst: v,
+            recv_counts: v,
+        },
+        OpKind::AllGatherV {
+            ctx: v,
+            src: v,
+            count: v,
+            dst: v,
+            recv_counts: v,
+        },
         OpKind::Elem {
             src: v,
             indices: vec![],
@@ -162,6 +176,8 @@ fn every_kind() -> Vec<OpKind> {
             | OpKind::ReduceScatter { .. }
             | OpKind::AllReduce { .. }
             | OpKind::AllToAll { .. }
+            | OpKind::AllToAllV { .. }
+            | OpKind::AllGatherV { .. }
             | OpKind::Elem { .. }
             | OpKind::SetElem { .. }
             | OpKind::Load { .. }
@@ -235,7 +251,7 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     );
     assert!(keywords(&["specialize"]).contains("dim"));
     // And every op kind is in the table, named.
-    assert_eq!(every_kind().len(), 43);
+    assert_eq!(every_kind().len(), 45);
 }
 
 #[test]

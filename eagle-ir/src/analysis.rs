@@ -225,7 +225,9 @@ fn walk(
             | OpKind::AllGather { .. }
             | OpKind::ReduceScatter { .. }
             | OpKind::AllReduce { .. }
-            | OpKind::AllToAll { .. } => {
+            | OpKind::AllToAll { .. }
+            | OpKind::AllToAllV { .. }
+            | OpKind::AllGatherV { .. } => {
                 let local = matches!(&op.kind, OpKind::Store { .. } | OpKind::Write(..));
                 if op.kind.info().writes && !local {
                     w.cross_write = true;

@@ -48,6 +48,12 @@ enumeration! {
         AllReduce => "allreduce",
         /// `all_to_all(ctx, src_window, dst)`.
         AllToAll => "all_to_all",
+        /// `all_to_all_v(ctx, src_window, send_counts, dst, recv_counts)`: rows of run-time
+        /// counts per peer.
+        AllToAllV => "all_to_all_v",
+        /// `allgather_v(ctx, src_window, count, dst, recv_counts)`: a run-time number of rows
+        /// from each rank.
+        AllGatherV => "allgather_v",
         /// `min(a, b)`: elementwise minimum.
         Min => "min",
         /// `max(a, b)`: elementwise maximum.
@@ -161,6 +167,8 @@ impl Builtin {
             Subview => "subview(x, offset, LEN)".into(),
             Broadcast => "broadcast(ctx, src_window, dst, root)".into(),
             AllGather | AllToAll => format!("{}(ctx, src_window, dst)", self.name()),
+            AllToAllV => "all_to_all_v(ctx, src_window, send_counts, dst, recv_counts)".into(),
+            AllGatherV => "allgather_v(ctx, src_window, count, dst, recv_counts)".into(),
             ReduceScatter => format!(
                 "reduce_scatter(ctx, src_window, dst, {})",
                 choices(&crate::ReduceOp::ALL.map(crate::ReduceOp::variant))
@@ -185,7 +193,7 @@ impl Builtin {
             Rank | NRanks | WorldSize | Min | Max | Fma | Select | Load | AllocWindowBuffer
             | Window | RemoteLoad | Subview | SaturatingCast => true,
             Store | Put | Get | RemoteStore | Notify | Wait | Barrier | Broadcast | AllGather
-            | ReduceScatter | AllReduce | AllToAll => false,
+            | ReduceScatter | AllReduce | AllToAll | AllToAllV | AllGatherV => false,
         }
     }
 
@@ -197,7 +205,8 @@ impl Builtin {
             Min | Max | Fma | Select | SaturatingCast => true,
             Rank | NRanks | WorldSize | Load | RemoteLoad | Subview | Window
             | AllocWindowBuffer | Store | Put | Get | RemoteStore | Notify | Wait | Barrier
-            | Broadcast | AllGather | ReduceScatter | AllReduce | AllToAll => false,
+            | Broadcast | AllGather | ReduceScatter | AllReduce | AllToAll | AllToAllV
+            | AllGatherV => false,
         }
     }
 
@@ -208,6 +217,7 @@ impl Builtin {
         match self {
             Store | Get => Some(0),
             Broadcast | AllGather | ReduceScatter | AllReduce | AllToAll => Some(2),
+            AllToAllV | AllGatherV => Some(3),
             Rank | NRanks | WorldSize | Min | Max | Fma | Select | Load | AllocWindowBuffer
             | Window | Put | RemoteLoad | RemoteStore | Notify | Wait | Barrier | Subview
             | SaturatingCast => None,

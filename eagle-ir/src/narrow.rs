@@ -460,6 +460,8 @@ fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
         | OpKind::AllGather { .. }
         | OpKind::ReduceScatter { .. }
         | OpKind::AllReduce { .. }
-        | OpKind::AllToAll { .. } => Keep,
+        | OpKind::AllToAll { .. }
+        | OpKind::AllToAllV { .. }
+        | OpKind::AllGatherV { .. } => Keep,
     }
 }

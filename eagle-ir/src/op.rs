@@ -35,6 +35,8 @@ impl OpKind {
             | ReduceScatter { .. }
             | AllReduce { .. }
             | AllToAll { .. }
+            | AllToAllV { .. }
+            | AllGatherV { .. }
             | Elem { .. }
             | Load { .. }
             | LocalArray

@@ -32,6 +32,14 @@ pub fn check_bits(what: &str, got: &[f32], want: &[f32]) -> Result<()> {
     first_difference(what, got, want, |v| u64::from(v.to_bits()))
 }
 
+/// [`check_bits`] for `u64` tensors (counts).
+///
+/// # Errors
+/// [`Error::Check`] naming the first element that differs.
+pub fn check_u64(what: &str, got: &[u64], want: &[u64]) -> Result<()> {
+    first_difference(what, got, want, |v| v)
+}
+
 /// [`check_bits`] for `bf16` tensors.
 ///
 /// # Errors

@@ -265,6 +265,8 @@ impl Interp<'_> {
                 | OpKind::ReduceScatter { .. }
                 | OpKind::AllReduce { .. }
                 | OpKind::AllToAll { .. }
+                | OpKind::AllToAllV { .. }
+                | OpKind::AllGatherV { .. }
                 | OpKind::Elem { .. }
                 | OpKind::SetElem { .. }
                 | OpKind::Load { .. }

@@ -227,6 +227,34 @@ impl Em<'_> {
             else_body,
         });
     }
+    /// `for var in lo..hi` with run-time bounds.
+    fn for_v(&mut self, lo: Value, hi: Value, body: impl FnOnce(&mut Self, Value)) {
+        let var = self.val(Type::Scalar(DType::Index));
+        let body = self.nested(|e| body(e, var));
+        self.push_void(OpKind::For { var, lo, hi, body });
+    }
+    /// A variable of type `index` holding `init`.
+    fn var(&mut self, init: Value) -> Value {
+        let t = Type::Ref(Box::new(Type::Scalar(DType::Index)));
+        self.push(OpKind::Var(init), t)
+    }
+    fn read(&mut self, var: Value) -> Value {
+        self.push(OpKind::Read(var), Type::Scalar(DType::Index))
+    }
+    fn write(&mut self, var: Value, x: Value) {
+        self.push_void(OpKind::Write(var, x));
+    }
+    /// Element `i` of rank `peer`'s 1-D window `win` of `u64`, as it is (`u64`).
+    fn remote_elem(&mut self, win: Value, peer: Value, i: Value) -> Value {
+        let t = self.rload(win, peer, i, 1);
+        self.push(
+            OpKind::Tile(
+                eagle_ir::TileOp::Reduce(ReduceOp::Sum, eagle_ir::tile::Axis::All),
+                vec![t],
+            ),
+            Type::Scalar(DType::U64),
+        )
+    }
     fn cmp(&mut self, op: CmpOp, a: Value, b: Value) -> Value {
         self.push(OpKind::Cmp(op, a, b), Type::Scalar(DType::Bool))
     }
@@ -355,6 +383,81 @@ fn lower_block(
     Ok(())
 }
 
+/// The expansion of `all_to_all_v` (`counts` of P entries) and `allgather_v` (`gather`: one
+/// count, the same rows for every rank): after a barrier, each rank reads from every rank `q`
+/// how many rows `q` sends it and records the counts in `recv_counts`; their prefix sums in
+/// rank order place each rank's rows in `dst`. Then it pulls the rows, last first: for `q`
+/// from P - 1 down to 0, it finds where `q`'s rows for it start in `q`'s send window (row 0
+/// for `allgather_v`; for `all_to_all_v` the sum of `q`'s counts for the ranks before it) and
+/// gets them row by row from the last down. So the first row written is row `total - 1`, and
+/// a total beyond `dst`'s rows fails its bounds check before any row moves. A barrier closes
+/// it.
+#[allow(clippy::too_many_arguments)]
+fn v_collective(
+    em: &mut Em<'_>,
+    ctx: Value,
+    src: Value,
+    send_counts: Value,
+    dst: Value,
+    recv_counts: Value,
+    p: u64,
+    gather: bool,
+) {
+    em.barrier(ctx);
+    let me = em.rank(ctx);
+    let zero = em.idx(0);
+    let one = em.idx(1);
+    let end = em.var(zero);
+    let mine = if gather { zero } else { me };
+    em.for_(0, p, |em, q| {
+        let c = em.remote_elem(send_counts, q, mine);
+        em.push_void(OpKind::SetElem {
+            value: c,
+            dst: recv_counts,
+            indices: vec![q],
+        });
+        let ci = em.push(OpKind::Cast(c), Type::Scalar(DType::Index));
+        let t = em.read(end);
+        let t2 = em.ibin(BinOp::Add, t, ci);
+        em.write(end, t2);
+    });
+    let last = em.idx(p - 1);
+    em.for_(0, p, |em, k| {
+        let q = em.ibin(BinOp::Sub, last, k);
+        let start = em.var(zero);
+        let before = if gather { zero } else { me };
+        em.for_v(zero, before, |em, r| {
+            let x = em.remote_elem(send_counts, q, r);
+            let xi = em.push(OpKind::Cast(x), Type::Scalar(DType::Index));
+            let s = em.read(start);
+            let s2 = em.ibin(BinOp::Add, s, xi);
+            em.write(start, s2);
+        });
+        let c = em.push(
+            OpKind::Elem {
+                src: recv_counts,
+                indices: vec![q],
+            },
+            Type::Scalar(DType::U64),
+        );
+        let ci = em.push(OpKind::Cast(c), Type::Scalar(DType::Index));
+        let e = em.read(end);
+        let b = em.ibin(BinOp::Sub, e, ci);
+        let s = em.read(start);
+        let top = em.ibin(BinOp::Sub, ci, one);
+        em.for_v(zero, ci, |em, j| {
+            let i = em.ibin(BinOp::Sub, top, j);
+            let to = em.ibin(BinOp::Add, b, i);
+            let from = em.ibin(BinOp::Add, s, i);
+            let d = em.subview(dst, to, 1);
+            let v = em.subview(src, from, 1);
+            em.get(d, q, v);
+        });
+        em.write(end, b);
+    });
+    em.barrier(ctx);
+}
+
 /// Writes into `em` the expansion of a built-in collective, or returns `false` for any other
 /// op (which the caller keeps, lowering its nested blocks).
 ///
@@ -429,6 +532,46 @@ fn lower_collective(
                 });
             });
             em.barrier(ctx);
+            true
+        }
+        OpKind::AllToAllV {
+            ctx,
+            src,
+            send_counts: counts,
+            dst,
+            recv_counts,
+        }
+        | OpKind::AllGatherV {
+            ctx,
+            src,
+            count: counts,
+            dst,
+            recv_counts,
+        } => {
+            let gather = matches!(kind, OpKind::AllGatherV { .. });
+            let name = if gather {
+                "allgather_v"
+            } else {
+                "all_to_all_v"
+            };
+            let shape_err = |message: String| SpecializeError::CollectiveShape {
+                function: f_name.to_string(),
+                op: name.into(),
+                loc: loc.clone().map(Box::new),
+                message,
+            };
+            let send_len = if gather { 1 } else { p };
+            for (v, what, want) in [(counts, "send", send_len), (recv_counts, "receive", p)] {
+                let n = em
+                    .ty(v)
+                    .shape()
+                    .and_then(|s| s.0.first()?.as_const())
+                    .unwrap_or(0);
+                if n != want {
+                    return Err(shape_err(format!("the {what} counts have {n} entries but the world has {p} ranks; give them shape [NR] with `NR = dynamic!(\"NR\")`")));
+                }
+            }
+            v_collective(em, ctx, src, counts, dst, recv_counts, p, gather);
             true
         }
         OpKind::AllToAll { ctx, src, dst } => {

@@ -941,6 +941,8 @@ impl Spec<'_> {
             | OpKind::ReduceScatter { .. }
             | OpKind::AllReduce { .. }
             | OpKind::AllToAll { .. }
+            | OpKind::AllToAllV { .. }
+            | OpKind::AllGatherV { .. }
             | OpKind::Var(_)
             | OpKind::Read(_)
             | OpKind::Write(..)

@@ -185,6 +185,40 @@ impl FunctionBuilder<'_> {
     pub fn all_to_all(&mut self, ctx: Value, src: Value, dst: Value) {
         self.push_void(OpKind::AllToAll { ctx, src, dst });
     }
+    /// `all_to_all_v(ctx, src, send_counts, dst, recv_counts)` (see [`OpKind::AllToAllV`]).
+    pub fn all_to_all_v(
+        &mut self,
+        ctx: Value,
+        src: Value,
+        send_counts: Value,
+        dst: Value,
+        recv_counts: Value,
+    ) {
+        self.push_void(OpKind::AllToAllV {
+            ctx,
+            src,
+            send_counts,
+            dst,
+            recv_counts,
+        });
+    }
+    /// `allgather_v(ctx, src, count, dst, recv_counts)` (see [`OpKind::AllGatherV`]).
+    pub fn allgather_v(
+        &mut self,
+        ctx: Value,
+        src: Value,
+        count: Value,
+        dst: Value,
+        recv_counts: Value,
+    ) {
+        self.push_void(OpKind::AllGatherV {
+            ctx,
+            src,
+            count,
+            dst,
+            recv_counts,
+        });
+    }
     /// `reduce_scatter(ctx, src, dst, op)`.
     pub fn reduce_scatter(&mut self, ctx: Value, src: Value, dst: Value, op: crate::ir::ReduceOp) {
         self.push_void(OpKind::ReduceScatter { ctx, src, dst, op });

@@ -442,6 +442,39 @@ op_kinds! {
         /// Local tensor or window.
         .dst => dst: val
     } "all_to_all $ctx, $src, $dst" => collective();
+    /// Built-in variable-size all-to-all (`all_to_all_v`, MPI's `MPI_Alltoallv`): rank `r`
+    /// sends `send_counts[q]` rows of `src` to each rank `q`, the rows for `q` following those
+    /// for the ranks before it; rank `q` receives them into `dst` after the rows of the ranks
+    /// before `r`, and writes `r`'s count into `recv_counts[r]`. Counts are `u64`; the rows
+    /// of `dst` past the total are left as they were.
+    struct AllToAllV {
+        /// Device context.
+        .ctx => ctx: val as ctx,
+        /// Send window `[S, M, ...]`: the rows for each peer, in rank order.
+        .src => src: val,
+        /// Window `[P]` of `u64`: the rows this rank sends to each rank.
+        .send_counts => send_counts: val,
+        /// Local tensor or window `[CAP, M, ...]`: the rows received, in rank order.
+        .dst => dst: val,
+        /// Local tensor or window `[P]` of `u64`: the rows received from each rank.
+        .recv_counts => recv_counts: val
+    } "all_to_all_v $ctx, $src, $send_counts, $dst, $recv_counts" => collective();
+    /// Built-in variable-size allgather (`allgather_v`, MPI's `MPI_Allgatherv`): rank `q`
+    /// contributes the first `count[0]` rows of its `src`; every rank receives them into `dst`
+    /// after the rows of the ranks before `q`, and writes the count into `recv_counts[q]`.
+    /// Counts are `u64`; the rows of `dst` past the total are left as they were.
+    struct AllGatherV {
+        /// Device context.
+        .ctx => ctx: val as ctx,
+        /// Send window `[S, M, ...]`.
+        .src => src: val,
+        /// Window `[1]` of `u64`: how many rows of `src` this rank contributes.
+        .count => count: val,
+        /// Local tensor or window `[CAP, M, ...]`: every rank's rows, in rank order.
+        .dst => dst: val,
+        /// Local tensor or window `[P]` of `u64`: the rows from each rank.
+        .recv_counts => recv_counts: val
+    } "allgather_v $ctx, $src, $count, $dst, $recv_counts" => collective();
     /// Reads one element (`x[i, j]`) of a tensor or window: a scalar.
     struct Elem {
         /// Tensor or window.
@@ -681,6 +714,8 @@ impl OpKind {
             | OpKind::ReduceScatter { .. }
             | OpKind::AllReduce { .. }
             | OpKind::AllToAll { .. }
+            | OpKind::AllToAllV { .. }
+            | OpKind::AllGatherV { .. }
             | OpKind::Elem { .. }
             | OpKind::SetElem { .. }
             | OpKind::Load { .. }

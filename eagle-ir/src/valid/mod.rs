@@ -1,6 +1,7 @@
 //! The verifier: structural and typing rules of the IR.
 
 mod arrays;
+mod collectives;
 
 use crate::error::{IrError, Result};
 use crate::ir::{BinOp, Block, Function, Level, Module, Op, OpKind, UnOp, Value, Want};
@@ -406,6 +407,20 @@ impl V<'_> {
             | AllToAll { .. }
             | ReduceScatter { .. }
             | AllReduce { .. } => self.check_views_and_collectives(op)?,
+            AllToAllV {
+                src,
+                send_counts,
+                dst,
+                recv_counts,
+                ..
+            } => self.check_v_collective(op, *src, *send_counts, *dst, *recv_counts, false)?,
+            AllGatherV {
+                src,
+                count,
+                dst,
+                recv_counts,
+                ..
+            } => self.check_v_collective(op, *src, *count, *dst, *recv_counts, true)?,
             Elem { .. } | SetElem { .. } | Load { .. } | Store { .. } | LocalArray => {
                 self.check_memory(op)?
             }

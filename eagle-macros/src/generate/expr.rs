@@ -533,7 +533,9 @@ impl Cx {
             | B::AllGather
             | B::ReduceScatter
             | B::AllReduce
-            | B::AllToAll => {
+            | B::AllToAll
+            | B::AllToAllV
+            | B::AllGatherV => {
                 return err(
                     c.span(),
                     format!("`{name}(...)` returns nothing; call it as a statement"),

@@ -741,6 +741,11 @@ impl Cx {
                 let root = self.expr(a[3])?;
                 quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; let __a3 = #root; __f.#m(__a0, __a1, __a2, __a3)?; })
             }
+            B::AllToAllV | B::AllGatherV => {
+                let xs = a.iter().map(|x| self.val(x)).collect::<R<Vec<_>>>()?;
+                let (x0, x1, x2, x3, x4) = (&xs[0], &xs[1], &xs[2], &xs[3], &xs[4]);
+                quote!({ let __a0 = #x0; let __a1 = #x1; let __a2 = #x2; let __a3 = #x3; let __a4 = #x4; __f.#m(__a0, __a1, __a2, __a3, __a4); })
+            }
             B::AllGather | B::AllToAll => {
                 let (cx, src, dst) = (self.val(a[0])?, self.val(a[1])?, self.val(a[2])?);
                 quote!({ let __a0 = #cx; let __a1 = #src; let __a2 = #dst; __f.#m(__a0, __a1, __a2); })

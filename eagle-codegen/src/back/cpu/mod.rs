@@ -727,6 +727,8 @@ impl Lower<'_, '_> {
                 | OpKind::ReduceScatter { .. }
                 | OpKind::AllReduce { .. }
                 | OpKind::AllToAll { .. }
+                | OpKind::AllToAllV { .. }
+                | OpKind::AllGatherV { .. }
                 | OpKind::Dispatch { .. }
                 | OpKind::AllocWindowBuffer
                 | OpKind::Window(_) => {

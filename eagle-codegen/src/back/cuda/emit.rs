@@ -438,6 +438,8 @@ impl Emitter<'_> {
             | OpKind::ReduceScatter { .. }
             | OpKind::AllReduce { .. }
             | OpKind::AllToAll { .. }
+            | OpKind::AllToAllV { .. }
+            | OpKind::AllGatherV { .. }
             | OpKind::Dispatch { .. }
             | OpKind::AllocWindowBuffer
             | OpKind::Window(_) => {
