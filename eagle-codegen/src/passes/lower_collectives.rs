@@ -383,6 +383,61 @@ fn lower_block(
     Ok(())
 }
 
+/// `all_to_all_v` and `allgather_v`: their counts' lengths checked against P, then
+/// [`v_collective`].
+///
+/// # Errors
+/// [`SpecializeError::CollectiveShape`] for counts whose length is not P.
+fn lower_v_collective(
+    em: &mut Em<'_>,
+    kind: &OpKind,
+    f_name: &str,
+    loc: Option<eagle_ir::Loc>,
+    p: u64,
+) -> Result<(), SpecializeError> {
+    let (OpKind::AllToAllV {
+        ctx,
+        src,
+        send_counts: counts,
+        dst,
+        recv_counts,
+    }
+    | OpKind::AllGatherV {
+        ctx,
+        src,
+        count: counts,
+        dst,
+        recv_counts,
+    }) = *kind
+    else {
+        return Ok(());
+    };
+    let gather = matches!(kind, OpKind::AllGatherV { .. });
+    let name = if gather {
+        "allgather_v"
+    } else {
+        "all_to_all_v"
+    };
+    let send_len = if gather { 1 } else { p };
+    for (v, what, want) in [(counts, "send", send_len), (recv_counts, "receive", p)] {
+        let n = em
+            .ty(v)
+            .shape()
+            .and_then(|s| s.0.first()?.as_const())
+            .unwrap_or(0);
+        if n != want {
+            return Err(SpecializeError::CollectiveShape {
+                function: f_name.to_string(),
+                op: name.into(),
+                loc: loc.clone().map(Box::new),
+                message: format!("the {what} counts have {n} entries but the world has {p} ranks; give them shape [NR] with `NR = dynamic!(\"NR\")`"),
+            });
+        }
+    }
+    v_collective(em, ctx, src, counts, dst, recv_counts, p, gather);
+    Ok(())
+}
+
 /// The expansion of `all_to_all_v` (`counts` of P entries) and `allgather_v` (`gather`: one
 /// count, the same rows for every rank): after a barrier, each rank reads from every rank `q`
 /// how many rows `q` sends it and records the counts in `recv_counts`; their prefix sums in
@@ -534,44 +589,8 @@ fn lower_collective(
             em.barrier(ctx);
             true
         }
-        OpKind::AllToAllV {
-            ctx,
-            src,
-            send_counts: counts,
-            dst,
-            recv_counts,
-        }
-        | OpKind::AllGatherV {
-            ctx,
-            src,
-            count: counts,
-            dst,
-            recv_counts,
-        } => {
-            let gather = matches!(kind, OpKind::AllGatherV { .. });
-            let name = if gather {
-                "allgather_v"
-            } else {
-                "all_to_all_v"
-            };
-            let shape_err = |message: String| SpecializeError::CollectiveShape {
-                function: f_name.to_string(),
-                op: name.into(),
-                loc: loc.clone().map(Box::new),
-                message,
-            };
-            let send_len = if gather { 1 } else { p };
-            for (v, what, want) in [(counts, "send", send_len), (recv_counts, "receive", p)] {
-                let n = em
-                    .ty(v)
-                    .shape()
-                    .and_then(|s| s.0.first()?.as_const())
-                    .unwrap_or(0);
-                if n != want {
-                    return Err(shape_err(format!("the {what} counts have {n} entries but the world has {p} ranks; give them shape [NR] with `NR = dynamic!(\"NR\")`")));
-                }
-            }
-            v_collective(em, ctx, src, counts, dst, recv_counts, p, gather);
+        k @ (OpKind::AllToAllV { .. } | OpKind::AllGatherV { .. }) => {
+            lower_v_collective(em, &k, f_name, loc, p)?;
             true
         }
         OpKind::AllToAll { ctx, src, dst } => {

@@ -207,17 +207,6 @@ fn hull_sites(a: &[Option<Range>], b: &[Option<Range>]) -> Vec<Option<Range>> {
         .collect()
 }
 
-fn negate(c: CmpOp) -> CmpOp {
-    match c {
-        CmpOp::Eq => CmpOp::Ne,
-        CmpOp::Ne => CmpOp::Eq,
-        CmpOp::Lt => CmpOp::Ge,
-        CmpOp::Le => CmpOp::Gt,
-        CmpOp::Gt => CmpOp::Le,
-        CmpOp::Ge => CmpOp::Lt,
-    }
-}
-
 fn range_bin(op: BinOp, a: Range, b: Range) -> Option<Range> {
     let world = a.world || b.world;
     let loose = a.loose || b.loose;
@@ -501,7 +490,7 @@ impl Spec<'_> {
                 if !(ra.fits(d) && rb.fits(d)) {
                     return Some(out);
                 }
-                let c = if truth { *c } else { negate(*c) };
+                let c = if truth { *c } else { c.negated() };
                 let (na, nb) = narrow_cmp(c, ra, rb)?;
                 merge(&mut out, vec![(*a, na), (*b, nb)])?;
                 let derived = self.back(f, *a, na, 0)?;

@@ -199,6 +199,18 @@ enumeration! {
 }
 
 impl CmpOp {
+    /// The predicate that holds exactly where this one does not (on integers; `lt` of a NaN
+    /// is false, and so is `ge`).
+    pub fn negated(self) -> CmpOp {
+        match self {
+            CmpOp::Eq => CmpOp::Ne,
+            CmpOp::Ne => CmpOp::Eq,
+            CmpOp::Lt => CmpOp::Ge,
+            CmpOp::Le => CmpOp::Gt,
+            CmpOp::Gt => CmpOp::Le,
+            CmpOp::Ge => CmpOp::Lt,
+        }
+    }
     /// Evaluates the predicate on integers.
     pub fn eval<T: PartialOrd>(self, a: T, b: T) -> bool {
         match self {
