@@ -489,6 +489,13 @@ pub fn sat_int(ctx: Ctx, x: Tensor<f32, 1, N>, y: Out<Tensor<i8, 1, N>>) {
     store(y, [0, 0], t);
 }
 
+/// A negative `e8m0` literal.
+#[eagle::kernel(device)]
+pub fn e8m0_negative(ctx: Ctx, x: Tensor<e8m0, 1, N>, y: Out<Tensor<e8m0, 1, N>>) {
+    // marker: e8m0 literal
+    store(y, [0, 0], load(x, [0, 0], [1, N]) * -2.0);
+}
+
 fn line_of(marker: &str) -> usize {
     let src = include_str!("fp8.rs");
     let at = src.find(&format!("// marker: {marker}\n")).unwrap();
@@ -507,6 +514,12 @@ fn mx_and_saturation_mistakes_are_errors_at_the_line() {
     assert!(
         e.contains("operand `scale_b` must be `[2, 8]` for `a` of `[4, 64]`, found `[1, 8]`")
             && e.contains(&format!("tests/fp8.rs:{}:", line_of("bad scale"))),
+        "{e}"
+    );
+    let e = e8m0_negative.ir().unwrap_err().to_string();
+    assert!(
+        e.contains("float literal `-2e0` is not a value of `e8m0`, whose values are the powers of two 2^-127 ..= 2^127 (no zero, no sign)")
+            && e.contains(&format!("tests/fp8.rs:{}:", line_of("e8m0 literal"))),
         "{e}"
     );
     let e = sat_int.ir().unwrap_err().to_string();

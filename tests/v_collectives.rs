@@ -289,3 +289,25 @@ fn allgather_v_in_the_emulation() {
         check_gather(&s, p, 60 + p as u64, 0).unwrap();
     }
 }
+
+/// The send counts' window passed again as the receive counts (a user trial's find: it ran,
+/// and without the race detector returned wrong counts).
+#[eagle::kernel(device)]
+pub fn counts_twice_d(
+    ctx: Ctx,
+    y: Out<Tensor<f32, CAP, D>>,
+    src: Window<f32, S, D>,
+    sc: Window<u64, NR>,
+) {
+    all_to_all_v(ctx, src, sc, y, sc);
+}
+
+#[test]
+fn one_window_as_send_and_receive_counts_is_refused_at_the_line() {
+    let e = counts_twice_d.ir().unwrap_err().to_string();
+    assert!(
+        e.contains("the send counts and the receive counts of `all_to_all_v` are the same buffer, which is written while it is read; give each its own buffer")
+            && e.contains("tests/v_collectives.rs:"),
+        "{e}"
+    );
+}

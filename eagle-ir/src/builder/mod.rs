@@ -381,6 +381,12 @@ impl FunctionBuilder<'_> {
             // A float storage constant is the `f32` of its value, the literal rounded once.
             (Const::F64(x), d) if d.is_narrow_float() => {
                 let v = crate::eval::narrow_float(x, d).widen_float();
+                if d == DType::E8M0 && x <= 0.0 {
+                    return self.err(format!(
+                        "float literal `{x:e}` is not a value of `e8m0`, whose values are the powers of two 2^-127 ..= 2^127 (no zero, no sign){}; use a positive literal, or a wider dtype",
+                        self.here()
+                    ));
+                }
                 if x.is_finite() && !v.is_finite() {
                     // rustc refuses an overflowing literal too (`overflowing_literals`).
                     return self.err(format!(

@@ -45,6 +45,19 @@ impl V<'_> {
         if src == dst {
             return self.fail(op, format!("an in-place `{}` (the same window as send and receive buffer) is not supported: a rank overwrites rows a peer still reads; give it a separate receive buffer", op.kind.keyword()));
         }
+        // Any other two of the four the same buffer: one is written while it is read (by
+        // peers) or written again.
+        let roles = [
+            (src, "send buffer"),
+            (send_counts, "send counts"),
+            (dst, "receive buffer"),
+            (recv_counts, "receive counts"),
+        ];
+        for (i, (a, ra)) in roles.iter().enumerate() {
+            if let Some((_, rb)) = roles[i + 1..].iter().find(|(b, _)| b == a) {
+                return self.fail(op, format!("the {ra} and the {rb} of `{}` are the same buffer, which is written while it is read; give each its own buffer", op.kind.keyword()));
+            }
+        }
         Ok(())
     }
 }
