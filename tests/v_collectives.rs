@@ -144,15 +144,30 @@ fn a_receive_buffer_too_small_is_an_error_before_any_row_moves() {
     let e = run(&Session::sim(4).unwrap(), &c, cap)
         .unwrap_err()
         .to_string();
-    let total = c.need;
+    // The first block copied ends at row `total` (= need): offset + its rows = total.
+    let (offset, rows) = block_of(&e);
+    assert_eq!(offset + rows, c.need, "{e}");
     assert!(
         e.contains(&format!(
-            "offset {} is past the last start {} that fits 1 rows in extent {cap}",
-            total - 1,
-            cap - 1
+            "offset {offset} is past the last start {} that fits {rows} rows in extent {cap}",
+            cap - rows
         )) && e.contains(&format!("tests/v_collectives.rs:{}:5", call_line())),
         "{e}"
     );
+}
+
+/// The offset and row count of the block a bounds message names (`offset 6 is past the last
+/// start 5 that fits 2 rows in extent 7`).
+fn block_of(e: &str) -> (usize, usize) {
+    let num = |after: &str| -> usize {
+        let at = e
+            .find(after)
+            .unwrap_or_else(|| panic!("no `{after}` in {e}"))
+            + after.len();
+        let digits: String = e[at..].chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().unwrap()
+    };
+    (num("offset "), num("that fits "))
 }
 
 #[eagle::kernel(device)]
@@ -273,11 +288,15 @@ fn allgather_v_gathers_every_count_at_every_p() {
             check_gather(&Session::sim(p).unwrap(), p, seed * 7 + p as u64, 1).unwrap();
         }
     }
-    // A receive buffer one row short, on every rank.
+    // A receive buffer one row short, on every rank: the first block ends at the total.
     let e = check_gather(&Session::sim(3).unwrap(), 3, 5, -1)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("that fits 1 rows in extent"), "{e}");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    let total: u64 = (0..3).map(|_| rng.gen_range(0..=4u64)).sum();
+    let (offset, rows) = block_of(&e);
+    assert_eq!((offset + rows) as u64, total, "{e}");
+    assert!(e.contains(&format!("rows in extent {}", total - 1)), "{e}");
 }
 
 #[cfg(feature = "cuda")]

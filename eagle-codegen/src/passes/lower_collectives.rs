@@ -444,9 +444,9 @@ fn lower_v_collective(
 /// rank order place each rank's rows in `dst`. Then it pulls the rows, last first: for `q`
 /// from P - 1 down to 0, it finds where `q`'s rows for it start in `q`'s send window (row 0
 /// for `allgather_v`; for `all_to_all_v` the sum of `q`'s counts for the ranks before it) and
-/// gets them row by row from the last down. So the first row written is row `total - 1`, and
-/// a total beyond `dst`'s rows fails its bounds check before any row moves. A barrier closes
-/// it.
+/// gets them in blocks of 2^k rows (the binary digits of the count, largest first) from the
+/// run's end. So the first block written ends at row `total`, and a total beyond `dst`'s
+/// rows fails its bounds check before any row moves. A barrier closes it.
 #[allow(clippy::too_many_arguments)]
 fn v_collective(
     em: &mut Em<'_>,
@@ -458,10 +458,14 @@ fn v_collective(
     p: u64,
     gather: bool,
 ) {
+    // Blocks of up to the largest power of two that both buffers hold: a run that fits both
+    // is a sum of distinct such blocks; one that does not fails its first block's check.
+    let rows = |v: Value| em.ty(v).shape().and_then(|s| s.0.first()?.as_const());
+    let most = rows(src).zip(rows(dst)).map_or(1, |(a, b)| a.min(b).max(1));
+    let block_bits = 64 - most.leading_zeros();
     em.barrier(ctx);
     let me = em.rank(ctx);
     let zero = em.idx(0);
-    let one = em.idx(1);
     let end = em.var(zero);
     let mine = if gather { zero } else { me };
     em.for_(0, p, |em, q| {
@@ -499,15 +503,27 @@ fn v_collective(
         let e = em.read(end);
         let b = em.ibin(BinOp::Sub, e, ci);
         let s = em.read(start);
-        let top = em.ibin(BinOp::Sub, ci, one);
-        em.for_v(zero, ci, |em, j| {
-            let i = em.ibin(BinOp::Sub, top, j);
-            let to = em.ibin(BinOp::Add, b, i);
-            let from = em.ibin(BinOp::Add, s, i);
-            let d = em.subview(dst, to, 1);
-            let v = em.subview(src, from, 1);
-            em.get(d, q, v);
-        });
+        // The run of `c` rows in blocks of 2^k rows, largest first, taken from the run's end.
+        let left = em.var(ci);
+        for k in (0..block_bits).rev() {
+            let size = 1u64 << k;
+            let r = em.read(left);
+            let sz = em.idx(size);
+            let fits = em.cmp(CmpOp::Ge, r, sz);
+            em.if_(
+                fits,
+                |em| {
+                    let off = em.ibin(BinOp::Sub, r, sz);
+                    let to = em.ibin(BinOp::Add, b, off);
+                    let from = em.ibin(BinOp::Add, s, off);
+                    let d = em.subview(dst, to, size);
+                    let v = em.subview(src, from, size);
+                    em.get(d, q, v);
+                    em.write(left, off);
+                },
+                |_| {},
+            );
+        }
         em.write(end, b);
     });
     em.barrier(ctx);
