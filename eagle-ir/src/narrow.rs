@@ -50,15 +50,6 @@ fn format(d: DType) -> Format {
     Format::of(d).unwrap_or(BF16)
 }
 
-/// The unsigned integer dtype of `d`'s width, which holds its bit pattern (`u8`, `u16`).
-fn pattern_dtype(d: DType) -> DType {
-    if d.size() == 1 {
-        DType::U8
-    } else {
-        DType::U16
-    }
-}
-
 /// Rewrites `f` so that every value of a storage dtype is computed in its compute dtype (see
 /// the module docs). A function without storage-dtype values is left as it is.
 ///
@@ -264,7 +255,7 @@ impl Widen {
             Self::push(out, loc, r, OpKind::Cast(raw));
             return;
         }
-        let pat = self.like(raw, pattern_dtype(d), true);
+        let pat = self.like(raw, d.bits_dtype().unwrap_or(DType::U16), true);
         Self::push(out, loc, pat, OpKind::Bitcast(raw));
         let u64v = self.like(raw, DType::U64, false);
         Self::push(out, loc, u64v, OpKind::Cast(pat));
@@ -286,7 +277,7 @@ impl Widen {
             return raw;
         }
         let bits = emit_encode(&mut self.values, out, loc.clone(), v, format(d));
-        let pat = self.like(v, pattern_dtype(d), true);
+        let pat = self.like(v, d.bits_dtype().unwrap_or(DType::U16), true);
         Self::push(out, loc, pat, OpKind::Cast(bits));
         Self::push(out, loc, raw, OpKind::Bitcast(pat));
         raw

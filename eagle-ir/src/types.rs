@@ -127,6 +127,18 @@ impl DType {
             && self.size() == to.size()
             && self.is_float() != to.is_float()
     }
+    /// The unsigned integer dtype holding the bit pattern of a float dtype (`u8` for the 8-bit
+    /// floats, `u16` for `f16`/`bf16`, `u32`, `u64`): what `x.to_bits()` gives. `None` for a
+    /// dtype that is not a float.
+    pub fn bits_dtype(self) -> Option<DType> {
+        match (self.is_float(), self.size()) {
+            (false, _) => None,
+            (true, 1) => Some(DType::U8),
+            (true, 2) => Some(DType::U16),
+            (true, 4) => Some(DType::U32),
+            (true, _) => Some(DType::U64),
+        }
+    }
     /// Whether this is a float dtype.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F64) || self.is_narrow_float()

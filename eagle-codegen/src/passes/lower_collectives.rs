@@ -484,14 +484,15 @@ fn v_collective(
     em.for_(0, p, |em, k| {
         let q = em.ibin(BinOp::Sub, last, k);
         let start = em.var(zero);
-        let before = if gather { zero } else { me };
-        em.for_v(zero, before, |em, r| {
-            let x = em.remote_elem(send_counts, q, r);
-            let xi = em.push(OpKind::Cast(x), Type::Scalar(DType::Index));
-            let s = em.read(start);
-            let s2 = em.ibin(BinOp::Add, s, xi);
-            em.write(start, s2);
-        });
+        if !gather {
+            em.for_v(zero, me, |em, r| {
+                let x = em.remote_elem(send_counts, q, r);
+                let xi = em.push(OpKind::Cast(x), Type::Scalar(DType::Index));
+                let s = em.read(start);
+                let s2 = em.ibin(BinOp::Add, s, xi);
+                em.write(start, s2);
+            });
+        }
         let c = em.push(
             OpKind::Elem {
                 src: recv_counts,

@@ -583,14 +583,7 @@ impl FunctionBuilder<'_> {
     /// [`IrError::Build`], with the source line, unless the operand and `dtype` are a float
     /// and an integer of the same width ([`DType::bitcasts_to`]).
     pub fn bitcast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
-        let hint = match dtype {
-            DType::F8E4M3 | DType::F8E5M2 | DType::E8M0 => Some(DType::U8),
-            DType::F16 | DType::BF16 => Some(DType::U16),
-            DType::F32 => Some(DType::U32),
-            DType::F64 => Some(DType::U64),
-            _ => None,
-        };
-        let a = self.value(a, hint)?;
+        let a = self.value(a, dtype.bits_dtype())?;
         let from = self.ty(a).dtype().unwrap_or(DType::Bool);
         if !from.bitcasts_to(dtype) {
             return self.err(format!(
@@ -612,14 +605,12 @@ impl FunctionBuilder<'_> {
     /// [`IrError::Build`] when `x` is not a float.
     pub fn to_bits(&mut self, a: impl Into<Operand>) -> Result<Value> {
         let a = self.value(a, None)?;
-        match self.ty(a).dtype() {
-            Some(DType::F32) => self.bitcast(a, DType::U32),
-            Some(DType::F64) => self.bitcast(a, DType::U64),
-            Some(DType::F16 | DType::BF16) => self.bitcast(a, DType::U16),
-            Some(DType::F8E4M3 | DType::F8E5M2 | DType::E8M0) => self.bitcast(a, DType::U8),
-            other => self.err(format!(
+        let from = self.ty(a).dtype();
+        match from.and_then(DType::bits_dtype) {
+            Some(bits) => self.bitcast(a, bits),
+            None => self.err(format!(
                 "`.to_bits()` takes a float (`f8e4m3`, `f8e5m2`, `e8m0`, `f16`, `bf16`, `f32`, `f64`), found `{}`{}",
-                other.map_or("?", rust_name),
+                from.map_or("?", rust_name),
                 self.here()
             )),
         }
