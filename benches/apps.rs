@@ -23,6 +23,9 @@ use std::time::Instant;
 #[path = "../examples/allgather_gemm.rs"]
 mod allgather_gemm;
 #[allow(dead_code)]
+#[path = "../examples/ep_moe.rs"]
+mod ep_moe;
+#[allow(dead_code)]
 #[path = "../examples/gemm_reduce_scatter.rs"]
 mod gemm_reduce_scatter;
 #[allow(dead_code)]
@@ -36,6 +39,49 @@ const NR: Dim = dynamic!("NR");
 const L: Dim = dynamic!("L");
 const BI: Dim = dynamic!("BI");
 const BO: Dim = dynamic!("BO");
+const S: Dim = dynamic!("S");
+const DM: Dim = dynamic!("DM");
+
+/// `ep_moe`'s data movement alone: `all_to_all_v` of `S` rows of `DM` f32 to the peers (the
+/// dispatch) and back with the received counts (the combine).
+#[eagle::kernel(device)]
+pub fn a2av_twice(
+    ctx: Ctx,
+    counts: Tensor<u64, NR>,
+    src: Window<f32, S, DM>,
+    sc: Window<u64, NR>,
+    mid: Window<f32, { NR * S }, DM>,
+    rc: Window<u64, NR>,
+    back: Window<f32, S, DM>,
+    bc: Window<u64, NR>,
+) {
+    put(sc, rank(ctx), counts);
+    all_to_all_v(ctx, src, sc, mid, rc);
+    all_to_all_v(ctx, mid, rc, back, bc);
+}
+
+/// Host of [`a2av_twice`].
+#[eagle::host]
+pub fn a2av_bench(counts: Tensor<u64, NR, NR>, x: Tensor<f32, NR, S, DM>) {
+    let s = alloc_window_buffer([S, DM], f32);
+    let sc = alloc_window_buffer([NR], u64);
+    let m = alloc_window_buffer([NR * S, DM], f32);
+    let rc = alloc_window_buffer([NR], u64);
+    let b = alloc_window_buffer([S, DM], f32);
+    let bc = alloc_window_buffer([NR], u64);
+    for r in 0..world_size() {
+        a2av_twice(
+            counts[r],
+            window(s, [S, DM], f32),
+            window(sc, [NR], u64),
+            window(m, [NR * S, DM], f32),
+            window(rc, [NR], u64),
+            window(b, [S, DM], f32),
+            window(bc, [NR], u64),
+            device = r,
+        );
+    }
+}
 
 /// Two built-in all-to-alls: rows of `L` f32 to every rank (the dispatch) and back (the
 /// combine). `ins` and `outs` are not touched: they make the launch copy as many argument
@@ -132,6 +178,11 @@ fn main() {
             println!("{s}");
         }
     };
+    // `cargo bench --bench apps -- ep_moe`: that table alone.
+    if std::env::args().any(|a| a == "ep_moe") {
+        ep_moe_table(&ps, on, &session, &say);
+        return;
+    }
     say("| program | on | weights | P | ms per launch, median (min-max) | tokens/s |".into());
     say("|---|---|---|---|---|---|".into());
     for &p in &ps {
@@ -277,6 +328,42 @@ fn main() {
             cell(r[3]),
             r[0].1 / r[2].1,
             r[0].1 / r[3].1
+        ));
+    }
+    say(String::new());
+    ep_moe_table(&ps, on, &session, &say);
+}
+
+/// `ep_moe` at PyPTO's size against two `all_to_all_v`s moving the same token rows (`T * K`
+/// rows of `D` f32 per rank, `T * K / P` to each rank: uniform routing), at each P > 1.
+fn ep_moe_table(ps: &[usize], on: &str, session: &dyn Fn(usize) -> Session, say: &dyn Fn(String)) {
+    use ep_moe::pypto::{D, K, T};
+    say("| program | on | P | one launch (ms) | 2 x all_to_all_v, same rows (ms) | launch / all_to_all_v | MiB sent per rank |".into());
+    say("|---|---|---|---|---|---|---|".into());
+    for &p in ps.iter().filter(|&&p| p > 1) {
+        let s = session(p);
+        let z = ep_moe::pypto::SIZE;
+        let inp = ep_moe::Inputs::random(z, p, 71);
+        let each = (T * K / p) as u64;
+        let counts = Tensor::from_vec(&[p, p], vec![each; p * p]).expect("P x P");
+        let x = eagle_runner::random_tensor(&[p, T * K, D], 5);
+        let r = interleaved(&mut [
+            &mut || {
+                ep_moe::ep_moe(&s, z, &inp).expect("ep_moe");
+            },
+            &mut || {
+                a2av_bench.launch(&s, &counts, &x).expect("all_to_all_v");
+            },
+        ]);
+        // The dispatch: every pair's token row and its local expert (`i32`); the combine:
+        // the rows back. (Rows to the rank itself included: a `(P - 1) / P` share leaves it.)
+        let mib = |b: usize| b as f64 / (1 << 20) as f64;
+        let (there, back) = (mib(T * K * (D * 4 + 4)), mib(T * K * D * 4));
+        say(format!(
+            "| `ep_moe` (pypto) | {on} | {p} | {} | {} | {:.2} | {there:.2} + {back:.2} |",
+            cell(r[0]),
+            cell(r[1]),
+            r[0].1 / r[1].1
         ));
     }
 }

@@ -73,6 +73,14 @@ fn modules() -> Vec<(&'static str, Module)> {
             moe_dispatch_combine::moe_dispatch_combine::module().unwrap(),
         ),
         ("halo_2d", halo_2d::halo_2d::module().unwrap()),
+        (
+            "ep_moe_small",
+            ep_moe::small::ep_moe_small::module().unwrap(),
+        ),
+        (
+            "ep_moe_pypto",
+            ep_moe::pypto::ep_moe_pypto::module().unwrap(),
+        ),
     ]
 }
 
@@ -601,4 +609,68 @@ fn specialized_programs_do_not_grow_with_the_world_size() {
             "step {step}: specialized IR lines at P = 3, 64, 512: {lines:?}"
         );
     }
+}
+
+/// Issue 39 item 4b: `ep_moe` (top-k routing in the kernel, `all_to_all_v` dispatch and
+/// combine) equals its golden bit for bit at every P from 1 to 8 at the small size, and at
+/// PyPTO's size (T = 128, top-6, D = 4,096, 16 experts per rank, capacity 192) at P = 2, 4, 8.
+#[test]
+fn ep_moe_matches_its_golden_at_every_p_and_at_pyptos_size() {
+    for p in 1..=8 {
+        let s = Session::sim(p).unwrap().with_mode(Some("small".into()));
+        (ep_moe::STEP.run)(&s).unwrap_or_else(|e| panic!("ep_moe small at P={p}: {e}"));
+    }
+    for p in [2, 4, 8] {
+        let s = Session::sim(p).unwrap().with_mode(Some("pypto".into()));
+        (ep_moe::STEP.run)(&s).unwrap_or_else(|e| panic!("ep_moe pypto at P={p}: {e}"));
+    }
+}
+
+/// `ep_moe`'s capacity rule and counts, with values: at the small size every expert that was
+/// sent more than `CAP = 6` rows keeps exactly 6, the received counts are the routing's, the
+/// gates of each token are descending and sum to 1 within 1e-6.
+#[test]
+fn ep_moe_drops_rows_past_the_capacity_and_counts_what_arrives() {
+    use ep_moe::{ep_moe, golden, small, Inputs};
+    let z = small::SIZE;
+    let p = 3;
+    let s = Session::sim(p).unwrap();
+    let inp = Inputs::random(z, p, 5);
+    let got = ep_moe(&s, z, &inp).unwrap();
+    assert_eq!(got, golden(z, p, &inp));
+    // Rows each expert was sent, from the experts the kernel chose.
+    let mut sent = vec![0usize; p * z.epr];
+    for &e in &got.expert {
+        sent[e as usize] += 1;
+    }
+    let kept: Vec<usize> = got.kept.iter().map(|&v| v as usize).collect();
+    let want: Vec<usize> = sent.iter().map(|&n| n.min(z.cap)).collect();
+    assert_eq!(kept, want);
+    assert!(
+        sent.iter().any(|&n| n > z.cap),
+        "no expert overflowed: {sent:?}"
+    );
+    assert_eq!(got.got.iter().sum::<u64>() as usize, p * z.t * z.k);
+    for g in got.gate.chunks(z.k) {
+        assert!(
+            g[0] >= g[1] && (g.iter().sum::<f32>() - 1.0).abs() < 1e-6,
+            "{g:?}"
+        );
+    }
+}
+
+/// `ep_moe`'s router weights must have `EPR * P` columns: another width is an error at
+/// launch naming the argument, before anything runs.
+#[test]
+fn ep_moe_router_weights_of_the_wrong_width_are_an_error_naming_wg() {
+    use ep_moe::{ep_moe, small, Inputs};
+    let z = small::SIZE;
+    let s = Session::sim(2).unwrap();
+    let mut inp = Inputs::random(z, 2, 5);
+    inp.wg = eagle::Tensor::zeros(&[z.d, z.epr * 2 + 1]);
+    let msg = ep_moe(&s, z, &inp).unwrap_err().to_string();
+    assert!(
+        msg.contains("argument `wg`: expected dimension 1 = (4 * NR) = 8 (with NR = 2), found 9"),
+        "{msg}"
+    );
 }

@@ -1,7 +1,7 @@
 //! The eagle runner: runs every tutorial step, then the tile-algebra kernels (softmax,
 //! layernorm, matmul), the math-library kernels (gelu, log_softmax, rotary) and the
 //! distributed programs (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm,
-//! gemm_reduce_scatter, moe_dispatch_combine, halo_2d), at the world size given by `-d`;
+//! gemm_reduce_scatter, moe_dispatch_combine, halo_2d, ep_moe), at the world size given by `-d`;
 //! `--suite tutorial|kernels|apps` runs one group. A program whose layout does not split at
 //! that size prints `SKIP` and the reason.
 //!
@@ -55,6 +55,7 @@ steps! {
     gemm_reduce_scatter = "../../examples/gemm_reduce_scatter.rs",
     moe_dispatch_combine = "../../examples/moe_dispatch_combine.rs",
     halo_2d = "../../examples/halo_2d.rs",
+    ep_moe = "../../examples/ep_moe.rs",
 }
 
 #[derive(Parser, Debug)]

@@ -36,6 +36,8 @@ pub mod step16;
 
 #[path = "../../examples/allgather_gemm.rs"]
 pub mod allgather_gemm;
+#[path = "../../examples/ep_moe.rs"]
+pub mod ep_moe;
 #[path = "../../examples/gelu.rs"]
 pub mod gelu;
 #[path = "../../examples/gemm_reduce_scatter.rs"]
@@ -64,7 +66,7 @@ pub mod tp_ffn;
 /// Every step, then the tile-algebra kernels (softmax, layernorm, matmul), the
 /// math-library kernels (gelu, log_softmax, rotary) and the distributed programs
 /// (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm, gemm_reduce_scatter,
-/// moe_dispatch_combine, halo_2d).
+/// moe_dispatch_combine, halo_2d, ep_moe).
 pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
@@ -96,6 +98,7 @@ pub fn steps() -> Vec<eagle_runner::Step> {
         gemm_reduce_scatter::STEP,
         moe_dispatch_combine::STEP,
         halo_2d::STEP,
+        ep_moe::STEP,
     ]
 }
 
