@@ -26,6 +26,9 @@ mod allgather_gemm;
 #[path = "../examples/ep_moe.rs"]
 mod ep_moe;
 #[allow(dead_code)]
+#[path = "../examples/flash_decode.rs"]
+mod flash_decode;
+#[allow(dead_code)]
 #[path = "../examples/gemm_reduce_scatter.rs"]
 mod gemm_reduce_scatter;
 #[allow(dead_code)]
@@ -178,9 +181,11 @@ fn main() {
             println!("{s}");
         }
     };
-    // `cargo bench --bench apps -- ep_moe`: that table alone.
-    if std::env::args().any(|a| a == "ep_moe") {
+    // `cargo bench --bench apps -- new`: the tables of the programs of issue 39 alone.
+    if std::env::args().any(|a| a == "new") {
         ep_moe_table(&ps, on, &session, &say);
+        say(String::new());
+        new_programs_table(&ps, on, &session, &say);
         return;
     }
     say("| program | on | weights | P | ms per launch, median (min-max) | tokens/s |".into());
@@ -332,6 +337,32 @@ fn main() {
     }
     say(String::new());
     ep_moe_table(&ps, on, &session, &say);
+    say(String::new());
+    new_programs_table(&ps, on, &session, &say);
+}
+
+/// Issue 39's other programs: one launch, and the bytes each rank sends.
+fn new_programs_table(
+    ps: &[usize],
+    on: &str,
+    session: &dyn Fn(usize) -> Session,
+    say: &dyn Fn(String),
+) {
+    say("| program | on | P | one launch (ms) | bytes sent per rank |".into());
+    say("|---|---|---|---|---|".into());
+    for &p in ps.iter().filter(|&&p| p > 1) {
+        let s = session(p);
+        let inp = flash_decode::Inputs::random(p, 83);
+        let r = interleaved(&mut [&mut || {
+            flash_decode::run_once(&s, &inp).expect("flash_decode");
+        }]);
+        say(format!(
+            "| `flash_decode` | {on} | {p} | {} | {} (its partial row, to each of {} peers) |",
+            cell(r[0]),
+            flash_decode::W * 4,
+            p - 1
+        ));
+    }
 }
 
 /// `ep_moe` at PyPTO's size against two `all_to_all_v`s moving the same token rows (`T * K`

@@ -81,6 +81,10 @@ fn modules() -> Vec<(&'static str, Module)> {
             "ep_moe_pypto",
             ep_moe::pypto::ep_moe_pypto::module().unwrap(),
         ),
+        (
+            "flash_decode",
+            flash_decode::flash_decode::module().unwrap(),
+        ),
     ]
 }
 
@@ -673,4 +677,42 @@ fn ep_moe_router_weights_of_the_wrong_width_are_an_error_naming_wg() {
         msg.contains("argument `wg`: expected dimension 1 = (4 * NR) = 8 (with NR = 2), found 9"),
         "{msg}"
     );
+}
+
+/// Issue 39 item 4d: `flash_decode` equals its golden bit for bit on every rank at P = 1..8,
+/// and stays near an `f64` attention over the whole cache: each output within `2^-18` of its
+/// head's largest output in magnitude (measured: see `docs/apps/flash_decode.md`).
+#[test]
+fn flash_decode_matches_its_golden_at_every_p_and_the_f64_attention() {
+    use flash_decode::{golden, reference, run_once, Inputs, DH, H};
+    for p in 1..=8 {
+        let s = Session::sim(p).unwrap();
+        let inp = Inputs::random(p, 83 + p as u64);
+        let (out, lse) = run_once(&s, &inp).unwrap();
+        let (want, want_lse) = golden(p, &inp);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for r in 0..p {
+            assert_eq!(
+                bits(&out.data()[r * H * DH..(r + 1) * H * DH]),
+                bits(&want),
+                "P={p} rank {r}"
+            );
+            assert_eq!(
+                bits(&lse.data()[r * H..(r + 1) * H]),
+                bits(&want_lse),
+                "P={p} rank {r}"
+            );
+        }
+        let f = reference(p, &inp);
+        let mut worst = 0.0f64;
+        for h in 0..H {
+            let row = &f[h * DH..(h + 1) * DH];
+            let scale = row.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+            for (g, x) in want[h * DH..(h + 1) * DH].iter().zip(row) {
+                worst = worst.max((*g as f64 - x).abs() / scale);
+            }
+        }
+        eprintln!("flash_decode P={p}: largest error {worst:.3e} of the head's largest output");
+        assert!(worst < 2f64.powi(-18), "P={p}: {worst:e}");
+    }
 }

@@ -1,7 +1,8 @@
 //! The eagle runner: runs every tutorial step, then the tile-algebra kernels (softmax,
 //! layernorm, matmul), the math-library kernels (gelu, log_softmax, rotary) and the
 //! distributed programs (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm,
-//! gemm_reduce_scatter, moe_dispatch_combine, halo_2d, ep_moe), at the world size given by `-d`;
+//! gemm_reduce_scatter, moe_dispatch_combine, halo_2d, ep_moe,
+//! flash_decode), at the world size given by `-d`;
 //! `--suite tutorial|kernels|apps` runs one group. A program whose layout does not split at
 //! that size prints `SKIP` and the reason.
 //!
@@ -56,6 +57,7 @@ steps! {
     moe_dispatch_combine = "../../examples/moe_dispatch_combine.rs",
     halo_2d = "../../examples/halo_2d.rs",
     ep_moe = "../../examples/ep_moe.rs",
+    flash_decode = "../../examples/flash_decode.rs",
 }
 
 #[derive(Parser, Debug)]

@@ -38,6 +38,8 @@ pub mod step16;
 pub mod allgather_gemm;
 #[path = "../../examples/ep_moe.rs"]
 pub mod ep_moe;
+#[path = "../../examples/flash_decode.rs"]
+pub mod flash_decode;
 #[path = "../../examples/gelu.rs"]
 pub mod gelu;
 #[path = "../../examples/gemm_reduce_scatter.rs"]
@@ -66,7 +68,7 @@ pub mod tp_ffn;
 /// Every step, then the tile-algebra kernels (softmax, layernorm, matmul), the
 /// math-library kernels (gelu, log_softmax, rotary) and the distributed programs
 /// (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm, gemm_reduce_scatter,
-/// moe_dispatch_combine, halo_2d, ep_moe).
+/// moe_dispatch_combine, halo_2d, ep_moe, flash_decode).
 pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
@@ -99,6 +101,7 @@ pub fn steps() -> Vec<eagle_runner::Step> {
         moe_dispatch_combine::STEP,
         halo_2d::STEP,
         ep_moe::STEP,
+        flash_decode::STEP,
     ]
 }
 
