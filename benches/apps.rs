@@ -29,6 +29,9 @@ mod ep_moe;
 #[path = "../examples/flash_decode.rs"]
 mod flash_decode;
 #[allow(dead_code)]
+#[path = "../examples/fp8_gemm_rs.rs"]
+mod fp8_gemm_rs;
+#[allow(dead_code)]
 #[path = "../examples/gemm_reduce_scatter.rs"]
 mod gemm_reduce_scatter;
 #[allow(dead_code)]
@@ -360,6 +363,17 @@ fn new_programs_table(
             "| `flash_decode` | {on} | {p} | {} | {} (its partial row, to each of {} peers) |",
             cell(r[0]),
             flash_decode::W * 4,
+            p - 1
+        ));
+        let inp = fp8_gemm_rs::Inputs::<eagle::f8e4m3>::random(p, 91);
+        let r = interleaved(&mut [&mut || {
+            fp8_gemm_rs::run_once(&s, &inp).expect("fp8_gemm_rs");
+        }]);
+        use fp8_gemm_rs::{M, N};
+        say(format!(
+            "| `fp8_gemm_rs` (e4m3) | {on} | {p} | {} | {} (an `f32` row block of {M} x {N}, to each of {} peers) |",
+            cell(r[0]),
+            M * N * 4,
             p - 1
         ));
     }

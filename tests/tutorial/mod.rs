@@ -40,6 +40,8 @@ pub mod allgather_gemm;
 pub mod ep_moe;
 #[path = "../../examples/flash_decode.rs"]
 pub mod flash_decode;
+#[path = "../../examples/fp8_gemm_rs.rs"]
+pub mod fp8_gemm_rs;
 #[path = "../../examples/gelu.rs"]
 pub mod gelu;
 #[path = "../../examples/gemm_reduce_scatter.rs"]
@@ -68,7 +70,7 @@ pub mod tp_ffn;
 /// Every step, then the tile-algebra kernels (softmax, layernorm, matmul), the
 /// math-library kernels (gelu, log_softmax, rotary) and the distributed programs
 /// (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm, gemm_reduce_scatter,
-/// moe_dispatch_combine, halo_2d, ep_moe, flash_decode).
+/// moe_dispatch_combine, halo_2d, ep_moe, flash_decode, fp8_gemm_rs).
 pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
@@ -102,6 +104,7 @@ pub fn steps() -> Vec<eagle_runner::Step> {
         halo_2d::STEP,
         ep_moe::STEP,
         flash_decode::STEP,
+        fp8_gemm_rs::STEP,
     ]
 }
 
