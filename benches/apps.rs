@@ -38,6 +38,9 @@ mod gemm_reduce_scatter;
 #[path = "../examples/moe_dispatch_combine.rs"]
 mod moe_dispatch_combine;
 #[allow(dead_code)]
+#[path = "../examples/ring_attention.rs"]
+mod ring_attention;
+#[allow(dead_code)]
 #[path = "../examples/tp_ffn.rs"]
 mod tp_ffn;
 
@@ -376,6 +379,25 @@ fn new_programs_table(
             M * N * 4,
             p - 1
         ));
+        let inp = ring_attention::Inputs::random(p, 97);
+        let r = interleaved(&mut [
+            &mut || {
+                ring_attention::run_once(&s, &inp, true).expect("overlap");
+            },
+            &mut || {
+                ring_attention::run_once(&s, &inp, false).expect("bulk");
+            },
+        ]);
+        use ring_attention::{BL, DH, H};
+        let block = 2 * H * BL * DH * 4;
+        for (mode, t) in ["overlap", "bulk"].iter().zip(r) {
+            say(format!(
+                "| `ring_attention` ({mode}) | {on} | {p} | {} | {} ({} key/value blocks of {block}) |",
+                cell(t),
+                (p - 1) * block,
+                p - 1
+            ));
+        }
     }
 }
 

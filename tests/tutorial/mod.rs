@@ -56,6 +56,8 @@ pub mod log_softmax;
 pub mod matmul;
 #[path = "../../examples/moe_dispatch_combine.rs"]
 pub mod moe_dispatch_combine;
+#[path = "../../examples/ring_attention.rs"]
+pub mod ring_attention;
 #[path = "../../examples/rotary.rs"]
 pub mod rotary;
 #[path = "../../examples/sharded_layernorm.rs"]
@@ -70,7 +72,7 @@ pub mod tp_ffn;
 /// Every step, then the tile-algebra kernels (softmax, layernorm, matmul), the
 /// math-library kernels (gelu, log_softmax, rotary) and the distributed programs
 /// (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm, gemm_reduce_scatter,
-/// moe_dispatch_combine, halo_2d, ep_moe, flash_decode, fp8_gemm_rs).
+/// moe_dispatch_combine, halo_2d, ep_moe, flash_decode, fp8_gemm_rs, ring_attention).
 pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
@@ -105,6 +107,7 @@ pub fn steps() -> Vec<eagle_runner::Step> {
         ep_moe::STEP,
         flash_decode::STEP,
         fp8_gemm_rs::STEP,
+        ring_attention::STEP,
     ]
 }
 
