@@ -552,7 +552,7 @@ impl Session {
                 bindings_from_args(&module, name, self.world_size(), &args, &mut bound_by)?;
             let (art, cache_hit) =
                 codegen::compile_hashed(&module, text_hash, name, &bindings, target)
-                    .map_err(|e| name_binder(e, &bound_by))?;
+                    .map_err(|e| name_binder(e, &bindings, &bound_by))?;
             Ok((module, bindings, art, cache_hit, text_hash))
         });
         #[cfg(feature = "mpi")]
@@ -701,21 +701,37 @@ fn generic_of<F: ir::EagleFn + 'static>() -> Result<(std::sync::Arc<ir::Module>,
     Ok((m, h))
 }
 
-/// Names the argument whose shape bound a world dimension that does not match the session
-/// (specialization knows the bindings, not where they came from).
+/// Names the argument whose shape bound a world dimension that does not match the session,
+/// and lists the bindings and their sources in a verifier error after binding (specialization
+/// knows the bindings, not where they came from).
 fn name_binder(
     mut e: codegen::CodegenError,
+    bindings: &codegen::Bindings,
     bound_by: &std::collections::BTreeMap<String, String>,
 ) -> codegen::CodegenError {
-    if let codegen::CodegenError::Specialize(s) = &mut e {
-        if let codegen::SpecializeError::WorldDimBound {
+    let codegen::CodegenError::Specialize(s) = &mut e else {
+        return e;
+    };
+    match s.as_mut() {
+        codegen::SpecializeError::WorldDimBound {
             name, bound_by: b, ..
-        } = s.as_mut()
-        {
+        } => {
             if let Some(arg) = bound_by.get(name.as_str()) {
                 *b = format!("argument `{arg}`");
             }
         }
+        codegen::SpecializeError::Verify { bound, .. } if !bindings.dims.is_empty() => {
+            let each: Vec<String> = bindings
+                .dims
+                .iter()
+                .map(|(sym, v)| match bound_by.get(sym) {
+                    Some(arg) => format!("{sym} = {v} from argument `{arg}`"),
+                    None => format!("{sym} = {v} from the world size"),
+                })
+                .collect();
+            *bound = format!(" ({})", each.join(", "));
+        }
+        _ => {}
     }
     e
 }
@@ -845,13 +861,28 @@ fn check_derived_dims(
         match d.eval(&|s| b.dims.get(s).copied()) {
             Ok(v) if v == n => {}
             Ok(v) => {
+                // Another value of one symbol that gives this extent, if one does.
+                let other = d.symbols().into_iter().find_map(|s| {
+                    let (sym, w) = d.solve(n, &|t| {
+                        if t == s {
+                            None
+                        } else {
+                            b.dims.get(t).copied()
+                        }
+                    })?;
+                    let now = b.dims.get(&sym).copied()?;
+                    Some(format!(", or bindings with `{sym}` = {w} (it is {now} here)"))
+                });
                 return Err(E::Argument {
                     function: root.into(),
                     argument: arg,
                     expected: format!("dimension {i} = {d} = {v} (with {bindings})"),
-                    found: format!("{n}; pass an extent of {v}, or bindings for which {d} = {n}"),
+                    found: format!(
+                        "{n}; pass an extent of {v}{}",
+                        other.unwrap_or_default()
+                    ),
                 }
-                .into())
+                .into());
             }
             Err(eagle_ir::DimError::Unbound(sym)) => {
                 return Err(E::Argument {

@@ -1583,3 +1583,39 @@ fn deadlock_reports_races_and_wait_timeouts_name_the_rust_source_line() {
     );
     assert!(message.contains(&at), "{message}");
 }
+
+const WS: Dim = dynamic!("WS");
+
+/// Puts `x` into a window of the same shape.
+#[eagle::kernel(device)]
+pub fn stage_rows(ctx: Ctx, x: Tensor<f32, WS, 2>, w: Window<f32, WS, 2>) {
+    put(w, rank(ctx), x);
+}
+
+/// A host that passes a window of a fixed `[4, 2]` where the kernel wants `[WS, 2]`.
+#[eagle::host]
+pub fn stage_fixed(x: Tensor<f32, NR, WS, 2>) {
+    let s = alloc_window_buffer([4, 2], f32);
+    for r in 0..world_size() {
+        stage_rows(x[r], window(s, [4, 2], f32), device = r);
+    }
+}
+
+/// A window whose shape differs from the parameter's once the dims are bound: the error names
+/// the host line, both types, and each binding with the argument (or the world size) that
+/// bound it, so the user sees where `WS = 3` came from.
+#[test]
+fn a_window_of_another_shape_names_the_host_line_and_where_each_dim_was_bound() {
+    let s = Session::sim(2).unwrap();
+    let x = Tensor::<f32>::zeros(&[2, 3, 2]);
+    let msg = stage_fixed.launch(&s, &x).unwrap_err().to_string();
+    assert!(
+        msg.starts_with("after binding dims (NR = 2 from argument `x`, WS = 3 from argument `x`): verifier: in function `stage_fixed`, op `dispatch @stage_rows("),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("(at tests/errors.rs:")
+            && msg.ends_with("argument `w` of `@stage_rows` must be `window<[3, 2], f32>`, found `window<[4, 2], f32>`"),
+        "{msg}"
+    );
+}

@@ -385,13 +385,18 @@ fn a_derived_dim_ties_an_extent_to_the_world_size() {
     let bad = eagle_runner::random_tensor(&[p * ROWS + 3, 8], 7);
     let e = mv.launch(&s, &bad, &x, &mut y).unwrap_err();
     let text = e.to_string();
-    for want in [
-        "argument `a`",
-        "dimension 0 = (NR * 16) = 48 (with NR = 3)",
-        "51",
-    ] {
-        assert!(text.contains(want), "{text} lacks {want:?}");
-    }
+    assert!(
+        text.ends_with("argument `a`: expected dimension 0 = (NR * 16) = 48 (with NR = 3), found 51; pass an extent of 48"),
+        "{text}"
+    );
+    // 64 rows would hold at NR = 4: the message says so.
+    let other = eagle_runner::random_tensor(&[64, 8], 7);
+    let e = mv.launch(&s, &other, &x, &mut y).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.ends_with("found 64; pass an extent of 48, or bindings with `NR` = 4 (it is 3 here)"),
+        "{text}"
+    );
 }
 
 /// `y` holds the rows of `x` split evenly over the ranks: `M / NR` must be exact.

@@ -146,9 +146,25 @@ pub enum SpecializeError {
     #[error("world size {0} is invalid; {fix}", fix = world_size_fix(*.0))]
     BadWorldSize(u64),
     /// The specialized module breaks a verifier rule (for example argument shapes that differ
-    /// once dims are bound).
-    #[error("after binding dims: {0}")]
-    Verify(#[from] IrError),
+    /// once dims are bound). `bound` lists the bindings and where each came from
+    /// (` (NR = 2 from the world size, S = 3 from argument `x`)`) where the launch knows them,
+    /// else it is empty.
+    #[error("after binding dims{bound}: {error}")]
+    Verify {
+        /// The verifier's error.
+        error: IrError,
+        /// The bindings, with a leading space, or empty.
+        bound: String,
+    },
+}
+
+impl From<IrError> for SpecializeError {
+    fn from(error: IrError) -> Self {
+        SpecializeError::Verify {
+            error,
+            bound: String::new(),
+        }
+    }
 }
 
 /// Errors of a backend.
