@@ -716,8 +716,8 @@ fn name_binder(
         codegen::SpecializeError::WorldDimBound {
             name, bound_by: b, ..
         } => {
-            if let Some(arg) = bound_by.get(name.as_str()) {
-                *b = format!("argument `{arg}`");
+            if let Some(source) = bound_by.get(name.as_str()) {
+                b.clone_from(source);
             }
         }
         codegen::SpecializeError::Verify { bound, .. } if !bindings.dims.is_empty() => {
@@ -725,7 +725,7 @@ fn name_binder(
                 .dims
                 .iter()
                 .map(|(sym, v)| match bound_by.get(sym) {
-                    Some(arg) => format!("{sym} = {v} from argument `{arg}`"),
+                    Some(source) => format!("{sym} = {v} from {source}"),
                     None => format!("{sym} = {v} from the world size"),
                 })
                 .collect();
@@ -736,8 +736,10 @@ fn name_binder(
     e
 }
 
-/// Binds every symbolic dim of `root`'s tensor parameters from the argument shapes, recording
-/// in `bound_by` the argument that bound each dim.
+/// Binds every symbolic dim of `root`'s tensor parameters from the argument shapes, then the
+/// symbols of dispatched kernels' parameters that only a constant-shaped buffer of the host
+/// fixes ([`bind_from_dispatches`]), recording in `bound_by` where each dim came from
+/// ("argument `x`").
 fn bindings_from_args(
     m: &ir::Module,
     root: &str,
@@ -796,14 +798,68 @@ fn bindings_from_args(
                     Some(_) => {}
                     None => {
                         b.dims.insert(s.to_string(), n as u64);
-                        bound_by.insert(s.to_string(), prm.name.clone());
+                        bound_by.insert(s.to_string(), format!("argument `{}`", prm.name));
                     }
                 }
             }
         }
     }
     check_derived_dims(f, root, args, &mut b, bound_by)?;
+    bind_from_dispatches(m, f, &mut b, bound_by);
     Ok(b)
+}
+
+/// Binds a symbol of a dispatched kernel's parameter that nothing bound yet from the constant
+/// extent the host passes there: `window(s, [4, 2], f32)` passed to `Window<f32, S, 2>` binds
+/// `S = 4`, as a Rust generic is inferred from its argument. The first dispatch in program
+/// order that fixes a symbol binds it; a later one that disagrees fails the verifier after
+/// binding, naming where the binding came from ([`name_binder`]).
+fn bind_from_dispatches(
+    m: &ir::Module,
+    f: &ir::Function,
+    b: &mut codegen::Bindings,
+    bound_by: &mut std::collections::BTreeMap<String, String>,
+) {
+    f.body.walk(&mut |op| {
+        let ir::OpKind::Dispatch { callee, args, .. } = &op.kind else {
+            return;
+        };
+        let Some(g) = m.function(callee) else {
+            return;
+        };
+        let params = g
+            .params
+            .iter()
+            .filter(|q| !matches!(g.ty(q.value), ir::Type::Ctx));
+        for (prm, &a) in params.zip(args) {
+            let (Some(want), Some(have)) = (g.ty(prm.value).shape(), f.ty(a).shape()) else {
+                continue;
+            };
+            if want.rank() != have.rank() {
+                continue;
+            }
+            for (w, h) in want.0.iter().zip(&have.0) {
+                if let (Dim::Sym(s), Some(n)) = (w, h.as_const()) {
+                    if !b.dims.contains_key(s.as_ref()) {
+                        b.dims.insert(s.to_string(), n);
+                        let at = op
+                            .loc
+                            .as_ref()
+                            .map(|l| format!(" at {l}"))
+                            .unwrap_or_default();
+                        bound_by.insert(
+                            s.to_string(),
+                            format!(
+                                "the `{}` passed as `{}` to `{callee}`{at}",
+                                f.ty(a),
+                                prm.name
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    });
 }
 
 /// Derived dims of `root`'s parameters (`NR * 16`, `M / NR`): a dim whose one unbound symbol
@@ -842,7 +898,7 @@ fn check_derived_dims(
         for &(arg, _, d, n) in &derived {
             if let Some((sym, v)) = d.solve(n, &|s| b.dims.get(s).copied()) {
                 b.dims.insert(sym.clone(), v);
-                bound_by.insert(sym, arg.to_string());
+                bound_by.insert(sym, format!("argument `{arg}`"));
                 changed = true;
             }
         }

@@ -1619,3 +1619,51 @@ fn a_window_of_another_shape_names_the_host_line_and_where_each_dim_was_bound() 
         "{msg}"
     );
 }
+
+/// Writes 7 into the last row of `w` and copies that row out.
+#[eagle::kernel(device)]
+pub fn last_row(ctx: Ctx, w: Window<f32, WS, 2>, y: Out<Tensor<f32, 1, 2>>) {
+    store(w, [WS - 1, 0], full([1, 2], 7.0));
+    store(y, [0, 0], load(w, [WS - 1, 0], [1, 2]));
+}
+
+/// `WS` appears in no argument: the `[4, 2]` window passed to `last_row` fixes it.
+#[eagle::host]
+pub fn infer_ws(y: Out<Tensor<f32, NR, 1, 2>>) {
+    let s = alloc_window_buffer([4, 2], f32);
+    for r in 0..world_size() {
+        last_row(window(s, [4, 2], f32), y[r], device = r);
+    }
+}
+
+/// Two windows of different rows passed to the same parameter.
+#[eagle::host]
+pub fn two_ws(y: Out<Tensor<f32, NR, 1, 2>>) {
+    let s = alloc_window_buffer([4, 2], f32);
+    let t = alloc_window_buffer([5, 2], f32);
+    for r in 0..world_size() {
+        last_row(window(s, [4, 2], f32), y[r], device = r);
+        last_row(window(t, [5, 2], f32), y[r], device = r);
+    }
+}
+
+/// A symbol of a kernel parameter that only a constant-shaped host buffer fixes is bound from
+/// it (as a Rust generic is inferred), and a second buffer that disagrees is an error naming
+/// where the first binding came from.
+#[test]
+fn a_constant_window_passed_to_a_symbolic_parameter_binds_the_symbol() {
+    let s = Session::sim(2).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[2, 1, 2]);
+    let report = infer_ws.launch(&s, &mut y).unwrap();
+    assert_eq!(y.data(), &[7.0; 4]);
+    assert!(format!("{report:?}").contains("WS=4"), "{report:?}");
+    let msg = two_ws.launch(&s, &mut y).unwrap_err().to_string();
+    assert!(
+        msg.starts_with("after binding dims (NR = 2 from argument `y`, WS = 4 from the `window<[4, 2], f32>` passed as `w` to `last_row` at tests/errors.rs:"),
+        "{msg}"
+    );
+    assert!(
+        msg.ends_with("argument `w` of `@last_row` must be `window<[4, 2], f32>`, found `window<[5, 2], f32>`"),
+        "{msg}"
+    );
+}
