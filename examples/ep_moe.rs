@@ -78,12 +78,14 @@ macro_rules! ep_moe_program {
                     store(logits, [tb * TB, q * EPR], acc);
                 }
             }
-            // 2. Top-k and the gates: softmax over the chosen logits (column 0 is the largest).
-            for tb in 0..T / TB {
-                let (v, idx) = topk(load(logits, [tb * TB, 0], [TB, EPR * NR]), K);
-                let e = (v - extract(v, [0, 0], [TB, 1])).exp();
-                store(gate, [tb * TB, 0], e / row_sum(e));
-                store(expert, [tb * TB, 0], idx);
+            // 2. Top-k and the gates, one token at a time (a row of `E` logits: the tiles fit a
+            // GPU block's shared memory up to E = 6,144): softmax over the chosen logits
+            // (column 0 is the largest).
+            for t in 0..T {
+                let (v, idx) = topk(load(logits, [t, 0], [1, EPR * NR]), K);
+                let e = (v - extract(v, [0, 0], [1, 1])).exp();
+                store(gate, [t, 0], e / row_sum(e));
+                store(expert, [t, 0], idx);
             }
             // 3. Send layout: pairs per destination rank, their prefix sums, one cursor each.
             let mut count = [0u64; NR];
@@ -229,7 +231,7 @@ pub mod small {
     pub const CAP: usize = 6;
     /// Column block of the router product.
     pub const B: usize = 32;
-    /// Token block of the router product and the top-k.
+    /// Token block of the router product.
     pub const TB: usize = 16;
     /// These sizes.
     pub const SIZE: Size = Size {
@@ -259,7 +261,7 @@ pub mod pypto {
     pub const CAP: usize = 192;
     /// Column block of the router product.
     pub const B: usize = 64;
-    /// Token block of the router product and the top-k.
+    /// Token block of the router product.
     pub const TB: usize = 32;
     /// These sizes.
     pub const SIZE: Size = Size {

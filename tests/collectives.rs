@@ -1440,3 +1440,38 @@ fn reduce_scatter_into_one_row_is_refused_without_a_send_window_or_with_the_wron
     assert!(message.contains("P = 4 the send buffer is `window<[3, 8], f32>` but a reduce-scatter into one row takes one row per rank"), "{message}");
     specialize(&m, &Bindings::world(3)).unwrap();
 }
+
+/// Puts `x` into the window of rank `rank + step` (`step` only known at run time), with the
+/// ring's modulus off by one: the last rank puts to rank `n`.
+#[eagle::kernel(device)]
+pub fn ring_put_past(ctx: Ctx, x: Tensor<f32, 8>, w: Window<f32, 8>, step: usize) {
+    let n = nranks(ctx);
+    put(w, (rank(ctx) + step) % (n + 1), x);
+}
+
+#[eagle::host]
+pub fn ring_past(x: Tensor<f32, NR, 8>, step: usize) {
+    let w = alloc_window_buffer([8], f32);
+    for r in 0..world_size() {
+        ring_put_past(x[r], window(w, [8], f32), step, device = r);
+    }
+}
+
+/// A `put` to a peer past the world that only the run shows (specialization refuses one it
+/// can prove, naming the line) fails on that rank naming the function, the op, its source
+/// line, the peer, the world and the fix.
+#[test]
+fn a_put_past_the_world_names_the_op_its_line_and_the_fix() {
+    let s = Session::sim(3).unwrap();
+    let x = Tensor::<f32>::zeros(&[3, 8]);
+    let e = ring_past.launch(&s, &x, 1).unwrap_err().to_string();
+    assert!(
+        e.starts_with("rank 2 failed: function `ring_put_past`, op `put "),
+        "{e}"
+    );
+    assert!(
+        e.contains("(at tests/collectives.rs:")
+            && e.ends_with("put: peer rank 3 is outside the world 0..3; address ranks 0 to 2 (a ring's next rank is `(rank(ctx) + 1) % nranks(ctx)`)"),
+        "{e}"
+    );
+}

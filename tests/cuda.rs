@@ -616,6 +616,28 @@ fn tiles_too_large_for_a_gpu_thread_are_refused_by_the_cuda_backend() {
 }
 
 #[test]
+fn tiles_too_large_for_a_gpu_block_are_refused_naming_the_op_and_its_line() {
+    // A per-device program stages a tile op's operands in its block's shared memory: two
+    // [128, 64] f32 operands are 64 KiB, over the 48 KiB.
+    let text = "device @wide(%0 ctx: ctx, %1 a: tensor<[128, 64], f32>, out %2 c: tensor<[128, 128], f32>) {
+  %3 = const 0 : index
+  %4 = load %1[%3, %3] : tile<[128, 64], f32>
+  %5 = transpose %4 : tile<[64, 128], f32>
+  %6 = matmul %4, %5 : tile<[128, 128], f32>
+  store %6, %2[%3, %3]
+}
+";
+    let m = eagle::ir::parse_module(text).unwrap();
+    let b = codegen::Bindings::world(1);
+    codegen::compile(&m, "wide", &b, Target::Cpu).unwrap();
+    let e = codegen::compile(&m, "wide", &b, Target::Cuda).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "cuda backend: function `wide`: op `%6 = matmul %4, %5 : tile<[128, 128], f32>`: `matmul` stages 65536 bytes of tiles in shared memory, more than the 49152 a per-device program's block may hold; use smaller tiles (its tile operands together under 49152 bytes)"
+    );
+}
+
+#[test]
 #[ignore = "needs a CUDA GPU; run by scripts/gpu-check.sh"]
 fn gpu_device_the_machine_lacks_is_named() {
     let n = gpu();

@@ -91,7 +91,8 @@ pub(crate) fn check_region(
 ) -> Result<usize, String> {
     if peer < 0 || peer as usize >= p {
         return Err(format!(
-            "{what}: peer rank {peer} is outside the world 0..{p}"
+            "{what}: peer rank {peer} is outside the world 0..{p}; address ranks 0 to {} (a ring's next rank is `(rank(ctx) + 1) % nranks(ctx)`)",
+            p - 1
         ));
     }
     let Some((bytes, desc)) = window else {

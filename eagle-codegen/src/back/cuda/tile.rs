@@ -318,7 +318,8 @@ impl Emitter<'_> {
         if self.mode == Mode::Block {
             if off > MAX_SHARED_BYTES {
                 return Err(self.err(format!(
-                    "`{}` stages {off} bytes of tiles in shared memory, more than the {MAX_SHARED_BYTES} a per-device program's block may hold; use smaller tiles",
+                    "{}: `{}` stages {off} bytes of tiles in shared memory, more than the {MAX_SHARED_BYTES} a per-device program's block may hold; use smaller tiles (its tile operands together under {MAX_SHARED_BYTES} bytes)",
+                    self.site_op(op),
                     t.name()
                 )));
             }

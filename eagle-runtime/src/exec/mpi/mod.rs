@@ -815,6 +815,8 @@ fn fail(e: &mut MpiEnv<'_>, cause: Cause) -> i32 {
     1
 }
 
+/// [`crate::exec::check_region`] on this job's windows, the message prefixed with the op's
+/// function, text and source line (`site`).
 fn region(
     e: &MpiEnv<'_>,
     what: &str,
@@ -822,9 +824,11 @@ fn region(
     peer: i64,
     off: u64,
     n: u64,
+    site: u32,
 ) -> Result<usize, String> {
     let window = e.wins.bytes.get(win as usize).map(|&b| (b, None));
     crate::exec::check_region(what, e.size, window, win, peer, off, n)
+        .map_err(|m| format!("{}{m}", e.art.site_prefix(site)))
 }
 
 fn dtype(kind: u32) -> ffi::MPI_Datatype {
@@ -855,10 +859,10 @@ unsafe fn put_body(
     off: u64,
     src: *const u8,
     n: u64,
-    _site: u32,
+    site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
-    match region(e, "put", win, peer, off, n) {
+    match region(e, "put", win, peer, off, n, site) {
         Ok(p) => {
             let _s = watchdog::enter("a put (MPI_Put)", p as i64, e.timeout);
             let w = e.wins.wins[win as usize];
@@ -905,10 +909,10 @@ unsafe fn get_body(
     off: u64,
     dst: *mut u8,
     n: u64,
-    _site: u32,
+    site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
-    match region(e, "get", win, peer, off, n) {
+    match region(e, "get", win, peer, off, n, site) {
         Ok(p) => {
             let _s = watchdog::enter("a get (MPI_Rget)", p as i64, e.timeout);
             e.complete_overlapping(win as usize, p, off, off + n);
@@ -987,11 +991,11 @@ unsafe fn notify_body(
     kind: u32,
     value: i64,
     op: u32,
-    _site: u32,
+    site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
     let width = sigkind::width(kind) as u64;
-    match region(e, "notify", win, peer, off, width) {
+    match region(e, "notify", win, peer, off, width, site) {
         Ok(p) => {
             let _s = watchdog::enter("a notify (an atomic MPI accumulate)", p as i64, e.timeout);
             // Release: every earlier put is complete at its target first (invariant 2).
@@ -1029,7 +1033,7 @@ unsafe fn wait_body(
     let e = unsafe { env(ctx) };
     let width = sigkind::width(kind) as u64;
     let me = e.rank as i64;
-    if let Err(m) = region(e, "wait", win, me, off, width) {
+    if let Err(m) = region(e, "wait", win, me, off, width, site) {
         return fail(e, Cause::Access(m));
     }
     let w = e.wins.wins[win as usize];

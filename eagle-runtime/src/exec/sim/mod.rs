@@ -448,6 +448,8 @@ fn write_race(e: &RankEnv<'_, '_>, at: &str, win: u64, owner: usize, rep: &RaceR
     ))
 }
 
+/// [`crate::exec::check_region`] on this world's windows, the message prefixed with the
+/// op's function, text and source line where the hook has its `site`.
 fn check_region(
     e: &RankEnv<'_, '_>,
     what: &str,
@@ -455,13 +457,19 @@ fn check_region(
     peer: i64,
     off: u64,
     n: u64,
+    site: Option<u32>,
 ) -> Result<usize, String> {
     let w = e.world;
     let window = w
         .windows
         .get(win as usize)
         .map(|wm| (wm.bytes, Some(wm.desc.as_str())));
-    crate::exec::check_region(what, w.p, window, win, peer, off, n)
+    crate::exec::check_region(what, w.p, window, win, peer, off, n).map_err(|m| {
+        format!(
+            "{}{m}",
+            site.map(|s| w.artifact.site_prefix(s)).unwrap_or_default()
+        )
+    })
 }
 
 unsafe extern "C" fn h_window_base(ctx: *mut DeviceCtx, win: u64) -> *mut u8 {
@@ -482,7 +490,7 @@ unsafe fn put_body(
     site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
-    match check_region(e, "put", win, peer, off, n) {
+    match check_region(e, "put", win, peer, off, n, Some(site)) {
         Ok(p) => {
             if let Some(rep) = e
                 .world
@@ -536,7 +544,7 @@ unsafe fn get_view_body(
     site: u32,
 ) -> *const u8 {
     let e = unsafe { env(ctx) };
-    match check_region(e, "get", win, peer, off, n) {
+    match check_region(e, "get", win, peer, off, n, Some(site)) {
         Ok(p) => {
             if let Some(rep) = e
                 .world
@@ -569,10 +577,18 @@ unsafe fn notify_body(
     kind: u32,
     value: i64,
     op: u32,
-    _site: u32,
+    site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
-    let peer = match check_region(e, "notify", win, peer, off, sigkind::width(kind) as u64) {
+    let peer = match check_region(
+        e,
+        "notify",
+        win,
+        peer,
+        off,
+        sigkind::width(kind) as u64,
+        Some(site),
+    ) {
         Ok(p) => p,
         Err(m) => return fail(e, Cause::Access(m)),
     };
@@ -628,7 +644,15 @@ unsafe fn wait_body(
 ) -> i32 {
     let e = unsafe { env(ctx) };
     let rank = e.rank as i64;
-    if let Err(m) = check_region(e, "wait", win, rank, off, sigkind::width(kind) as u64) {
+    if let Err(m) = check_region(
+        e,
+        "wait",
+        win,
+        rank,
+        off,
+        sigkind::width(kind) as u64,
+        Some(site),
+    ) {
         return fail(e, Cause::Access(m));
     }
     let b = Blocked::Wait {
@@ -656,7 +680,7 @@ unsafe fn wait_body(
 unsafe extern "C" fn h_track_write(ctx: *mut DeviceCtx, win: u64, off: u64, n: u64) -> i32 {
     let e = unsafe { env(ctx) };
     let rank = e.rank as i64;
-    if let Err(m) = check_region(e, "store", win, rank, off, n) {
+    if let Err(m) = check_region(e, "store", win, rank, off, n, None) {
         return fail(e, Cause::Access(m));
     }
     if let Some(rep) = e
@@ -684,7 +708,7 @@ unsafe extern "C" fn h_track_read(
         return 0;
     };
     let rank = e.rank as i64;
-    if let Err(m) = check_region(e, "load", win, rank, off, n) {
+    if let Err(m) = check_region(e, "load", win, rank, off, n, Some(site)) {
         return fail(e, Cause::Access(m));
     }
     if let Some(rep) = race.read(win as usize, e.rank, off, n, e.rank, site) {
