@@ -154,6 +154,12 @@ fn every_kind() -> Vec<OpKind> {
             cmp: CmpOp::Eq,
         },
         OpKind::Barrier(v),
+        OpKind::TrapIf {
+            cond: v,
+            a: v,
+            b: v,
+            kind: eagle::ir::Trap::RecvCapacity,
+        },
         OpKind::Tile(TileOp::Matmul, vec![]),
         OpKind::Math(MathFn::Ln, vec![]),
     ];
@@ -203,6 +209,7 @@ fn every_kind() -> Vec<OpKind> {
             | OpKind::Notify { .. }
             | OpKind::Wait { .. }
             | OpKind::Barrier(_)
+            | OpKind::TrapIf { .. }
             | OpKind::Tile(..)
             | OpKind::Math(..) => {}
         }
@@ -251,7 +258,7 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     );
     assert!(keywords(&["specialize"]).contains("dim"));
     // And every op kind is in the table, named.
-    assert_eq!(every_kind().len(), 45);
+    assert_eq!(every_kind().len(), 46);
 }
 
 #[test]

@@ -33,6 +33,12 @@ pub fn slice_index(function: &str, op: &str) -> String {
     format!("function `{function}`, {op}: index {{a}} is outside 0..{{b}}")
 }
 
+/// A `trap_if` of kind `kind` (its message, [`eagle_ir::Trap::message`], with the op's two
+/// values for `{a}` and `{b}`).
+pub fn trap(function: &str, op: &str, kind: eagle_ir::Trap) -> String {
+    format!("function `{function}`, {op}: {}", kind.message())
+}
+
 /// A subview of `len` rows starting past the last start that fits in `extent` rows.
 pub fn subview_offset(function: &str, op: &str, len: u64, extent: u64) -> String {
     format!(

@@ -221,6 +221,7 @@ fn walk(
             | OpKind::Notify { .. }
             | OpKind::Wait { .. }
             | OpKind::Barrier(_)
+            | OpKind::TrapIf { .. }
             | OpKind::Broadcast { .. }
             | OpKind::AllGather { .. }
             | OpKind::ReduceScatter { .. }

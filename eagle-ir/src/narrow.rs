@@ -447,6 +447,7 @@ fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
         | OpKind::Notify { .. }
         | OpKind::Wait { .. }
         | OpKind::Barrier(_)
+        | OpKind::TrapIf { .. }
         | OpKind::Broadcast { .. }
         | OpKind::AllGather { .. }
         | OpKind::ReduceScatter { .. }

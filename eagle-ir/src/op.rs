@@ -58,6 +58,7 @@ impl OpKind {
             | Notify { .. }
             | Wait { .. }
             | Barrier(_)
+            | TrapIf { .. }
             | Tile(..)
             | Math(..) => vec![],
         }

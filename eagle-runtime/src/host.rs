@@ -281,6 +281,7 @@ impl Interp<'_> {
                 | OpKind::Notify { .. }
                 | OpKind::Wait { .. }
                 | OpKind::Barrier(_)
+                | OpKind::TrapIf { .. }
                 | OpKind::LocalArray
                 | OpKind::Tile(..) => {
                     return Err(self.bad(format!(

@@ -17,7 +17,7 @@
 use crate::error::SpecializeError;
 use eagle_ir::{
     AllreduceMode, BinOp, Block, CmpOp, Const, DType, Dim, Function, Level, Module, NotifyOp, Op,
-    OpKind, Param, ReduceOp, Shape, Type, Value,
+    OpKind, Param, ReduceOp, Shape, Trap, Type, Value,
 };
 use std::collections::HashMap;
 
@@ -74,6 +74,11 @@ impl Em<'_> {
     }
     fn barrier(&mut self, ctx: Value) {
         self.push_void(OpKind::Barrier(ctx));
+    }
+    /// Stops the rank with `kind`'s message (`a`, `b` filled in) when `a cmp b`.
+    fn trap_if(&mut self, cmp: CmpOp, a: Value, b: Value, kind: Trap) {
+        let cond = self.cmp(cmp, a, b);
+        self.push_void(OpKind::TrapIf { cond, a, b, kind });
     }
     fn i64c(&mut self, c: u64) -> Value {
         self.push(
@@ -461,7 +466,8 @@ fn v_collective(
     // Blocks of up to the largest power of two that both buffers hold: a run that fits both
     // is a sum of distinct such blocks; one that does not fails its first block's check.
     let rows = |v: Value| em.ty(v).shape().and_then(|s| s.0.first()?.as_const());
-    let most = rows(src).zip(rows(dst)).map_or(1, |(a, b)| a.min(b).max(1));
+    let (src_rows, dst_rows) = (rows(src), rows(dst));
+    let most = src_rows.zip(dst_rows).map_or(1, |(a, b)| a.min(b).max(1));
     let block_bits = 64 - most.leading_zeros();
     em.barrier(ctx);
     let me = em.rank(ctx);
@@ -480,6 +486,12 @@ fn v_collective(
         let t2 = em.ibin(BinOp::Add, t, ci);
         em.write(end, t2);
     });
+    // More rows than `dst` holds: stop here, before any row moves, in the collective's words.
+    if let Some(cap) = dst_rows {
+        let total = em.read(end);
+        let capv = em.idx(cap);
+        em.trap_if(CmpOp::Gt, total, capv, Trap::RecvCapacity);
+    }
     let last = em.idx(p - 1);
     em.for_(0, p, |em, k| {
         let q = em.ibin(BinOp::Sub, last, k);
@@ -504,6 +516,12 @@ fn v_collective(
         let e = em.read(end);
         let b = em.ibin(BinOp::Sub, e, ci);
         let s = em.read(start);
+        // `q`'s counts reach past its send buffer.
+        if let Some(cap) = src_rows {
+            let reach = em.ibin(BinOp::Add, s, ci);
+            let capv = em.idx(cap);
+            em.trap_if(CmpOp::Gt, reach, capv, Trap::SendOverrun);
+        }
         // The run of `c` rows in blocks of 2^k rows, largest first, taken from the run's end.
         let left = em.var(ci);
         for k in (0..block_bits).rev() {

@@ -939,6 +939,7 @@ impl Spec<'_> {
             | OpKind::AllocWindowBuffer
             | OpKind::Window(_)
             | OpKind::Barrier(_)
+            | OpKind::TrapIf { .. }
             | OpKind::Tile(..)
             // Expanded into primitive ops after the first pass (`eagle_ir::expand::expand_function`).
             | OpKind::Math(..) => {}

@@ -23,7 +23,9 @@
 //! [`Writer`] are what the parser and the printer give it.
 
 use super::TileOp;
-use super::{AllreduceMode, BinOp, Block, CmpOp, Const, MathFn, NotifyOp, ReduceOp, UnOp, Value};
+use super::{
+    AllreduceMode, BinOp, Block, CmpOp, Const, MathFn, NotifyOp, ReduceOp, Trap, UnOp, Value,
+};
 use crate::types::Dim;
 
 /// A failed read: the [`Reader`] has recorded the error (its place and message) and the read
@@ -368,6 +370,7 @@ keyword_attr! {
     ReduceOp => "reduce op", heads: false;
     AllreduceMode => "allreduce mode", heads: false;
     NotifyOp => "notify op", heads: false;
+    Trap => "trap kind", heads: false;
 }
 
 impl Attr for MathFn {

@@ -359,6 +359,28 @@ enumeration! {
     }
 }
 
+enumeration! {
+    /// Why a `trap_if` stops its rank: each kind has one message ([`Trap::message`]), with
+    /// the op's two values in place of `{a}` and `{b}`. The lowerings that build `trap_if`
+    /// (the variable-size collectives) report their checks in their own words this way.
+    pub enum Trap {
+        /// More rows arrive at `all_to_all_v`/`allgather_v` than the receive buffer holds.
+        RecvCapacity => "recv_capacity",
+        /// A rank's send counts reach past its send buffer (`all_to_all_v`, `allgather_v`).
+        SendOverrun => "send_overrun",
+    }
+}
+
+impl Trap {
+    /// The message, with `{a}` and `{b}` for the op's two values.
+    pub const fn message(self) -> &'static str {
+        match self {
+            Trap::RecvCapacity => "{a} rows arrive (the sum of the receive counts) but the receive buffer holds {b} rows; give it at least {a} rows (the most that can arrive: every rank's largest send count to this rank, summed)",
+            Trap::SendOverrun => "a rank's send counts take {a} rows of its send buffer but it holds {b} rows; the counts must sum to at most the send buffer's rows",
+        }
+    }
+}
+
 op_kinds! {
     /// A scalar constant; the result type gives the dtype.
     tuple Const { .0 => f0: attr(Const) } "const $f0" => value(pure(info("a constant", Levels::ALL)));
@@ -649,6 +671,18 @@ op_kinds! {
         /// Predicate `signal <cmp> expected`.
         .cmp => cmp: attr(CmpOp)
     } "wait $signal, [$offsets], $expected, $cmp" => peers(info("a signal operation", Levels::DEVICE));
+    /// `trap_if cond, a, b kind`: stops this rank with `kind`'s message (`a` and `b` filled in)
+    /// when `cond` holds; otherwise does nothing.
+    struct TrapIf {
+        /// The failing condition.
+        .cond => cond: val as bool,
+        /// The message's `{a}`.
+        .a => a: val as index,
+        /// The message's `{b}`.
+        .b => b: val as index,
+        /// Which message.
+        .kind => kind: attr(Trap)
+    } "trap_if $cond, $a, $b, $kind" => info("a run-time check", Levels::DEVICE);
     /// All ranks reach the barrier before any leaves it.
     tuple Barrier { .0 => f0: val as ctx } "barrier $f0" => peers(info("a device-context operation", Levels::DEVICE));
     /// A tile-algebra op (reduction, broadcast, layout, creation, matmul): what it computes,
@@ -753,6 +787,7 @@ impl OpKind {
             | OpKind::Notify { .. }
             | OpKind::Wait { .. }
             | OpKind::Barrier(..)
+            | OpKind::TrapIf { .. }
             | OpKind::Tile(..)
             | OpKind::Math(..) => return None,
         })

@@ -432,9 +432,13 @@ impl V<'_> {
             | If { .. }
             | Call { .. }
             | Dispatch { .. } => self.check_control(op)?,
-            Rank(_) | NRanks(_) | Barrier(_) | WorldSize | AllocWindowBuffer | Window(_) => {
-                self.check_context_and_host(op)?
-            }
+            Rank(_)
+            | NRanks(_)
+            | Barrier(_)
+            | TrapIf { .. }
+            | WorldSize
+            | AllocWindowBuffer
+            | Window(_) => self.check_context_and_host(op)?,
             Put { .. }
             | Get { .. }
             | RemoteLoad { .. }
@@ -950,7 +954,8 @@ impl V<'_> {
         match &op.kind {
             // The context operand is checked by its declaration (`val as ctx`).
             Rank(_) | NRanks(_) => self.expect_result(op, &Type::Scalar(DType::Index))?,
-            Barrier(_) => {}
+            // The operands are checked by the declaration (`val as bool`, `val as index`).
+            Barrier(_) | TrapIf { .. } => {}
             WorldSize => {
                 self.host_only(op, "world_size()")?;
                 self.expect_result(op, &Type::Scalar(DType::Index))?;

@@ -713,6 +713,13 @@ impl Lower<'_, '_> {
                 OpKind::Notify { .. } | OpKind::Wait { .. } | OpKind::Barrier(_) => {
                     self.lower_signal(op)?
                 }
+                OpKind::TrapIf { cond, a, b, kind } => {
+                    let c = self.scalar(*cond)?;
+                    let (av, bv) = (self.scalar(*a)?, self.scalar(*b)?);
+                    let msg = crate::sites::trap(&self.f.name, &self.site_op(op), *kind);
+                    self.fault_if(c, msg, av, bv);
+                    None
+                }
                 OpKind::Var(_)
                 | OpKind::Read(_)
                 | OpKind::Write(..)

@@ -114,25 +114,6 @@ impl Emitter<'_> {
             msg
         }
     }
-    /// Registers a fault site and emits `if (cond) fail`. The condition is uniform (scalar).
-    pub(super) fn fault_if(&mut self, cond: &str, msg: String, a: &str, b: &str) {
-        if self.checked.iter().any(|c| c.contains(cond)) {
-            return;
-        }
-        if let Some(top) = self.checked.last_mut() {
-            top.insert(cond.to_string());
-        }
-        let site = self.sites.len();
-        self.sites.push(self.placed(msg));
-        match self.mode {
-            Mode::Block => self.line(format!(
-                "if ({cond}) {{ if (threadIdx.x == 0) eg_fail(rt, {site}, (long long)({a}), (long long)({b})); return 1; }}"
-            )),
-            Mode::Thread => self.line(format!(
-                "if ({cond}) return eg_fail(rt, {site}, (long long)({a}), (long long)({b}));"
-            )),
-        }
-    }
     /// The constant `v` is defined as, if any (a `Dim` gives its bound extent).
     pub(super) fn const_of(&self, v: Value) -> Option<Const> {
         let kind = self.def_of(v)?;
@@ -321,21 +302,6 @@ impl Emitter<'_> {
         }
     }
 
-    pub(super) fn check_peer(&mut self, op: &Op, peer: Value) {
-        // This rank is always in the world.
-        if matches!(self.def_of(peer), Some(OpKind::Rank(_))) {
-            return;
-        }
-        let p = self.v(peer);
-        let msg = crate::sites::peer(&self.f.name, &self.site_op(op));
-        self.fault_if(
-            &format!("(unsigned long long){p} >= (unsigned long long)rt->nranks"),
-            msg,
-            &p,
-            "rt->nranks",
-        );
-    }
-
     /// Declares the tile result `r` of `n` elements of dtype `d`.
     pub(super) fn declare_tile(&mut self, r: Value, n: u64, d: DType) -> Result<(), CodegenError> {
         let (per_thread, limit, mode) = match self.mode {
@@ -424,6 +390,7 @@ impl Emitter<'_> {
             | OpKind::Notify { .. }
             | OpKind::Wait { .. }
             | OpKind::Barrier(_) => self.emit_signal(op)?,
+            OpKind::TrapIf { .. } => self.emit_trap(op),
             OpKind::Var(_)
             | OpKind::Read(_)
             | OpKind::Write(..)

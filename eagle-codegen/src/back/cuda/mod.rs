@@ -41,6 +41,7 @@ use eagle_ir::{
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
+mod checks;
 mod emit;
 mod nvrtc;
 mod tile;
