@@ -161,17 +161,23 @@ pub struct Inputs<T> {
     pub b: Quantized<T>,
 }
 
+/// The seeded `f32` matrices before quantization: `A`'s shares `[P, P * M, KP]` (values in
+/// `[-1, 1)`, each row scaled by a power of two from `2^-6` to `2^6` so the blocks' scales
+/// differ) and `B`'s `[P, KP, N]`.
+pub fn matrices(p: usize, seed: u64) -> (Tensor<f32>, Tensor<f32>) {
+    let mut a = eagle_runner::random_tensor(&[p, p * M, KP], seed);
+    for (i, row) in a.data_mut().chunks_mut(KP).enumerate() {
+        let k = (i % 13) as i32 - 6;
+        row.iter_mut().for_each(|v| *v *= 2f32.powi(k));
+    }
+    (a, eagle_runner::random_tensor(&[p, KP, N], seed + 1))
+}
+
 impl<T: Float8> Inputs<T> {
-    /// Seeded `f32` matrices (values in `[-1, 1)`, each row of `A` scaled by a power of two
-    /// from `2^-6` to `2^6` so the blocks' scales differ), quantized.
+    /// [`matrices`], quantized.
     pub fn random(p: usize, seed: u64) -> Inputs<T> {
         let rows = p * M;
-        let mut a = eagle_runner::random_tensor(&[p, rows, KP], seed);
-        for (i, row) in a.data_mut().chunks_mut(KP).enumerate() {
-            let k = (i % 13) as i32 - 6;
-            row.iter_mut().for_each(|v| *v *= 2f32.powi(k));
-        }
-        let b = eagle_runner::random_tensor(&[p, KP, N], seed + 1);
+        let (a, b) = matrices(p, seed);
         let (mut qa, mut qb) = (
             Quantized {
                 q: vec![],

@@ -738,7 +738,7 @@ fn flash_decode_matches_its_golden_at_every_p_and_the_f64_attention() {
 #[test]
 fn fp8_gemm_rs_matches_its_golden_at_every_p_and_the_f32_gemm_up_to_quantization() {
     use eagle::{f8e4m3, f8e5m2, Float8};
-    use fp8_gemm_rs::{golden, quantize, run_once, Inputs, KP, M, N};
+    use fp8_gemm_rs::{golden, matrices, quantize, run_once, Inputs, KP, M, N};
     for p in 1..=8 {
         for mode in ["e4m3", "e5m2"] {
             let s = Session::sim(p).unwrap().with_mode(Some(mode.into()));
@@ -753,14 +753,9 @@ fn fp8_gemm_rs_matches_its_golden_at_every_p_and_the_f32_gemm_up_to_quantization
         let c = run_once(s, &inp).unwrap();
         assert_eq!(c.data(), &golden(p, &inp, widen)[..]);
         assert!(inp.a.q.iter().any(|&v| widen(v).abs() == largest));
-        // The unquantized inputs, as `Inputs::random` draws them.
+        // The unquantized inputs `Inputs::random` quantized.
         let rows = p * M;
-        let mut a = eagle_runner::random_tensor(&[p, rows, KP], 91);
-        for (i, row) in a.data_mut().chunks_mut(KP).enumerate() {
-            let k = (i % 13) as i32 - 6;
-            row.iter_mut().for_each(|v| *v *= 2f32.powi(k));
-        }
-        let b = eagle_runner::random_tensor(&[p, KP, N], 92);
+        let (a, b) = matrices(p, 91);
         // The quantizer is the one `random` used.
         let q = quantize::<T>(&a.data()[..rows * KP], rows, KP, false);
         assert_eq!(q.s, inp.a.s[..rows * (KP / 32)].to_vec());
