@@ -154,6 +154,12 @@ fn every_kind() -> Vec<OpKind> {
             cmp: CmpOp::Eq,
         },
         OpKind::Barrier(v),
+        OpKind::Group {
+            ctx: v,
+            grid: vec![v],
+            axis: 0,
+        },
+        OpKind::WorldRank { group: v, rank: v },
         OpKind::TrapIf {
             cond: v,
             a: v,
@@ -209,6 +215,8 @@ fn every_kind() -> Vec<OpKind> {
             | OpKind::Notify { .. }
             | OpKind::Wait { .. }
             | OpKind::Barrier(_)
+            | OpKind::Group { .. }
+            | OpKind::WorldRank { .. }
             | OpKind::TrapIf { .. }
             | OpKind::Tile(..)
             | OpKind::Math(..) => {}
@@ -258,7 +266,7 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     );
     assert!(keywords(&["specialize"]).contains("dim"));
     // And every op kind is in the table, named.
-    assert_eq!(every_kind().len(), 46);
+    assert_eq!(every_kind().len(), 48);
 }
 
 #[test]

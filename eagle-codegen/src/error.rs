@@ -126,6 +126,19 @@ pub enum SpecializeError {
         /// What was expected, what was found, and the fix.
         message: String,
     },
+    /// A rank group (`group(ctx, [grid], axis)`) whose grid does not hold the world, a group
+    /// of a group, or a group passed where only the world's context may go (a kernel call).
+    #[error("function `{function}`, op `{op}`{}: {message}", eagle_ir::at(.loc.as_deref()))]
+    Group {
+        /// Function.
+        function: String,
+        /// The op, as its keyword (`group`, `call`).
+        op: String,
+        /// The op's Rust source location, when known.
+        loc: Option<Box<eagle_ir::Loc>>,
+        /// What was expected, what was found, and the fix.
+        message: String,
+    },
     /// A buffer or tile too large for the target.
     #[error("function `{function}`: {what} of type `{ty}` needs {bytes} bytes, more than the limit of {limit} bytes; {fix}")]
     TooLarge {

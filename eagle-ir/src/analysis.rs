@@ -211,6 +211,8 @@ fn walk(
             | OpKind::Dispatch { .. }
             | OpKind::Rank(_)
             | OpKind::NRanks(_)
+            | OpKind::Group { .. }
+            | OpKind::WorldRank { .. }
             | OpKind::WorldSize
             | OpKind::AllocWindowBuffer
             | OpKind::Window(_)

@@ -12,6 +12,11 @@ enumeration! {
         Rank => "rank",
         /// `nranks(ctx)`: the world size seen from a device, an `index`.
         NRanks => "nranks",
+        /// `group(ctx, [grid], axis)`: this rank's group along `axis` of a process grid, a
+        /// context (`OpKind::Group`).
+        Group => "group",
+        /// `world_rank(group, q)`: the world rank of rank `q` of a group, an `index`.
+        WorldRank => "world_rank",
         /// `world_size()` on the host, an `index`.
         WorldSize => "world_size",
         /// `load(src, [offsets], [shape])`: a tile of a tensor or window.
@@ -146,6 +151,8 @@ impl Builtin {
         match self {
             Rank | NRanks | Barrier => format!("{}(ctx)", self.name()),
             WorldSize => "world_size()".into(),
+            Group => "group(ctx, [grid], axis)".into(),
+            WorldRank => "world_rank(group, rank)".into(),
             Min | Max => format!("{}(a, b)", self.name()),
             Fma | Select => format!("{}(a, b, c)", self.name()),
             SaturatingCast => "saturating_cast(x, dtype)".into(),
@@ -190,8 +197,8 @@ impl Builtin {
     pub const fn has_result(self) -> bool {
         use Builtin::*;
         match self {
-            Rank | NRanks | WorldSize | Min | Max | Fma | Select | Load | AllocWindowBuffer
-            | Window | RemoteLoad | Subview | SaturatingCast => true,
+            Rank | NRanks | Group | WorldRank | WorldSize | Min | Max | Fma | Select | Load
+            | AllocWindowBuffer | Window | RemoteLoad | Subview | SaturatingCast => true,
             Store | Put | Get | RemoteStore | Notify | Wait | Barrier | Broadcast | AllGather
             | ReduceScatter | AllReduce | AllToAll | AllToAllV | AllGatherV => false,
         }
@@ -203,10 +210,10 @@ impl Builtin {
         use Builtin::*;
         match self {
             Min | Max | Fma | Select | SaturatingCast => true,
-            Rank | NRanks | WorldSize | Load | RemoteLoad | Subview | Window
-            | AllocWindowBuffer | Store | Put | Get | RemoteStore | Notify | Wait | Barrier
-            | Broadcast | AllGather | ReduceScatter | AllReduce | AllToAll | AllToAllV
-            | AllGatherV => false,
+            Rank | NRanks | Group | WorldRank | WorldSize | Load | RemoteLoad | Subview
+            | Window | AllocWindowBuffer | Store | Put | Get | RemoteStore | Notify | Wait
+            | Barrier | Broadcast | AllGather | ReduceScatter | AllReduce | AllToAll
+            | AllToAllV | AllGatherV => false,
         }
     }
 
@@ -218,9 +225,9 @@ impl Builtin {
             Store | Get => Some(0),
             Broadcast | AllGather | ReduceScatter | AllReduce | AllToAll => Some(2),
             AllToAllV | AllGatherV => Some(3),
-            Rank | NRanks | WorldSize | Min | Max | Fma | Select | Load | AllocWindowBuffer
-            | Window | Put | RemoteLoad | RemoteStore | Notify | Wait | Barrier | Subview
-            | SaturatingCast => None,
+            Rank | NRanks | Group | WorldRank | WorldSize | Min | Max | Fma | Select | Load
+            | AllocWindowBuffer | Window | Put | RemoteLoad | RemoteStore | Notify | Wait
+            | Barrier | Subview | SaturatingCast => None,
         }
     }
 }

@@ -430,6 +430,8 @@ fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
         | OpKind::LocalArray
         | OpKind::Rank(_)
         | OpKind::NRanks(_)
+        | OpKind::Group { .. }
+        | OpKind::WorldRank { .. }
         | OpKind::WorldSize
         | OpKind::AllocWindowBuffer
         | OpKind::Window(_)

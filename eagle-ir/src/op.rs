@@ -49,6 +49,8 @@ impl OpKind {
             | Dispatch { .. }
             | Rank(_)
             | NRanks(_)
+            | Group { .. }
+            | WorldRank { .. }
             | WorldSize
             | AllocWindowBuffer
             | Window(_)

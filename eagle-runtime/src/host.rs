@@ -274,6 +274,8 @@ impl Interp<'_> {
                 | OpKind::Call { .. }
                 | OpKind::Rank(_)
                 | OpKind::NRanks(_)
+                | OpKind::Group { .. }
+                | OpKind::WorldRank { .. }
                 | OpKind::Put { .. }
                 | OpKind::Get { .. }
                 | OpKind::RemoteLoad { .. }

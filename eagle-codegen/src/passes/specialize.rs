@@ -835,6 +835,8 @@ impl Spec<'_> {
                 })?;
                 fold_to = Some(Const::Int(v as i128));
             }
+            // A group's size is its grid's extent, folded when the group is lowered.
+            OpKind::NRanks(c) if !f.params.iter().any(|p| p.value == *c) => {}
             OpKind::WorldSize | OpKind::NRanks(_) => {
                 let p = self.p() as i128;
                 fold_to = Some(Const::Int(p));
@@ -888,10 +890,7 @@ impl Spec<'_> {
             }
             OpKind::Slice { src, index } => self.slice(f, op, *src, *index, res)?,
             OpKind::Subview { src, offset } => self.subview(f, op, *src, *offset, res)?,
-            OpKind::Broadcast { root, .. } => {
-                let root = *root;
-                self.check_rank(f, op, root, "root")?;
-            }
+            OpKind::Broadcast { root, .. } => self.check_rank(f, op, *root, "root")?,
             OpKind::Elem { .. }
             | OpKind::SetElem { .. }
             | OpKind::Load { .. }
@@ -902,13 +901,8 @@ impl Spec<'_> {
             | OpKind::Get { .. }
             | OpKind::Notify { .. }
             | OpKind::Wait { .. } => self.check_access(f, op, res)?,
-            OpKind::Dispatch {
-                device,
-                callee,
-                args,
-            } => {
-                let d = *device;
-                self.check_rank(f, op, d, "device")?;
+            OpKind::Dispatch { device, callee, args } => {
+                self.check_rank(f, op, *device, "device")?;
                 self.record_call(callee, args);
             }
             OpKind::Call { callee, args } => self.record_call(callee, args),
@@ -939,6 +933,8 @@ impl Spec<'_> {
             | OpKind::AllocWindowBuffer
             | OpKind::Window(_)
             | OpKind::Barrier(_)
+            | OpKind::Group { .. }
+            | OpKind::WorldRank { .. }
             | OpKind::TrapIf { .. }
             | OpKind::Tile(..)
             // Expanded into primitive ops after the first pass (`eagle_ir::expand::expand_function`).

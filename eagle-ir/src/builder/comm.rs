@@ -12,6 +12,36 @@ impl FunctionBuilder<'_> {
     pub fn nranks(&mut self, ctx: Value) -> Value {
         self.push(OpKind::NRanks(ctx), Type::Scalar(DType::Index))
     }
+    /// `group(ctx, grid, axis)`: this rank's group along `axis` of the process grid `grid`
+    /// (extents outermost first), a context ([`OpKind::Group`]).
+    ///
+    /// # Errors
+    /// [`IrError::Build`] when `axis` is not an axis of `grid`.
+    pub fn group(&mut self, ctx: Value, grid: Vec<Dim>, axis: u64) -> Result<Value> {
+        if axis as usize >= grid.len() {
+            return self.err(format!(
+                "`group` takes an axis of its grid: the grid has {} axes (0..{}) but the axis is {axis}",
+                grid.len(),
+                grid.len()
+            ));
+        }
+        let grid = grid
+            .into_iter()
+            .map(|d| self.push(OpKind::Dim(d), Type::Scalar(DType::Index)))
+            .collect();
+        Ok(self.push(OpKind::Group { ctx, grid, axis }, Type::Ctx))
+    }
+    /// `world_rank(group, q)`: the world rank of rank `q` of `group` ([`OpKind::WorldRank`]).
+    ///
+    /// # Errors
+    /// Only from materialising `q`.
+    pub fn world_rank(&mut self, group: Value, rank: impl Into<Operand>) -> Result<Value> {
+        let rank = self.value(rank, Some(DType::Index))?;
+        Ok(self.push(
+            OpKind::WorldRank { group, rank },
+            Type::Scalar(DType::Index),
+        ))
+    }
     /// `world_size()`.
     pub fn world_size(&mut self) -> Value {
         self.push(OpKind::WorldSize, Type::Scalar(DType::Index))

@@ -368,6 +368,8 @@ enumeration! {
         RecvCapacity => "recv_capacity",
         /// A rank's send counts reach past its send buffer (`all_to_all_v`, `allgather_v`).
         SendOverrun => "send_overrun",
+        /// `world_rank(group, q)` of a `q` past the group's ranks.
+        GroupRank => "group_rank",
     }
 }
 
@@ -377,6 +379,7 @@ impl Trap {
         match self {
             Trap::RecvCapacity => "{a} rows arrive (the sum of the receive counts) but the receive buffer holds {b} rows; give it at least {a} rows (the most that can arrive: every rank's largest send count to this rank, summed)",
             Trap::SendOverrun => "a rank's send counts take {a} rows of its send buffer but it holds {b} rows; the counts must sum to at most the send buffer's rows",
+            Trap::GroupRank => "`world_rank` of group rank {a}, but the group has {b} ranks (0 to {b} - 1); reduce the rank modulo `nranks(group)`",
         }
     }
 }
@@ -603,6 +606,29 @@ op_kinds! {
     tuple Rank { .0 => f0: val as ctx } "rank $f0" => value(pure(info("a device-context operation", Levels::DEVICE)));
     /// `nranks(ctx)`: the world size seen from a device.
     tuple NRanks { .0 => f0: val as ctx } "nranks $f0" => value(pure(info("a device-context operation", Levels::DEVICE)));
+    /// `group(ctx, [d0, d1, ...], axis)`: this rank's group along `axis` of the process grid
+    /// `[d0, d1, ...]` (row-major over the world ranks, the last axis fastest): the ranks whose
+    /// grid coordinates differ from this rank's only at `axis`, numbered by that coordinate.
+    /// A context like `ctx`: `rank`, `nranks`, `barrier` and every built-in collective take it
+    /// and act within the group; `world_rank` turns its ranks into world ranks. Replaced by index
+    /// arithmetic and signals when collectives are lowered (`docs/collectives.md`, "Rank
+    /// groups"); the grid's extents must multiply to the world size.
+    struct Group {
+        /// The world's device context.
+        .ctx => ctx: val as ctx,
+        /// The grid's extents, outermost first.
+        .grid => grid: vals as index,
+        /// The axis whose ranks form the group.
+        .axis => axis: attr(u64)
+    } "group $ctx, [$grid], $axis" => value(pure(info("a rank group", Levels::DEVICE)));
+    /// `world_rank(group, q)`: the world rank of rank `q` of `group`, for `put`, `get`,
+    /// `notify`, `remote_load` and `remote_store`, which address world ranks.
+    struct WorldRank {
+        /// A group (`group(ctx, ...)`).
+        .group => group: val as ctx,
+        /// The rank within the group.
+        .rank => rank: val as index
+    } "world_rank $group, $rank" => value(pure(info("a rank group", Levels::DEVICE)));
     /// `world_size()` on the host.
     unit WorldSize {} "world_size" => value(pure(info("`world_size()`", Levels::HOST)));
     /// Host: one symmetric buffer per rank; shape and dtype from the result type.
@@ -777,6 +803,8 @@ impl OpKind {
             | OpKind::Dispatch { .. }
             | OpKind::Rank(..)
             | OpKind::NRanks(..)
+            | OpKind::Group { .. }
+            | OpKind::WorldRank { .. }
             | OpKind::WorldSize
             | OpKind::AllocWindowBuffer
             | OpKind::Window(..)

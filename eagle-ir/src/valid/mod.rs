@@ -2,6 +2,7 @@
 
 mod arrays;
 mod collectives;
+mod remote;
 
 use crate::error::{IrError, Result};
 use crate::ir::{BinOp, Block, Function, Level, Module, Op, OpKind, UnOp, Value, Want};
@@ -434,6 +435,8 @@ impl V<'_> {
             | Dispatch { .. } => self.check_control(op)?,
             Rank(_)
             | NRanks(_)
+            | Group { .. }
+            | WorldRank { .. }
             | Barrier(_)
             | TrapIf { .. }
             | WorldSize
@@ -953,7 +956,15 @@ impl V<'_> {
         use OpKind::*;
         match &op.kind {
             // The context operand is checked by its declaration (`val as ctx`).
-            Rank(_) | NRanks(_) => self.expect_result(op, &Type::Scalar(DType::Index))?,
+            Rank(_) | NRanks(_) | WorldRank { .. } => {
+                self.expect_result(op, &Type::Scalar(DType::Index))?
+            }
+            Group { grid, axis, .. } => {
+                if *axis as usize >= grid.len() {
+                    return self.fail(op, format!("the group's axis is {axis} but its grid has {} axes; name an axis from 0 to {}", grid.len(), grid.len().saturating_sub(1)));
+                }
+                self.expect_result(op, &Type::Ctx)?;
+            }
             // The operands are checked by the declaration (`val as bool`, `val as index`).
             Barrier(_) | TrapIf { .. } => {}
             WorldSize => {
@@ -986,94 +997,6 @@ impl V<'_> {
                     op,
                     format!(
                         "internal: `{}` is not checked by `check_context_and_host`",
-                        other.info().name
-                    ),
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// Put, get, remote loads and stores, notify and wait.
-    fn check_remote_and_signals(&mut self, op: &Op) -> Result<()> {
-        use OpKind::*;
-        match &op.kind {
-            Put { dst, src, .. } | Get { dst, src, .. } => {
-                let put = matches!(op.kind, Put { .. });
-                if !put {
-                    self.writable(op, *dst, "the get")?;
-                }
-                self.not_host(op, if put { "put" } else { "get" })?;
-                let (rs, rd) = if put {
-                    self.window(op, *dst, "operand 0 (destination)")?
-                } else {
-                    self.memory(op, *dst, "operand 0 (destination)")?
-                };
-                let (ls, ld) = if put {
-                    self.memory(op, *src, "operand 2 (source)")?
-                } else {
-                    self.window(op, *src, "operand 2 (source)")?
-                };
-                if rd != ld || !shapes_compatible(&rs, &ls) {
-                    return self.fail(op, format!("destination is `{rs}, {rd}` but source is `{ls}, {ld}`; put/get copy whole buffers of the same shape and dtype"));
-                }
-            }
-            RemoteLoad { src, offsets, .. } => {
-                self.not_host(op, "remote_load")?;
-                let (s, d) = self.window(op, *src, "operand 0 (source)")?;
-                self.offsets(op, offsets, s.rank(), "the window")?;
-                match op.result.map(|r| self.ty(r)) {
-                    Some(Type::Tile(ts, td)) if ts.rank() == s.rank() && *td == d => {}
-                    _ => {
-                        return self.fail(
-                            op,
-                            format!("result must be a tile of rank {} and dtype `{d}`", s.rank()),
-                        )
-                    }
-                }
-            }
-            RemoteStore {
-                value,
-                dst,
-                offsets,
-                ..
-            } => {
-                self.not_host(op, "remote_store")?;
-                let (s, d) = self.window(op, *dst, "operand 1 (destination)")?;
-                self.offsets(op, offsets, s.rank(), "the window")?;
-                match self.ty(*value) {
-                    Type::Tile(ts, td) if ts.rank() == s.rank() && *td == d => {}
-                    t => return self.fail(op, format!("operand 0 (value) must be a tile of rank {} and dtype `{d}`, found `{t}`", s.rank())),
-                }
-            }
-            Notify {
-                signal,
-                offsets,
-                value,
-                ..
-            }
-            | Wait {
-                signal,
-                offsets,
-                expected: value,
-                ..
-            } => {
-                self.not_host(op, "notify/wait")?;
-                let (s, d) = self.window(op, *signal, "operand 0 (signal)")?;
-                if !matches!(d, DType::I32 | DType::I64 | DType::U32 | DType::U64) {
-                    return self.fail(
-                        op,
-                        format!("signals must be windows of i32, i64, u32 or u64, found `{d}`"),
-                    );
-                }
-                self.offsets(op, offsets, s.rank(), "the signal window")?;
-                self.scalar(op, *value, "value", Some(d))?;
-            }
-            other => {
-                return self.fail(
-                    op,
-                    format!(
-                        "internal: `{}` is not checked by `check_remote_and_signals`",
                         other.info().name
                     ),
                 );

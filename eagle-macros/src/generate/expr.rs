@@ -455,6 +455,28 @@ impl Cx {
                 v(quote!({ let __a0 = #cx; __f.#m(__a0) }))
             }
             B::WorldSize => v(quote!(__f.#m())),
+            B::Group => {
+                let cx = self.val(a[0])?;
+                let Expr::Array(_) = a[1] else {
+                    return err(a[1].span(), "a process grid is a list of extents in brackets: `group(ctx, [DP, TP], 1)`");
+                };
+                let grid = self.shape(a[1])?;
+                let axis = match a[2] {
+                    Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Int(i),
+                        ..
+                    }) => i.base10_parse::<u64>()?,
+                    other => {
+                        return err(other.span(), "the axis of a group is an integer literal (`group(ctx, [DP, TP], 1)`: the group along axis 1, of TP ranks)")
+                    }
+                };
+                v(quote!({ let __a0 = #cx; let __a1 = #grid; __f.#m(__a0, __a1, #axis)? }))
+            }
+            B::WorldRank => {
+                let g = self.val(a[0])?;
+                let q = self.expr(a[1])?;
+                v(quote!({ let __a0 = #g; let __a1 = #q; __f.#m(__a0, __a1)? }))
+            }
             B::Min | B::Max => {
                 let (x, y) = (self.expr(a[0])?, self.expr(a[1])?);
                 let op = bin_op_tokens(if b == B::Min {

@@ -780,6 +780,8 @@ impl Cx {
             }
             B::Rank
             | B::NRanks
+            | B::Group
+            | B::WorldRank
             | B::WorldSize
             | B::Load
             | B::RemoteLoad

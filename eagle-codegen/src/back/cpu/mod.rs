@@ -729,6 +729,8 @@ impl Lower<'_, '_> {
                 | OpKind::Call { .. } => self.lower_control(op)?,
                 OpKind::WorldSize
                 | OpKind::NRanks(_)
+                | OpKind::Group { .. }
+                | OpKind::WorldRank { .. }
                 | OpKind::Broadcast { .. }
                 | OpKind::AllGather { .. }
                 | OpKind::ReduceScatter { .. }

@@ -400,6 +400,8 @@ impl Emitter<'_> {
             | OpKind::Call { .. } => self.emit_control(op)?,
             OpKind::WorldSize
             | OpKind::NRanks(_)
+            | OpKind::Group { .. }
+            | OpKind::WorldRank { .. }
             | OpKind::Broadcast { .. }
             | OpKind::AllGather { .. }
             | OpKind::ReduceScatter { .. }

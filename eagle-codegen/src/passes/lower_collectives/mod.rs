@@ -16,10 +16,14 @@
 
 use crate::error::SpecializeError;
 use eagle_ir::{
-    AllreduceMode, BinOp, Block, CmpOp, Const, DType, Dim, Function, Level, Module, NotifyOp, Op,
-    OpKind, Param, ReduceOp, Shape, Trap, Type, Value,
+    AllreduceMode, BinOp, Block, CmpOp, DType, Dim, Function, Level, Module, Op, OpKind, Param,
+    ReduceOp, Shape, Trap, Type, Value,
 };
 use std::collections::HashMap;
+
+mod em;
+mod groups;
+use em::Em;
 
 /// Elements per tile in lowered reductions.
 pub const BLOCK: u64 = 1024;
@@ -28,325 +32,6 @@ pub const BLOCK: u64 = 1024;
 pub fn chunk(n: u64, p: u64, c: u64) -> (u64, u64) {
     let (q, r) = (n / p, n % p);
     (c * q + c.min(r), q + u64::from(c < r))
-}
-
-struct Em<'a> {
-    values: &'a mut eagle_ir::entity::PrimaryMap<Value, Type>,
-    blocks: Vec<Vec<Op>>,
-    /// The source location of the collective being lowered: every op it becomes keeps it.
-    loc: Option<eagle_ir::Loc>,
-}
-
-impl Em<'_> {
-    fn val(&mut self, t: Type) -> Value {
-        self.values.push(t)
-    }
-    /// Appends an op that defines a value of type `t`; returns the value.
-    fn push(&mut self, kind: OpKind, t: Type) -> Value {
-        let result = self.val(t);
-        self.append(kind, Some(result));
-        result
-    }
-    /// Appends an op without a result.
-    fn push_void(&mut self, kind: OpKind) {
-        self.append(kind, None);
-    }
-    fn append(&mut self, kind: OpKind, result: Option<Value>) {
-        if let Some(b) = self.blocks.last_mut() {
-            b.push(Op {
-                result,
-                kind,
-                loc: self.loc.clone(),
-            });
-        }
-    }
-    fn idx(&mut self, c: u64) -> Value {
-        self.push(
-            OpKind::Const(Const::Int(c as i128)),
-            Type::Scalar(DType::Index),
-        )
-    }
-    fn ibin(&mut self, op: BinOp, a: Value, b: Value) -> Value {
-        self.push(OpKind::Binary(op, a, b), Type::Scalar(DType::Index))
-    }
-    fn rank(&mut self, ctx: Value) -> Value {
-        self.push(OpKind::Rank(ctx), Type::Scalar(DType::Index))
-    }
-    fn barrier(&mut self, ctx: Value) {
-        self.push_void(OpKind::Barrier(ctx));
-    }
-    /// Stops the rank with `kind`'s message (`a`, `b` filled in) when `a cmp b`.
-    fn trap_if(&mut self, cmp: CmpOp, a: Value, b: Value, kind: Trap) {
-        let cond = self.cmp(cmp, a, b);
-        self.push_void(OpKind::TrapIf { cond, a, b, kind });
-    }
-    fn i64c(&mut self, c: u64) -> Value {
-        self.push(
-            OpKind::Const(Const::Int(i128::from(c))),
-            Type::Scalar(DType::I64),
-        )
-    }
-    /// `notify(sig, peer, [slot], value, set)`: every signal slot has one writer besides its
-    /// owner's reset, so `Set` suffices (no atomic add across devices).
-    fn notify(&mut self, sig: Value, peer: Value, slot: Value, value: u64) {
-        let value = self.i64c(value);
-        self.push_void(OpKind::Notify {
-            signal: sig,
-            peer,
-            offsets: vec![slot],
-            value,
-            op: NotifyOp::Set,
-        });
-    }
-    /// `wait(sig, [slot]) >= value`.
-    fn wait(&mut self, sig: Value, slot: Value, value: u64) {
-        let expected = self.i64c(value);
-        self.wait_v(sig, slot, expected);
-    }
-    /// [`Em::wait`] for a run-time `i64` value.
-    fn wait_v(&mut self, sig: Value, slot: Value, expected: Value) {
-        self.push_void(OpKind::Wait {
-            signal: sig,
-            offsets: vec![slot],
-            expected,
-            cmp: CmpOp::Ge,
-        });
-    }
-    /// [`Em::notify`] for a run-time `i64` value.
-    fn notify_v(&mut self, sig: Value, peer: Value, slot: Value, value: Value) {
-        self.push_void(OpKind::Notify {
-            signal: sig,
-            peer,
-            offsets: vec![slot],
-            value,
-            op: NotifyOp::Set,
-        });
-    }
-    /// The `index` value `v` as an `i64` (a signal's count).
-    fn cast_i64(&mut self, v: Value) -> Value {
-        self.push(OpKind::Cast(v), Type::Scalar(DType::I64))
-    }
-    /// `(a + k) % p` for an index `a` and constants `k`, `p`.
-    fn add_mod(&mut self, a: Value, k: u64, p: u64) -> Value {
-        let kv = self.idx(k);
-        let pv = self.idx(p);
-        let t = self.ibin(BinOp::Add, a, kv);
-        self.ibin(BinOp::Rem, t, pv)
-    }
-    fn ty(&self, v: Value) -> Type {
-        self.values[v].clone()
-    }
-    fn subview(&mut self, src: Value, off: Value, len: u64) -> Value {
-        let t = match self.ty(src) {
-            Type::Tensor(s, d) => {
-                let mut dims = s.0.clone();
-                dims[0] = eagle_ir::Dim::Const(len);
-                Type::Tensor(Shape(dims), d)
-            }
-            Type::Window(s, d) => {
-                let mut dims = s.0.clone();
-                dims[0] = eagle_ir::Dim::Const(len);
-                Type::Window(Shape(dims), d)
-            }
-            t => t,
-        };
-        self.push(OpKind::Subview { src, offset: off }, t)
-    }
-    /// The tile of `len` rows of buffer `v` (its trailing dims whole).
-    fn tile(&self, v: Value, len: u64) -> Type {
-        let t = self.ty(v);
-        let mut dims = vec![eagle_ir::Dim::Const(len)];
-        dims.extend(t.shape().map(|s| s.0[1..].to_vec()).unwrap_or_default());
-        Type::Tile(Shape(dims), t.dtype().unwrap_or(DType::F32))
-    }
-    /// Offsets of row `off` of buffer `v`: `[off, 0, ...]`.
-    fn row_offsets(&mut self, v: Value, off: Value) -> Vec<Value> {
-        let rank = self.ty(v).shape().map_or(1, Shape::rank);
-        let mut o = vec![off];
-        for _ in 1..rank {
-            let z = self.idx(0);
-            o.push(z);
-        }
-        o
-    }
-    fn rload(&mut self, win: Value, peer: Value, off: Value, len: u64) -> Value {
-        let t = self.tile(win, len);
-        let offsets = self.row_offsets(win, off);
-        self.push(
-            OpKind::RemoteLoad {
-                src: win,
-                peer,
-                offsets,
-            },
-            t,
-        )
-    }
-    fn load(&mut self, mem: Value, off: Value, len: u64) -> Value {
-        let t = self.tile(mem, len);
-        let offsets = self.row_offsets(mem, off);
-        self.push(OpKind::Load { src: mem, offsets }, t)
-    }
-    fn store(&mut self, tile: Value, mem: Value, off: Value) {
-        let offsets = self.row_offsets(mem, off);
-        self.push_void(OpKind::Store {
-            value: tile,
-            dst: mem,
-            offsets,
-        });
-    }
-    fn tbin(&mut self, op: BinOp, a: Value, b: Value) -> Value {
-        let t = self.ty(a);
-        self.push(OpKind::Binary(op, a, b), t)
-    }
-    fn get(&mut self, dst: Value, peer: Value, src: Value) {
-        self.push_void(OpKind::Get { dst, peer, src });
-    }
-    fn put(&mut self, dst: Value, peer: Value, src: Value) {
-        self.push_void(OpKind::Put { dst, peer, src });
-    }
-
-    fn nested(&mut self, body: impl FnOnce(&mut Self)) -> Block {
-        self.blocks.push(vec![]);
-        body(self);
-        Block {
-            ops: self.blocks.pop().unwrap_or_default(),
-        }
-    }
-    fn for_(&mut self, lo: u64, hi: u64, body: impl FnOnce(&mut Self, Value)) {
-        let (l, h) = (self.idx(lo), self.idx(hi));
-        let var = self.val(Type::Scalar(DType::Index));
-        let body = self.nested(|e| body(e, var));
-        self.push_void(OpKind::For {
-            var,
-            lo: l,
-            hi: h,
-            body,
-        });
-    }
-    fn if_(&mut self, cond: Value, then_b: impl FnOnce(&mut Self), else_b: impl FnOnce(&mut Self)) {
-        let then_body = self.nested(then_b);
-        let else_body = self.nested(else_b);
-        self.push_void(OpKind::If {
-            cond,
-            then_body,
-            else_body,
-        });
-    }
-    /// `for var in lo..hi` with run-time bounds.
-    fn for_v(&mut self, lo: Value, hi: Value, body: impl FnOnce(&mut Self, Value)) {
-        let var = self.val(Type::Scalar(DType::Index));
-        let body = self.nested(|e| body(e, var));
-        self.push_void(OpKind::For { var, lo, hi, body });
-    }
-    /// A variable of type `index` holding `init`.
-    fn var(&mut self, init: Value) -> Value {
-        let t = Type::Ref(Box::new(Type::Scalar(DType::Index)));
-        self.push(OpKind::Var(init), t)
-    }
-    fn read(&mut self, var: Value) -> Value {
-        self.push(OpKind::Read(var), Type::Scalar(DType::Index))
-    }
-    fn write(&mut self, var: Value, x: Value) {
-        self.push_void(OpKind::Write(var, x));
-    }
-    /// Element `i` of rank `peer`'s 1-D window `win` of `u64`, as it is (`u64`).
-    fn remote_elem(&mut self, win: Value, peer: Value, i: Value) -> Value {
-        let t = self.rload(win, peer, i, 1);
-        self.push(
-            OpKind::Tile(
-                eagle_ir::TileOp::Reduce(ReduceOp::Sum, eagle_ir::tile::Axis::All),
-                vec![t],
-            ),
-            Type::Scalar(DType::U64),
-        )
-    }
-    fn cmp(&mut self, op: CmpOp, a: Value, b: Value) -> Value {
-        self.push(OpKind::Cmp(op, a, b), Type::Scalar(DType::Bool))
-    }
-
-    /// Runs `body(offset, len)` for the chunk `c` (a run-time rank expression) of `n` over `p`:
-    /// `offset = c * q + min(c, n % p)`, and a branch per static length.
-    fn dyn_chunk(&mut self, c: Value, n: u64, p: u64, body: &dyn Fn(&mut Self, Value, u64)) {
-        let (q, r) = (n / p, n % p);
-        let qv = self.idx(q);
-        let base = self.ibin(BinOp::Mul, c, qv);
-        if r == 0 {
-            if q > 0 {
-                body(self, base, q);
-            }
-            return;
-        }
-        let rv = self.idx(r);
-        let extra = self.ibin(BinOp::Min, c, rv);
-        let off = self.ibin(BinOp::Add, base, extra);
-        let long = self.cmp(CmpOp::Lt, c, rv);
-        self.if_(
-            long,
-            |e| body(e, off, q + 1),
-            |e| {
-                if q > 0 {
-                    body(e, off, q)
-                }
-            },
-        );
-    }
-
-    /// Runs `body(offset, len)` over rows `[off, off + len)` in tiles of `block` rows (at
-    /// least 1).
-    fn blocks(&mut self, off: Value, len: u64, block: u64, body: &dyn Fn(&mut Self, Value, u64)) {
-        let block = block.max(1);
-        let nb = len / block;
-        if nb == 1 {
-            body(self, off, block);
-        } else if nb > 1 {
-            self.for_(0, nb, |e, i| {
-                let b = e.idx(block);
-                let o = e.ibin(BinOp::Mul, i, b);
-                let abs = e.ibin(BinOp::Add, off, o);
-                body(e, abs, block);
-            });
-        }
-        let tail = len % block;
-        if tail > 0 && nb == 0 {
-            body(self, off, tail);
-        } else if tail > 0 {
-            let t = self.idx(nb * block);
-            let abs = self.ibin(BinOp::Add, off, t);
-            body(self, abs, tail);
-        }
-    }
-
-    /// `dst[dst_off..dst_off+len] = ((src_0 op src_1) op ...) op src_(p-1)`, rows
-    /// `off..off+len` of every rank's `src` folded left to right in rank order: a loop over the ranks with the partial
-    /// in a tile variable, so the IR does not grow with `p`.
-    #[allow(clippy::too_many_arguments)]
-    fn reduce_block(
-        &mut self,
-        src: Value,
-        dst: Value,
-        p: u64,
-        off: Value,
-        dst_off: Value,
-        len: u64,
-        op: ReduceOp,
-    ) {
-        let zero = self.idx(0);
-        let first = self.rload(src, zero, off, len);
-        if p == 1 {
-            self.store(first, dst, dst_off);
-            return;
-        }
-        let t = self.ty(first);
-        let acc = self.push(OpKind::Var(first), Type::Ref(Box::new(t.clone())));
-        self.for_(1, p, |e, q| {
-            let cur = e.push(OpKind::Read(acc), t.clone());
-            let x = e.rload(src, q, off, len);
-            let y = e.tbin(op.bin_op(), cur, x);
-            e.push_void(OpKind::Write(acc, y));
-        });
-        let r = self.push(OpKind::Read(acc), t);
-        self.store(r, dst, dst_off);
-    }
 }
 
 /// The rows (dim 0) of a collective's buffer, and the rows per tile of about [`BLOCK`]
@@ -358,29 +43,61 @@ fn rows(t: &Type) -> (u64, u64) {
     (d0, (BLOCK / row.max(1)).max(1))
 }
 
+/// What every block of one function is lowered with.
+struct Lowering<'a> {
+    /// The function's name, for messages.
+    f_name: &'a str,
+    /// The world size.
+    p: u64,
+    /// The function's signal window, if any.
+    sig: Option<Value>,
+    /// The function's rank groups ([`groups::group_defs`]).
+    groups: HashMap<Value, groups::GroupDef>,
+}
+
 fn lower_block(
-    f_name: &str,
+    cx: &Lowering<'_>,
     values: &mut eagle_ir::entity::PrimaryMap<Value, Type>,
     b: &mut Block,
-    p: u64,
-    sig: Option<Value>,
 ) -> Result<(), SpecializeError> {
     let ops = std::mem::take(&mut b.ops);
     let mut out = Vec::with_capacity(ops.len());
     for mut op in ops {
-        if op.kind.info().collective {
+        // A group's ranks are computed where they are used.
+        if matches!(op.kind, OpKind::Group { .. }) {
+            continue;
+        }
+        let group = groups::group_of(&op, &cx.groups);
+        if op.kind.info().collective || group.is_some() {
             let mut em = Em {
                 values: &mut *values,
                 blocks: vec![vec![]],
                 loc: op.loc.clone(),
+                group: None,
             };
-            if lower_collective(&mut em, op.kind.clone(), f_name, op.loc.clone(), p, sig)? {
+            let mut p = cx.p;
+            if let Some(def) = group {
+                if groups::lower_group_op(&mut em, &op, def, cx.p, cx.sig) {
+                    out.extend(em.blocks.pop().unwrap_or_default());
+                    continue;
+                }
+                em.group = Some(def.at(&mut em, cx.p, cx.sig));
+                p = def.size();
+            }
+            if lower_collective(
+                &mut em,
+                op.kind.clone(),
+                cx.f_name,
+                op.loc.clone(),
+                p,
+                cx.sig,
+            )? {
                 out.extend(em.blocks.pop().unwrap_or_default());
                 continue;
             }
         }
         for b in op.kind.blocks_mut() {
-            lower_block(f_name, values, b, p, sig)?;
+            lower_block(cx, values, b)?;
         }
         out.push(op);
     }
@@ -435,7 +152,11 @@ fn lower_v_collective(
                 function: f_name.to_string(),
                 op: name.into(),
                 loc: loc.clone().map(Box::new),
-                message: format!("the {what} counts have {n} entries but the world has {p} ranks; give them shape [NR] with `NR = dynamic!(\"NR\")`"),
+                message: format!(
+                    "the {what} counts have {n} entries but {} {p} ranks; {}",
+                    em.team(),
+                    em.team_fix("[NR]")
+                ),
             });
         }
     }
@@ -589,6 +310,7 @@ fn lower_collective(
             // send buffer is a window, else pushed into the peers' receive windows. (A
             // local send buffer is always the row form; at P = 1 its shapes are equal.)
             let pull = matches!(em.ty(src), Type::Window(..));
+            em.check_team_rows(dst, p, "allgather", f_name, &loc)?;
             em.barrier(ctx);
             let me = em.rank(ctx);
             em.for_(0, p, |em, q| {
@@ -639,7 +361,11 @@ fn lower_collective(
                     function: f_name.to_string(),
                     op: "all_to_all".into(),
                     loc: loc.clone().map(Box::new),
-                    message: format!("the buffers have {rows} rows but the world has {p} ranks; give them shape [NR, M] with `NR = dynamic!(\"NR\")`"),
+                    message: format!(
+                        "the buffers have {rows} rows but {} {p} ranks; {}",
+                        em.team(),
+                        em.team_fix("[NR, M]")
+                    ),
                 });
             }
             em.barrier(ctx);
@@ -660,6 +386,7 @@ fn lower_collective(
         } if em.ty(src).holds_rows_of(&em.ty(dst)) => {
             // The row form: row r of every rank's send window, reduced in rank order, into
             // rank r's one-row receive buffer.
+            em.check_team_rows(src, p, "reduce_scatter", f_name, &loc)?;
             em.barrier(ctx);
             let me = em.rank(ctx);
             let zero = em.idx(0);
@@ -726,10 +453,13 @@ fn lower_allreduce(
                 });
             });
             match sig {
-                Some(sig) => em.for_(0, p, |em, qv| {
-                    let other = em.cmp(CmpOp::Ne, me, qv);
-                    em.if_(other, |e| e.notify(sig, qv, me, 1), |_| {});
-                }),
+                Some(sig) => {
+                    let mine = em.slot_of(me);
+                    em.for_(0, p, |em, qv| {
+                        let other = em.cmp(CmpOp::Ne, me, qv);
+                        em.if_(other, |e| e.notify(sig, qv, mine, 1), |_| {});
+                    })
+                }
                 None => em.barrier(ctx),
             }
             em.for_(0, p, |em, qv| {
@@ -737,8 +467,9 @@ fn lower_allreduce(
                 em.if_(
                     other,
                     |e| {
+                        let theirs = e.slot_of(qv);
                         if let Some(sig) = sig {
-                            e.wait(sig, qv, 1);
+                            e.wait(sig, theirs, 1);
                         }
                         e.dyn_chunk(qv, n, p, &|e, o, len| {
                             let d = e.subview(dst, o, len);
@@ -747,7 +478,7 @@ fn lower_allreduce(
                         if let Some(sig) = sig {
                             // Reset for the next call: rank q sets it again only
                             // after the closing barrier.
-                            e.notify(sig, me, qv, 0);
+                            e.notify(sig, me, theirs, 0);
                         }
                     },
                     |_| {},
@@ -785,13 +516,13 @@ fn lower_ring(
     let me = em.rank(ctx);
     let prev = em.add_mod(me, p - 1, p);
     let next = em.add_mod(me, 1, p);
-    let slot = em.idx(0);
+    let (slot_in, slot_out) = em.ring_slots(prev);
     // Before a step that reads what `prev` made in its first `k` steps
     // (`k` a run-time index).
     let after = |e: &mut Em<'_>, k: Value| match sig {
         Some(sig) => {
             let k = e.cast_i64(k);
-            e.wait_v(sig, slot, k)
+            e.wait_v(sig, slot_in, k)
         }
         None => e.barrier(ctx),
     };
@@ -799,7 +530,7 @@ fn lower_ring(
     let done = |e: &mut Em<'_>, k: Value| {
         if let Some(sig) = sig {
             let k = e.cast_i64(k);
-            e.notify_v(sig, next, slot, k);
+            e.notify_v(sig, next, slot_out, k);
         }
     };
     // Reduce step s of chunk `me - s - 1`: step 0 adds to `prev`'s `src`,
@@ -860,7 +591,7 @@ fn lower_ring(
     if let Some(sig) = sig {
         // All 2P - 3 of `prev`'s counts have arrived: reset for the next
         // call (`prev` writes again only after the closing barrier).
-        em.notify(sig, me, slot, 0);
+        em.notify(sig, me, slot_in, 0);
     }
 }
 
@@ -876,8 +607,14 @@ pub fn lower_collectives(
     p: u64,
     signals: Option<Value>,
 ) -> Result<(), SpecializeError> {
+    let cx = Lowering {
+        f_name: &f.name,
+        p,
+        sig: signals,
+        groups: groups::group_defs(f, p)?,
+    };
     let mut body = std::mem::take(&mut f.body);
-    let r = lower_block(&f.name, &mut f.values, &mut body, p, signals);
+    let r = lower_block(&cx, &mut f.values, &mut body);
     f.body = body;
     r
 }
@@ -898,14 +635,17 @@ pub fn check_bound_buffers(f: &Function, generic: &[Type], p: u64) -> Result<(),
         if err.is_some() {
             return;
         }
-        let (OpKind::Broadcast { src, dst, .. }
-        | OpKind::AllGather { src, dst, .. }
-        | OpKind::AllToAll { src, dst, .. }
-        | OpKind::ReduceScatter { src, dst, .. }
-        | OpKind::AllReduce { src, dst, .. }) = &op.kind
+        let (OpKind::Broadcast { ctx, src, dst, .. }
+        | OpKind::AllGather { ctx, src, dst, .. }
+        | OpKind::AllToAll { ctx, src, dst, .. }
+        | OpKind::ReduceScatter { ctx, src, dst, .. }
+        | OpKind::AllReduce { ctx, src, dst, .. }) = &op.kind
         else {
             return;
         };
+        // Within a group (a context that is not the kernel's parameter) the row forms have one
+        // row per group rank, checked when the group is lowered (`Em::check_team_rows`).
+        let world = f.params.iter().any(|q| q.value == *ctx);
         let (src, dst) = (*src, *dst);
         let (ts, td) = (f.ty(src), f.ty(dst));
         if ts.shape() == td.shape() && ts.dtype() == td.dtype() {
@@ -916,9 +656,10 @@ pub fn check_bound_buffers(f: &Function, generic: &[Type], p: u64) -> Result<(),
         let gather = matches!(op.kind, OpKind::AllGather { .. });
         let scatter = matches!(op.kind, OpKind::ReduceScatter { .. });
         let (rows, row, all) = if gather { (dst, src, td) } else { (src, dst, ts) };
-        let rows_of_p = all
-            .shape()
-            .is_some_and(|d| d.0.first().and_then(|x| x.as_const()) == Some(p));
+        let rows_of_p = !world
+            || all
+                .shape()
+                .is_some_and(|d| d.0.first().and_then(|x| x.as_const()) == Some(p));
         let row_form = |all: &Type, one: &Type| all.holds_rows_of(one);
         if (gather || scatter) && row_form(f.ty(rows), f.ty(row)) && rows_of_p {
             return;
@@ -970,7 +711,8 @@ pub fn check_bound_buffers(f: &Function, generic: &[Type], p: u64) -> Result<(),
 /// The name of the parameter [`add_signal_windows`] adds.
 pub const SIGNALS_PARAM: &str = "collective_signals";
 
-/// Whether `b` runs an allreduce whose lowering synchronises with signals (ring, two-phase).
+/// Whether `b` runs an allreduce whose lowering synchronises with signals (ring, two-phase),
+/// or splits the world into groups (whose barriers are signals).
 fn needs_signals(b: &Block) -> bool {
     let mut yes = false;
     b.walk(&mut |op| {
@@ -979,14 +721,25 @@ fn needs_signals(b: &Block) -> bool {
             OpKind::AllReduce {
                 mode: AllreduceMode::Ring | AllreduceMode::TwoPhase,
                 ..
-            }
+            } | OpKind::Group { .. }
         )
     });
     yes
 }
 
+/// Whether a device function of `m` splits the world into groups.
+fn has_groups(m: &Module) -> bool {
+    let mut yes = false;
+    for f in &m.functions {
+        f.body
+            .walk(&mut |op| yes |= matches!(op.kind, OpKind::Group { .. }));
+    }
+    yes
+}
+
 /// For world size `p` >= 2, gives every device function that runs a ring or two-phase
-/// allreduce a last parameter [`SIGNALS_PARAM`] of type `window<[p], i64>`, and every host
+/// allreduce or has a rank group a last parameter [`SIGNALS_PARAM`] of type
+/// `window<[p], i64>` (`[4p]` when the module has a group: the slots of `groups.rs`), and every host
 /// function that dispatches one a window buffer for it: one `alloc_window_buffer` per launch
 /// (zeroed, like every window buffer), inserted before the first top-level op that holds such
 /// a dispatch (after the user's own buffers, so their window numbers stay), and a `window` of
@@ -997,7 +750,8 @@ pub fn add_signal_windows(m: &mut Module, p: u64) -> HashMap<String, Value> {
     if p < 2 {
         return sig;
     }
-    let shape = Shape(vec![Dim::Const(p)]);
+    let slots = if has_groups(m) { 4 * p } else { p };
+    let shape = Shape(vec![Dim::Const(slots)]);
     for f in &mut m.functions {
         if f.level == Level::Device && needs_signals(&f.body) {
             let value = f.values.push(Type::Window(shape.clone(), DType::I64));

@@ -1,0 +1,304 @@
+//! Rank groups ([`OpKind::Group`]): the ranks of a process grid `[d0, d1, ...]` (row-major over
+//! the world ranks, the last axis fastest) whose coordinates differ only at one axis, numbered
+//! by that coordinate. Nothing after this pass knows about groups: once P is known, a group's
+//! rank, size and world ranks are index arithmetic on `rank ctx` and constants, its barrier is
+//! signals among its ranks, and a collective within it is the world's expansion with the
+//! group's rank, peers and signal slots ([`Em`]'s `group`). So every backend and executor runs
+//! groups as they are, and a collective within a group has the bits of the same collective on
+//! a world of the group's size.
+//!
+//! The signal window of a function with a group has `4P` slots ([`super::add_signal_windows`]):
+//! - `0..P`: the world's two-phase and ring allreduces, as without groups;
+//! - `P + w`: set by world rank `w` in a two-phase or ring allreduce within a group;
+//! - `2P + w`: this rank's count of the group barriers it has passed with world rank `w`
+//!   (written only by the rank itself);
+//! - `3P + w`: set by world rank `w`, on arrival at a group barrier, to its count of the
+//!   group barriers it has entered with this rank.
+//!
+//! Two ranks of one grid share at most one of its axis groups, so a slot named by a world rank
+//! has one writer for one group at a time; a group barrier's counts only grow, so a `Set`
+//! that overtakes an older one is harmless (no reset, no atomic add across devices).
+
+use super::em::Em;
+use crate::error::SpecializeError;
+use eagle_ir::{BinOp, CmpOp, Const, DType, Function, Op, OpKind, Type, Value, Want};
+use std::collections::HashMap;
+
+/// A `group` op of the function once its grid's extents are constants.
+#[derive(Clone, Debug)]
+pub(super) struct GroupDef {
+    /// The world's context, the op's operand.
+    ctx: Value,
+    /// The grid's extents, outermost first.
+    grid: Vec<u64>,
+    /// The group's axis.
+    axis: usize,
+}
+
+impl GroupDef {
+    /// The group's rank count: the grid's extent at its axis.
+    pub(super) fn size(&self) -> u64 {
+        self.grid[self.axis]
+    }
+
+    /// World ranks between consecutive ranks of the group: the extents after its axis,
+    /// multiplied.
+    fn stride(&self) -> u64 {
+        self.grid[self.axis + 1..].iter().product()
+    }
+
+    /// Emits this rank's world rank and group rank (`(world / stride) % size`, defining `into`
+    /// when given); returns both.
+    fn ranks(&self, em: &mut Em<'_>, into: Option<Value>) -> (Value, Value) {
+        let world = em.push(OpKind::Rank(self.ctx), Type::Scalar(DType::Index));
+        let s = em.idx(self.stride());
+        let t = em.ibin(BinOp::Div, world, s);
+        let n = em.idx(self.size());
+        let kind = OpKind::Binary(BinOp::Rem, t, n);
+        let me = match into {
+            Some(r) => {
+                em.append(kind, Some(r));
+                r
+            }
+            None => em.push(kind, Type::Scalar(DType::Index)),
+        };
+        (world, me)
+    }
+
+    /// Emits what an op within the group needs before its expansion: this rank's world and
+    /// group ranks and the world rank of the group's rank 0.
+    pub(super) fn at(&self, em: &mut Em<'_>, world_size: u64, sig: Option<Value>) -> GroupAt {
+        let (world, me) = self.ranks(em, None);
+        // `world - me * stride`, written so that range analysis bounds it (with `q * stride`
+        // added, `q < size`) within 0..P: the start of this rank's block of `size * stride`
+        // ranks plus its place within a stride.
+        let block = em.idx(self.size() * self.stride());
+        let b = em.ibin(BinOp::Div, world, block);
+        let start = em.ibin(BinOp::Mul, b, block);
+        let s = em.idx(self.stride());
+        let within = em.ibin(BinOp::Rem, world, s);
+        let base = em.ibin(BinOp::Add, start, within);
+        GroupAt {
+            ctx: self.ctx,
+            size: self.size(),
+            stride: self.stride(),
+            world_size,
+            world,
+            me,
+            base,
+            sig,
+        }
+    }
+}
+
+/// A group as an expansion within it uses it: its extents and the values [`GroupDef::at`]
+/// emitted.
+#[derive(Clone, Debug)]
+pub(super) struct GroupAt {
+    /// The world's context.
+    ctx: Value,
+    /// Ranks in the group.
+    size: u64,
+    /// World ranks between consecutive group ranks.
+    stride: u64,
+    /// P.
+    pub(super) world_size: u64,
+    /// This rank's world rank.
+    world: Value,
+    /// This rank's group rank.
+    pub(super) me: Value,
+    /// The world rank of the group's rank 0.
+    base: Value,
+    /// The function's signal window (`4P` slots), absent only in a direct call of the pass.
+    sig: Option<Value>,
+}
+
+impl GroupAt {
+    /// The world rank of group rank `q`: `base + q * stride`.
+    pub(super) fn world_of(&self, em: &mut Em<'_>, q: Value) -> Value {
+        let s = em.idx(self.stride);
+        let o = em.ibin(BinOp::Mul, q, s);
+        em.ibin(BinOp::Add, self.base, o)
+    }
+
+    /// Slot `region + w` of the signal window.
+    fn slot(em: &mut Em<'_>, region: u64, w: Value) -> Value {
+        let r = em.idx(region);
+        em.ibin(BinOp::Add, r, w)
+    }
+
+    /// Every rank of the group arrives before any leaves: each rank counts one more barrier
+    /// with every other rank of the group and sets that count in its slot on that rank; then it
+    /// waits until each of them has set its slot here to at least the same count. Without a
+    /// signal window (a direct call of the pass, never at specialization) it is the world's
+    /// barrier, correct only when every rank of the world reaches it.
+    pub(super) fn barrier(&self, em: &mut Em<'_>) {
+        if self.size == 1 {
+            return;
+        }
+        let Some(sig) = self.sig else {
+            em.push_void(OpKind::Barrier(self.ctx));
+            return;
+        };
+        // The peers below are world ranks, whether or not `em` expands a collective within
+        // the group (whose `world_of` would translate them a second time).
+        let within = em.group.take();
+        let p = self.world_size;
+        em.for_(0, self.size, |em, q| {
+            let other = em.cmp(CmpOp::Ne, self.me, q);
+            em.if_(
+                other,
+                |em| {
+                    let w = self.world_of(em, q);
+                    let count = Self::slot(em, 2 * p, w);
+                    let c = em.remote_elem(sig, self.world, count);
+                    let one = em.i64c(1);
+                    let next =
+                        em.push(OpKind::Binary(BinOp::Add, c, one), Type::Scalar(DType::I64));
+                    em.notify_v(sig, self.world, count, next);
+                    let mine = Self::slot(em, 3 * p, self.world);
+                    em.notify_v(sig, w, mine, next);
+                },
+                |_| {},
+            );
+        });
+        em.for_(0, self.size, |em, q| {
+            let other = em.cmp(CmpOp::Ne, self.me, q);
+            em.if_(
+                other,
+                |em| {
+                    let w = self.world_of(em, q);
+                    let count = Self::slot(em, 2 * p, w);
+                    let c = em.remote_elem(sig, self.world, count);
+                    let theirs = Self::slot(em, 3 * p, w);
+                    em.wait_v(sig, theirs, c);
+                },
+                |_| {},
+            );
+        });
+        em.group = within;
+    }
+}
+
+/// The function's `group` ops by their results, with their grids' extents (constants once
+/// the dims are bound).
+///
+/// # Errors
+/// [`SpecializeError::Group`] for a grid whose extents do not multiply to the world size `p`
+/// (naming the extents, P and the fix), a group of a group, and a group passed to a kernel
+/// call.
+pub(super) fn group_defs(
+    f: &Function,
+    p: u64,
+) -> Result<HashMap<Value, GroupDef>, SpecializeError> {
+    let mut consts = HashMap::new();
+    let mut defs: HashMap<Value, GroupDef> = HashMap::new();
+    let mut err = None;
+    f.body.walk(&mut |op| {
+        if err.is_some() {
+            return;
+        }
+        let fail = |what: &str, message: String| SpecializeError::Group {
+            function: f.name.clone(),
+            op: what.into(),
+            loc: op.loc.clone().map(Box::new),
+            message,
+        };
+        if let OpKind::Const(Const::Int(c)) = &op.kind {
+            if let Some(r) = op.result {
+                consts.insert(r, u64::try_from(*c).unwrap_or(0));
+            }
+        } else if let OpKind::Group { ctx, grid, axis } = &op.kind {
+            if defs.contains_key(ctx) {
+                err = Some(fail(
+                    "group",
+                    "the context of a group is a group; split the world's context instead: \
+                     give `group(ctx, [...], axis)` the kernel's `ctx` and a grid with one axis \
+                     more"
+                        .into(),
+                ));
+                return;
+            }
+            let extents: Vec<u64> = grid
+                .iter()
+                .map(|g| consts.get(g).copied().unwrap_or(0))
+                .collect();
+            let n: u64 = extents.iter().product();
+            if n != p || extents.contains(&0) {
+                err = Some(fail(
+                    "group",
+                    format!(
+                        "the grid {extents:?} holds {n} ranks but the world has P = {p}; give \
+                         it extents that multiply to P, for example `[{{ NR / TP }}, TP]` \
+                         with `NR = dynamic!(\"NR\")` and `TP` a dim bound at launch"
+                    ),
+                ));
+                return;
+            }
+            if let Some(r) = op.result {
+                let axis = *axis as usize;
+                defs.insert(
+                    r,
+                    GroupDef {
+                        ctx: *ctx,
+                        grid: extents,
+                        axis,
+                    },
+                );
+            }
+        } else if let OpKind::Call { callee, args } = &op.kind {
+            if args.iter().any(|a| defs.contains_key(a)) {
+                err = Some(fail(
+                    "call",
+                    format!(
+                        "a group is passed to the kernel `{callee}`, whose `ctx` is the \
+                         world's; call it with the kernel's own `ctx` and pass what it needs \
+                         of the group (its rank, its size) as index arguments"
+                    ),
+                ));
+            }
+        }
+    });
+    err.map_or(Ok(defs), Err)
+}
+
+/// The group whose context `op` takes (its `val as ctx` operand is a `group` result), if any.
+pub(super) fn group_of<'d>(op: &Op, defs: &'d HashMap<Value, GroupDef>) -> Option<&'d GroupDef> {
+    let mut found = None;
+    op.kind.for_each_want(&mut |_, _, want, v| {
+        if want == Want::Ctx {
+            found = found.or_else(|| defs.get(&v));
+        }
+    });
+    found
+}
+
+/// Lowers `op`, whose context is the group `def`, when it is one of the group's own queries:
+/// `rank` (the group rank), `nranks` (the group's size), `world_rank` and `barrier`. Returns
+/// `false` for a collective, which the caller expands with the group's [`GroupAt`].
+pub(super) fn lower_group_op(
+    em: &mut Em<'_>,
+    op: &Op,
+    def: &GroupDef,
+    world_size: u64,
+    sig: Option<Value>,
+) -> bool {
+    if let OpKind::Rank(_) = op.kind {
+        def.ranks(em, op.result);
+    } else if let OpKind::NRanks(_) = op.kind {
+        em.append(OpKind::Const(Const::Int(i128::from(def.size()))), op.result);
+    } else if let OpKind::WorldRank { rank, .. } = op.kind {
+        let size = em.idx(def.size());
+        em.trap_if(CmpOp::Ge, rank, size, eagle_ir::Trap::GroupRank);
+        let g = def.at(em, world_size, sig);
+        let s = em.idx(g.stride);
+        let o = em.ibin(BinOp::Mul, rank, s);
+        em.append(OpKind::Binary(BinOp::Add, g.base, o), op.result);
+    } else if let OpKind::Barrier(_) = op.kind {
+        def.at(em, world_size, sig).barrier(em);
+    } else {
+        // A collective (the only other ops that take a context).
+        return false;
+    }
+    true
+}

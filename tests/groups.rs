@@ -1,0 +1,310 @@
+//! Rank groups: `group(ctx, [{ NR / TP }, TP], axis)` splits the world into the rows (axis 1,
+//! the TP groups) or the columns (axis 0, the DP groups) of a process grid; `rank`, `nranks`,
+//! `barrier`, `world_rank` and the built-in collectives act within the group. Checked against
+//! plain-Rust goldens at every P from 1 to 8 and every TP that divides it, on `sim` (race
+//! detector on) and in the CUDA emulation; a grid that does not hold the world is refused
+//! before anything runs.
+use eagle::prelude::*;
+use rand::{Rng, SeedableRng};
+
+#[cfg(feature = "cuda")]
+mod emulation;
+
+const NR: Dim = dynamic!("NR");
+const TP: Dim = dynamic!("TP");
+const N: usize = 5;
+
+#[eagle::kernel(device)]
+#[allow(clippy::too_many_arguments)]
+pub fn grid_d(
+    ctx: Ctx,
+    x: Tensor<f32, N>,
+    xr: Tensor<f32, 1, N>,
+    shape: Tensor<u64, TP>,
+    ids: Out<Tensor<u64, 6>>,
+    tp_sum: Out<Tensor<f32, N>>,
+    dp_max: Out<Tensor<f32, N>>,
+    tp_twice: Out<Tensor<f32, N>>,
+    rows: Out<Tensor<f32, TP, N>>,
+    from_prev: Out<Tensor<f32, N>>,
+    a: Window<f32, N>,
+    b: Window<f32, N>,
+    c: Window<f32, N>,
+    d: Window<f32, N>,
+    e: Window<f32, N>,
+    g: Window<f32, TP, N>,
+) {
+    let tp = group(ctx, [{ NR / TP }, TP], 1);
+    let dp = group(ctx, [{ NR / TP }, TP], 0);
+    ids[0] = rank(tp) as u64;
+    ids[1] = nranks(tp) as u64;
+    ids[2] = rank(dp) as u64;
+    ids[3] = nranks(dp) as u64;
+    ids[4] = world_rank(tp, 0) as u64;
+    ids[5] = world_rank(dp, nranks(dp) - 1) as u64;
+    put(a, rank(ctx), x);
+    allreduce(tp, a, b, Sum, TwoPhase);
+    allreduce(dp, a, c, Max, Ring);
+    allreduce(tp, b, d, Sum, Mesh);
+    allgather(tp, xr, g);
+    put(e, world_rank(tp, (rank(tp) + 1) % nranks(tp)), x);
+    barrier(tp);
+    get(tp_sum, rank(ctx), b);
+    get(dp_max, rank(ctx), c);
+    get(tp_twice, rank(ctx), d);
+    get(rows, rank(ctx), g);
+    get(from_prev, rank(ctx), e);
+}
+
+#[eagle::host]
+#[allow(clippy::too_many_arguments)]
+pub fn grid(
+    x: Tensor<f32, NR, N>,
+    xr: Tensor<f32, NR, 1, N>,
+    shape: Tensor<u64, NR, TP>,
+    ids: Out<Tensor<u64, NR, 6>>,
+    tp_sum: Out<Tensor<f32, NR, N>>,
+    dp_max: Out<Tensor<f32, NR, N>>,
+    tp_twice: Out<Tensor<f32, NR, N>>,
+    rows: Out<Tensor<f32, NR, TP, N>>,
+    from_prev: Out<Tensor<f32, NR, N>>,
+) {
+    let a = alloc_window_buffer([N], f32);
+    let b = alloc_window_buffer([N], f32);
+    let c = alloc_window_buffer([N], f32);
+    let d = alloc_window_buffer([N], f32);
+    let e = alloc_window_buffer([N], f32);
+    let g = alloc_window_buffer([TP, N], f32);
+    for r in 0..world_size() {
+        grid_d(
+            x[r],
+            xr[r],
+            shape[r],
+            ids[r],
+            tp_sum[r],
+            dp_max[r],
+            tp_twice[r],
+            rows[r],
+            from_prev[r],
+            window(a, [N], f32),
+            window(b, [N], f32),
+            window(c, [N], f32),
+            window(d, [N], f32),
+            window(e, [N], f32),
+            window(g, [TP, N], f32),
+            device = r,
+        );
+    }
+}
+
+/// The outputs of one launch, per rank.
+#[derive(Debug)]
+struct Got {
+    ids: Vec<u64>,
+    tp_sum: Vec<f32>,
+    dp_max: Vec<f32>,
+    tp_twice: Vec<f32>,
+    rows: Vec<f32>,
+    from_prev: Vec<f32>,
+}
+
+fn inputs(p: usize, seed: u64) -> Vec<f32> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..p * N).map(|_| rng.gen_range(-4.0f32..4.0)).collect()
+}
+
+fn run(s: &Session, t: usize, x: &[f32]) -> eagle::Result<Got> {
+    let p = s.world_size();
+    let xs = Tensor::from_vec(&[p, N], x.to_vec())?;
+    let xr = Tensor::from_vec(&[p, 1, N], x.to_vec())?;
+    let shape = Tensor::<u64>::zeros(&[p, t]);
+    let mut ids = Tensor::<u64>::zeros(&[p, 6]);
+    let mut tp_sum = Tensor::<f32>::zeros(&[p, N]);
+    let mut dp_max = Tensor::<f32>::zeros(&[p, N]);
+    let mut tp_twice = Tensor::<f32>::zeros(&[p, N]);
+    let mut from_prev = Tensor::<f32>::zeros(&[p, N]);
+    let mut rows = Tensor::<f32>::zeros(&[p, t, N]);
+    grid.launch(
+        s,
+        &xs,
+        &xr,
+        &shape,
+        &mut ids,
+        &mut tp_sum,
+        &mut dp_max,
+        &mut tp_twice,
+        &mut rows,
+        &mut from_prev,
+    )?;
+    Ok(Got {
+        ids: ids.data().to_vec(),
+        tp_sum: tp_sum.data().to_vec(),
+        dp_max: dp_max.data().to_vec(),
+        tp_twice: tp_twice.data().to_vec(),
+        rows: rows.data().to_vec(),
+        from_prev: from_prev.data().to_vec(),
+    })
+}
+
+/// The golden, in the documented orders: the TP group of rank `r` is `r - r % t ..` (`t`
+/// ranks), its DP group `r % t, r % t + t, ...`; sums fold left in group-rank order.
+fn check(got: &Got, p: usize, t: usize, x: &[f32]) {
+    let row = |r: usize| &x[r * N..(r + 1) * N];
+    for r in 0..p {
+        let (i, j) = (r / t, r % t);
+        let dp = p / t;
+        let at = |v: &[f32]| v[r * N..(r + 1) * N].to_vec();
+        let ids = &got.ids[r * 6..(r + 1) * 6];
+        let want_ids = [j, t, i, dp, i * t, (dp - 1) * t + j].map(|v| v as u64);
+        assert_eq!(ids, want_ids, "P={p} TP={t} rank {r}: ids");
+        let fold = |f: &dyn Fn(usize) -> Vec<f32>, n: usize, op: &dyn Fn(f32, f32) -> f32| {
+            let mut acc = f(0);
+            for k in 1..n {
+                acc = acc.iter().zip(f(k)).map(|(a, b)| op(*a, b)).collect();
+            }
+            acc
+        };
+        let sum = fold(&|k| row(i * t + k).to_vec(), t, &|a, b| a + b);
+        let max = fold(&|k| row(k * t + j).to_vec(), dp, &f32::max);
+        let twice = fold(&|_| sum.clone(), t, &|a, b| a + b);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&at(&got.tp_sum)),
+            bits(&sum),
+            "P={p} TP={t} rank {r}: tp_sum"
+        );
+        assert_eq!(
+            bits(&at(&got.dp_max)),
+            bits(&max),
+            "P={p} TP={t} rank {r}: dp_max"
+        );
+        assert_eq!(
+            bits(&at(&got.tp_twice)),
+            bits(&twice),
+            "P={p} TP={t} rank {r}: tp_twice"
+        );
+        let rows: Vec<f32> = (0..t).flat_map(|k| row(i * t + k).to_vec()).collect();
+        assert_eq!(
+            bits(&got.rows[r * t * N..(r + 1) * t * N]),
+            bits(&rows),
+            "P={p} TP={t} rank {r}: allgather rows"
+        );
+        let prev = i * t + (j + t - 1) % t;
+        assert_eq!(
+            bits(&at(&got.from_prev)),
+            bits(row(prev)),
+            "P={p} TP={t} rank {r}: put to the next group rank"
+        );
+    }
+}
+
+#[test]
+fn group_collectives_act_within_each_row_and_column_of_the_grid_at_every_p() {
+    for p in 1..=8 {
+        for t in (1..=p).filter(|t| p % t == 0) {
+            let s = Session::sim(p).unwrap();
+            let x = inputs(p, (p * 10 + t) as u64);
+            let got = run(&s, t, &x).unwrap_or_else(|e| panic!("P={p} TP={t}: {e}"));
+            check(&got, p, t, &x);
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn group_collectives_in_the_emulation_equal_the_golden() {
+    emulation::cxx();
+    for (p, t) in [(4, 2), (6, 3)] {
+        let s = Session::cuda_emulated(vec![0; p]).unwrap();
+        let x = inputs(p, 99);
+        check(&run(&s, t, &x).unwrap(), p, t, &x);
+    }
+}
+
+/// A grid of `[2, 3]` ranks, whatever the world size.
+#[eagle::kernel(device)]
+pub fn fixed_grid_d(ctx: Ctx, k: Tensor<u64, 1>, out: Out<Tensor<u64, 2>>) {
+    let g = group(ctx, [2, 3], 1);
+    out[0] = rank(g) as u64;
+    out[1] = world_rank(g, k[0] as usize) as u64;
+}
+
+#[eagle::host]
+pub fn fixed_grid(k: Tensor<u64, NR, 1>, out: Out<Tensor<u64, NR, 2>>) {
+    for r in 0..world_size() {
+        fixed_grid_d(k[r], out[r], device = r);
+    }
+}
+
+/// The 1-based line of this file that holds `needle`.
+fn line_of(needle: &str) -> u32 {
+    let text = include_str!("groups.rs");
+    let i = text.lines().position(|l| l.contains(needle)).unwrap();
+    i as u32 + 1
+}
+
+fn fixed(p: usize, k: u64) -> eagle::Result<Vec<u64>> {
+    let s = Session::sim(p)?;
+    let ks = Tensor::from_vec(&[p, 1], vec![k; p])?;
+    let mut out = Tensor::<u64>::zeros(&[p, 2]);
+    fixed_grid.launch(&s, &ks, &mut out)?;
+    Ok(out.data().to_vec())
+}
+
+#[test]
+fn a_grid_that_does_not_hold_the_world_is_refused_before_anything_runs() {
+    use eagle::codegen::{CodegenError, SpecializeError};
+    for p in [4, 8] {
+        let e = fixed(p, 0).unwrap_err();
+        let eagle::Error::Codegen(CodegenError::Specialize(s)) = &e else {
+            panic!("P={p}: {e}");
+        };
+        let SpecializeError::Group {
+            function,
+            op,
+            loc,
+            message,
+        } = &**s
+        else {
+            panic!("P={p}: {e}");
+        };
+        assert_eq!((function.as_str(), op.as_str()), ("fixed_grid_d", "group"));
+        assert_eq!(
+            loc.as_ref().map(|l| l.line),
+            Some(line_of("let g = group(ctx, [2, 3], 1);")),
+            "{e}"
+        );
+        assert_eq!(
+            message,
+            &format!("the grid [2, 3] holds 6 ranks but the world has P = {p}; give it extents that multiply to P, for example `[{{ NR / TP }}, TP]` with `NR = dynamic!(\"NR\")` and `TP` a dim bound at launch")
+        );
+    }
+    // At P = 6 it holds the world: rank r is (r / 3, r % 3); world_rank(g, 2) is its row's last.
+    let got = fixed(6, 2).unwrap();
+    assert_eq!(got, [0, 2, 1, 2, 2, 2, 0, 5, 1, 5, 2, 5]);
+}
+
+#[test]
+fn world_rank_past_the_group_stops_the_rank_with_the_bound() {
+    let e = fixed(6, 3).unwrap_err().to_string();
+    assert!(
+        e.contains("function `fixed_grid_d`, op `trap_if ")
+            && e.contains(&format!(
+            "tests/groups.rs:{}:",
+            line_of("out[1] = world_rank(g, k[0] as usize)")
+        ))
+            && e.ends_with("`world_rank` of group rank 3, but the group has 3 ranks (0 to 3 - 1); reduce the rank modulo `nranks(group)`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_grid_extent_that_does_not_divide_the_world_is_refused() {
+    let s = Session::sim(4).unwrap();
+    let x = inputs(4, 1);
+    let e = run(&s, 3, &x).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "function `grid_d`, op `%17 = dim (NR / TP) : index` (at tests/groups.rs:37:14): the derived dimension `(NR / TP)` has no value at these bindings: `(NR / TP)` is 4 / 3, which is not exact; choose extents that divide"
+    );
+}
