@@ -97,6 +97,7 @@ fn modules() -> Vec<(&'static str, Module)> {
             "ring_attention",
             ring_attention::ring_attention::module().unwrap(),
         ),
+        ("dp_tp_mlp", dp_tp_mlp::dp_tp_mlp::module().unwrap()),
     ]
 }
 
@@ -108,6 +109,7 @@ fn bindings(name: &str, p: u64) -> codegen::Bindings {
         "moe_dispatch_combine" => b.with("CAP", moe_dispatch_combine::CAPACITY as u64),
         "allgather_gemm" => b.with("M", allgather_gemm::ROWS as u64),
         "gemm_reduce_scatter" => b.with("M", gemm_reduce_scatter::ROWS as u64),
+        "dp_tp_mlp" => b.with("TP", dp_tp_mlp::tp_of(p as usize, false) as u64),
         _ => b,
     }
 }
@@ -834,4 +836,93 @@ fn ring_attention_matches_its_golden_in_both_modes_at_every_p_and_the_f64_attent
         eprintln!("ring_attention P={p}: largest error {worst:.3e} of the head's largest output");
         assert!(worst < 2f64.powi(-18), "P={p}: {worst:e}");
     }
+}
+
+/// Issue 39 item 4a: `dp_tp_mlp` equals its golden bit for bit at every P from 1 to 8 and
+/// every TP that divides both P and 8, with the race detector on; the ranks of a DP group end
+/// with the same weights; the TP split only regroups sums (every grid of the same DP within
+/// `1e-6` of TP = 1); and the backward pass is the loss's gradient: `dx` and the SGD step equal
+/// central differences of an `f64` loss (relative error below `1e-3`).
+#[test]
+fn dp_tp_mlp_matches_its_golden_on_every_grid_and_is_the_gradient() {
+    use dp_tp_mlp::{golden, run_once, Inputs, D, F, LR, T};
+    for p in 1..=8usize {
+        for tp in (1..=8).filter(|t| p % t == 0 && 8 % t == 0) {
+            let dp = p / tp;
+            let s = Session::sim(p).unwrap();
+            let inp = Inputs::random(dp, tp, 41 + p as u64).unwrap();
+            let got = run_once(&s, &inp, tp).unwrap_or_else(|e| panic!("P={p} TP={tp}: {e}"));
+            let want = golden(&inp, dp, tp);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            for (what, g, w) in [
+                ("y", &got.y, &want.y),
+                ("dx", &got.dx, &want.dx),
+                ("w1", &got.w1, &want.w1),
+                ("w2", &got.w2, &want.w2),
+            ] {
+                assert_eq!(bits(g), bits(w), "P={p} TP={tp}: {what}");
+            }
+            // Replicas of a shard agree (rank r and r + tp hold shard r % tp).
+            let ft = F / tp;
+            for r in tp..p {
+                let shard = |r: usize| &got.w1[r * D * ft..(r + 1) * D * ft];
+                assert_eq!(
+                    bits(shard(r)),
+                    bits(shard(r - tp)),
+                    "P={p} TP={tp}: w1 on rank {r}"
+                );
+            }
+            // Against TP = 1 on the same batches and matrices: the same values up to the
+            // grouping of the sums over F.
+            let one = golden(&Inputs::random(dp, 1, 41 + p as u64).unwrap(), dp, 1);
+            for r in 0..p {
+                let (i, n) = (r / tp, T * D);
+                for (a, b) in got.y[r * n..(r + 1) * n].iter().zip(&one.y[i * n..][..n]) {
+                    assert!((a - b).abs() < 1e-6, "P={p} TP={tp}: y {a} vs {b}");
+                }
+            }
+        }
+    }
+    // The gradient, in f64, at P = 1: dx[e] = dL/dx[e] and w1_new = w1 - LR * dL/dw1.
+    let inp = Inputs::random(1, 1, 7).unwrap();
+    let out = run_once(&Session::sim(1).unwrap(), &inp, 1).unwrap();
+    let w = |t: &eagle::Tensor<f32>| -> Vec<f64> { t.data().iter().map(|&v| v as f64).collect() };
+    let (x, tg, w1, w2) = (w(&inp.x), w(&inp.target), w(&inp.w1), w(&inp.w2));
+    let loss = |x: &[f64], w1: &[f64]| -> f64 {
+        let mut l = 0.0;
+        for a in 0..T {
+            let mut h = vec![0.0; F];
+            for c in 0..F {
+                let v: f64 = (0..D).map(|k| x[a * D + k] * w1[k * F + c]).sum();
+                let u = 0.797_884_560_802_865_4 * (v + 0.044715 * v * v * v);
+                h[c] = 0.5 * v * (1.0 + u.tanh());
+            }
+            for n in 0..D {
+                let y: f64 = (0..F).map(|c| h[c] * w2[c * D + n]).sum();
+                l += 0.5 * (y - tg[a * D + n]).powi(2);
+            }
+        }
+        l
+    };
+    let diff = |f: &dyn Fn(f64) -> f64| (f(1e-4) - f(-1e-4)) / 2e-4;
+    let mut worst = 0.0f64;
+    for e in [0, 5, 77, T * D - 1] {
+        let g = diff(&|d| {
+            let mut x2 = x.to_vec();
+            x2[e] += d;
+            loss(&x2, &w1)
+        });
+        worst = worst.max((out.dx[e] as f64 - g).abs() / g.abs().max(1e-3));
+    }
+    for e in [0, 9, 300, D * F - 1] {
+        let g = diff(&|d| {
+            let mut w2_ = w1.to_vec();
+            w2_[e] += d;
+            loss(&x, &w2_)
+        });
+        let step = (w1[e] - out.w1[e] as f64) / LR as f64;
+        worst = worst.max((step - g).abs() / g.abs().max(1e-3));
+    }
+    eprintln!("dp_tp_mlp: largest relative error of the gradient {worst:.3e}");
+    assert!(worst < 1e-3, "{worst:e}");
 }

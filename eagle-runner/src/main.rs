@@ -2,7 +2,7 @@
 //! layernorm, matmul), the math-library kernels (gelu, log_softmax, rotary) and the
 //! distributed programs (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm,
 //! gemm_reduce_scatter, moe_dispatch_combine, halo_2d, ep_moe,
-//! flash_decode, fp8_gemm_rs, ring_attention), at the world size given by `-d`;
+//! flash_decode, fp8_gemm_rs, ring_attention, dp_tp_mlp), at the world size given by `-d`;
 //! `--suite tutorial|kernels|apps` runs one group. A program whose layout does not split at
 //! that size prints `SKIP` and the reason.
 //!
@@ -60,6 +60,7 @@ steps! {
     flash_decode = "../../examples/flash_decode.rs",
     fp8_gemm_rs = "../../examples/fp8_gemm_rs.rs",
     ring_attention = "../../examples/ring_attention.rs",
+    dp_tp_mlp = "../../examples/dp_tp_mlp.rs",
 }
 
 #[derive(Parser, Debug)]

@@ -29,7 +29,7 @@ fn runner_prints_ok_for_every_step_and_mode() {
         let stdout = text(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
         let lines: Vec<&str> = stdout.lines().collect();
-        assert_eq!(lines.len(), 51, "{stdout}");
+        assert_eq!(lines.len(), 53, "{stdout}");
         for l in &lines {
             // tp_ffn's layout needs P to divide ffn = 1024: at P = 3 the runner says so.
             if p == 3 && l.starts_with("step 25 tp_ffn") {
@@ -76,7 +76,9 @@ fn suite_selects_a_group_of_steps() {
             "fp8_gemm_rs",
             "fp8_gemm_rs",
             "ring_attention",
-            "ring_attention"
+            "ring_attention",
+            "dp_tp_mlp",
+            "dp_tp_mlp"
         ],
         "{stdout}"
     );

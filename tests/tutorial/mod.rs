@@ -36,6 +36,8 @@ pub mod step16;
 
 #[path = "../../examples/allgather_gemm.rs"]
 pub mod allgather_gemm;
+#[path = "../../examples/dp_tp_mlp.rs"]
+pub mod dp_tp_mlp;
 #[path = "../../examples/ep_moe.rs"]
 pub mod ep_moe;
 #[path = "../../examples/flash_decode.rs"]
@@ -72,7 +74,7 @@ pub mod tp_ffn;
 /// Every step, then the tile-algebra kernels (softmax, layernorm, matmul), the
 /// math-library kernels (gelu, log_softmax, rotary) and the distributed programs
 /// (sharded_softmax, sharded_layernorm, tp_ffn, allgather_gemm, gemm_reduce_scatter,
-/// moe_dispatch_combine, halo_2d, ep_moe, flash_decode, fp8_gemm_rs, ring_attention).
+/// moe_dispatch_combine, halo_2d, ep_moe, flash_decode, fp8_gemm_rs, ring_attention, dp_tp_mlp).
 pub fn steps() -> Vec<eagle_runner::Step> {
     vec![
         step01::STEP,
@@ -108,6 +110,7 @@ pub fn steps() -> Vec<eagle_runner::Step> {
         flash_decode::STEP,
         fp8_gemm_rs::STEP,
         ring_attention::STEP,
+        dp_tp_mlp::STEP,
     ]
 }
 

@@ -600,10 +600,11 @@ impl Spec<'_> {
         let origin = self.origin.get(&src).cloned();
         // A host tensor sliced by the rank loop has one row per rank: an extent other
         // than P is a pinned (or wrongly bound) world dimension at every P, not only
-        // when it is too small.
+        // when it is too small. (An index that is a function of the rank spanning less,
+        // such as `r % TP` or `r / TP` of a rank grid, is only bounds checked.)
         if let (Some(r), Some((arg, dim)), Level::Host) = (self.known(index), &origin, f.level) {
             let p = self.p();
-            if r.world && r.lo >= 0 && r.hi < p as i128 && extent != p {
+            if r.world && r.lo == 0 && r.hi == p as i128 - 1 && extent != p {
                 let written = self.generic[src.0 as usize]
                     .shape()
                     .and_then(|s| s.0.first().cloned());
