@@ -13,7 +13,8 @@
 //! row are measured in interleaved rounds. A launch includes copying the arguments in and out
 //! (`sim` keeps a memory per device). Prints the markdown tables of `docs/performance.md`.
 //!
-//! `cargo bench --bench apps`; over MPI: `cargo build --release --features mpi --bench apps`,
+//! `cargo bench --bench apps` (`-- new`: the issue-39 tables alone; `-- programs`: the
+//! small programs' table alone); over MPI: `cargo build --release --features mpi --bench apps`,
 //! then `mpirun -np 4 target/release/deps/apps-<hash> --bench`.
 
 use eagle::prelude::*;
@@ -22,6 +23,9 @@ use std::time::Instant;
 #[allow(dead_code)]
 #[path = "../examples/allgather_gemm.rs"]
 mod allgather_gemm;
+#[allow(dead_code)]
+#[path = "../examples/dp_tp_mlp.rs"]
+mod dp_tp_mlp;
 #[allow(dead_code)]
 #[path = "../examples/ep_moe.rs"]
 mod ep_moe;
@@ -188,6 +192,10 @@ fn main() {
         }
     };
     // `cargo bench --bench apps -- new`: the tables of the programs of issue 39 alone.
+    if std::env::args().any(|a| a == "programs") {
+        new_programs_table(&ps, on, &session, &say);
+        return;
+    }
     if std::env::args().any(|a| a == "new") {
         ep_moe_table(&ps, on, &session, &say);
         say(String::new());
@@ -398,6 +406,22 @@ fn new_programs_table(
                 p - 1
             ));
         }
+        // dp_tp_mlp on the `--mode grid` grid: two [T, D] two-phase allreduces within the
+        // TP group, the W1 and W2 gradient shards' within the DP group.
+        use dp_tp_mlp::{D, F, T};
+        let tp = dp_tp_mlp::tp_of(p, false);
+        let dp = p / tp;
+        let inp = dp_tp_mlp::Inputs::random(dp, tp, 41).expect("inputs");
+        let r = interleaved(&mut [&mut || {
+            dp_tp_mlp::run_once(&s, &inp, tp).expect("dp_tp_mlp");
+        }]);
+        let tp_bytes = 2 * 2 * (tp - 1) * T * D * 4 / tp;
+        let dp_bytes = 2 * (dp - 1) * 2 * D * (F / tp) * 4 / dp;
+        say(format!(
+            "| `dp_tp_mlp` (grid [{dp}, {tp}]) | {on} | {p} | {} | {} ({tp_bytes} in the TP group, {dp_bytes} in the DP group) |",
+            cell(r[0]),
+            tp_bytes + dp_bytes
+        ));
     }
 }
 
