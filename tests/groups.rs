@@ -308,3 +308,185 @@ fn a_grid_extent_that_does_not_divide_the_world_is_refused() {
         "function `grid_d`, op `%17 = dim (NR / TP) : index` (at tests/groups.rs:37:14): the derived dimension `(NR / TP)` has no value at these bindings: `(NR / TP)` is 4 / 3, which is not exact; choose extents that divide"
     );
 }
+
+/// A broadcast within each TP group from the root `root[0]` (a group rank), and
+/// `world_rank(ctx, q[0])` of the world's context.
+#[eagle::kernel(device)]
+#[allow(clippy::too_many_arguments)]
+pub fn bcast_d(
+    ctx: Ctx,
+    root: Tensor<u64, 1>,
+    q: Tensor<u64, 1>,
+    x: Tensor<f32, N>,
+    y: Out<Tensor<f32, N>>,
+    me: Out<Tensor<u64, 1>>,
+    w: Window<f32, N>,
+    d: Window<f32, N>,
+) {
+    let tp = group(ctx, [{ NR / TP }, TP], 1);
+    me[0] = world_rank(ctx, q[0] as usize) as u64;
+    put(w, rank(ctx), x);
+    broadcast(tp, w, d, root[0] as usize);
+    get(y, rank(ctx), d);
+}
+
+#[eagle::host]
+pub fn bcast(
+    root: Tensor<u64, NR, 1>,
+    q: Tensor<u64, NR, 1>,
+    x: Tensor<f32, NR, N>,
+    shape: Tensor<u64, TP>,
+    y: Out<Tensor<f32, NR, N>>,
+    me: Out<Tensor<u64, NR, 1>>,
+) {
+    let w = alloc_window_buffer([N], f32);
+    let d = alloc_window_buffer([N], f32);
+    for r in 0..world_size() {
+        bcast_d(
+            root[r],
+            q[r],
+            x[r],
+            y[r],
+            me[r],
+            window(w, [N], f32),
+            window(d, [N], f32),
+            device = r,
+        );
+    }
+}
+
+type Bcast = (Vec<f32>, Vec<f32>, Vec<u64>);
+
+fn run_bcast(p: usize, t: usize, root: u64, q: u64) -> eagle::Result<Bcast> {
+    let s = Session::sim(p)?;
+    let x = inputs(p, 5);
+    let xs = Tensor::from_vec(&[p, N], x.clone())?;
+    let roots = Tensor::from_vec(&[p, 1], vec![root; p])?;
+    let qs = Tensor::from_vec(&[p, 1], vec![q; p])?;
+    let shape = Tensor::<u64>::zeros(&[t]);
+    let mut y = Tensor::<f32>::zeros(&[p, N]);
+    let mut me = Tensor::<u64>::zeros(&[p, 1]);
+    bcast.launch(&s, &roots, &qs, &xs, &shape, &mut y, &mut me)?;
+    Ok((x, y.data().to_vec(), me.data().to_vec()))
+}
+
+#[test]
+fn a_broadcast_within_a_group_takes_its_root_as_a_group_rank_and_checks_it() {
+    // P = 8, TP = 2: the root 1 of each TP group is world rank 2i + 1.
+    let (x, y, me) = run_bcast(8, 2, 1, 6).unwrap();
+    for r in 0..8 {
+        let root = (r / 2) * 2 + 1;
+        assert_eq!(
+            y[r * N..(r + 1) * N],
+            x[root * N..(root + 1) * N],
+            "rank {r}"
+        );
+    }
+    assert_eq!(me, vec![6; 8], "world_rank(ctx, q) is q");
+    // A root past the group's 2 ranks stops the rank before any row moves, never reads
+    // another group's row (1 << 63 is past it too, as an unsigned index).
+    for root in [3u64, 1 << 63] {
+        let e = run_bcast(8, 2, root, 0).unwrap_err().to_string();
+        let shown = root as i64;
+        assert!(
+            e.contains(", group_root` (at tests/groups.rs:")
+                && e.ends_with(&format!("`broadcast` within a group from root {shown}, but the group has 2 ranks (0 to 2 - 1); the root is a group rank: give one below `nranks(group)`")),
+            "root {root}: {e}"
+        );
+    }
+}
+
+#[test]
+fn world_rank_of_the_world_is_the_rank_checked_against_p() {
+    let e = run_bcast(4, 2, 0, 4).unwrap_err().to_string();
+    assert!(
+        e.contains(", world_rank` (at tests/groups.rs:")
+            && e.ends_with("`world_rank` of rank 4, but the world has 4 ranks (0 to 4 - 1); reduce the rank modulo `nranks(ctx)`"),
+        "{e}"
+    );
+    // And a group rank of 2^63 or more is past the group (it was read as negative).
+    let e = fixed(6, 1 << 63).unwrap_err().to_string();
+    assert!(e.contains(", group_rank` (at tests/groups.rs:"), "{e}");
+}
+
+/// A group in a compute kernel, which has no signal window for its barriers.
+#[eagle::kernel]
+pub fn inner(ctx: Ctx, a: Window<u64, 1>, b: Window<u64, 1>) {
+    let tp = group(ctx, [{ NR / TP }, TP], 1);
+    allreduce(tp, a, b, Sum, TwoPhase);
+}
+
+#[eagle::kernel(device)]
+pub fn outer_d(ctx: Ctx, a: Window<u64, 1>, b: Window<u64, 1>) {
+    inner(ctx, a, b);
+}
+
+#[eagle::host]
+pub fn outer(shape: Tensor<u64, TP>, out: Out<Tensor<u64, NR, 1>>) {
+    let a = alloc_window_buffer([1], u64);
+    let b = alloc_window_buffer([1], u64);
+    for r in 0..world_size() {
+        outer_d(window(a, [1], u64), window(b, [1], u64), device = r);
+    }
+}
+
+#[test]
+fn a_group_in_a_compute_kernel_is_refused_before_anything_runs() {
+    use eagle::codegen::{CodegenError, SpecializeError};
+    let s = Session::sim(4).unwrap();
+    let shape = Tensor::<u64>::zeros(&[2]);
+    let mut out = Tensor::<u64>::zeros(&[4, 1]);
+    let e = outer.launch(&s, &shape, &mut out).unwrap_err();
+    let eagle::Error::Codegen(CodegenError::Specialize(b)) = &e else {
+        panic!("{e}");
+    };
+    let SpecializeError::Group {
+        function, message, ..
+    } = &**b
+    else {
+        panic!("{e}");
+    };
+    assert_eq!(function, "inner");
+    assert!(
+        message.starts_with("a rank group in the compute kernel `inner`: a group's barriers and collectives need the per-device program's signal window"),
+        "{e}"
+    );
+}
+
+/// A broadcast within a TP group from the constant root 3.
+#[eagle::kernel(device)]
+pub fn const_root_d(ctx: Ctx, w: Window<f32, N>, d: Window<f32, N>) {
+    let tp = group(ctx, [{ NR / TP }, TP], 1);
+    broadcast(tp, w, d, 3);
+}
+
+#[eagle::host]
+pub fn const_root(shape: Tensor<u64, TP>, out: Out<Tensor<u64, NR, 1>>) {
+    let w = alloc_window_buffer([N], f32);
+    let d = alloc_window_buffer([N], f32);
+    for r in 0..world_size() {
+        const_root_d(window(w, [N], f32), window(d, [N], f32), device = r);
+    }
+}
+
+#[test]
+fn a_constant_broadcast_root_past_the_group_is_refused_before_anything_runs() {
+    use eagle::codegen::{CodegenError, SpecializeError};
+    let s = Session::sim(8).unwrap();
+    let shape = Tensor::<u64>::zeros(&[2]);
+    let mut out = Tensor::<u64>::zeros(&[8, 1]);
+    let e = const_root.launch(&s, &shape, &mut out).unwrap_err();
+    let eagle::Error::Codegen(CodegenError::Specialize(b)) = &e else {
+        panic!("{e}");
+    };
+    let SpecializeError::Group { op, message, .. } = &**b else {
+        panic!("{e}");
+    };
+    assert_eq!(op, "broadcast");
+    assert_eq!(message, "the root is 3, but the group has 2 ranks (0 to 1); the root of a broadcast within a group is a group rank: give one below `nranks(group)` (`world_rank(group, q)` turns a group rank into a world rank, not back)");
+    // With TP = 4 the root is within every group.
+    let s = Session::sim(8).unwrap();
+    const_root
+        .launch(&s, &Tensor::<u64>::zeros(&[4]), &mut out)
+        .unwrap();
+}

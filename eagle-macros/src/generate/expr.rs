@@ -457,11 +457,16 @@ impl Cx {
             B::WorldSize => v(quote!(__f.#m())),
             B::Group => {
                 let cx = self.val(a[0])?;
-                let Expr::Array(_) = a[1] else {
+                let Expr::Array(extents) = a[1] else {
                     return err(a[1].span(), "a process grid is a list of extents in brackets: `group(ctx, [DP, TP], 1)`");
                 };
                 let grid = self.shape(a[1])?;
-                let axis = match a[2] {
+                // A literal passed through `macro_rules!` arrives in an invisible group.
+                let mut axis_expr = a[2];
+                while let Expr::Group(g) = axis_expr {
+                    axis_expr = &g.expr;
+                }
+                let axis = match axis_expr {
                     Expr::Lit(syn::ExprLit {
                         lit: syn::Lit::Int(i),
                         ..
@@ -470,6 +475,13 @@ impl Cx {
                         return err(other.span(), "the axis of a group is an integer literal (`group(ctx, [DP, TP], 1)`: the group along axis 1, of TP ranks)")
                     }
                 };
+                let axes = extents.elems.len() as u64;
+                if axis >= axes {
+                    return err(
+                        a[2].span(),
+                        format!("the group's axis is {axis} but the grid has {axes} axes; name an axis from 0 to {} (`group(ctx, [DP, TP], 1)`: the group along axis 1, of TP ranks)", axes.saturating_sub(1)),
+                    );
+                }
                 v(quote!({ let __a0 = #cx; let __a1 = #grid; __f.#m(__a0, __a1, #axis)? }))
             }
             B::WorldRank => {

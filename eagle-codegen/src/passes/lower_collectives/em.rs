@@ -152,6 +152,24 @@ impl Em<'_> {
         let cond = self.cmp(cmp, a, b);
         self.push_void(OpKind::TrapIf { cond, a, b, kind });
     }
+    /// Stops the rank with `kind` unless the index `q` is below `n`, compared as unsigned (a
+    /// negative index, or one of `2^63` or more from a `u64`, is past `n` too); the message
+    /// shows `q` and `n` as indices.
+    pub(super) fn trap_unless_below(&mut self, q: Value, n: u64, kind: Trap) {
+        let u = self.push(OpKind::Cast(q), Type::Scalar(DType::U64));
+        let nu = self.push(
+            OpKind::Const(Const::Int(i128::from(n))),
+            Type::Scalar(DType::U64),
+        );
+        let cond = self.cmp(CmpOp::Ge, u, nu);
+        let b = self.idx(n);
+        self.push_void(OpKind::TrapIf {
+            cond,
+            a: q,
+            b,
+            kind,
+        });
+    }
     pub(super) fn i64c(&mut self, c: u64) -> Value {
         self.push(
             OpKind::Const(Const::Int(i128::from(c))),

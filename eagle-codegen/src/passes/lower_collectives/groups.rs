@@ -21,7 +21,7 @@
 
 use super::em::Em;
 use crate::error::SpecializeError;
-use eagle_ir::{BinOp, CmpOp, Const, DType, Function, Op, OpKind, Type, Value, Want};
+use eagle_ir::{BinOp, CmpOp, Const, DType, Function, Level, Op, OpKind, Type, Value, Want};
 use std::collections::HashMap;
 
 /// A `group` op of the function once its grid's extents are constants.
@@ -209,6 +209,21 @@ pub(super) fn group_defs(
                 consts.insert(r, u64::try_from(*c).unwrap_or(0));
             }
         } else if let OpKind::Group { ctx, grid, axis } = &op.kind {
+            if f.level != Level::Device {
+                err = Some(fail(
+                    "group",
+                    format!(
+                        "a rank group in the {} kernel `{}`: a group's barriers and \
+                         collectives need the per-device program's signal window; create the \
+                         group and run its collectives in the `#[eagle::kernel(device)]` \
+                         program, and pass the compute kernel what it needs (its rank, its \
+                         size) as index arguments",
+                        f.level.name(),
+                        f.name
+                    ),
+                ));
+                return;
+            }
             if defs.contains_key(ctx) {
                 err = Some(fail(
                     "group",
@@ -262,6 +277,41 @@ pub(super) fn group_defs(
     err.map_or(Ok(defs), Err)
 }
 
+/// A `broadcast` within the group `def` from `root`: a constant root past the group's ranks
+/// is refused before anything runs; any other is checked when it runs ([`Trap::GroupRoot`]).
+///
+/// # Errors
+/// [`SpecializeError::Group`] for a constant root of `size` or more.
+///
+/// [`Trap::GroupRoot`]: eagle_ir::Trap::GroupRoot
+pub(super) fn check_root(
+    em: &mut Em<'_>,
+    op: &Op,
+    root: Value,
+    def: &GroupDef,
+    cx: &super::Lowering<'_>,
+) -> Result<(), SpecializeError> {
+    let n = def.size();
+    match cx.consts.get(&root) {
+        Some(&r) if r < 0 || r >= i128::from(n) => Err(SpecializeError::Group {
+            function: cx.f_name.to_string(),
+            op: "broadcast".into(),
+            loc: op.loc.clone().map(Box::new),
+            message: format!(
+                "the root is {r}, but the group has {n} ranks (0 to {}); the root of a \
+                 broadcast within a group is a group rank: give one below `nranks(group)` \
+                 (`world_rank(group, q)` turns a group rank into a world rank, not back)",
+                n - 1
+            ),
+        }),
+        Some(_) => Ok(()),
+        None => {
+            em.trap_unless_below(root, n, eagle_ir::Trap::GroupRoot);
+            Ok(())
+        }
+    }
+}
+
 /// The group whose context `op` takes (its `val as ctx` operand is a `group` result), if any.
 pub(super) fn group_of<'d>(op: &Op, defs: &'d HashMap<Value, GroupDef>) -> Option<&'d GroupDef> {
     let mut found = None;
@@ -288,8 +338,7 @@ pub(super) fn lower_group_op(
     } else if let OpKind::NRanks(_) = op.kind {
         em.append(OpKind::Const(Const::Int(i128::from(def.size()))), op.result);
     } else if let OpKind::WorldRank { rank, .. } = op.kind {
-        let size = em.idx(def.size());
-        em.trap_if(CmpOp::Ge, rank, size, eagle_ir::Trap::GroupRank);
+        em.trap_unless_below(rank, def.size(), eagle_ir::Trap::GroupRank);
         let g = def.at(em, world_size, sig);
         let s = em.idx(g.stride);
         let o = em.ibin(BinOp::Mul, rank, s);

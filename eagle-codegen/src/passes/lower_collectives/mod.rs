@@ -53,6 +53,9 @@ struct Lowering<'a> {
     sig: Option<Value>,
     /// The function's rank groups ([`groups::group_defs`]).
     groups: HashMap<Value, groups::GroupDef>,
+    /// The function's integer constants, by value (a broadcast root within a group is checked
+    /// against the group's size before anything runs when it is one).
+    consts: HashMap<Value, i128>,
 }
 
 fn lower_block(
@@ -68,6 +71,20 @@ fn lower_block(
             continue;
         }
         let group = groups::group_of(&op, &cx.groups);
+        if let (OpKind::WorldRank { rank, .. }, None) = (&op.kind, group) {
+            // Of the world's context: the rank itself, checked.
+            let mut em = Em {
+                values: &mut *values,
+                blocks: vec![vec![]],
+                loc: op.loc.clone(),
+                group: None,
+            };
+            em.trap_unless_below(*rank, cx.p, eagle_ir::Trap::WorldRank);
+            let zero = em.idx(0);
+            em.append(OpKind::Binary(BinOp::Add, *rank, zero), op.result);
+            out.extend(em.blocks.pop().unwrap_or_default());
+            continue;
+        }
         if op.kind.info().collective || group.is_some() {
             let mut em = Em {
                 values: &mut *values,
@@ -80,6 +97,9 @@ fn lower_block(
                 if groups::lower_group_op(&mut em, &op, def, cx.p, cx.sig) {
                     out.extend(em.blocks.pop().unwrap_or_default());
                     continue;
+                }
+                if let OpKind::Broadcast { root, .. } = op.kind {
+                    groups::check_root(&mut em, &op, root, def, cx)?;
                 }
                 em.group = Some(def.at(&mut em, cx.p, cx.sig));
                 p = def.size();
@@ -612,11 +632,23 @@ pub fn lower_collectives(
         p,
         sig: signals,
         groups: groups::group_defs(f, p)?,
+        consts: int_consts(f),
     };
     let mut body = std::mem::take(&mut f.body);
     let r = lower_block(&cx, &mut f.values, &mut body);
     f.body = body;
     r
+}
+
+/// The integer constants of `f`, by their values.
+fn int_consts(f: &Function) -> HashMap<Value, i128> {
+    let mut consts = HashMap::new();
+    f.body.walk(&mut |op| {
+        if let (OpKind::Const(eagle_ir::Const::Int(c)), Some(r)) = (&op.kind, op.result) {
+            consts.insert(r, *c);
+        }
+    });
+    consts
 }
 
 /// Checks, once the dims are bound, the relation `docs/collectives.md` gives every built-in
