@@ -49,6 +49,13 @@ impl Em<'_> {
     pub(super) fn ibin(&mut self, op: BinOp, a: Value, b: Value) -> Value {
         self.push(OpKind::Binary(op, a, b), Type::Scalar(DType::Index))
     }
+    /// The extent of `v`'s dim 0 once the dims are bound (0 where it is not a constant).
+    pub(super) fn rows(&self, v: Value) -> u64 {
+        self.ty(v)
+            .shape()
+            .and_then(|s| s.0.first()?.as_const())
+            .unwrap_or(0)
+    }
     /// This rank's rank in the collective's team: `rank ctx` in the world, the group rank
     /// (computed once, before the expansion) in a group.
     pub(super) fn rank(&mut self, ctx: Value) -> Value {
@@ -180,14 +187,7 @@ impl Em<'_> {
     /// owner's reset, so `Set` suffices (no atomic add across devices).
     pub(super) fn notify(&mut self, sig: Value, peer: Value, slot: Value, value: u64) {
         let value = self.i64c(value);
-        let peer = self.world_of(peer);
-        self.push_void(OpKind::Notify {
-            signal: sig,
-            peer,
-            offsets: vec![slot],
-            value,
-            op: NotifyOp::Set,
-        });
+        self.notify_v(sig, peer, slot, value);
     }
     /// `wait(sig, [slot]) >= value`.
     pub(super) fn wait(&mut self, sig: Value, slot: Value, value: u64) {

@@ -127,6 +127,21 @@ impl GroupAt {
         em.ibin(BinOp::Add, r, w)
     }
 
+    /// Runs `body(world rank)` for every other member of the group, in group-rank order.
+    fn for_each_other(&self, em: &mut Em<'_>, body: impl Fn(&mut Em<'_>, Value)) {
+        em.for_(0, self.size, |em, q| {
+            let other = em.cmp(CmpOp::Ne, self.me, q);
+            em.if_(
+                other,
+                |em| {
+                    let w = self.world_of(em, q);
+                    body(em, w);
+                },
+                |_| {},
+            );
+        });
+    }
+
     /// Every rank of the group arrives before any leaves: each rank counts one more barrier
     /// with every other rank of the group and sets that count in its slot on that rank; then it
     /// waits until each of them has set its slot here to at least the same count. Without a
@@ -144,37 +159,23 @@ impl GroupAt {
         // the group (whose `world_of` would translate them a second time).
         let within = em.group.take();
         let p = self.world_size;
-        em.for_(0, self.size, |em, q| {
-            let other = em.cmp(CmpOp::Ne, self.me, q);
-            em.if_(
-                other,
-                |em| {
-                    let w = self.world_of(em, q);
-                    let count = Self::slot(em, 2 * p, w);
-                    let c = em.remote_elem(sig, self.world, count);
-                    let one = em.i64c(1);
-                    let next =
-                        em.push(OpKind::Binary(BinOp::Add, c, one), Type::Scalar(DType::I64));
-                    em.notify_v(sig, self.world, count, next);
-                    let mine = Self::slot(em, 3 * p, self.world);
-                    em.notify_v(sig, w, mine, next);
-                },
-                |_| {},
-            );
+        // Arrive: one more barrier with each other member `w`, counted here (`2P + w`) and
+        // set on `w` (its `3P + me`).
+        self.for_each_other(em, |em, w| {
+            let count = Self::slot(em, 2 * p, w);
+            let c = em.remote_elem(sig, self.world, count);
+            let one = em.i64c(1);
+            let next = em.push(OpKind::Binary(BinOp::Add, c, one), Type::Scalar(DType::I64));
+            em.notify_v(sig, self.world, count, next);
+            let mine = Self::slot(em, 3 * p, self.world);
+            em.notify_v(sig, w, mine, next);
         });
-        em.for_(0, self.size, |em, q| {
-            let other = em.cmp(CmpOp::Ne, self.me, q);
-            em.if_(
-                other,
-                |em| {
-                    let w = self.world_of(em, q);
-                    let count = Self::slot(em, 2 * p, w);
-                    let c = em.remote_elem(sig, self.world, count);
-                    let theirs = Self::slot(em, 3 * p, w);
-                    em.wait_v(sig, theirs, c);
-                },
-                |_| {},
-            );
+        // Leave once each member has set its count here (`3P + w`) at least as high.
+        self.for_each_other(em, |em, w| {
+            let count = Self::slot(em, 2 * p, w);
+            let c = em.remote_elem(sig, self.world, count);
+            let theirs = Self::slot(em, 3 * p, w);
+            em.wait_v(sig, theirs, c);
         });
         em.group = within;
     }

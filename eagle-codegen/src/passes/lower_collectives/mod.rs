@@ -162,11 +162,7 @@ fn lower_v_collective(
     };
     let send_len = if gather { 1 } else { p };
     for (v, what, want) in [(counts, "send", send_len), (recv_counts, "receive", p)] {
-        let n = em
-            .ty(v)
-            .shape()
-            .and_then(|s| s.0.first()?.as_const())
-            .unwrap_or(0);
+        let n = em.rows(v);
         if n != want {
             return Err(SpecializeError::CollectiveShape {
                 function: f_name.to_string(),
@@ -371,11 +367,7 @@ fn lower_collective(
             true
         }
         OpKind::AllToAll { ctx, src, dst } => {
-            let rows = em
-                .ty(src)
-                .shape()
-                .and_then(|s| s.0.first()?.as_const())
-                .unwrap_or(0);
+            let rows = em.rows(src);
             if rows != p {
                 return Err(SpecializeError::CollectiveShape {
                     function: f_name.to_string(),
