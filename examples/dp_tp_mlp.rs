@@ -169,7 +169,8 @@ pub fn dp_tp_mlp_rank(
 }
 
 /// Host: rank `r` takes batch `x[r / TP]` and the shards `w1[r % TP]`, `w2[r % TP]`, and
-/// writes its `y`, `dx` and updated shards into row `r` of the outputs.
+/// writes its `y`, `dx` and updated shards into row `r` of the outputs. The launch binds `TP`
+/// from `w1`'s first dimension (the shards: `[TP, D, F / TP]`) and `NR` from the outputs.
 #[eagle::host]
 #[allow(clippy::too_many_arguments)]
 pub fn dp_tp_mlp(

@@ -490,3 +490,24 @@ fn a_constant_broadcast_root_past_the_group_is_refused_before_anything_runs() {
         .launch(&s, &Tensor::<u64>::zeros(&[4]), &mut out)
         .unwrap();
 }
+
+/// The host of `const_root_d` without an argument that carries `TP`.
+#[eagle::host]
+pub fn no_tp(out: Out<Tensor<u64, NR, 1>>) {
+    let w = alloc_window_buffer([N], f32);
+    let d = alloc_window_buffer([N], f32);
+    for r in 0..world_size() {
+        const_root_d(window(w, [N], f32), window(d, [N], f32), device = r);
+    }
+}
+
+#[test]
+fn a_grid_extent_no_argument_carries_is_named_with_the_way_to_bind_it() {
+    let s = Session::sim(4).unwrap();
+    let mut out = Tensor::<u64>::zeros(&[4, 1]);
+    let e = no_tp.launch(&s, &mut out).unwrap_err().to_string();
+    assert!(
+        e.ends_with("dimension `TP` has no binding: `launch` binds a dim from the shapes of the host function's arguments, and none has `TP` as an extent; give one a dimension `TP` (for example `w: Tensor<f32, TP, ...>`, or `x: Tensor<f32, { NR / TP }, TP, ...>` for the ranks of a grid), or pass `TP` in the bindings where you specialize directly (`specialized_ir`, `ir_specialized`)"),
+        "{e}"
+    );
+}

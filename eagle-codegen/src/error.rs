@@ -5,7 +5,7 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SpecializeError {
     /// A symbolic dim that no binding gives a value.
-    #[error("function `{function}`, {place}: dimension `{name}` has no binding; pass `{name}` in the bindings (the launcher binds dims from the argument shapes)")]
+    #[error("function `{function}`, {place}: dimension `{name}` has no binding: `launch` binds a dim from the shapes of the host function's arguments, and none has `{name}` as an extent; give one a dimension `{name}` ({}), or pass `{name}` in the bindings where you specialize directly (`specialized_ir`, `ir_specialized`)", unbound_example(.name))]
     UnboundDim {
         /// Function.
         function: String,
@@ -240,5 +240,17 @@ fn world_size_fix(p: u64) -> String {
         "run on at least one device (`-d 0`)".to_string()
     } else {
         format!("the largest world size is {} ranks", crate::MAX_WORLD_SIZE)
+    }
+}
+
+/// How a host function's argument can carry the unbound dim `name`, for
+/// [`SpecializeError::UnboundDim`]'s message.
+fn unbound_example(name: &str) -> String {
+    if name == "NR" {
+        "for example `x: Tensor<f32, NR, ...>`, one row per rank".into()
+    } else {
+        format!(
+            "for example `w: Tensor<f32, {name}, ...>`, or `x: Tensor<f32, {{ NR / {name} }}, {name}, ...>` for the ranks of a grid"
+        )
     }
 }
