@@ -767,10 +767,10 @@ fn wrong_handshake_is_reported_as_a_race_on_every_run() {
                 // or that store over bytes the get already read (naming the get).
                 let (next, prev) = ((rank + 1) % 3, (rank + 2) % 3);
                 let read = format!(
-                    "data race: rank {rank} reads window #0 ([1, 64] f32) elements 0..64 on rank {next}, which rank {next} wrote"
+                    "data race: rank {rank} reads window #0 ([1, 64] f32; `src` of `wrong_handshake_get`) elements 0..64 on rank {next}, which rank {next} wrote"
                 );
                 let write = format!(
-                    "data race: rank {rank} writes window #0 ([1, 64] f32) elements 0..64 on rank {rank}, which rank {prev} read (function `wrong_handshake_get`, op `get "
+                    "data race: rank {rank} writes window #0 ([1, 64] f32; `src` of `wrong_handshake_get`) elements 0..64 on rank {rank}, which rank {prev} read (function `wrong_handshake_get`, op `get "
                 );
                 if message.contains(&read) {
                     assert!(
@@ -909,8 +909,8 @@ fn pushed_data_loaded_without_a_wait_and_unordered_writes_are_races() {
         // the load read (which names the load too).
         assert!(
             e.contains("data race: rank")
-                && (e.contains(" reads window #0 ([1, 64] f32) elements 0..64 on rank ")
-                    || e.contains(" writes window #0 ([1, 64] f32) elements 0..64 on rank "))
+                && (e.contains(" reads window #0 ([1, 64] f32; `win` of `push_then_load`) elements 0..64 on rank ")
+                    || e.contains(" writes window #0 ([1, 64] f32; `win` of `push_then_load`) elements 0..64 on rank "))
                 && e.contains(&format!(
                     "tests/errors.rs:{}:",
                     line("// marker: the unordered load")
@@ -922,7 +922,7 @@ fn pushed_data_loaded_without_a_wait_and_unordered_writes_are_races() {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains(" writes window #0 ([1, 64] f32) elements 0..64 on rank 0, which rank ")
+            e.contains(" writes window #0 ([1, 64] f32; `win` of `two_writers`) elements 0..64 on rank 0, which rank ")
                 && e.contains(
                     "also wrote with no notify -> wait (or barrier) ordering the two writes"
                 )

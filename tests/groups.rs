@@ -511,3 +511,36 @@ fn a_grid_extent_no_argument_carries_is_named_with_the_way_to_bind_it() {
         "{e}"
     );
 }
+
+/// Rank 1 skips its TP group's barrier.
+#[eagle::kernel(device)]
+pub fn skip_d(ctx: Ctx, w: Window<f32, N>) {
+    let tp = group(ctx, [{ NR / TP }, TP], 1);
+    if rank(ctx) != 1 {
+        barrier(tp);
+    }
+}
+
+#[eagle::host]
+pub fn skip(shape: Tensor<u64, TP>, out: Out<Tensor<u64, NR, 1>>) {
+    let w = alloc_window_buffer([N], f32);
+    for r in 0..world_size() {
+        skip_d(window(w, [N], f32), device = r);
+    }
+}
+
+#[test]
+fn a_group_barrier_a_member_skips_is_a_deadlock_naming_the_rank_it_waits_for() {
+    let s = Session::sim(4).unwrap();
+    let mut out = Tensor::<u64>::zeros(&[4, 1]);
+    let e = skip
+        .launch(&s, &Tensor::<u64>::zeros(&[2]), &mut out)
+        .unwrap_err()
+        .to_string();
+    let line = line_of("pub fn skip_d(") + 3;
+    assert!(
+        e.starts_with("deadlock: no rank can make progress; every rank still running is blocked:\n  rank 0 waits for world rank 1 to arrive at a barrier of their rank group: signal window #1 ([16] i64; `collective_signals` of `skip_d`) element 13 >= 1, but it holds 0 (function `skip_d`, op `wait ")
+            && e.contains(&format!("(at tests/groups.rs:{line}:9))\n  rank(s) 1, 2, 3 finished without satisfying these waits")),
+        "{e}"
+    );
+}

@@ -121,6 +121,16 @@ impl Interp<'_> {
     }
 
     /// A dispatch of `callee` on `device`: one more job of that rank.
+    /// Names window `w` in its description (`[4] f32; \`src\` of \`ring\``) after the first
+    /// parameter it is passed as, so that race and deadlock reports name the user's window.
+    fn name_window(&mut self, w: usize, param: &str, callee: &str) {
+        if let Some((_, _, desc)) = self.windows.get_mut(w) {
+            if !desc.contains('`') {
+                desc.push_str(&format!("; `{param}` of `{callee}`"));
+            }
+        }
+    }
+
     fn dispatch(
         &mut self,
         callee: &str,
@@ -156,7 +166,10 @@ impl Interp<'_> {
                     bytes,
                     out: p.out,
                 },
-                Some(Hv::Win(w)) => JobArg::Window(w),
+                Some(Hv::Win(w)) => {
+                    self.name_window(w, &p.name, callee);
+                    JobArg::Window(w)
+                }
                 Some(Hv::C(c, dt)) => JobArg::Scalar(crate::job::const_bits(c, dt)),
                 _ => {
                     return Err(self.bad(format!(

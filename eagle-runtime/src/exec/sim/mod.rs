@@ -31,6 +31,27 @@ pub(crate) struct WindowMem {
     ptrs: Vec<usize>,
 }
 
+/// What slot `e` of the collectives' own signal window (the parameter
+/// [`eagle_codegen::lower::SIGNALS_PARAM`], laid out in `docs/collectives.md`) stands for, for a
+/// deadlock report; `None` for any other window.
+fn collective_slot(w: &WindowMem, e: usize, p: usize) -> Option<String> {
+    let name = format!("`{}`", eagle_codegen::lower::SIGNALS_PARAM);
+    if !w.desc.contains(&name) {
+        return None;
+    }
+    Some(match e / p.max(1) {
+        0 => "a step of a ring or two-phase allreduce".into(),
+        1 => format!(
+            "world rank {}'s step of a ring or two-phase allreduce within a rank group",
+            e - p
+        ),
+        _ => format!(
+            "world rank {} to arrive at a barrier of their rank group",
+            e.saturating_sub(3 * p)
+        ),
+    })
+}
+
 impl WindowMem {
     pub(crate) fn new(p: usize, bytes: usize, elem: usize, desc: String) -> WindowMem {
         let mut mem: Vec<Vec<u64>> = (0..p)
@@ -284,14 +305,16 @@ impl<'a> World<'a> {
                     cmp,
                     ..
                 } => {
-                    let p = self.windows[win].ptr(r).wrapping_add(off);
+                    let w = &self.windows[win];
+                    let e = off / sigkind::width(kind);
+                    let what = collective_slot(w, e, self.p)
+                        .map_or(String::new(), |s| format!("{s}: "));
                     format!(
-                        "  rank {r} waits for signal window #{win} ({}) element {} {} {}, but it holds {}{at}",
-                        self.windows[win].desc,
-                        off / sigkind::width(kind),
+                        "  rank {r} waits for {what}signal window #{win} ({}) element {e} {} {}, but it holds {}{at}",
+                        w.desc,
                         CMP_TEXT[cmp.min(5) as usize],
                         sigkind::value(expected, kind),
-                        read_signal(p, kind)
+                        read_signal(w.ptr(r).wrapping_add(off), kind)
                     )
                 }
                 Blocked::Barrier { .. } => format!(
