@@ -544,3 +544,59 @@ fn a_group_barrier_a_member_skips_is_a_deadlock_naming_the_rank_it_waits_for() {
         "{e}"
     );
 }
+
+/// A `[2, 2, 2]` grid at P = 8: each axis's group sums the world rank with a ring allreduce
+/// and reports its rank, size and the world rank of its last member.
+#[eagle::kernel(device)]
+pub fn cube_d(ctx: Ctx, out: Out<Tensor<u64, 12>>, a: Window<u64, 1>, b: Window<u64, 1>) {
+    let x = group(ctx, [2, 2, 2], 0);
+    let y = group(ctx, [2, 2, 2], 1);
+    let z = group(ctx, [2, 2, 2], 2);
+    let me = rank(ctx) as u64;
+    a[0] = me;
+    barrier(ctx);
+    allreduce(x, a, b, Sum, Ring);
+    out[0] = rank(x) as u64;
+    out[1] = nranks(x) as u64;
+    out[2] = world_rank(x, 1) as u64;
+    out[3] = b[0];
+    allreduce(y, a, b, Sum, Ring);
+    out[4] = rank(y) as u64;
+    out[5] = nranks(y) as u64;
+    out[6] = world_rank(y, 1) as u64;
+    out[7] = b[0];
+    allreduce(z, a, b, Sum, Ring);
+    out[8] = rank(z) as u64;
+    out[9] = nranks(z) as u64;
+    out[10] = world_rank(z, 1) as u64;
+    out[11] = b[0];
+}
+
+#[eagle::host]
+pub fn cube(out: Out<Tensor<u64, NR, 12>>) {
+    let a = alloc_window_buffer([1], u64);
+    let b = alloc_window_buffer([1], u64);
+    for r in 0..world_size() {
+        cube_d(out[r], window(a, [1], u64), window(b, [1], u64), device = r);
+    }
+}
+
+#[test]
+fn every_axis_of_a_three_axis_grid_is_a_group() {
+    let s = Session::sim(8).unwrap();
+    let mut out = Tensor::<u64>::zeros(&[8, 12]);
+    cube.launch(&s, &mut out).unwrap();
+    for r in 0..8u64 {
+        // Rank r is (r / 4, r / 2 % 2, r % 2); axis k's stride is 4, 2, 1.
+        for (k, stride) in [(0usize, 4u64), (1, 2), (2, 1)] {
+            let coord = r / stride % 2;
+            let first = r - coord * stride;
+            let got = &out.data()[(r as usize * 3 + k) * 4..][..4];
+            assert_eq!(
+                got,
+                [coord, 2, first + stride, 2 * first + stride],
+                "rank {r} axis {k}"
+            );
+        }
+    }
+}

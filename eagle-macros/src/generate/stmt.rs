@@ -653,6 +653,9 @@ impl Cx {
                 }
             }
         }
+        if let Some(call) = first_call(x) {
+            return err(call.span(), format!("{what} are compile-time constants (literals, Rust `const`s or `dynamic!` dims), not run-time values such as a call; name the extent with a `dynamic!` dim that an argument's shape binds (`[{{ NR / TP }}, TP]` with `const TP: Dim = dynamic!(\"TP\")`)"));
+        }
         // As a parameter type's dim (`{ EPR * NR }` bound by a `let`, no `unused_braces`).
         crate::parse::params::dim_tokens(&syn::GenericArgument::Const(x.clone()))
     }
@@ -821,4 +824,20 @@ fn may_exit(e: &Expr) -> bool {
 /// Tokens for `UnOp::Not` (the guard of a loop with exits).
 fn not_tokens() -> TS {
     enum_tokens(quote!(UnOp), eagle_ir::UnOp::Not.index())
+}
+
+/// The first function or method call in the extent expression `e` (a run-time value), looking
+/// through arithmetic, parentheses and braces.
+fn first_call(e: &Expr) -> Option<&Expr> {
+    match e {
+        Expr::Call(_) | Expr::MethodCall(_) => Some(e),
+        Expr::Binary(b) => first_call(&b.left).or_else(|| first_call(&b.right)),
+        Expr::Paren(p) => first_call(&p.expr),
+        Expr::Group(g) => first_call(&g.expr),
+        Expr::Block(b) => match b.block.stmts.as_slice() {
+            [syn::Stmt::Expr(x, None)] => first_call(x),
+            _ => None,
+        },
+        _ => None,
+    }
 }
