@@ -210,15 +210,13 @@ pub(super) fn group_defs(
                 consts.insert(r, u64::try_from(*c).unwrap_or(0));
             }
         } else if let OpKind::Group { ctx, grid, axis } = &op.kind {
-            if f.level != Level::Device {
+            if !matches!(f.level, Level::Device | Level::Compute) {
                 err = Some(fail(
                     "group",
                     format!(
-                        "a rank group in the {} kernel `{}`: a group's barriers and \
-                         collectives need the per-device program's signal window; create the \
-                         group and run its collectives in the `#[eagle::kernel(device)]` \
-                         program, and pass the compute kernel what it needs (its rank, its \
-                         size) as index arguments",
+                        "a rank group in the {} function `{}`: a group lives in a \
+                         per-device program or a compute kernel it calls, whose signal window \
+                         its barriers and collectives use; create it there",
                         f.level.name(),
                         f.name
                     ),

@@ -751,6 +751,33 @@ fn needs_signals(b: &Block) -> bool {
     yes
 }
 
+/// The device functions and compute kernels that need the signal window: those whose own
+/// body [`needs_signals`], and, to a fixed point, those that call one of them.
+fn signal_users(m: &Module) -> std::collections::HashSet<String> {
+    let kernel = |f: &Function| matches!(f.level, Level::Device | Level::Compute);
+    let mut set: std::collections::HashSet<String> = m
+        .functions
+        .iter()
+        .filter(|f| kernel(f) && needs_signals(&f.body))
+        .map(|f| f.name.clone())
+        .collect();
+    loop {
+        let before = set.len();
+        for f in m.functions.iter().filter(|f| kernel(f)) {
+            let mut calls = false;
+            f.body.walk(&mut |op| {
+                calls |= matches!(&op.kind, OpKind::Call { callee, .. } if set.contains(callee))
+            });
+            if calls {
+                set.insert(f.name.clone());
+            }
+        }
+        if set.len() == before {
+            return set;
+        }
+    }
+}
+
 /// Whether a device function of `m` splits the world into groups.
 fn has_groups(m: &Module) -> bool {
     let mut yes = false;
@@ -763,7 +790,9 @@ fn has_groups(m: &Module) -> bool {
 
 /// For world size `p` >= 2, gives every device function that runs a ring or two-phase
 /// allreduce or has a rank group a last parameter [`SIGNALS_PARAM`] of type
-/// `window<[p], i64>` (`[4p]` when the module has a group: the slots of `groups.rs`), and every host
+/// `window<[p], i64>` (`[4p]` when the module has a group: the slots of `groups.rs`); so does
+/// every compute kernel that does, and every device function or compute kernel that calls one
+/// of those (passing its own signal window to the call); and every host
 /// function that dispatches one a window buffer for it: one `alloc_window_buffer` per launch
 /// (zeroed, like every window buffer), inserted before the first top-level op that holds such
 /// a dispatch (after the user's own buffers, so their window numbers stay), and a `window` of
@@ -776,8 +805,9 @@ pub fn add_signal_windows(m: &mut Module, p: u64) -> HashMap<String, Value> {
     }
     let slots = if has_groups(m) { 4 * p } else { p };
     let shape = Shape(vec![Dim::Const(slots)]);
+    let needing = signal_users(m);
     for f in &mut m.functions {
-        if f.level == Level::Device && needs_signals(&f.body) {
+        if needing.contains(&f.name) {
             let value = f.values.push(Type::Window(shape.clone(), DType::I64));
             f.params.push(Param {
                 name: SIGNALS_PARAM.into(),
@@ -789,6 +819,21 @@ pub fn add_signal_windows(m: &mut Module, p: u64) -> HashMap<String, Value> {
     }
     if sig.is_empty() {
         return sig;
+    }
+    // A call of a kernel that takes the window passes the caller's.
+    for f in &mut m.functions {
+        let Some(&own) = sig.get(&f.name) else {
+            continue;
+        };
+        f.body.walk_blocks_mut(&mut |b| {
+            for op in &mut b.ops {
+                if let OpKind::Call { callee, args } = &mut op.kind {
+                    if sig.contains_key(callee.as_str()) {
+                        args.push(own);
+                    }
+                }
+            }
+        });
     }
     let launches = |op: &Op| {
         let mut yes = false;
