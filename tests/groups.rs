@@ -219,6 +219,13 @@ fn group_collectives_in_the_emulation_equal_the_golden() {
         let x = inputs(p, 99);
         check(&run(&s, t, &x).unwrap(), p, t, &x);
     }
+    // A group in a compute kernel that only the first row calls.
+    let s = Session::cuda_emulated(vec![0; 6]).unwrap();
+    let mut out = Tensor::<u64>::zeros(&[6, 1]);
+    outer
+        .launch(&s, &Tensor::<u64>::zeros(&[3]), &mut out)
+        .unwrap();
+    assert_eq!(out.data(), [6, 6, 6, 0, 0, 0]);
 }
 
 /// A grid of `[2, 3]` ranks, whatever the world size.
