@@ -15,9 +15,12 @@
 //! - `3P + w`: set by world rank `w`, on arrival at a group barrier, to its count of the
 //!   group barriers it has entered with this rank.
 //!
-//! Two ranks of one grid share at most one of its axis groups, so a slot named by a world rank
-//! has one writer for one group at a time; a group barrier's counts only grow, so a `Set`
-//! that overtakes an older one is harmless (no reset, no atomic add across devices).
+//! A slot named by a world rank has one writer. The barrier counts count every group barrier
+//! two ranks share, in program order, whichever group (or grid: a function may split the world
+//! twice) it belongs to; both ranks enter the same shared barriers in the same order, so the
+//! counts agree. They only grow, so a `Set` that overtakes an older one is harmless (no reset,
+//! no atomic add across devices). An allreduce's slot `P + w` is reset after its last wait, as
+//! the world's are.
 
 use super::em::Em;
 use crate::error::SpecializeError;
