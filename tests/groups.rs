@@ -314,6 +314,14 @@ fn a_grid_extent_that_does_not_divide_the_world_is_refused() {
         e,
         "function `grid_d`, op `%17 = dim (NR / TP) : index` (at tests/groups.rs:37:14): the derived dimension `(NR / TP)` has no value at these bindings: `(NR / TP)` is 4 / 3, which is not exact; choose extents that divide"
     );
+    // TP = 0 (an empty argument binds it): a division by zero, said so.
+    let e = run(&s, 0, &x).unwrap_err().to_string();
+    assert!(
+        e.ends_with(
+            "`(NR / TP)` is 4 / 0, a division by zero; bind the divisor to a positive extent"
+        ),
+        "{e}"
+    );
 }
 
 /// A broadcast within each TP group from the root `root[0]` (a group rank), and

@@ -278,6 +278,10 @@ impl fmt::Display for DimError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DimError::Unbound(s) => write!(f, "dim `{s}` is unbound"),
+            DimError::NotExact { expr, a, b: 0 } => write!(
+                f,
+                "`{expr}` is {a} / 0, a division by zero; bind the divisor to a positive extent"
+            ),
             DimError::NotExact { expr, a, b } => write!(
                 f,
                 "`{expr}` is {a} / {b}, which is not exact; choose extents that divide"
