@@ -300,7 +300,7 @@ fn world_rank_past_the_group_stops_the_rank_with_the_bound() {
             "tests/groups.rs:{}:",
             line_of("out[1] = world_rank(g, k[0] as usize)")
         ))
-            && e.ends_with("`world_rank` of group rank 3, but the group has 3 ranks (0 to 3 - 1); reduce the rank modulo `nranks(group)`"),
+            && e.ends_with("`world_rank` of group rank 3, but the group's ranks are 0 to 3 - 1; reduce the rank modulo `nranks(group)`"),
         "{e}"
     );
 }
@@ -405,7 +405,7 @@ fn a_broadcast_within_a_group_takes_its_root_as_a_group_rank_and_checks_it() {
         let shown = root as i64;
         assert!(
             e.contains(", group_root` (at tests/groups.rs:")
-                && e.ends_with(&format!("`broadcast` within a group from root {shown}, but the group has 2 ranks (0 to 2 - 1); the root is a group rank: give one below `nranks(group)`")),
+                && e.ends_with(&format!("`broadcast` within a group from root {shown}, but the group's ranks are 0 to 2 - 1; the root is a group rank: give one below `nranks(group)`")),
             "root {root}: {e}"
         );
     }
@@ -416,7 +416,7 @@ fn world_rank_of_the_world_is_the_rank_checked_against_p() {
     let e = run_bcast(4, 2, 0, 4).unwrap_err().to_string();
     assert!(
         e.contains(", world_rank` (at tests/groups.rs:")
-            && e.ends_with("`world_rank` of rank 4, but the world has 4 ranks (0 to 4 - 1); reduce the rank modulo `nranks(ctx)`"),
+            && e.ends_with("`world_rank` of rank 4, but the world's ranks are 0 to 4 - 1; reduce the rank modulo `nranks(ctx)`"),
         "{e}"
     );
     // And a group rank of 2^63 or more is past the group (it was read as negative).
@@ -501,7 +501,7 @@ fn a_constant_broadcast_root_past_the_group_is_refused_before_anything_runs() {
         panic!("{e}");
     };
     assert_eq!(op, "broadcast");
-    assert_eq!(message, "the root is 3, but the group has 2 ranks (0 to 1); the root of a broadcast within a group is a group rank: give one below `nranks(group)` (`world_rank(group, q)` turns a group rank into a world rank, not back)");
+    assert_eq!(message, "the root is 3, but the group's ranks are 0 to 1; the root of a broadcast within a group is a group rank: give one below `nranks(group)` (`world_rank(group, q)` turns a group rank into a world rank, not back)");
     // With TP = 4 the root is within every group.
     let s = Session::sim(8).unwrap();
     const_root

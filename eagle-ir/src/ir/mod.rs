@@ -383,9 +383,9 @@ impl Trap {
         match self {
             Trap::RecvCapacity => "{a} rows arrive (the sum of the receive counts) but the receive buffer holds {b} rows; give it at least {a} rows (the most that can arrive: every rank's largest send count to this rank, summed)",
             Trap::SendOverrun => "a rank's send counts take {a} rows of its send buffer but it holds {b} rows; the counts must sum to at most the send buffer's rows",
-            Trap::GroupRank => "`world_rank` of group rank {a}, but the group has {b} ranks (0 to {b} - 1); reduce the rank modulo `nranks(group)`",
-            Trap::GroupRoot => "`broadcast` within a group from root {a}, but the group has {b} ranks (0 to {b} - 1); the root is a group rank: give one below `nranks(group)`",
-            Trap::WorldRank => "`world_rank` of rank {a}, but the world has {b} ranks (0 to {b} - 1); reduce the rank modulo `nranks(ctx)`",
+            Trap::GroupRank => "`world_rank` of group rank {a}, but the group's ranks are 0 to {b} - 1; reduce the rank modulo `nranks(group)`",
+            Trap::GroupRoot => "`broadcast` within a group from root {a}, but the group's ranks are 0 to {b} - 1; the root is a group rank: give one below `nranks(group)`",
+            Trap::WorldRank => "`world_rank` of rank {a}, but the world's ranks are 0 to {b} - 1; reduce the rank modulo `nranks(ctx)`",
         }
     }
 }

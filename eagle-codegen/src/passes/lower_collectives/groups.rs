@@ -300,7 +300,7 @@ pub(super) fn check_root(
             op: "broadcast".into(),
             loc: op.loc.clone().map(Box::new),
             message: format!(
-                "the root is {r}, but the group has {n} ranks (0 to {}); the root of a \
+                "the root is {r}, but the group's ranks are 0 to {}; the root of a \
                  broadcast within a group is a group rank: give one below `nranks(group)` \
                  (`world_rank(group, q)` turns a group rank into a world rank, not back)",
                 n - 1
