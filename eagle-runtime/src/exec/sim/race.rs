@@ -144,10 +144,19 @@ pub(crate) struct Race {
     signals: Vec<Mutex<HashMap<(usize, u64), Published>>>,
     barrier_acc: Mutex<Vec<u64>>,
     barrier_done: Mutex<Arc<Vec<u64>>>,
-    shadows: Vec<Mutex<Shadow>>,
-    /// Per allocation (as `shadows`), each reader's last read of every byte range, in the
-    /// reader's epoch (a `Shadow` whose "writer" is the reader).
-    reads: Vec<Mutex<HashMap<usize, Shadow>>>,
+    /// Per window allocation (window `w` of rank `owner` at `w * P + owner`), its writes and
+    /// reads under one lock: an access takes it once.
+    allocs: Vec<Mutex<Alloc>>,
+}
+
+/// The accesses of one window allocation.
+#[derive(Default)]
+struct Alloc {
+    /// The last writer of every byte range.
+    writes: Shadow,
+    /// Each reader's last read of every byte range, in the reader's epoch (a `Shadow` whose
+    /// "writer" is the reader).
+    reads: HashMap<usize, Shadow>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -192,17 +201,14 @@ impl Race {
             signals: (0..p).map(|_| Mutex::new(HashMap::new())).collect(),
             barrier_acc: Mutex::new(vec![0; p]),
             barrier_done: Mutex::new(Arc::new(vec![0; p])),
-            shadows: (0..windows * p)
-                .map(|_| Mutex::new(Shadow::default()))
-                .collect(),
-            reads: (0..windows * p)
-                .map(|_| Mutex::new(HashMap::new()))
+            allocs: (0..windows * p)
+                .map(|_| Mutex::new(Alloc::default()))
                 .collect(),
         }
     }
 
-    fn shadow(&self, win: usize, owner: usize) -> Option<&Mutex<Shadow>> {
-        self.shadows.get(win * self.p + owner)
+    fn alloc(&self, win: usize, owner: usize) -> Option<&Mutex<Alloc>> {
+        self.allocs.get(win * self.p + owner)
     }
 
     /// Rank `writer` writes `[off, off + n)` of `owner`'s allocation of `win`. Returns the
@@ -221,20 +227,24 @@ impl Race {
         // Only `writer`'s own thread locks its clock, so holding it here blocks nobody (and
         // spares a P-entry copy per access).
         let clock = lock(&self.clocks[writer]);
-        let mut s = lock(self.shadow(win, owner)?);
-        let found = s.unordered(off, off + n, writer, &clock).or_else(|| {
-            let reads = lock(self.reads.get(win * self.p + owner)?);
-            // The lowest reader, so that the report does not depend on the map's order.
-            let mut hits: Vec<RaceReport> = reads
-                .values()
-                .filter_map(|r| r.unordered(off, off + n, writer, &clock))
-                .collect();
-            hits.sort_by_key(|h| (h.writer, h.start));
-            hits.into_iter()
-                .next()
-                .map(|h| RaceReport { read: true, ..h })
-        });
-        s.write(off, off + n, writer, clock[writer], u32::MAX);
+        let mut a = lock(self.alloc(win, owner)?);
+        let found = a
+            .writes
+            .unordered(off, off + n, writer, &clock)
+            .or_else(|| {
+                // The lowest reader, so that the report does not depend on the map's order.
+                let mut hits: Vec<RaceReport> = a
+                    .reads
+                    .values()
+                    .filter_map(|r| r.unordered(off, off + n, writer, &clock))
+                    .collect();
+                hits.sort_by_key(|h| (h.writer, h.start));
+                hits.into_iter()
+                    .next()
+                    .map(|h| RaceReport { read: true, ..h })
+            });
+        a.writes
+            .write(off, off + n, writer, clock[writer], u32::MAX);
         found
     }
 
@@ -250,16 +260,14 @@ impl Race {
         site: u32,
     ) -> Option<RaceReport> {
         let clock = lock(&self.clocks[reader]);
-        let s = lock(self.shadow(win, owner)?);
-        let found = s.unordered(off, off + n, reader, &clock);
-        // Recorded under the write shadow's lock, so a write and a read of the same bytes
+        let mut a = lock(self.alloc(win, owner)?);
+        let found = a.writes.unordered(off, off + n, reader, &clock);
+        // Recorded under the same lock as the writes, so a write and a read of the same bytes
         // are checked one after the other, whichever comes first.
-        if let Some(m) = self.reads.get(win * self.p + owner) {
-            lock(m)
-                .entry(reader)
-                .or_default()
-                .write(off, off + n, reader, clock[reader], site);
-        }
+        a.reads
+            .entry(reader)
+            .or_default()
+            .write(off, off + n, reader, clock[reader], site);
         found
     }
 
