@@ -110,8 +110,8 @@ impl Em<'_> {
         f_name: &str,
         loc: &Option<eagle_ir::Loc>,
     ) -> Result<(), SpecializeError> {
-        let rows = self.ty(v).shape().and_then(|s| s.0.first()?.as_const());
-        if self.group.is_none() || rows == Some(size) {
+        let rows = self.rows(v);
+        if self.group.is_none() || rows == size {
             return Ok(());
         }
         Err(SpecializeError::CollectiveShape {
@@ -119,8 +119,7 @@ impl Em<'_> {
             op: name.into(),
             loc: loc.clone().map(Box::new),
             message: format!(
-                "the buffer of rows has {} rows but {} {size} ranks; {}",
-                rows.unwrap_or(0),
+                "the buffer of rows has {rows} rows but {} {size} ranks; {}",
                 self.team(),
                 self.team_fix("[NR, M]")
             ),
@@ -142,8 +141,9 @@ impl Em<'_> {
         }
     }
     /// The signal slot that team rank `writer` sets on its peers in a two-phase allreduce:
-    /// `writer` in the world; in a group, `P + ` its world rank (a rank shares at most one
-    /// group of a grid with any other, so the slots of different groups never meet).
+    /// `writer` in the world; in a group, `P + ` its world rank (each allreduce resets the
+    /// slots it waited on before its closing barrier, so allreduces of different groups that
+    /// share two ranks, one after the other, never see each other's values).
     pub(super) fn slot_of(&mut self, writer: Value) -> Value {
         match self.group.clone() {
             Some(g) => {

@@ -194,8 +194,8 @@ impl GroupAt {
 pub(super) fn group_defs(
     f: &Function,
     p: u64,
+    consts: &HashMap<Value, i128>,
 ) -> Result<HashMap<Value, GroupDef>, SpecializeError> {
-    let mut consts = HashMap::new();
     let mut defs: HashMap<Value, GroupDef> = HashMap::new();
     let mut err = None;
     f.body.walk(&mut |op| {
@@ -208,11 +208,7 @@ pub(super) fn group_defs(
             loc: op.loc.clone().map(Box::new),
             message,
         };
-        if let OpKind::Const(Const::Int(c)) = &op.kind {
-            if let Some(r) = op.result {
-                consts.insert(r, u64::try_from(*c).unwrap_or(0));
-            }
-        } else if let OpKind::Group { ctx, grid, axis } = &op.kind {
+        if let OpKind::Group { ctx, grid, axis } = &op.kind {
             if !matches!(f.level, Level::Device | Level::Compute) {
                 err = Some(fail(
                     "group",
@@ -238,7 +234,7 @@ pub(super) fn group_defs(
             }
             let extents: Vec<u64> = grid
                 .iter()
-                .map(|g| consts.get(g).copied().unwrap_or(0))
+                .map(|g| consts.get(g).map_or(0, |&c| u64::try_from(c).unwrap_or(0)))
                 .collect();
             let n: u64 = extents.iter().product();
             if n != p || extents.contains(&0) {
@@ -323,6 +319,13 @@ pub(super) fn group_of<'d>(op: &Op, defs: &'d HashMap<Value, GroupDef>) -> Optio
         }
     });
     found
+}
+
+/// `world_rank(ctx, q)` of the world's own context: `q`, checked against the world size `p`.
+pub(super) fn lower_world_rank(em: &mut Em<'_>, op: &Op, q: Value, p: u64) {
+    em.trap_unless_below(q, p, eagle_ir::Trap::WorldRank);
+    let zero = em.idx(0);
+    em.append(OpKind::Binary(BinOp::Add, q, zero), op.result);
 }
 
 /// Lowers `op`, whose context is the group `def`, when it is one of the group's own queries:

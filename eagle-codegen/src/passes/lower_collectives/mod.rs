@@ -71,47 +71,15 @@ fn lower_block(
             continue;
         }
         let group = groups::group_of(&op, &cx.groups);
-        if let (OpKind::WorldRank { rank, .. }, None) = (&op.kind, group) {
-            // Of the world's context: the rank itself, checked.
+        let world_rank = matches!(op.kind, OpKind::WorldRank { .. });
+        if op.kind.info().collective || group.is_some() || world_rank {
             let mut em = Em {
                 values: &mut *values,
                 blocks: vec![vec![]],
                 loc: op.loc.clone(),
                 group: None,
             };
-            em.trap_unless_below(*rank, cx.p, eagle_ir::Trap::WorldRank);
-            let zero = em.idx(0);
-            em.append(OpKind::Binary(BinOp::Add, *rank, zero), op.result);
-            out.extend(em.blocks.pop().unwrap_or_default());
-            continue;
-        }
-        if op.kind.info().collective || group.is_some() {
-            let mut em = Em {
-                values: &mut *values,
-                blocks: vec![vec![]],
-                loc: op.loc.clone(),
-                group: None,
-            };
-            let mut p = cx.p;
-            if let Some(def) = group {
-                if groups::lower_group_op(&mut em, &op, def, cx.p, cx.sig) {
-                    out.extend(em.blocks.pop().unwrap_or_default());
-                    continue;
-                }
-                if let OpKind::Broadcast { root, .. } = op.kind {
-                    groups::check_root(&mut em, &op, root, def, cx)?;
-                }
-                em.group = Some(def.at(&mut em, cx.p, cx.sig));
-                p = def.size();
-            }
-            if lower_collective(
-                &mut em,
-                op.kind.clone(),
-                cx.f_name,
-                op.loc.clone(),
-                p,
-                cx.sig,
-            )? {
+            if lower_team_op(&mut em, &op, group, cx)? {
                 out.extend(em.blocks.pop().unwrap_or_default());
                 continue;
             }
@@ -123,6 +91,34 @@ fn lower_block(
     }
     b.ops = out;
     Ok(())
+}
+
+/// Lowers `op`, an op of a team: the world (`group` `None`) or a rank group. A group's own
+/// queries and barrier ([`groups::lower_group_op`]), `world_rank` of the world, and every
+/// collective (within the group: the world's expansion with the group's rank and peers).
+/// Returns `false` for an op it leaves as it is.
+fn lower_team_op(
+    em: &mut Em<'_>,
+    op: &Op,
+    group: Option<&groups::GroupDef>,
+    cx: &Lowering<'_>,
+) -> Result<bool, SpecializeError> {
+    let loc = op.loc.clone();
+    let Some(def) = group else {
+        if let OpKind::WorldRank { rank, .. } = op.kind {
+            groups::lower_world_rank(em, op, rank, cx.p);
+            return Ok(true);
+        }
+        return lower_collective(em, op.kind.clone(), cx.f_name, loc, cx.p, cx.sig);
+    };
+    if groups::lower_group_op(em, op, def, cx.p, cx.sig) {
+        return Ok(true);
+    }
+    if let OpKind::Broadcast { root, .. } = op.kind {
+        groups::check_root(em, op, root, def, cx)?;
+    }
+    em.group = Some(def.at(em, cx.p, cx.sig));
+    lower_collective(em, op.kind.clone(), cx.f_name, loc, def.size(), cx.sig)
 }
 
 /// `all_to_all_v` and `allgather_v`: their counts' lengths checked against P, then
@@ -619,12 +615,13 @@ pub fn lower_collectives(
     p: u64,
     signals: Option<Value>,
 ) -> Result<(), SpecializeError> {
+    let consts = int_consts(f);
     let cx = Lowering {
         f_name: &f.name,
         p,
         sig: signals,
-        groups: groups::group_defs(f, p)?,
-        consts: int_consts(f),
+        groups: groups::group_defs(f, p, &consts)?,
+        consts,
     };
     let mut body = std::mem::take(&mut f.body);
     let r = lower_block(&cx, &mut f.values, &mut body);
