@@ -12,8 +12,9 @@
 //! the read and the write ran first. Any other such access is reported, on every run, whatever
 //! the timing: the clocks follow the program's synchronisation, not the order threads ran in.
 
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One written byte range of an allocation: `[start, end)` by `writer` in its epoch `epoch`.
@@ -34,6 +35,12 @@ impl Shadow {
     fn write(&mut self, start: u64, end: u64, writer: usize, epoch: u64, site: u32) {
         if start >= end {
             return;
+        }
+        // Already recorded (a loop that writes one element again and again).
+        if let Some((_, s)) = self.0.range(..=start).next_back() {
+            if s.end >= end && s.writer == writer && s.epoch == epoch && s.site == site {
+                return;
+            }
         }
         // Cut every segment that overlaps [start, end).
         let overlapping: Vec<u64> = self
@@ -75,6 +82,32 @@ impl Shadow {
                 site,
             },
         );
+    }
+
+    /// How far from `from` the bytes hold no write that `rank`'s `clock` leaves unordered
+    /// (a write by another rank in an epoch the clock does not cover): the start of the first
+    /// such write, or the end of the last write looked at when `SCAN` writes were all ordered
+    /// (`u64::MAX` when none is left). Assumes `[.., from)` was checked.
+    fn clean_until(&self, from: u64, rank: usize, clock: &[u64]) -> u64 {
+        const SCAN: usize = 32;
+        let ordered = |s: &Seg| s.writer == rank || s.epoch <= clock[s.writer];
+        if let Some((_, s)) = self.0.range(..from).next_back() {
+            if s.end > from && !ordered(s) {
+                return from;
+            }
+        }
+        let mut last = from;
+        for (&k, s) in self.0.range(from..).take(SCAN) {
+            if !ordered(s) {
+                return k;
+            }
+            last = s.end;
+        }
+        if self.0.range(last..).next().is_none() {
+            u64::MAX
+        } else {
+            last
+        }
     }
 
     /// The first write of `[start, end)` by a rank other than `rank` that `rank`'s `clock`
@@ -132,7 +165,8 @@ impl Published {
 /// Detector state of one run.
 pub(crate) struct Race {
     p: usize,
-    clocks: Vec<Mutex<Vec<u64>>>,
+    /// Per rank, its clock and read leases: only the rank's own thread takes the lock.
+    ranks: Vec<Mutex<RankState>>,
     /// Per rank, a snapshot of its clock shared by the releases it makes until its next
     /// acquire (only its own component moves meanwhile); `None` after an acquire.
     snaps: Vec<Mutex<Option<Base>>>,
@@ -146,7 +180,49 @@ pub(crate) struct Race {
     barrier_done: Mutex<Arc<Vec<u64>>>,
     /// Per window allocation (window `w` of rank `owner` at `w * P + owner`), its writes and
     /// reads under one lock: an access takes it once.
-    allocs: Vec<Mutex<Alloc>>,
+    allocs: Vec<AllocSlot>,
+}
+
+/// A rank's vector clock and its read leases (aligned as [`AllocSlot`] is, with the lock that
+/// holds it).
+#[repr(align(128))]
+struct RankState {
+    clock: Vec<u64>,
+    /// The rank's lease on each allocation it reads (by allocation index), see [`Lease`].
+    leases: FxHashMap<usize, Lease>,
+}
+
+/// A reader's run of reads of one allocation that needs neither the allocation's lock nor its
+/// shadows: `[lo, hi)` read in one epoch by one op, growing upwards (an element loop), while
+/// no rank has written the allocation since the lease was made (`gen`) and the read stays
+/// below `clean_hi`, up to where the writes, checked when the lease was made, were all
+/// ordered before the reader (a clean read stays clean: a clock only grows). The allocation
+/// keeps the shared half, so a write checks leased reads as it checks recorded ones.
+struct Lease {
+    shared: Arc<LeaseShared>,
+    gen: u64,
+    clean_hi: u64,
+}
+
+/// The half of a [`Lease`] a writer reads: the reader, its epoch and op, and the range so far.
+struct LeaseShared {
+    reader: usize,
+    epoch: u64,
+    site: u32,
+    lo: u64,
+    /// Stored by the reader only (sequentially consistent against the allocation's `gen`: a
+    /// writer that bumps `gen` and then loads `hi` sees every read that did not see the bump).
+    hi: AtomicU64,
+}
+
+/// One window allocation: its write generation, bumped under the lock by every write (what
+/// lets a lease skip the lock), and its accesses. Aligned to a cache line pair, so that two
+/// ranks' allocations never share a line (two cores would pass it back and forth).
+#[derive(Default)]
+#[repr(align(128))]
+struct AllocSlot {
+    gen: AtomicU64,
+    accesses: Mutex<Alloc>,
 }
 
 /// The accesses of one window allocation.
@@ -157,6 +233,53 @@ struct Alloc {
     /// Each reader's last read of every byte range, in the reader's epoch (a `Shadow` whose
     /// "writer" is the reader).
     reads: HashMap<usize, Shadow>,
+    /// The readers' live leases (reads not yet in `reads`).
+    leases: FxHashMap<usize, Arc<LeaseShared>>,
+}
+
+impl Alloc {
+    /// Moves `reader`'s lease, if any, into its read shadow.
+    fn settle(&mut self, reader: usize) {
+        if let Some(l) = self.leases.remove(&reader) {
+            let hi = l.hi.load(Ordering::SeqCst);
+            self.reads
+                .entry(reader)
+                .or_default()
+                .write(l.lo, hi, reader, l.epoch, l.site);
+        }
+    }
+
+    /// The lowest other rank's read of `[start, end)` (recorded or leased) that `clock` (of
+    /// `rank`) does not order before now.
+    fn unordered_read(
+        &self,
+        start: u64,
+        end: u64,
+        rank: usize,
+        clock: &[u64],
+    ) -> Option<RaceReport> {
+        let recorded = self
+            .reads
+            .values()
+            .filter_map(|r| r.unordered(start, end, rank, clock));
+        let leased = self.leases.values().filter_map(|l| {
+            let hi = l.hi.load(Ordering::SeqCst);
+            (l.reader != rank && l.lo < end && hi > start && l.epoch > clock[l.reader]).then(|| {
+                RaceReport {
+                    writer: l.reader,
+                    start: l.lo.max(start),
+                    end: hi.min(end),
+                    read: true,
+                    site: l.site,
+                }
+            })
+        });
+        // The lowest reader, so that the report does not depend on the maps' order.
+        recorded
+            .chain(leased)
+            .min_by_key(|h| (h.writer, h.start))
+            .map(|h| RaceReport { read: true, ..h })
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -189,11 +312,14 @@ impl Race {
             p,
             // Every rank starts in epoch 1 of its own clock, so writes before any
             // synchronisation are not ordered before anybody's reads.
-            clocks: (0..p)
+            ranks: (0..p)
                 .map(|r| {
-                    let mut c = vec![0; p];
-                    c[r] = 1;
-                    Mutex::new(c)
+                    let mut clock = vec![0; p];
+                    clock[r] = 1;
+                    Mutex::new(RankState {
+                        clock,
+                        leases: FxHashMap::default(),
+                    })
                 })
                 .collect(),
             snaps: (0..p).map(|_| Mutex::new(None)).collect(),
@@ -201,14 +327,12 @@ impl Race {
             signals: (0..p).map(|_| Mutex::new(HashMap::new())).collect(),
             barrier_acc: Mutex::new(vec![0; p]),
             barrier_done: Mutex::new(Arc::new(vec![0; p])),
-            allocs: (0..windows * p)
-                .map(|_| Mutex::new(Alloc::default()))
-                .collect(),
+            allocs: (0..windows * p).map(|_| AllocSlot::default()).collect(),
         }
     }
 
-    fn alloc(&self, win: usize, owner: usize) -> Option<&Mutex<Alloc>> {
-        self.allocs.get(win * self.p + owner)
+    fn alloc_index(&self, win: usize, owner: usize) -> usize {
+        win * self.p + owner
     }
 
     /// Rank `writer` writes `[off, off + n)` of `owner`'s allocation of `win`. Returns the
@@ -226,23 +350,24 @@ impl Race {
     ) -> Option<RaceReport> {
         // Only `writer`'s own thread locks its clock, so holding it here blocks nobody (and
         // spares a P-entry copy per access).
-        let clock = lock(&self.clocks[writer]);
-        let mut a = lock(self.alloc(win, owner)?);
+        let idx = self.alloc_index(win, owner);
+        let slot = self.allocs.get(idx)?;
+        let mut st = lock(&self.ranks[writer]);
+        let mut a = lock(&slot.accesses);
+        // Before the leases are read: a reader that missed this bump extended its lease before
+        // (both sequentially consistent), so the loads below see its read.
+        let gen = slot.gen.fetch_add(1, Ordering::SeqCst);
+        // The writer's own lease stays good: its own writes are ordered before its reads.
+        if let Some(l) = st.leases.get_mut(&idx) {
+            if l.gen == gen {
+                l.gen = gen + 1;
+            }
+        }
+        let clock = &st.clock;
         let found = a
             .writes
-            .unordered(off, off + n, writer, &clock)
-            .or_else(|| {
-                // The lowest reader, so that the report does not depend on the map's order.
-                let mut hits: Vec<RaceReport> = a
-                    .reads
-                    .values()
-                    .filter_map(|r| r.unordered(off, off + n, writer, &clock))
-                    .collect();
-                hits.sort_by_key(|h| (h.writer, h.start));
-                hits.into_iter()
-                    .next()
-                    .map(|h| RaceReport { read: true, ..h })
-            });
+            .unordered(off, off + n, writer, clock)
+            .or_else(|| a.unordered_read(off, off + n, writer, clock));
         a.writes
             .write(off, off + n, writer, clock[writer], u32::MAX);
         found
@@ -259,21 +384,60 @@ impl Race {
         reader: usize,
         site: u32,
     ) -> Option<RaceReport> {
-        let clock = lock(&self.clocks[reader]);
-        let mut a = lock(self.alloc(win, owner)?);
-        let found = a.writes.unordered(off, off + n, reader, &clock);
-        // Recorded under the same lock as the writes, so a write and a read of the same bytes
-        // are checked one after the other, whichever comes first.
-        a.reads
-            .entry(reader)
-            .or_default()
-            .write(off, off + n, reader, clock[reader], site);
-        found
+        let idx = self.alloc_index(win, owner);
+        let slot = self.allocs.get(idx)?;
+        let mut st = lock(&self.ranks[reader]);
+        let epoch = st.clock[reader];
+        let end = off + n;
+        // The fast path: the read continues the reader's lease.
+        if let Some(l) = st.leases.get(&idx) {
+            let s = &l.shared;
+            if s.epoch == epoch && s.site == site && s.lo <= off && end <= l.clean_hi {
+                let hi = s.hi.load(Ordering::Relaxed);
+                if off <= hi {
+                    if end > hi {
+                        s.hi.store(end, Ordering::SeqCst);
+                    }
+                    if slot.gen.load(Ordering::SeqCst) == l.gen {
+                        return None;
+                    }
+                }
+            }
+        }
+        let mut a = lock(&slot.accesses);
+        a.settle(reader);
+        let found = a.writes.unordered(off, end, reader, &st.clock);
+        if found.is_some() {
+            st.leases.remove(&idx);
+            // Recorded under the same lock as the writes, so a write and a read of the same
+            // bytes are checked one after the other, whichever comes first.
+            a.reads
+                .entry(reader)
+                .or_default()
+                .write(off, end, reader, epoch, site);
+            return found;
+        }
+        let shared = Arc::new(LeaseShared {
+            reader,
+            epoch,
+            site,
+            lo: off,
+            hi: AtomicU64::new(end),
+        });
+        let lease = Lease {
+            shared: shared.clone(),
+            gen: slot.gen.load(Ordering::SeqCst),
+            clean_hi: a.writes.clean_until(end, reader, &st.clock),
+        };
+        a.leases.insert(reader, shared);
+        st.leases.insert(idx, lease);
+        None
     }
 
     /// Rank `rank` notifies the signal at (`win`, `owner`, `off`): a release.
     pub(crate) fn release(&self, win: usize, owner: usize, off: u64, rank: usize) {
-        let mut c = lock(&self.clocks[rank]);
+        let mut st = lock(&self.ranks[rank]);
+        let c = &mut st.clock;
         if owner == rank {
             // Only a slot's owner waits on it (acquires it), and a rank's clock already covers
             // its own earlier releases: publishing this one would change no acquire. (A
@@ -327,7 +491,7 @@ impl Race {
         };
         let sig = lock(sig);
         if let Some(s) = sig.get(&(win, off)) {
-            s.join_into(&mut lock(&self.clocks[rank]));
+            s.join_into(&mut lock(&self.ranks[rank]).clock);
             self.mixed[rank].store(true, Ordering::Relaxed);
             *lock(&self.snaps[rank]) = None;
         }
@@ -335,9 +499,10 @@ impl Race {
 
     /// Rank `rank` arrives at a barrier; `last` when it completes the barrier.
     pub(crate) fn barrier_arrive(&self, rank: usize, last: bool) {
-        let mut c = lock(&self.clocks[rank]);
+        let mut st = lock(&self.ranks[rank]);
+        let c = &mut st.clock;
         let mut acc = lock(&self.barrier_acc);
-        join(&mut acc, &c);
+        join(&mut acc, c);
         c[rank] += 1;
         if last {
             *lock(&self.barrier_done) = Arc::new(std::mem::replace(&mut *acc, vec![0; self.p]));
@@ -347,7 +512,7 @@ impl Race {
     /// Rank `rank` leaves the barrier it arrived at.
     pub(crate) fn barrier_leave(&self, rank: usize) {
         let done = lock(&self.barrier_done).clone();
-        join(&mut lock(&self.clocks[rank]), &done);
+        join(&mut lock(&self.ranks[rank]).clock, &done);
         self.mixed[rank].store(false, Ordering::Relaxed);
         *lock(&self.snaps[rank]) = None;
     }
@@ -356,6 +521,45 @@ impl Race {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads served by a lease (no lock, no shadow) are checked as recorded reads are: a later
+    /// unordered write by another rank finds them, and a read after another rank's unordered
+    /// write finds that write, even inside a run of leased reads.
+    #[test]
+    fn leased_reads_are_checked_like_recorded_ones() {
+        let verdict = |h: Option<RaceReport>| h.map(|h| (h.writer, h.start, h.end, h.read));
+        // A run of element reads by rank 1, then rank 0 writes one of the elements.
+        let r = Race::new(2, 1);
+        for i in 0..4 {
+            assert_eq!(verdict(r.read(0, 0, 4 * i, 4, 1, 7)), None);
+        }
+        assert_eq!(verdict(r.write(0, 0, 8, 4, 0)), Some((1, 8, 12, true)));
+
+        // Rank 0's writes ordered by a barrier, then one more write nothing orders: rank 1's run
+        // of reads is clean up to it and finds it.
+        let r = Race::new(2, 1);
+        assert_eq!(verdict(r.write(0, 0, 0, 64, 0)), None);
+        r.barrier_arrive(0, false);
+        r.barrier_arrive(1, true);
+        r.barrier_leave(0);
+        r.barrier_leave(1);
+        assert_eq!(verdict(r.read(0, 0, 0, 4, 1, 7)), None);
+        assert_eq!(verdict(r.write(0, 0, 16, 4, 0)), None);
+        for i in 1..4 {
+            assert_eq!(verdict(r.read(0, 0, 4 * i, 4, 1, 7)), None);
+        }
+        assert_eq!(verdict(r.read(0, 0, 16, 4, 1, 7)), Some((0, 16, 20, false)));
+
+        // A rank's own writes keep its lease and its reads clean.
+        let r = Race::new(2, 1);
+        for i in 0..8 {
+            assert_eq!(verdict(r.read(0, 1, 4 * i, 4, 1, 7)), None);
+            assert_eq!(verdict(r.write(0, 1, 4 * i, 4, 1)), None);
+        }
+        // ... and rank 0's write over what rank 1 wrote and read, unordered, is still a race
+        // (the two writes, reported before the read).
+        assert_eq!(verdict(r.write(0, 1, 12, 4, 0)), Some((1, 12, 16, false)));
+    }
 
     /// Issue 35, item 4: an unordered read and write of the same bytes are a race whichever
     /// runs first, and a barrier between them orders them either way.
