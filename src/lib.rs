@@ -51,7 +51,7 @@ pub use eagle_macros::{dynamic, host, kernel};
 pub use eagle_runtime as runtime;
 pub use eagle_runtime::trace::Trace;
 pub use eagle_runtime::{to_f8, Float8, E8M0, F8E4M3, F8E5M2};
-pub use eagle_runtime::{Arg, Element, Platform, RunReport, ScalarArg, Tensor};
+pub use eagle_runtime::{Arg, Element, Platform, RunReport, ScalarArg, SimRanks, Tensor};
 /// The 16-bit float types of `Tensor<f16>` and `Tensor<bf16>` (the `half` crate's).
 pub use half::{bf16, f16};
 /// OCP FP8 E4M3 on the host, the element of `Tensor<f8e4m3>` (the `float8` crate's
@@ -409,6 +409,13 @@ impl Session {
     /// Turns the `sim` race detector on or off (default on; see [`eagle_runtime::RunOptions`]).
     pub fn with_race_check(mut self, on: bool) -> Self {
         self.options.race_check = on;
+        self
+    }
+    /// Sets how `sim` and `cpu` run ranks that reach each other: OS threads, tasks (stackful
+    /// coroutines on one worker thread per core), or by world size (default
+    /// [`eagle_runtime::SimRanks::Auto`]; see [`eagle_runtime::SimRanks`]).
+    pub fn with_sim_ranks(mut self, mode: eagle_runtime::SimRanks) -> Self {
+        self.options.sim_ranks = mode;
         self
     }
     /// Sets how long a rank may block in one wait or barrier before the run fails.

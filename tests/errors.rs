@@ -245,6 +245,46 @@ fn deadlock_is_reported_with_every_rank() {
     }
 }
 
+/// With ranks as tasks (issue 37, item 3), a deadlock is reported with the same text as with
+/// a thread per rank, and a race is found and names its op.
+#[test]
+fn reports_are_the_same_with_ranks_as_tasks() {
+    use eagle::SimRanks;
+    let deadlock_report = |ranks: SimRanks| {
+        let s = Session::sim(3).unwrap().with_sim_ranks(ranks);
+        match deadlock.launch(&s).unwrap_err() {
+            Error::Runtime(RuntimeError::Deadlock { report }) => report,
+            other => panic!("expected Deadlock ({ranks:?}), got {other:?}"),
+        }
+    };
+    let threads = deadlock_report(SimRanks::Threads);
+    assert!(
+        threads.contains("rank 2 waits for signal window #0"),
+        "{threads}"
+    );
+    assert_eq!(deadlock_report(SimRanks::Tasks), threads);
+    let race = |ranks: SimRanks| {
+        let x = eagle_runner::random_tensor(&[3, 1, SIZE], 11);
+        let mut y = Tensor::<f32>::zeros(&[3, 1, SIZE]);
+        let s = Session::sim(3).unwrap().with_sim_ranks(ranks);
+        match wrong_handshake.launch(&s, &x, &mut y) {
+            Err(Error::Runtime(RuntimeError::RankFailed {
+                rank,
+                cause: Cause::Race(message),
+            })) => (rank, message),
+            other => panic!("expected a race ({ranks:?}), got {other:?}"),
+        }
+    };
+    // Which side of a race is found first (the read or the write) depends on the order the
+    // ranks ran in, under threads as under tasks; either report names the racy `get`.
+    let at = format!("(at tests/errors.rs:{}:5)", line_of("marker: the racy get"));
+    for ranks in [SimRanks::Threads, SimRanks::Tasks] {
+        let (_, message) = race(ranks);
+        assert!(message.contains("data race: rank "), "{message}");
+        assert!(message.contains(&at), "{message}");
+    }
+}
+
 #[test]
 fn host_argument_of_the_wrong_shape_is_named() {
     let s = Session::sim(2).unwrap();

@@ -141,6 +141,45 @@ fn every_step_passes_at_world_sizes_1_to_5() {
     }
 }
 
+/// Every step with its ranks run as tasks (coroutines on one worker thread per core, what
+/// worlds of 64 ranks and more get) passes, with the bits of the same step on one thread per
+/// rank (issue 37, item 3).
+#[test]
+fn every_step_has_the_same_bits_with_ranks_as_tasks() {
+    use eagle::SimRanks;
+    for p in [5] {
+        for st in steps() {
+            let modes: Vec<Option<String>> = if st.modes.is_empty() {
+                vec![None]
+            } else {
+                st.modes.iter().map(|m| Some(m.to_string())).collect()
+            };
+            if st.world.refuses(p).is_some() {
+                continue;
+            }
+            for mode in modes {
+                let run = |ranks: SimRanks| {
+                    let s = Session::sim(p)
+                        .unwrap()
+                        .with_mode(mode.clone())
+                        .with_digest(true)
+                        .with_sim_ranks(ranks);
+                    let out = st.execute(&s);
+                    let what = format!("step {:02} {mode:?} at P={p} ({ranks:?})", st.number);
+                    assert!(out.result.is_ok(), "{what}: {:?}", out.result);
+                    out.digest.unwrap_or_else(|| panic!("{what}: no digest"))
+                };
+                assert_eq!(
+                    run(SimRanks::Tasks),
+                    run(SimRanks::Threads),
+                    "step {:02} {mode:?} at P={p}",
+                    st.number
+                );
+            }
+        }
+    }
+}
+
 /// Steps 08-11 specialized at P = 4: the hand-written algorithms and the lowered built-ins.
 #[test]
 fn collective_steps_specialized_snapshots() {

@@ -32,7 +32,7 @@ pub use exec::sim::launch::EntryCaller;
 pub use fp8::{to_f8, Float8, E8M0, F8E4M3, F8E5M2};
 pub use host::{run, run_with};
 pub use job::{Arg, RunReport, ScalarArg};
-pub use options::{launcher_world_size, RunOptions};
+pub use options::{launcher_world_size, RunOptions, SimRanks};
 pub use tensor::{Element, Tensor};
 
 /// Where device programs run.

@@ -28,6 +28,41 @@ pub struct RunOptions {
     pub wait_timeout: Duration,
     /// Records a timeline of the run into this recorder (default none; see [`crate::trace`]).
     pub trace: Option<crate::trace::Trace>,
+    /// How `sim` and `cpu` run the ranks of a launch whose ranks reach each other (default
+    /// [`SimRanks::Auto`], or `EAGLE_SIM_RANKS=auto`, `threads` or `tasks`).
+    pub sim_ranks: SimRanks,
+}
+
+/// How the in-process executor (`sim`, `cpu`) runs the ranks of a launch whose programs reach
+/// each other. Either way each rank runs its own program, a wait or barrier blocks only its
+/// rank, the results are the same bits, and races, deadlocks and wait timeouts are reported
+/// with the same messages (docs/performance.md, "The simulator at large world sizes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SimRanks {
+    /// [`SimRanks::Threads`] up to [`SimRanks::TASKS_FROM`] ranks, [`SimRanks::Tasks`] from there.
+    #[default]
+    Auto,
+    /// One OS thread per rank, scheduled by the OS: ranks run truly at once.
+    Threads,
+    /// Each rank a stackful coroutine, the ranks split in blocks of consecutive ranks over one
+    /// worker thread per core: a rank runs until it waits, then its worker runs the next rank
+    /// whose wait is satisfied (a switch costs tens of nanoseconds instead of a kernel
+    /// wake-up). A wait times out when its worker has had nothing to run for the timeout.
+    Tasks,
+}
+
+impl SimRanks {
+    /// The world size from which [`SimRanks::Auto`] runs ranks as tasks.
+    pub const TASKS_FROM: usize = 64;
+
+    /// Whether a world of `p` ranks runs them as tasks.
+    pub fn tasks(self, p: usize) -> bool {
+        match self {
+            SimRanks::Auto => p >= SimRanks::TASKS_FROM,
+            SimRanks::Threads => false,
+            SimRanks::Tasks => true,
+        }
+    }
 }
 
 impl Default for RunOptions {
@@ -41,6 +76,7 @@ impl Default for RunOptions {
             race_check: true,
             wait_timeout: Duration::from_secs(60),
             trace: None,
+            sim_ranks: SimRanks::Auto,
         }
     }
 }
@@ -85,8 +121,8 @@ fn env_bool(get: Lookup<'_>, k: &str) -> Result<Option<bool>, RuntimeError> {
 impl RunOptions {
     /// The defaults with the environment applied: `EAGLE_CUDA_EMULATE`, `EAGLE_RACE_CHECK`
     /// (booleans: `1`, `true`, `yes`, `on` / `0`, `false`, `no`, `off`) and
-    /// `EAGLE_WAIT_TIMEOUT_S` (a whole number of seconds). An unset or empty variable keeps
-    /// its default.
+    /// `EAGLE_WAIT_TIMEOUT_S` (a whole number of seconds) and `EAGLE_SIM_RANKS` (`auto`,
+    /// `threads` or `tasks`). An unset or empty variable keeps its default.
     ///
     /// # Errors
     /// [`RuntimeError::Env`] naming the variable, the values it takes and the value found.
@@ -102,6 +138,21 @@ impl RunOptions {
         }
         if let Some(b) = env_bool(get, "EAGLE_RACE_CHECK")? {
             o.race_check = b;
+        }
+        let k = "EAGLE_SIM_RANKS";
+        if let Some(v) = env_value(get, k)? {
+            o.sim_ranks = match v.to_ascii_lowercase().as_str() {
+                "auto" => SimRanks::Auto,
+                "threads" => SimRanks::Threads,
+                "tasks" => SimRanks::Tasks,
+                _ => {
+                    return Err(RuntimeError::Env {
+                        variable: k.into(),
+                        expected: "`auto`, `threads` or `tasks`".into(),
+                        found: v,
+                    })
+                }
+            };
         }
         let k = "EAGLE_WAIT_TIMEOUT_S";
         if let Some(v) = env_value(get, k)? {
@@ -189,6 +240,7 @@ mod tests {
                 "a whole number of seconds",
             ),
             ("EAGLE_WAIT_TIMEOUT_S", "1.5", "a whole number of seconds"),
+            ("EAGLE_SIM_RANKS", "fibers", "`auto`, `threads` or `tasks`"),
         ] {
             let e = opts(&[(var, value)]).unwrap_err();
             assert_eq!(
@@ -241,6 +293,19 @@ mod tests {
                 "{v}"
             );
         }
+        for (v, mode) in [
+            ("auto", SimRanks::Auto),
+            ("Threads", SimRanks::Threads),
+            ("tasks", SimRanks::Tasks),
+        ] {
+            assert_eq!(
+                opts(&[("EAGLE_SIM_RANKS", v)]).unwrap().sim_ranks,
+                mode,
+                "{v}"
+            );
+        }
+        assert!(!SimRanks::Auto.tasks(SimRanks::TASKS_FROM - 1));
+        assert!(SimRanks::Auto.tasks(SimRanks::TASKS_FROM));
         let o = opts(&[("EAGLE_WAIT_TIMEOUT_S", " 5 "), ("EAGLE_RACE_CHECK", "")]).unwrap();
         assert_eq!(o.wait_timeout, Duration::from_secs(5));
         assert!(o.race_check, "an empty value keeps the default");

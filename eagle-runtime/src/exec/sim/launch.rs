@@ -75,44 +75,15 @@ impl Executor for Sim {
             .map(|(bytes, elem, desc)| WindowMem::new(p, bytes, elem, desc))
             .collect();
         let world = World::new(p, wins, art, live, opts);
-        let world_ref = &world;
         // Device threads run each dispatch in a span whose parent is the caller's (the launch).
         let parent = tracing::Span::current();
         let parent = &parent;
         let mut jobs: Vec<Option<Vec<Job>>> = jobs.into_iter().map(Some).collect();
-        let tasks: Vec<DeviceTask<'_>> = if isolated {
-            let all: Vec<(usize, Vec<Job>)> = ranks
-                .iter()
-                .map(|&r| (r, jobs[r].take().unwrap_or_default()))
-                .collect();
-            vec![Box::new(move || {
-                all.into_iter()
-                    .map(|(rank, js)| device_main(world_ref, rank, js, parent))
-                    .collect()
-            })]
+        let results = if !isolated && opts.sim_ranks.tasks(p) {
+            run_as_tasks(&world, &ranks, &mut jobs, parent)
         } else {
-            ranks
-                .iter()
-                .map(|&rank| {
-                    let js = jobs[rank].take().unwrap_or_default();
-                    let t: DeviceTask<'_> =
-                        Box::new(move || vec![device_main(world_ref, rank, js, parent)]);
-                    t
-                })
-                .collect()
+            run_on_threads(&world, &ranks, &mut jobs, parent, isolated)
         };
-        let per_task = if isolated { live } else { 1 };
-        let results: Vec<(usize, Outcome)> = crate::pool::run_all(tasks, 16 << 20)
-            .into_iter()
-            .flat_map(|r| match r {
-                Ok(v) => v,
-                Err(m) => (0..per_task)
-                    .map(|_| (vec![], Some(Failure::Error(Cause::Device(m.clone())))))
-                    .collect(),
-            })
-            .zip(ranks.iter().copied())
-            .map(|(o, rank)| (rank, o))
-            .collect();
         for (rank, (_, fail)) in &results {
             if let Some(Failure::Error(m)) = fail {
                 return Err(RuntimeError::RankFailed {
@@ -145,16 +116,112 @@ impl Executor for Sim {
 }
 
 /// One device's run: its jobs back (with their buffers) and how it ended.
-type Outcome = (Vec<Job>, Option<Failure>);
+pub(crate) type Outcome = (Vec<Job>, Option<Failure>);
+
+/// Runs the ranks on the pool's threads: each rank on its own, or, when no rank reaches
+/// another (`isolated`), all of them on one thread in rank order. Returns each rank's outcome,
+/// in rank order.
+fn run_on_threads(
+    world: &World<'_>,
+    ranks: &[usize],
+    jobs: &mut [Option<Vec<Job>>],
+    parent: &tracing::Span,
+    isolated: bool,
+) -> Vec<(usize, Outcome)> {
+    let tasks: Vec<DeviceTask<'_>> = if isolated {
+        let all: Vec<(usize, Vec<Job>)> = ranks
+            .iter()
+            .map(|&r| (r, jobs[r].take().unwrap_or_default()))
+            .collect();
+        vec![Box::new(move || {
+            all.into_iter()
+                .map(|(rank, js)| device_main(world, rank, js, parent, std::ptr::null()))
+                .collect()
+        })]
+    } else {
+        ranks
+            .iter()
+            .map(|&rank| {
+                let js = jobs[rank].take().unwrap_or_default();
+                let t: DeviceTask<'_> =
+                    Box::new(move || vec![device_main(world, rank, js, parent, std::ptr::null())]);
+                t
+            })
+            .collect()
+    };
+    let per_task = if isolated { ranks.len() } else { 1 };
+    crate::pool::run_all(tasks, 16 << 20)
+        .into_iter()
+        .flat_map(|r| match r {
+            Ok(v) => v,
+            Err(m) => (0..per_task)
+                .map(|_| (vec![], Some(Failure::Error(Cause::Device(m.clone())))))
+                .collect(),
+        })
+        .zip(ranks.iter().copied())
+        .map(|(o, rank)| (rank, o))
+        .collect()
+}
+
+/// Runs the ranks as tasks ([`super::tasks`]): consecutive blocks of ranks, one per worker.
+/// Returns each rank's outcome, in rank order.
+fn run_as_tasks(
+    world: &World<'_>,
+    ranks: &[usize],
+    jobs: &mut [Option<Vec<Job>>],
+    parent: &tracing::Span,
+) -> Vec<(usize, Outcome)> {
+    let w = super::tasks::workers(ranks.len());
+    let per = ranks.len().div_ceil(w);
+    let blocks: Vec<Vec<(usize, Vec<Job>)>> = ranks
+        .chunks(per.max(1))
+        .map(|c| {
+            c.iter()
+                .map(|&r| (r, jobs[r].take().unwrap_or_default()))
+                .collect()
+        })
+        .collect();
+    let sizes: Vec<&[usize]> = ranks.chunks(per.max(1)).collect();
+    let tasks: Vec<BlockTask<'_>> = blocks
+        .into_iter()
+        .map(|b| {
+            let t: BlockTask<'_> = Box::new(move || super::tasks::run_block(world, b, parent));
+            t
+        })
+        .collect();
+    crate::pool::run_all(tasks, 1 << 20)
+        .into_iter()
+        .zip(sizes)
+        .flat_map(|(r, block)| match r.and_then(|x| x) {
+            Ok(v) => v,
+            Err(m) => block
+                .iter()
+                .map(|&rank| {
+                    (
+                        rank,
+                        (vec![], Some(Failure::Error(Cause::Device(m.clone())))),
+                    )
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// A pool task running a block of ranks as tasks: each rank's outcome, in rank order, or why
+/// the block could not start.
+type BlockTask<'a> = Box<dyn FnOnce() -> Result<Vec<(usize, Outcome)>, String> + Send + 'a>;
 
 /// A pool task: the outcomes of the devices it runs, in rank order.
 type DeviceTask<'a> = Box<dyn FnOnce() -> Vec<Outcome> + Send + 'a>;
 
-fn device_main(
+/// Runs rank `rank`'s jobs in order, on its own thread (`yielder` null) or as a task (the
+/// yielder of its coroutine), and retires the rank from the world.
+pub(crate) fn device_main(
     world: &World<'_>,
     rank: usize,
     mut jobs: Vec<Job>,
     parent: &tracing::Span,
+    yielder: *const super::tasks::RankYielder,
 ) -> (Vec<Job>, Option<Failure>) {
     let mut failure = None;
     for ji in 0..jobs.len() {
@@ -176,6 +243,7 @@ fn device_main(
             rank,
             error: None,
             calls: vec![],
+            yielder,
         };
         let t0 = crate::trace::start(world.trace.as_ref());
         let mut ctx = sim::device_ctx(&mut env, world.p);
@@ -259,6 +327,7 @@ impl<'a> EntryCaller<'a> {
             rank: 0,
             error: None,
             calls: vec![],
+            yielder: std::ptr::null(),
         };
         let mut ctx = sim::device_ctx(&mut env, 1);
         // SAFETY: `entry` was compiled with the `EntryFn` ABI; the caller passes one slot per

@@ -3,6 +3,7 @@
 
 pub(crate) mod launch;
 pub(crate) mod race;
+pub(crate) mod tasks;
 use crate::exec::traced::{self, Served};
 use crate::race::RaceReport;
 use crate::trace::Trace;
@@ -81,8 +82,9 @@ impl WindowMem {
     }
 }
 
+/// What a rank blocks on: a signal to satisfy a comparison, or a barrier generation to end.
 #[derive(Debug, Clone, Copy)]
-enum Blocked {
+pub(crate) enum Blocked {
     Wait {
         win: usize,
         off: usize,
@@ -164,6 +166,32 @@ pub(crate) struct RankEnv<'w, 'a> {
     pub(crate) error: Option<Failure>,
     /// Compute kernel calls under way, while a timeline records: call site and start.
     pub(crate) calls: Vec<(u32, u64)>,
+    /// When the rank runs as a task ([`tasks`]), its coroutine's yielder (valid for the whole
+    /// run of the rank); null when the rank has an OS thread of its own.
+    pub(crate) yielder: *const tasks::RankYielder,
+}
+
+impl RankEnv<'_, '_> {
+    /// Blocks this rank until `b` holds: on its own thread, [`World::block_until`]; as a task,
+    /// by suspending it until its worker finds `b` holds (or resumes it with a failure).
+    fn block(&self, b: Blocked) -> Result<(), Failure> {
+        if self.yielder.is_null() {
+            return self.world.block_until(self.rank, b);
+        }
+        // SAFETY: a non-null yielder is the running coroutine's (see the field).
+        let y = unsafe { &*self.yielder };
+        loop {
+            if self.world.abort.load(Ordering::SeqCst) {
+                return Err(Failure::Aborted);
+            }
+            if self.world.satisfied_now(self.rank, b) {
+                return Ok(());
+            }
+            if let Some(f) = y.suspend(b) {
+                return Err(f);
+            }
+        }
+    }
 }
 
 fn read_signal(p: *mut u8, kind: u32) -> i128 {
@@ -362,6 +390,15 @@ impl<'a> World<'a> {
         }
     }
 
+    /// The failure of a wait on `b` that did not complete within the timeout.
+    fn timed_out(&self, b: Blocked) -> Failure {
+        let at = self.artifact.site_prefix(b.site());
+        Failure::Error(Cause::WaitTimeout(format!(
+            "{at}a wait did not complete within {} s; if the peer is just slow, raise the limit with `--wait-timeout <secs>`, `Session::with_wait_timeout` or EAGLE_WAIT_TIMEOUT_S",
+            self.timeout.as_secs()
+        )))
+    }
+
     fn block_until(&self, rank: usize, b: Blocked) -> Result<(), Failure> {
         // Fast path: yield a little while the condition is likely to flip soon (the common
         // case in a collective); the signal and generation are atomics with SeqCst ordering, so
@@ -392,11 +429,7 @@ impl<'a> World<'a> {
                 break Err(Failure::Aborted);
             }
             if start.elapsed() > self.timeout {
-                let at = self.artifact.site_prefix(b.site());
-                break Err(Failure::Error(Cause::WaitTimeout(format!(
-                    "{at}a wait did not complete within {} s; if the peer is just slow, raise the limit with `--wait-timeout <secs>`, `Session::with_wait_timeout` or EAGLE_WAIT_TIMEOUT_S",
-                    self.timeout.as_secs()
-                ))));
+                break Err(self.timed_out(b));
             }
             g = self.cvs[rank]
                 .wait_timeout(g, Duration::from_millis(100))
@@ -686,7 +719,7 @@ unsafe fn wait_body(
         cmp,
         site,
     };
-    match e.world.block_until(e.rank, b) {
+    match e.block(b) {
         Ok(()) => {
             if let Some(r) = &e.world.race {
                 r.acquire(win as usize, off, e.rank);
@@ -765,7 +798,7 @@ unsafe fn barrier_body(ctx: *mut DeviceCtx, site: u32) -> i32 {
         }
         gen
     };
-    match w.block_until(e.rank, Blocked::Barrier { gen, site }) {
+    match e.block(Blocked::Barrier { gen, site }) {
         Ok(()) => {
             if let Some(r) = &w.race {
                 r.barrier_leave(e.rank);

@@ -32,6 +32,20 @@ struct Seg {
 struct Shadow(BTreeMap<u64, Seg>);
 
 impl Shadow {
+    /// The segments that overlap `[start, end)`, in order: the one that holds `start`, if any,
+    /// and those that begin inside the range (a lookup, not a walk from the first segment).
+    fn overlapping(&self, start: u64, end: u64) -> impl Iterator<Item = (&u64, &Seg)> {
+        let first = self
+            .0
+            .range(..=start)
+            .next_back()
+            .filter(|(_, s)| s.end > start)
+            .map_or(start, |(k, _)| *k);
+        self.0
+            .range(first..end.max(first))
+            .filter(move |(_, s)| s.end > start)
+    }
+
     fn write(&mut self, start: u64, end: u64, writer: usize, epoch: u64, site: u32) {
         if start >= end {
             return;
@@ -43,12 +57,7 @@ impl Shadow {
             }
         }
         // Cut every segment that overlaps [start, end).
-        let overlapping: Vec<u64> = self
-            .0
-            .range(..end)
-            .filter(|(_, s)| s.end > start)
-            .map(|(k, _)| *k)
-            .collect();
+        let overlapping: Vec<u64> = self.overlapping(start, end).map(|(k, _)| *k).collect();
         for k in overlapping {
             if let Some(s) = self.0.remove(&k) {
                 if k < start {
@@ -113,9 +122,7 @@ impl Shadow {
     /// The first write of `[start, end)` by a rank other than `rank` that `rank`'s `clock`
     /// does not order before now.
     fn unordered(&self, start: u64, end: u64, rank: usize, clock: &[u64]) -> Option<RaceReport> {
-        self.0
-            .range(..end)
-            .filter(|(_, s)| s.end > start)
+        self.overlapping(start, end)
             .find(|(_, s)| s.writer != rank && s.epoch > clock[s.writer])
             .map(|(&k, s)| RaceReport {
                 writer: s.writer,
