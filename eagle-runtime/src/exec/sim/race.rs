@@ -13,8 +13,9 @@
 //! the timing: the clocks follow the program's synchronisation, not the order threads ran in.
 
 use rustc_hash::FxHashMap;
+use std::cell::UnsafeCell;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One written byte range of an allocation: `[start, end)` by `writer` in its epoch `epoch`.
@@ -170,33 +171,55 @@ impl Published {
 }
 
 /// Detector state of one run.
+///
+/// Every method takes the rank that calls it (a `rank`, `reader` or `writer` argument) and
+/// must be called only by code running as that rank: a rank's program is sequential, on its
+/// own thread or as one task at a time, so its [`RankState`] is never touched by two threads at
+/// once and needs no lock (an uncontended lock still cost two atomic instructions per
+/// element access).
 pub(crate) struct Race {
     p: usize,
-    /// Per rank, its clock and read leases: only the rank's own thread takes the lock.
-    ranks: Vec<Mutex<RankState>>,
-    /// Per rank, a snapshot of its clock shared by the releases it makes until its next
-    /// acquire (only its own component moves meanwhile); `None` after an acquire.
-    snaps: Vec<Mutex<Option<Base>>>,
-    /// Per rank, whether it has acquired anything since it left its last barrier (or since
-    /// the start): only then does a release publish more than its own component.
-    mixed: Vec<AtomicBool>,
+    /// Per rank, its clock, read leases and release snapshot (see [`Race`]).
+    ranks: Vec<RankCell>,
     /// Per owner rank, what each of its signal slots (window, byte offset) has published:
     /// notifies to different ranks take different locks.
     signals: Vec<Mutex<HashMap<(usize, u64), Published>>>,
-    barrier_acc: Mutex<Vec<u64>>,
+    /// The join of the clocks of the ranks arrived at the barrier under way; `None` until the
+    /// first arrives (it starts from the last barrier's join, which every rank's clock holds).
+    barrier_acc: Mutex<Option<Vec<u64>>>,
+    /// The join of every clock at the last completed barrier.
     barrier_done: Mutex<Arc<Vec<u64>>>,
     /// Per window allocation (window `w` of rank `owner` at `w * P + owner`), its writes and
     /// reads under one lock: an access takes it once.
     allocs: Vec<AllocSlot>,
 }
 
-/// A rank's vector clock and its read leases (aligned as [`AllocSlot`] is, with the lock that
-/// holds it).
+/// One rank's [`RankState`], aligned as [`AllocSlot`] is.
 #[repr(align(128))]
+struct RankCell(UnsafeCell<RankState>);
+
+// SAFETY: a `RankCell` is reached only through `Race::state`, by the rank it belongs to (see
+// `Race`); everything in it is `Send`.
+unsafe impl Sync for RankCell {}
+
+/// A rank's vector clock, read leases and release snapshot.
 struct RankState {
-    clock: Vec<u64>,
+    /// The other ranks' components of the clock; after a barrier, the barrier's join itself
+    /// (shared, copied on the first acquire). Its own entry is stale: see `own`.
+    clock: Arc<Vec<u64>>,
+    /// The rank's own component (its epoch).
+    own: u64,
+    /// Whether the rank has acquired anything since it left its last barrier (or since the
+    /// start): only then does `clock` differ from the last barrier's join, and a release
+    /// publish more than the own component.
+    mixed: bool,
+    /// The clock shared by the releases the rank makes until its next acquire (only its own
+    /// component moves meanwhile); `None` after an acquire or a barrier.
+    snap: Option<Base>,
     /// The rank's lease on each allocation it reads (by allocation index), see [`Lease`].
     leases: FxHashMap<usize, Lease>,
+    /// The rank's last recorded write of each allocation it writes (by allocation index).
+    wrote: FxHashMap<usize, Wrote>,
 }
 
 /// A reader's run of reads of one allocation that needs neither the allocation's lock nor its
@@ -225,11 +248,48 @@ struct LeaseShared {
 /// One window allocation: its write generation, bumped under the lock by every write (what
 /// lets a lease skip the lock), and its accesses. Aligned to a cache line pair, so that two
 /// ranks' allocations never share a line (two cores would pass it back and forth).
-#[derive(Default)]
 #[repr(align(128))]
 struct AllocSlot {
     gen: AtomicU64,
+    /// The one rank that has read or written the allocation so far ([`NOBODY`] before any,
+    /// [`SEVERAL`] once a second rank has); set under the lock.
+    reached_by: AtomicUsize,
     accesses: Mutex<Alloc>,
+}
+
+/// [`AllocSlot::reached_by`] before any access.
+const NOBODY: usize = usize::MAX;
+/// [`AllocSlot::reached_by`] once two ranks have reached the allocation.
+const SEVERAL: usize = usize::MAX - 1;
+
+impl AllocSlot {
+    fn new() -> AllocSlot {
+        AllocSlot {
+            gen: AtomicU64::new(0),
+            reached_by: AtomicUsize::new(NOBODY),
+            accesses: Mutex::new(Alloc::default()),
+        }
+    }
+
+    /// Rank `rank` reads or writes the allocation (call with its lock held).
+    fn reached(&self, rank: usize) {
+        let by = self.reached_by.load(Ordering::SeqCst);
+        if by == NOBODY {
+            self.reached_by.store(rank, Ordering::SeqCst);
+        } else if by != rank && by != SEVERAL {
+            self.reached_by.store(SEVERAL, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The range of a rank's last recorded write of an allocation (its segment of the write
+/// shadow, merged with its neighbours of the same epoch), the epoch, and the allocation's
+/// write generation just after it.
+struct Wrote {
+    lo: u64,
+    hi: u64,
+    epoch: u64,
+    gen: u64,
 }
 
 /// The accesses of one window allocation.
@@ -319,23 +379,36 @@ impl Race {
             p,
             // Every rank starts in epoch 1 of its own clock, so writes before any
             // synchronisation are not ordered before anybody's reads.
-            ranks: (0..p)
-                .map(|r| {
-                    let mut clock = vec![0; p];
-                    clock[r] = 1;
-                    Mutex::new(RankState {
-                        clock,
-                        leases: FxHashMap::default(),
+            ranks: {
+                let zero = Arc::new(vec![0; p]);
+                (0..p)
+                    .map(|_| {
+                        RankCell(UnsafeCell::new(RankState {
+                            clock: zero.clone(),
+                            own: 1,
+                            mixed: false,
+                            snap: None,
+                            leases: FxHashMap::default(),
+                            wrote: FxHashMap::default(),
+                        }))
                     })
-                })
-                .collect(),
-            snaps: (0..p).map(|_| Mutex::new(None)).collect(),
-            mixed: (0..p).map(|_| AtomicBool::new(false)).collect(),
+                    .collect()
+            },
             signals: (0..p).map(|_| Mutex::new(HashMap::new())).collect(),
-            barrier_acc: Mutex::new(vec![0; p]),
+            barrier_acc: Mutex::new(None),
             barrier_done: Mutex::new(Arc::new(vec![0; p])),
-            allocs: (0..windows * p).map(|_| AllocSlot::default()).collect(),
+            allocs: (0..windows * p).map(|_| AllocSlot::new()).collect(),
         }
+    }
+
+    /// Rank `rank`'s state.
+    ///
+    /// # Safety
+    /// The caller runs as `rank` and holds no other reference to its state (see [`Race`]).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn state(&self, rank: usize) -> &mut RankState {
+        // SAFETY: by the caller's contract no other reference to this cell's state is live.
+        unsafe { &mut *self.ranks[rank].0.get() }
     }
 
     fn alloc_index(&self, win: usize, owner: usize) -> usize {
@@ -355,12 +428,28 @@ impl Race {
         n: u64,
         writer: usize,
     ) -> Option<RaceReport> {
-        // Only `writer`'s own thread locks its clock, so holding it here blocks nobody (and
-        // spares a P-entry copy per access).
         let idx = self.alloc_index(win, owner);
         let slot = self.allocs.get(idx)?;
-        let mut st = lock(&self.ranks[writer]);
+        // SAFETY: called by `writer` (see `Race`).
+        let st = unsafe { self.state(writer) };
+        let end = off + n;
+        // The fast path: bytes this rank already wrote in this epoch, of an allocation no other
+        // rank has reached (so no other rank's read or write can meet this one), with no write
+        // since. Nothing in the shadows would change. (A rank that reaches the allocation
+        // first does it under the lock and flags it there; a write that missed the flag leaves
+        // the shadows as they were, so that rank's own check sees it.)
+        if let Some(w) = st.wrote.get(&idx) {
+            if w.epoch == st.own
+                && w.lo <= off
+                && end <= w.hi
+                && slot.gen.load(Ordering::SeqCst) == w.gen
+                && slot.reached_by.load(Ordering::SeqCst) == writer
+            {
+                return None;
+            }
+        }
         let mut a = lock(&slot.accesses);
+        slot.reached(writer);
         // Before the leases are read: a reader that missed this bump extended its lease before
         // (both sequentially consistent), so the loads below see its read.
         let gen = slot.gen.fetch_add(1, Ordering::SeqCst);
@@ -375,8 +464,18 @@ impl Race {
             .writes
             .unordered(off, off + n, writer, clock)
             .or_else(|| a.unordered_read(off, off + n, writer, clock));
-        a.writes
-            .write(off, off + n, writer, clock[writer], u32::MAX);
+        a.writes.write(off, end, writer, st.own, u32::MAX);
+        if let Some((&lo, seg)) = a.writes.0.range(..=off).next_back() {
+            st.wrote.insert(
+                idx,
+                Wrote {
+                    lo,
+                    hi: seg.end,
+                    epoch: st.own,
+                    gen: gen + 1,
+                },
+            );
+        }
         found
     }
 
@@ -393,8 +492,9 @@ impl Race {
     ) -> Option<RaceReport> {
         let idx = self.alloc_index(win, owner);
         let slot = self.allocs.get(idx)?;
-        let mut st = lock(&self.ranks[reader]);
-        let epoch = st.clock[reader];
+        // SAFETY: called by `reader` (see `Race`).
+        let st = unsafe { self.state(reader) };
+        let epoch = st.own;
         let end = off + n;
         // The fast path: the read continues the reader's lease.
         if let Some(l) = st.leases.get(&idx) {
@@ -412,6 +512,7 @@ impl Race {
             }
         }
         let mut a = lock(&slot.accesses);
+        slot.reached(reader);
         a.settle(reader);
         let found = a.writes.unordered(off, end, reader, &st.clock);
         if found.is_some() {
@@ -443,29 +544,25 @@ impl Race {
 
     /// Rank `rank` notifies the signal at (`win`, `owner`, `off`): a release.
     pub(crate) fn release(&self, win: usize, owner: usize, off: u64, rank: usize) {
-        let mut st = lock(&self.ranks[rank]);
-        let c = &mut st.clock;
+        // SAFETY: called by `rank` (see `Race`).
+        let st = unsafe { self.state(rank) };
         if owner == rank {
             // Only a slot's owner waits on it (acquires it), and a rank's clock already covers
             // its own earlier releases: publishing this one would change no acquire. (A
             // two-phase allreduce resets each of its P slots after waiting on it: P^2
             // P-entry clocks at P = 1,024 otherwise, 8 GB.)
-            c[rank] += 1;
+            st.own += 1;
             return;
         }
-        let base = {
-            let mut snap = lock(&self.snaps[rank]);
-            snap.get_or_insert_with(|| {
-                self.mixed[rank]
-                    .load(Ordering::Relaxed)
-                    .then(|| Arc::new(c.clone()))
-            })
-            .clone()
-        };
+        let (mixed, clock) = (st.mixed, &st.clock);
+        let base = st
+            .snap
+            .get_or_insert_with(|| mixed.then(|| clock.clone()))
+            .clone();
         let mine = Published::One {
             base,
             rank,
-            own: c[rank],
+            own: st.own,
         };
         let Some(sig) = self.signals.get(owner) else {
             return;
@@ -488,7 +585,7 @@ impl Race {
                 sig.insert((win, off), mine);
             }
         }
-        c[rank] += 1;
+        st.own += 1;
     }
 
     /// Rank `rank`'s wait on its signal at (`win`, `off`) was satisfied: an acquire.
@@ -498,30 +595,47 @@ impl Race {
         };
         let sig = lock(sig);
         if let Some(s) = sig.get(&(win, off)) {
-            s.join_into(&mut lock(&self.ranks[rank]).clock);
-            self.mixed[rank].store(true, Ordering::Relaxed);
-            *lock(&self.snaps[rank]) = None;
+            // SAFETY: called by `rank` (see `Race`).
+            let st = unsafe { self.state(rank) };
+            // The rank's own entry may be joined from an older snapshot of its own: `own`
+            // holds the real one.
+            s.join_into(Arc::make_mut(&mut st.clock).as_mut_slice());
+            st.mixed = true;
+            st.snap = None;
         }
     }
 
     /// Rank `rank` arrives at a barrier; `last` when it completes the barrier.
     pub(crate) fn barrier_arrive(&self, rank: usize, last: bool) {
-        let mut st = lock(&self.ranks[rank]);
-        let c = &mut st.clock;
-        let mut acc = lock(&self.barrier_acc);
-        join(&mut acc, c);
-        c[rank] += 1;
+        // SAFETY: called by `rank` (see `Race`).
+        let st = unsafe { self.state(rank) };
+        let mut guard = lock(&self.barrier_acc);
+        // Every rank left the last barrier before it arrives here, with that barrier's join:
+        // the join starts from it, and a rank that has acquired nothing since adds only its
+        // own component (O(1) instead of O(P)).
+        let acc = guard.get_or_insert_with(|| lock(&self.barrier_done).as_ref().clone());
+        if st.mixed {
+            join(acc, &st.clock);
+        }
+        acc[rank] = acc[rank].max(st.own);
+        st.own += 1;
         if last {
-            *lock(&self.barrier_done) = Arc::new(std::mem::replace(&mut *acc, vec![0; self.p]));
+            if let Some(done) = guard.take() {
+                *lock(&self.barrier_done) = Arc::new(done);
+            }
         }
     }
 
     /// Rank `rank` leaves the barrier it arrived at.
     pub(crate) fn barrier_leave(&self, rank: usize) {
         let done = lock(&self.barrier_done).clone();
-        join(&mut lock(&self.ranks[rank]).clock, &done);
-        self.mixed[rank].store(false, Ordering::Relaxed);
-        *lock(&self.snaps[rank]) = None;
+        // SAFETY: called by `rank` (see `Race`).
+        let st = unsafe { self.state(rank) };
+        // Every component of `done` but the own is at least the rank's (it arrived with its
+        // clock), and the own is below `own` (incremented at the arrival).
+        st.clock = done;
+        st.mixed = false;
+        st.snap = None;
     }
 }
 
@@ -566,6 +680,19 @@ mod tests {
         // ... and rank 0's write over what rank 1 wrote and read, unordered, is still a race
         // (the two writes, reported before the read).
         assert_eq!(verdict(r.write(0, 1, 12, 4, 0)), Some((1, 12, 16, false)));
+    }
+
+    /// A rewrite of bytes a rank already wrote in this epoch takes the fast path only while no
+    /// other rank has reached the allocation: another rank's read in between is still found.
+    #[test]
+    fn rewrites_are_checked_once_another_rank_reads() {
+        let verdict = |h: Option<RaceReport>| h.map(|h| (h.writer, h.start, h.end, h.read));
+        let r = Race::new(2, 1);
+        for _ in 0..3 {
+            assert_eq!(verdict(r.write(0, 0, 0, 8, 0)), None);
+        }
+        assert_eq!(verdict(r.read(0, 0, 0, 4, 1, 7)), Some((0, 0, 4, false)));
+        assert_eq!(verdict(r.write(0, 0, 0, 4, 0)), Some((1, 0, 4, true)));
     }
 
     /// Issue 35, item 4: an unordered read and write of the same bytes are a race whichever
