@@ -7,8 +7,9 @@
 //! weights are `bf16` in memory and every product and sum is `f32` (the loaded weight tiles
 //! are cast to `f32`: exact).
 //!
-//! The layout needs P to divide `F` (P = 1, 2, 4, 8, ...): at any other P the launch fails
-//! before anything runs, naming the argument (`w1`, dimension 2 = `F / NR`).
+//! The layout gives each rank whole blocks of `B` = 64 columns of `F`, so P divides `F / B`
+//! = 16 (P = 1, 2, 4, 8, 16): at any other P the launch fails before anything runs, naming the
+//! argument (`w1`, dimension 2 = `F / B / NR * B`).
 //!
 //! Orders (the golden's): each product `x W1_r` and `h W2_r` accumulates every element from
 //! `+0.0` in ascending `k` (blocked `matmul_acc`), `gelu` is the tanh form with eagle's `tanh`,
@@ -38,9 +39,9 @@ macro_rules! tp_ffn_program {
         pub fn $dev(
             ctx: Ctx,
             x: Tensor<f32, T, D>,
-            w1: Tensor<$w, D, { F / NR }>,
-            w2: Tensor<$w, { F / NR }, D>,
-            h: Out<Tensor<f32, T, { F / NR }>>,
+            w1: Tensor<$w, D, { F / B / NR * B }>,
+            w2: Tensor<$w, { F / B / NR * B }, D>,
+            h: Out<Tensor<f32, T, { F / B / NR * B }>>,
             y: Out<Tensor<f32, T, D>>,
             part: Window<f32, T, D>,
             sum: Window<f32, T, D>,
@@ -73,9 +74,9 @@ macro_rules! tp_ffn_program {
         #[eagle::host]
         pub fn $host(
             x: Tensor<f32, T, D>,
-            w1: Tensor<$w, NR, D, { F / NR }>,
-            w2: Tensor<$w, NR, { F / NR }, D>,
-            h: Out<Tensor<f32, NR, T, { F / NR }>>,
+            w1: Tensor<$w, NR, D, { F / B / NR * B }>,
+            w2: Tensor<$w, NR, { F / B / NR * B }, D>,
+            h: Out<Tensor<f32, NR, T, { F / B / NR * B }>>,
             y: Out<Tensor<f32, NR, T, D>>,
         ) {
             let part = alloc_window_buffer([T, D], f32);
@@ -179,9 +180,10 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
     number: 25,
     name: "tp_ffn",
     modes: &["f32", "bf16"],
+    // Each rank's share of `ffn` is whole column blocks of B: P divides F / B = 16.
     world: eagle_runner::World::Divides {
-        extent: F,
-        what: "ffn",
+        extent: F / B,
+        what: "ffn / B",
     },
     run,
 };

@@ -604,22 +604,34 @@ fn halo_2d_grid_must_factor_the_world() {
 }
 
 /// A world size the layout cannot split by is an error before anything runs, naming the
-/// argument and the dimension; the runner skips the step there, saying why.
+/// argument and the dimension; the runner skips the step there, saying why. Each rank's share
+/// of `ffn` is whole blocks of B = 64 columns, so P = 32 (1,024 / 32 = 32 columns) is refused
+/// too: before the share's extent was declared in blocks, P = 32 ran no block and returned
+/// zeros.
 #[test]
 fn tp_ffn_at_a_world_size_that_does_not_divide_ffn_is_an_error() {
-    let e = (tp_ffn::STEP.run)(&Session::sim(3).unwrap())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("argument `w1`: expected dimension 2 = (1024 / NR) (with NR = 3)")
-            && e.contains("1024 / 3, which is not exact; choose extents that divide"),
-        "{e}"
-    );
-    assert_eq!(
-        tp_ffn::STEP.world.refuses(3).as_deref(),
-        Some("the layout splits `ffn` = 1024 across ranks; P = 3 does not divide it")
-    );
-    assert_eq!(tp_ffn::STEP.world.refuses(4), None);
+    for (p, text) in [
+        (3, "16 / 3, which is not exact"),
+        (32, "16 / 32, which is not exact"),
+    ] {
+        let e = (tp_ffn::STEP.run)(&Session::sim(p).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "argument `w1`: expected dimension 2 = ((16 / NR) * 64) (with NR = {p})"
+            )) && e.contains(text)
+                && e.contains("choose extents that divide"),
+            "{e}"
+        );
+        assert_eq!(
+            tp_ffn::STEP.world.refuses(p),
+            Some(format!(
+                "the layout splits `ffn / B` = 16 across ranks; P = {p} does not divide it"
+            ))
+        );
+    }
+    assert_eq!(tp_ffn::STEP.world.refuses(16), None);
 }
 
 /// Issue 37, item 2: specialization does not duplicate code per rank. The host programs'

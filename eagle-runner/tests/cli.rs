@@ -31,9 +31,9 @@ fn runner_prints_ok_for_every_step_and_mode() {
         let lines: Vec<&str> = stdout.lines().collect();
         assert_eq!(lines.len(), 53, "{stdout}");
         for l in &lines {
-            // tp_ffn's layout needs P to divide ffn = 1024: at P = 3 the runner says so.
+            // tp_ffn's layout needs P to divide ffn / B = 16: at P = 3 the runner says so.
             if p == 3 && l.starts_with("step 25 tp_ffn") {
-                assert!(l.ends_with("SKIP: the layout splits `ffn` = 1024 across ranks; P = 3 does not divide it"), "{l}");
+                assert!(l.ends_with("SKIP: the layout splits `ffn / B` = 16 across ranks; P = 3 does not divide it"), "{l}");
                 continue;
             }
             assert!(l.ends_with("OK"), "{l}");
