@@ -13,8 +13,14 @@
 //! Cranelift), the column the runner prints; it and the two size columns should not grow with
 //! P (the collectives are loops over the ranks, issue 37 item 1). The run column is the
 //! simulator's: P ranks on this machine's cores (as tasks from P = 64, `eagle::SimRanks`).
-//! Step 16's hand-written collectives make N x P^2 element reads (10^9 at P = 1,024) and
-//! tp_ffn needs P to divide 1,024: they stop at P = 1,024.
+//! Step 16's hand-written collectives make N x P^2 element reads (10^9 at P = 1,024): it stops
+//! at P = 1,024; tp_ffn needs P to divide 16.
+//!
+//! A second table runs the same steps under `mpirun -np N` (N = 2, 4, 8, 16, oversubscribed
+//! on a small machine) through the runner binary, which must be built with MPI first:
+//! `cargo build --release --features mpi --bin eagle` (Open MPI or MPICH; the table says when
+//! the binary or `mpirun` is missing). Its columns are the runner's compile and run columns
+//! (rank 0's) and the largest process's peak RSS (`/usr/bin/time -f %M`).
 
 #[allow(dead_code)]
 #[path = "../examples/07_dynamic_rank_count.rs"]
@@ -59,9 +65,81 @@ fn reset_peak() -> bool {
 fn largest(step: &eagle_runner::Step) -> usize {
     match step.number {
         16 => 1024,
-        n if n == tp_ffn::STEP.number => 1024,
         _ => 4096,
     }
+}
+
+/// The MPI table: each step under `mpirun -np N` through the runner binary; `None` with the
+/// reason when it cannot run here.
+fn mpi_table(steps: &[eagle_runner::Step]) -> Result<report::Table, String> {
+    let bin = concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/eagle");
+    if !std::path::Path::new(bin).exists() {
+        return Err(format!("{bin} is not built"));
+    }
+    let mut t = report::Table::new(
+        "program, np (mpirun)",
+        &[
+            ("compile", "ms", 1),
+            ("run", "ms", 1),
+            ("peak RSS", "MiB", 0),
+        ],
+    );
+    for np in [2usize, 4, 8, 16] {
+        let devices: Vec<String> = (0..np).map(|d| d.to_string()).collect();
+        for step in steps {
+            if step.world.refuses(np).is_some() {
+                continue;
+            }
+            let out = std::process::Command::new("/usr/bin/time")
+                .args(["-f", "peak %M"])
+                .args(["mpirun", "--oversubscribe", "-np", &np.to_string(), bin])
+                .args(["-d", &devices.join(",")])
+                .args(["--step", &format!("{:02}", step.number)])
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+                .output()
+                .map_err(|e| format!("`/usr/bin/time mpirun` could not start: {e}"))?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !out.status.success() {
+                return Err(format!(
+                    "mpirun -np {np} --step {:02} failed (is the binary built with `--features mpi`?): {}{}",
+                    step.number,
+                    stdout.trim(),
+                    stderr.trim()
+                ));
+            }
+            let peak_kb: f64 = stderr
+                .lines()
+                .filter_map(|l| l.strip_prefix("peak ")?.trim().parse().ok())
+                .next_back()
+                .unwrap_or(f64::NAN);
+            for line in stdout.lines().filter(|l| l.starts_with("step ")) {
+                // `step 11 builtin_allreduce [ring]  P=4  compile  2.23 ms  run  0.36 ms  OK`
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let num = |key: &str| -> Option<f64> {
+                    let i = words.iter().position(|w| *w == key)?;
+                    words.get(i + 1)?.parse().ok()
+                };
+                let (Some(c), Some(r)) = (num("compile"), num("run")) else {
+                    return Err(format!("unexpected runner line: {line}"));
+                };
+                if !line.ends_with("OK") {
+                    return Err(format!("mpirun -np {np}: {line}"));
+                }
+                let name = line.split(" P=").next().unwrap_or(line).trim();
+                eprintln!("{name}, np = {np}: compile {c} ms, run {r} ms, peak {peak_kb} KB");
+                t.row(&format!("{name}, np = {np}"), vec![c, r, peak_kb / 1024.0]);
+            }
+        }
+    }
+    t.notes.push(
+        "Under MPI every process compiles its own artifact (the compile column: rank 0's) and \
+         runs one rank; the run column is rank 0's. On this 2-core machine np = 8 and 16 are \
+         oversubscribed, so their run column is the cores' limit, not the network's."
+            .into(),
+    );
+    Ok(t)
 }
 
 /// One measured launch: compile ms, IR ops, artifact KiB, run ms, peak MiB (NaN: not read).
@@ -155,11 +233,24 @@ fn main() {
     }
     t.notes.push(
         "Compile time, IR ops and artifact size are those of the launch's compiled program, \
-         the same at every P (the spread of the compile column is this machine's); run time \
-         and memory are the simulator's, with P ranks on this machine's cores."
+         the same at every P (the spread of the compile column is this machine's; 0.0 ms is \
+         the second mode of a step, which launches the program the first mode compiled: a \
+         cache hit); run time and memory are the simulator's, with P ranks on this machine's \
+         cores. Peak RSS is reset to the resident size before each row, and memory the \
+         allocator kept from an earlier row stays resident, so a row after a larger one \
+         repeats its peak."
             .into(),
     );
     rep.tables.push(t);
+    match mpi_table(&steps) {
+        Ok(t) => rep.tables.push(t),
+        Err(why) => {
+            eprintln!("MPI table skipped: {why}");
+            let mut t = report::Table::new("program, np (mpirun)", &[]);
+            t.notes.push(format!("Not measured in this run: {why}."));
+            rep.tables.push(t);
+        }
+    }
     rep.finish();
     report::save_plot("scaling.svg", || plot(&points));
 }
