@@ -291,6 +291,22 @@ fn a_grid_that_does_not_hold_the_world_is_refused_before_anything_runs() {
     assert_eq!(got, [0, 2, 1, 2, 2, 2, 0, 5, 1, 5, 2, 5]);
 }
 
+/// The failing rank's place in a `[rows, cols]` grid, as a run-time error of a program with
+/// rank groups ends (`(rank 5 is at [1, 1] of the rank grid [2, 4])`), read from the error's
+/// `rank N failed` (issue 39, item 1: errors name the global rank and the group ranks).
+fn place_of(e: &str, rows: u64, cols: u64) -> String {
+    let r: u64 = e
+        .strip_prefix("rank ")
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no failing rank in: {e}"));
+    format!(
+        "(rank {r} is at [{}, {}] of the rank grid [{rows}, {cols}])",
+        r / cols,
+        r % cols
+    )
+}
+
 #[test]
 fn world_rank_past_the_group_stops_the_rank_with_the_bound() {
     let e = fixed(6, 3).unwrap_err().to_string();
@@ -300,7 +316,7 @@ fn world_rank_past_the_group_stops_the_rank_with_the_bound() {
             "tests/groups.rs:{}:",
             line_of("out[1] = world_rank(g, k[0] as usize)")
         ))
-            && e.ends_with("`world_rank` of group rank 3, but the group's ranks are 0 to 3 - 1; reduce the rank modulo `nranks(group)`"),
+            && e.ends_with(&format!("`world_rank` of group rank 3, but the group's ranks are 0 to 3 - 1; reduce the rank modulo `nranks(group)` {}", place_of(&e, 2, 3))),
         "{e}"
     );
 }
@@ -405,7 +421,7 @@ fn a_broadcast_within_a_group_takes_its_root_as_a_group_rank_and_checks_it() {
         let shown = root as i64;
         assert!(
             e.contains(", group_root` (at tests/groups.rs:")
-                && e.ends_with(&format!("`broadcast` within a group from root {shown}, but the group's ranks are 0 to 2 - 1; the root is a group rank: give one below `nranks(group)`")),
+                && e.ends_with(&format!("`broadcast` within a group from root {shown}, but the group's ranks are 0 to 2 - 1; the root is a group rank: give one below `nranks(group)` {}", place_of(&e, 4, 2))),
             "root {root}: {e}"
         );
     }
@@ -416,7 +432,7 @@ fn world_rank_of_the_world_is_the_rank_checked_against_p() {
     let e = run_bcast(4, 2, 0, 4).unwrap_err().to_string();
     assert!(
         e.contains(", world_rank` (at tests/groups.rs:")
-            && e.ends_with("`world_rank` of rank 4, but the world's ranks are 0 to 4 - 1; reduce the rank modulo `nranks(ctx)`"),
+            && e.ends_with(&format!("`world_rank` of rank 4, but the world's ranks are 0 to 4 - 1; reduce the rank modulo `nranks(ctx)` {}", place_of(&e, 2, 2))),
         "{e}"
     );
     // And a group rank of 2^63 or more is past the group (it was read as negative).
@@ -557,7 +573,7 @@ fn a_group_barrier_a_member_skips_is_a_deadlock_naming_the_rank_it_waits_for() {
         .to_string();
     let line = line_of("pub fn skip_d(") + 3;
     assert!(
-        e.starts_with("deadlock: no rank can make progress; every rank still running is blocked:\n  rank 0 waits for world rank 1 to arrive at a barrier of their rank group: signal window #1 ([16] i64; `collective_signals` of `skip_d`) element 13 >= 1, but it holds 0 (function `skip_d`, op `wait ")
+        e.starts_with("deadlock: no rank can make progress; every rank still running is blocked:\n  rank 0 (at [0, 0] of the rank grid [2, 2]) waits for world rank 1 to arrive at a barrier of their rank group: signal window #1 ([16] i64; `collective_signals` of `skip_d`) element 13 >= 1, but it holds 0 (function `skip_d`, op `wait ")
             && e.contains(&format!("(at tests/groups.rs:{line}:9))\n  rank(s) 1, 2, 3 finished without satisfying these waits")),
         "{e}"
     );
@@ -617,4 +633,56 @@ fn every_axis_of_a_three_axis_grid_is_a_group() {
             );
         }
     }
+}
+
+/// Each rank puts its row into the next rank of its TP group's window, which that rank reads
+/// with no wait: a race between two ranks of a group.
+#[eagle::kernel(device)]
+pub fn racy_d(ctx: Ctx, x: Tensor<f32, N>, y: Out<Tensor<f32, N>>, w: Window<f32, N>) {
+    let tp = group(ctx, [{ NR / TP }, TP], 1);
+    let next = world_rank(tp, (rank(tp) + 1) % nranks(tp));
+    put(w, next, x);
+    store(y, [0], load(w, [0], [N]));
+}
+
+#[eagle::host]
+pub fn racy(shape: Tensor<u64, TP>, x: Tensor<f32, NR, N>, y: Out<Tensor<f32, NR, N>>) {
+    let w = alloc_window_buffer([N], f32);
+    for r in 0..world_size() {
+        racy_d(x[r], y[r], window(w, [N], f32), device = r);
+    }
+}
+
+/// Issue 39, item 1: the race report of a program with rank groups names where each rank it
+/// mentions sits in the grid (its group ranks), as well as its world rank.
+#[test]
+fn a_race_between_group_members_names_their_places_in_the_grid() {
+    let s = Session::sim(4).unwrap();
+    let x = Tensor::<f32>::zeros(&[4, N]);
+    let mut y = Tensor::<f32>::zeros(&[4, N]);
+    let e = racy
+        .launch(&s, &Tensor::<u64>::zeros(&[2]), &x, &mut y)
+        .unwrap_err();
+    use eagle::runtime::{Cause, RuntimeError};
+    let eagle::Error::Runtime(RuntimeError::RankFailed {
+        rank,
+        cause: Cause::Race(message),
+    }) = &e
+    else {
+        panic!("expected a race, got {e:?}");
+    };
+    // The failing rank's place ends the message; the other rank's place follows the report.
+    let at = |r: usize| {
+        format!(
+            "rank {r} is at [{}, {}] of the rank grid [2, 2]",
+            r / 2,
+            r % 2
+        )
+    };
+    assert!(message.ends_with(&format!("({})", at(*rank))), "{message}");
+    let other = (0..4)
+        .filter(|q| q != rank)
+        .find(|q| message.contains(&format!("rank {q} ")))
+        .unwrap_or_else(|| panic!("no other rank named: {message}"));
+    assert!(message.contains(&at(other)), "{message}");
 }

@@ -70,6 +70,10 @@ pub struct Artifact {
     /// ([`eagle_ir::Module::reaches_peers`]): a run whose dispatches all call these may run
     /// its ranks one after another, on one thread.
     pub isolated: std::collections::BTreeSet<String>,
+    /// The process grids the program's rank groups split the world into (extents, outermost
+    /// first, row-major over the world ranks), each once: what reports name a rank's place in
+    /// ([`Artifact::rank_place`]).
+    pub grids: Vec<Vec<u64>>,
 }
 
 impl Artifact {
@@ -87,6 +91,30 @@ impl Artifact {
             .sum();
         let cuda = self.cuda.as_ref().map_or(0, |c| c.source.len());
         self.code.code_bytes + 2 * self.ir.len() + clif + sites + cuda
+    }
+
+    /// Where world rank `rank` sits in each process grid of the program's rank groups, as
+    /// reports name it (`at [1, 2] of the rank grid [2, 4]`: its group rank in the group of
+    /// axis `a` is the coordinate at `a`); `None` when the program has no rank group.
+    pub fn rank_place(&self, rank: usize) -> Option<String> {
+        if self.grids.is_empty() {
+            return None;
+        }
+        let places: Vec<String> = self
+            .grids
+            .iter()
+            .map(|g| {
+                let mut rest = rank as u64;
+                let mut at = vec![0u64; g.len()];
+                for (i, e) in g.iter().enumerate().rev() {
+                    at[i] = rest % (*e).max(1);
+                    rest /= (*e).max(1);
+                }
+                let show = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+                format!("at [{}] of the rank grid [{}]", show(&at), show(g))
+            })
+            .collect();
+        Some(places.join("; "))
     }
 
     /// The entry of site `site` as the runtime names an op (``function `k`, op `wait ...` (at
@@ -300,6 +328,7 @@ pub fn compile_hashed(
         .collect();
     let a = Arc::new(Artifact {
         isolated,
+        grids: spec.grids,
         key,
         target,
         root: root.to_string(),

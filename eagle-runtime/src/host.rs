@@ -418,13 +418,25 @@ pub fn run_with(
     it.block(&f.body)?;
     let t0 = Instant::now();
     let Interp { windows, jobs, .. } = it;
-    crate::exec::select(opts)?.run(Launch {
-        art,
-        args,
-        p,
-        jobs,
-        windows,
-        opts,
-        t0,
-    })
+    crate::exec::select(opts)?
+        .run(Launch {
+            art,
+            args,
+            p,
+            jobs,
+            windows,
+            opts,
+            t0,
+        })
+        .map_err(|e| match e {
+            // A rank of a program with rank groups is named by its place in their grids too.
+            RuntimeError::RankFailed { rank, cause } => RuntimeError::RankFailed {
+                rank,
+                cause: match art.rank_place(rank) {
+                    Some(at) => cause.map(|m| format!("{m} (rank {rank} is {at})")),
+                    None => cause,
+                },
+            },
+            other => other,
+        })
 }

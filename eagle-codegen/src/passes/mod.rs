@@ -2,6 +2,7 @@
 //! [`specialize`] (bind dims and the world size, fold with `eagle_ir::eval`, range analysis,
 //! dead-code elimination, re-verify), which runs [`lower_collectives`] once P is known.
 
+pub(crate) mod bind;
 pub mod fusion;
 pub mod lower_collectives;
 pub(crate) mod specialize;

@@ -1,10 +1,11 @@
 //! Specialization: bind a world size and symbolic dims, fold constants, check bounds.
 
+use super::bind::derived_dim_error;
 use crate::error::SpecializeError;
 use eagle_ir::eval::{self, Scalar};
 use eagle_ir::{
     print_op, verify_module, BinOp, Block, CmpOp, Const, DType, Dim, Facts, Function,
-    FunctionFacts, IndexRange, Level, Module, Op, OpKind, Shape, Type, UnOp, Value,
+    FunctionFacts, IndexRange, Level, Module, Op, OpKind, Type, UnOp, Value,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -991,6 +992,9 @@ pub struct Specialized {
     /// The proven ranges of integer values, per function: the backends skip the run-time
     /// bounds checks these prove unneeded.
     pub facts: Facts,
+    /// The process grids the module's rank groups split the world into (extents, outermost
+    /// first; each once, sorted).
+    pub grids: Vec<Vec<u64>>,
 }
 
 /// The sizes a target can hold, checked at specialization ([`SpecializeError::TooLarge`]).
@@ -1027,6 +1031,7 @@ pub fn specialize_for(
     let mut out = m.clone();
     let signals = crate::lower::add_signal_windows(&mut out, b.world_size);
     let mut facts = Facts::default();
+    let mut grids: Vec<Vec<u64>> = vec![];
     // Callers before callees (the module lists callees first), so that a callee's scalar
     // parameters can take the ranges of the arguments its callers pass.
     let mut seeds: HashMap<String, (Vec<Option<Range>>, String)> = HashMap::new();
@@ -1035,65 +1040,20 @@ pub fn specialize_for(
         // the host interpreter evaluates them directly with the same definition.
 
         let generic = f.values.clone();
-        let params: HashMap<Value, String> =
-            f.params.iter().map(|p| (p.value, p.name.clone())).collect();
-        for (v, t) in f.values.entries_mut() {
-            let mut missing: Option<(usize, eagle_ir::DimError, String)> = None;
-            let mut idx = 0usize;
-            let nt = t.map_dims(&mut |d| {
-                let r = match d.eval(&|s| b.dims.get(s).copied()) {
-                    Ok(v) => Dim::Const(v),
-                    Err(e) => {
-                        missing.get_or_insert((idx, e, d.to_string()));
-                        d.clone()
-                    }
-                };
-                idx += 1;
-                r
-            });
-            if let Some((dim, e, expr)) = missing {
-                let place = match params.get(&v) {
-                    Some(p) => format!("argument `{p}`, dimension {dim}"),
-                    None => format!("a value of type `{t}`"),
-                };
-                return Err(derived_dim_error(&f.name, place, expr, e));
-            }
-            let bytes = nt
-                .shape()
-                .and_then(Shape::numel)
-                .and_then(|n| n.checked_mul(nt.dtype().map_or(1, |d| d.size() as u64)))
-                .unwrap_or(u64::MAX);
-            let (what, limit, fix) = match nt {
-                Type::Tile(..) => (
-                    "a tile",
-                    limits.max_tile_bytes,
-                    "tiles are small on-chip blocks: loop over smaller tiles",
-                ),
-                _ => (
-                    "a tensor or window",
-                    limits.max_buffer_bytes,
-                    "use smaller extents",
-                ),
-            };
-            if nt.shape().is_some() && bytes > limit {
-                return Err(SpecializeError::TooLarge {
-                    function: f.name.clone(),
-                    what: what.into(),
-                    ty: nt.to_string(),
-                    bytes,
-                    limit,
-                    fix: fix.into(),
-                });
-            }
-            *t = nt;
-        }
+        super::bind::bind_types(f, b, limits)?;
         crate::lower::check_bound_buffers(f, &generic, b.world_size)?;
         let mut body = std::mem::take(&mut f.body);
         for pass in 0..2 {
             if pass == 1 {
                 f.body = std::mem::take(&mut body);
                 let _lower = tracing::debug_span!(target: "eagle", "lower", function = %f.name, world_size = b.world_size).entered();
-                crate::lower::lower_collectives(f, b.world_size, signals.get(&f.name).copied())?;
+                for g in
+                    crate::lower::lower_collectives(f, b.world_size, signals.get(&f.name).copied())?
+                {
+                    if !grids.contains(&g) {
+                        grids.push(g);
+                    }
+                }
                 if f.level != Level::Host {
                     // Storage dtypes (`i8`, `f16`, ...) are computed in their compute dtypes
                     // (the lowered collectives' arithmetic too); then math-library ops become
@@ -1162,28 +1122,10 @@ pub fn specialize_for(
         f.body = body;
     }
     verify_module(&out)?;
-    Ok(Specialized { module: out, facts })
-}
-
-/// The error of a dim without a value: an unbound symbol, or a derived dim that does not hold
-/// (an inexact division, a subtraction below zero).
-fn derived_dim_error(
-    function: &str,
-    place: String,
-    expr: String,
-    e: eagle_ir::DimError,
-) -> SpecializeError {
-    match e {
-        eagle_ir::DimError::Unbound(name) => SpecializeError::UnboundDim {
-            function: function.to_string(),
-            place,
-            name,
-        },
-        e => SpecializeError::DerivedDim {
-            function: function.to_string(),
-            place,
-            expr,
-            message: e.to_string(),
-        },
-    }
+    grids.sort();
+    Ok(Specialized {
+        module: out,
+        facts,
+        grids,
+    })
 }

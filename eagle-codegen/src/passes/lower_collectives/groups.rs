@@ -39,6 +39,11 @@ pub(super) struct GroupDef {
 }
 
 impl GroupDef {
+    /// The grid's extents, outermost first.
+    pub(super) fn grid(&self) -> &[u64] {
+        &self.grid
+    }
+
     /// The group's rank count: the grid's extent at its axis.
     pub(super) fn size(&self) -> u64 {
         self.grid[self.axis]

@@ -606,7 +606,8 @@ fn lower_ring(
 /// Replaces every built-in collective of `f` by its expansion for world size `p`. `signals` is
 /// the signal window [`add_signal_windows`] gave `f` (a `window<[P], i64>` parameter, zero on
 /// entry and left zero on return); without one, ring and two-phase allreduce synchronise
-/// their steps with barriers.
+/// their steps with barriers. Returns the process grids of `f`'s rank groups (each once,
+/// sorted), which reports use to name a rank's place in them.
 ///
 /// # Errors
 /// [`SpecializeError::CollectiveShape`] when an all-to-all buffer does not have P rows.
@@ -614,7 +615,7 @@ pub fn lower_collectives(
     f: &mut Function,
     p: u64,
     signals: Option<Value>,
-) -> Result<(), SpecializeError> {
+) -> Result<Vec<Vec<u64>>, SpecializeError> {
     let consts = int_consts(f);
     let cx = Lowering {
         f_name: &f.name,
@@ -623,10 +624,17 @@ pub fn lower_collectives(
         groups: groups::group_defs(f, p, &consts)?,
         consts,
     };
+    let mut grids: Vec<Vec<u64>> = vec![];
+    for g in cx.groups.values() {
+        if !grids.iter().any(|x| x == g.grid()) {
+            grids.push(g.grid().to_vec());
+        }
+    }
+    grids.sort();
     let mut body = std::mem::take(&mut f.body);
     let r = lower_block(&cx, &mut f.values, &mut body);
     f.body = body;
-    r
+    r.map(|()| grids)
 }
 
 /// The integer constants of `f`, by their values.

@@ -338,7 +338,8 @@ impl<'a> World<'a> {
                     let what = collective_slot(w, e, self.p)
                         .map_or(String::new(), |s| format!("{s}: "));
                     format!(
-                        "  rank {r} waits for {what}signal window #{win} ({}) element {e} {} {}, but it holds {}{at}",
+                        "  rank {r}{} waits for {what}signal window #{win} ({}) element {e} {} {}, but it holds {}{at}",
+                        self.placed(r),
                         w.desc,
                         CMP_TEXT[cmp.min(5) as usize],
                         sigkind::value(expected, kind),
@@ -346,8 +347,10 @@ impl<'a> World<'a> {
                     )
                 }
                 Blocked::Barrier { .. } => format!(
-                    "  rank {r} waits in a barrier ({} of {} ranks arrived){at}",
-                    s.barrier_arrived, self.p
+                    "  rank {r}{} waits in a barrier ({} of {} ranks arrived){at}",
+                    self.placed(r),
+                    s.barrier_arrived,
+                    self.p
                 ),
             });
         }
@@ -388,6 +391,14 @@ impl<'a> World<'a> {
             }
             Blocked::Barrier { gen, .. } => self.barrier_gen.load(Ordering::SeqCst) != gen,
         }
+    }
+
+    /// ` (at [i, j] of the rank grid [..])` for rank `r` of a program with rank groups, else
+    /// nothing.
+    fn placed(&self, r: usize) -> String {
+        self.artifact
+            .rank_place(r)
+            .map_or(String::new(), |at| format!(" ({at})"))
     }
 
     /// The failure of a wait on `b` that did not complete within the timeout.
@@ -471,10 +482,11 @@ fn read_race(e: &RankEnv<'_, '_>, at: &str, win: u64, owner: usize, rep: &RaceRe
     let w = &e.world.windows[win as usize];
     let (r, wr) = (e.rank, rep.writer);
     Cause::Race(format!(
-        "{at}data race: rank {r} reads window #{win} ({}) elements {}..{} on rank {owner}, which rank {wr} wrote with no notify -> wait (or barrier) ordering that write before this read; after writing, have rank {wr} notify rank {r} and make rank {r} wait for that signal before it reads (notify the rank that reads you; wait for the rank you read)",
+        "{at}data race: rank {r} reads window #{win} ({}) elements {}..{} on rank {owner}, which rank {wr} wrote with no notify -> wait (or barrier) ordering that write before this read; after writing, have rank {wr} notify rank {r} and make rank {r} wait for that signal before it reads (notify the rank that reads you; wait for the rank you read){}",
         w.desc,
         rep.start / w.elem as u64,
         rep.end / w.elem as u64,
+        others_placed(e, &[owner, wr]),
     ))
 }
 
@@ -490,18 +502,42 @@ fn write_race(e: &RankEnv<'_, '_>, at: &str, win: u64, owner: usize, rep: &RaceR
             .site_text(rep.site)
             .map_or(String::new(), |t| format!(" ({t})"));
         return Cause::Race(format!(
-            "{at}data race: rank {r} writes window #{win} ({}) elements {}..{} on rank {owner}, which rank {wr} read{by} with no notify -> wait (or barrier) ordering that read before this write, so the read may see either value; have rank {wr} notify rank {r} after its read, and make rank {r} wait for that signal before it writes (or write other elements)",
+            "{at}data race: rank {r} writes window #{win} ({}) elements {}..{} on rank {owner}, which rank {wr} read{by} with no notify -> wait (or barrier) ordering that read before this write, so the read may see either value; have rank {wr} notify rank {r} after its read, and make rank {r} wait for that signal before it writes (or write other elements){}",
             w.desc,
             rep.start / w.elem as u64,
             rep.end / w.elem as u64,
+            others_placed(e, &[owner, wr]),
         ));
     }
     Cause::Race(format!(
-        "{at}data race: rank {r} writes window #{win} ({}) elements {}..{} on rank {owner}, which rank {wr} also wrote with no notify -> wait (or barrier) ordering the two writes, so which value stays depends on timing; order them (rank {wr} notifies rank {r} after its write, and rank {r} waits for that signal before writing), or write disjoint elements",
+        "{at}data race: rank {r} writes window #{win} ({}) elements {}..{} on rank {owner}, which rank {wr} also wrote with no notify -> wait (or barrier) ordering the two writes, so which value stays depends on timing; order them (rank {wr} notifies rank {r} after its write, and rank {r} waits for that signal before writing), or write disjoint elements{}",
         w.desc,
         rep.start / w.elem as u64,
         rep.end / w.elem as u64,
+        others_placed(e, &[owner, wr]),
     ))
+}
+
+/// ` (rank 6 is at [1, 2] of the rank grid [2, 4]; ...)` for the ranks of `ranks` other than
+/// this one, in a program with rank groups (the failing rank's place is added to its error
+/// when the run ends); else nothing.
+fn others_placed(e: &RankEnv<'_, '_>, ranks: &[usize]) -> String {
+    let mut seen = vec![e.rank];
+    let mut parts = vec![];
+    for &q in ranks {
+        if seen.contains(&q) {
+            continue;
+        }
+        seen.push(q);
+        if let Some(at) = e.world.artifact.rank_place(q) {
+            parts.push(format!("rank {q} is {at}"));
+        }
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join("; "))
+    }
 }
 
 /// [`crate::exec::check_region`] on this world's windows, the message prefixed with the
