@@ -229,6 +229,11 @@ pub struct CommonArgs {
     /// least 1).
     #[arg(long, value_name = "SECS", value_parser = parse_wait_timeout, allow_hyphen_values = true)]
     pub wait_timeout: Option<u64>,
+    /// How `sim` and `cpu` run ranks that reach each other: `threads` (one OS thread each),
+    /// `tasks` (coroutines on one worker thread per core) or `auto` (tasks from P = 64; the
+    /// default, or as `EAGLE_SIM_RANKS` says).
+    #[arg(long, value_name = "MODE", value_parser = ["auto", "threads", "tasks"])]
+    pub sim_ranks: Option<String>,
     /// Show eagle's tracing spans on standard error: `-v` launches, compiles and plan runs with
     /// their durations, `-vv` every stage, dispatch and cache lookup (`RUST_LOG=eagle=debug`
     /// overrides).
@@ -276,6 +281,12 @@ impl CommonArgs {
         }
         if let Some(t) = self.wait_timeout {
             s = s.with_wait_timeout(std::time::Duration::from_secs(t));
+        }
+        match self.sim_ranks.as_deref() {
+            Some("threads") => s = s.with_sim_ranks(eagle::SimRanks::Threads),
+            Some("tasks") => s = s.with_sim_ranks(eagle::SimRanks::Tasks),
+            Some(_) => s = s.with_sim_ranks(eagle::SimRanks::Auto),
+            None => {}
         }
         if let Some(t) = self.tracer() {
             s = s.with_tracer(t);

@@ -555,3 +555,37 @@ fn trace_flags_write_the_timeline_files() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--sim-ranks` picks how `sim` runs the ranks (issue 37, item 3): the digests are the same
+/// either way, and a mode the runner does not know is a usage error naming the ones it does.
+#[test]
+fn sim_ranks_tasks_and_threads_print_the_same_digests() {
+    let digests = |mode: &str| {
+        let out = eagle(&[
+            "-d",
+            "0,1,2",
+            "--step",
+            "11",
+            "--digest",
+            "--sim-ranks",
+            mode,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        let d: Vec<String> = stdout
+            .lines()
+            .map(|l| l.rsplit("digest=").next().unwrap_or("").to_string())
+            .collect();
+        assert_eq!(d.len(), 3, "{stdout}");
+        d
+    };
+    assert_eq!(digests("tasks"), digests("threads"));
+    let out = eagle(&["--sim-ranks", "fibers", "--step", "01"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("invalid value 'fibers' for '--sim-ranks <MODE>'")
+            && err.contains("[possible values: auto, threads, tasks]"),
+        "{err}"
+    );
+}
