@@ -83,6 +83,9 @@ impl Slot {
 
 struct Worker {
     slot: Arc<Slot>,
+    /// The bytes of stack its thread was started with: a run takes only workers with at
+    /// least the stack it asks for.
+    stack: usize,
 }
 
 static IDLE: Mutex<Vec<Worker>> = Mutex::new(Vec::new());
@@ -161,7 +164,7 @@ fn spawn_worker(stack: usize) -> Option<Worker> {
                 thread: h.thread().clone(),
             });
             let _ = tx.send(Arc::clone(&slot));
-            Worker { slot }
+            Worker { slot, stack }
         })
 }
 
@@ -223,9 +226,18 @@ pub fn run_all_and<'a, T: Send + 'a, R>(
 ) -> (R, Vec<Result<T, String>>) {
     let n = tasks.len();
     let mut workers: Vec<Worker> = {
+        // The most recently idle workers first; one started with a smaller stack than this
+        // run asks for stays idle (compiled device code keeps tiles on the stack).
         let mut idle = idle();
-        let k = idle.len().saturating_sub(n);
-        idle.split_off(k)
+        let mut taken = Vec::with_capacity(n);
+        let mut i = idle.len();
+        while i > 0 && taken.len() < n {
+            i -= 1;
+            if idle[i].stack >= stack {
+                taken.push(idle.swap_remove(i));
+            }
+        }
+        taken
     };
     while workers.len() < n {
         match spawn_worker(stack) {
@@ -291,6 +303,32 @@ pub fn run_all_and<'a, T: Send + 'a, R>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run that asks for a larger stack never gets a worker started with a smaller one
+    /// (device code keeps tiles on its stack: a worker of a small-stack run reused by a launch
+    /// overflowed its stack).
+    #[test]
+    fn a_worker_with_a_smaller_stack_is_not_reused_for_a_larger_one() {
+        let ids = |stack: usize| -> Vec<std::thread::ThreadId> {
+            let tasks: Vec<Box<dyn FnOnce() -> std::thread::ThreadId + Send>> = (0..3)
+                .map(|_| {
+                    let t: Box<dyn FnOnce() -> std::thread::ThreadId + Send> =
+                        Box::new(|| std::thread::current().id());
+                    t
+                })
+                .collect();
+            run_all(tasks, stack).into_iter().flatten().collect()
+        };
+        let small = ids(64 << 10);
+        let large = ids(24 << 20);
+        assert_eq!((small.len(), large.len()), (3, 3));
+        assert!(
+            small.iter().all(|t| !large.contains(t)),
+            "{small:?} {large:?}"
+        );
+        // A smaller request may take the larger workers.
+        assert_eq!(ids(64 << 10).len(), 3);
+    }
 
     #[test]
     fn every_task_runs_at_once_and_a_panic_is_its_own_error() {

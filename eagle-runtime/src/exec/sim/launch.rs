@@ -244,6 +244,7 @@ pub(crate) fn device_main(
             error: None,
             calls: vec![],
             yielder,
+            reads: 0,
         };
         let t0 = crate::trace::start(world.trace.as_ref());
         let mut ctx = sim::device_ctx(&mut env, world.p);
@@ -328,6 +329,7 @@ impl<'a> EntryCaller<'a> {
             error: None,
             calls: vec![],
             yielder: std::ptr::null(),
+            reads: 0,
         };
         let mut ctx = sim::device_ctx(&mut env, 1);
         // SAFETY: `entry` was compiled with the `EntryFn` ABI; the caller passes one slot per

@@ -99,12 +99,16 @@ pub(crate) enum Blocked {
         /// The artifact's site naming the `barrier` op.
         site: u32,
     },
+    /// Nothing: a rank running as a task that gives its worker to the other ranks of its block
+    /// for a turn ([`RankEnv::turn`]); it holds at once.
+    Turn,
 }
 
 impl Blocked {
     fn site(self) -> u32 {
         match self {
             Blocked::Wait { site, .. } | Blocked::Barrier { site, .. } => site,
+            Blocked::Turn => u32::MAX,
         }
     }
 }
@@ -169,9 +173,35 @@ pub(crate) struct RankEnv<'w, 'a> {
     /// When the rank runs as a task ([`tasks`]), its coroutine's yielder (valid for the whole
     /// run of the rank); null when the rank has an OS thread of its own.
     pub(crate) yielder: *const tasks::RankYielder,
+    /// Window reads since the rank last gave its worker a turn ([`RankEnv::turn`]).
+    pub(crate) reads: u32,
 }
 
+/// Window reads after which a rank running as a task gives the other ranks of its block a turn.
+const READS_PER_TURN: u32 = 1 << 16;
+
 impl RankEnv<'_, '_> {
+    /// Counts a window read; as a task, every [`READS_PER_TURN`] reads gives the worker to the
+    /// other ranks of the block for a turn. A rank that polls a window in a loop (a data race
+    /// the detector reports, but a pattern ported programs have) would otherwise never let the
+    /// rank it waits for run: threads are preempted by the OS, tasks only at waits. Returns
+    /// the failure to stop with when the world was aborted meanwhile.
+    fn turn(&mut self) -> Result<(), Failure> {
+        if self.yielder.is_null() {
+            return Ok(());
+        }
+        self.reads += 1;
+        if self.reads < READS_PER_TURN {
+            return Ok(());
+        }
+        self.reads = 0;
+        // SAFETY: a non-null yielder is the running coroutine's (see the field).
+        match unsafe { &*self.yielder }.suspend(Blocked::Turn) {
+            Some(f) => Err(f),
+            None => Ok(()),
+        }
+    }
+
     /// Blocks this rank until `b` holds: on its own thread, [`World::block_until`]; as a task,
     /// by suspending it until its worker finds `b` holds (or resumes it with a failure).
     fn block(&self, b: Blocked) -> Result<(), Failure> {
@@ -297,6 +327,7 @@ impl<'a> World<'a> {
                 sigkind::holds(cmp, read_signal(p, kind), sigkind::value(expected, kind))
             }
             Blocked::Barrier { gen, .. } => s.barrier_gen != gen,
+            Blocked::Turn => true,
         }
     }
 
@@ -352,6 +383,8 @@ impl<'a> World<'a> {
                     s.barrier_arrived,
                     self.p
                 ),
+                // Never recorded as blocked (it holds at once); named should that change.
+                Blocked::Turn => format!("  rank {r}{} is ready to run", self.placed(r)),
             });
         }
         let done: Vec<String> = s
@@ -390,6 +423,7 @@ impl<'a> World<'a> {
                 sigkind::holds(cmp, read_signal(p, kind), sigkind::value(expected, kind))
             }
             Blocked::Barrier { gen, .. } => self.barrier_gen.load(Ordering::SeqCst) != gen,
+            Blocked::Turn => true,
         }
     }
 
@@ -636,6 +670,10 @@ unsafe fn get_view_body(
     site: u32,
 ) -> *const u8 {
     let e = unsafe { env(ctx) };
+    if let Err(f) = e.turn() {
+        e.error.get_or_insert(f);
+        return std::ptr::null();
+    }
     match check_region(e, "get", win, peer, off, n, Some(site)) {
         Ok(p) => {
             if let Some(rep) = e
@@ -795,6 +833,10 @@ unsafe extern "C" fn h_track_read(
     site: u32,
 ) -> i32 {
     let e = unsafe { env(ctx) };
+    if let Err(f) = e.turn() {
+        e.error.get_or_insert(f);
+        return 1;
+    }
     // Nothing to do without the detector (compiled code has checked the bounds).
     let Some(race) = &e.world.race else {
         return 0;

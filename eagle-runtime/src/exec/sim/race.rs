@@ -10,7 +10,12 @@
 //! and so is a write by w of bytes that r read (the read may see the old or the new value):
 //! each rank's last read of every byte range is kept, so the verdict is the same whichever of
 //! the read and the write ran first. Any other such access is reported, on every run, whatever
-//! the timing: the clocks follow the program's synchronisation, not the order threads ran in.
+//! the order the threads or tasks ran in: the clocks follow the program's synchronisation.
+//! Where that synchronisation itself depends on timing (a signal several ranks add to, and a
+//! wait that whichever notify comes first satisfies), a satisfied wait acquires every release
+//! its signal holds by then, as an acquire load of a C++ release sequence does, so the verdict
+//! is that of the synchronisation this run went through: a program racy only when the notifies
+//! come in another order can pass.
 
 use rustc_hash::FxHashMap;
 use std::cell::UnsafeCell;

@@ -24,10 +24,10 @@
 use super::launch::{device_main, Outcome};
 use super::{set_blocked, Blocked, Failure, World};
 use crate::job::Job;
-use corosensei::stack::DefaultStack;
+use corosensei::stack::{DefaultStack, Stack};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
-use std::cell::RefCell;
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// What a suspended rank is resumed with: `None` to test its condition again (it holds, as
@@ -48,13 +48,42 @@ const IDLE_SPINS: u32 = 64;
 /// How long an idle worker sleeps between sweeps once it has spun.
 const IDLE_SLEEP: Duration = Duration::from_micros(100);
 
-/// Most stacks a worker thread keeps for later runs.
-const STACKS_KEPT: usize = 4096;
+/// Most stacks the process keeps for later runs: 1,024 x 16 MiB of address space, no memory
+/// (their pages are given back when they are kept).
+const STACKS_KEPT: usize = 1024;
 
-std::thread_local! {
-    /// Stacks of finished coroutines, kept by the worker thread that ran them (mapping and
-    /// unmapping 1,024 stacks would cost each launch milliseconds).
-    static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
+/// Stacks of finished coroutines, kept for later runs (mapping and unmapping 1,024 stacks
+/// would cost a launch milliseconds), at most [`STACKS_KEPT`].
+static STACKS: Mutex<Vec<DefaultStack>> = Mutex::new(Vec::new());
+
+/// Up to `n` kept stacks.
+fn take_stacks(n: usize) -> Vec<DefaultStack> {
+    let mut kept = STACKS.lock().unwrap_or_else(|e| e.into_inner());
+    let k = kept.len().saturating_sub(n);
+    kept.split_off(k)
+}
+
+/// Keeps `stacks` for later runs, up to [`STACKS_KEPT`] in all (the rest are unmapped), after
+/// giving their pages back to the OS: a kept stack holds address space, not memory (a rank
+/// of a kernel with large tiles touches megabytes of its stack).
+fn keep_stacks(mut stacks: Vec<DefaultStack>) {
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    for s in &stacks {
+        // Above the guard page, up to the stack's base.
+        let lo = s.limit().get() + page;
+        let hi = s.base().get();
+        if hi > lo {
+            // SAFETY: `[lo, hi)` is the writable part of a stack mapping this process owns and
+            // no coroutine runs on (it finished); MADV_DONTNEED on a private anonymous mapping
+            // only drops its pages (they read as zero when touched again).
+            unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_DONTNEED) };
+        }
+    }
+    let mut kept = STACKS.lock().unwrap_or_else(|e| e.into_inner());
+    let room = STACKS_KEPT.saturating_sub(kept.len());
+    stacks.truncate(room);
+    kept.extend(stacks);
 }
 
 type RankCoroutine = Coroutine<Resume, Blocked, Outcome, DefaultStack>;
@@ -85,8 +114,9 @@ pub(crate) fn run_block(
     parent: &tracing::Span,
 ) -> Result<Vec<(usize, Outcome)>, String> {
     let mut tasks = Vec::with_capacity(share.len());
+    let mut reuse = take_stacks(share.len());
     for (rank, jobs) in share {
-        let stack = match STACKS.with(|s| s.borrow_mut().pop()) {
+        let stack = match reuse.pop() {
             Some(s) => s,
             None => DefaultStack::new(STACK_BYTES).map_err(|e| {
                 // The other blocks' ranks would wait for this block's for good.
@@ -110,6 +140,7 @@ pub(crate) fn run_block(
         });
     }
     let mut left = tasks.len();
+    let mut done = Vec::with_capacity(left);
     let mut idle_since: Option<Instant> = None;
     let mut spins = 0u32;
     while left > 0 {
@@ -137,13 +168,7 @@ pub(crate) fn run_block(
                     t.out = Some(o);
                     left -= 1;
                     if let Some(co) = t.co.take() {
-                        let stack = co.into_stack();
-                        STACKS.with(|s| {
-                            let mut s = s.borrow_mut();
-                            if s.len() < STACKS_KEPT {
-                                s.push(stack);
-                            }
-                        });
+                        done.push(co.into_stack());
                     }
                 }
             }
@@ -173,6 +198,7 @@ pub(crate) fn run_block(
         }
         std::thread::sleep(IDLE_SLEEP);
     }
+    keep_stacks(done);
     Ok(tasks
         .into_iter()
         .map(|t| (t.rank, t.out.unwrap_or_default()))
