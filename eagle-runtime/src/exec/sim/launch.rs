@@ -192,24 +192,33 @@ fn run_as_tasks(
     crate::pool::run_all(tasks, 1 << 20)
         .into_iter()
         .zip(sizes)
-        .flat_map(|(r, block)| match r.and_then(|x| x) {
-            Ok(v) => v,
-            Err(m) => block
+        .flat_map(|(r, block)| {
+            // A block that could not start fails as the rank it names (the others of the
+            // block were aborted), or, when its worker panicked, as each of its ranks.
+            let (who, m) = match r {
+                Ok(Ok(v)) => return v,
+                Ok(Err((rank, m))) => (Some(rank), m),
+                Err(m) => (None, m),
+            };
+            block
                 .iter()
                 .map(|&rank| {
-                    (
-                        rank,
-                        (vec![], Some(Failure::Error(Cause::Device(m.clone())))),
-                    )
+                    let f = if who.is_none_or(|w| w == rank) {
+                        Failure::Error(Cause::Device(m.clone()))
+                    } else {
+                        Failure::Aborted
+                    };
+                    (rank, (vec![], Some(f)))
                 })
-                .collect(),
+                .collect()
         })
         .collect()
 }
 
 /// A pool task running a block of ranks as tasks: each rank's outcome, in rank order, or why
 /// the block could not start.
-type BlockTask<'a> = Box<dyn FnOnce() -> Result<Vec<(usize, Outcome)>, String> + Send + 'a>;
+type BlockTask<'a> =
+    Box<dyn FnOnce() -> Result<Vec<(usize, Outcome)>, (usize, String)> + Send + 'a>;
 
 /// A pool task: the outcomes of the devices it runs, in rank order.
 type DeviceTask<'a> = Box<dyn FnOnce() -> Vec<Outcome> + Send + 'a>;

@@ -109,11 +109,15 @@ pub(crate) fn workers(p: usize) -> usize {
 
 /// Runs `share`, a block of ranks with their jobs, as tasks on this thread, to the end of
 /// every rank; returns each rank's outcome, in the order of `share`.
+///
+/// # Errors
+/// The rank whose stack could not be mapped, with the reason (nothing of the block ran; the
+/// world is aborted).
 pub(crate) fn run_block(
     world: &World<'_>,
     share: Vec<(usize, Vec<Job>)>,
     parent: &tracing::Span,
-) -> Result<Vec<(usize, Outcome)>, String> {
+) -> Result<Vec<(usize, Outcome)>, (usize, String)> {
     let mut tasks = Vec::with_capacity(share.len());
     let mut reuse = take_stacks(share.len());
     for (rank, jobs) in share {
@@ -122,7 +126,7 @@ pub(crate) fn run_block(
             None => DefaultStack::new(STACK_BYTES).map_err(|e| {
                 // The other blocks' ranks would wait for this block's for good.
                 world.abort_all();
-                format!("could not map a stack for rank {rank}: {e}")
+                (rank, format!("could not map a stack for rank {rank}: {e}"))
             })?,
         };
         let body = move |y: &RankYielder, _: Resume| {
