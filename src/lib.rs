@@ -77,7 +77,8 @@ pub mod plugin;
 /// Everything a kernel file needs: `use eagle::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        bf16, dynamic, e8m0, f16, f8e4m3, f8e5m2, host, kernel, Dim, Result, Session, Tensor,
+        bf16, dynamic, e8m0, f16, f8e4m3, f8e5m2, host, kernel, Dim, Result, Session, SimRanks,
+        Tensor,
     };
 }
 

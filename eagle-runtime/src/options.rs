@@ -35,8 +35,11 @@ pub struct RunOptions {
 
 /// How the in-process executor (`sim`, `cpu`) runs the ranks of a launch whose programs reach
 /// each other. Either way each rank runs its own program, a wait or barrier blocks only its
-/// rank, the results are the same bits, and races, deadlocks and wait timeouts are reported
-/// with the same messages (docs/performance.md, "The simulator at large world sizes").
+/// rank, the results are the same bits, a deadlock has the same report, and a race is found
+/// (which of its two accesses comes second, and so which rank reports it, depends on the
+/// order the ranks ran in, under either mode). See docs/performance.md, "Ranks as tasks, and
+/// an access without a lock". The runner's `--sim-ranks` sets it; `EAGLE_SIM_RANKS` takes
+/// the same values, in any case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SimRanks {
     /// [`SimRanks::Threads`] up to [`SimRanks::TASKS_FROM`] ranks, [`SimRanks::Tasks`] from there.

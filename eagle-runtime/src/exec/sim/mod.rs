@@ -387,17 +387,17 @@ impl<'a> World<'a> {
                 Blocked::Turn => format!("  rank {r}{} is ready to run", self.placed(r)),
             });
         }
-        let done: Vec<String> = s
+        let done: Vec<usize> = s
             .finished
             .iter()
             .enumerate()
             .filter(|(_, f)| **f)
-            .map(|(r, _)| r.to_string())
+            .map(|(r, _)| r)
             .collect();
         if !done.is_empty() {
             lines.push(format!(
                 "  rank(s) {} finished without satisfying these waits",
-                done.join(", ")
+                rank_list(&done)
             ));
         }
         if let Ok(mut d) = self.deadlock.lock() {
@@ -485,6 +485,26 @@ impl<'a> World<'a> {
         self.waiting[rank].store(false, Ordering::SeqCst);
         r
     }
+}
+
+/// Ranks in ascending order as a short list: runs of three or more as `a-b` (`0, 2-127`), so a
+/// report at P = 4,096 stays readable.
+fn rank_list(ranks: &[usize]) -> String {
+    let mut parts = vec![];
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        if j >= i + 2 {
+            parts.push(format!("{}-{}", ranks[i], ranks[j]));
+        } else {
+            parts.extend(ranks[i..=j].iter().map(usize::to_string));
+        }
+        i = j + 1;
+    }
+    parts.join(", ")
 }
 
 /// Sets `rank`'s blocked state, keeping the count of blocked ranks.
@@ -946,5 +966,17 @@ pub(crate) fn device_ctx(env: &mut RankEnv<'_, '_>, p: usize) -> DeviceCtx {
         hooks: &HOOKS,
         trace: env.world.trace.is_some() as u64,
         env: env as *mut RankEnv<'_, '_> as *mut c_void,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A deadlock report lists finished ranks with runs of three or more as ranges.
+    #[test]
+    fn rank_lists_shorten_runs_to_ranges() {
+        assert_eq!(super::rank_list(&[0, 2, 3, 4, 5, 9, 10]), "0, 2-5, 9, 10");
+        assert_eq!(super::rank_list(&[1, 2, 3]), "1-3");
+        assert_eq!(super::rank_list(&[7]), "7");
+        assert_eq!(super::rank_list(&[]), "");
     }
 }
