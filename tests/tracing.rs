@@ -181,6 +181,12 @@ fn launches_compiles_dispatches_and_plan_runs_are_spans_with_their_fields() {
     assert!(dispatch
         .iter()
         .all(|d| d.fields["function"] == "add_rank" && d.parents == ["launch"]));
+    // How the ranks ran, once per launch: `add_rank` reaches no other rank.
+    let ranks_ev = find(&seen, "sim ranks");
+    assert_eq!(ranks_ev.len(), 2, "{seen:#?}");
+    assert!(ranks_ev.iter().all(|e| e.fields["ranks"] == "3"
+        && e.fields["run_as"] == "one thread, in rank order"
+        && e.parents == ["launch"]));
 
     // A plan run.
     rec.0.lock().unwrap().clear();

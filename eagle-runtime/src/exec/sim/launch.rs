@@ -79,7 +79,22 @@ impl Executor for Sim {
         let parent = tracing::Span::current();
         let parent = &parent;
         let mut jobs: Vec<Option<Vec<Job>>> = jobs.into_iter().map(Some).collect();
-        let results = if !isolated && opts.sim_ranks.tasks(p) {
+        let tasks = !isolated && opts.sim_ranks.tasks(p);
+        // How the ranks run, for `-v` (`RUST_LOG=eagle=info`): the choice `SimRanks::Auto`
+        // made is otherwise invisible.
+        tracing::info!(
+            target: "eagle",
+            ranks = live,
+            run_as = if tasks {
+                "tasks"
+            } else if isolated {
+                "one thread, in rank order"
+            } else {
+                "threads"
+            },
+            "sim ranks"
+        );
+        let results = if tasks {
             run_as_tasks(&world, &ranks, &mut jobs, parent)
         } else {
             run_on_threads(&world, &ranks, &mut jobs, parent, isolated)
