@@ -53,13 +53,10 @@ fn runner(c: &mut Criterion) {
     c.bench_function("runner all steps P=4 (warm cache)", |bench| {
         bench.iter(|| {
             for st in &steps {
-                let modes: Vec<Option<String>> = if st.modes.is_empty() {
-                    vec![None]
-                } else {
-                    st.modes.iter().map(|m| Some(m.to_string())).collect()
-                };
-                for mode in modes {
-                    let s = eagle::Session::sim(4).expect("session").with_mode(mode);
+                for mode in st.each_mode() {
+                    let s = eagle::Session::sim(4)
+                        .expect("session")
+                        .with_mode(mode.map(str::to_string));
                     (st.run)(&s).expect("step passes");
                 }
             }

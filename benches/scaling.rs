@@ -214,12 +214,7 @@ fn main() {
             if p > largest(step) || step.world.refuses(p).is_some() {
                 continue;
             }
-            let modes: Vec<Option<&str>> = if step.modes.is_empty() {
-                vec![None]
-            } else {
-                step.modes.iter().map(|m| Some(*m)).collect()
-            };
-            for mode in modes {
+            for mode in step.each_mode() {
                 let v = measure(step, mode, p);
                 let label = match mode {
                     Some(m) => format!("step {:02} {} `{m}`", step.number, step.name),

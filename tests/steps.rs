@@ -118,15 +118,10 @@ fn bindings(name: &str, p: u64) -> codegen::Bindings {
 fn every_step_passes_at_world_sizes_1_to_5() {
     for p in 1..=5 {
         for st in steps() {
-            let modes: Vec<Option<String>> = if st.modes.is_empty() {
-                vec![None]
-            } else {
-                st.modes.iter().map(|m| Some(m.to_string())).collect()
-            };
             if st.world.refuses(p).is_some() {
                 continue;
             }
-            for mode in modes {
+            for mode in modes(&st) {
                 let s = Session::sim(p).unwrap().with_mode(mode.clone());
                 let out = st.execute(&s);
                 assert!(
@@ -149,15 +144,10 @@ fn every_step_has_the_same_bits_with_ranks_as_tasks() {
     use eagle::SimRanks;
     for p in [5] {
         for st in steps() {
-            let modes: Vec<Option<String>> = if st.modes.is_empty() {
-                vec![None]
-            } else {
-                st.modes.iter().map(|m| Some(m.to_string())).collect()
-            };
             if st.world.refuses(p).is_some() {
                 continue;
             }
-            for mode in modes {
+            for mode in modes(&st) {
                 let run = |ranks: SimRanks| {
                     let s = Session::sim(p)
                         .unwrap()

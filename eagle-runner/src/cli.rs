@@ -91,6 +91,16 @@ pub struct StepOutcome {
 }
 
 impl Step {
+    /// The modes a run of every mode goes through: each of [`Step::modes`], or `[None]` for a
+    /// step without modes.
+    pub fn each_mode(&self) -> Vec<Option<&'static str>> {
+        if self.modes.is_empty() {
+            vec![None]
+        } else {
+            self.modes.iter().map(|m| Some(*m)).collect()
+        }
+    }
+
     /// Runs the step on `session` (whose mode selects the variant) and times it.
     pub fn execute(&self, session: &Session) -> StepOutcome {
         session.take_reports();

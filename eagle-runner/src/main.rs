@@ -254,8 +254,7 @@ fn main() -> ExitCode {
         let modes: Vec<Option<&str>> = match &cli.mode {
             Some(m) if st.modes.contains(&m.as_str()) => vec![Some(m.as_str())],
             Some(_) => continue,
-            None if st.modes.is_empty() => vec![None],
-            None => st.modes.iter().map(|m| Some(*m)).collect(),
+            None => st.each_mode(),
         };
         for mode in modes {
             total += 1;

@@ -116,9 +116,8 @@ pub fn steps() -> Vec<eagle_runner::Step> {
 
 /// The modes of `st` (`[None]` for a step without modes).
 pub fn modes(st: &eagle_runner::Step) -> Vec<Option<String>> {
-    if st.modes.is_empty() {
-        vec![None]
-    } else {
-        st.modes.iter().map(|m| Some(m.to_string())).collect()
-    }
+    st.each_mode()
+        .into_iter()
+        .map(|m| m.map(str::to_string))
+        .collect()
 }

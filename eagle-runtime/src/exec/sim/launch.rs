@@ -186,27 +186,22 @@ fn run_as_tasks(
     jobs: &mut [Option<Vec<Job>>],
     parent: &tracing::Span,
 ) -> Vec<(usize, Outcome)> {
-    let w = super::tasks::workers(ranks.len());
-    let per = ranks.len().div_ceil(w);
-    let blocks: Vec<Vec<(usize, Vec<Job>)>> = ranks
-        .chunks(per.max(1))
-        .map(|c| {
-            c.iter()
-                .map(|&r| (r, jobs[r].take().unwrap_or_default()))
-                .collect()
-        })
-        .collect();
-    let sizes: Vec<&[usize]> = ranks.chunks(per.max(1)).collect();
+    let per = ranks.len().div_ceil(super::tasks::workers(ranks.len()));
+    let blocks: Vec<&[usize]> = ranks.chunks(per.max(1)).collect();
     let tasks: Vec<BlockTask<'_>> = blocks
-        .into_iter()
-        .map(|b| {
-            let t: BlockTask<'_> = Box::new(move || super::tasks::run_block(world, b, parent));
+        .iter()
+        .map(|block| {
+            let share: Vec<(usize, Vec<Job>)> = block
+                .iter()
+                .map(|&r| (r, jobs[r].take().unwrap_or_default()))
+                .collect();
+            let t: BlockTask<'_> = Box::new(move || super::tasks::run_block(world, share, parent));
             t
         })
         .collect();
     crate::pool::run_all(tasks, 1 << 20)
         .into_iter()
-        .zip(sizes)
+        .zip(blocks)
         .flat_map(|(r, block)| {
             // A block that could not start fails as the rank it names (the others of the
             // block were aborted), or, when its worker panicked, as each of its ranks.

@@ -82,7 +82,8 @@ impl WindowMem {
     }
 }
 
-/// What a rank blocks on: a signal to satisfy a comparison, or a barrier generation to end.
+/// What a rank blocks on: a signal to satisfy a comparison, a barrier generation to end, or
+/// (a task) nothing but its turn.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Blocked {
     Wait {

@@ -229,7 +229,8 @@ struct RankState {
 
 /// A reader's run of reads of one allocation that needs neither the allocation's lock nor its
 /// shadows: `[lo, hi)` read in one epoch by one op, growing upwards (an element loop), while
-/// no rank has written the allocation since the lease was made (`gen`) and the read stays
+/// no other rank has written the allocation since the lease was made (`gen`; the reader's own
+/// writes keep it) and the read stays
 /// below `clean_hi`, up to where the writes, checked when the lease was made, were all
 /// ordered before the reader (a clean read stays clean: a clock only grows). The allocation
 /// keeps the shared half, so a write checks leased reads as it checks recorded ones.

@@ -5,10 +5,11 @@
 //! A rank runs until it waits on a signal or a barrier that does not hold yet, or until it
 //! has read windows 65,536 times since its last turn (`RankEnv::turn`: a rank polling a
 //! window must not starve the rank it waits for); its coroutine then suspends with what it
-//! waits for ([`Blocked`]) and the worker goes on with the next rank of its block. A worker resumes a suspended rank once its condition holds (read with
-//! atomics, as the threads' fast path does), so a switch between ranks costs a stack switch,
-//! tens of nanoseconds, where a thread wake-up costs microseconds and 1,024 runnable threads
-//! on 2 cores are time-sliced by the kernel. Consecutive ranks on one worker suit the
+//! waits for ([`Blocked`]) and the worker goes on with the next rank of its block. A worker
+//! resumes a suspended rank once its condition holds (read with atomics, as the threads' fast
+//! path does), so a switch between ranks costs a stack switch, tens of nanoseconds, where a
+//! thread wake-up costs microseconds and 1,024 runnable threads on 2 cores are time-sliced by
+//! the kernel. Consecutive ranks on one worker suit the
 //! neighbour patterns of the field (a ring's step passes down a block in one sweep).
 //!
 //! Invariants:
