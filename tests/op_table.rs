@@ -24,6 +24,10 @@ fn every_kind() -> Vec<OpKind> {
         OpKind::Bitcast(v),
         OpKind::Slice { src: v, index: v },
         OpKind::Subview { src: v, offset: v },
+        OpKind::View {
+            src: v,
+            offsets: vec![v],
+        },
         OpKind::Broadcast {
             ctx: v,
             src: v,
@@ -183,6 +187,7 @@ fn every_kind() -> Vec<OpKind> {
             | OpKind::Bitcast(_)
             | OpKind::Slice { .. }
             | OpKind::Subview { .. }
+            | OpKind::View { .. }
             | OpKind::Broadcast { .. }
             | OpKind::AllGather { .. }
             | OpKind::ReduceScatter { .. }
@@ -266,7 +271,7 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     );
     assert!(keywords(&["specialize"]).contains("dim"));
     // And every op kind is in the table, named.
-    assert_eq!(every_kind().len(), 48);
+    assert_eq!(every_kind().len(), 49);
 }
 
 #[test]

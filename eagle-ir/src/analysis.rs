@@ -205,6 +205,7 @@ fn walk(
             | OpKind::Tile(..)
             | OpKind::Slice { .. }
             | OpKind::Subview { .. }
+            | OpKind::View { .. }
             | OpKind::Var(_)
             | OpKind::Read(_)
             | OpKind::Write(..)
@@ -340,7 +341,11 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
                 return Some(i);
             }
             match defs.kind(v) {
-                Some(OpKind::Slice { src, .. } | OpKind::Subview { src, .. }) => v = *src,
+                Some(
+                    OpKind::Slice { src, .. }
+                    | OpKind::Subview { src, .. }
+                    | OpKind::View { src, .. },
+                ) => v = *src,
                 _ => return None,
             }
         }

@@ -171,7 +171,7 @@ impl Builtin {
                 "wait(signal, [offsets], expected, {})",
                 choices(&crate::CmpOp::ALL.map(crate::CmpOp::variant))
             ),
-            Subview => "subview(x, offset, LEN)".into(),
+            Subview => "subview(x, offset | [offsets], LEN | [EXTENTS])".into(),
             Broadcast => "broadcast(ctx, src_window, dst, root)".into(),
             AllGather | AllToAll => format!("{}(ctx, src_window, dst)", self.name()),
             AllToAllV => "all_to_all_v(ctx, src_window, send_counts, dst, recv_counts)".into(),

@@ -31,6 +31,7 @@ mod text;
 pub mod tile;
 mod types;
 mod valid;
+pub mod views;
 
 pub use analysis::{access_category, AccessCategory, AccessInfo, ReduceKind};
 pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand, Returns, TileArg};

@@ -425,6 +425,7 @@ fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
         | OpKind::Select(..)
         | OpKind::Slice { .. }
         | OpKind::Subview { .. }
+        | OpKind::View { .. }
         | OpKind::Var(_)
         | OpKind::Read(_)
         | OpKind::LocalArray

@@ -30,6 +30,7 @@ impl OpKind {
             | Bitcast(_)
             | Slice { .. }
             | Subview { .. }
+            | View { .. }
             | Broadcast { .. }
             | AllGather { .. }
             | ReduceScatter { .. }

@@ -273,6 +273,7 @@ impl Interp<'_> {
                 OpKind::Dim(_)
                 | OpKind::WorldSize
                 | OpKind::Subview { .. }
+                | OpKind::View { .. }
                 | OpKind::Broadcast { .. }
                 | OpKind::AllGather { .. }
                 | OpKind::ReduceScatter { .. }

@@ -940,7 +940,9 @@ impl Spec<'_> {
             | OpKind::TrapIf { .. }
             | OpKind::Tile(..)
             // Expanded into primitive ops after the first pass (`eagle_ir::expand::expand_function`).
-            | OpKind::Math(..) => {}
+            | OpKind::Math(..)
+            // Lowered before specialization (`eagle_ir::views::lower_views`).
+            | OpKind::View { .. } => {}
         }
         if recurse {
             self.nested(f, op)?;
@@ -1042,6 +1044,8 @@ pub fn specialize_for(
         let generic = f.values.clone();
         super::bind::bind_types(f, b, limits)?;
         crate::lower::check_bound_buffers(f, &generic, b.world_size)?;
+        // Accesses through block views become accesses of the buffers they view.
+        eagle_ir::views::lower_views(f)?;
         let mut body = std::mem::take(&mut f.body);
         for pass in 0..2 {
             if pass == 1 {

@@ -187,6 +187,33 @@ impl FunctionBuilder<'_> {
         };
         Ok(self.push(OpKind::Subview { src, offset }, ty))
     }
+    /// `subview(src, [o0, o1, ..], [E0, E1, ..])`: the block of `src` (a tensor or window of
+    /// rank `n`) that starts at `offsets` and has extents `shape` (`n` of each); a tensor or
+    /// window of `src`'s dtype and shape `shape`. Its rows are not contiguous where it takes
+    /// part of a trailing dim: it is read and written by tile and element accesses and viewed
+    /// further; the verifier refuses it elsewhere. The offsets are checked when it runs.
+    ///
+    /// # Errors
+    /// [`IrError::Build`](crate::IrError::Build) when `src` is not a tensor or window, or when
+    /// the offsets or extents are not one per dim.
+    pub fn view(&mut self, src: Value, offsets: Vec<Operand>, shape: Vec<Dim>) -> Result<Value> {
+        let offsets = self.offsets(offsets)?;
+        let (s, ty) = match self.ty(src).clone() {
+            Type::Tensor(s, d) => (s, Type::Tensor(Shape(shape.clone()), d)),
+            Type::Window(s, d) => (s, Type::Window(Shape(shape.clone()), d)),
+            t => return self.err(format!("`subview` takes a tensor or window, found `{t}`")),
+        };
+        if offsets.len() != s.rank() || shape.len() != s.rank() {
+            return self.err(format!(
+                "`subview` of a buffer of shape {s} takes {} offsets and {} extents, one per dim; found {} and {}",
+                s.rank(),
+                s.rank(),
+                offsets.len(),
+                shape.len()
+            ));
+        }
+        Ok(self.push(OpKind::View { src, offsets }, ty))
+    }
     /// `broadcast(ctx, src, dst, root)`.
     ///
     /// # Errors

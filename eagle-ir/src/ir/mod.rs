@@ -374,6 +374,12 @@ enumeration! {
         GroupRoot => "group_root",
         /// `world_rank(ctx, q)` of the world's context with a `q` past the world's ranks.
         WorldRank => "world_rank",
+        /// A block view (`subview(x, [offsets], [extents])`) whose offset along a dim is past
+        /// the last start at which its extent fits in the viewed buffer.
+        ViewOffset => "view_offset",
+        /// An access through a block view (`load`, `store`, an element) that reaches past the
+        /// view's extent along a dim.
+        ViewAccess => "view_access",
     }
 }
 
@@ -386,6 +392,8 @@ impl Trap {
             Trap::GroupRank => "`world_rank` of group rank {a}, but the group's ranks are 0 to {b} - 1; reduce the rank modulo `nranks(group)`",
             Trap::GroupRoot => "`broadcast` within a group from root {a}, but the group's ranks are 0 to {b} - 1; the root is a group rank: give one below `nranks(group)`",
             Trap::WorldRank => "`world_rank` of rank {a}, but the world's ranks are 0 to {b} - 1; reduce the rank modulo `nranks(ctx)`",
+            Trap::ViewOffset => "a block view starts at offset {a} along a dim, past {b}, the last start at which its extent fits in the buffer it views; keep each offset plus the view's extent within the buffer",
+            Trap::ViewAccess => "an access through a block view starts at {a} along a dim, past {b}, the last start at which it fits in the view's extent; an access through `subview(x, [offsets], [extents])` stays within those extents",
         }
     }
 }
@@ -429,6 +437,18 @@ op_kinds! {
         /// First index of dim 0.
         .offset => offset: val as index
     } "subview $src[$offset..]" => value(pure(info("a sub-view (`x[a..b]`)", Levels::DEVICE)));
+    /// A block of a tensor or window (`subview(x, [offsets], [extents])`): one offset per dim,
+    /// the extents from the result type. Its rows are not contiguous where it takes part of a
+    /// trailing dim, so it is read and written only by element and tile accesses (`load`,
+    /// `store`, `elem`, `set_elem`, `remote_load`, `remote_store`) and viewed further (`slice`,
+    /// `subview`, `view`); `eagle_ir::views` rewrites those accesses onto the viewed buffer
+    /// before any backend runs.
+    struct View {
+        /// Tensor or window viewed.
+        .src => src: val,
+        /// One `index` offset per dim.
+        .offsets => offsets: vals as index
+    } "view $src[$offsets]" => value(pure(info("a block view (`subview(x, [offsets], [extents])`)", Levels::DEVICE)));
     /// Built-in broadcast: `dst` = `src` of rank `root`, on every rank.
     struct Broadcast {
         /// Device context.
@@ -787,6 +807,7 @@ impl OpKind {
             | OpKind::Dim(..)
             | OpKind::Slice { .. }
             | OpKind::Subview { .. }
+            | OpKind::View { .. }
             | OpKind::Broadcast { .. }
             | OpKind::AllGather { .. }
             | OpKind::ReduceScatter { .. }

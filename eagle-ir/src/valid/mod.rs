@@ -3,6 +3,7 @@
 mod arrays;
 mod collectives;
 mod remote;
+mod views;
 
 use crate::error::{IrError, Result};
 use crate::ir::{BinOp, Block, Function, Level, Module, Op, OpKind, UnOp, Value, Want};
@@ -39,6 +40,8 @@ struct V<'a> {
     roots: HashMap<Value, usize>,
     /// The local arrays defined so far (`local_array` results).
     arrays: HashSet<Value>,
+    /// The strided values defined so far: block views, and slices and sub-views of them.
+    strided: HashSet<Value>,
 }
 
 impl V<'_> {
@@ -375,6 +378,7 @@ impl V<'_> {
         }
         self.declared_operands(op)?;
         self.array_uses(op)?;
+        self.strided_uses(op)?;
         // Whether the op defines a value is a fact of its declaration (`value(..)`).
         let name = op.kind.keyword();
         match (op.result, op.kind.info().result) {
@@ -403,6 +407,7 @@ impl V<'_> {
             | Cast(_) | Bitcast(_) | Math(..) => self.check_scalar(op)?,
             Slice { .. }
             | Subview { .. }
+            | View { .. }
             | Broadcast { .. }
             | AllGather { .. }
             | AllToAll { .. }
@@ -465,7 +470,7 @@ impl V<'_> {
         }
         if let Some(r) = op.result {
             self.define(r);
-            if let Slice { src, .. } | Subview { src, .. } = &op.kind {
+            if let Slice { src, .. } | Subview { src, .. } | View { src, .. } = &op.kind {
                 if let Some(&i) = self.roots.get(src) {
                     self.roots.insert(r, i);
                 }
@@ -700,6 +705,7 @@ impl V<'_> {
                     )
                 }
             },
+            View { src, offsets } => self.check_view(op, *src, offsets)?,
             Subview { src, .. } => {
                 let st = self.ty(*src).clone();
                 let rt = op.result.map(|r| self.ty(r).clone());
@@ -1062,6 +1068,7 @@ pub fn verify_module(m: &Module) -> Result<()> {
                 .map(|(i, p)| (p.value, i))
                 .collect(),
             arrays: HashSet::new(),
+            strided: HashSet::new(),
         };
         v.block(&f.body)?;
     }

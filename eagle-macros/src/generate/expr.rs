@@ -434,6 +434,31 @@ impl Cx {
         path.segments.len() == 1 && name == eagle_ir::TOPK && self.lookup(name).is_none()
     }
 
+    /// `subview(x, offset, LEN)` (rows of dim 0) or `subview(x, [offsets], [EXTENTS])` (a block
+    /// on every dim): the tokens of the view value.
+    fn subview(&mut self, a: &[&Expr]) -> R<TS> {
+        let src = self.val(a[0])?;
+        if matches!(a[1], Expr::Array(_)) {
+            let offs = self.offsets(a[1])?;
+            let shape = self.shape(a[2])?;
+            return Ok(
+                quote!({ let __a0 = #src; let __a1 = #offs; let __a2 = #shape; __f.view(__a0, __a1, __a2)? }),
+            );
+        }
+        let off = self.expr(a[1])?;
+        let len = a[2];
+        if let Expr::Path(p) = len {
+            if let Some(id) = p.path.get_ident() {
+                if self.lookup(&id.to_string()).is_some() {
+                    return err(len.span(), "the length of a subview is a compile-time constant (a literal, Rust `const` or `dynamic!` dim), not a run-time value");
+                }
+            }
+        }
+        Ok(
+            quote!({ let __a0 = #src; let __a1 = #off; __f.subview(__a0, __a1, ::eagle::ir::IntoDim::into_dim(#len))? }),
+        )
+    }
+
     /// A call of the built-in `b` that has a result (`load(...)`, `rank(ctx)`, `min(a, b)`).
     fn builtin_call(&mut self, b: eagle_ir::Builtin, c: &syn::ExprCall) -> R<TS> {
         use eagle_ir::Builtin as B;
@@ -528,21 +553,7 @@ impl Cx {
                     quote!({ let __a0 = #src; let __a1 = #peer; let __a2 = #offs; let __a3 = #shape; __f.#m(__a0, __a1, __a2, __a3)? }),
                 )
             }
-            B::Subview => {
-                let src = self.val(a[0])?;
-                let off = self.expr(a[1])?;
-                let len = a[2];
-                if let Expr::Path(p) = len {
-                    if let Some(id) = p.path.get_ident() {
-                        if self.lookup(&id.to_string()).is_some() {
-                            return err(len.span(), "the length of a subview is a compile-time constant (a literal, Rust `const` or `dynamic!` dim), not a run-time value");
-                        }
-                    }
-                }
-                v(
-                    quote!({ let __a0 = #src; let __a1 = #off; __f.#m(__a0, __a1, ::eagle::ir::IntoDim::into_dim(#len))? }),
-                )
-            }
+            B::Subview => v(self.subview(&a)?),
             B::Window => {
                 let buf = self.val(a[0])?;
                 let shape = self.shape(a[1])?;

@@ -671,79 +671,84 @@ impl Lower<'_, '_> {
     fn op(&mut self, op: &Op) -> Result<(), CodegenError> {
         let f = self.f;
         let res_ty = op.result.map(|r| f.ty(r).clone());
-        let out =
-            match &op.kind {
-                OpKind::Const(c) => {
-                    let Some(Type::Scalar(d)) = res_ty else {
-                        return Err(self.err("constant without a scalar type"));
-                    };
-                    Some(Cv::S(self.constant(*c, d)))
-                }
-                OpKind::Dim(d) => {
-                    let n = d.as_const().ok_or_else(|| {
-                        self.err(format!("dim `{d}` is unbound; specialize first"))
-                    })?;
-                    Some(Cv::S(self.iconst(n as i64)))
-                }
-                OpKind::Rank(_) => Some(Cv::S(self.b.ins().load(
-                    types::I64,
-                    MemFlagsData::trusted(),
-                    self.ctx,
-                    CTX_RANK,
-                ))),
-                OpKind::Binary(..)
-                | OpKind::Unary(..)
-                | OpKind::Fma(..)
-                | OpKind::Cmp(..)
-                | OpKind::Select(..)
-                | OpKind::Cast(..)
-                | OpKind::Bitcast(..) => Some(self.elementwise(op)?),
-                OpKind::Slice { .. } | OpKind::Subview { .. } => self.lower_view(op)?,
-                OpKind::Load { .. } | OpKind::Store { .. } => self.lower_load_store(op)?,
-                OpKind::Elem { .. } | OpKind::SetElem { .. } => self.lower_element(op)?,
-                OpKind::LocalArray => self.lower_local_array(op)?,
-                OpKind::Tile(..) => self.lower_tile(op)?,
-                OpKind::Math(..) => return Err(self.err(
+        let out = match &op.kind {
+            OpKind::Const(c) => {
+                let Some(Type::Scalar(d)) = res_ty else {
+                    return Err(self.err("constant without a scalar type"));
+                };
+                Some(Cv::S(self.constant(*c, d)))
+            }
+            OpKind::Dim(d) => {
+                let n = d
+                    .as_const()
+                    .ok_or_else(|| self.err(format!("dim `{d}` is unbound; specialize first")))?;
+                Some(Cv::S(self.iconst(n as i64)))
+            }
+            OpKind::Rank(_) => Some(Cv::S(self.b.ins().load(
+                types::I64,
+                MemFlagsData::trusted(),
+                self.ctx,
+                CTX_RANK,
+            ))),
+            OpKind::Binary(..)
+            | OpKind::Unary(..)
+            | OpKind::Fma(..)
+            | OpKind::Cmp(..)
+            | OpKind::Select(..)
+            | OpKind::Cast(..)
+            | OpKind::Bitcast(..) => Some(self.elementwise(op)?),
+            OpKind::Slice { .. } | OpKind::Subview { .. } => self.lower_view(op)?,
+            OpKind::Load { .. } | OpKind::Store { .. } => self.lower_load_store(op)?,
+            OpKind::Elem { .. } | OpKind::SetElem { .. } => self.lower_element(op)?,
+            OpKind::LocalArray => self.lower_local_array(op)?,
+            OpKind::Tile(..) => self.lower_tile(op)?,
+            OpKind::Math(..) => {
+                return Err(self.err(
                     "a math-library op reached the backend; specialize first (it expands math ops)",
-                )),
-                OpKind::RemoteLoad { .. }
-                | OpKind::RemoteStore { .. }
-                | OpKind::Put { .. }
-                | OpKind::Get { .. } => self.lower_remote(op)?,
-                OpKind::Notify { .. } | OpKind::Wait { .. } | OpKind::Barrier(_) => {
-                    self.lower_signal(op)?
-                }
-                OpKind::TrapIf { cond, a, b, kind } => {
-                    let c = self.scalar(*cond)?;
-                    let (av, bv) = (self.scalar(*a)?, self.scalar(*b)?);
-                    let msg = crate::sites::trap(&self.f.name, &self.site_op(op), *kind);
-                    self.fault_if(c, msg, av, bv);
-                    None
-                }
-                OpKind::Var(_)
-                | OpKind::Read(_)
-                | OpKind::Write(..)
-                | OpKind::For { .. }
-                | OpKind::While { .. }
-                | OpKind::If { .. }
-                | OpKind::Call { .. } => self.lower_control(op)?,
-                OpKind::WorldSize
-                | OpKind::NRanks(_)
-                | OpKind::Group { .. }
-                | OpKind::WorldRank { .. }
-                | OpKind::Broadcast { .. }
-                | OpKind::AllGather { .. }
-                | OpKind::ReduceScatter { .. }
-                | OpKind::AllReduce { .. }
-                | OpKind::AllToAll { .. }
-                | OpKind::AllToAllV { .. }
-                | OpKind::AllGatherV { .. }
-                | OpKind::Dispatch { .. }
-                | OpKind::AllocWindowBuffer
-                | OpKind::Window(_) => {
-                    return Err(self.err(crate::sites::not_specialized(&op.kind, &self.op_text(op))))
-                }
-            };
+                ))
+            }
+            OpKind::View { .. } => {
+                return Err(self
+                    .err("a block view reached the backend; specialize first (it lowers views)"))
+            }
+            OpKind::RemoteLoad { .. }
+            | OpKind::RemoteStore { .. }
+            | OpKind::Put { .. }
+            | OpKind::Get { .. } => self.lower_remote(op)?,
+            OpKind::Notify { .. } | OpKind::Wait { .. } | OpKind::Barrier(_) => {
+                self.lower_signal(op)?
+            }
+            OpKind::TrapIf { cond, a, b, kind } => {
+                let c = self.scalar(*cond)?;
+                let (av, bv) = (self.scalar(*a)?, self.scalar(*b)?);
+                let msg = crate::sites::trap(&self.f.name, &self.site_op(op), *kind);
+                self.fault_if(c, msg, av, bv);
+                None
+            }
+            OpKind::Var(_)
+            | OpKind::Read(_)
+            | OpKind::Write(..)
+            | OpKind::For { .. }
+            | OpKind::While { .. }
+            | OpKind::If { .. }
+            | OpKind::Call { .. } => self.lower_control(op)?,
+            OpKind::WorldSize
+            | OpKind::NRanks(_)
+            | OpKind::Group { .. }
+            | OpKind::WorldRank { .. }
+            | OpKind::Broadcast { .. }
+            | OpKind::AllGather { .. }
+            | OpKind::ReduceScatter { .. }
+            | OpKind::AllReduce { .. }
+            | OpKind::AllToAll { .. }
+            | OpKind::AllToAllV { .. }
+            | OpKind::AllGatherV { .. }
+            | OpKind::Dispatch { .. }
+            | OpKind::AllocWindowBuffer
+            | OpKind::Window(_) => {
+                return Err(self.err(crate::sites::not_specialized(&op.kind, &self.op_text(op))))
+            }
+        };
         if let (Some(r), Some(cv)) = (op.result, out) {
             self.vals.insert(r, cv);
         }

@@ -385,6 +385,10 @@ impl Emitter<'_> {
                     "a math-library op reached the backend; specialize first (it expands math ops)",
                 ))
             }
+            OpKind::View { .. } => {
+                return Err(self
+                    .err("a block view reached the backend; specialize first (it lowers views)"))
+            }
             OpKind::Put { .. }
             | OpKind::Get { .. }
             | OpKind::Notify { .. }

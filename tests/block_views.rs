@@ -1,0 +1,264 @@
+//! Block views on every dim (issue 38, item 4): `subview(x, [offsets], [extents])` of tensors
+//! and windows, read and written by tile loads and stores, element accesses and remote loads,
+//! viewed again, with run-time offsets; checked at run time (an error naming the line) and
+//! refused by the verifier where a contiguous buffer is needed. On `sim` at P = 1..4 and in
+//! the CUDA emulation, against plain-Rust goldens.
+use eagle::prelude::*;
+
+#[cfg(feature = "cuda")]
+mod emulation;
+
+const NR: Dim = dynamic!("NR");
+const R: usize = 8;
+const C: usize = 16;
+
+fn seq(n: usize, k: f32) -> Vec<f32> {
+    (0..n).map(|i| i as f32 * k + 1.0).collect()
+}
+
+/// Column blocks: a `[R, 4]` block at column `4 * (rank % 3)` read by one tile load, the
+/// block's columns read one by one (a run-time offset in the view), a `[4, 8]` block of the
+/// output written through a view of a view, and elements read and written through views.
+#[eagle::kernel(device)]
+pub fn columns(
+    ctx: Ctx,
+    x: Tensor<f32, R, C>,
+    y: Out<Tensor<f32, R, C>>,
+    z: Out<Tensor<f32, R, 4>>,
+) {
+    let c0 = (rank(ctx) % 3) * 4;
+    let col = subview(x, [0, c0], [R, 4]);
+    store(z, [0, 0], load(col, [0, 0], [R, 4]) * 2.0);
+    store(y, [0, 0], load(x, [0, 0], [R, C]));
+    for j in 0..4 {
+        store(y, [0, j], load(col, [0, j], [R, 1]) + 100.0);
+    }
+    let right = subview(y, [2, 8], [6, 8]);
+    let inner = subview(right, [1, 2], [4, 4]);
+    store(inner, [0, 0], load(x, [0, 0], [4, 4]) * -1.0);
+    let e = subview(x, [3, 5], [2, 3]);
+    y[7][15] = e[1][2];
+    inner[3][3] = e[0][0] + 0.5;
+}
+
+#[eagle::host]
+pub fn columns_all(
+    x: Tensor<f32, NR, R, C>,
+    y: Out<Tensor<f32, NR, R, C>>,
+    z: Out<Tensor<f32, NR, R, 4>>,
+) {
+    for r in 0..world_size() {
+        columns(x[r], y[r], z[r], device = r);
+    }
+}
+
+fn columns_golden(x: &[f32], r: usize) -> (Vec<f32>, Vec<f32>) {
+    let c0 = (r % 3) * 4;
+    let at = |i: usize, j: usize| x[i * C + j];
+    let mut z = vec![0.0; R * 4];
+    for i in 0..R {
+        for j in 0..4 {
+            z[i * 4 + j] = at(i, c0 + j) * 2.0;
+        }
+    }
+    let mut y = x.to_vec();
+    for i in 0..R {
+        for j in 0..4 {
+            y[i * C + j] = at(i, c0 + j) + 100.0;
+        }
+    }
+    for i in 0..4 {
+        for j in 0..4 {
+            y[(3 + i) * C + 10 + j] = -at(i, j);
+        }
+    }
+    y[7 * C + 15] = at(4, 7);
+    y[6 * C + 13] = at(3, 5) + 0.5;
+    (y, z)
+}
+
+fn check_columns(s: &Session) {
+    let p = s.world_size();
+    let x = Tensor::<f32>::from_vec(&[p, R, C], seq(p * R * C, 0.25)).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[p, R, C]);
+    let mut z = Tensor::<f32>::zeros(&[p, R, 4]);
+    columns_all.launch(s, &x, &mut y, &mut z).unwrap();
+    for r in 0..p {
+        let (wy, wz) = columns_golden(&x.data()[r * R * C..(r + 1) * R * C], r);
+        assert_eq!(
+            &y.data()[r * R * C..(r + 1) * R * C],
+            &wy[..],
+            "y, rank {r} of {p}"
+        );
+        assert_eq!(
+            &z.data()[r * R * 4..(r + 1) * R * 4],
+            &wz[..],
+            "z, rank {r} of {p}"
+        );
+    }
+}
+
+#[test]
+fn column_blocks_of_tensors_at_every_p() {
+    for p in 1..=4 {
+        check_columns(&Session::sim(p).unwrap());
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn column_blocks_in_a_gpu_block_match_sim() {
+    emulation::cxx();
+    for p in [1, 3] {
+        check_columns(&Session::cuda_emulated((0..p).collect()).unwrap());
+    }
+}
+
+/// A column block of the right-hand neighbour's window, read with `remote_load` through a
+/// block view of the window; the block written into this rank's window through another.
+#[eagle::kernel(device)]
+pub fn halo(ctx: Ctx, x: Tensor<f32, 4, 8>, y: Out<Tensor<f32, 4, 2>>, win: Window<f32, 4, 8>) {
+    let me = rank(ctx);
+    let right = (me + 1) % nranks(ctx);
+    let mid = subview(win, [0, 3], [4, 2]);
+    store(mid, [0, 0], load(x, [0, 3], [4, 2]) + 0.5);
+    barrier(ctx);
+    let edge = subview(win, [0, 3], [4, 2]);
+    store(y, [0, 0], remote_load(edge, right, [0, 0], [4, 2]));
+    barrier(ctx);
+}
+
+#[eagle::host]
+pub fn halo_all(x: Tensor<f32, NR, 4, 8>, y: Out<Tensor<f32, NR, 4, 2>>) {
+    let b = alloc_window_buffer([4, 8], f32);
+    for r in 0..world_size() {
+        halo(x[r], y[r], window(b, [4, 8], f32), device = r);
+    }
+}
+
+#[test]
+fn a_column_block_of_a_peers_window() {
+    for p in 1..=4 {
+        let s = Session::sim(p).unwrap();
+        let x = Tensor::<f32>::from_vec(&[p, 4, 8], seq(p * 32, 1.0)).unwrap();
+        let mut y = Tensor::<f32>::zeros(&[p, 4, 2]);
+        halo_all.launch(&s, &x, &mut y).unwrap();
+        for r in 0..p {
+            let q = (r + 1) % p;
+            let want: Vec<f32> = (0..4)
+                .flat_map(|i| (3..5).map(move |j| (i, j)))
+                .map(|(i, j)| x.data()[q * 32 + i * 8 + j] + 0.5)
+                .collect();
+            assert_eq!(&y.data()[r * 8..(r + 1) * 8], &want[..], "rank {r} of {p}");
+        }
+    }
+}
+
+/// A view whose column offset is 13 on rank 1 of 2 (past 12, the last start of 4 columns in 16),
+/// and a load of 2 columns at column 3 of a 4-column view on rank 2 (past 2).
+#[eagle::kernel(device)]
+pub fn off_the_edge(ctx: Ctx, x: Tensor<f32, R, C>, z: Out<Tensor<f32, R, 2>>) {
+    let me = rank(ctx);
+    let c0 = select(me * 10 + nranks(ctx) == 12, 13, 0);
+    let col = subview(x, [0, c0], [R, 4]);
+    let j = select(me == 2, 3, 0);
+    store(z, [0, 0], load(col, [0, j], [R, 2]));
+}
+
+#[eagle::host]
+pub fn off_the_edge_all(x: Tensor<f32, NR, R, C>, z: Out<Tensor<f32, NR, R, 2>>) {
+    for r in 0..world_size() {
+        off_the_edge(x[r], z[r], device = r);
+    }
+}
+
+#[test]
+fn offsets_past_a_view_stop_the_rank_at_the_line() {
+    let run = |p: usize| {
+        let x = Tensor::<f32>::from_vec(&[p, R, C], seq(p * R * C, 1.0)).unwrap();
+        let mut z = Tensor::<f32>::zeros(&[p, R, 2]);
+        let r = off_the_edge_all.launch(&Session::sim(p).unwrap(), &x, &mut z);
+        (r.map_err(|e| e.to_string()), z)
+    };
+    let (ok, z) = run(1);
+    ok.unwrap();
+    assert_eq!(&z.data()[..4], &[1.0, 2.0, 17.0, 18.0]);
+    let e = run(2).0.unwrap_err();
+    assert_eq!(e, "rank 1 failed: function `off_the_edge`, op `trap_if %15, %12, %16, view_offset` (at tests/block_views.rs:163:15): a block view starts at offset 13 along a dim, past 12, the last start at which its extent fits in the buffer it views; keep each offset plus the view's extent within the buffer");
+    let e = run(3).0.unwrap_err();
+    assert_eq!(e, "rank 2 failed: function `off_the_edge`, op `trap_if %25, %21, %26, view_access` (at tests/block_views.rs:165:22): an access through a block view starts at 3 along a dim, past 2, the last start at which it fits in the view's extent; an access through `subview(x, [offsets], [extents])` stays within those extents");
+}
+
+/// A block view given to `put`, which copies contiguous bytes: refused before anything runs.
+#[eagle::kernel(device)]
+pub fn put_a_block(ctx: Ctx, win: Window<f32, 4, 8>) {
+    let blk = subview(win, [0, 2], [4, 2]);
+    put(blk, 0, blk);
+}
+
+#[test]
+fn a_block_view_is_not_a_contiguous_buffer() {
+    let e = put_a_block.ir().unwrap_err().to_string();
+    assert_eq!(e, "verifier: in function `put_a_block`, op `put %4, %5, %4` (at tests/block_views.rs:196:5): operand 0 is a block view (`subview(x, [offsets], [extents])`), whose rows are not contiguous; `put` takes a contiguous buffer: copy the block through a tile (`load` it, `store` it into a buffer of its shape), or view whole rows with `subview(x, offset, LEN)`");
+}
+
+#[test]
+fn block_views_in_the_ir() {
+    let ir = columns.ir().unwrap();
+    assert!(ir.contains("= view %1[%"), "{ir}");
+    assert!(ir.contains(": tensor<[8, 4], f32>"), "{ir}");
+}
+
+/// Rank 0 writes columns 2..4 of rank 1's window through a block view while rank 1 reads
+/// columns `c..c + 2` of its own through another, with no barrier between: the race detector
+/// sees the bytes each touches, so disjoint columns of the same rows are no race.
+#[eagle::kernel(device)]
+pub fn cols_race_d(
+    ctx: Ctx,
+    c: usize,
+    x: Tensor<f32, 4, 8>,
+    y: Out<Tensor<f32, 4, 2>>,
+    win: Window<f32, 4, 8>,
+) {
+    let me = rank(ctx);
+    store(win, [0, 0], load(x, [0, 0], [4, 8]));
+    barrier(ctx);
+    if me == 0 {
+        remote_store(
+            subview(win, [0, 2], [4, 2]),
+            1,
+            [0, 0],
+            load(x, [0, 0], [4, 2]),
+        );
+    }
+    if me == 1 {
+        store(
+            y,
+            [0, 0],
+            load(subview(win, [0, c], [4, 2]), [0, 0], [4, 2]),
+        );
+    }
+    barrier(ctx);
+}
+
+#[eagle::host]
+pub fn cols_race(c: usize, x: Tensor<f32, NR, 4, 8>, y: Out<Tensor<f32, NR, 4, 2>>) {
+    let b = alloc_window_buffer([4, 8], f32);
+    for r in 0..world_size() {
+        cols_race_d(c, x[r], y[r], window(b, [4, 8], f32), device = r);
+    }
+}
+
+#[test]
+fn the_race_detector_sees_the_columns_a_view_touches() {
+    let s = Session::sim(2).unwrap();
+    let x = Tensor::<f32>::from_vec(&[2, 4, 8], seq(64, 1.0)).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[2, 4, 2]);
+    cols_race.launch(&s, 4, &x, &mut y).unwrap();
+    let want: Vec<f32> = (0..4)
+        .flat_map(|i| [x.data()[32 + i * 8 + 4], x.data()[32 + i * 8 + 5]])
+        .collect();
+    assert_eq!(&y.data()[8..], &want[..]);
+    let e = cols_race.launch(&s, 3, &x, &mut y).unwrap_err().to_string();
+    assert!(e.contains("data race"), "{e}");
+}
