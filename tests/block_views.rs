@@ -262,3 +262,28 @@ fn the_race_detector_sees_the_columns_a_view_touches() {
     let e = cols_race.launch(&s, 3, &x, &mut y).unwrap_err().to_string();
     assert!(e.contains("data race"), "{e}");
 }
+
+/// A block view at a constant column offset that does not fit (14 + 4 > 16).
+#[eagle::kernel(device)]
+pub fn past_the_end(ctx: Ctx, x: Tensor<f32, R, C>, z: Out<Tensor<f32, R, 4>>) {
+    store(z, [0, 0], load(subview(x, [0, 14], [R, 4]), [0, 0], [R, 4]));
+}
+
+#[eagle::host]
+pub fn past_the_end_all(x: Tensor<f32, NR, R, C>, z: Out<Tensor<f32, NR, R, 4>>) {
+    for r in 0..world_size() {
+        past_the_end(x[r], z[r], device = r);
+    }
+}
+
+#[test]
+fn a_constant_offset_past_a_view_is_refused_before_anything_runs() {
+    let x = Tensor::<f32>::zeros(&[2, R, C]);
+    let mut z = Tensor::<f32>::from_vec(&[2, R, 4], vec![7.0; 2 * R * 4]).unwrap();
+    let e = past_the_end_all
+        .launch(&Session::sim(2).unwrap(), &x, &mut z)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "after binding dims (NR = 2 from argument `x`): verifier: in function `past_the_end`, op `view` (at tests/block_views.rs:269:27): the block view's offset in dim 1 (extent 4 of 16) is 14, past 12, the last start at which the view's extent fits in the buffer it views; keep it from 0 to 12");
+    assert!(z.data().iter().all(|&v| v == 7.0), "nothing ran");
+}

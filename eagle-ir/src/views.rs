@@ -10,7 +10,9 @@
 //!   each offset against the last start at which the access fits in the view
 //!   ([`Trap::ViewAccess`]) and then read or write the viewed buffer.
 //!
-//! A check whose offset is a constant that fits is not emitted. The verifier
+//! A check is not emitted where the offset's values are known to fit: a constant, or the
+//! variable of a loop with constant bounds. A constant that does not fit is an error before
+//! anything runs ([`IrError::Verify`], naming the dim, the offset and the last start). The verifier
 //! (`valid/views.rs`) keeps views out of every other op. Runs once every dim is bound
 //! (specialization), before the backends.
 
@@ -32,19 +34,24 @@ struct Lower<'a> {
     function: &'a str,
     values: &'a mut PrimaryMap<Value, Type>,
     views: HashMap<Value, Viewed>,
-    /// Integer constants defined so far (`const` and bound `dim` ops).
-    consts: HashMap<Value, i128>,
+    /// The values known so far of index values: constants (`const`, bound `dim`) and the
+    /// variables of loops with constant bounds, as inclusive ranges.
+    ranges: HashMap<Value, (i128, i128)>,
     out: Vec<Op>,
     loc: Option<Loc>,
+    /// The function's parameters (a `ctx` parameter is the world's context).
+    params: Vec<Value>,
+    world_size: u64,
 }
 
-/// Rewrites every block view of `f` away (see the module docs).
+/// Rewrites every block view of `f` away (see the module docs), for a world of `world_size`
+/// ranks (the range of `rank(ctx)` of the world's context).
 ///
 /// # Errors
 /// [`IrError::Verify`] when a view's extent is larger than its source's along a dim (known
 /// only once the dims are bound), or when a view reaches an op that does not take one (the
 /// verifier refuses that first).
-pub fn lower_views(f: &mut Function) -> Result<()> {
+pub fn lower_views(f: &mut Function, world_size: u64) -> Result<()> {
     fn has_view(b: &Block) -> bool {
         b.ops.iter().any(|op| {
             matches!(op.kind, OpKind::View { .. }) || op.kind.blocks().into_iter().any(has_view)
@@ -53,14 +60,17 @@ pub fn lower_views(f: &mut Function) -> Result<()> {
     if !has_view(&f.body) {
         return Ok(());
     }
+    let params: Vec<Value> = f.params.iter().map(|p| p.value).collect();
     let mut body = std::mem::take(&mut f.body);
     let mut l = Lower {
         function: &f.name,
         values: &mut f.values,
         views: HashMap::new(),
-        consts: HashMap::new(),
+        ranges: HashMap::new(),
         out: vec![],
         loc: None,
+        params,
+        world_size,
     };
     let r = l.block(&mut body);
     f.body = body;
@@ -71,6 +81,14 @@ impl Lower<'_> {
     fn block(&mut self, b: &mut Block) -> Result<()> {
         let outer = std::mem::take(&mut self.out);
         for mut op in std::mem::take(&mut b.ops) {
+            if let OpKind::For { var, lo, hi, .. } = &op.kind {
+                let c = |v: &Value| self.ranges.get(v).filter(|r| r.0 == r.1).map(|r| r.0);
+                if let (Some(lo), Some(hi)) = (c(lo), c(hi)) {
+                    if lo < hi {
+                        self.ranges.insert(*var, (lo, hi - 1));
+                    }
+                }
+            }
             for nested in op.kind.blocks_mut() {
                 self.block(nested)?;
             }
@@ -106,16 +124,16 @@ impl Lower<'_> {
             Some(Type::Scalar(DType::Index)),
         );
         let v = v.expect("a constant defines a value");
-        self.consts.insert(v, n);
+        self.ranges.insert(v, (n, n));
         v
     }
 
     /// `base + off`, folded where either is the constant 0.
     fn add(&mut self, base: Value, off: Value) -> Value {
-        if self.consts.get(&base) == Some(&0) {
+        if self.ranges.get(&base) == Some(&(0, 0)) {
             return off;
         }
-        if self.consts.get(&off) == Some(&0) {
+        if self.ranges.get(&off) == Some(&(0, 0)) {
             return base;
         }
         let ty = Some(Type::Scalar(DType::Index));
@@ -124,12 +142,20 @@ impl Lower<'_> {
     }
 
     /// Stops the rank with `kind` unless `0 <= off <= last` (compared as unsigned, so a
-    /// negative offset fails too); nothing when `off` is a constant that fits.
-    fn check(&mut self, off: Value, last: i128, kind: Trap) {
-        if let Some(&c) = self.consts.get(&off) {
-            if (0..=last).contains(&c) {
-                return;
+    /// negative offset fails too); nothing when `off`'s values are known to fit, an error now
+    /// when `off` is a constant that does not (`what` names the offset and its dim).
+    fn check(&mut self, off: Value, last: i128, kind: Trap, what: &str) -> Result<()> {
+        match self.ranges.get(&off) {
+            Some(&(lo, hi)) if lo >= 0 && hi <= last => return Ok(()),
+            Some(&(c, d)) if c == d => {
+                let op = if kind == Trap::ViewOffset {
+                    "view"
+                } else {
+                    "an access through a view"
+                };
+                return self.fail(op, format!("{what} is {c}, past {last}, the last start at which {}; keep it from 0 to {last}", if kind == Trap::ViewOffset { "the view's extent fits in the buffer it views" } else { "the access fits in the view's extent" }));
             }
+            _ => {}
         }
         let u = self.push(OpKind::Cast(off), Some(Type::Scalar(DType::U64)));
         let l = self.push(
@@ -151,6 +177,7 @@ impl Lower<'_> {
             },
             None,
         );
+        Ok(())
     }
 
     fn extents(&self, v: Value) -> Vec<u64> {
@@ -164,7 +191,12 @@ impl Lower<'_> {
 
     /// Checks an access of extents `tile` at `offsets` of the view `src` and returns the
     /// viewed buffer and the summed offsets.
-    fn access(&mut self, src: Value, offsets: &[Value], tile: &[u64]) -> (Value, Vec<Value>) {
+    fn access(
+        &mut self,
+        src: Value,
+        offsets: &[Value],
+        tile: &[u64],
+    ) -> Result<(Value, Vec<Value>)> {
         let Viewed {
             root,
             offsets: base,
@@ -173,14 +205,17 @@ impl Lower<'_> {
         for (i, &o) in offsets.iter().enumerate() {
             let t = tile.get(i).copied().unwrap_or(1);
             let e = ext.get(i).copied().unwrap_or(0);
-            self.check(o, i128::from(e) - i128::from(t), Trap::ViewAccess);
+            let what = format!(
+                "the access's offset in dim {i} (of extent {t}) within a view of extent {e}"
+            );
+            self.check(o, i128::from(e) - i128::from(t), Trap::ViewAccess, &what)?;
         }
         let summed = base
             .iter()
             .zip(offsets)
             .map(|(&b, &o)| self.add(b, o))
             .collect();
-        (root, summed)
+        Ok((root, summed))
     }
 
     /// A new view `r` of `src` (a view or a buffer) at `offsets`, checked against `src`.
@@ -190,7 +225,8 @@ impl Lower<'_> {
             if e > s {
                 return self.fail(op, format!("the block view has extent {e} along dim {i}, where the buffer it views has {s}; give an extent from 1 to {s}"));
             }
-            self.check(o, i128::from(s - e), Trap::ViewOffset);
+            let what = format!("the block view's offset in dim {i} (extent {e} of {s})");
+            self.check(o, i128::from(s - e), Trap::ViewOffset, &what)?;
         }
         let viewed = match self.views.get(&src).cloned() {
             Some(Viewed {
@@ -218,12 +254,17 @@ impl Lower<'_> {
         match &mut op.kind {
             OpKind::Const(Const::Int(n)) => {
                 if let Some(r) = result {
-                    self.consts.insert(r, *n);
+                    self.ranges.insert(r, (*n, *n));
+                }
+            }
+            OpKind::Rank(ctx) if self.params.contains(ctx) && self.world_size > 0 => {
+                if let Some(r) = result {
+                    self.ranges.insert(r, (0, i128::from(self.world_size) - 1));
                 }
             }
             OpKind::Dim(d) => {
                 if let (Some(r), Some(n)) = (result, d.as_const()) {
-                    self.consts.insert(r, i128::from(n));
+                    self.ranges.insert(r, (i128::from(n), i128::from(n)));
                 }
             }
             OpKind::View { src, offsets } => {
@@ -243,7 +284,7 @@ impl Lower<'_> {
             OpKind::Slice { src, index } if self.views.contains_key(src) => {
                 let (src, index) = (*src, *index);
                 let r = result.expect("a slice defines a value");
-                let (root, at) = self.access(src, &[index], &[1]);
+                let (root, at) = self.access(src, &[index], &[1])?;
                 let Type::Tensor(s, d) = self.values[root].clone() else {
                     return self.fail("slice", "a slice of a view of a window".into());
                 };
@@ -274,7 +315,7 @@ impl Lower<'_> {
                 indices: offsets,
             } if self.views.contains_key(src) => {
                 let tile = result.map(|r| self.extents(r)).unwrap_or_default();
-                let (root, at) = self.access(*src, offsets, &tile);
+                let (root, at) = self.access(*src, offsets, &tile)?;
                 (*src, *offsets) = (root, at);
             }
             OpKind::Store {
@@ -294,7 +335,7 @@ impl Lower<'_> {
                 indices: offsets,
             } if self.views.contains_key(dst) => {
                 let tile = self.extents(*value);
-                let (root, at) = self.access(*dst, offsets, &tile);
+                let (root, at) = self.access(*dst, offsets, &tile)?;
                 (*dst, *offsets) = (root, at);
             }
             kind => {

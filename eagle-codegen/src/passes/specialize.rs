@@ -1045,7 +1045,7 @@ pub fn specialize_for(
         super::bind::bind_types(f, b, limits)?;
         crate::lower::check_bound_buffers(f, &generic, b.world_size)?;
         // Accesses through block views become accesses of the buffers they view.
-        eagle_ir::views::lower_views(f)?;
+        eagle_ir::views::lower_views(f, b.world_size)?;
         let mut body = std::mem::take(&mut f.body);
         for pass in 0..2 {
             if pass == 1 {
