@@ -303,11 +303,20 @@ fn main() -> ExitCode {
             } else {
                 String::new()
             };
+            // A step that failed before it compiled or ran has no time to show: a dash, not 0.00.
+            let ms = |t: f64| {
+                if outcome.result.is_err() && t == 0.0 {
+                    format!("{:>8}", "-")
+                } else {
+                    format!("{t:>8.2}")
+                }
+            };
             if printing {
                 if let Err(e) = writeln!(
                     out,
-                    "step {label:<36} P={p:<2} compile {:>8.2} ms  run {:>8.2} ms  {status}{digest}",
-                    outcome.compile_ms, outcome.run_ms
+                    "step {label:<36} P={p:<2} compile {} ms  run {} ms  {status}{digest}",
+                    ms(outcome.compile_ms),
+                    ms(outcome.run_ms)
                 ) {
                     printing = false;
                     write_error = write_error.or(eagle_runner::write_failure(e));
