@@ -1,0 +1,393 @@
+//! Real programs against the peers a user would pick instead (issue 40, item 1), one thread,
+//! in the same run:
+//!
+//! - eagle on platform `cpu` (arguments in place) and on `sim` (copied in and out per launch),
+//!   P = 1, the examples' own programs (`examples/tp_ffn.rs`, `softmax.rs`, `layernorm.rs`,
+//!   `log_softmax.rs`, `gelu.rs`, `rotary.rs`) at their sizes;
+//! - the same computation in plain Rust with `ndarray` (`dot` is `matrixmultiply`'s GEMM) and
+//!   `std`'s `f32` math;
+//! - numpy (`benches/peers.py`, OpenBLAS's sgemm and numpy's ufuncs), run when `python3` (or
+//!   `$EAGLE_PEERS_PYTHON`) imports numpy, with one BLAS thread; otherwise its column is empty
+//!   (`NaN`) and the note says so.
+//!
+//! Each cell is the median over 7 rounds of the mean time per call of a round (eagle's and the
+//! Rust peers' rounds interleaved); the last two columns are the peers' median divided by
+//! eagle `cpu`'s (above 1: eagle is faster). eagle's results are the programs' goldens bit for
+//! bit (the runner checks them); the peers compute the same functions with their own rounding
+//! (numpy's and `std`'s `exp`, `tanh`, `sin` differ from eagle's in the last bits).
+//!
+//! `cargo bench --bench peers` (`-- --save` writes `docs/bench/peers.json` and its table in
+//! `docs/performance.md`).
+
+use eagle::prelude::*;
+use ndarray::{s, Array2, ArrayView2, Axis};
+use std::time::Instant;
+
+#[path = "report/mod.rs"]
+mod report;
+
+#[allow(dead_code)]
+#[path = "../examples/tp_ffn.rs"]
+mod tp_ffn;
+
+#[allow(dead_code)]
+#[path = "../examples/softmax.rs"]
+mod softmax;
+
+#[allow(dead_code)]
+#[path = "../examples/layernorm.rs"]
+mod layernorm;
+
+#[allow(dead_code)]
+#[path = "../examples/log_softmax.rs"]
+mod log_softmax;
+
+#[allow(dead_code)]
+#[path = "../examples/gelu.rs"]
+mod gelu;
+
+#[allow(dead_code)]
+#[path = "../examples/rotary.rs"]
+mod rotary;
+
+const NR: Dim = dynamic!("NR");
+/// The row programs' block (the examples' `ROWS` x `COLS`).
+const ROWS: usize = 16;
+const COLS: usize = 256;
+/// Rotary's tokens, head dimension and pairs (the example's `T`, `D`, `H`).
+const RT: usize = 16;
+const RD: usize = 128;
+const RH: usize = 64;
+
+use gelu::gelu_rows;
+
+/// `gelu`'s `f32` program alone (the example's host also runs `f64` and `bf16`).
+#[eagle::host]
+pub fn gelu_f32(x: Tensor<f32, NR, ROWS, COLS>, y: Out<Tensor<f32, NR, ROWS, COLS>>) {
+    for r in 0..world_size() {
+        gelu_rows(x[r], y[r], device = r);
+    }
+}
+
+fn gelu_std(v: f32) -> f32 {
+    let inner = (v + v * v * v * 0.044715) * 0.797_884_6;
+    v * 0.5 * (inner.tanh() + 1.0)
+}
+
+fn nd(t: &Tensor<f32>, rows: usize, cols: usize) -> Array2<f32> {
+    Array2::from_shape_vec((rows, cols), t.data().to_vec()).expect("shape")
+}
+
+/// Row softmax with `ndarray` and `std`.
+fn softmax_nd(x: ArrayView2<f32>) -> Array2<f32> {
+    let mut y = x.to_owned();
+    for mut row in y.rows_mut() {
+        let m = row.fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        row.mapv_inplace(|v| (v - m).exp());
+        let s = row.sum();
+        row.mapv_inplace(|v| v / s);
+    }
+    y
+}
+
+fn layernorm_nd(x: ArrayView2<f32>, g: ArrayView2<f32>, b: ArrayView2<f32>) -> Array2<f32> {
+    let n = x.ncols() as f32;
+    let mean = x.sum_axis(Axis(1)).insert_axis(Axis(1)) / n;
+    let d = &x - &mean;
+    let var = (&d * &d).sum_axis(Axis(1)).insert_axis(Axis(1)) / n;
+    let inv = var.mapv(|v| 1.0 / (v + 1e-5).sqrt());
+    &d * &inv * &g + &b
+}
+
+fn log_softmax_nd(x: ArrayView2<f32>) -> Array2<f32> {
+    let mut y = x.to_owned();
+    for mut row in y.rows_mut() {
+        let m = row.fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        row.mapv_inplace(|v| v - m);
+        let l = row.mapv(f32::exp).sum().ln();
+        row.mapv_inplace(|v| v - l);
+    }
+    y
+}
+
+fn rotary_nd(x: ArrayView2<f32>, cos: ArrayView2<f32>, sin: ArrayView2<f32>) -> Array2<f32> {
+    let (x1, x2) = (x.slice(s![.., ..RH]), x.slice(s![.., RH..]));
+    let mut y = Array2::<f32>::zeros((RT, RD));
+    y.slice_mut(s![.., ..RH]).assign(&(&x1 * &cos - &x2 * &sin));
+    y.slice_mut(s![.., RH..]).assign(&(&x2 * &cos + &x1 * &sin));
+    y
+}
+
+/// The median over `rounds` of each closure's mean time per call (ms), interleaved: one
+/// untimed call each, then rounds of `reps` calls.
+fn interleaved(reps: usize, runs: &mut [&mut dyn FnMut()]) -> Vec<(f64, f64, f64)> {
+    for r in runs.iter_mut() {
+        r();
+    }
+    let mut times = vec![Vec::new(); runs.len()];
+    for _ in 0..7 {
+        for (i, r) in runs.iter_mut().enumerate() {
+            let t = Instant::now();
+            for _ in 0..reps {
+                r();
+            }
+            times[i].push(t.elapsed().as_secs_f64() * 1e3 / reps as f64);
+        }
+    }
+    times.iter().map(|v| report::stats(v)).collect()
+}
+
+/// numpy's [min, median, max] per program (ms) with `threads` BLAS threads, of the programs
+/// `only` names (all when empty), or why there are none.
+fn numpy(
+    threads: usize,
+    only: &[&str],
+) -> Result<std::collections::HashMap<String, Vec<f64>>, String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/peers.py");
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/target/py-venv/bin/python");
+    let python = std::env::var("EAGLE_PEERS_PYTHON").unwrap_or_else(|_| {
+        if std::path::Path::new(venv).exists() {
+            venv.into()
+        } else {
+            "python3".into()
+        }
+    });
+    let n = threads.to_string();
+    let out = std::process::Command::new(&python)
+        .arg(script)
+        .args(only)
+        .env("OPENBLAS_NUM_THREADS", &n)
+        .env("OMP_NUM_THREADS", &n)
+        .env("MKL_NUM_THREADS", &n)
+        .output()
+        .map_err(|e| format!("`{python}` did not start: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "`{python} benches/peers.py` failed: {}",
+            err.lines().last().unwrap_or("")
+        ));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("peers.py printed no JSON: {e}"))
+}
+
+/// `tp_ffn` at P = 2 on `cpu` and `sim` (the ranks on two threads), in interleaved rounds.
+fn tp_ffn_p2() -> ((f64, f64, f64), (f64, f64, f64)) {
+    use tp_ffn::{D, F, T};
+    let sim = Session::sim(2).expect("sim").with_race_check(false);
+    let cpu = Session::new(eagle::runtime::Platform::Cpu, vec![0, 1]).expect("cpu");
+    let x = eagle_runner::random_tensor(&[T, D], 1);
+    let w1 = eagle_runner::random_tensor(&[2, D, F / 2], 2);
+    let w2 = eagle_runner::random_tensor(&[2, F / 2, D], 3);
+    let (mut h, mut y) = (
+        Tensor::<f32>::zeros(&[2, T, F / 2]),
+        Tensor::<f32>::zeros(&[2, T, D]),
+    );
+    let (mut hs, mut ys) = (h.clone(), y.clone());
+    let r = interleaved(
+        20,
+        &mut [
+            &mut || {
+                tp_ffn::tp_ffn
+                    .launch(&cpu, &x, &w1, &w2, &mut h, &mut y)
+                    .expect("cpu");
+            },
+            &mut || {
+                tp_ffn::tp_ffn
+                    .launch(&sim, &x, &w1, &w2, &mut hs, &mut ys)
+                    .expect("sim");
+            },
+        ],
+    );
+    (r[0], r[1])
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let scale = if quick { 10 } else { 1 };
+    let sim = Session::sim(1).expect("sim").with_race_check(false);
+    let cpu = Session::new(eagle::runtime::Platform::Cpu, vec![0]).expect("cpu");
+    // (program, eagle cpu, eagle sim, ndarray), each (min, median, max) ms per call.
+    let mut rows: Vec<(&str, [(f64, f64, f64); 3])> = vec![];
+    {
+        use tp_ffn::{D, F, T};
+        let x = eagle_runner::random_tensor(&[T, D], 1);
+        let w1 = eagle_runner::random_tensor(&[1, D, F], 2);
+        let w2 = eagle_runner::random_tensor(&[1, F, D], 3);
+        let half = |t: &Tensor<f32>| {
+            Tensor::from_vec(
+                t.shape(),
+                t.data().iter().map(|&v| bf16::from_f32(v)).collect(),
+            )
+            .expect("same shape")
+        };
+        let (b1, b2) = (half(&w1), half(&w2));
+        let (mut h, mut y) = (
+            Tensor::<f32>::zeros(&[1, T, F]),
+            Tensor::<f32>::zeros(&[1, T, D]),
+        );
+        let (mut hs, mut ys) = (h.clone(), y.clone());
+        let (mut h2, mut y2) = (h.clone(), y.clone());
+        let (mut h2s, mut y2s) = (h.clone(), y.clone());
+        let (xn, w1n, w2n) = (nd(&x, T, D), nd(&w1, D, F), nd(&w2, F, D));
+        let mut sink = 0f32;
+        let r = interleaved(
+            20 / scale.min(20),
+            &mut [
+                &mut || {
+                    tp_ffn::tp_ffn
+                        .launch(&cpu, &x, &w1, &w2, &mut h, &mut y)
+                        .expect("cpu");
+                },
+                &mut || {
+                    tp_ffn::tp_ffn
+                        .launch(&sim, &x, &w1, &w2, &mut hs, &mut ys)
+                        .expect("sim");
+                },
+                &mut || {
+                    let hh = xn.dot(&w1n).mapv(gelu_std);
+                    sink += hh.dot(&w2n)[[0, 0]];
+                },
+                &mut || {
+                    tp_ffn::tp_ffn_bf16
+                        .launch(&cpu, &x, &b1, &b2, &mut h2, &mut y2)
+                        .expect("cpu bf16");
+                },
+                &mut || {
+                    tp_ffn::tp_ffn_bf16
+                        .launch(&sim, &x, &b1, &b2, &mut h2s, &mut y2s)
+                        .expect("sim bf16");
+                },
+            ],
+        );
+        std::hint::black_box(sink);
+        rows.push(("tp_ffn", [r[0], r[1], r[2]]));
+        rows.push(("tp_ffn (bf16 weights; peers f32)", [r[3], r[4], r[2]]));
+    }
+    let reps = 2000 / scale;
+    let x = eagle_runner::random_tensor(&[1, ROWS, COLS], 4);
+    let xn = nd(&x, ROWS, COLS);
+    let y = Tensor::<f32>::zeros(&[1, ROWS, COLS]);
+    let mut sink = 0f32;
+    macro_rules! row_program {
+        ($name:expr, $launch:expr, $peer:expr) => {{
+            let (mut ya, mut yb) = (y.clone(), y.clone());
+            let r = interleaved(
+                reps,
+                &mut [
+                    &mut || $launch(&cpu, &mut ya),
+                    &mut || $launch(&sim, &mut yb),
+                    &mut || sink += $peer[[0, 0]],
+                ],
+            );
+            rows.push(($name, [r[0], r[1], r[2]]));
+        }};
+    }
+    row_program!(
+        "softmax",
+        |s: &Session, y: &mut Tensor<f32>| {
+            softmax::softmax.launch(s, &x, y).expect("softmax");
+        },
+        softmax_nd(xn.view())
+    );
+    let g = eagle_runner::random_tensor(&[1, COLS], 5);
+    let b = eagle_runner::random_tensor(&[1, COLS], 6);
+    let (gn, bn) = (nd(&g, 1, COLS), nd(&b, 1, COLS));
+    row_program!(
+        "layernorm",
+        |s: &Session, y: &mut Tensor<f32>| {
+            layernorm::layernorm
+                .launch(s, &x, &g, &b, y)
+                .expect("layernorm");
+        },
+        layernorm_nd(xn.view(), gn.view(), bn.view())
+    );
+    row_program!(
+        "log_softmax",
+        |s: &Session, y: &mut Tensor<f32>| {
+            log_softmax::log_softmax
+                .launch(s, &x, y)
+                .expect("log_softmax");
+        },
+        log_softmax_nd(xn.view())
+    );
+    row_program!(
+        "gelu",
+        |s: &Session, y: &mut Tensor<f32>| {
+            gelu_f32.launch(s, &x, y).expect("gelu");
+        },
+        xn.mapv(gelu_std)
+    );
+    let xr = eagle_runner::random_tensor(&[1, RT, RD], 7);
+    let xrn = nd(&xr, RT, RD);
+    let mut yr = Tensor::<f32>::zeros(&[1, RT, RD]);
+    let mut yrs = yr.clone();
+    let theta: Vec<f32> = (0..RH)
+        .map(|i| 10000f32.powf(i as f32 * (-2.0 / RD as f32)))
+        .collect();
+    let ang = Array2::from_shape_fn((RT, RH), |(t, i)| t as f32 * theta[i]);
+    let r = interleaved(
+        reps,
+        &mut [
+            &mut || {
+                rotary::rotary.launch(&cpu, &xr, &mut yr).expect("rotary");
+            },
+            &mut || {
+                rotary::rotary.launch(&sim, &xr, &mut yrs).expect("rotary");
+            },
+            &mut || {
+                // The angles' cosines and sines are part of the program, as in the kernel.
+                let (c, s) = (ang.mapv(f32::cos), ang.mapv(f32::sin));
+                sink += rotary_nd(xrn.view(), c.view(), s.view())[[0, 0]];
+            },
+        ],
+    );
+    rows.push(("rotary", [r[0], r[1], r[2]]));
+    std::hint::black_box(sink);
+
+    let np = numpy(1, &[]);
+    let np2 = numpy(2, &["tp_ffn"]);
+    let mut t = report::Table::new(
+        "program, P = 1 on one thread unless the row says (ms per call, median of 7 rounds)",
+        &[
+            ("eagle `cpu`", "ms", 3),
+            ("eagle `sim`", "ms", 3),
+            ("ndarray + std", "ms", 3),
+            ("numpy", "ms", 3),
+            ("ndarray / eagle `cpu`", "", 2),
+            ("numpy / eagle `cpu`", "", 2),
+        ],
+    );
+    for (name, [c, s, n]) in &rows {
+        let key = name.split(' ').next().unwrap_or(name);
+        let p = np
+            .as_ref()
+            .ok()
+            .and_then(|m| m.get(key))
+            .map_or(f64::NAN, |v| v[1]);
+        t.row(
+            &format!("`{name}`"),
+            vec![c.1, s.1, n.1, p, n.1 / c.1, p / c.1],
+        );
+    }
+    // P = 2 on two threads (one rank each) against numpy with two BLAS threads and the same
+    // one-thread ndarray run (ndarray's `dot` has no threads without its `rayon` feature).
+    let (c2, s2) = tp_ffn_p2();
+    let p2 = np2
+        .as_ref()
+        .ok()
+        .and_then(|m| m.get("tp_ffn"))
+        .map_or(f64::NAN, |v| v[1]);
+    let n1 = rows[0].1[2].1;
+    t.row(
+        "`tp_ffn`, P = 2 (two threads; ndarray one)",
+        vec![c2.1, s2.1, n1, p2, n1 / c2.1, p2 / c2.1],
+    );
+    t.notes.push(match &np {
+        Ok(_) => "numpy: `benches/peers.py` with `OPENBLAS_NUM_THREADS=1` (2 in the P = 2 row), the same sizes, f32 throughout (the bf16 row's peers use f32 weights).".into(),
+        Err(why) => format!("numpy: not measured ({why}); its columns are NaN."),
+    });
+    let mut rep = report::Report::new("peers");
+    rep.tables.push(t);
+    rep.finish();
+}
