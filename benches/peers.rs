@@ -96,7 +96,7 @@ fn layernorm_nd(x: ArrayView2<f32>, g: ArrayView2<f32>, b: ArrayView2<f32>) -> A
     let d = &x - &mean;
     let var = (&d * &d).sum_axis(Axis(1)).insert_axis(Axis(1)) / n;
     let inv = var.mapv(|v| 1.0 / (v + 1e-5).sqrt());
-    &d * &inv * &g + &b
+    &d * &inv * g + b
 }
 
 fn log_softmax_nd(x: ArrayView2<f32>) -> Array2<f32> {
@@ -117,6 +117,9 @@ fn rotary_nd(x: ArrayView2<f32>, cos: ArrayView2<f32>, sin: ArrayView2<f32>) -> 
     y.slice_mut(s![.., RH..]).assign(&(&x2 * &cos + &x1 * &sin));
     y
 }
+
+/// (min, median, max) of one contender's rounds, ms per call.
+type Stats = (f64, f64, f64);
 
 /// The median over `rounds` of each closure's mean time per call (ms), interleaved: one
 /// untimed call each, then rounds of `reps` calls.
@@ -208,7 +211,7 @@ fn main() {
     let sim = Session::sim(1).expect("sim").with_race_check(false);
     let cpu = Session::new(eagle::runtime::Platform::Cpu, vec![0]).expect("cpu");
     // (program, eagle cpu, eagle sim, ndarray), each (min, median, max) ms per call.
-    let mut rows: Vec<(&str, [(f64, f64, f64); 3])> = vec![];
+    let mut rows: Vec<(&str, [Stats; 3])> = vec![];
     {
         use tp_ffn::{D, F, T};
         let x = eagle_runner::random_tensor(&[T, D], 1);
