@@ -16,8 +16,13 @@
 //! bit (the runner checks them); the peers compute the same functions with their own rounding
 //! (numpy's and `std`'s `exp`, `tanh`, `sin` differ from eagle's in the last bits).
 //!
-//! `cargo bench --bench peers` (`-- --save` writes `docs/bench/peers.json` and its table in
-//! `docs/performance.md`).
+//! Built with `--features mpi` (and with `mpirun` on the path), a second table (issue 40, item
+//! 4) puts `tp_ffn` under `mpirun -np 2` (this binary again, eagle's MPI executor) against
+//! `benches/tp_ffn_mpi.py` under `mpirun -np 2` (mpi4py + numpy, `MPI_Allreduce`), at the same
+//! sizes.
+//!
+//! `cargo bench --bench peers [--features mpi]` (`-- --save` writes `docs/bench/peers.json` and
+//! its tables in `docs/performance.md`).
 
 use eagle::prelude::*;
 use ndarray::{s, Array2, ArrayView2, Axis};
@@ -205,7 +210,111 @@ fn tp_ffn_p2() -> ((f64, f64, f64), (f64, f64, f64)) {
     (r[0], r[1])
 }
 
+/// Under `mpirun`: `tp_ffn` over MPI at np = P, per launch in interleaved rounds; rank 0
+/// prints `{"tp_ffn_mpi": [min, median, max]}` (ms).
+#[cfg(feature = "mpi")]
+fn mpi_part(p: usize) {
+    use tp_ffn::{D, F, T};
+    let s = Session::new(eagle::runtime::Platform::Sim, (0..p).collect()).expect("session");
+    let x = eagle_runner::random_tensor(&[T, D], 1);
+    let w1 = eagle_runner::random_tensor(&[p, D, F / p], 2);
+    let w2 = eagle_runner::random_tensor(&[p, F / p, D], 3);
+    let (mut h, mut y) = (
+        Tensor::<f32>::zeros(&[p, T, F / p]),
+        Tensor::<f32>::zeros(&[p, T, D]),
+    );
+    let r = interleaved(
+        20,
+        &mut [&mut || {
+            tp_ffn::tp_ffn
+                .launch(&s, &x, &w1, &w2, &mut h, &mut y)
+                .expect("mpi");
+        }],
+    );
+    if eagle::runtime::mpi_rt::world().0 == 0 {
+        println!("{{\"tp_ffn_mpi\": [{}, {}, {}]}}", r[0].0, r[0].1, r[0].2);
+    }
+}
+
+/// Runs `args` under `mpirun -np 2` and reads the JSON object rank 0 printed last.
+fn under_mpirun(args: &[&str]) -> Result<Vec<f64>, String> {
+    let out = std::process::Command::new("mpirun")
+        .args(["--oversubscribe", "-np", "2"])
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OPENBLAS_NUM_THREADS", "1")
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .map_err(|e| format!("`mpirun` did not start: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().rev().find(|l| l.starts_with('{'));
+    match (out.status.success(), line) {
+        (true, Some(l)) => {
+            let m: std::collections::HashMap<String, Vec<f64>> =
+                serde_json::from_str(l).map_err(|e| format!("bad JSON `{l}`: {e}"))?;
+            m.into_values().next().ok_or_else(|| "empty JSON".into())
+        }
+        _ => Err(format!(
+            "`mpirun -np 2 {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        )),
+    }
+}
+
+/// The MPI table: eagle's `tp_ffn` and the mpi4py + numpy program under `mpirun -np 2`.
+fn mpi_table() -> report::Table {
+    let mut t = report::Table::new(
+        "`tp_ffn` under `mpirun -np 2` (ms per call; min, median, max of 7 rounds)",
+        &[("min", "ms", 3), ("median", "ms", 3), ("max", "ms", 3)],
+    );
+    let exe = std::env::current_exe().expect("the bench's path");
+    let eagle = under_mpirun(&[exe.to_str().unwrap_or(""), "--mpi-part"]);
+    let python = std::env::var("EAGLE_PEERS_PYTHON").unwrap_or_else(|_| {
+        let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/target/py-venv/bin/python");
+        if std::path::Path::new(venv).exists() {
+            venv.into()
+        } else {
+            "python3".into()
+        }
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/tp_ffn_mpi.py");
+    let peer = under_mpirun(&[&python, script]);
+    for (label, r) in [
+        ("eagle (the MPI executor, one thread per rank)", &eagle),
+        ("mpi4py + numpy (`MPI_Allreduce`, one BLAS thread)", &peer),
+    ] {
+        match r {
+            Ok(v) => t.row(label, v.clone()),
+            Err(why) => {
+                t.row(label, vec![f64::NAN; 3]);
+                t.notes.push(format!("{label}: not measured ({why})."));
+            }
+        }
+    }
+    if let (Ok(e), Ok(p)) = (&eagle, &peer) {
+        t.notes.push(format!(
+            "mpi4py + numpy / eagle (medians): {:.2} (below 1, the peer is faster).",
+            p[1] / e[1]
+        ));
+    }
+    t
+}
+
 fn main() {
+    #[cfg(feature = "mpi")]
+    {
+        let (_, size) = eagle::runtime::mpi_rt::init();
+        if size > 1 {
+            mpi_part(size);
+            eagle::runtime::mpi_rt::finalize();
+            return;
+        }
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     let scale = if quick { 10 } else { 1 };
     let sim = Session::sim(1).expect("sim").with_race_check(false);
@@ -392,5 +501,9 @@ fn main() {
     });
     let mut rep = report::Report::new("peers");
     rep.tables.push(t);
+    if cfg!(feature = "mpi") {
+        rep.tables.push(mpi_table());
+        rep.command = Some("cargo bench --bench peers --features mpi".into());
+    }
     rep.finish();
 }
