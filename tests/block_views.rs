@@ -284,6 +284,91 @@ fn a_constant_offset_past_a_view_is_refused_before_anything_runs() {
         .launch(&Session::sim(2).unwrap(), &x, &mut z)
         .unwrap_err()
         .to_string();
-    assert_eq!(e, "after binding dims (NR = 2 from argument `x`): verifier: in function `past_the_end`, op `view` (at tests/block_views.rs:269:27): the block view's offset in dim 1 (extent 4 of 16) is 14, past 12, the last start at which the view's extent fits in the buffer it views; keep it from 0 to 12");
+    assert_eq!(e, "function `past_the_end`, op `%5 = view %1[%3, %4] : tensor<[8, 4], f32>` (at tests/block_views.rs:269:27): the block view's offset in dim 1 plus its extent 4 spans 14..=17 but dimension 1 has extent 16; keep the index below the extent (or grow the tensor)");
     assert!(z.data().iter().all(|&v| v == 7.0), "nothing ran");
+}
+
+/// A column offset of `3 * rank + 1`: 16 on rank 5 of 6, past the 16 columns (a break-test
+/// finding: the error named the rewritten element access, not the view).
+#[eagle::kernel(device)]
+pub fn ranked_edge(ctx: Ctx, x: Tensor<f32, R, C>, z: Out<Tensor<f32, 1>>) {
+    let c = rank(ctx) * 3 + 1;
+    let v = subview(x, [1, c], [2, 2]);
+    z[0] = v[0][0] + v[1][1];
+}
+
+#[eagle::host]
+pub fn ranked_edge_all(x: Tensor<f32, NR, R, C>, z: Out<Tensor<f32, NR, 1>>) {
+    for r in 0..world_size() {
+        ranked_edge(x[r], z[r], device = r);
+    }
+}
+
+/// An `[R, 8]` tile from a `[R, 4]` view at a run-time column (a break-test finding: it read
+/// columns past the view without an error).
+#[eagle::kernel(device)]
+pub fn too_wide(ctx: Ctx, x: Tensor<f32, R, C>, y: Out<Tensor<f32, R, 8>>) {
+    let v = subview(x, [0, 2], [R, 4]);
+    let j = rank(ctx) % 2;
+    store(y, [0, 0], load(v, [0, j], [R, 8]));
+}
+
+#[eagle::host]
+pub fn too_wide_all(x: Tensor<f32, NR, R, C>, y: Out<Tensor<f32, NR, R, 8>>) {
+    for r in 0..world_size() {
+        too_wide(x[r], y[r], device = r);
+    }
+}
+
+#[test]
+fn what_specialization_knows_does_not_fit_is_refused_at_the_view() {
+    let x = Tensor::<f32>::zeros(&[6, R, C]);
+    let mut z = Tensor::<f32>::zeros(&[6, 1]);
+    let e = ranked_edge_all
+        .launch(&Session::sim(6).unwrap(), &x, &mut z)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "function `ranked_edge`, op `%9 = view %1[%8, %7] : tensor<[2, 2], f32>` (at tests/block_views.rs:296:13): the block view's offset in dim 1 plus its extent 2 spans 1..=17 but dimension 1 has extent 16; keep the index below the extent (or grow the tensor)");
+    let x = Tensor::<f32>::zeros(&[5, R, C]);
+    let mut z = Tensor::<f32>::zeros(&[5, 1]);
+    ranked_edge_all
+        .launch(&Session::sim(5).unwrap(), &x, &mut z)
+        .unwrap();
+    let x = Tensor::<f32>::zeros(&[2, R, C]);
+    let mut y = Tensor::<f32>::zeros(&[2, R, 8]);
+    let e = too_wide_all
+        .launch(&Session::sim(2).unwrap(), &x, &mut y)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "function `too_wide`, op `%10 = load %5[%9, %8] : tile<[8, 8], f32>` (at tests/block_views.rs:313:22): the offset in dim 1 plus the tile extent 8 spans 0..=8 but dimension 1 has extent 4; keep the index below the extent (or grow the tensor)");
+}
+
+/// Elements of a block view of a window, read and written with one index per dim (a
+/// break-test finding: the macro took `v[0][1]` for a slice of a window and refused it).
+#[eagle::kernel(device)]
+pub fn window_elems(ctx: Ctx, y: Out<Tensor<f32, 2>>, win: Window<f32, 4, 8>) {
+    let v = subview(win, [1, 2], [2, 2]);
+    v[0][1] = 5.0 + rank(ctx) as f32;
+    v[1][0] += 0.5;
+    barrier(ctx);
+    y[0] = v[0][1];
+    y[1] = v[1][0];
+    barrier(ctx);
+}
+
+#[eagle::host]
+pub fn window_elems_all(y: Out<Tensor<f32, NR, 2>>) {
+    let b = alloc_window_buffer([4, 8], f32);
+    for r in 0..world_size() {
+        window_elems(y[r], window(b, [4, 8], f32), device = r);
+    }
+}
+
+#[test]
+fn elements_of_a_view_of_a_window() {
+    let mut y = Tensor::<f32>::zeros(&[2, 2]);
+    window_elems_all
+        .launch(&Session::sim(2).unwrap(), &mut y)
+        .unwrap();
+    assert_eq!(y.data(), &[5.0, 0.5, 6.0, 0.5]);
 }

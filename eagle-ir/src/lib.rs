@@ -34,7 +34,7 @@ mod valid;
 pub mod views;
 
 pub use analysis::{access_category, AccessCategory, AccessInfo, ReduceKind};
-pub use builder::{FunctionBuilder, IntoDim, ModuleBuilder, Operand, Returns, TileArg};
+pub use builder::{FunctionBuilder, Indexed, IntoDim, ModuleBuilder, Operand, Returns, TileArg};
 pub use builtin::{Builtin, Method, FROM_BITS, MATMUL_MX, MX_BLOCK, TOPK};
 pub use error::{IrError, Result};
 pub use facts::{Defs, Facts, FunctionFacts, IndexRange};

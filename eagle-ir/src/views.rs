@@ -10,9 +10,9 @@
 //!   each offset against the last start at which the access fits in the view
 //!   ([`Trap::ViewAccess`]) and then read or write the viewed buffer.
 //!
-//! A check is not emitted where the offset's values are known to fit: a constant, or the
-//! variable of a loop with constant bounds. A constant that does not fit is an error before
-//! anything runs ([`IrError::Verify`], naming the dim, the offset and the last start). The verifier
+//! A check is not emitted where the offset's values are known to fit: a constant, the variable
+//! of a loop with constant bounds, `rank`. Specialization's first pass, which sees the views,
+//! has already refused every offset it knows does not fit where it runs. The verifier
 //! (`valid/views.rs`) keeps views out of every other op. Runs once every dim is bound
 //! (specialization), before the backends.
 
@@ -48,9 +48,8 @@ struct Lower<'a> {
 /// ranks (the range of `rank(ctx)` of the world's context).
 ///
 /// # Errors
-/// [`IrError::Verify`] when a view's extent is larger than its source's along a dim (known
-/// only once the dims are bound), or when a view reaches an op that does not take one (the
-/// verifier refuses that first).
+/// [`IrError::Verify`] when a view reaches an op that does not take one (the verifier refuses
+/// that first, so this is an internal error).
 pub fn lower_views(f: &mut Function, world_size: u64) -> Result<()> {
     fn has_view(b: &Block) -> bool {
         b.ops.iter().any(|op| {
@@ -142,42 +141,37 @@ impl Lower<'_> {
     }
 
     /// Stops the rank with `kind` unless `0 <= off <= last` (compared as unsigned, so a
-    /// negative offset fails too); nothing when `off`'s values are known to fit, an error now
-    /// when `off` is a constant that does not (`what` names the offset and its dim).
-    fn check(&mut self, off: Value, last: i128, kind: Trap, what: &str) -> Result<()> {
-        match self.ranges.get(&off) {
-            Some(&(lo, hi)) if lo >= 0 && hi <= last => return Ok(()),
-            Some(&(c, d)) if c == d => {
-                let op = if kind == Trap::ViewOffset {
-                    "view"
-                } else {
-                    "an access through a view"
-                };
-                return self.fail(op, format!("{what} is {c}, past {last}, the last start at which {}; keep it from 0 to {last}", if kind == Trap::ViewOffset { "the view's extent fits in the buffer it views" } else { "the access fits in the view's extent" }));
+    /// negative offset fails too; a negative `last`, an extent larger than the one it must fit
+    /// in, fails always); nothing when `off`'s values are known to fit. Specialization's first
+    /// pass has refused, before anything runs, every check it knows fails where it runs.
+    fn check(&mut self, off: Value, last: i128, kind: Trap) {
+        if let Some(&(lo, hi)) = self.ranges.get(&off) {
+            if lo >= 0 && hi <= last {
+                return;
             }
-            _ => {}
         }
-        let u = self.push(OpKind::Cast(off), Some(Type::Scalar(DType::U64)));
-        let l = self.push(
-            OpKind::Const(Const::Int(last)),
-            Some(Type::Scalar(DType::U64)),
-        );
-        let (u, l) = (u.expect("cast"), l.expect("const"));
-        let cond = self.push(
-            OpKind::Cmp(CmpOp::Gt, u, l),
-            Some(Type::Scalar(DType::Bool)),
-        );
+        let bool_ty = Some(Type::Scalar(DType::Bool));
+        let cond = if last < 0 {
+            self.push(OpKind::Const(Const::Bool(true)), bool_ty)
+        } else {
+            let u = self.push(OpKind::Cast(off), Some(Type::Scalar(DType::U64)));
+            let l = self.push(
+                OpKind::Const(Const::Int(last)),
+                Some(Type::Scalar(DType::U64)),
+            );
+            let (u, l) = (u.expect("cast"), l.expect("const"));
+            self.push(OpKind::Cmp(CmpOp::Gt, u, l), bool_ty)
+        };
         let b = self.index(last);
         self.push(
             OpKind::TrapIf {
-                cond: cond.expect("cmp"),
+                cond: cond.expect("a condition"),
                 a: off,
                 b,
                 kind,
             },
             None,
         );
-        Ok(())
     }
 
     fn extents(&self, v: Value) -> Vec<u64> {
@@ -191,12 +185,7 @@ impl Lower<'_> {
 
     /// Checks an access of extents `tile` at `offsets` of the view `src` and returns the
     /// viewed buffer and the summed offsets.
-    fn access(
-        &mut self,
-        src: Value,
-        offsets: &[Value],
-        tile: &[u64],
-    ) -> Result<(Value, Vec<Value>)> {
+    fn access(&mut self, src: Value, offsets: &[Value], tile: &[u64]) -> (Value, Vec<Value>) {
         let Viewed {
             root,
             offsets: base,
@@ -205,28 +194,21 @@ impl Lower<'_> {
         for (i, &o) in offsets.iter().enumerate() {
             let t = tile.get(i).copied().unwrap_or(1);
             let e = ext.get(i).copied().unwrap_or(0);
-            let what = format!(
-                "the access's offset in dim {i} (of extent {t}) within a view of extent {e}"
-            );
-            self.check(o, i128::from(e) - i128::from(t), Trap::ViewAccess, &what)?;
+            self.check(o, i128::from(e) - i128::from(t), Trap::ViewAccess);
         }
         let summed = base
             .iter()
             .zip(offsets)
             .map(|(&b, &o)| self.add(b, o))
             .collect();
-        Ok((root, summed))
+        (root, summed)
     }
 
     /// A new view `r` of `src` (a view or a buffer) at `offsets`, checked against `src`.
-    fn view(&mut self, op: &str, r: Value, src: Value, offsets: &[Value]) -> Result<()> {
+    fn view(&mut self, r: Value, src: Value, offsets: &[Value]) {
         let (s, e) = (self.extents(src), self.extents(r));
-        for (i, (&o, (&s, &e))) in offsets.iter().zip(s.iter().zip(&e)).enumerate() {
-            if e > s {
-                return self.fail(op, format!("the block view has extent {e} along dim {i}, where the buffer it views has {s}; give an extent from 1 to {s}"));
-            }
-            let what = format!("the block view's offset in dim {i} (extent {e} of {s})");
-            self.check(o, i128::from(s - e), Trap::ViewOffset, &what)?;
+        for (&o, (&s, &e)) in offsets.iter().zip(s.iter().zip(&e)) {
+            self.check(o, i128::from(s) - i128::from(e), Trap::ViewOffset);
         }
         let viewed = match self.views.get(&src).cloned() {
             Some(Viewed {
@@ -246,7 +228,6 @@ impl Lower<'_> {
             },
         };
         self.views.insert(r, viewed);
-        Ok(())
     }
 
     fn op(&mut self, mut op: Op) -> Result<()> {
@@ -270,7 +251,8 @@ impl Lower<'_> {
             OpKind::View { src, offsets } => {
                 let (src, offsets) = (*src, offsets.clone());
                 let r = result.expect("a view defines a value");
-                return self.view("view", r, src, &offsets);
+                self.view(r, src, &offsets);
+                return Ok(());
             }
             OpKind::Subview { src, offset } if self.views.contains_key(src) => {
                 let (src, offset) = (*src, *offset);
@@ -279,12 +261,13 @@ impl Lower<'_> {
                 for _ in 1..self.extents(src).len() {
                     offsets.push(self.index(0));
                 }
-                return self.view("subview", r, src, &offsets);
+                self.view(r, src, &offsets);
+                return Ok(());
             }
             OpKind::Slice { src, index } if self.views.contains_key(src) => {
                 let (src, index) = (*src, *index);
                 let r = result.expect("a slice defines a value");
-                let (root, at) = self.access(src, &[index], &[1])?;
+                let (root, at) = self.access(src, &[index], &[1]);
                 let Type::Tensor(s, d) = self.values[root].clone() else {
                     return self.fail("slice", "a slice of a view of a window".into());
                 };
@@ -315,7 +298,7 @@ impl Lower<'_> {
                 indices: offsets,
             } if self.views.contains_key(src) => {
                 let tile = result.map(|r| self.extents(r)).unwrap_or_default();
-                let (root, at) = self.access(*src, offsets, &tile)?;
+                let (root, at) = self.access(*src, offsets, &tile);
                 (*src, *offsets) = (root, at);
             }
             OpKind::Store {
@@ -335,7 +318,7 @@ impl Lower<'_> {
                 indices: offsets,
             } if self.views.contains_key(dst) => {
                 let tile = self.extents(*value);
-                let (root, at) = self.access(*dst, offsets, &tile)?;
+                let (root, at) = self.access(*dst, offsets, &tile);
                 (*dst, *offsets) = (root, at);
             }
             kind => {

@@ -694,6 +694,41 @@ impl Spec<'_> {
         Ok(())
     }
 
+    /// Checks each offset of a block view plus the view's extent along its dim against the
+    /// viewed buffer's extent (the first pass; the second sees the accesses `lower_views`
+    /// rewrote onto the viewed buffer).
+    fn view(
+        &self,
+        f: &Function,
+        op: &Op,
+        src: Value,
+        offsets: &[Value],
+        res: Option<Value>,
+    ) -> Result<(), SpecializeError> {
+        if self.dead > 0 {
+            return Ok(());
+        }
+        let consts = |v: Value| f.ty(v).shape().and_then(|s| s.consts()).unwrap_or_default();
+        let (s, e) = (consts(src), res.map(consts).unwrap_or_default());
+        for (d, (&o, (&s, &e))) in offsets.iter().zip(s.iter().zip(&e)).enumerate() {
+            if let Some(r) = self.known(o) {
+                if r.lo < 0 || r.hi + e as i128 > s as i128 {
+                    return Err(SpecializeError::IndexOutOfBounds {
+                        function: f.name.clone(),
+                        op: print_op(f, op),
+                        loc: op.loc.clone().map(Box::new),
+                        operand: format!("the block view's offset in dim {d} plus its extent {e}"),
+                        dim: d as u32,
+                        lo: r.lo,
+                        hi: r.hi + e as i128 - 1,
+                        extent: s,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The blocks nested in `op`: a `for` body (dead when empty), an `if`'s branches with what
     /// they know, a `while` body (guarded, as it runs only while its flag holds).
     fn nested(&mut self, f: &Function, op: &mut Op) -> Result<(), SpecializeError> {
@@ -892,6 +927,7 @@ impl Spec<'_> {
             }
             OpKind::Slice { src, index } => self.slice(f, op, *src, *index, res)?,
             OpKind::Subview { src, offset } => self.subview(f, op, *src, *offset, res)?,
+            OpKind::View { src, offsets } => self.view(f, op, *src, offsets, res)?,
             OpKind::Broadcast { root, .. } => self.check_rank(f, op, *root, "root")?,
             OpKind::Elem { .. }
             | OpKind::SetElem { .. }
@@ -940,9 +976,7 @@ impl Spec<'_> {
             | OpKind::TrapIf { .. }
             | OpKind::Tile(..)
             // Expanded into primitive ops after the first pass (`eagle_ir::expand::expand_function`).
-            | OpKind::Math(..)
-            // Lowered before specialization (`eagle_ir::views::lower_views`).
-            | OpKind::View { .. } => {}
+            | OpKind::Math(..) => {}
         }
         if recurse {
             self.nested(f, op)?;
@@ -1044,8 +1078,6 @@ pub fn specialize_for(
         let generic = f.values.clone();
         super::bind::bind_types(f, b, limits)?;
         crate::lower::check_bound_buffers(f, &generic, b.world_size)?;
-        // Accesses through block views become accesses of the buffers they view.
-        eagle_ir::views::lower_views(f, b.world_size)?;
         let mut body = std::mem::take(&mut f.body);
         for pass in 0..2 {
             if pass == 1 {
@@ -1058,6 +1090,9 @@ pub fn specialize_for(
                         grids.push(g);
                     }
                 }
+                // Accesses through block views become accesses of the buffers they view (the
+                // first pass checked the views' offsets against what it knows).
+                eagle_ir::views::lower_views(f, b.world_size)?;
                 if f.level != Level::Host {
                     // Storage dtypes (`i8`, `f16`, ...) are computed in their compute dtypes
                     // (the lowered collectives' arithmetic too); then math-library ops become

@@ -8,6 +8,7 @@ mod control;
 mod ops;
 mod returns;
 
+pub use ops::Indexed;
 pub use returns::Returns;
 
 use crate::error::{IrError, Result};

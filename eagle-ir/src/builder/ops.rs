@@ -668,6 +668,60 @@ impl FunctionBuilder<'_> {
         }
     }
 
+    /// One step of `x[i][j]...` in source on a local value (a window parameter takes
+    /// [`Self::elem`] directly), in source order: a tensor is indexed at once
+    /// ([`Self::index`]: a slice, or an element of a rank-1 tensor), a window (a block view of
+    /// one) collects its indices for one element access ([`Self::index_done`],
+    /// [`Self::set_index_last`]).
+    ///
+    /// # Errors
+    /// As [`Self::index`].
+    pub fn index_step(&mut self, at: Indexed, i: impl Into<Operand>) -> Result<Indexed> {
+        match at {
+            Indexed::Value(v) if matches!(self.ty(v), Type::Window(..)) => {
+                Ok(Indexed::Window(v, vec![i.into()]))
+            }
+            Indexed::Value(v) => Ok(Indexed::Value(self.index(v, i)?)),
+            Indexed::Window(w, mut idx) => {
+                idx.push(i.into());
+                Ok(Indexed::Window(w, idx))
+            }
+        }
+    }
+
+    /// The value `x[i][j]...` reads after its [`Self::index_step`]s.
+    ///
+    /// # Errors
+    /// As [`Self::elem`], for a window indexed other than once per dim.
+    pub fn index_done(&mut self, at: Indexed) -> Result<Value> {
+        match at {
+            Indexed::Value(v) => Ok(v),
+            Indexed::Window(w, idx) => self.elem(w, idx),
+        }
+    }
+
+    /// `x[i]...[last] = v`, after the [`Self::index_step`]s of the other indices.
+    ///
+    /// # Errors
+    /// As [`Self::set_index`] and [`Self::set_elem`].
+    pub fn set_index_last(
+        &mut self,
+        at: Indexed,
+        last: impl Into<Operand>,
+        v: impl Into<Operand>,
+    ) -> Result<()> {
+        match at {
+            Indexed::Value(b) if matches!(self.ty(b), Type::Window(..)) => {
+                self.set_elem(b, vec![last.into()], v)
+            }
+            Indexed::Value(b) => self.set_index(b, last, v),
+            Indexed::Window(w, mut idx) => {
+                idx.push(last.into());
+                self.set_elem(w, idx, v)
+            }
+        }
+    }
+
     /// `w[i][j]...` in source: one element of a window (or tensor) of rank `indices.len()`,
     /// in a device, compute or sample function.
     ///
@@ -889,4 +943,14 @@ impl FunctionBuilder<'_> {
         });
         Ok(())
     }
+}
+
+/// A partly indexed `x[i][j]...` ([`FunctionBuilder::index_step`]): a value indexed so far, or
+/// a window and the indices collected for its element access.
+#[derive(Debug, Clone)]
+pub enum Indexed {
+    /// The value indexed so far (the base before the first step).
+    Value(Value),
+    /// A window and its indices so far.
+    Window(Value, Vec<Operand>),
 }

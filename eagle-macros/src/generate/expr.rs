@@ -159,6 +159,11 @@ impl Cx {
                     let w = self.val(w)?;
                     let idx = idx.into_iter().map(|i| self.expr(i)).collect::<R<Vec<_>>>()?;
                     quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #w; let __a1 = vec![#(#idx),*]; __f.elem(__a0, __a1)? }))
+                } else if let Some((base, idx)) = index_chain(ix) {
+                    // `v[i][j]` on a local value: one element of a window view, else slices,
+                    // each index built in source order.
+                    let steps = self.index_steps(base, &idx)?;
+                    quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ #steps __f.index_done(__at)? }))
                 } else {
                     let base = self.val(&ix.expr)?;
                     let i = self.expr(&ix.index)?;
@@ -602,4 +607,34 @@ pub(super) fn callee_of(c: &syn::ExprCall) -> R<(&syn::Path, String)> {
         .map(|s| s.ident.to_string())
         .unwrap_or_default();
     Ok((&p.path, name))
+}
+
+impl Cx {
+    /// The code that builds `base` and `idx`'s [`eagle_ir::FunctionBuilder::index_step`]s in
+    /// source order, leaving the partly indexed value in `__at`.
+    pub(super) fn index_steps(&mut self, base: &Expr, idx: &[&Expr]) -> R<TS> {
+        let b = self.val(base)?;
+        let mut out = quote!(let mut __at = ::eagle::ir::Indexed::Value(#b););
+        for i in idx {
+            let i = self.expr(i)?;
+            out.extend(quote!(__at = { let __i = #i; __f.index_step(__at, __i)? };));
+        }
+        Ok(out)
+    }
+}
+
+/// `v[i][j]...` with two or more indices on a plain name: the name and the indices,
+/// outermost first; `None` for one index or another base expression.
+pub(super) fn index_chain(ix: &syn::ExprIndex) -> Option<(&Expr, Vec<&Expr>)> {
+    let mut idx = vec![&*ix.index];
+    let mut base = &*ix.expr;
+    while let Expr::Index(inner) = base {
+        idx.push(&*inner.index);
+        base = &*inner.expr;
+    }
+    if idx.len() < 2 || !matches!(base, Expr::Path(_)) {
+        return None;
+    }
+    idx.reverse();
+    Some((base, idx))
 }

@@ -350,52 +350,11 @@ impl Cx {
             }
             Expr::Assign(a) if matches!(&*a.left, Expr::Index(_)) => {
                 let Expr::Index(ix) = &*a.left else { unreachable!("matched above") };
-                if let Some((w, idx)) = self.window_index(ix)? {
-                    let w = self.val(w)?;
-                    let idx = idx.into_iter().map(|i| self.expr(i)).collect::<R<Vec<_>>>()?;
-                    let rhs = self.expr(&a.right)?;
-                    return Ok(quote!({ let __a0 = #w; let __a1 = vec![#(#idx),*]; let __a2 = #rhs; __f.set_elem(__a0, __a1, __a2)?; }));
-                }
-                self.check_writable(&ix.expr, "the element assignment")?;
-                let base = self.val(&ix.expr)?;
-                let i = self.expr(&ix.index)?;
-                let rhs = self.expr(&a.right)?;
-                Ok(quote!({ let __a0 = #base; let __a1 = #i; let __a2 = #rhs; __f.set_index(__a0, __a1, __a2)?; }))
+                self.assign_index(ix, &a.right)
             }
             Expr::Binary(b) if is_compound(&b.op) && matches!(&*b.left, Expr::Index(_)) => {
                 let Expr::Index(ix) = &*b.left else { unreachable!("matched above") };
-                if let Some((w, idx)) = self.window_index(ix)? {
-                    let w = self.val(w)?;
-                    let idx = idx.into_iter().map(|i| self.expr(i)).collect::<R<Vec<_>>>()?;
-                    let op = compound_op(&b.op);
-                    let rhs = self.expr(&b.right)?;
-                    return Ok(quote!({
-                        let __w = #w;
-                        let __i0: Vec<::eagle::ir::Operand> = vec![#(#idx),*];
-                        let __i = __i0
-                            .into_iter()
-                            .map(|i| __f.value(i, Some(::eagle::ir::DType::Index)).map(::eagle::ir::Operand::Val))
-                            .collect::<::eagle::ir::Result<Vec<_>>>()?;
-                        let __old = __f.elem(__w, __i.clone())?;
-                        let __r = #rhs;
-                        let __new = __f.bin(#op, __old, __r)?;
-                        __f.set_elem(__w, __i, __new)?;
-                    }));
-                }
-                self.check_writable(&ix.expr, "the element update")?;
-                let base = self.val(&ix.expr)?;
-                let i = self.expr(&ix.index)?;
-                let op = compound_op(&b.op);
-                let rhs = self.expr(&b.right)?;
-                Ok(quote!({
-                    let __b = #base;
-                    let __i0 = #i;
-                    let __i = __f.value(__i0, Some(::eagle::ir::DType::Index))?;
-                    let __old = __f.index(__b, __i)?;
-                    let __r = #rhs;
-                    let __new = __f.bin(#op, __old, __r)?;
-                    __f.set_index(__b, __i, __new)?;
-                }))
+                self.update_index(ix, b)
             }
             Expr::Assign(a) => {
                 let v = self.mut_var(&a.left)?;
@@ -523,6 +482,93 @@ impl Cx {
             None => {
                 quote!({ let __args = vec![#(#args),*]; __f.call(#callee::NAME, #callee::build, __args)?; })
             }
+        }))
+    }
+
+    /// `x[i]... = right`: an element of a window parameter, of a local value (`index_chain`),
+    /// or of the value `x[i]...` names.
+    fn assign_index(&mut self, ix: &syn::ExprIndex, right: &Expr) -> R<TS> {
+        if let Some((w, idx)) = self.window_index(ix)? {
+            let w = self.val(w)?;
+            let idx = idx
+                .into_iter()
+                .map(|i| self.expr(i))
+                .collect::<R<Vec<_>>>()?;
+            let rhs = self.expr(right)?;
+            return Ok(
+                quote!({ let __a0 = #w; let __a1 = vec![#(#idx),*]; let __a2 = #rhs; __f.set_elem(__a0, __a1, __a2)?; }),
+            );
+        }
+        self.check_writable(&ix.expr, "the element assignment")?;
+        if let Some((base, idx)) = super::expr::index_chain(ix) {
+            let (last, rest) = idx.split_last().expect("two or more indices");
+            let steps = self.index_steps(base, rest)?;
+            let last = self.expr(last)?;
+            let rhs = self.expr(right)?;
+            return Ok(
+                quote!({ #steps let __a1 = #last; let __a2 = #rhs; __f.set_index_last(__at, __a1, __a2)?; }),
+            );
+        }
+        let base = self.val(&ix.expr)?;
+        let i = self.expr(&ix.index)?;
+        let rhs = self.expr(right)?;
+        Ok(
+            quote!({ let __a0 = #base; let __a1 = #i; let __a2 = #rhs; __f.set_index(__a0, __a1, __a2)?; }),
+        )
+    }
+
+    /// `x[i]... op= right` (`b`'s left side is `ix`), as [`Self::assign_index`].
+    fn update_index(&mut self, ix: &syn::ExprIndex, b: &syn::ExprBinary) -> R<TS> {
+        if let Some((w, idx)) = self.window_index(ix)? {
+            let w = self.val(w)?;
+            let idx = idx
+                .into_iter()
+                .map(|i| self.expr(i))
+                .collect::<R<Vec<_>>>()?;
+            let op = compound_op(&b.op);
+            let rhs = self.expr(&b.right)?;
+            return Ok(quote!({
+                let __w = #w;
+                let __i0: Vec<::eagle::ir::Operand> = vec![#(#idx),*];
+                let __i = __i0
+                    .into_iter()
+                    .map(|i| __f.value(i, Some(::eagle::ir::DType::Index)).map(::eagle::ir::Operand::Val))
+                    .collect::<::eagle::ir::Result<Vec<_>>>()?;
+                let __old = __f.elem(__w, __i.clone())?;
+                let __r = #rhs;
+                let __new = __f.bin(#op, __old, __r)?;
+                __f.set_elem(__w, __i, __new)?;
+            }));
+        }
+        self.check_writable(&ix.expr, "the element update")?;
+        if let Some((base, idx)) = super::expr::index_chain(ix) {
+            let (last, rest) = idx.split_last().expect("two or more indices");
+            let steps = self.index_steps(base, rest)?;
+            let last = self.expr(last)?;
+            let op = compound_op(&b.op);
+            let rhs = self.expr(&b.right)?;
+            return Ok(quote!({
+                #steps
+                let __i0 = #last;
+                let __i = ::eagle::ir::Operand::Val(__f.value(__i0, Some(::eagle::ir::DType::Index))?);
+                let __old = { let __s = __f.index_step(__at.clone(), __i.clone())?; __f.index_done(__s)? };
+                let __r = #rhs;
+                let __new = __f.bin(#op, __old, __r)?;
+                __f.set_index_last(__at, __i, __new)?;
+            }));
+        }
+        let base = self.val(&ix.expr)?;
+        let i = self.expr(&ix.index)?;
+        let op = compound_op(&b.op);
+        let rhs = self.expr(&b.right)?;
+        Ok(quote!({
+            let __b = #base;
+            let __i0 = #i;
+            let __i = __f.value(__i0, Some(::eagle::ir::DType::Index))?;
+            let __old = __f.index(__b, __i)?;
+            let __r = #rhs;
+            let __new = __f.bin(#op, __old, __r)?;
+            __f.set_index(__b, __i, __new)?;
         }))
     }
 
