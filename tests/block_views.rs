@@ -372,3 +372,49 @@ fn elements_of_a_view_of_a_window() {
         .unwrap();
     assert_eq!(y.data(), &[5.0, 0.5, 6.0, 0.5]);
 }
+
+/// Whole rows through the block form are contiguous: `put` takes them (a break-test finding:
+/// they were refused as strided).
+#[eagle::kernel(device)]
+pub fn put_rows(ctx: Ctx, x: Tensor<f32, 4, 8>, y: Out<Tensor<f32, 4, 8>>, win: Window<f32, 4, 8>) {
+    let right = (rank(ctx) + 1) % nranks(ctx);
+    put(
+        subview(win, [1, 0], [2, 8]),
+        right,
+        subview(x, [1, 0], [2, 8]),
+    );
+    barrier(ctx);
+    store(y, [0, 0], load(win, [0, 0], [4, 8]));
+    barrier(ctx);
+}
+
+#[eagle::host]
+pub fn put_rows_all(x: Tensor<f32, NR, 4, 8>, y: Out<Tensor<f32, NR, 4, 8>>) {
+    let b = alloc_window_buffer([4, 8], f32);
+    for r in 0..world_size() {
+        put_rows(x[r], y[r], window(b, [4, 8], f32), device = r);
+    }
+}
+
+#[test]
+fn whole_rows_through_the_block_form_are_contiguous() {
+    for p in 1..=3 {
+        let x = Tensor::<f32>::from_vec(&[p, 4, 8], seq(p * 32, 1.0)).unwrap();
+        let mut y = Tensor::<f32>::zeros(&[p, 4, 8]);
+        put_rows_all
+            .launch(&Session::sim(p).unwrap(), &x, &mut y)
+            .unwrap();
+        for r in 0..p {
+            let left = (r + p - 1) % p;
+            let mut want = vec![0.0f32; 32];
+            want[8..24].copy_from_slice(&x.data()[left * 32 + 8..left * 32 + 24]);
+            assert_eq!(
+                &y.data()[r * 32..(r + 1) * 32],
+                &want[..],
+                "rank {r} of {p}"
+            );
+        }
+    }
+    let ir = put_rows.ir().unwrap();
+    assert!(ir.contains("= view %3["), "{ir}");
+}

@@ -230,6 +230,18 @@ impl Lower<'_> {
         self.views.insert(r, viewed);
     }
 
+    /// Whether the view `r` of `src` (not a view) at `offsets` takes whole rows: its offsets
+    /// past dim 0 known to be 0 and its extents past dim 0 `src`'s (the verifier's rule, which
+    /// lets such a view go where a contiguous buffer is needed).
+    fn whole_rows(&self, src: Value, r: Option<Value>, offsets: &[Value]) -> bool {
+        let Some(r) = r else { return false };
+        !self.views.contains_key(&src)
+            && offsets
+                .get(1..)
+                .is_some_and(|o| o.iter().all(|o| self.ranges.get(o) == Some(&(0, 0))))
+            && self.extents(src).get(1..) == self.extents(r).get(1..)
+    }
+
     fn op(&mut self, mut op: Op) -> Result<()> {
         let result = op.result;
         match &mut op.kind {
@@ -247,6 +259,13 @@ impl Lower<'_> {
                 if let (Some(r), Some(n)) = (result, d.as_const()) {
                     self.ranges.insert(r, (i128::from(n), i128::from(n)));
                 }
+            }
+            OpKind::View { src, offsets } if self.whole_rows(*src, result, offsets) => {
+                // Whole rows of a buffer: the contiguous row block `subview` is.
+                op.kind = OpKind::Subview {
+                    src: *src,
+                    offset: offsets[0],
+                };
             }
             OpKind::View { src, offsets } => {
                 let (src, offsets) = (*src, offsets.clone());

@@ -42,6 +42,8 @@ struct V<'a> {
     arrays: HashSet<Value>,
     /// The strided values defined so far: block views, and slices and sub-views of them.
     strided: HashSet<Value>,
+    /// The `index` constants 0 defined so far (a block view at offset 0 past dim 0).
+    zeros: HashSet<Value>,
 }
 
 impl V<'_> {
@@ -1069,6 +1071,7 @@ pub fn verify_module(m: &Module) -> Result<()> {
                 .collect(),
             arrays: HashSet::new(),
             strided: HashSet::new(),
+            zeros: HashSet::new(),
         };
         v.block(&f.body)?;
     }

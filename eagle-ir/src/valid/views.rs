@@ -45,7 +45,7 @@ impl V<'_> {
     }
 
     /// A block view, and a slice or sub-view of one, is strided: its rows are parts of the
-    /// viewed buffer's rows. It is read and written by element and tile accesses and viewed
+    /// viewed buffer's rows (unless it takes whole rows of a buffer that is not strided). It is read and written by element and tile accesses and viewed
     /// further, and nothing else takes it (a collective, `put`/`get` or a call copies a
     /// buffer as one run of bytes).
     pub(super) fn strided_uses(&mut self, op: &Op) -> Result<()> {
@@ -72,13 +72,34 @@ impl V<'_> {
                 );
             }
         }
+        if let (OpKind::Const(crate::ir::Const::Int(0)), Some(r)) = (&op.kind, op.result) {
+            self.zeros.insert(r);
+        }
         if let (Some(r), Some(src)) = (op.result, allowed) {
-            let derived = matches!(op.kind, OpKind::Slice { .. } | OpKind::Subview { .. })
-                && self.strided.contains(&src);
-            if matches!(op.kind, OpKind::View { .. }) || derived {
+            let strided = match &op.kind {
+                OpKind::View { offsets, .. } => {
+                    self.strided.contains(&src) || !self.whole_rows(src, r, offsets)
+                }
+                OpKind::Slice { .. } | OpKind::Subview { .. } => self.strided.contains(&src),
+                _ => false,
+            };
+            if strided {
                 self.strided.insert(r);
             }
         }
         Ok(())
+    }
+
+    /// Whether the view `r` of `src` at `offsets` takes whole rows: its offsets past dim 0 are
+    /// the constant 0 and its extents past dim 0 are `src`'s (a rank-1 view always). Such a
+    /// view is contiguous, as `subview(x, offset, LEN)` is (`views::lower_views` makes it one).
+    fn whole_rows(&self, src: Value, r: Value, offsets: &[Value]) -> bool {
+        let (Some(s), Some(t)) = (self.ty(src).shape(), self.ty(r).shape()) else {
+            return false;
+        };
+        offsets
+            .get(1..)
+            .is_some_and(|o| o.iter().all(|o| self.zeros.contains(o)))
+            && s.0.get(1..) == t.0.get(1..)
     }
 }
