@@ -406,7 +406,7 @@ fn whole_rows_through_the_block_form_are_contiguous() {
             .unwrap();
         for r in 0..p {
             let left = (r + p - 1) % p;
-            let mut want = vec![0.0f32; 32];
+            let mut want = [0.0f32; 32];
             want[8..24].copy_from_slice(&x.data()[left * 32 + 8..left * 32 + 24]);
             assert_eq!(
                 &y.data()[r * 32..(r + 1) * 32],
