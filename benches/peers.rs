@@ -21,8 +21,8 @@
 //! `benches/tp_ffn_mpi.py` under `mpirun -np 2` (mpi4py + numpy, `MPI_Allreduce`), at the same
 //! sizes.
 //!
-//! `cargo bench --bench peers [--features mpi]` (`-- --save` writes `docs/bench/peers.json` and
-//! its tables in `docs/performance.md`).
+//! `cargo bench --bench peers [--features mpi]` (`-- --quick`: a tenth of the calls per round;
+//! `-- --save` writes `docs/bench/peers.json` and its tables in `docs/performance.md`).
 
 use eagle::prelude::*;
 use ndarray::{s, Array2, ArrayView2, Axis};
@@ -495,15 +495,27 @@ fn main() {
         "`tp_ffn`, P = 2 (two threads; ndarray one)",
         vec![c2.1, s2.1, n1, p2, n1 / c2.1, p2 / c2.1],
     );
+    t.notes.push(
+        "The last two columns are the peer's time over eagle `cpu`'s: below 1, the peer is faster."
+            .into(),
+    );
     t.notes.push(match &np {
         Ok(_) => "numpy: `benches/peers.py` with `OPENBLAS_NUM_THREADS=1` (2 in the P = 2 row), the same sizes, f32 throughout (the bf16 row's peers use f32 weights).".into(),
-        Err(why) => format!("numpy: not measured ({why}); its columns are NaN."),
+        Err(why) => format!("numpy: not measured ({why}); its columns are n/a. Set `EAGLE_PEERS_PYTHON` to a Python that imports numpy (or create `target/py-venv` in the repository, as `.ci/run` does)."),
     });
+    if quick {
+        t.title
+            .push_str(", `--quick`: a tenth of the calls per round");
+    }
     let mut rep = report::Report::new("peers");
     rep.tables.push(t);
     if cfg!(feature = "mpi") {
         rep.tables.push(mpi_table());
         rep.command = Some("cargo bench --bench peers --features mpi".into());
+    } else {
+        rep.tables[0].notes.push(
+            "The table of `tp_ffn` under `mpirun -np 2` (eagle's MPI executor against mpi4py + numpy) needs `--features mpi`.".into(),
+        );
     }
     rep.finish();
 }

@@ -199,7 +199,7 @@ pub fn put_a_block(ctx: Ctx, win: Window<f32, 4, 8>) {
 #[test]
 fn a_block_view_is_not_a_contiguous_buffer() {
     let e = put_a_block.ir().unwrap_err().to_string();
-    assert_eq!(e, "verifier: in function `put_a_block`, op `put %4, %5, %4` (at tests/block_views.rs:196:5): operand 0 is a block view (`subview(x, [offsets], [extents])`), whose rows are not contiguous; `put` takes a contiguous buffer: copy the block through a tile (`load` it, `store` it into a buffer of its shape), or view whole rows with `subview(x, offset, LEN)`");
+    assert_eq!(e, "verifier: in function `put_a_block`, op `put %4, %5, %4` (at tests/block_views.rs:196:5): operand 0 is a block view (`subview(x, [offsets], [extents])`), whose rows are not contiguous; `put` takes a contiguous buffer: move the block through a tile (`load` it from the view, then `store` it or `put` a buffer of whole rows), or view whole rows with `subview(x, offset, LEN)`");
 }
 
 #[test]
@@ -340,7 +340,7 @@ fn what_specialization_knows_does_not_fit_is_refused_at_the_view() {
         .launch(&Session::sim(2).unwrap(), &x, &mut y)
         .unwrap_err()
         .to_string();
-    assert_eq!(e, "function `too_wide`, op `%10 = load %5[%9, %8] : tile<[8, 8], f32>` (at tests/block_views.rs:313:22): the offset in dim 1 plus the tile extent 8 spans 0..=8 but dimension 1 has extent 4; keep the index below the extent (or grow the tensor)");
+    assert_eq!(e, "verifier: in function `too_wide`, op `%10 = load %5[%9, %8] : tile<[8, 8], f32>` (at tests/block_views.rs:313:22): the tile is 8 wide along dim 1, but the block view it goes through has extent 4 there; narrow the tile or widen the view");
 }
 
 /// Elements of a block view of a window, read and written with one index per dim (a
@@ -417,4 +417,54 @@ fn whole_rows_through_the_block_form_are_contiguous() {
     }
     let ir = put_rows.ir().unwrap();
     assert!(ir.contains("= view %3["), "{ir}");
+}
+
+/// A compute kernel that takes a tensor and returns a tile, built in place at its call.
+#[eagle::kernel]
+pub fn block_t(b: Tensor<f32, 4, 4>) -> Tile<f32, 4, 4> {
+    transpose(load(b, [0, 0], [4, 4]))
+}
+
+/// Transposes `x` block by block: each 4 x 4 block is handed to `block_t` as a view (a
+/// new-user finding: the docs said calls refuse views; kernels that return values take them).
+#[eagle::kernel(device)]
+pub fn transpose_blocks(ctx: Ctx, x: Tensor<f32, 8, 8>, y: Out<Tensor<f32, 8, 8>>) {
+    for bi in 0..2 {
+        for bj in 0..2 {
+            let t = block_t(subview(x, [bi * 4, bj * 4], [4, 4]));
+            store(subview(y, [bj * 4, bi * 4], [4, 4]), [0, 0], t);
+        }
+    }
+}
+
+#[eagle::host]
+pub fn transpose_all(x: Tensor<f32, NR, 8, 8>, y: Out<Tensor<f32, NR, 8, 8>>) {
+    for r in 0..world_size() {
+        transpose_blocks(x[r], y[r], device = r);
+    }
+}
+
+/// One offset per dim, offsets first: a location names the line of a wrong count.
+#[eagle::kernel(device)]
+pub fn three_offsets(ctx: Ctx, x: Tensor<f32, 8, 8>, z: Out<Tensor<f32, 1>>) {
+    let v = subview(x, [0, 0, 0], [8, 8]);
+    z[0] = v[0][0];
+}
+
+#[test]
+fn views_go_to_kernels_that_return_values() {
+    let x = Tensor::<f32>::from_vec(&[2, 8, 8], seq(128, 1.0)).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[2, 8, 8]);
+    transpose_all
+        .launch(&Session::sim(2).unwrap(), &x, &mut y)
+        .unwrap();
+    for r in 0..2 {
+        for i in 0..8 {
+            for j in 0..8 {
+                assert_eq!(y.data()[r * 64 + j * 8 + i], x.data()[r * 64 + i * 8 + j]);
+            }
+        }
+    }
+    let e = three_offsets.ir().unwrap_err().to_string();
+    assert_eq!(e, "in function `three_offsets`: `subview` of a buffer of shape [8, 8] takes 2 offsets and 2 extents, one per dim (offsets first, then extents); found 3 and 2 (at tests/block_views.rs:450:13)");
 }

@@ -50,11 +50,19 @@ pub struct Column {
     pub digits: usize,
 }
 
-/// A row: its label and one value per column (already in the column's unit).
+/// A row: its label and one value per column (already in the column's unit); a value not
+/// measured is NaN, `null` in the JSON and `n/a` on the page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub label: String,
+    #[serde(deserialize_with = "nan_for_null")]
     pub values: Vec<f64>,
+}
+
+/// Reads `null` (how `serde_json` writes NaN) back as NaN.
+fn nan_for_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    let v: Vec<Option<f64>> = Deserialize::deserialize(d)?;
+    Ok(v.into_iter().map(|x| x.unwrap_or(f64::NAN)).collect())
 }
 
 impl Table {
@@ -183,7 +191,11 @@ impl Report {
                     } else {
                         format!(" {}", c.unit)
                     };
-                    s.push_str(&format!(" {v:.*}{unit} |", c.digits));
+                    if v.is_nan() {
+                        s.push_str(" n/a |");
+                    } else {
+                        s.push_str(&format!(" {v:.*}{unit} |", c.digits));
+                    }
                 }
                 s.push('\n');
             }

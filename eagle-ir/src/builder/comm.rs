@@ -201,15 +201,21 @@ impl FunctionBuilder<'_> {
         let (s, ty) = match self.ty(src).clone() {
             Type::Tensor(s, d) => (s, Type::Tensor(Shape(shape.clone()), d)),
             Type::Window(s, d) => (s, Type::Window(Shape(shape.clone()), d)),
-            t => return self.err(format!("`subview` takes a tensor or window, found `{t}`")),
+            t => {
+                return self.err(format!(
+                    "`subview` takes a tensor or window, found `{t}`{}",
+                    self.here()
+                ))
+            }
         };
         if offsets.len() != s.rank() || shape.len() != s.rank() {
             return self.err(format!(
-                "`subview` of a buffer of shape {s} takes {} offsets and {} extents, one per dim; found {} and {}",
+                "`subview` of a buffer of shape {s} takes {} offsets and {} extents, one per dim (offsets first, then extents); found {} and {}{}",
                 s.rank(),
                 s.rank(),
                 offsets.len(),
-                shape.len()
+                shape.len(),
+                self.here()
             ));
         }
         Ok(self.push(OpKind::View { src, offsets }, ty))

@@ -628,9 +628,10 @@ impl FunctionBuilder<'_> {
                 Ok(self.push(OpKind::Slice { src, index }, ty))
             }
             Type::Window(s, _) => self.err(format!(
-                "a window of type `{}` cannot be sliced: index one element with one index per dim (`w{}`) or move tiles with `load` / `store`",
+                "a window of type `{}` cannot be sliced: index one element with one index per dim (`w{}`) or move tiles with `load` / `store`{}",
                 self.ty(src),
-                "[i]".repeat(s.rank().max(1))
+                "[i]".repeat(s.rank().max(1)),
+                self.here()
             )),
             t => self.err(format!(
                 "indexing `x[i]` needs a tensor of rank >= 1, found `{t}`"

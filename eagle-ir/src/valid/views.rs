@@ -63,15 +63,21 @@ impl V<'_> {
         };
         for (i, v) in op.kind.operands().into_iter().enumerate() {
             if self.strided.contains(&v) && Some(v) != allowed {
+                let fix = if matches!(op.kind, OpKind::Call { .. }) {
+                    "give the callee a `Tile` parameter and pass `load(view, ...)`, or have it take the tensor and return the tile (a kernel that returns a value is built in place, where views are taken), or view whole rows with `subview(x, offset, LEN)`"
+                } else {
+                    "move the block through a tile (`load` it from the view, then `store` it or `put` a buffer of whole rows), or view whole rows with `subview(x, offset, LEN)`"
+                };
                 return self.fail(
                     op,
                     format!(
-                        "operand {i} is a block view (`subview(x, [offsets], [extents])`), whose rows are not contiguous; `{}` takes a contiguous buffer: copy the block through a tile (`load` it, `store` it into a buffer of its shape), or view whole rows with `subview(x, offset, LEN)`",
+                        "operand {i} is a block view (`subview(x, [offsets], [extents])`), whose rows are not contiguous; `{}` takes a contiguous buffer: {fix}",
                         op.kind.keyword()
                     ),
                 );
             }
         }
+        self.tile_fits_view(op)?;
         if let (OpKind::Const(crate::ir::Const::Int(0)), Some(r)) = (&op.kind, op.result) {
             self.zeros.insert(r);
         }
@@ -101,5 +107,31 @@ impl V<'_> {
             .get(1..)
             .is_some_and(|o| o.iter().all(|o| self.zeros.contains(o)))
             && s.0.get(1..) == t.0.get(1..)
+    }
+
+    /// A tile access through a strided view is no wider than the view along any dim whose
+    /// two extents are known (a tile wider than a tensor is specialization's bounds error).
+    fn tile_fits_view(&self, op: &Op) -> Result<()> {
+        let (buf, tile) = match &op.kind {
+            OpKind::Load { src, .. } | OpKind::RemoteLoad { src, .. } => (*src, op.result),
+            OpKind::Store { value, dst, .. } | OpKind::RemoteStore { value, dst, .. } => {
+                (*dst, Some(*value))
+            }
+            _ => return Ok(()),
+        };
+        let (true, Some(t)) = (self.strided.contains(&buf), tile) else {
+            return Ok(());
+        };
+        let (Some(v), Some(t)) = (self.ty(buf).shape(), self.ty(t).shape()) else {
+            return Ok(());
+        };
+        for (i, (e, t)) in v.0.iter().zip(&t.0).enumerate() {
+            if let (Some(e), Some(t)) = (e.as_const(), t.as_const()) {
+                if t > e {
+                    return self.fail(op, format!("the tile is {t} wide along dim {i}, but the block view it goes through has extent {e} there; narrow the tile or widen the view"));
+                }
+            }
+        }
+        Ok(())
     }
 }
