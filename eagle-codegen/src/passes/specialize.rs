@@ -711,7 +711,13 @@ impl Spec<'_> {
         let consts = |v: Value| f.ty(v).shape().and_then(|s| s.consts()).unwrap_or_default();
         let (s, e) = (consts(src), res.map(consts).unwrap_or_default());
         for (d, (&o, (&s, &e))) in offsets.iter().zip(s.iter().zip(&e)).enumerate() {
-            if let Some(r) = self.known(o) {
+            // An extent larger than the buffer's (known once the dims are bound) fits nowhere.
+            let r = if e > s {
+                Some(self.known(o).unwrap_or(Range::point(0)))
+            } else {
+                self.known(o)
+            };
+            if let Some(r) = r {
                 if r.lo < 0 || r.hi + e as i128 > s as i128 {
                     return Err(SpecializeError::IndexOutOfBounds {
                         function: f.name.clone(),
