@@ -38,6 +38,8 @@ x_ffn, w1, w2 = rand(T, D), rand(D, F), rand(F, D)
 x = rand(ROWS, COLS)
 gamma, beta = rand(1, COLS), rand(1, COLS)
 x_rot = rand(RT, RD)
+AQ, AD = 128, 64
+q_att, k_att, v_att = rand(AQ, AD), rand(AQ, AD), rand(AQ, AD)
 theta = np.power(np.float32(10000.0), np.arange(RH, dtype=np.float32) * np.float32(-2.0 / RD))
 pos = np.arange(RT, dtype=np.float32)[:, None]
 
@@ -73,6 +75,12 @@ def rotary():
     return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=1)
 
 
+def attention():
+    s = (q_att @ k_att.T) * np.float32(0.125)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)) @ v_att
+
+
 PROGRAMS = {
     "tp_ffn": (tp_ffn, 20),
     "softmax": (softmax, 2000),
@@ -80,6 +88,7 @@ PROGRAMS = {
     "log_softmax": (log_softmax, 2000),
     "gelu": (gelu_rows, 2000),
     "rotary": (rotary, 2000),
+    "attention": (attention, 200),
 }
 
 

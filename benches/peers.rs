@@ -3,7 +3,8 @@
 //!
 //! - eagle on platform `cpu` (arguments in place) and on `sim` (copied in and out per launch),
 //!   P = 1, the examples' own programs (`examples/tp_ffn.rs`, `softmax.rs`, `layernorm.rs`,
-//!   `log_softmax.rs`, `gelu.rs`, `rotary.rs`) at their sizes;
+//!   `log_softmax.rs`, `gelu.rs`, `rotary.rs`) at their sizes, and single-head attention
+//!   (`attention` here: 128 queries over 128 keys, d = 64, checked against the peer);
 //! - the same computation in plain Rust with `ndarray` (`dot` is `matrixmultiply`'s GEMM) and
 //!   `std`'s `f32` math;
 //! - numpy (`benches/peers.py`, OpenBLAS's sgemm and numpy's ufuncs), run when `python3` (or
@@ -72,6 +73,47 @@ pub fn gelu_f32(x: Tensor<f32, NR, ROWS, COLS>, y: Out<Tensor<f32, NR, ROWS, COL
     for r in 0..world_size() {
         gelu_rows(x[r], y[r], device = r);
     }
+}
+
+/// Single-head attention's queries (and keys) and head dimension.
+const AQ: usize = 128;
+const AD: usize = 64;
+
+/// Single-head attention, 128 queries over 128 keys, d = 64: `softmax(Q K^T / 8) V`, the
+/// program a user of the tile algebra writes (`matmul`, `transpose`, the row softmax).
+#[eagle::kernel(device)]
+pub fn attention_d(
+    ctx: Ctx,
+    q: Tensor<f32, AQ, AD>,
+    k: Tensor<f32, AQ, AD>,
+    v: Tensor<f32, AQ, AD>,
+    o: Out<Tensor<f32, AQ, AD>>,
+) {
+    let s = matmul(
+        load(q, [0, 0], [AQ, AD]),
+        transpose(load(k, [0, 0], [AQ, AD])),
+    ) * 0.125;
+    let e = exp(s - row_max(s));
+    let p = e / row_sum(e);
+    store(o, [0, 0], matmul(p, load(v, [0, 0], [AQ, AD])));
+}
+
+/// Host: one head per rank.
+#[eagle::host]
+pub fn attention(
+    q: Tensor<f32, NR, AQ, AD>,
+    k: Tensor<f32, NR, AQ, AD>,
+    v: Tensor<f32, NR, AQ, AD>,
+    o: Out<Tensor<f32, NR, AQ, AD>>,
+) {
+    for r in 0..world_size() {
+        attention_d(q[r], k[r], v[r], o[r], device = r);
+    }
+}
+
+fn attention_nd(q: ArrayView2<f32>, k: ArrayView2<f32>, v: ArrayView2<f32>) -> Array2<f32> {
+    let s = q.dot(&k.t()) * 0.125;
+    softmax_nd(s.view()).dot(&v)
 }
 
 fn gelu_std(v: f32) -> f32 {
@@ -455,6 +497,50 @@ fn main() {
         ],
     );
     rows.push(("rotary", [r[0], r[1], r[2]]));
+    let (qa, ka, va) = (
+        eagle_runner::random_tensor(&[1, AQ, AD], 8),
+        eagle_runner::random_tensor(&[1, AQ, AD], 9),
+        eagle_runner::random_tensor(&[1, AQ, AD], 10),
+    );
+    let (qn, kn, vn) = (nd(&qa, AQ, AD), nd(&ka, AQ, AD), nd(&va, AQ, AD));
+    let (mut oa, mut ob) = (
+        Tensor::<f32>::zeros(&[1, AQ, AD]),
+        Tensor::<f32>::zeros(&[1, AQ, AD]),
+    );
+    let r = interleaved(
+        (200 / scale).max(1),
+        &mut [
+            &mut || {
+                attention
+                    .launch(&cpu, &qa, &ka, &va, &mut oa)
+                    .expect("attention");
+            },
+            &mut || {
+                attention
+                    .launch(&sim, &qa, &ka, &va, &mut ob)
+                    .expect("attention");
+            },
+            &mut || {
+                sink += attention_nd(qn.view(), kn.view(), vn.view())[[0, 0]];
+            },
+        ],
+    );
+    // The program is the bench's own: it computes what the peer does (to f32 rounding and
+    // the math libraries' last bits).
+    let want = attention_nd(qn.view(), kn.view(), vn.view());
+    let worst = oa
+        .data()
+        .iter()
+        .zip(want.iter())
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(worst < 1e-5, "attention differs from ndarray's by {worst}");
+    assert_eq!(
+        oa.data(),
+        ob.data(),
+        "attention: cpu and sim give the same bits"
+    );
+    rows.push(("attention (128 x 128, d = 64)", [r[0], r[1], r[2]]));
     std::hint::black_box(sink);
 
     let np = numpy(1, &[]);
