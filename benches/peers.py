@@ -38,6 +38,8 @@ x_ffn, w1, w2 = rand(T, D), rand(D, F), rand(F, D)
 x = rand(ROWS, COLS)
 gamma, beta = rand(1, COLS), rand(1, COLS)
 x_rot = rand(RT, RD)
+ER, ED, EH = 64, 128, 128
+x_exp, w1_exp, w2_exp = rand(ER, ED), rand(ED, EH), rand(EH, ED)
 AQ, AD = 128, 64
 q_att, k_att, v_att = rand(AQ, AD), rand(AQ, AD), rand(AQ, AD)
 theta = np.power(np.float32(10000.0), np.arange(RH, dtype=np.float32) * np.float32(-2.0 / RD))
@@ -81,6 +83,10 @@ def attention():
     return (e / e.sum(axis=1, keepdims=True)) @ v_att
 
 
+def expert_ffn():
+    return np.maximum(x_exp @ w1_exp, np.float32(0.0)) @ w2_exp
+
+
 PROGRAMS = {
     "tp_ffn": (tp_ffn, 20),
     "softmax": (softmax, 2000),
@@ -89,6 +95,7 @@ PROGRAMS = {
     "gelu": (gelu_rows, 2000),
     "rotary": (rotary, 2000),
     "attention": (attention, 200),
+    "expert_ffn": (expert_ffn, 200),
 }
 
 

@@ -4,7 +4,9 @@
 //! - eagle on platform `cpu` (arguments in place) and on `sim` (copied in and out per launch),
 //!   P = 1, the examples' own programs (`examples/tp_ffn.rs`, `softmax.rs`, `layernorm.rs`,
 //!   `log_softmax.rs`, `gelu.rs`, `rotary.rs`) at their sizes, and single-head attention
-//!   (`attention` here: 128 queries over 128 keys, d = 64, checked against the peer);
+//!   (`attention` here: 128 queries over 128 keys, d = 64) and the MoE expert FFN
+//!   (`expert_ffn`: `relu(x W1) W2` at `moe_dispatch_combine`'s sizes), both checked against the
+//!   peer;
 //! - the same computation in plain Rust with `ndarray` (`dot` is `matrixmultiply`'s GEMM) and
 //!   `std`'s `f32` math;
 //! - numpy (`benches/peers.py`, OpenBLAS's sgemm and numpy's ufuncs), run when `python3` (or
@@ -108,6 +110,40 @@ pub fn attention(
 ) {
     for r in 0..world_size() {
         attention_d(q[r], k[r], v[r], o[r], device = r);
+    }
+}
+
+/// The MoE expert FFN at `moe_dispatch_combine`'s sizes: 64 token rows, D = 128, H = 128.
+const ER: usize = 64;
+const ED: usize = 128;
+const EH: usize = 128;
+
+/// One expert's FFN, `relu(x W1) W2`, as the tile algebra writes it.
+#[eagle::kernel(device)]
+pub fn expert_ffn_d(
+    ctx: Ctx,
+    x: Tensor<f32, ER, ED>,
+    w1: Tensor<f32, ED, EH>,
+    w2: Tensor<f32, EH, ED>,
+    y: Out<Tensor<f32, ER, ED>>,
+) {
+    let h = max(
+        matmul(load(x, [0, 0], [ER, ED]), load(w1, [0, 0], [ED, EH])),
+        0.0,
+    );
+    store(y, [0, 0], matmul(h, load(w2, [0, 0], [EH, ED])));
+}
+
+/// Host: one expert per rank.
+#[eagle::host]
+pub fn expert_ffn(
+    x: Tensor<f32, NR, ER, ED>,
+    w1: Tensor<f32, NR, ED, EH>,
+    w2: Tensor<f32, NR, EH, ED>,
+    y: Out<Tensor<f32, NR, ER, ED>>,
+) {
+    for r in 0..world_size() {
+        expert_ffn_d(x[r], w1[r], w2[r], y[r], device = r);
     }
 }
 
@@ -541,6 +577,45 @@ fn main() {
         "attention: cpu and sim give the same bits"
     );
     rows.push(("attention (128 x 128, d = 64)", [r[0], r[1], r[2]]));
+    let (xe, w1e, w2e) = (
+        eagle_runner::random_tensor(&[1, ER, ED], 11),
+        eagle_runner::random_tensor(&[1, ED, EH], 12),
+        eagle_runner::random_tensor(&[1, EH, ED], 13),
+    );
+    let (xen, w1en, w2en) = (nd(&xe, ER, ED), nd(&w1e, ED, EH), nd(&w2e, EH, ED));
+    let expert_nd = || xen.dot(&w1en).mapv(|v| v.max(0.0)).dot(&w2en);
+    let (mut ya, mut yb) = (
+        Tensor::<f32>::zeros(&[1, ER, ED]),
+        Tensor::<f32>::zeros(&[1, ER, ED]),
+    );
+    let r = interleaved(
+        (200 / scale).max(1),
+        &mut [
+            &mut || {
+                expert_ffn
+                    .launch(&cpu, &xe, &w1e, &w2e, &mut ya)
+                    .expect("expert");
+            },
+            &mut || {
+                expert_ffn
+                    .launch(&sim, &xe, &w1e, &w2e, &mut yb)
+                    .expect("expert");
+            },
+            &mut || sink += expert_nd()[[0, 0]],
+        ],
+    );
+    let want = expert_nd();
+    let worst = ya
+        .data()
+        .iter()
+        .zip(want.iter())
+        .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+        .fold(0f32, f32::max);
+    assert!(
+        worst < 1e-4,
+        "expert_ffn differs from ndarray's by {worst} (relative)"
+    );
+    rows.push(("expert_ffn (MoE, 64 x 128 x 128)", [r[0], r[1], r[2]]));
     std::hint::black_box(sink);
 
     let np = numpy(1, &[]);
