@@ -668,6 +668,13 @@ fn main() {
         t.title
             .push_str(", `--quick`: a tenth of the calls per round");
     }
+    let bars: Vec<(String, f64)> = t
+        .rows
+        .iter()
+        .filter(|r| r.values[5].is_finite())
+        .map(|r| (r.label.trim_matches('`').to_string(), r.values[5]))
+        .collect();
+    report::save_plot("peers.svg", || plot(&bars));
     let mut rep = report::Report::new("peers");
     rep.tables.push(t);
     if cfg!(feature = "mpi") {
@@ -679,4 +686,53 @@ fn main() {
         );
     }
     rep.finish();
+}
+
+/// A bar chart of numpy's time over eagle `cpu`'s per program (above 1: eagle is faster), as
+/// SVG.
+fn plot(bars: &[(String, f64)]) -> String {
+    use plotters::prelude::*;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (860, 380)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let n = bars.len() as u32;
+        let max = bars.iter().map(|b| b.1).fold(1.2f64, f64::max) * 1.1;
+        let Ok(mut chart) = ChartBuilder::on(&root)
+            .caption(
+                "numpy / eagle `cpu` per program (above 1: eagle is faster)",
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(40)
+            .build_cartesian_2d((0u32..n).into_segmented(), 0f64..max)
+        else {
+            return String::new();
+        };
+        let _ = chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => bars
+                    .get(*i as usize)
+                    .map(|b| b.0.split(' ').next().unwrap_or("").to_string())
+                    .unwrap_or_default(),
+                _ => String::new(),
+            })
+            .y_desc("numpy / eagle")
+            .draw();
+        let _ = chart.draw_series(
+            Histogram::vertical(&chart)
+                .margin(12)
+                .style(BLUE.mix(0.6).filled())
+                .data(bars.iter().enumerate().map(|(i, b)| (i as u32, b.1))),
+        );
+        let _ = chart.draw_series(LineSeries::new(
+            vec![(SegmentValue::Exact(0), 1.0), (SegmentValue::Exact(n), 1.0)],
+            &RED,
+        ));
+        let _ = root.present();
+    }
+    out
 }
