@@ -18,7 +18,9 @@
 //! then `mpirun -np 4 target/release/deps/apps-<hash> --bench`.
 
 use eagle::prelude::*;
-use std::time::Instant;
+
+#[path = "report/mod.rs"]
+mod report;
 
 #[allow(dead_code)]
 #[path = "../examples/allgather_gemm.rs"]
@@ -137,12 +139,6 @@ pub fn a2a_bench(
     }
 }
 
-/// Min, median and max of `v`, in ms.
-fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[0] * 1e3, v[v.len() / 2] * 1e3, v[v.len() - 1] * 1e3)
-}
-
 fn cell((lo, med, hi): (f64, f64, f64)) -> String {
     format!("{med:.2} ({lo:.2}-{hi:.2})")
 }
@@ -157,20 +153,10 @@ fn overlap_row(name: &str, on: &str, p: usize, m: usize, r: &[(f64, f64, f64)]) 
     )
 }
 
-/// Times the closures in interleaved rounds: one untimed run each, then 7 rounds.
+/// Times the closures in interleaved rounds: one untimed run each, then 7 rounds of one
+/// call; (min, median, max) ms.
 fn interleaved(runs: &mut [&mut dyn FnMut()]) -> Vec<(f64, f64, f64)> {
-    for r in runs.iter_mut() {
-        r();
-    }
-    let mut times = vec![Vec::new(); runs.len()];
-    for _ in 0..7 {
-        for (i, r) in runs.iter_mut().enumerate() {
-            let t = Instant::now();
-            r();
-            times[i].push(t.elapsed().as_secs_f64());
-        }
-    }
-    times.into_iter().map(stats).collect()
+    report::interleaved(1, runs)
 }
 
 fn main() {

@@ -556,7 +556,6 @@ fn main() {
 
 /// A bar chart of eagle / rustc per kernel, as SVG.
 fn plot(rows: &[Row], geo: f64) -> String {
-    use plotters::prelude::*;
     const SHORT: [&str; 6] = [
         "saxpy f32",
         "saxpy f64",
@@ -565,50 +564,20 @@ fn plot(rows: &[Row], geo: f64) -> String {
         "matmul",
         "sample (plan)",
     ];
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (760, 360)).into_drawing_area();
-        let _ = root.fill(&WHITE);
-        let n = rows.len() as u32;
-        let max = rows.iter().map(|r| r.rust / r.eagle).fold(1.2f64, f64::max) * 1.1;
-        let Ok(mut chart) = ChartBuilder::on(&root)
-            .caption(
-                format!("eagle / rustc throughput (geomean {geo:.2})"),
-                ("sans-serif", 18),
+    let bars: Vec<(String, f64)> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            (
+                SHORT.get(i).copied().unwrap_or("").to_string(),
+                r.rust / r.eagle,
             )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(40)
-            .build_cartesian_2d((0u32..n).into_segmented(), 0f64..max)
-        else {
-            return String::new();
-        };
-        let _ = chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => {
-                    SHORT.get(*i as usize).copied().unwrap_or("").to_string()
-                }
-                _ => String::new(),
-            })
-            .y_desc("eagle / rustc")
-            .draw();
-        let _ = chart.draw_series(
-            Histogram::vertical(&chart)
-                .margin(12)
-                .style(BLUE.mix(0.6).filled())
-                .data(
-                    rows.iter()
-                        .enumerate()
-                        .map(|(i, r)| (i as u32, r.rust / r.eagle)),
-                ),
-        );
-        let _ = chart.draw_series(LineSeries::new(
-            vec![(SegmentValue::Exact(0), 1.0), (SegmentValue::Exact(n), 1.0)],
-            &RED,
-        ));
-        let _ = root.present();
-    }
-    out
+        })
+        .collect();
+    report::bar_chart(
+        &format!("eagle / rustc throughput (geomean {geo:.2})"),
+        "eagle / rustc",
+        (760, 360),
+        &bars,
+    )
 }

@@ -29,7 +29,6 @@
 
 use eagle::prelude::*;
 use ndarray::{s, Array2, ArrayView2, Axis};
-use std::time::Instant;
 
 #[path = "report/mod.rs"]
 mod report;
@@ -204,23 +203,12 @@ fn rotary_nd(x: ArrayView2<f32>, cos: ArrayView2<f32>, sin: ArrayView2<f32>) -> 
 /// (min, median, max) of one contender's rounds, ms per call.
 type Stats = (f64, f64, f64);
 
-/// The median over `rounds` of each closure's mean time per call (ms), interleaved: one
-/// untimed call each, then rounds of `reps` calls.
-fn interleaved(reps: usize, runs: &mut [&mut dyn FnMut()]) -> Vec<(f64, f64, f64)> {
-    for r in runs.iter_mut() {
-        r();
-    }
-    let mut times = vec![Vec::new(); runs.len()];
-    for _ in 0..7 {
-        for (i, r) in runs.iter_mut().enumerate() {
-            let t = Instant::now();
-            for _ in 0..reps {
-                r();
-            }
-            times[i].push(t.elapsed().as_secs_f64() * 1e3 / reps as f64);
-        }
-    }
-    times.iter().map(|v| report::stats(v)).collect()
+/// The largest difference between `got` and `want`, relative where `|want|` is above 1.
+fn worst(got: &[f32], want: &Array2<f32>) -> f32 {
+    got.iter()
+        .zip(want.iter())
+        .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+        .fold(0f32, f32::max)
 }
 
 /// numpy's [min, median, max] per program (ms) with `threads` BLAS threads, of the programs
@@ -270,7 +258,7 @@ fn tp_ffn_p2() -> ((f64, f64, f64), (f64, f64, f64)) {
         Tensor::<f32>::zeros(&[2, T, D]),
     );
     let (mut hs, mut ys) = (h.clone(), y.clone());
-    let r = interleaved(
+    let r = report::interleaved(
         20,
         &mut [
             &mut || {
@@ -301,7 +289,7 @@ fn mpi_part(p: usize) {
         Tensor::<f32>::zeros(&[p, T, F / p]),
         Tensor::<f32>::zeros(&[p, T, D]),
     );
-    let r = interleaved(
+    let r = report::interleaved(
         20,
         &mut [&mut || {
             tp_ffn::tp_ffn
@@ -421,7 +409,7 @@ fn main() {
         let (mut h2s, mut y2s) = (h.clone(), y.clone());
         let (xn, w1n, w2n) = (nd(&x, T, D), nd(&w1, D, F), nd(&w2, F, D));
         let mut sink = 0f32;
-        let r = interleaved(
+        let r = report::interleaved(
             20 / scale.min(20),
             &mut [
                 &mut || {
@@ -462,7 +450,7 @@ fn main() {
     macro_rules! row_program {
         ($name:expr, $launch:expr, $peer:expr) => {{
             let (mut ya, mut yb) = (y.clone(), y.clone());
-            let r = interleaved(
+            let r = report::interleaved(
                 reps,
                 &mut [
                     &mut || $launch(&cpu, &mut ya),
@@ -516,7 +504,7 @@ fn main() {
         .map(|i| 10000f32.powf(i as f32 * (-2.0 / RD as f32)))
         .collect();
     let ang = Array2::from_shape_fn((RT, RH), |(t, i)| t as f32 * theta[i]);
-    let r = interleaved(
+    let r = report::interleaved(
         reps,
         &mut [
             &mut || {
@@ -543,7 +531,7 @@ fn main() {
         Tensor::<f32>::zeros(&[1, AQ, AD]),
         Tensor::<f32>::zeros(&[1, AQ, AD]),
     );
-    let r = interleaved(
+    let r = report::interleaved(
         (200 / scale).max(1),
         &mut [
             &mut || {
@@ -563,14 +551,8 @@ fn main() {
     );
     // The program is the bench's own: it computes what the peer does (to f32 rounding and
     // the math libraries' last bits).
-    let want = attention_nd(qn.view(), kn.view(), vn.view());
-    let worst = oa
-        .data()
-        .iter()
-        .zip(want.iter())
-        .map(|(a, b)| (a - b).abs())
-        .fold(0f32, f32::max);
-    assert!(worst < 1e-5, "attention differs from ndarray's by {worst}");
+    let w = worst(oa.data(), &attention_nd(qn.view(), kn.view(), vn.view()));
+    assert!(w < 1e-5, "attention differs from ndarray's by {w}");
     assert_eq!(
         oa.data(),
         ob.data(),
@@ -588,7 +570,7 @@ fn main() {
         Tensor::<f32>::zeros(&[1, ER, ED]),
         Tensor::<f32>::zeros(&[1, ER, ED]),
     );
-    let r = interleaved(
+    let r = report::interleaved(
         (200 / scale).max(1),
         &mut [
             &mut || {
@@ -604,16 +586,10 @@ fn main() {
             &mut || sink += expert_nd()[[0, 0]],
         ],
     );
-    let want = expert_nd();
-    let worst = ya
-        .data()
-        .iter()
-        .zip(want.iter())
-        .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
-        .fold(0f32, f32::max);
+    let w = worst(ya.data(), &expert_nd());
     assert!(
-        worst < 1e-4,
-        "expert_ffn differs from ndarray's by {worst} (relative)"
+        w < 1e-4,
+        "expert_ffn differs from ndarray's by {w} (relative)"
     );
     rows.push(("expert_ffn (MoE, 64 x 128 x 128)", [r[0], r[1], r[2]]));
     std::hint::black_box(sink);
@@ -672,9 +648,19 @@ fn main() {
         .rows
         .iter()
         .filter(|r| r.values[5].is_finite())
-        .map(|r| (r.label.trim_matches('`').to_string(), r.values[5]))
+        .map(|r| {
+            let name = r.label.trim_matches('`').split(' ').next().unwrap_or("");
+            (name.to_string(), r.values[5])
+        })
         .collect();
-    report::save_plot("peers.svg", || plot(&bars));
+    report::save_plot("peers.svg", || {
+        report::bar_chart(
+            "numpy / eagle `cpu` per program (above 1: eagle is faster)",
+            "numpy / eagle",
+            (860, 380),
+            &bars,
+        )
+    });
     let mut rep = report::Report::new("peers");
     rep.tables.push(t);
     if cfg!(feature = "mpi") {
@@ -686,53 +672,4 @@ fn main() {
         );
     }
     rep.finish();
-}
-
-/// A bar chart of numpy's time over eagle `cpu`'s per program (above 1: eagle is faster), as
-/// SVG.
-fn plot(bars: &[(String, f64)]) -> String {
-    use plotters::prelude::*;
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (860, 380)).into_drawing_area();
-        let _ = root.fill(&WHITE);
-        let n = bars.len() as u32;
-        let max = bars.iter().map(|b| b.1).fold(1.2f64, f64::max) * 1.1;
-        let Ok(mut chart) = ChartBuilder::on(&root)
-            .caption(
-                "numpy / eagle `cpu` per program (above 1: eagle is faster)",
-                ("sans-serif", 18),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(40)
-            .build_cartesian_2d((0u32..n).into_segmented(), 0f64..max)
-        else {
-            return String::new();
-        };
-        let _ = chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => bars
-                    .get(*i as usize)
-                    .map(|b| b.0.split(' ').next().unwrap_or("").to_string())
-                    .unwrap_or_default(),
-                _ => String::new(),
-            })
-            .y_desc("numpy / eagle")
-            .draw();
-        let _ = chart.draw_series(
-            Histogram::vertical(&chart)
-                .margin(12)
-                .style(BLUE.mix(0.6).filled())
-                .data(bars.iter().enumerate().map(|(i, b)| (i as u32, b.1))),
-        );
-        let _ = chart.draw_series(LineSeries::new(
-            vec![(SegmentValue::Exact(0), 1.0), (SegmentValue::Exact(n), 1.0)],
-            &RED,
-        ));
-        let _ = root.present();
-    }
-    out
 }

@@ -92,6 +92,72 @@ impl Table {
     }
 }
 
+/// Times the closures in interleaved rounds: one untimed run each, then 7 rounds of `reps`
+/// calls each; gives each closure's (min, median, max) over the rounds of its mean time per
+/// call, in milliseconds.
+pub fn interleaved(reps: usize, runs: &mut [&mut dyn FnMut()]) -> Vec<(f64, f64, f64)> {
+    for r in runs.iter_mut() {
+        r();
+    }
+    let mut times = vec![Vec::new(); runs.len()];
+    for _ in 0..7 {
+        for (i, r) in runs.iter_mut().enumerate() {
+            let t = std::time::Instant::now();
+            for _ in 0..reps {
+                r();
+            }
+            times[i].push(t.elapsed().as_secs_f64() * 1e3 / reps as f64);
+        }
+    }
+    times.iter().map(|v| stats(v)).collect()
+}
+
+/// A bar chart of `bars` (label, value) as SVG of `size` pixels, with a red line at 1 (the
+/// ratio where the two sides are equal).
+pub fn bar_chart(caption: &str, y_desc: &str, size: (u32, u32), bars: &[(String, f64)]) -> String {
+    use plotters::prelude::*;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let n = bars.len() as u32;
+        let max = bars.iter().map(|b| b.1).fold(1.2f64, f64::max) * 1.1;
+        let Ok(mut chart) = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(40)
+            .build_cartesian_2d((0u32..n).into_segmented(), 0f64..max)
+        else {
+            return String::new();
+        };
+        let _ = chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => bars
+                    .get(*i as usize)
+                    .map(|b| b.0.clone())
+                    .unwrap_or_default(),
+                _ => String::new(),
+            })
+            .y_desc(y_desc)
+            .draw();
+        let _ = chart.draw_series(
+            Histogram::vertical(&chart)
+                .margin(12)
+                .style(BLUE.mix(0.6).filled())
+                .data(bars.iter().enumerate().map(|(i, b)| (i as u32, b.1))),
+        );
+        let _ = chart.draw_series(LineSeries::new(
+            vec![(SegmentValue::Exact(0), 1.0), (SegmentValue::Exact(n), 1.0)],
+            &RED,
+        ));
+        let _ = root.present();
+    }
+    out
+}
+
 /// min, median, max of `v`.
 pub fn stats(v: &[f64]) -> (f64, f64, f64) {
     let mut v = v.to_vec();

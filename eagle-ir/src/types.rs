@@ -453,6 +453,14 @@ impl Shape {
             && d[1..] == s[1..]
     }
 
+    /// Whether a block view of this shape of a buffer of shape `src`, whose offsets past dim 0
+    /// are all zero (`trailing_offsets_zero`), takes whole rows of it: its extents past dim 0
+    /// are `src`'s (a rank-1 view always). Such a view is contiguous, as a row `subview` is; the
+    /// verifier and `views::lower_views` both hold views to this rule.
+    pub fn whole_rows_of(&self, src: &Shape, trailing_offsets_zero: bool) -> bool {
+        trailing_offsets_zero && self.0.get(1..) == src.0.get(1..)
+    }
+
     /// A shape of constant extents.
     pub fn of(dims: &[u64]) -> Shape {
         Shape(dims.iter().map(|&d| Dim::Const(d)).collect())

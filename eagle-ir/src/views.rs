@@ -235,11 +235,14 @@ impl Lower<'_> {
     /// lets such a view go where a contiguous buffer is needed).
     fn whole_rows(&self, src: Value, r: Option<Value>, offsets: &[Value]) -> bool {
         let Some(r) = r else { return false };
-        !self.views.contains_key(&src)
-            && offsets
-                .get(1..)
-                .is_some_and(|o| o.iter().all(|o| self.ranges.get(o) == Some(&(0, 0))))
-            && self.extents(src).get(1..) == self.extents(r).get(1..)
+        let (Some(s), Some(t)) = (self.values[src].shape(), self.values[r].shape()) else {
+            return false;
+        };
+        let zero = offsets
+            .iter()
+            .skip(1)
+            .all(|o| self.ranges.get(o) == Some(&(0, 0)));
+        !self.views.contains_key(&src) && t.whole_rows_of(s, zero)
     }
 
     fn op(&mut self, mut op: Op) -> Result<()> {

@@ -669,34 +669,16 @@ impl Spec<'_> {
         offset: Value,
         res: Option<Value>,
     ) -> Result<(), SpecializeError> {
-        let extent = f
-            .ty(src)
-            .shape()
-            .and_then(|s| s.0.first()?.as_const())
-            .unwrap_or(0);
-        let len = res
-            .and_then(|r| f.ty(r).shape()?.0.first()?.as_const())
-            .unwrap_or(0);
-        if let Some(r) = self.known(offset) {
-            if r.lo < 0 || r.hi + len as i128 > extent as i128 {
-                return Err(SpecializeError::IndexOutOfBounds {
-                    function: f.name.clone(),
-                    op: print_op(f, op),
-                    loc: op.loc.clone().map(Box::new),
-                    operand: format!("the subview offset plus its length {len}"),
-                    dim: 0,
-                    lo: r.lo,
-                    hi: r.hi + len as i128 - 1,
-                    extent,
-                });
-            }
-        }
-        Ok(())
+        let first = |v: Value| f.ty(v).shape().and_then(|s| s.0.first()?.as_const());
+        let (extent, len) = (first(src).unwrap_or(0), res.and_then(first).unwrap_or(0));
+        let what = || format!("the subview offset plus its length {len}");
+        self.block_fits(f, op, 0, self.known(offset), len, extent, what)
     }
 
     /// Checks each offset of a block view plus the view's extent along its dim against the
     /// viewed buffer's extent (the first pass; the second sees the accesses `lower_views`
-    /// rewrote onto the viewed buffer).
+    /// rewrote onto the viewed buffer). An extent larger than the buffer's (known once the
+    /// dims are bound) fits at no offset.
     fn view(
         &self,
         f: &Function,
@@ -711,28 +693,44 @@ impl Spec<'_> {
         let consts = |v: Value| f.ty(v).shape().and_then(|s| s.consts()).unwrap_or_default();
         let (s, e) = (consts(src), res.map(consts).unwrap_or_default());
         for (d, (&o, (&s, &e))) in offsets.iter().zip(s.iter().zip(&e)).enumerate() {
-            // An extent larger than the buffer's (known once the dims are bound) fits nowhere.
-            let r = if e > s {
-                Some(self.known(o).unwrap_or(Range::point(0)))
-            } else {
-                self.known(o)
+            let r = match self.known(o) {
+                None if e > s => Some(Range::point(0)),
+                r => r,
             };
-            if let Some(r) = r {
-                if r.lo < 0 || r.hi + e as i128 > s as i128 {
-                    return Err(SpecializeError::IndexOutOfBounds {
-                        function: f.name.clone(),
-                        op: print_op(f, op),
-                        loc: op.loc.clone().map(Box::new),
-                        operand: format!("the block view's offset in dim {d} plus its extent {e}"),
-                        dim: d as u32,
-                        lo: r.lo,
-                        hi: r.hi + e as i128 - 1,
-                        extent: s,
-                    });
-                }
-            }
+            let what = || format!("the block view's offset in dim {d} plus its extent {e}");
+            self.block_fits(f, op, d as u32, r, e, s, what)?;
         }
         Ok(())
+    }
+
+    /// [`SpecializeError::IndexOutOfBounds`] unless a block of `len` elements at every offset
+    /// in `r` (when known) fits in `extent` along dim `dim`; `what` names the operand.
+    #[allow(clippy::too_many_arguments)]
+    fn block_fits(
+        &self,
+        f: &Function,
+        op: &Op,
+        dim: u32,
+        r: Option<Range>,
+        len: u64,
+        extent: u64,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), SpecializeError> {
+        match r {
+            Some(r) if r.lo < 0 || r.hi + len as i128 > extent as i128 => {
+                Err(SpecializeError::IndexOutOfBounds {
+                    function: f.name.clone(),
+                    op: print_op(f, op),
+                    loc: op.loc.clone().map(Box::new),
+                    operand: what(),
+                    dim,
+                    lo: r.lo,
+                    hi: r.hi + len as i128 - 1,
+                    extent,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The blocks nested in `op`: a `for` body (dead when empty), an `if`'s branches with what

@@ -103,10 +103,8 @@ impl V<'_> {
         let (Some(s), Some(t)) = (self.ty(src).shape(), self.ty(r).shape()) else {
             return false;
         };
-        offsets
-            .get(1..)
-            .is_some_and(|o| o.iter().all(|o| self.zeros.contains(o)))
-            && s.0.get(1..) == t.0.get(1..)
+        let zero = offsets.iter().skip(1).all(|o| self.zeros.contains(o));
+        t.whole_rows_of(s, zero)
     }
 
     /// A tile access through a strided view is no wider than the view along any dim whose

@@ -626,15 +626,18 @@ impl Cx {
 /// `v[i][j]...` with two or more indices on a plain name: the name and the indices,
 /// outermost first; `None` for one index or another base expression.
 pub(super) fn index_chain(ix: &syn::ExprIndex) -> Option<(&Expr, Vec<&Expr>)> {
+    let (base, idx) = index_parts(ix);
+    (idx.len() >= 2 && matches!(base, Expr::Path(_))).then_some((base, idx))
+}
+
+/// `b[i][j]...`: the innermost base `b` and the indices, outermost first.
+pub(super) fn index_parts(ix: &syn::ExprIndex) -> (&Expr, Vec<&Expr>) {
     let mut idx = vec![&*ix.index];
     let mut base = &*ix.expr;
     while let Expr::Index(inner) = base {
         idx.push(&*inner.index);
         base = &*inner.expr;
     }
-    if idx.len() < 2 || !matches!(base, Expr::Path(_)) {
-        return None;
-    }
     idx.reverse();
-    Some((base, idx))
+    (base, idx)
 }

@@ -580,13 +580,7 @@ impl Cx {
         &self,
         ix: &'e syn::ExprIndex,
     ) -> R<Option<(&'e Expr, Vec<&'e Expr>)>> {
-        let mut idx = vec![&*ix.index];
-        let mut base = &*ix.expr;
-        while let Expr::Index(inner) = base {
-            idx.push(&*inner.index);
-            base = &*inner.expr;
-        }
-        idx.reverse();
+        let (base, idx) = super::expr::index_parts(ix);
         let Expr::Path(p) = base else { return Ok(None) };
         let Some(id) = p.path.get_ident() else {
             return Ok(None);
