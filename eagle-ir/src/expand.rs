@@ -18,27 +18,19 @@ use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Neg, Not, Shl, Shr, Sub};
 type Values = crate::entity::PrimaryMap<Value, Type>;
 
 /// The function being expanded into: its value table, the ops emitted so far, the source
-/// location they inherit, and the constants already defined.
-struct Emitter {
+/// location they inherit, and the constants already defined. Opaque: only an expansion of this
+/// module makes one, and the lanes it hands out borrow it.
+#[derive(Debug)]
+pub struct Emitter {
     values: Values,
     ops: Vec<Op>,
     loc: Option<Loc>,
     consts: HashMap<(DType, u64), Value>,
 }
 
-thread_local! {
-    static EMIT: RefCell<Option<Emitter>> = const { RefCell::new(None) };
-}
-
-fn with<T>(f: impl FnOnce(&mut Emitter) -> T) -> T {
-    EMIT.with(|e| {
-        let mut e = e.borrow_mut();
-        let e = e
-            .as_mut()
-            .expect("math IR lanes are used only inside `expand_function`");
-        f(e)
-    })
-}
+/// The context every IR lane carries ([`Real::Cx`]): the emitter it appends to. One exists
+/// per expansion ([`run`]); lanes borrow it, so no state outlives an expansion.
+pub type Cx<'e> = &'e RefCell<Emitter>;
 
 impl Emitter {
     /// Appends `kind` with a result of dtype `d`, a tile of its tile operand's shape if it has
@@ -52,9 +44,14 @@ impl Emitter {
             Some(s) => Type::Tile(s, d),
             None => Type::Scalar(d),
         };
-        let v = self.values.push(ty);
+        self.push_typed(kind, Some(ty)).expect("typed")
+    }
+
+    /// Appends `kind` with a result of type `ty` (or none).
+    fn push_typed(&mut self, kind: OpKind, ty: Option<Type>) -> Option<Value> {
+        let v = ty.map(|t| self.values.push(t));
         self.ops.push(Op {
-            result: Some(v),
+            result: v,
             kind,
             loc: self.loc.clone(),
         });
@@ -69,63 +66,61 @@ impl Emitter {
         self.consts.insert((d, bits), v);
         v
     }
-}
 
-fn push(kind: OpKind, d: DType) -> Value {
-    with(|e| e.push(kind, d))
-}
-
-/// Appends `kind` with a result of type `ty` (or none).
-fn push_typed(kind: OpKind, ty: Option<Type>) -> Option<Value> {
-    with(|e| {
-        let v = ty.map(|t| e.values.push(t));
-        e.ops.push(Op {
-            result: v,
-            kind,
-            loc: e.loc.clone(),
-        });
-        v
-    })
-}
-
-/// `select(m, a, b)`; where the mask is a tile and both branches are scalars, `a` is first
-/// filled into a tile of the mask's shape (a select takes its shape from its branches).
-fn select(m: Value, a: Value, b: Value, d: DType) -> Value {
-    with(|e| {
-        let scalar = |v: Value| matches!(e.values[v], Type::Scalar(_));
-        let a = match &e.values[m] {
+    /// `select(m, a, b)`; where the mask is a tile and both branches are scalars, `a` is first
+    /// filled into a tile of the mask's shape (a select takes its shape from its branches).
+    fn select(&mut self, m: Value, a: Value, b: Value, d: DType) -> Value {
+        let scalar = |v: Value| matches!(self.values[v], Type::Scalar(_));
+        let a = match &self.values[m] {
             Type::Tile(s, _) if scalar(a) && scalar(b) => {
-                let s = s.clone();
-                let v = e.values.push(Type::Tile(s, d));
-                e.ops.push(Op {
-                    result: Some(v),
-                    kind: OpKind::Tile(TileOp::Full, vec![a]),
-                    loc: e.loc.clone(),
-                });
-                v
+                let full = OpKind::Tile(TileOp::Full, vec![a]);
+                self.push_typed(full, Some(Type::Tile(s.clone(), d)))
+                    .expect("typed")
             }
             _ => a,
         };
-        e.push(OpKind::Select(m, a, b), d)
-    })
+        self.push(OpKind::Select(m, a, b), d)
+    }
+}
+
+/// Runs `build` with a fresh emitter on `values` (its ops take `loc`) and returns what it
+/// built, the ops and the value table.
+fn run<T>(
+    values: Values,
+    loc: Option<Loc>,
+    build: impl FnOnce(Cx<'_>) -> T,
+) -> (T, Vec<Op>, Values) {
+    let cell = RefCell::new(Emitter {
+        values,
+        ops: vec![],
+        loc,
+        consts: HashMap::new(),
+    });
+    let r = build(&cell);
+    let em = cell.into_inner();
+    (r, em.ops, em.values)
 }
 
 /// An `f64` lane in the IR.
 #[derive(Debug, Clone, Copy)]
-pub struct F(Value);
+pub struct F<'e>(Value, Cx<'e>);
 /// A `u64` lane in the IR.
 #[derive(Debug, Clone, Copy)]
-pub struct U(Value);
+pub struct U<'e>(Value, Cx<'e>);
 /// A `bool` lane in the IR.
 #[derive(Debug, Clone, Copy)]
-pub struct M(Value);
+pub struct M<'e>(Value, Cx<'e>);
 
 macro_rules! bin {
     ($t:ident, $tr:ident, $m:ident, $op:expr, $d:expr) => {
-        impl $tr for $t {
-            type Output = $t;
-            fn $m(self, o: $t) -> $t {
-                $t(push(OpKind::Binary($op, self.0, o.0), $d))
+        impl<'e> $tr for $t<'e> {
+            type Output = $t<'e>;
+            fn $m(self, o: $t<'e>) -> $t<'e> {
+                let v = self
+                    .1
+                    .borrow_mut()
+                    .push(OpKind::Binary($op, self.0, o.0), $d);
+                $t(v, self.1)
             }
         }
     };
@@ -142,127 +137,207 @@ bin!(U, BitXor, bitxor, BinOp::Xor, DType::U64);
 bin!(M, BitAnd, bitand, BinOp::And, DType::Bool);
 bin!(M, BitOr, bitor, BinOp::Or, DType::Bool);
 
-impl Neg for F {
-    type Output = F;
-    fn neg(self) -> F {
-        F(push(OpKind::Unary(UnOp::Neg, self.0), DType::F64))
+impl<'e> F<'e> {
+    /// Appends `kind` (an op on this lane's function) with a result of dtype `d`.
+    fn push(self, kind: OpKind, d: DType) -> Value {
+        self.1.borrow_mut().push(kind, d)
     }
 }
 
-impl Not for M {
-    type Output = M;
-    fn not(self) -> M {
-        M(push(OpKind::Unary(UnOp::Not, self.0), DType::Bool))
+impl<'e> Neg for F<'e> {
+    type Output = F<'e>;
+    fn neg(self) -> F<'e> {
+        F(
+            self.push(OpKind::Unary(UnOp::Neg, self.0), DType::F64),
+            self.1,
+        )
     }
 }
 
-impl Mask for M {}
-
-impl Shl<u32> for U {
-    type Output = U;
-    fn shl(self, n: u32) -> U {
-        let k = U::lit(n as u64);
-        U(push(OpKind::Binary(BinOp::Shl, self.0, k.0), DType::U64))
+impl<'e> Not for M<'e> {
+    type Output = M<'e>;
+    fn not(self) -> M<'e> {
+        let v = self
+            .1
+            .borrow_mut()
+            .push(OpKind::Unary(UnOp::Not, self.0), DType::Bool);
+        M(v, self.1)
     }
 }
 
-impl Shr<u32> for U {
-    type Output = U;
-    fn shr(self, n: u32) -> U {
-        let k = U::lit(n as u64);
-        U(push(OpKind::Binary(BinOp::Shr, self.0, k.0), DType::U64))
+impl<'e> Mask for M<'e> {
+    type Cx = Cx<'e>;
+    fn cx(self) -> Cx<'e> {
+        self.1
     }
 }
 
-impl Bits for U {
-    type Mask = M;
-    fn lit(v: u64) -> U {
-        U(with(|e| e.constant(Const::Int(v as i128), DType::U64, v)))
-    }
-    fn eq(self, o: U) -> M {
-        M(push(OpKind::Cmp(CmpOp::Eq, self.0, o.0), DType::Bool))
-    }
-    fn ult(self, o: U) -> M {
-        M(push(OpKind::Cmp(CmpOp::Lt, self.0, o.0), DType::Bool))
-    }
-    fn select(m: M, a: U, b: U) -> U {
-        U(select(m.0, a.0, b.0, DType::U64))
+impl<'e> U<'e> {
+    /// `self op k` for a constant shift `k`.
+    fn shift(self, op: BinOp, n: u32) -> U<'e> {
+        let k = U::lit(self.1, n as u64);
+        let v = self
+            .1
+            .borrow_mut()
+            .push(OpKind::Binary(op, self.0, k.0), DType::U64);
+        U(v, self.1)
     }
 }
 
-impl Real for F {
-    type Mask = M;
-    type Bits = U;
-    fn lit(v: f64) -> F {
-        F(with(|e| e.constant(Const::F64(v), DType::F64, v.to_bits())))
+impl<'e> Shl<u32> for U<'e> {
+    type Output = U<'e>;
+    fn shl(self, n: u32) -> U<'e> {
+        self.shift(BinOp::Shl, n)
     }
-    fn sqrt(self) -> F {
-        F(push(OpKind::Unary(UnOp::Sqrt, self.0), DType::F64))
+}
+
+impl<'e> Shr<u32> for U<'e> {
+    type Output = U<'e>;
+    fn shr(self, n: u32) -> U<'e> {
+        self.shift(BinOp::Shr, n)
     }
-    fn abs(self) -> F {
-        F(push(OpKind::Unary(UnOp::Abs, self.0), DType::F64))
+}
+
+impl<'e> Bits for U<'e> {
+    type Mask = M<'e>;
+    type Cx = Cx<'e>;
+    fn cx(self) -> Cx<'e> {
+        self.1
     }
-    fn lt(self, o: F) -> M {
-        M(push(OpKind::Cmp(CmpOp::Lt, self.0, o.0), DType::Bool))
+    fn lit(cx: Cx<'e>, v: u64) -> U<'e> {
+        let c = cx
+            .borrow_mut()
+            .constant(Const::Int(v as i128), DType::U64, v);
+        U(c, cx)
     }
-    fn le(self, o: F) -> M {
-        M(push(OpKind::Cmp(CmpOp::Le, self.0, o.0), DType::Bool))
+    fn eq(self, o: U<'e>) -> M<'e> {
+        let v = self
+            .1
+            .borrow_mut()
+            .push(OpKind::Cmp(CmpOp::Eq, self.0, o.0), DType::Bool);
+        M(v, self.1)
     }
-    fn eq(self, o: F) -> M {
-        M(push(OpKind::Cmp(CmpOp::Eq, self.0, o.0), DType::Bool))
+    fn ult(self, o: U<'e>) -> M<'e> {
+        let v = self
+            .1
+            .borrow_mut()
+            .push(OpKind::Cmp(CmpOp::Lt, self.0, o.0), DType::Bool);
+        M(v, self.1)
     }
-    fn select(m: M, a: F, b: F) -> F {
-        F(select(m.0, a.0, b.0, DType::F64))
+    fn select(m: M<'e>, a: U<'e>, b: U<'e>) -> U<'e> {
+        U(m.1.borrow_mut().select(m.0, a.0, b.0, DType::U64), m.1)
     }
-    fn to_bits(self) -> U {
-        U(push(OpKind::Bitcast(self.0), DType::U64))
+}
+
+impl<'e> Real for F<'e> {
+    type Mask = M<'e>;
+    type Bits = U<'e>;
+    type Cx = Cx<'e>;
+    fn cx(self) -> Cx<'e> {
+        self.1
     }
-    fn from_bits(b: U) -> F {
-        F(push(OpKind::Bitcast(b.0), DType::F64))
+    fn lit(cx: Cx<'e>, v: f64) -> F<'e> {
+        let c = cx
+            .borrow_mut()
+            .constant(Const::F64(v), DType::F64, v.to_bits());
+        F(c, cx)
+    }
+    fn sqrt(self) -> F<'e> {
+        F(
+            self.push(OpKind::Unary(UnOp::Sqrt, self.0), DType::F64),
+            self.1,
+        )
+    }
+    fn abs(self) -> F<'e> {
+        F(
+            self.push(OpKind::Unary(UnOp::Abs, self.0), DType::F64),
+            self.1,
+        )
+    }
+    fn lt(self, o: F<'e>) -> M<'e> {
+        M(
+            self.push(OpKind::Cmp(CmpOp::Lt, self.0, o.0), DType::Bool),
+            self.1,
+        )
+    }
+    fn le(self, o: F<'e>) -> M<'e> {
+        M(
+            self.push(OpKind::Cmp(CmpOp::Le, self.0, o.0), DType::Bool),
+            self.1,
+        )
+    }
+    fn eq(self, o: F<'e>) -> M<'e> {
+        M(
+            self.push(OpKind::Cmp(CmpOp::Eq, self.0, o.0), DType::Bool),
+            self.1,
+        )
+    }
+    fn select(m: M<'e>, a: F<'e>, b: F<'e>) -> F<'e> {
+        F(m.1.borrow_mut().select(m.0, a.0, b.0, DType::F64), m.1)
+    }
+    fn to_bits(self) -> U<'e> {
+        U(self.push(OpKind::Bitcast(self.0), DType::U64), self.1)
+    }
+    fn from_bits(b: U<'e>) -> F<'e> {
+        F(b.1.borrow_mut().push(OpKind::Bitcast(b.0), DType::F64), b.1)
     }
     /// `if any(m) { v = f() }`: `f`'s ops in the then-block of one `if` on a scalar, with a
     /// variable carrying the result out (initialised to `otherwise`). `f` builds one value, so
     /// the block is one fused tree.
-    fn if_any(m: M, f: impl FnOnce() -> F, otherwise: F) -> F {
-        let ty = |v: Value| with(|e| e.values[v].clone());
+    fn if_any(m: M<'e>, f: impl FnOnce() -> F<'e>, otherwise: F<'e>) -> F<'e> {
+        let cx = m.1;
+        let ty = |v: Value| cx.borrow().values[v].clone();
         let any = match ty(m.0) {
             Type::Tile(..) => {
                 // Whether some lane holds: the maximum of select(m, 1, 0) over the tile.
-                let s = select(m.0, F::lit(1.0).0, F::lit(0.0).0, DType::F64);
+                let (one, zero) = (F::lit(cx, 1.0).0, F::lit(cx, 0.0).0);
+                let mut e = cx.borrow_mut();
+                let s = e.select(m.0, one, zero, DType::F64);
                 let all = Axis::All;
                 let top = OpKind::Tile(TileOp::Reduce(ReduceOp::Max, all), vec![s]);
-                let top = push_typed(top, Some(Type::Scalar(DType::F64))).expect("typed");
-                let half = F::lit(0.5).0;
-                push_typed(
-                    OpKind::Cmp(CmpOp::Lt, half, top),
-                    Some(Type::Scalar(DType::Bool)),
-                )
-                .expect("typed")
+                let top = e
+                    .push_typed(top, Some(Type::Scalar(DType::F64)))
+                    .expect("typed");
+                drop(e);
+                let half = F::lit(cx, 0.5).0;
+                let lt = OpKind::Cmp(CmpOp::Lt, half, top);
+                let mut e = cx.borrow_mut();
+                e.push_typed(lt, Some(Type::Scalar(DType::Bool)))
+                    .expect("typed")
             }
             _ => m.0,
         };
-        let var = push_typed(
-            OpKind::Var(otherwise.0),
-            Some(Type::Ref(Box::new(ty(otherwise.0)))),
-        )
-        .expect("typed");
+        let var = OpKind::Var(otherwise.0);
+        let var_ty = Type::Ref(Box::new(ty(otherwise.0)));
+        let var = cx
+            .borrow_mut()
+            .push_typed(var, Some(var_ty))
+            .expect("typed");
         // The then-block: its own ops, and constants that do not leak out of it.
-        let outer = with(|e| (std::mem::take(&mut e.ops), e.consts.clone()));
+        let outer = {
+            let mut e = cx.borrow_mut();
+            (std::mem::take(&mut e.ops), e.consts.clone())
+        };
         let v = f();
-        push_typed(OpKind::Write(var, v.0), None);
-        let then_ops = with(|e| {
+        let then_ops = {
+            let mut e = cx.borrow_mut();
+            e.push_typed(OpKind::Write(var, v.0), None);
             e.consts = outer.1;
             std::mem::replace(&mut e.ops, outer.0)
-        });
-        push_typed(
-            OpKind::If {
-                cond: any,
-                then_body: Block { ops: then_ops },
-                else_body: Block::default(),
-            },
-            None,
-        );
-        F(push_typed(OpKind::Read(var), Some(ty(otherwise.0))).expect("typed"))
+        };
+        let then_block = OpKind::If {
+            cond: any,
+            then_body: Block { ops: then_ops },
+            else_body: Block::default(),
+        };
+        let read_ty = ty(otherwise.0);
+        let mut e = cx.borrow_mut();
+        e.push_typed(then_block, None);
+        F(
+            e.push_typed(OpKind::Read(var), Some(read_ty))
+                .expect("typed"),
+            cx,
+        )
     }
 }
 
@@ -314,43 +389,33 @@ fn expand_one(
     loc: Option<Loc>,
 ) -> (Vec<Op>, Values) {
     let d = values[res].dtype().unwrap_or(DType::F64);
-    EMIT.with(|e| {
-        *e.borrow_mut() = Some(Emitter {
-            values,
-            ops: vec![],
-            loc,
-            consts: HashMap::new(),
-        })
+    let (r, mut ops, values) = run(values, loc.clone(), |cx| {
+        let wide: Vec<F> = args.iter().map(|&a| widen(cx, a)).collect();
+        m.apply::<F>(&wide).0
     });
-    let wide: Vec<F> = args
-        .iter()
-        .map(|&a| {
-            let ad = with(|e| e.values[a].dtype().unwrap_or(DType::F64));
-            if ad == DType::F64 {
-                F(a)
-            } else {
-                F(push(OpKind::Cast(a), DType::F64))
-            }
-        })
-        .collect();
-    let r = m.apply::<F>(&wide);
-    let mut em = EMIT
-        .with(|e| e.borrow_mut().take())
-        .expect("the emitter was set above");
-    let last_defines_r = em.ops.last().and_then(|o| o.result) == Some(r.0);
+    let last_defines_r = ops.last().and_then(|o| o.result) == Some(r);
     if d == DType::F64 && last_defines_r {
         // Rename the last op's result to the math op's: its type is the same.
-        if let Some(last) = em.ops.last_mut() {
+        if let Some(last) = ops.last_mut() {
             last.result = Some(res);
         }
     } else {
-        em.ops.push(Op {
+        ops.push(Op {
             result: Some(res),
-            kind: OpKind::Cast(r.0),
-            loc: em.loc.clone(),
+            kind: OpKind::Cast(r),
+            loc,
         });
     }
-    (em.ops, em.values)
+    (ops, values)
+}
+
+/// `x` (an `f32` or `f64` scalar or tile) as an `f64` lane: itself, or cast.
+fn widen(cx: Cx<'_>, x: Value) -> F<'_> {
+    let mut e = cx.borrow_mut();
+    match e.values[x].dtype() {
+        Some(DType::F64) | None => F(x, cx),
+        _ => F(e.push(OpKind::Cast(x), DType::F64), cx),
+    }
 }
 
 /// Appends to `out` the ops of `build`, run with the IR instance of the lanes on `values`
@@ -360,23 +425,11 @@ fn emit_into(
     values: &mut Values,
     out: &mut Vec<Op>,
     loc: Option<Loc>,
-    build: impl FnOnce() -> Value,
+    build: impl FnOnce(Cx<'_>) -> Value,
 ) -> Value {
-    let taken = std::mem::take(values);
-    EMIT.with(|e| {
-        *e.borrow_mut() = Some(Emitter {
-            values: taken,
-            ops: vec![],
-            loc,
-            consts: HashMap::new(),
-        })
-    });
-    let r = build();
-    let em = EMIT
-        .with(|e| e.borrow_mut().take())
-        .expect("the emitter was set above");
-    *values = em.values;
-    out.extend(em.ops);
+    let (r, ops, back) = run(std::mem::take(values), loc, build);
+    *values = back;
+    out.extend(ops);
     r
 }
 
@@ -389,13 +442,9 @@ pub(crate) fn emit_round(
     x: Value,
     fmt: crate::math::narrow::Format,
 ) -> Value {
-    emit_into(values, out, loc, || {
-        let wide = match with(|e| e.values[x].dtype()) {
-            Some(DType::F64) => F(x),
-            _ => F(push(OpKind::Cast(x), DType::F64)),
-        };
-        let r = crate::math::narrow::round_to(wide, fmt);
-        push(OpKind::Cast(r.0), DType::F32)
+    emit_into(values, out, loc, |cx| {
+        let r = crate::math::narrow::round_to(widen(cx, x), fmt);
+        r.push(OpKind::Cast(r.0), DType::F32)
     })
 }
 
@@ -408,9 +457,9 @@ pub(crate) fn emit_decode(
     h: Value,
     fmt: crate::math::narrow::Format,
 ) -> Value {
-    emit_into(values, out, loc, || {
-        let r: F = crate::math::narrow::decode(U(h), fmt);
-        push(OpKind::Cast(r.0), DType::F32)
+    emit_into(values, out, loc, |cx| {
+        let r: F = crate::math::narrow::decode(U(h, cx), fmt);
+        r.push(OpKind::Cast(r.0), DType::F32)
     })
 }
 
@@ -423,8 +472,8 @@ pub(crate) fn emit_encode(
     x: Value,
     fmt: crate::math::narrow::Format,
 ) -> Value {
-    emit_into(values, out, loc, || {
-        let wide = F(push(OpKind::Cast(x), DType::F64));
+    emit_into(values, out, loc, |cx| {
+        let wide = F(cx.borrow_mut().push(OpKind::Cast(x), DType::F64), cx);
         crate::math::narrow::encode(wide, fmt).0
     })
 }

@@ -89,8 +89,9 @@ const SB: [f64; 9] = [
 
 /// Horner's scheme on coefficients chosen lane by lane: `m ? a : b`.
 fn poly_sel<R: Real>(x: R, m: R::Mask, a: &[f64], b: &[f64]) -> R {
+    let cx = x.cx();
     let n = a.len();
-    let c = |i: usize| R::select(m, R::lit(a[i]), R::lit(b[i]));
+    let c = |i: usize| R::select(m, R::lit(cx, a[i]), R::lit(cx, b[i]));
     let mut acc = c(n - 1);
     for i in (0..n - 1).rev() {
         acc = c(i) + x * acc;
@@ -101,33 +102,34 @@ fn poly_sel<R: Real>(x: R, m: R::Mask, a: &[f64], b: &[f64]) -> R {
 /// `erf(x)`: fdlibm `s_erf.c` method (rational approximations on `[0, 0.84375)`,
 /// `[0.84375, 1.25)`, `[1.25, 1/0.35)`, `[1/0.35, 6)`; `1` beyond), branch-free.
 pub fn erf<R: Real>(x: R) -> R {
-    let one = R::lit(1.0);
+    let cx = x.cx();
+    let one = R::lit(cx, 1.0);
     let sx = sign_bits(x);
     let a = x.abs();
     // [0, 0.84375): x + x y. Tiny x is scaled by 2^64 so that the result rounds once.
-    let tiny = a.lt(R::lit(1e-270));
-    let up = R::select(tiny, R::lit(18446744073709551616.0), one);
-    let dn = R::select(tiny, R::lit(5.421010862427522e-20), one);
+    let tiny = a.lt(R::lit(cx, 1e-270));
+    let up = R::select(tiny, R::lit(cx, 18446744073709551616.0), one);
+    let dn = R::select(tiny, R::lit(cx, 5.421010862427522e-20), one);
     let z = a * a;
     let y = poly(z, &PP) / poly(z, &QQ);
     let as_ = a * up;
     let r1 = (as_ + as_ * y) * dn;
     // [0.84375, 1.25): erx + P(s)/Q(s).
     let s = a - one;
-    let r2 = R::lit(ERX) + poly(s, &PA) / poly(s, &QA);
+    let r2 = R::lit(cx, ERX) + poly(s, &PA) / poly(s, &QA);
     // [1.25, 6): 1 - exp(-x^2 - 0.5625 + R/S) / x, with x^2 split as zh^2 + (x-zh)(x+zh).
-    let ac = R::select(a.lt(R::lit(6.0)), a, R::lit(6.0));
-    let ac = R::select(ac.lt(R::lit(1.25)), R::lit(1.25), ac);
+    let ac = R::select(a.lt(R::lit(cx, 6.0)), a, R::lit(cx, 6.0));
+    let ac = R::select(ac.lt(R::lit(cx, 1.25)), R::lit(cx, 1.25), ac);
     let s = one / (ac * ac);
-    let ma = ac.lt(R::lit(2.857142857142857));
+    let ma = ac.lt(R::lit(cx, 2.857142857142857));
     let rr = poly_sel(s, ma, &RA, &RB);
     let ss = poly_sel(s, ma, &SA, &SB);
     let zh = high_half(ac);
-    let e = (-(zh * zh) - R::lit(0.5625)) + ((zh - ac) * (zh + ac) + rr / ss);
+    let e = (-(zh * zh) - R::lit(cx, 0.5625)) + ((zh - ac) * (zh + ac) + rr / ss);
     let r3 = one - exp(e) / ac;
-    let r = R::select(a.lt(R::lit(6.0)), r3, one);
-    let r = R::select(a.lt(R::lit(1.25)), r2, r);
-    let r = R::select(a.lt(R::lit(0.84375)), r1, r);
+    let r = R::select(a.lt(R::lit(cx, 6.0)), r3, one);
+    let r = R::select(a.lt(R::lit(cx, 1.25)), r2, r);
+    let r = R::select(a.lt(R::lit(cx, 0.84375)), r1, r);
     // NaN passes through r1 (every comparison is false, so r = 1): restore it.
     let r = R::select(x.is_nan(), x + x, r);
     xor_sign(r, sx)

@@ -22,22 +22,24 @@ const P: [f64; 5] = [
 /// `e^x` as `2^k * e^r`, with `x = k ln2 + hi - lo` and `|r| <= ln2 / 2`.
 /// Returns `(e^r, k)` so that callers may scale as they need.
 pub fn exp_reduced<R: Real>(x: R) -> (R, R::Bits) {
-    let (kf, k) = round_int(x * R::lit(INV_LN2));
-    let hi = x - kf * R::lit(LN2_HI);
-    let lo = kf * R::lit(LN2_LO);
+    let cx = x.cx();
+    let (kf, k) = round_int(x * R::lit(cx, INV_LN2));
+    let hi = x - kf * R::lit(cx, LN2_HI);
+    let lo = kf * R::lit(cx, LN2_LO);
     let r = hi - lo;
     let z = r * r;
     let c = r - z * poly(z, &P);
-    let y = R::lit(1.0) - ((lo - (r * c) / (R::lit(2.0) - c)) - hi);
+    let y = R::lit(cx, 1.0) - ((lo - (r * c) / (R::lit(cx, 2.0) - c)) - hi);
     (y, k)
 }
 
 /// `e^x`.
 pub fn exp<R: Real>(x: R) -> R {
+    let cx = x.cx();
     // Outside [-1000, 1000] the result is 0 or inf already; the clamp keeps the reduction
     // in range. NaN passes through the selects (comparisons with NaN are false).
-    let xc = R::select(x.gt(R::lit(1000.0)), R::lit(1000.0), x);
-    let xc = R::select(xc.lt(R::lit(-1000.0)), R::lit(-1000.0), xc);
+    let xc = R::select(x.gt(R::lit(cx, 1000.0)), R::lit(cx, 1000.0), x);
+    let xc = R::select(xc.lt(R::lit(cx, -1000.0)), R::lit(cx, -1000.0), xc);
     let (y, k) = exp_reduced(xc);
     let r = scale(y, k);
     R::select(x.is_nan(), x + x, r)
@@ -65,15 +67,17 @@ pub fn ln_parts<R: Real>(x: R) -> (R, R, R, R) {
 /// The special values every logarithm shares: NaN for `x < 0` or NaN, `-inf` at `±0`, `+inf`
 /// at `+inf`; `r` elsewhere.
 pub fn log_specials<R: Real>(x: R, r: R) -> R {
-    let r = R::select(x.eq(R::lit(f64::INFINITY)), x, r);
-    let r = R::select(x.eq(R::lit(0.0)), R::lit(f64::NEG_INFINITY), r);
-    R::select(x.lt(R::lit(0.0)) | x.is_nan(), R::lit(f64::NAN), r)
+    let cx = x.cx();
+    let r = R::select(x.eq(R::lit(cx, f64::INFINITY)), x, r);
+    let r = R::select(x.eq(R::lit(cx, 0.0)), R::lit(cx, f64::NEG_INFINITY), r);
+    R::select(x.lt(R::lit(cx, 0.0)) | x.is_nan(), R::lit(cx, f64::NAN), r)
 }
 
 /// `ln x`.
 pub fn ln<R: Real>(x: R) -> R {
+    let cx = x.cx();
     let (k, f, hfsq, tail) = ln_parts(x);
-    let r = tail + k * R::lit(LN2_LO) - hfsq + f + k * R::lit(LN2_HI);
+    let r = tail + k * R::lit(cx, LN2_LO) - hfsq + f + k * R::lit(cx, LN2_HI);
     log_specials(x, r)
 }
 
@@ -107,10 +111,11 @@ const EXPM1_T: [f64; 10] = [
 
 /// `r * r = p + e` (Dekker's square, split by [`high_half`]).
 pub fn two_sq<R: Real>(r: R) -> (R, R) {
+    let cx = r.cx();
     let p = r * r;
     let rh = high_half(r);
     let rl = r - rh;
-    (p, ((rh * rh - p) + R::lit(2.0) * (rh * rl)) + rl * rl)
+    (p, ((rh * rh - p) + R::lit(cx, 2.0) * (rh * rl)) + rl * rl)
 }
 
 /// `e^(hi - lo) - 1 = qh + ql` in double length (normalized: `|ql| <= ulp(qh) / 2`), for `|hi - lo| <= ~0.35` (`|lo|` small
@@ -118,9 +123,10 @@ pub fn two_sq<R: Real>(r: R) -> (R, R) {
 /// error-free (Dekker product for `r^2`) and the rounding error of `r = hi - lo` carried.
 /// Absolute error ~2^-60; relative ~2^-60 near 0.
 pub fn exp_kernel<R: Real>(hi: R, lo: R) -> (R, R) {
+    let cx = hi.cx();
     let (r, dr) = fast_two_sum(hi, -lo);
     let (p, pe) = two_sq(r);
-    let h = R::lit(0.5);
+    let h = R::lit(cx, 0.5);
     let (p, pe) = (p * h, pe * h);
     let (s, se) = fast_two_sum(r, p);
     let tail = (r * p) * poly(r, &EXPM1_T);
@@ -131,9 +137,10 @@ pub fn exp_kernel<R: Real>(hi: R, lo: R) -> (R, R) {
 /// `e^x = 2^k (1 + qh + ql)` with fdlibm's reduction by `ln 2` (`|x| < 2^40`); returns
 /// `(qh, ql, k as a float, k as bits)`.
 pub fn exp_parts<R: Real>(x: R) -> (R, R, R, R::Bits) {
-    let (kf, k) = round_int(x * R::lit(INV_LN2));
-    let hi = x - kf * R::lit(LN2_HI);
-    let lo = kf * R::lit(LN2_LO);
+    let cx = x.cx();
+    let (kf, k) = round_int(x * R::lit(cx, INV_LN2));
+    let hi = x - kf * R::lit(cx, LN2_HI);
+    let lo = kf * R::lit(cx, LN2_LO);
     let (qh, ql) = exp_kernel(hi, lo);
     (qh, ql, kf, k)
 }
@@ -144,25 +151,29 @@ pub const LN2_SPLIT: (f64, f64) = (LN2_HI, LN2_LO);
 /// The reduction of [`ln_parts`] alone: `x = 2^k (1 + f)`, `1 + f` in `[sqrt(2)/2, sqrt(2))`,
 /// for a finite `x > 0`; returns `(k, f)`.
 pub fn ln_reduce<R: Real>(x: R) -> (R, R) {
-    let sub = x.lt(R::lit(f64::MIN_POSITIVE));
-    let xs = R::select(sub, x * R::lit(18014398509481984.0), x);
-    let kadj = R::select(sub, R::lit(-54.0), R::lit(0.0));
-    let ix = xs.to_bits() + R::Bits::lit((0x3ff0_0000u64 - 0x3fe6_a09e) << 32);
+    let cx = x.cx();
+    let sub = x.lt(R::lit(cx, f64::MIN_POSITIVE));
+    let xs = R::select(sub, x * R::lit(cx, 18014398509481984.0), x);
+    let kadj = R::select(sub, R::lit(cx, -54.0), R::lit(cx, 0.0));
+    let ix = xs.to_bits() + R::Bits::lit(cx, (0x3ff0_0000u64 - 0x3fe6_a09e) << 32);
     let e = ix >> 52;
-    let k = from_small::<R>(e) - R::lit(1023.0) + kadj;
-    let hi = ((ix >> 32) & R::Bits::lit(0x000f_ffff)) + R::Bits::lit(0x3fe6_a09e);
-    let m = R::from_bits((hi << 32) | (ix & R::Bits::lit(0xffff_ffff)));
-    (k, m - R::lit(1.0))
+    let k = from_small::<R>(e) - R::lit(cx, 1023.0) + kadj;
+    let hi = ((ix >> 32) & R::Bits::lit(cx, 0x000f_ffff)) + R::Bits::lit(cx, 0x3fe6_a09e);
+    let m = R::from_bits((hi << 32) | (ix & R::Bits::lit(cx, 0xffff_ffff)));
+    (k, m - R::lit(cx, 1.0))
 }
 
 /// The polynomial part of [`ln_parts`]: `ln(1 + f) = f - hfsq + tail`; returns
 /// `(hfsq, tail, s)` with `s = f / (2 + f)`.
 pub fn ln_tail<R: Real>(f: R) -> (R, R, R) {
-    let hfsq = R::lit(0.5) * f * f;
-    let s = f / (R::lit(2.0) + f);
+    let cx = f.cx();
+    let hfsq = R::lit(cx, 0.5) * f * f;
+    let s = f / (R::lit(cx, 2.0) + f);
     let z = s * s;
     let w = z * z;
-    let t1 = w * (R::lit(LG[1]) + w * (R::lit(LG[3]) + w * R::lit(LG[5])));
-    let t2 = z * (R::lit(LG[0]) + w * (R::lit(LG[2]) + w * (R::lit(LG[4]) + w * R::lit(LG[6]))));
+    let t1 = w * (R::lit(cx, LG[1]) + w * (R::lit(cx, LG[3]) + w * R::lit(cx, LG[5])));
+    let t2 = z
+        * (R::lit(cx, LG[0])
+            + w * (R::lit(cx, LG[2]) + w * (R::lit(cx, LG[4]) + w * R::lit(cx, LG[6]))));
     (hfsq, s * (hfsq + (t2 + t1)), s)
 }

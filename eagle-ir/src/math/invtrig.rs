@@ -43,57 +43,59 @@ fn asin_r<R: Real>(t: R) -> R {
 /// `asin(x)`: fdlibm `e_asin.c` method (rational `x + x^3 R(x^2)` for `|x| < 0.5`,
 /// `pi/2 - 2 asin(sqrt((1-|x|)/2))` with a split square root above), branch-free.
 pub fn asin<R: Real>(x: R) -> R {
-    let one = R::lit(1.0);
-    let two = R::lit(2.0);
+    let cx = x.cx();
+    let one = R::lit(cx, 1.0);
+    let two = R::lit(cx, 2.0);
     let sx = sign_bits(x);
     let a = x.abs();
-    let small = a.lt(R::lit(0.5));
+    let small = a.lt(R::lit(cx, 0.5));
     // |x| < 0.5: t = x^2; otherwise t = (1 - |x|) / 2 (exact).
-    let t = R::select(small, a * a, (one - a) * R::lit(0.5));
+    let t = R::select(small, a * a, (one - a) * R::lit(cx, 0.5));
     let w = asin_r(t);
     let r_small = a + a * w;
     let s = t.sqrt();
     // 0.975 <= |x| <= 1: pi/2 - 2 (s + s w).
-    let r_hi = R::lit(PIO2_HI) - (two * (s + s * w) - R::lit(PIO2_LO));
+    let r_hi = R::lit(cx, PIO2_HI) - (two * (s + s * w) - R::lit(cx, PIO2_LO));
     // 0.5 <= |x| < 0.975: s = sh + c (sh: 21 bits, c to ~2^-80), so that pio2_hi - 2 sh is
     // exact and the result rounds once more only: (pio2_hi - 2 sh) - (2 s w - (pio2_lo - 2c)).
     // The 1e-300 (absorbed unless s = 0) keeps c finite at |x| = 1.
     // (fdlibm writes pio4_hi - ((2 s w - (pio2_lo - 2c)) - (pio4_hi - 2 sh)): one rounding more.)
     let sh = high_half(s);
-    let c = (t - sh * sh) / ((s + sh) + R::lit(1e-300));
-    let p = two * s * w - (R::lit(PIO2_LO) - two * c);
-    let r_mid = (R::lit(PIO2_HI) - two * sh) - p;
-    let r = R::select(a.lt(R::lit(0.975)), r_mid, r_hi);
+    let c = (t - sh * sh) / ((s + sh) + R::lit(cx, 1e-300));
+    let p = two * s * w - (R::lit(cx, PIO2_LO) - two * c);
+    let r_mid = (R::lit(cx, PIO2_HI) - two * sh) - p;
+    let r = R::select(a.lt(R::lit(cx, 0.975)), r_mid, r_hi);
     let r = R::select(small, r_small, r);
     let r = xor_sign(r, sx);
     // |x| > 1 and NaN: NaN.
-    R::select(a.le(one), r, R::lit(f64::NAN))
+    R::select(a.le(one), r, R::lit(cx, f64::NAN))
 }
 
 /// `acos(x)`: fdlibm `e_acos.c` method (`pi/2 - (x + x^3 R(x^2))` for `|x| < 0.5`,
 /// `2 asin(sqrt((1-x)/2))` and `pi - 2 asin(sqrt((1+x)/2))` beyond), branch-free.
 pub fn acos<R: Real>(x: R) -> R {
-    let one = R::lit(1.0);
-    let two = R::lit(2.0);
+    let cx = x.cx();
+    let one = R::lit(cx, 1.0);
+    let two = R::lit(cx, 2.0);
     let a = x.abs();
-    let small = a.lt(R::lit(0.5));
-    let t = R::select(small, x * x, (one - a) * R::lit(0.5));
+    let small = a.lt(R::lit(cx, 0.5));
+    let t = R::select(small, x * x, (one - a) * R::lit(cx, 0.5));
     let w = asin_r(t);
     // |x| < 0.5: pi/2 - (x - (pio2_lo - x w)).
-    let r_small = R::lit(PIO2_HI) - (x - (R::lit(PIO2_LO) - x * w));
+    let r_small = R::lit(cx, PIO2_HI) - (x - (R::lit(cx, PIO2_LO) - x * w));
     let s = t.sqrt();
     // s = sh + c (sh: 21 bits, c to ~2^-80); the 1e-300 (absorbed unless s = 0) makes c = 0
     // at x = +-1 instead of 0/0.
     let sh = high_half(s);
-    let c = (t - sh * sh) / ((s + sh) + R::lit(1e-300));
+    let c = (t - sh * sh) / ((s + sh) + R::lit(cx, 1e-300));
     // x <= -0.5: (pi_hi - 2 sh) - 2 ((s w + c) - pio2_lo), the first difference exact.
     // (fdlibm: pi - 2 (s + (s w - pio2_lo)), one rounding more.)
-    let r_neg = (R::lit(PI_HI) - two * sh) - two * ((s * w + c) - R::lit(PIO2_LO));
+    let r_neg = (R::lit(cx, PI_HI) - two * sh) - two * ((s * w + c) - R::lit(cx, PIO2_LO));
     // x >= 0.5: 2 (sh + (s w + c)).
     let r_pos = two * (sh + (s * w + c));
-    let r = R::select(x.lt(R::lit(0.0)), r_neg, r_pos);
+    let r = R::select(x.lt(R::lit(cx, 0.0)), r_neg, r_pos);
     let r = R::select(small, r_small, r);
-    R::select(a.le(one), r, R::lit(f64::NAN))
+    R::select(a.le(one), r, R::lit(cx, f64::NAN))
 }
 
 // atan polynomial (fdlibm aT[0..10]).
@@ -124,9 +126,10 @@ const PI_M_TWO: (f64, f64) = (2.0344439357957027e0, 2.841996617907152e-17);
 
 /// `(hi, lo)` of `a` and `b` by `m`.
 fn sel2<R: Real>(m: R::Mask, a: (f64, f64), b: (R, R)) -> (R, R) {
+    let cx = m.cx();
     (
-        R::select(m, R::lit(a.0), b.0),
-        R::select(m, R::lit(a.1), b.1),
+        R::select(m, R::lit(cx, a.0), b.0),
+        R::select(m, R::lit(cx, a.1), b.1),
     )
 }
 
@@ -136,8 +139,9 @@ fn sel2<R: Real>(m: R::Mask, a: (f64, f64), b: (R, R)) -> (R, R) {
 /// `x < 0` constants and the normalization before the quotient correction are left out (a
 /// compile-time choice).
 fn atan_core<R: Real, const PAIR: bool>(ay: R, ax: R, neg: R::Mask) -> R {
-    let one = R::lit(1.0);
-    let zero = R::lit(0.0);
+    let cx = ay.cx();
+    let one = R::lit(cx, 1.0);
+    let zero = R::lit(cx, 0.0);
     // (0, 0) and (inf, inf) become (0, 1) and (1, 1): the angles 0 / pi and pi/4 / 3pi/4.
     let (ay, ax) = if PAIR {
         let both_inf = is_inf(ay) & is_inf(ax);
@@ -153,8 +157,8 @@ fn atan_core<R: Real, const PAIR: bool>(ay: R, ax: R, neg: R::Mask) -> R {
     // smaller is subnormal, where the ratio is beyond 2^2000 and the result exact anyway).
     // (For `atan`, x = 1: nothing to scale, and the quotient correction below is skipped.)
     let (ay, ax) = if PAIR {
-        let big = ay.ge(R::lit(1e301)) | ax.ge(R::lit(1e301));
-        let f = R::select(big, R::lit(0.0625), one);
+        let big = ay.ge(R::lit(cx, 1e301)) | ax.ge(R::lit(cx, 1e301));
+        let f = R::select(big, R::lit(cx, 0.0625), one);
         (ay * f, ax * f)
     } else {
         (ay, ax)
@@ -162,10 +166,10 @@ fn atan_core<R: Real, const PAIR: bool>(ay: R, ax: R, neg: R::Mask) -> R {
     let t = ay / ax;
     // Regions of t = y/x: r = (y - c x) / (x + c y) for c = 0, 1/2, 1, 2, inf.
     // Numerator n1 - n2 is exact (Sterbenz); the denominator d1 + d2 is kept as a TwoSum.
-    let m0 = t.lt(R::lit(0.4375));
-    let m1 = t.lt(R::lit(0.6875));
-    let m2 = t.lt(R::lit(1.1875));
-    let m3 = t.lt(R::lit(2.4375));
+    let m0 = t.lt(R::lit(cx, 0.4375));
+    let m1 = t.lt(R::lit(cx, 0.6875));
+    let m2 = t.lt(R::lit(cx, 1.1875));
+    let m3 = t.lt(R::lit(cx, 2.4375));
     let ay2 = ay + ay;
     let ax2 = ax + ax;
     // id3 (t >= 39/16): r = -x / y.
@@ -173,9 +177,17 @@ fn atan_core<R: Real, const PAIR: bool>(ay: R, ax: R, neg: R::Mask) -> R {
     let n2 = R::select(m3, ax2, ax);
     let d1 = R::select(m3, ay2, ay);
     let d2 = R::select(m3, ax, zero);
-    let (hi, lo) = sel2(m3, ATAN_TWO, (R::lit(ATAN_INF.0), R::lit(ATAN_INF.1)));
+    let (hi, lo) = sel2(
+        m3,
+        ATAN_TWO,
+        (R::lit(cx, ATAN_INF.0), R::lit(cx, ATAN_INF.1)),
+    );
     let (hn, ln) = if PAIR {
-        sel2(m3, PI_M_TWO, (R::lit(ATAN_INF.0), R::lit(ATAN_INF.1)))
+        sel2(
+            m3,
+            PI_M_TWO,
+            (R::lit(cx, ATAN_INF.0), R::lit(cx, ATAN_INF.1)),
+        )
     } else {
         (hi, lo)
     };
@@ -214,7 +226,7 @@ fn atan_core<R: Real, const PAIR: bool>(ay: R, ax: R, neg: R::Mask) -> R {
     } else {
         // atan: den is in [1, 4.5) below t = 39/16 and den = |x| above; past 1e150 the
         // correction does not matter (|r| < 1e-150 against pi/2) and the split could overflow.
-        R::select(t.lt(R::lit(1e150)), dekker_rl(num, den, dlo, r), zero)
+        R::select(t.lt(R::lit(cx, 1e150)), dekker_rl(num, den, dlo, r), zero)
     };
     // For x < 0 the angle is pi - that: (pi - atan c) + atan(-r).
     let (h, l, r, rl) = if PAIR {
@@ -239,18 +251,23 @@ fn atan_core<R: Real, const PAIR: bool>(ay: R, ax: R, neg: R::Mask) -> R {
 /// `rl` with `num / (den + dlo) = r + rl` to about 2^-100 relative, for the rounded quotient
 /// `r = num / den` (`0` where `|r| < 2^-897`, where it does not matter).
 fn quotient_error<R: Real>(num: R, den: R, dlo: R, r: R) -> R {
-    let one = R::lit(1.0);
+    let cx = num.cx();
+    let one = R::lit(cx, 1.0);
     // Normalize den to [1, 2) (both by a power of two; first by 2^600 if tiny) so that the
     // Dekker remainder can neither underflow nor overflow.
-    let pre = R::select(den.lt(R::lit(1e-270)), R::lit(4.149515568880993e180), one);
+    let pre = R::select(
+        den.lt(R::lit(cx, 1e-270)),
+        R::lit(cx, 4.149515568880993e180),
+        one,
+    );
     let dp = den * pre;
-    let e = dp.to_bits() & R::Bits::lit(0x7ff0_0000_0000_0000);
-    let g = R::from_bits(R::Bits::lit(2046 << 52) - e);
+    let e = dp.to_bits() & R::Bits::lit(cx, 0x7ff0_0000_0000_0000);
+    let g = R::from_bits(R::Bits::lit(cx, 2046 << 52) - e);
     let dn = dp * g;
     let nn = num * pre * g;
     let dl = dlo * pre * g;
     let rl = dekker_rl(nn, dn, dl, r);
-    R::select(r.abs().ge(R::lit(1e-270)), rl, R::lit(0.0))
+    R::select(r.abs().ge(R::lit(cx, 1e-270)), rl, R::lit(cx, 0.0))
 }
 
 /// `(num - r den - r dlo) / den`, the exact remainder of `r = num / den` by Dekker's product
@@ -265,8 +282,13 @@ fn dekker_rl<R: Real>(num: R, den: R, dlo: R, r: R) -> R {
 /// `atan(x)`: fdlibm `s_atan.c` method (reduction to `|r| <= 7/16` about `atan(1/2)`,
 /// `pi/4`, `atan(2)`, `pi/2`, degree-21 odd polynomial), branch-free.
 pub fn atan<R: Real>(x: R) -> R {
+    let cx = x.cx();
     let sx = sign_bits(x);
-    let r = atan_core::<R, false>(x.abs(), R::lit(1.0), R::lit(1.0).lt(R::lit(0.0)));
+    let r = atan_core::<R, false>(
+        x.abs(),
+        R::lit(cx, 1.0),
+        R::lit(cx, 1.0).lt(R::lit(cx, 0.0)),
+    );
     xor_sign(r, sx)
 }
 
@@ -274,8 +296,9 @@ pub fn atan<R: Real>(x: R) -> R {
 /// the pair `(|y|, |x|)` (quotient error recovered, `pi - angle` folded into the breakpoint
 /// constants for `x < 0`), branch-free.
 pub fn atan2<R: Real>(y: R, x: R) -> R {
+    let cx = y.cx();
     let sy = sign_bits(y);
-    let neg = R::Bits::lit(0).ult(sign_bits(x));
+    let neg = R::Bits::lit(cx, 0).ult(sign_bits(x));
     let r = atan_core::<R, true>(y.abs(), x.abs(), neg);
     let r = xor_sign(r, sy);
     R::select(x.is_nan() | y.is_nan(), x + y, r)

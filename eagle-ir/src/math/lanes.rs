@@ -6,7 +6,8 @@
 //! logical shifts): nothing else, and no `fma`. Two instances exist:
 //! - `f64` itself ([`W`] for the bits, `bool` for masks): the reference, used by
 //!   [`crate::eval`], the constant folder and the host interpreter;
-//! - the IR emitter of `math::expand`, which writes the same steps as IR ops.
+//! - the IR instance of `crate::expand`, whose lanes carry the function being written ([`Real::Cx`]) and whose
+//!   steps append IR ops.
 //!
 //! Because each step is one IR op with one IEEE-defined result, the two instances compute the
 //! same bits, and so do the CPU JIT and the CUDA C (held to the evaluator op by op by
@@ -15,7 +16,12 @@
 use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Neg, Not, Shl, Shr, Sub};
 
 /// A lane mask: the result of a comparison.
-pub trait Mask: Copy + BitAnd<Output = Self> + BitOr<Output = Self> + Not<Output = Self> {}
+pub trait Mask: Copy + BitAnd<Output = Self> + BitOr<Output = Self> + Not<Output = Self> {
+    /// The context the lane's instance computes in (see [`Real::Cx`]).
+    type Cx: Copy;
+    /// The lane's context.
+    fn cx(self) -> Self::Cx;
+}
 
 /// The 64 bits of a lane, as `u64` with wrapping `+`/`-` (two's complement), and/or/xor and
 /// logical shifts by a constant.
@@ -30,9 +36,13 @@ pub trait Bits:
     + Shr<u32, Output = Self>
 {
     /// The mask type.
-    type Mask: Mask;
-    /// A constant.
-    fn lit(v: u64) -> Self;
+    type Mask: Mask<Cx = Self::Cx>;
+    /// The context the lane's instance computes in (see [`Real::Cx`]).
+    type Cx: Copy;
+    /// The lane's context.
+    fn cx(self) -> Self::Cx;
+    /// A constant, in context `cx`.
+    fn lit(cx: Self::Cx, v: u64) -> Self;
     /// `self == o`.
     fn eq(self, o: Self) -> Self::Mask;
     /// `self < o`, unsigned.
@@ -51,11 +61,17 @@ pub trait Real:
     + Neg<Output = Self>
 {
     /// The mask type.
-    type Mask: Mask;
+    type Mask: Mask<Cx = Self::Cx>;
     /// The bits type.
-    type Bits: Bits<Mask = Self::Mask>;
-    /// A constant.
-    fn lit(v: f64) -> Self;
+    type Bits: Bits<Mask = Self::Mask, Cx = Self::Cx>;
+    /// What a constant is made in: `()` for the reference instance, the function being
+    /// written for the IR instance. Every lane carries its context ([`Real::cx`]), so a
+    /// library function takes the context of its operand: `R::lit(x.cx(), 0.5)`.
+    type Cx: Copy;
+    /// The lane's context.
+    fn cx(self) -> Self::Cx;
+    /// A constant, in context `cx`.
+    fn lit(cx: Self::Cx, v: f64) -> Self;
     /// Correctly rounded square root.
     fn sqrt(self) -> Self;
     /// `|self|` (clears the sign bit).
@@ -97,7 +113,10 @@ pub trait Real:
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct W(pub u64);
 
-impl Mask for bool {}
+impl Mask for bool {
+    type Cx = ();
+    fn cx(self) {}
+}
 
 macro_rules! w_op {
     ($tr:ident, $m:ident, $e:expr) => {
@@ -132,7 +151,9 @@ impl Shr<u32> for W {
 
 impl Bits for W {
     type Mask = bool;
-    fn lit(v: u64) -> W {
+    type Cx = ();
+    fn cx(self) {}
+    fn lit(_: (), v: u64) -> W {
         W(v)
     }
     fn eq(self, o: W) -> bool {
@@ -153,7 +174,9 @@ impl Bits for W {
 impl Real for f64 {
     type Mask = bool;
     type Bits = W;
-    fn lit(v: f64) -> f64 {
+    type Cx = ();
+    fn cx(self) {}
+    fn lit(_: (), v: f64) -> f64 {
         v
     }
     fn sqrt(self) -> f64 {
@@ -200,22 +223,25 @@ pub const SIGN: u64 = 1 << 63;
 
 /// `c[0] + x * (c[1] + x * (c[2] + ...))`: Horner's scheme, each step rounded.
 pub fn poly<R: Real>(x: R, c: &[f64]) -> R {
-    let mut acc = R::lit(c[c.len() - 1]);
+    let cx = x.cx();
+    let mut acc = R::lit(cx, c[c.len() - 1]);
     for &k in c[..c.len() - 1].iter().rev() {
-        acc = R::lit(k) + x * acc;
+        acc = R::lit(cx, k) + x * acc;
     }
     acc
 }
 
 /// `|x|` with the sign of `s` (`f64::copysign`).
 pub fn copysign<R: Real>(x: R, s: R) -> R {
-    let m = R::Bits::lit(SIGN);
-    R::from_bits((x.to_bits() & R::Bits::lit(!SIGN)) | (s.to_bits() & m))
+    let cx = x.cx();
+    let m = R::Bits::lit(cx, SIGN);
+    R::from_bits((x.to_bits() & R::Bits::lit(cx, !SIGN)) | (s.to_bits() & m))
 }
 
 /// The sign bit of `x` alone, as bits.
 pub fn sign_bits<R: Real>(x: R) -> R::Bits {
-    x.to_bits() & R::Bits::lit(SIGN)
+    let cx = x.cx();
+    x.to_bits() & R::Bits::lit(cx, SIGN)
 }
 
 /// `x` with its sign flipped where `s` has the sign bit set (`s` from [`sign_bits`]).
@@ -225,8 +251,9 @@ pub fn xor_sign<R: Real>(x: R, s: R::Bits) -> R {
 
 /// The float of an integer `0 <= b < 2^52` (exact).
 pub fn from_small<R: Real>(b: R::Bits) -> R {
+    let cx = b.cx();
     const TWO52: u64 = 0x4330_0000_0000_0000;
-    R::from_bits(b | R::Bits::lit(TWO52)) - R::lit(4503599627370496.0)
+    R::from_bits(b | R::Bits::lit(cx, TWO52)) - R::lit(cx, 4503599627370496.0)
 }
 
 /// `1.5 * 2^52`: adding it to `|x| < 2^51` rounds `x` to the nearest integer (ties to even),
@@ -236,39 +263,45 @@ pub const SHIFT: f64 = 6755399441055744.0;
 /// `x` rounded to the nearest integer (ties to even), for `|x| < 2^51`, with the integer's
 /// two's-complement bits.
 pub fn round_int<R: Real>(x: R) -> (R, R::Bits) {
-    let t = x + R::lit(SHIFT);
+    let cx = x.cx();
+    let t = x + R::lit(cx, SHIFT);
     (
-        t - R::lit(SHIFT),
-        t.to_bits() - R::Bits::lit(SHIFT.to_bits()),
+        t - R::lit(cx, SHIFT),
+        t.to_bits() - R::Bits::lit(cx, SHIFT.to_bits()),
     )
 }
 
 /// `2^k` for a two's-complement integer `-1022 <= k <= 1023` (bits of `k`).
 pub fn pow2<R: Real>(k: R::Bits) -> R {
-    R::from_bits((k + R::Bits::lit(1023)) << 52)
+    let cx = k.cx();
+    R::from_bits((k + R::Bits::lit(cx, 1023)) << 52)
 }
 
 /// `y * 2^k` for `-2000 <= k <= 2000` (bits of `k`), rounded once: `y * 2^k1` is exact for a
 /// `y` near 1 and `2^k2` finishes, so subnormal and overflowing results round correctly.
 pub fn scale<R: Real>(y: R, k: R::Bits) -> R {
-    let k1 = ((k + R::Bits::lit(2048)) >> 1) - R::Bits::lit(1024);
+    let cx = y.cx();
+    let k1 = ((k + R::Bits::lit(cx, 2048)) >> 1) - R::Bits::lit(cx, 1024);
     let k2 = k - k1;
     y * pow2::<R>(k1) * pow2::<R>(k2)
 }
 
 /// `x` with the low 32 bits of its significand cleared (a "high part" for splitting).
 pub fn high_half<R: Real>(x: R) -> R {
-    R::from_bits(x.to_bits() & R::Bits::lit(0xffff_ffff_0000_0000))
+    let cx = x.cx();
+    R::from_bits(x.to_bits() & R::Bits::lit(cx, 0xffff_ffff_0000_0000))
 }
 
 /// Whether `x` is `+inf` or `-inf`.
 pub fn is_inf<R: Real>(x: R) -> R::Mask {
-    x.abs().eq(R::lit(f64::INFINITY))
+    let cx = x.cx();
+    x.abs().eq(R::lit(cx, f64::INFINITY))
 }
 
 /// Veltkamp's split: `x = hi + lo` with `hi` holding the top 26 bits (for `|x| < 2^996`).
 pub fn split<R: Real>(x: R) -> (R, R) {
-    let c = R::lit(134217729.0) * x;
+    let cx = x.cx();
+    let c = R::lit(cx, 134217729.0) * x;
     let hi = c - (c - x);
     (hi, x - hi)
 }

@@ -164,34 +164,35 @@ impl Format {
 /// (after rounding) it is infinity (IEEE formats) or NaN (`f8e4m3`), a NaN stays that NaN.
 /// `e8m0` rounds down instead ([`E8M0`]). The result is an `f64` holding the value exactly.
 pub fn round_to<R: Real>(x: R, fmt: Format) -> R {
+    let cx = x.cx();
     let a = x.abs();
     let u = a.to_bits();
     if fmt.special == Special::ExponentOnly {
-        let down = R::from_bits(u & R::Bits::lit(!((1u64 << 52) - 1)));
+        let down = R::from_bits(u & R::Bits::lit(cx, !((1u64 << 52) - 1)));
         let r = R::select(
-            x.lt(R::lit(fmt.min_normal())),
-            R::lit(fmt.min_normal()),
+            x.lt(R::lit(cx, fmt.min_normal())),
+            R::lit(cx, fmt.min_normal()),
             down,
         );
-        let bad = x.lt(R::lit(0.0)) | !x.lt(R::lit(2.0 * fmt.max()));
-        return R::select(bad | x.is_nan(), R::lit(f64::NAN), r);
+        let bad = x.lt(R::lit(cx, 0.0)) | !x.lt(R::lit(cx, 2.0 * fmt.max()));
+        return R::select(bad | x.is_nan(), R::lit(cx, f64::NAN), r);
     }
     let s = fmt.shift();
     // Normal results: round the significand at bit `s`, ties to even, in the integer bits
     // (a carry moves into the exponent, as it should).
-    let lsb = (u >> s) & R::Bits::lit(1);
-    let bias = R::Bits::lit((1 << (s - 1)) - 1);
-    let normal = R::from_bits((u + bias + lsb) & R::Bits::lit(!((1u64 << s) - 1)));
+    let lsb = (u >> s) & R::Bits::lit(cx, 1);
+    let bias = R::Bits::lit(cx, (1 << (s - 1)) - 1);
+    let normal = R::from_bits((u + bias + lsb) & R::Bits::lit(cx, !((1u64 << s) - 1)));
     // Subnormal results are multiples of 2^(emin - mbits): adding C, whose ulp is that
     // quantum, rounds to one (ties to even) and subtracting it is exact.
     let c = 2f64.powi((fmt.emin() - fmt.mbits as i64 + 52) as i32);
-    let sub = (a + R::lit(c)) - R::lit(c);
-    let r = R::select(a.lt(R::lit(fmt.min_normal())), sub, normal);
+    let sub = (a + R::lit(cx, c)) - R::lit(cx, c);
+    let r = R::select(a.lt(R::lit(cx, fmt.min_normal())), sub, normal);
     let over = match fmt.special {
         Special::NanOnly => f64::NAN,
         _ => f64::INFINITY,
     };
-    let r = R::select(r.gt(R::lit(fmt.max())), R::lit(over), r);
+    let r = R::select(r.gt(R::lit(cx, fmt.max())), R::lit(cx, over), r);
     let r = R::select(a.is_nan(), a, r);
     copysign(r, x)
 }
@@ -199,35 +200,37 @@ pub fn round_to<R: Real>(x: R, fmt: Format) -> R {
 /// The value of the pattern `h` of `fmt` (the bits above its width are zero), exactly; an IEEE
 /// NaN keeps its payload and becomes quiet.
 pub fn decode<R: Real>(h: R::Bits, fmt: Format) -> R {
+    let cx = h.cx();
     let s = fmt.shift();
     let signed = fmt.special != Special::ExponentOnly;
     let sign = signed.then(|| (h >> (fmt.width() - 1)) << 63);
-    let mag = h & R::Bits::lit(fmt.magmask());
+    let mag = h & R::Bits::lit(cx, fmt.magmask());
     let e = mag >> fmt.mbits;
-    let m = h & R::Bits::lit(fmt.mmask());
+    let m = h & R::Bits::lit(cx, fmt.mmask());
     let rebias = ((1023 - fmt.bias) as u64) << 52;
-    let normal = R::from_bits((mag << s) + R::Bits::lit(rebias));
-    let sub = signed
-        .then(|| from_small::<R>(m) * R::lit(2f64.powi((fmt.emin() - fmt.mbits as i64) as i32)));
+    let normal = R::from_bits((mag << s) + R::Bits::lit(cx, rebias));
+    let sub = signed.then(|| {
+        from_small::<R>(m) * R::lit(cx, 2f64.powi((fmt.emin() - fmt.mbits as i64) as i32))
+    });
     let quiet = R::Bits::select(
-        m.eq(R::Bits::lit(0)),
-        R::Bits::lit(0),
-        R::Bits::lit(1 << 51),
+        m.eq(R::Bits::lit(cx, 0)),
+        R::Bits::lit(cx, 0),
+        R::Bits::lit(cx, 1 << 51),
     );
     let r = match fmt.special {
         Special::Ieee => {
-            let special = R::from_bits(R::Bits::lit(0x7ff << 52) | (m << s) | quiet);
+            let special = R::from_bits(R::Bits::lit(cx, 0x7ff << 52) | (m << s) | quiet);
             let emax = (1 << fmt.ebits) - 1;
-            R::select(e.eq(R::Bits::lit(emax)), special, normal)
+            R::select(e.eq(R::Bits::lit(cx, emax)), special, normal)
         }
         Special::NanOnly | Special::ExponentOnly => {
-            let nan = R::from_bits(R::Bits::lit((0x7ff << 52) | (1 << 51)) | (m << s));
-            R::select(mag.eq(R::Bits::lit(fmt.magmask())), nan, normal)
+            let nan = R::from_bits(R::Bits::lit(cx, (0x7ff << 52) | (1 << 51)) | (m << s));
+            R::select(mag.eq(R::Bits::lit(cx, fmt.magmask())), nan, normal)
         }
     };
     match (sub, sign) {
         (Some(sub), Some(sign)) => {
-            let r = R::select(e.eq(R::Bits::lit(0)), sub, r);
+            let r = R::select(e.eq(R::Bits::lit(cx, 0)), sub, r);
             R::from_bits(r.to_bits() | sign)
         }
         _ => r,
@@ -238,38 +241,41 @@ pub fn decode<R: Real>(h: R::Bits, fmt: Format) -> R {
 /// infinity or NaN; an IEEE NaN keeps the top of its payload and is quiet, an `f8e4m3` NaN is
 /// `S.1111.111` and an `e8m0` NaN `0xff`.
 pub fn encode<R: Real>(x: R, fmt: Format) -> R::Bits {
+    let cx = x.cx();
     let s = fmt.shift();
     let rebias = ((1023 - fmt.bias) as u64) << fmt.mbits;
     if fmt.special == Special::ExponentOnly {
         let ua = x.abs().to_bits();
-        let normal = (ua >> s) - R::Bits::lit(rebias);
-        let big = !x.abs().le(R::lit(fmt.max()));
-        return R::Bits::select(big, R::Bits::lit(fmt.nan()), normal);
+        let normal = (ua >> s) - R::Bits::lit(cx, rebias);
+        let big = !x.abs().le(R::lit(cx, fmt.max()));
+        return R::Bits::select(big, R::Bits::lit(cx, fmt.nan()), normal);
     }
     let sign = (x.to_bits() >> 63) << (fmt.width() - 1);
     let a = x.abs();
     let ua = a.to_bits();
-    let normal = (ua >> s) - R::Bits::lit(rebias);
+    let normal = (ua >> s) - R::Bits::lit(cx, rebias);
     // A subnormal is an integer multiple of 2^(emin - mbits), below 2^mbits: scaled, it is
     // an integer that adding 2^52 leaves in the low bits.
     let scale = 2f64.powi((fmt.mbits as i64 - fmt.emin()) as i32);
     let two52 = 4503599627370496.0f64;
-    let sub = (a * R::lit(scale) + R::lit(two52)).to_bits() - R::Bits::lit(two52.to_bits());
+    let sub =
+        (a * R::lit(cx, scale) + R::lit(cx, two52)).to_bits() - R::Bits::lit(cx, two52.to_bits());
     let special = match fmt.special {
         Special::Ieee => {
             let payload = R::Bits::select(
                 a.is_nan(),
-                R::Bits::lit(1 << (fmt.mbits - 1)) | ((ua >> s) & R::Bits::lit(fmt.mmask())),
-                R::Bits::lit(0),
+                R::Bits::lit(cx, 1 << (fmt.mbits - 1))
+                    | ((ua >> s) & R::Bits::lit(cx, fmt.mmask())),
+                R::Bits::lit(cx, 0),
             );
             let emask = ((1 << fmt.ebits) - 1) << fmt.mbits;
-            R::Bits::lit(emask) | payload
+            R::Bits::lit(cx, emask) | payload
         }
-        _ => R::Bits::lit(fmt.nan()),
+        _ => R::Bits::lit(cx, fmt.nan()),
     };
-    let big = !a.le(R::lit(fmt.max()));
+    let big = !a.le(R::lit(cx, fmt.max()));
     let r = R::Bits::select(big, special, normal);
-    let r = R::Bits::select(a.lt(R::lit(fmt.min_normal())), sub, r);
+    let r = R::Bits::select(a.lt(R::lit(cx, fmt.min_normal())), sub, r);
     r | sign
 }
 

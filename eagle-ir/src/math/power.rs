@@ -65,22 +65,23 @@ const AT: [f64; 5] = [2.0 / 5.0, 2.0 / 7.0, 2.0 / 9.0, 2.0 / 11.0, 2.0 / 13.0];
 /// constants chosen by selects (`|s| < 0.035`), `ln x = k ln2 + ln c + 2 atanh(s)`, the
 /// leading terms `2s + 2s^3/3` carried in double-double (Dekker).
 pub fn ln_dd<R: Real>(x: R) -> (R, R) {
+    let cx = x.cx();
     // x = 2^k m, as in explog::ln_parts.
-    let sub = x.lt(R::lit(f64::MIN_POSITIVE));
-    let xs = R::select(sub, x * R::lit(18014398509481984.0), x);
-    let ix = xs.to_bits() + R::Bits::lit((0x3ff0_0000u64 - 0x3fe6_a09e) << 32);
-    let k = from_small::<R>(ix >> 52) - R::select(sub, R::lit(1077.0), R::lit(1023.0));
-    let hw = ((ix >> 32) & R::Bits::lit(0x000f_ffff)) + R::Bits::lit(0x3fe6_a09e);
-    let m = R::from_bits((hw << 32) | (ix & R::Bits::lit(0xffff_ffff)));
+    let sub = x.lt(R::lit(cx, f64::MIN_POSITIVE));
+    let xs = R::select(sub, x * R::lit(cx, 18014398509481984.0), x);
+    let ix = xs.to_bits() + R::Bits::lit(cx, (0x3ff0_0000u64 - 0x3fe6_a09e) << 32);
+    let k = from_small::<R>(ix >> 52) - R::select(sub, R::lit(cx, 1077.0), R::lit(cx, 1023.0));
+    let hw = ((ix >> 32) & R::Bits::lit(cx, 0x000f_ffff)) + R::Bits::lit(cx, 0x3fe6_a09e);
+    let m = R::from_bits((hw << 32) | (ix & R::Bits::lit(cx, 0xffff_ffff)));
     // The nearest centre c and ln c.
-    let mut c = R::lit(LC[0]);
-    let mut lch = R::lit(LCH[0]);
-    let mut lcl = R::lit(LCL[0]);
+    let mut c = R::lit(cx, LC[0]);
+    let mut lch = R::lit(cx, LCH[0]);
+    let mut lcl = R::lit(cx, LCL[0]);
     for j in 0..4 {
-        let g = m.ge(R::lit(LB[j]));
-        c = R::select(g, R::lit(LC[j + 1]), c);
-        lch = R::select(g, R::lit(LCH[j + 1]), lch);
-        lcl = R::select(g, R::lit(LCL[j + 1]), lcl);
+        let g = m.ge(R::lit(cx, LB[j]));
+        c = R::select(g, R::lit(cx, LC[j + 1]), c);
+        lch = R::select(g, R::lit(cx, LCH[j + 1]), lch);
+        lcl = R::select(g, R::lit(cx, LCL[j + 1]), lcl);
     }
     // s = f / (2c + f), f = m - c (exact, Sterbenz), as sh + sl.
     let f = m - c;
@@ -95,21 +96,21 @@ pub fn ln_dd<R: Real>(x: R) -> (R, R) {
     let a = sh * sh;
     let b = ((ss.0 * ss.0 - a) + (ss.0 * ss.1 + ss.0 * ss.1)) + ss.1 * ss.1;
     // (2/3) a = 2q + (2/3) rem exactly, with q = a/3 and rem = a - 3q (Sterbenz twice).
-    let q = a / R::lit(3.0);
+    let q = a / R::lit(cx, 3.0);
     let q2 = q + q;
     let rem = (a - q2) - q;
     // t = 2 + (2/3) s^2 + s^4 P(s^2) = th + tl.
-    let th = R::lit(2.0) + q2;
-    let e1 = q2 - (th - R::lit(2.0));
+    let th = R::lit(cx, 2.0) + q2;
+    let e1 = q2 - (th - R::lit(cx, 2.0));
     let rp = (a * a) * poly(a, &AT);
-    let tl = e1 + ((rem + (b + R::lit(2.0) * sh * sl)) * R::lit(2.0 / 3.0) + rp);
+    let tl = e1 + ((rem + (b + R::lit(cx, 2.0) * sh * sl)) * R::lit(cx, 2.0 / 3.0) + rp);
     // 2 atanh(s) = s t = lp + lml.
     let (lp, le) = two_prod_split(sh, ss, th, split(th));
     let lml = le + (sh * tl + sl * th);
     // k ln2 + ln c + s t; k ln2_hi + lch is exact and no smaller than |lp| unless zero.
-    let k1 = k * R::lit(LN2_HI) + lch;
+    let k1 = k * R::lit(cx, LN2_HI) + lch;
     let (h, e2) = fast_two_sum(k1, lp);
-    let lo = e2 + (lml + (k * R::lit(LN2_LO) + lcl));
+    let lo = e2 + (lml + (k * R::lit(cx, LN2_LO) + lcl));
     fast_two_sum(h, lo)
 }
 
@@ -136,13 +137,14 @@ const EQ: [f64; 11] = [
 /// `(1 + rl)` for the low part; subnormal results are rounded in `1 + y` (as in ARM's
 /// optimized-routines `exp`) so that they round only once.
 pub fn exp_dd<R: Real>(zh: R, zl: R) -> R {
+    let cx = zh.cx();
     // Beyond +-1000 the result is inf or 0 already.
-    let zc = R::select(zh.gt(R::lit(1000.0)), R::lit(1000.0), zh);
-    let zc = R::select(zc.lt(R::lit(-1000.0)), R::lit(-1000.0), zc);
-    let zl = R::select(zc.eq(zh), zl, R::lit(0.0));
-    let (kf, k) = round_int(zc * R::lit(INV_LN2));
-    let t = zc - kf * R::lit(LN2_HI); // exact
-    let u = kf * R::lit(LN2_LO);
+    let zc = R::select(zh.gt(R::lit(cx, 1000.0)), R::lit(cx, 1000.0), zh);
+    let zc = R::select(zc.lt(R::lit(cx, -1000.0)), R::lit(cx, -1000.0), zc);
+    let zl = R::select(zc.eq(zh), zl, R::lit(cx, 0.0));
+    let (kf, k) = round_int(zc * R::lit(cx, INV_LN2));
+    let t = zc - kf * R::lit(cx, LN2_HI); // exact
+    let u = kf * R::lit(cx, LN2_LO);
     let (r, re) = two_sum(t, -u);
     let rl = re + zl;
     // r^2 = a2 + b2 exactly.
@@ -150,32 +152,33 @@ pub fn exp_dd<R: Real>(zh: R, zl: R) -> R {
     let a2 = r * r;
     let b2 = ((r1 * r1 - a2) + (r1 * r2 + r1 * r2)) + r2 * r2;
     // 1 + r + a2/2 in double-double.
-    let h1 = R::lit(1.0) + r;
-    let l1 = r - (h1 - R::lit(1.0));
-    let half = a2 * R::lit(0.5);
+    let h1 = R::lit(cx, 1.0) + r;
+    let l1 = r - (h1 - R::lit(cx, 1.0));
+    let half = a2 * R::lit(cx, 0.5);
     let h2 = h1 + half;
     let l2 = half - (h2 - h1);
     let p3 = (r * a2) * poly(r, &EQ);
-    let tail = ((l1 + l2) + (b2 * R::lit(0.5) + p3)) + (h2 + p3) * rl;
+    let tail = ((l1 + l2) + (b2 * R::lit(cx, 0.5) + p3)) + (h2 + p3) * rl;
     // Normal results: round h2 + tail, then scale (exact, or overflow).
     let main = scale(h2 + tail, k);
     // Subnormal results: y = e^z 2^1022 < 1; round 1 + y at 2^-52, subtract 1, scale.
-    let low = kf.lt(R::lit(-1021.0));
-    let ks = R::Bits::select(low, k + R::Bits::lit(1022), R::Bits::lit(0));
+    let low = kf.lt(R::lit(cx, -1021.0));
+    let ks = R::Bits::select(low, k + R::Bits::lit(cx, 1022), R::Bits::lit(cx, 0));
     let sc = pow2::<R>(ks);
     let yh = h2 * sc;
     let yt = tail * sc;
-    let hi = R::lit(1.0) + yh;
-    let lo = ((R::lit(1.0) - hi) + yh) + yt;
-    let subn = ((hi + lo) - R::lit(1.0)) * R::lit(f64::MIN_POSITIVE);
-    R::select(low & yh.lt(R::lit(1.0)), subn, main)
+    let hi = R::lit(cx, 1.0) + yh;
+    let lo = ((R::lit(cx, 1.0) - hi) + yh) + yt;
+    let subn = ((hi + lo) - R::lit(cx, 1.0)) * R::lit(cx, f64::MIN_POSITIVE);
+    R::select(low & yh.lt(R::lit(cx, 1.0)), subn, main)
 }
 
 // ---- pow ----
 
 /// Whether `v >= 0` is an integer (inf counts; NaN does not): `v + 2^52 - 2^52 == v`.
 fn is_int<R: Real>(v: R) -> R::Mask {
-    let t = R::lit(4503599627370496.0);
+    let cx = v.cx();
+    let t = R::lit(cx, 4503599627370496.0);
     v.ge(t) | ((v + t) - t).eq(v)
 }
 
@@ -183,10 +186,11 @@ fn is_int<R: Real>(v: R) -> R::Mask {
 /// product by `y` exact (Dekker), and [`exp_dd`]; the plan of fdlibm `e_pow.c` (own code).
 /// Odd/even integer `y` by rounding `|y|` and `|y|/2` at `2^52`; specials by selects.
 pub fn pow<R: Real>(x: R, y: R) -> R {
+    let cx = x.cx();
     let ax = x.abs();
     let (lh, ll) = ln_dd(ax);
     // |y| > 2^64 gives |y ln x| > 2048 for any x != 1: the same 0 or inf as 2^64.
-    let lim = R::lit(18446744073709551616.0);
+    let lim = R::lit(cx, 18446744073709551616.0);
     let yc = R::select(y.gt(lim), lim, y);
     let yc = R::select(yc.lt(-lim), -lim, yc);
     let (zh, ze) = two_prod_split(yc, split(yc), lh, split(lh));
@@ -195,17 +199,21 @@ pub fn pow<R: Real>(x: R, y: R) -> R {
     // Specials.
     let ay = y.abs();
     let y_int = is_int(ay);
-    let y_odd = y_int & !is_int(ay * R::lit(0.5));
-    let x0 = ax.eq(R::lit(0.0));
+    let y_odd = y_int & !is_int(ay * R::lit(cx, 0.5));
+    let x0 = ax.eq(R::lit(cx, 0.0));
     let xinf = is_inf(x);
-    let huge = (x0 & y.lt(R::lit(0.0))) | (xinf & y.gt(R::lit(0.0)));
-    let zi = R::select(huge, R::lit(f64::INFINITY), R::lit(0.0));
+    let huge = (x0 & y.lt(R::lit(cx, 0.0))) | (xinf & y.gt(R::lit(cx, 0.0)));
+    let zi = R::select(huge, R::lit(cx, f64::INFINITY), R::lit(cx, 0.0));
     let r = R::select(x0 | xinf, zi, r);
-    let r = xor_sign(r, R::Bits::select(y_odd, sign_bits(x), R::Bits::lit(0)));
+    let r = xor_sign(r, R::Bits::select(y_odd, sign_bits(x), R::Bits::lit(cx, 0)));
     // NaN: x < 0 finite with y not an integer, or either NaN (ax + ay is NaN only then).
-    let bad = (x.lt(R::lit(0.0)) & !xinf & !y_int) | (ax + ay).is_nan();
-    let r = R::select(bad, R::lit(f64::NAN), r);
-    R::select(y.eq(R::lit(0.0)) | x.eq(R::lit(1.0)), R::lit(1.0), r)
+    let bad = (x.lt(R::lit(cx, 0.0)) & !xinf & !y_int) | (ax + ay).is_nan();
+    let r = R::select(bad, R::lit(cx, f64::NAN), r);
+    R::select(
+        y.eq(R::lit(cx, 0.0)) | x.eq(R::lit(cx, 1.0)),
+        R::lit(cx, 1.0),
+        r,
+    )
 }
 
 // ---- cbrt ----
@@ -228,27 +236,28 @@ const CP: [f64; 5] = [
 /// `t^3/x` to 23 bits, rounded to 22 bits), then one Halley step `t + t (x - t^3)/(2t^3 + x)`
 /// on the exact residual (`t^2` exact, `t^3` by Dekker); tiny and huge `x` scaled by `2^(+-600)`.
 pub fn cbrt<R: Real>(x: R) -> R {
+    let cx = x.cx();
     let ax = x.abs();
     // Work on x 2^(-+600) beyond 2^(+-900), so that t^3 and its Dekker tail stay normal.
-    let up = ax.lt(R::lit(TWO_M900));
-    let dn = ax.gt(R::lit(TWO_900));
+    let up = ax.lt(R::lit(cx, TWO_M900));
+    let dn = ax.gt(R::lit(cx, TWO_900));
     let x = x * R::select(
         up,
-        R::lit(TWO_600),
-        R::select(dn, R::lit(TWO_M600), R::lit(1.0)),
+        R::lit(cx, TWO_600),
+        R::select(dn, R::lit(cx, TWO_M600), R::lit(cx, 1.0)),
     );
     // floor(hx / 3) + B1 as an integer (hx < 2^31: the fraction is 0, 1/3 or 2/3).
-    let hx = from_small::<R>((x.to_bits() >> 32) & R::Bits::lit(0x7fff_ffff));
-    let (_, tb) = round_int(hx * R::lit(1.0 / 3.0) + R::lit(CB1 - 1.0 / 3.0));
+    let hx = from_small::<R>((x.to_bits() >> 32) & R::Bits::lit(cx, 0x7fff_ffff));
+    let (_, tb) = round_int(hx * R::lit(cx, 1.0 / 3.0) + R::lit(cx, CB1 - 1.0 / 3.0));
     let t = R::from_bits((tb << 32) | sign_bits(x));
     // 23 bits.
     let r = (t * t) * (t / x);
     let t = t
-        * ((R::lit(CP[0]) + r * (R::lit(CP[1]) + r * R::lit(CP[2])))
-            + ((r * r) * r) * (R::lit(CP[3]) + r * R::lit(CP[4])));
+        * ((R::lit(cx, CP[0]) + r * (R::lit(cx, CP[1]) + r * R::lit(cx, CP[2])))
+            + ((r * r) * r) * (R::lit(cx, CP[3]) + r * R::lit(cx, CP[4])));
     // Round to 22 bits: t^2 is exact and t^3 = p + e exactly (t2 split, t short).
     let t = R::from_bits(
-        (t.to_bits() + R::Bits::lit(0x8000_0000)) & R::Bits::lit(0xffff_ffff_c000_0000),
+        (t.to_bits() + R::Bits::lit(cx, 0x8000_0000)) & R::Bits::lit(cx, 0xffff_ffff_c000_0000),
     );
     let t2 = t * t;
     let (h, l) = split(t2);
@@ -259,10 +268,14 @@ pub fn cbrt<R: Real>(x: R) -> R {
     let t = t + t * (d / ((p + p) + x));
     let t = t * R::select(
         up,
-        R::lit(TWO_M200),
-        R::select(dn, R::lit(TWO_200), R::lit(1.0)),
+        R::lit(cx, TWO_M200),
+        R::select(dn, R::lit(cx, TWO_200), R::lit(cx, 1.0)),
     );
-    R::select(ax.eq(R::lit(0.0)) | !ax.lt(R::lit(f64::INFINITY)), x + x, t)
+    R::select(
+        ax.eq(R::lit(cx, 0.0)) | !ax.lt(R::lit(cx, f64::INFINITY)),
+        x + x,
+        t,
+    )
 }
 
 // ---- hypot ----
@@ -277,22 +290,23 @@ const TWO_M422: f64 = f64::from_bits((1023 - 422) << 52);
 /// `2^+-500` (as fdlibm `e_hypot.c` does), `x^2 + y^2` exactly in double-double (Dekker),
 /// `sqrt` of the high part and one Newton correction from the exact residual.
 pub fn hypot<R: Real>(x: R, y: R) -> R {
+    let cx = x.cx();
     let ax = x.abs();
     let ay = y.abs();
     let sw = ax.lt(ay);
     let a = R::select(sw, ay, ax);
     let b = R::select(sw, ax, ay);
-    let up = a.lt(R::lit(TWO_M500)); // 2^-500
-    let dn = a.gt(R::lit(TWO_500)); // 2^500
+    let up = a.lt(R::lit(cx, TWO_M500)); // 2^-500
+    let dn = a.gt(R::lit(cx, TWO_500)); // 2^500
     let sc = R::select(
         up,
-        R::lit(TWO_600),
-        R::select(dn, R::lit(TWO_M600), R::lit(1.0)),
+        R::lit(cx, TWO_600),
+        R::select(dn, R::lit(cx, TWO_M600), R::lit(cx, 1.0)),
     );
     let inv = R::select(
         up,
-        R::lit(TWO_M600),
-        R::select(dn, R::lit(TWO_600), R::lit(1.0)),
+        R::lit(cx, TWO_M600),
+        R::select(dn, R::lit(cx, TWO_600), R::lit(cx, 1.0)),
     );
     let a = a * sc;
     let b = b * sc;
@@ -310,12 +324,12 @@ pub fn hypot<R: Real>(x: R, y: R) -> R {
     let r = (r0 + corr) * inv;
     // Subnormal results (only when scaled up): round r0 + corr once at the subnormal grid,
     // 2^-474 here, by adding 2^-422 (whose ulp that is) and subtracting it again.
-    let cs = R::lit(TWO_M422);
+    let cs = R::lit(cx, TWO_M422);
     let hi = cs + r0;
     let lo = (cs - hi) + r0;
     let rs = ((hi + (lo + corr)) - cs) * inv;
     let r = R::select(up & r0.lt(cs), rs, r);
-    let r = R::select(a.eq(R::lit(0.0)), R::lit(0.0), r);
-    let r = R::select(x.is_nan() | y.is_nan(), R::lit(f64::NAN), r);
-    R::select(is_inf(x) | is_inf(y), R::lit(f64::INFINITY), r)
+    let r = R::select(a.eq(R::lit(cx, 0.0)), R::lit(cx, 0.0), r);
+    let r = R::select(x.is_nan() | y.is_nan(), R::lit(cx, f64::NAN), r);
+    R::select(is_inf(x) | is_inf(y), R::lit(cx, f64::INFINITY), r)
 }

@@ -51,7 +51,8 @@ const LEVELS_I: i32 = 8;
 
 /// `x` rounded to a multiple of `2^k`, for `c = 1.5 * 2^(52 + k)` and `|x| < 2^(51 + k)`.
 fn round_to<R: Real>(x: R, c: f64) -> R {
-    (x + R::lit(c)) - R::lit(c)
+    let cx = x.cx();
+    (x + R::lit(cx, c)) - R::lit(cx, c)
 }
 
 /// `2^e` for a constant integer `e` (any f64 exponent).
@@ -68,16 +69,17 @@ fn p2(e: i32) -> f64 {
 /// `|x| >= 2^20`, `x = n pi/2 + hi + lo` with `|hi + lo| <= pi/4 (1 + 2^-24)`; returns the
 /// bits of `n` (only `n mod 4` is meaningful), `hi`, `lo`.
 pub fn rem_pio2_large<R: Real>(x: R) -> (R::Bits, R, R) {
+    let cx = x.cx();
     // x = M 2^E with M a 53-bit integer, E = biased exponent - 1075. Digits c_i with
     // i < j = floor((E - 2) / 24) contribute multiples of 4 to x 2/pi and are dropped;
     // jj = j + 2 >= 0 indexes the table, which starts with two zero digits.
-    let be = (x.to_bits() >> 52) & R::Bits::lit(0x7ff);
+    let be = (x.to_bits() >> 52) & R::Bits::lit(cx, 0x7ff);
     // floor(n / 24) = round((n - 11.5) / 24) for integer n (never a tie).
-    let t = (from_small::<R>(be) - R::lit(1040.5)) * R::lit(1.0 / 24.0);
-    let t = R::select(t.lt(R::lit(0.0)), R::lit(0.0), t);
+    let t = (from_small::<R>(be) - R::lit(cx, 1040.5)) * R::lit(cx, 1.0 / 24.0);
+    let t = R::select(t.lt(R::lit(cx, 0.0)), R::lit(cx, 0.0), t);
     let (jjf, jjb) = round_int(t);
     // X = x 2^(-24 j) = M 2^s with 2 <= s < 26 (exact).
-    let (_, kb) = round_int(R::lit(48.0) - R::lit(24.0) * jjf);
+    let (_, kb) = round_int(R::lit(cx, 48.0) - R::lit(cx, 24.0) * jjf);
     let xx = x * pow2::<R>(kb);
     // X = X3 + X2 + X1 + X0 with X_a a multiple of 2^(24a) and |X_a| <= 2^(24a + 23).
     let x3 = round_to(xx, 1.5 * p2(52 + 72));
@@ -89,12 +91,12 @@ pub fn rem_pio2_large<R: Real>(x: R) -> (R::Bits, R, R) {
     let xa = [x0, x1, x2, x3];
     // Digits c_{j+p}, p < NDIG: a barrel shifter over the table by the bits of jj (<= 42).
     let mut v: Vec<R> = (0..NDIG + 63)
-        .map(|i| R::lit(if i < 2 { 0.0 } else { C2PI[i - 2] }))
+        .map(|i| R::lit(cx, if i < 2 { 0.0 } else { C2PI[i - 2] }))
         .collect();
     for bit in (0..6u32).rev() {
         let sh = 1usize << bit;
         let width = NDIG + sh - 1;
-        let clear = (jjb & R::Bits::lit(1u64 << bit)).eq(R::Bits::lit(0));
+        let clear = (jjb & R::Bits::lit(cx, 1u64 << bit)).eq(R::Bits::lit(cx, 0));
         v = (0..width)
             .map(|i| R::select(clear, v[i], v[i + sh]))
             .collect();
@@ -104,7 +106,7 @@ pub fn rem_pio2_large<R: Real>(x: R) -> (R::Bits, R, R) {
     let mut d: Vec<R> = Vec::new();
     let mut e = -24;
     for &c in v.iter().take(NDIG) {
-        d.push(c * R::lit(p2(e)));
+        d.push(c * R::lit(cx, p2(e)));
         e -= 24;
     }
     let mut g: Vec<R> = Vec::new();
@@ -123,7 +125,7 @@ pub fn rem_pio2_large<R: Real>(x: R) -> (R::Bits, R, R) {
     }
     // Carry propagation: level k keeps a balanced digit |dig_k| <= 2^(-24k + 23), the rest
     // (a multiple of 2^(-24(k-1))) moves up. Everything is exact.
-    let mut dig: Vec<R> = vec![R::lit(0.0); LEVELS];
+    let mut dig: Vec<R> = vec![R::lit(cx, 0.0); LEVELS];
     let mut e = 52 - 24 * (LEVELS_I - 2);
     for k in (1..LEVELS).rev() {
         let hi = round_to(g[k], 1.5 * p2(e));
@@ -139,13 +141,15 @@ pub fn rem_pio2_large<R: Real>(x: R) -> (R::Bits, R, R) {
     let (h, e) = two_sum(p1, pp2);
     let l = e + (p3 + dig[7]);
     // (h + l) pi/2, h * PIO2_HI exactly (Dekker).
-    let sp = h * R::lit(134217729.0);
+    let sp = h * R::lit(cx, 134217729.0);
     let hh = sp - (sp - h);
     let hl = h - hh;
-    let ph = h * R::lit(PIO2_HI);
-    let pl = ((hh * R::lit(PIO2_HI_H) - ph) + hh * R::lit(PIO2_HI_L) + hl * R::lit(PIO2_HI_H))
-        + hl * R::lit(PIO2_HI_L);
-    let tail = pl + (h * R::lit(PIO2_LO) + l * R::lit(PIO2_HI));
+    let ph = h * R::lit(cx, PIO2_HI);
+    let pl = ((hh * R::lit(cx, PIO2_HI_H) - ph)
+        + hh * R::lit(cx, PIO2_HI_L)
+        + hl * R::lit(cx, PIO2_HI_H))
+        + hl * R::lit(cx, PIO2_HI_L);
+    let tail = pl + (h * R::lit(cx, PIO2_LO) + l * R::lit(cx, PIO2_HI));
     let (yh, yl) = fast_two_sum(ph, tail);
     (n, yh, yl)
 }
@@ -153,12 +157,13 @@ pub fn rem_pio2_large<R: Real>(x: R) -> (R::Bits, R, R) {
 /// Cody-Waite reduction (musl `__rem_pio2` medium path, all three rounds): for
 /// `|x| < 1.5 * 2^20`, `x = n pi/2 + hi + lo`; returns the bits of `n`, `hi`, `lo`.
 pub fn rem_pio2_medium<R: Real>(x: R) -> (R::Bits, R, R) {
+    let cx = x.cx();
     // pi/2 = PIO2_1 + PIO2_2 + PIO2_3 + PIO2_3T; f * PIO2_{1,2,3} are exact (f < 2^20).
-    let (f, n) = round_int(x * R::lit(INVPIO2));
-    let r1 = x - f * R::lit(PIO2_1);
-    let (r2, e2) = two_sum(r1, -(f * R::lit(PIO2_2)));
-    let (r3, e3) = two_sum(r2, -(f * R::lit(PIO2_3)));
-    let tail = (e2 + e3) - f * R::lit(PIO2_3T);
+    let (f, n) = round_int(x * R::lit(cx, INVPIO2));
+    let r1 = x - f * R::lit(cx, PIO2_1);
+    let (r2, e2) = two_sum(r1, -(f * R::lit(cx, PIO2_2)));
+    let (r3, e3) = two_sum(r2, -(f * R::lit(cx, PIO2_3)));
+    let tail = (e2 + e3) - f * R::lit(cx, PIO2_3T);
     let (y0, y1) = two_sum(r3, tail);
     (n, y0, y1)
 }
@@ -166,9 +171,10 @@ pub fn rem_pio2_medium<R: Real>(x: R) -> (R::Bits, R, R) {
 /// `x = n pi/2 + hi + lo`, `|hi + lo| <~ pi/4`, for finite `x`: Cody-Waite below
 /// `1.5 * 2^20`, Payne-Hanek above (both computed, one selected). Returns (`n` bits, hi, lo).
 pub fn rem_pio2<R: Real>(x: R) -> (R::Bits, R, R) {
+    let cx = x.cx();
     let (nm, hm, lm) = rem_pio2_medium(x);
     let (nl, hl, ll) = rem_pio2_large(x);
-    let big = x.abs().ge(R::lit(MEDIUM_LIMIT));
+    let big = x.abs().ge(R::lit(cx, MEDIUM_LIMIT));
     (
         R::Bits::select(big, nl, nm),
         R::select(big, hl, hm),
@@ -185,10 +191,11 @@ const S6: f64 = 1.58969099521155010221e-10;
 
 /// fdlibm `__kernel_sin(x, y, 1)`: `sin(x + y)` for `|x| <~ pi/4`, `|y| <= ulp(x)/2`.
 pub fn kernel_sin<R: Real>(x: R, y: R) -> R {
+    let cx = x.cx();
     let z = x * x;
     let v = z * x;
     let r = poly(z, &[S2, S3, S4, S5, S6]);
-    x - ((z * (R::lit(0.5) * y - v * r) - y) - v * R::lit(S1))
+    x - ((z * (R::lit(cx, 0.5) * y - v * r) - y) - v * R::lit(cx, S1))
 }
 
 const C1: f64 = 4.16666666666666019037e-02;
@@ -200,12 +207,13 @@ const C6: f64 = -1.13596475577881948265e-11;
 
 /// fdlibm/musl `__kernel_cos(x, y)`: `cos(x + y)` for `|x| <~ pi/4`.
 pub fn kernel_cos<R: Real>(x: R, y: R) -> R {
+    let cx = x.cx();
     let z = x * x;
     let w = z * z;
     let r = z * poly(z, &[C1, C2, C3]) + w * w * poly(z, &[C4, C5, C6]);
-    let hz = R::lit(0.5) * z;
-    let w = R::lit(1.0) - hz;
-    w + (((R::lit(1.0) - w) - hz) + (z * r - x * y))
+    let hz = R::lit(cx, 0.5) * z;
+    let w = R::lit(cx, 1.0) - hz;
+    w + (((R::lit(cx, 1.0) - w) - hz) + (z * r - x * y))
 }
 
 const T: [f64; 13] = [
@@ -230,43 +238,45 @@ const PIO4_LO: f64 = 3.06161699786838301793e-17;
 /// `|x| <~ pi/4`; both of fdlibm's branches (`|x| >= 0.6744` via `pi/4 - x`) computed and
 /// selected.
 pub fn kernel_tan<R: Real>(x: R, y: R, odd: R::Mask) -> R {
+    let cx = x.cx();
     let big = x
         .abs()
-        .ge(R::from_bits(R::Bits::lit(0x3FE5_9428_0000_0000)));
-    let neg = x.lt(R::lit(0.0));
+        .ge(R::from_bits(R::Bits::lit(cx, 0x3FE5_9428_0000_0000)));
+    let neg = x.lt(R::lit(cx, 0.0));
     let xa = R::select(neg, -x, x);
     let ya = R::select(neg, -y, y);
-    let xb = (R::lit(PIO4) - xa) + (R::lit(PIO4_LO) - ya);
+    let xb = (R::lit(cx, PIO4) - xa) + (R::lit(cx, PIO4_LO) - ya);
     let x = R::select(big, xb, x);
-    let y = R::select(big, R::lit(0.0), y);
+    let y = R::select(big, R::lit(cx, 0.0), y);
     let z = x * x;
     let w = z * z;
     let r = poly(w, &[T[1], T[3], T[5], T[7], T[9], T[11]]);
     let v = z * poly(w, &[T[2], T[4], T[6], T[8], T[10], T[12]]);
     let s = z * x;
-    let r = y + z * (s * (r + v) + y) + s * R::lit(T[0]);
+    let r = y + z * (s * (r + v) + y) + s * R::lit(cx, T[0]);
     let w = x + r;
     // |x| >= 0.6744.
-    let sg = R::select(odd, R::lit(-1.0), R::lit(1.0));
-    let vb = sg - R::lit(2.0) * (x + (r - w * w / (w + sg)));
+    let sg = R::select(odd, R::lit(cx, -1.0), R::lit(cx, 1.0));
+    let vb = sg - R::lit(cx, 2.0) * (x + (r - w * w / (w + sg)));
     let vb = R::select(neg, -vb, vb);
     // odd: -1/(x + r), computed accurately.
     let w0 = high_half(w);
     let vv = r - (w0 - x);
-    let a = R::lit(-1.0) / w;
+    let a = R::lit(cx, -1.0) / w;
     let a0 = high_half(a);
-    let vo = a0 + a * (R::lit(1.0) + a0 * w0 + a0 * vv);
+    let vo = a0 + a * (R::lit(cx, 1.0) + a0 * w0 + a0 * vv);
     R::select(big, vb, R::select(odd, vo, w))
 }
 
 /// NaN for infinite or NaN `x`, `x` itself at `±0`, else `r`.
 fn specials<R: Real>(x: R, r: R, keep_zero: bool) -> R {
+    let cx = x.cx();
     let r = if keep_zero {
-        R::select(x.eq(R::lit(0.0)), x, r)
+        R::select(x.eq(R::lit(cx, 0.0)), x, r)
     } else {
         r
     };
-    R::select(is_inf(x) | x.is_nan(), R::lit(f64::NAN), r)
+    R::select(is_inf(x) | x.is_nan(), R::lit(cx, f64::NAN), r)
 }
 
 /// `sin x`: fdlibm/musl `sin` (reduction by `rem_pio2`: Cody-Waite, Payne-Hanek for huge
@@ -279,17 +289,19 @@ pub fn sin<R: Real>(x: R) -> R {
 /// `f` of the Cody-Waite reduction alone is the result wherever `|x| < 1.5 * 2^20`, so where
 /// no lane is that large (a whole tile, one branch) it is the result.
 fn with_reduction<R: Real>(x: R, f: fn(R, (R::Bits, R, R)) -> R) -> R {
-    let big = x.abs().ge(R::lit(MEDIUM_LIMIT));
+    let cx = x.cx();
+    let big = x.abs().ge(R::lit(cx, MEDIUM_LIMIT));
     let medium = f(x, rem_pio2_medium(x));
     R::if_any(big, || f(x, rem_pio2(x)), medium)
 }
 
 fn sin_reduced<R: Real>(x: R, (n, y0, y1): (R::Bits, R, R)) -> R {
+    let cx = x.cx();
     let s = kernel_sin(y0, y1);
     let c = kernel_cos(y0, y1);
-    let odd = (n & R::Bits::lit(1)).eq(R::Bits::lit(1));
+    let odd = (n & R::Bits::lit(cx, 1)).eq(R::Bits::lit(cx, 1));
     let r = R::select(odd, c, s);
-    let r = xor_sign(r, (n & R::Bits::lit(2)) << 62);
+    let r = xor_sign(r, (n & R::Bits::lit(cx, 2)) << 62);
     specials(x, r, true)
 }
 
@@ -300,11 +312,12 @@ pub fn cos<R: Real>(x: R) -> R {
 }
 
 fn cos_reduced<R: Real>(x: R, (n, y0, y1): (R::Bits, R, R)) -> R {
+    let cx = x.cx();
     let s = kernel_sin(y0, y1);
     let c = kernel_cos(y0, y1);
-    let odd = (n & R::Bits::lit(1)).eq(R::Bits::lit(1));
+    let odd = (n & R::Bits::lit(cx, 1)).eq(R::Bits::lit(cx, 1));
     let r = R::select(odd, s, c);
-    let r = xor_sign(r, ((n + R::Bits::lit(1)) & R::Bits::lit(2)) << 62);
+    let r = xor_sign(r, ((n + R::Bits::lit(cx, 1)) & R::Bits::lit(cx, 2)) << 62);
     specials(x, r, false)
 }
 
@@ -315,7 +328,8 @@ pub fn tan<R: Real>(x: R) -> R {
 }
 
 fn tan_reduced<R: Real>(x: R, (n, y0, y1): (R::Bits, R, R)) -> R {
-    let odd = (n & R::Bits::lit(1)).eq(R::Bits::lit(1));
+    let cx = x.cx();
+    let odd = (n & R::Bits::lit(cx, 1)).eq(R::Bits::lit(cx, 1));
     let r = kernel_tan(y0, y1, odd);
     specials(x, r, true)
 }
