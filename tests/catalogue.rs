@@ -529,3 +529,30 @@ fn no_value_is_minted_by_hand() {
     }
     assert_eq!(found, Vec::<String>::new(), "values minted by hand");
 }
+
+/// Issue 36 item 2: every emitter writes through a context it owns or borrows
+/// (`eagle_ir::Cursor`, the math lanes' `Real::Cx`), never through global or thread-local state:
+/// no `thread_local!` and no `static mut` in the IR crate or the compiler's passes.
+#[test]
+fn no_emitter_state_is_global_or_thread_local() {
+    let (rs, _) = tree();
+    let mut found = vec![];
+    let compiler =
+        |p: &str| p.starts_with("eagle-ir/src/") || p.starts_with("eagle-codegen/src/passes/");
+    for (path, text) in rs.iter().filter(|(p, _)| compiler(p)) {
+        for (i, line) in text.lines().enumerate() {
+            let l = line.trim_start();
+            if l.starts_with("//") {
+                continue;
+            }
+            if l.contains("thread_local!") || l.contains("static mut ") {
+                found.push(format!("{path}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert_eq!(
+        found,
+        Vec::<String>::new(),
+        "global or thread-local emitter state"
+    );
+}

@@ -14,17 +14,14 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Neg, Not, Shl, Shr, Sub};
 
-/// A function's value table.
-type Values = crate::entity::PrimaryMap<Value, Type>;
+use crate::cursor::{Cursor, Values};
 
-/// The function being expanded into: its value table, the ops emitted so far, the source
-/// location they inherit, and the constants already defined. Opaque: only an expansion of this
-/// module makes one, and the lanes it hands out borrow it.
+/// The function being expanded into ([`Cursor`]) and the constants already defined in the
+/// block being written. Opaque: only an expansion of this module makes one, and the lanes it
+/// hands out borrow it.
 #[derive(Debug)]
 pub struct Emitter {
-    values: Values,
-    ops: Vec<Op>,
-    loc: Option<Loc>,
+    cur: Cursor,
     consts: HashMap<(DType, u64), Value>,
 }
 
@@ -36,7 +33,7 @@ impl Emitter {
     /// Appends `kind` with a result of dtype `d`, a tile of its tile operand's shape if it has
     /// one (scalars broadcast).
     fn push(&mut self, kind: OpKind, d: DType) -> Value {
-        let shape = kind.operands().iter().find_map(|v| match &self.values[*v] {
+        let shape = kind.operands().iter().find_map(|v| match self.cur.ty(*v) {
             Type::Tile(s, _) => Some(s.clone()),
             _ => None,
         });
@@ -44,18 +41,7 @@ impl Emitter {
             Some(s) => Type::Tile(s, d),
             None => Type::Scalar(d),
         };
-        self.push_typed(kind, Some(ty)).expect("typed")
-    }
-
-    /// Appends `kind` with a result of type `ty` (or none).
-    fn push_typed(&mut self, kind: OpKind, ty: Option<Type>) -> Option<Value> {
-        let v = ty.map(|t| self.values.push(t));
-        self.ops.push(Op {
-            result: v,
-            kind,
-            loc: self.loc.clone(),
-        });
-        v
+        self.cur.push(kind, ty)
     }
 
     fn constant(&mut self, c: Const, d: DType, bits: u64) -> Value {
@@ -70,12 +56,12 @@ impl Emitter {
     /// `select(m, a, b)`; where the mask is a tile and both branches are scalars, `a` is first
     /// filled into a tile of the mask's shape (a select takes its shape from its branches).
     fn select(&mut self, m: Value, a: Value, b: Value, d: DType) -> Value {
-        let scalar = |v: Value| matches!(self.values[v], Type::Scalar(_));
-        let a = match &self.values[m] {
+        let scalar = |v: Value| matches!(self.cur.ty(v), Type::Scalar(_));
+        let a = match self.cur.ty(m) {
             Type::Tile(s, _) if scalar(a) && scalar(b) => {
                 let full = OpKind::Tile(TileOp::Full, vec![a]);
-                self.push_typed(full, Some(Type::Tile(s.clone(), d)))
-                    .expect("typed")
+                let ty = Type::Tile(s.clone(), d);
+                self.cur.push(full, ty)
             }
             _ => a,
         };
@@ -91,14 +77,12 @@ fn run<T>(
     build: impl FnOnce(Cx<'_>) -> T,
 ) -> (T, Vec<Op>, Values) {
     let cell = RefCell::new(Emitter {
-        values,
-        ops: vec![],
-        loc,
+        cur: Cursor::new(values, loc),
         consts: HashMap::new(),
     });
     let r = build(&cell);
-    let em = cell.into_inner();
-    (r, em.ops, em.values)
+    let (block, values) = cell.into_inner().cur.finish();
+    (r, block.ops, values)
 }
 
 /// An `f64` lane in the IR.
@@ -286,58 +270,46 @@ impl<'e> Real for F<'e> {
     /// the block is one fused tree.
     fn if_any(m: M<'e>, f: impl FnOnce() -> F<'e>, otherwise: F<'e>) -> F<'e> {
         let cx = m.1;
-        let ty = |v: Value| cx.borrow().values[v].clone();
+        let ty = |v: Value| cx.borrow().cur.ty(v).clone();
         let any = match ty(m.0) {
             Type::Tile(..) => {
                 // Whether some lane holds: the maximum of select(m, 1, 0) over the tile.
                 let (one, zero) = (F::lit(cx, 1.0).0, F::lit(cx, 0.0).0);
                 let mut e = cx.borrow_mut();
                 let s = e.select(m.0, one, zero, DType::F64);
-                let all = Axis::All;
-                let top = OpKind::Tile(TileOp::Reduce(ReduceOp::Max, all), vec![s]);
-                let top = e
-                    .push_typed(top, Some(Type::Scalar(DType::F64)))
-                    .expect("typed");
+                let top = OpKind::Tile(TileOp::Reduce(ReduceOp::Max, Axis::All), vec![s]);
+                let top = e.cur.push(top, Type::Scalar(DType::F64));
                 drop(e);
                 let half = F::lit(cx, 0.5).0;
                 let lt = OpKind::Cmp(CmpOp::Lt, half, top);
-                let mut e = cx.borrow_mut();
-                e.push_typed(lt, Some(Type::Scalar(DType::Bool)))
-                    .expect("typed")
+                cx.borrow_mut().cur.push(lt, Type::Scalar(DType::Bool))
             }
             _ => m.0,
         };
-        let var = OpKind::Var(otherwise.0);
         let var_ty = Type::Ref(Box::new(ty(otherwise.0)));
-        let var = cx
-            .borrow_mut()
-            .push_typed(var, Some(var_ty))
-            .expect("typed");
+        let var = cx.borrow_mut().cur.push(OpKind::Var(otherwise.0), var_ty);
         // The then-block: its own ops, and constants that do not leak out of it.
-        let outer = {
+        let outer_consts = {
             let mut e = cx.borrow_mut();
-            (std::mem::take(&mut e.ops), e.consts.clone())
+            e.cur.open();
+            e.consts.clone()
         };
         let v = f();
-        let then_ops = {
+        let then_body = {
             let mut e = cx.borrow_mut();
-            e.push_typed(OpKind::Write(var, v.0), None);
-            e.consts = outer.1;
-            std::mem::replace(&mut e.ops, outer.0)
+            e.cur.push_void(OpKind::Write(var, v.0));
+            e.consts = outer_consts;
+            e.cur.close()
         };
         let then_block = OpKind::If {
             cond: any,
-            then_body: Block { ops: then_ops },
+            then_body,
             else_body: Block::default(),
         };
         let read_ty = ty(otherwise.0);
         let mut e = cx.borrow_mut();
-        e.push_typed(then_block, None);
-        F(
-            e.push_typed(OpKind::Read(var), Some(read_ty))
-                .expect("typed"),
-            cx,
-        )
+        e.cur.push_void(then_block);
+        F(e.cur.push(OpKind::Read(var), read_ty), cx)
     }
 }
 
@@ -412,37 +384,29 @@ fn expand_one(
 /// `x` (an `f32` or `f64` scalar or tile) as an `f64` lane: itself, or cast.
 fn widen(cx: Cx<'_>, x: Value) -> F<'_> {
     let mut e = cx.borrow_mut();
-    match e.values[x].dtype() {
+    match e.cur.ty(x).dtype() {
         Some(DType::F64) | None => F(x, cx),
         _ => F(e.push(OpKind::Cast(x), DType::F64), cx),
     }
 }
 
-/// Appends to `out` the ops of `build`, run with the IR instance of the lanes on `values`
-/// (the ops take `loc`); returns the value `build` returns. Used by [`crate::narrow`] for the
-/// 16-bit float conversions of [`super::narrow`].
-fn emit_into(
-    values: &mut Values,
-    out: &mut Vec<Op>,
-    loc: Option<Loc>,
-    build: impl FnOnce(Cx<'_>) -> Value,
-) -> Value {
-    let (r, ops, back) = run(std::mem::take(values), loc, build);
-    *values = back;
-    out.extend(ops);
+/// Runs `build` with the IR instance of the lanes writing at `cur` (its innermost block, at
+/// its location); returns the value `build` returns. Used by [`crate::narrow`] for the float
+/// storage formats' conversions of [`crate::math::narrow`].
+fn emit_into(cur: &mut Cursor, build: impl FnOnce(Cx<'_>) -> Value) -> Value {
+    let cell = RefCell::new(Emitter {
+        cur: std::mem::take(cur),
+        consts: HashMap::new(),
+    });
+    let r = build(&cell);
+    *cur = cell.into_inner().cur;
     r
 }
 
 /// `x` (an `f32` or `f64` scalar or tile) rounded to `fmt`, as an `f32` holding the value
 /// exactly ([`crate::math::narrow::round_to`]).
-pub(crate) fn emit_round(
-    values: &mut Values,
-    out: &mut Vec<Op>,
-    loc: Option<Loc>,
-    x: Value,
-    fmt: crate::math::narrow::Format,
-) -> Value {
-    emit_into(values, out, loc, |cx| {
+pub(crate) fn emit_round(cur: &mut Cursor, x: Value, fmt: crate::math::narrow::Format) -> Value {
+    emit_into(cur, |cx| {
         let r = crate::math::narrow::round_to(widen(cx, x), fmt);
         r.push(OpKind::Cast(r.0), DType::F32)
     })
@@ -450,14 +414,8 @@ pub(crate) fn emit_round(
 
 /// The `f32` value of the 16-bit patterns `h` (a `u64` scalar or tile, the bits above 16
 /// zero) of `fmt` ([`crate::math::narrow::decode`]).
-pub(crate) fn emit_decode(
-    values: &mut Values,
-    out: &mut Vec<Op>,
-    loc: Option<Loc>,
-    h: Value,
-    fmt: crate::math::narrow::Format,
-) -> Value {
-    emit_into(values, out, loc, |cx| {
+pub(crate) fn emit_decode(cur: &mut Cursor, h: Value, fmt: crate::math::narrow::Format) -> Value {
+    emit_into(cur, |cx| {
         let r: F = crate::math::narrow::decode(U(h, cx), fmt);
         r.push(OpKind::Cast(r.0), DType::F32)
     })
@@ -465,14 +423,8 @@ pub(crate) fn emit_decode(
 
 /// The 16-bit patterns of `fmt` (a `u64` scalar or tile) of `x`, an `f32` scalar or tile of
 /// values of `fmt` ([`crate::math::narrow::encode`]).
-pub(crate) fn emit_encode(
-    values: &mut Values,
-    out: &mut Vec<Op>,
-    loc: Option<Loc>,
-    x: Value,
-    fmt: crate::math::narrow::Format,
-) -> Value {
-    emit_into(values, out, loc, |cx| {
+pub(crate) fn emit_encode(cur: &mut Cursor, x: Value, fmt: crate::math::narrow::Format) -> Value {
+    emit_into(cur, |cx| {
         let wide = F(cx.borrow_mut().push(OpKind::Cast(x), DType::F64), cx);
         crate::math::narrow::encode(wide, fmt).0
     })

@@ -16,6 +16,7 @@
 mod analysis;
 mod builder;
 mod builtin;
+pub mod cursor;
 pub mod entity;
 mod error;
 pub mod eval;
@@ -36,6 +37,7 @@ pub mod views;
 pub use analysis::{access_category, AccessCategory, AccessInfo, ReduceKind};
 pub use builder::{FunctionBuilder, Indexed, IntoDim, ModuleBuilder, Operand, Returns, TileArg};
 pub use builtin::{Builtin, Method, FROM_BITS, MATMUL_MX, MX_BLOCK, TOPK};
+pub use cursor::Cursor;
 pub use error::{IrError, Result};
 pub use facts::{Defs, Facts, FunctionFacts, IndexRange};
 pub use ir::MathFn;

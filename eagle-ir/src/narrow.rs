@@ -29,8 +29,9 @@
 //! in bitcasts of a float storage dtype to the unsigned integer of its width (`u16`, `u8`)
 //! and back.
 
+use crate::cursor::Cursor;
 use crate::expand::{emit_decode, emit_encode, emit_round};
-use crate::ir::{BinOp, Block, Const, Function, Loc, Op, OpKind, UnOp, Value};
+use crate::ir::{BinOp, Block, Const, Function, Op, OpKind, UnOp, Value};
 use crate::math::narrow::{Format, BF16};
 use crate::tile::TileOp;
 use crate::types::{DType, Type};
@@ -59,40 +60,43 @@ pub fn widen_function(f: &mut Function) {
         return;
     }
     let mut w = Widen {
-        values: std::mem::take(&mut f.values),
+        cur: Cursor::new(std::mem::take(&mut f.values), None),
         raw: HashSet::new(),
     };
-    let mut entry = vec![];
+    // The parameters' widening, at the entry (the cursor's outer block, without a location).
     for p in &mut f.params {
-        if let Type::Scalar(d) = w.values[p.value] {
+        if let Type::Scalar(d) = *w.cur.ty(p.value) {
             if d.is_narrow() {
                 let raw = w.fresh(Type::Scalar(d), true);
-                w.widen_loaded(&mut entry, &None, raw, p.value, d);
+                w.widen_loaded(raw, p.value, d);
                 p.value = raw;
             }
         }
     }
     let mut body = std::mem::take(&mut f.body);
     w.block(&mut body);
-    entry.append(&mut body.ops);
-    f.body = Block { ops: entry };
-    for (v, t) in w.values.entries_mut() {
-        if !w.raw.contains(&v) {
+    let raw = w.raw;
+    let (mut entry, mut values) = w.cur.finish();
+    entry.ops.append(&mut body.ops);
+    f.body = entry;
+    for (v, t) in values.entries_mut() {
+        if !raw.contains(&v) {
             *t = t.widened();
         }
     }
-    f.values = w.values;
+    f.values = values;
 }
 
 struct Widen {
-    values: crate::entity::PrimaryMap<Value, Type>,
+    /// Where the rewritten ops go, with the location of the op being rewritten.
+    cur: Cursor,
     /// Values that keep their storage dtype: loaded and to-be-stored patterns, parameters.
     raw: HashSet<Value>,
 }
 
 impl Widen {
     fn fresh(&mut self, t: Type, raw: bool) -> Value {
-        let v = self.values.push(t);
+        let v = self.cur.value(t);
         if raw {
             self.raw.insert(v);
         }
@@ -101,50 +105,47 @@ impl Widen {
 
     /// A value shaped like `like` (scalar or tile) of dtype `d`.
     fn like(&mut self, like: Value, d: DType, raw: bool) -> Value {
-        let t = match &self.values[like] {
+        let t = match self.cur.ty(like) {
             Type::Tile(s, _) => Type::Tile(s.clone(), d),
             _ => Type::Scalar(d),
         };
         self.fresh(t, raw)
     }
 
-    fn push(out: &mut Vec<Op>, loc: &Option<Loc>, result: Value, kind: OpKind) {
-        out.push(Op {
-            result: Some(result),
-            kind,
-            loc: loc.clone(),
-        });
+    /// Appends `kind` defining `result`, at the location of the op being rewritten.
+    fn push(&mut self, result: Value, kind: OpKind) {
+        self.cur.append(kind, Some(result));
     }
 
     /// A scalar constant of dtype `d`.
-    fn constant(&mut self, out: &mut Vec<Op>, loc: &Option<Loc>, c: Const, d: DType) -> Value {
+    fn constant(&mut self, c: Const, d: DType) -> Value {
         let v = self.fresh(Type::Scalar(d), false);
-        Self::push(out, loc, v, OpKind::Const(c));
+        self.push(v, OpKind::Const(c));
         v
     }
 
     fn dtype(&self, v: Value) -> DType {
-        self.values[v].dtype().unwrap_or(DType::Bool)
+        self.cur.ty(v).dtype().unwrap_or(DType::Bool)
     }
 
     fn block(&mut self, b: &mut Block) {
-        let mut out = Vec::with_capacity(b.ops.len());
+        self.cur.open();
         for mut op in std::mem::take(&mut b.ops) {
             for nested in op.kind.blocks_mut() {
                 self.block(nested);
             }
-            self.op(op, &mut out);
+            self.cur.set_loc(op.loc.clone());
+            self.op(op);
         }
-        b.ops = out;
+        *b = self.cur.close();
     }
 
-    fn op(&mut self, mut op: Op, out: &mut Vec<Op>) {
-        let loc = op.loc.clone();
+    fn op(&mut self, mut op: Op) {
         // Stores and calls: narrow the stored value or scalar argument first (a call passes
         // tensors and windows as they are).
         let call = matches!(op.kind, OpKind::Call { .. });
         for v in op.kind.handed_on_mut() {
-            let d = match &self.values[*v] {
+            let d = match self.cur.ty(*v) {
                 Type::Scalar(d) => *d,
                 _ if call => continue,
                 t => match t.dtype() {
@@ -153,15 +154,15 @@ impl Widen {
                 },
             };
             if d.is_narrow() {
-                *v = self.narrow_to_store(out, &loc, *v, d);
+                *v = self.narrow_to_store(*v, d);
             }
         }
         let Some(r) = op.result else {
-            out.push(op);
+            self.cur.emit(op);
             return;
         };
-        if !narrow_value(&self.values[r]) {
-            out.push(op);
+        if !narrow_value(self.cur.ty(r)) {
+            self.cur.emit(op);
             return;
         }
         let d = self.dtype(r);
@@ -169,8 +170,8 @@ impl Widen {
             Narrowing::Loaded => {
                 let raw = self.like(r, d, true);
                 op.result = Some(raw);
-                out.push(op);
-                self.widen_loaded(out, &loc, raw, r, d);
+                self.cur.emit(op);
+                self.widen_loaded(raw, r, d);
             }
             Narrowing::Const => {
                 if let OpKind::Const(c) = &mut op.kind {
@@ -178,19 +179,19 @@ impl Widen {
                         *c = Const::F32(crate::eval::narrow_float(v as f64, d).widen_float());
                     }
                 }
-                out.push(op);
+                self.cur.emit(op);
             }
             Narrowing::Cast => {
                 let OpKind::Cast(x) = op.kind else {
                     unreachable!("`narrowing` says cast")
                 };
-                self.cast(out, &loc, x, r, d);
+                self.cast(x, r, d);
             }
             Narrowing::Bitcast => {
                 let OpKind::Bitcast(x) = op.kind else {
                     unreachable!("`narrowing` says bitcast")
                 };
-                self.bitcast(out, &loc, x, r, d);
+                self.bitcast(x, r, d);
             }
             Narrowing::Shift => {
                 let OpKind::Binary(_, _, amount) = &mut op.kind else {
@@ -198,93 +199,72 @@ impl Widen {
                 };
                 // Rust's `wrapping_shl` on `i8` takes the amount modulo 8, not 32.
                 let a = *amount;
-                let bits = self.constant(out, &loc, Const::Int(8 * d.size() as i128 - 1), d);
+                let bits = self.constant(Const::Int(8 * d.size() as i128 - 1), d);
                 let m = self.like(a, d.compute(), false);
-                Self::push(out, &loc, m, OpKind::Binary(BinOp::And, a, bits));
+                self.push(m, OpKind::Binary(BinOp::And, a, bits));
                 *amount = m;
-                self.then_narrow(out, op, r, d);
+                self.then_narrow(op, r, d);
             }
-            Narrowing::Recompute => self.then_narrow(out, op, r, d),
-            Narrowing::Keep => out.push(op),
+            Narrowing::Recompute => self.then_narrow(op, r, d),
+            Narrowing::Keep => self.cur.emit(op),
         }
     }
 
     /// Pushes `op` with a fresh result, then narrows that into `r`.
-    fn then_narrow(&mut self, out: &mut Vec<Op>, mut op: Op, r: Value, d: DType) {
-        let loc = op.loc.clone();
+    fn then_narrow(&mut self, mut op: Op, r: Value, d: DType) {
         let t = self.like(r, d.compute(), false);
         op.result = Some(t);
-        out.push(op);
-        self.narrow_in_place(out, &loc, t, r, d);
+        self.cur.emit(op);
+        self.narrow_in_place(t, r, d);
     }
 
     /// `r` = the compute-dtype value `t` narrowed to `d`'s values, in the compute dtype.
-    fn narrow_in_place(
-        &mut self,
-        out: &mut Vec<Op>,
-        loc: &Option<Loc>,
-        t: Value,
-        r: Value,
-        d: DType,
-    ) {
+    fn narrow_in_place(&mut self, t: Value, r: Value, d: DType) {
         if d.is_float() {
-            let v = emit_round(&mut self.values, out, loc.clone(), t, format(d));
-            rename_last(out, v, r);
+            let v = emit_round(&mut self.cur, t, format(d));
+            rename_last(self.cur.ops_mut(), v, r);
         } else if d.is_signed() {
-            let k = self.constant(out, loc, Const::Int(32 - 8 * d.size() as i128), DType::I32);
+            let k = self.constant(Const::Int(32 - 8 * d.size() as i128), DType::I32);
             let s = self.like(t, DType::I32, false);
-            Self::push(out, loc, s, OpKind::Binary(BinOp::Shl, t, k));
-            Self::push(out, loc, r, OpKind::Binary(BinOp::Shr, s, k));
+            self.push(s, OpKind::Binary(BinOp::Shl, t, k));
+            self.push(r, OpKind::Binary(BinOp::Shr, s, k));
         } else {
             let mask = (1i128 << (8 * d.size())) - 1;
-            let k = self.constant(out, loc, Const::Int(mask), DType::U32);
-            Self::push(out, loc, r, OpKind::Binary(BinOp::And, t, k));
+            let k = self.constant(Const::Int(mask), DType::U32);
+            self.push(r, OpKind::Binary(BinOp::And, t, k));
         }
     }
 
     /// `r` = the compute-dtype value of `raw`, a loaded value of the storage dtype `d`.
-    fn widen_loaded(
-        &mut self,
-        out: &mut Vec<Op>,
-        loc: &Option<Loc>,
-        raw: Value,
-        r: Value,
-        d: DType,
-    ) {
+    fn widen_loaded(&mut self, raw: Value, r: Value, d: DType) {
         if !d.is_float() {
-            Self::push(out, loc, r, OpKind::Cast(raw));
+            self.push(r, OpKind::Cast(raw));
             return;
         }
         let pat = self.like(raw, d.bits_dtype().unwrap_or(DType::U16), true);
-        Self::push(out, loc, pat, OpKind::Bitcast(raw));
+        self.push(pat, OpKind::Bitcast(raw));
         let u64v = self.like(raw, DType::U64, false);
-        Self::push(out, loc, u64v, OpKind::Cast(pat));
-        let v = emit_decode(&mut self.values, out, loc.clone(), u64v, format(d));
-        rename_last(out, v, r);
+        self.push(u64v, OpKind::Cast(pat));
+        let v = emit_decode(&mut self.cur, u64v, format(d));
+        rename_last(self.cur.ops_mut(), v, r);
     }
 
     /// The storage-dtype value of `v` (holding a value of `d` in the compute dtype).
-    fn narrow_to_store(
-        &mut self,
-        out: &mut Vec<Op>,
-        loc: &Option<Loc>,
-        v: Value,
-        d: DType,
-    ) -> Value {
+    fn narrow_to_store(&mut self, v: Value, d: DType) -> Value {
         let raw = self.like(v, d, true);
         if !d.is_float() {
-            Self::push(out, loc, raw, OpKind::Cast(v));
+            self.push(raw, OpKind::Cast(v));
             return raw;
         }
-        let bits = emit_encode(&mut self.values, out, loc.clone(), v, format(d));
+        let bits = emit_encode(&mut self.cur, v, format(d));
         let pat = self.like(v, d.bits_dtype().unwrap_or(DType::U16), true);
-        Self::push(out, loc, pat, OpKind::Cast(bits));
-        Self::push(out, loc, raw, OpKind::Bitcast(pat));
+        self.push(pat, OpKind::Cast(bits));
+        self.push(raw, OpKind::Bitcast(pat));
         raw
     }
 
     /// `r = x as d`, `d` a storage dtype; `x` already holds its compute-dtype value.
-    fn cast(&mut self, out: &mut Vec<Op>, loc: &Option<Loc>, x: Value, r: Value, d: DType) {
+    fn cast(&mut self, x: Value, r: Value, d: DType) {
         let from = self.dtype(x);
         let wide = d.compute();
         if d.is_float() {
@@ -293,15 +273,15 @@ impl Widen {
                 x
             } else {
                 let t = self.like(x, DType::F32, false);
-                Self::push(out, loc, t, OpKind::Cast(x));
+                self.push(t, OpKind::Cast(x));
                 t
             };
-            let v = emit_round(&mut self.values, out, loc.clone(), src, format(d));
-            rename_last(out, v, r);
+            let v = emit_round(&mut self.cur, src, format(d));
+            rename_last(self.cur.ops_mut(), v, r);
             return;
         }
         let t = self.like(x, wide, false);
-        Self::push(out, loc, t, OpKind::Cast(x));
+        self.push(t, OpKind::Cast(x));
         if from.is_float() {
             // Saturating, as Rust's `as`: the compute-dtype cast saturates to its range (NaN to
             // 0), then the value is clamped to the storage dtype's.
@@ -311,40 +291,40 @@ impl Widen {
             } else {
                 (0, (1i128 << bits) - 1)
             };
-            let kh = self.constant(out, loc, Const::Int(hi), wide);
+            let kh = self.constant(Const::Int(hi), wide);
             if d.is_signed() {
-                let kl = self.constant(out, loc, Const::Int(lo), wide);
+                let kl = self.constant(Const::Int(lo), wide);
                 let m = self.like(x, wide, false);
-                Self::push(out, loc, m, OpKind::Binary(BinOp::Max, t, kl));
-                Self::push(out, loc, r, OpKind::Binary(BinOp::Min, m, kh));
+                self.push(m, OpKind::Binary(BinOp::Max, t, kl));
+                self.push(r, OpKind::Binary(BinOp::Min, m, kh));
             } else {
-                Self::push(out, loc, r, OpKind::Binary(BinOp::Min, t, kh));
+                self.push(r, OpKind::Binary(BinOp::Min, t, kh));
             }
         } else {
-            self.narrow_in_place(out, loc, t, r, d);
+            self.narrow_in_place(t, r, d);
         }
     }
 
     /// `r` = the bits of `x` as `d`, one of `x`, `d` a float storage dtype and the other an
     /// integer of its width (the only bitcasts of storage dtypes).
-    fn bitcast(&mut self, out: &mut Vec<Op>, loc: &Option<Loc>, x: Value, r: Value, d: DType) {
+    fn bitcast(&mut self, x: Value, r: Value, d: DType) {
         let from = self.dtype(x);
         if from.is_float() {
             // `x.to_bits()`: the pattern of the `f16` (`f8e4m3`, ...) held in `x`.
-            let bits = emit_encode(&mut self.values, out, loc.clone(), x, format(from));
+            let bits = emit_encode(&mut self.cur, x, format(from));
             let t = self.like(x, d.compute(), false);
-            Self::push(out, loc, t, OpKind::Cast(bits));
-            self.narrow_in_place(out, loc, t, r, d);
+            self.push(t, OpKind::Cast(bits));
+            self.narrow_in_place(t, r, d);
         } else {
             // `f16::from_bits(u)`: the low 16 (8) bits of the compute-dtype integer.
             let u = self.like(x, DType::U64, false);
-            Self::push(out, loc, u, OpKind::Cast(x));
+            self.push(u, OpKind::Cast(x));
             let mask = (1i128 << (8 * d.size())) - 1;
-            let k = self.constant(out, loc, Const::Int(mask), DType::U64);
+            let k = self.constant(Const::Int(mask), DType::U64);
             let h = self.like(x, DType::U64, false);
-            Self::push(out, loc, h, OpKind::Binary(BinOp::And, u, k));
-            let v = emit_decode(&mut self.values, out, loc.clone(), h, format(d));
-            rename_last(out, v, r);
+            self.push(h, OpKind::Binary(BinOp::And, u, k));
+            let v = emit_decode(&mut self.cur, h, format(d));
+            rename_last(self.cur.ops_mut(), v, r);
         }
     }
 }

@@ -16,9 +16,9 @@
 //! (`valid/views.rs`) keeps views out of every other op. Runs once every dim is bound
 //! (specialization), before the backends.
 
-use crate::entity::PrimaryMap;
+use crate::cursor::Cursor;
 use crate::error::{IrError, Result};
-use crate::ir::{BinOp, Block, CmpOp, Const, Function, Loc, Op, OpKind, Trap, Value};
+use crate::ir::{BinOp, Block, CmpOp, Const, Function, Op, OpKind, Trap, Value};
 use crate::types::{DType, Shape, Type};
 use std::collections::HashMap;
 
@@ -32,13 +32,12 @@ struct Viewed {
 
 struct Lower<'a> {
     function: &'a str,
-    values: &'a mut PrimaryMap<Value, Type>,
+    /// Where the rewritten ops go, with the location of the op being rewritten.
+    cur: Cursor,
     views: HashMap<Value, Viewed>,
     /// The values known so far of index values: constants (`const`, bound `dim`) and the
     /// variables of loops with constant bounds, as inclusive ranges.
     ranges: HashMap<Value, (i128, i128)>,
-    out: Vec<Op>,
-    loc: Option<Loc>,
     /// The function's parameters (a `ctx` parameter is the world's context).
     params: Vec<Value>,
     world_size: u64,
@@ -63,22 +62,22 @@ pub fn lower_views(f: &mut Function, world_size: u64) -> Result<()> {
     let mut body = std::mem::take(&mut f.body);
     let mut l = Lower {
         function: &f.name,
-        values: &mut f.values,
+        cur: Cursor::new(std::mem::take(&mut f.values), None),
         views: HashMap::new(),
         ranges: HashMap::new(),
-        out: vec![],
-        loc: None,
         params,
         world_size,
     };
     let r = l.block(&mut body);
+    let (_, values) = l.cur.finish();
+    f.values = values;
     f.body = body;
     r
 }
 
 impl Lower<'_> {
     fn block(&mut self, b: &mut Block) -> Result<()> {
-        let outer = std::mem::take(&mut self.out);
+        self.cur.open();
         for mut op in std::mem::take(&mut b.ops) {
             if let OpKind::For { var, lo, hi, .. } = &op.kind {
                 let c = |v: &Value| self.ranges.get(v).filter(|r| r.0 == r.1).map(|r| r.0);
@@ -91,10 +90,10 @@ impl Lower<'_> {
             for nested in op.kind.blocks_mut() {
                 self.block(nested)?;
             }
-            self.loc = op.loc.clone();
+            self.cur.set_loc(op.loc.clone());
             self.op(op)?;
         }
-        b.ops = std::mem::replace(&mut self.out, outer);
+        b.ops = self.cur.close().ops;
         Ok(())
     }
 
@@ -102,18 +101,14 @@ impl Lower<'_> {
         Err(IrError::Verify {
             function: self.function.to_string(),
             op: op.to_string(),
-            loc: self.loc.clone(),
+            loc: self.cur.loc().cloned(),
             message,
         })
     }
 
     fn push(&mut self, kind: OpKind, ty: Option<Type>) -> Option<Value> {
-        let result = ty.map(|t| self.values.push(t));
-        self.out.push(Op {
-            result,
-            kind,
-            loc: self.loc.clone(),
-        });
+        let result = ty.map(|t| self.cur.value(t));
+        self.cur.append(kind, result);
         result
     }
 
@@ -175,7 +170,7 @@ impl Lower<'_> {
     }
 
     fn extents(&self, v: Value) -> Vec<u64> {
-        match &self.values[v] {
+        match &self.cur.ty(v) {
             Type::Tensor(s, _) | Type::Window(s, _) | Type::Tile(s, _) => {
                 s.0.iter().map(|d| d.as_const().unwrap_or(0)).collect()
             }
@@ -235,7 +230,7 @@ impl Lower<'_> {
     /// lets such a view go where a contiguous buffer is needed).
     fn whole_rows(&self, src: Value, r: Option<Value>, offsets: &[Value]) -> bool {
         let Some(r) = r else { return false };
-        let (Some(s), Some(t)) = (self.values[src].shape(), self.values[r].shape()) else {
+        let (Some(s), Some(t)) = (self.cur.ty(src).shape(), self.cur.ty(r).shape()) else {
             return false;
         };
         let zero = offsets
@@ -290,7 +285,7 @@ impl Lower<'_> {
                 let (src, index) = (*src, *index);
                 let r = result.expect("a slice defines a value");
                 let (root, at) = self.access(src, &[index], &[1]);
-                let Type::Tensor(s, d) = self.values[root].clone() else {
+                let Type::Tensor(s, d) = self.cur.ty(root).clone() else {
                     return self.fail("slice", "a slice of a view of a window".into());
                 };
                 let row = Type::Tensor(Shape(s.0[1..].to_vec()), d);
@@ -350,7 +345,7 @@ impl Lower<'_> {
                 }
             }
         }
-        self.out.push(op);
+        self.cur.emit(op);
         Ok(())
     }
 }

@@ -85,9 +85,9 @@ impl FunctionBuilder<'_> {
         let lo = self.value(lo, Some(DType::Index))?;
         let hi = self.value(hi, Some(DType::Index))?;
         let var = self.new_value(Type::Scalar(DType::Index));
-        self.blocks.push(Block::default());
+        self.cur.open();
         let r = body(self, var);
-        let body = self.blocks.pop().unwrap_or_default();
+        let body = self.cur.close();
         r?;
         self.push_void(OpKind::For { var, lo, hi, body });
         Ok(())
@@ -115,9 +115,9 @@ impl FunctionBuilder<'_> {
             ));
         }
         let flag = self.var(c)?;
-        self.blocks.push(Block::default());
+        self.cur.open();
         let r = body(self, flag);
-        let body = self.blocks.pop().unwrap_or_default();
+        let body = self.cur.close();
         r?;
         self.push_void(OpKind::While { flag, cap, body });
         Ok(())
@@ -134,13 +134,13 @@ impl FunctionBuilder<'_> {
         else_b: impl FnOnce(&mut Self) -> Result<()>,
     ) -> Result<()> {
         let cond = self.value(cond, Some(DType::Bool))?;
-        self.blocks.push(Block::default());
+        self.cur.open();
         let r = then_b(self);
-        let then_body = self.blocks.pop().unwrap_or_default();
+        let then_body = self.cur.close();
         r?;
-        self.blocks.push(Block::default());
+        self.cur.open();
         let r = else_b(self);
-        let else_body = self.blocks.pop().unwrap_or_default();
+        let else_body = self.cur.close();
         r?;
         self.push_void(OpKind::If {
             cond,
@@ -230,15 +230,12 @@ impl FunctionBuilder<'_> {
             .map(|p| p.value)
             .zip(args.iter().copied())
             .collect();
-        let mut fresh = |v: Value, fb: &mut Function| -> Value {
+        let cur = &mut self.cur;
+        let body = callee.body.map_values(&mut |v| {
             *map.entry(v)
-                .or_insert_with(|| fb.values.push(callee.ty(v).clone()))
-        };
-        let func = &mut self.func;
-        let body = callee.body.map_values(&mut |v| fresh(v, func));
-        if let Some(b) = self.blocks.last_mut() {
-            b.ops.extend(body.ops);
-        }
+                .or_insert_with(|| cur.value(callee.ty(v).clone()))
+        });
+        self.cur.ops_mut().extend(body.ops);
         Ok(())
     }
 

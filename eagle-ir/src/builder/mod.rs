@@ -11,9 +11,10 @@ mod returns;
 pub use ops::Indexed;
 pub use returns::Returns;
 
+use crate::cursor::Cursor;
 use crate::error::{IrError, Result};
 use crate::ir::{
-    elem, tile_of, BinOp, Block, CmpOp, Const, Function, Level, Loc, Module, NotifyOp, Op, OpKind,
+    elem, tile_of, BinOp, Block, CmpOp, Const, Function, Level, Loc, Module, NotifyOp, OpKind,
     Param, UnOp, Value,
 };
 use crate::types::{DType, Dim, Shape, Type};
@@ -182,17 +183,15 @@ impl ModuleBuilder {
                 values: Default::default(),
                 body: Block::default(),
             },
-            blocks: vec![Block::default()],
+            cur: Cursor::default(),
             locs: vec![],
             file: None,
         };
         let r = body(&mut fb);
-        let FunctionBuilder {
-            mut func, blocks, ..
-        } = fb;
+        let FunctionBuilder { mut func, cur, .. } = fb;
         self.in_progress.pop();
         r?;
-        func.body = blocks.into_iter().next().unwrap_or_default();
+        (func.body, func.values) = cur.finish();
         self.module.functions.push(func);
         Ok(())
     }
@@ -261,8 +260,11 @@ impl ModuleBuilder {
 #[derive(Debug)]
 pub struct FunctionBuilder<'m> {
     m: &'m mut ModuleBuilder,
+    /// The function's name, level and parameters (its body and values are the cursor's until
+    /// it is built).
     func: Function,
-    blocks: Vec<Block>,
+    /// Where ops go: the open blocks, the value table, the innermost location entered.
+    cur: Cursor,
     /// The source locations entered (innermost last); new ops take the innermost.
     locs: Vec<Loc>,
     /// The file of the last location entered, shared by the locations that name it.
@@ -284,11 +286,11 @@ impl FunctionBuilder<'_> {
 
     /// The type of `v`.
     pub fn ty(&self, v: Value) -> &Type {
-        self.func.ty(v)
+        self.cur.ty(v)
     }
 
     pub(super) fn new_value(&mut self, ty: Type) -> Value {
-        self.func.values.push(ty)
+        self.cur.value(ty)
     }
 
     /// Enters the Rust source location `file:line:column` (1-based): ops built until the
@@ -300,32 +302,23 @@ impl FunctionBuilder<'_> {
             _ => self.file.insert(file.into()).clone(),
         };
         self.locs.push(Loc { file, line, column });
+        self.cur.set_loc(self.locs.last().cloned());
     }
 
     /// Leaves the location of the last [`FunctionBuilder::enter`].
     pub fn leave(&mut self) {
         self.locs.pop();
+        self.cur.set_loc(self.locs.last().cloned());
     }
 
     /// Appends an op that defines a value of type `ty`; returns the value.
     pub(super) fn push(&mut self, kind: OpKind, ty: Type) -> Value {
-        let result = self.new_value(ty);
-        self.append(kind, Some(result));
-        result
+        self.cur.push(kind, ty)
     }
 
     /// Appends an op without a result.
     pub(super) fn push_void(&mut self, kind: OpKind) {
-        self.append(kind, None);
-    }
-
-    pub(super) fn append(&mut self, kind: OpKind, result: Option<Value>) {
-        let loc = self.locs.last().cloned();
-        self.blocks
-            .last_mut()
-            .expect("a block is open")
-            .ops
-            .push(Op { result, kind, loc });
+        self.cur.push_void(kind);
     }
 
     /// Declares a parameter.

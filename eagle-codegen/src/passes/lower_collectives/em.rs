@@ -4,41 +4,33 @@
 
 use super::groups::GroupAt;
 use crate::error::SpecializeError;
+use eagle_ir::Cursor;
 use eagle_ir::{
     BinOp, Block, CmpOp, Const, DType, NotifyOp, Op, OpKind, ReduceOp, Shape, Trap, Type, Value,
 };
 
 pub(super) struct Em<'a> {
-    pub(super) values: &'a mut eagle_ir::entity::PrimaryMap<Value, Type>,
-    pub(super) blocks: Vec<Vec<Op>>,
-    /// The source location of the collective being lowered: every op it becomes keeps it.
-    pub(super) loc: Option<eagle_ir::Loc>,
+    /// Where the expansion goes, at the source location of the collective being lowered:
+    /// every op it becomes keeps it.
+    pub(super) cur: &'a mut Cursor,
     /// The group the collective spans (its ranks are group ranks), or `None` for the world.
     pub(super) group: Option<GroupAt>,
 }
 
 impl Em<'_> {
     pub(super) fn val(&mut self, t: Type) -> Value {
-        self.values.push(t)
+        self.cur.value(t)
     }
     /// Appends an op that defines a value of type `t`; returns the value.
     pub(super) fn push(&mut self, kind: OpKind, t: Type) -> Value {
-        let result = self.val(t);
-        self.append(kind, Some(result));
-        result
+        self.cur.push(kind, t)
     }
     /// Appends an op without a result.
     pub(super) fn push_void(&mut self, kind: OpKind) {
-        self.append(kind, None);
+        self.cur.push_void(kind);
     }
     pub(super) fn append(&mut self, kind: OpKind, result: Option<Value>) {
-        if let Some(b) = self.blocks.last_mut() {
-            b.push(Op {
-                result,
-                kind,
-                loc: self.loc.clone(),
-            });
-        }
+        self.cur.append(kind, result);
     }
     pub(super) fn idx(&mut self, c: u64) -> Value {
         self.push(
@@ -226,7 +218,7 @@ impl Em<'_> {
         self.ibin(BinOp::Rem, t, pv)
     }
     pub(super) fn ty(&self, v: Value) -> Type {
-        self.values[v].clone()
+        self.cur.ty(v).clone()
     }
     pub(super) fn subview(&mut self, src: Value, off: Value, len: u64) -> Value {
         let t = match self.ty(src) {
@@ -301,11 +293,9 @@ impl Em<'_> {
     }
 
     pub(super) fn nested(&mut self, body: impl FnOnce(&mut Self)) -> Block {
-        self.blocks.push(vec![]);
+        self.cur.open();
         body(self);
-        Block {
-            ops: self.blocks.pop().unwrap_or_default(),
-        }
+        self.cur.close()
     }
     pub(super) fn for_(&mut self, lo: u64, hi: u64, body: impl FnOnce(&mut Self, Value)) {
         let (l, h) = (self.idx(lo), self.idx(hi));

@@ -15,6 +15,7 @@
 //! order, documented per mode in `docs/collectives.md`.
 
 use crate::error::SpecializeError;
+use eagle_ir::Cursor;
 use eagle_ir::{
     AllreduceMode, BinOp, Block, CmpOp, DType, Dim, Function, Level, Module, Op, OpKind, Param,
     ReduceOp, Shape, Trap, Type, Value,
@@ -58,14 +59,9 @@ struct Lowering<'a> {
     consts: HashMap<Value, i128>,
 }
 
-fn lower_block(
-    cx: &Lowering<'_>,
-    values: &mut eagle_ir::entity::PrimaryMap<Value, Type>,
-    b: &mut Block,
-) -> Result<(), SpecializeError> {
-    let ops = std::mem::take(&mut b.ops);
-    let mut out = Vec::with_capacity(ops.len());
-    for mut op in ops {
+fn lower_block(cx: &Lowering<'_>, cur: &mut Cursor, b: &mut Block) -> Result<(), SpecializeError> {
+    cur.open();
+    for mut op in std::mem::take(&mut b.ops) {
         // A group's ranks are computed where they are used.
         if matches!(op.kind, OpKind::Group { .. }) {
             continue;
@@ -73,23 +69,24 @@ fn lower_block(
         let group = groups::group_of(&op, &cx.groups);
         let world_rank = matches!(op.kind, OpKind::WorldRank { .. });
         if op.kind.info().collective || group.is_some() || world_rank {
+            cur.set_loc(op.loc.clone());
+            let before = cur.ops().len();
             let mut em = Em {
-                values: &mut *values,
-                blocks: vec![vec![]],
-                loc: op.loc.clone(),
+                cur: &mut *cur,
                 group: None,
             };
             if lower_team_op(&mut em, &op, group, cx)? {
-                out.extend(em.blocks.pop().unwrap_or_default());
                 continue;
             }
+            // Left as it is: nothing it began to write stays.
+            cur.ops_mut().truncate(before);
         }
         for b in op.kind.blocks_mut() {
-            lower_block(cx, values, b)?;
+            lower_block(cx, cur, b)?;
         }
-        out.push(op);
+        cur.emit(op);
     }
-    b.ops = out;
+    *b = cur.close();
     Ok(())
 }
 
@@ -632,7 +629,9 @@ pub fn lower_collectives(
     }
     grids.sort();
     let mut body = std::mem::take(&mut f.body);
-    let r = lower_block(&cx, &mut f.values, &mut body);
+    let mut cur = Cursor::new(std::mem::take(&mut f.values), None);
+    let r = lower_block(&cx, &mut cur, &mut body);
+    (_, f.values) = cur.finish();
     f.body = body;
     r.map(|()| grids)
 }
