@@ -6,7 +6,7 @@ use super::groups::GroupAt;
 use crate::error::SpecializeError;
 use eagle_ir::Cursor;
 use eagle_ir::{
-    BinOp, Block, CmpOp, Const, DType, NotifyOp, Op, OpKind, ReduceOp, Shape, Trap, Type, Value,
+    BinOp, Block, CmpOp, Const, DType, NotifyOp, OpKind, ReduceOp, Shape, Trap, Type, Value,
 };
 
 pub(super) struct Em<'a> {
