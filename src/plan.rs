@@ -22,39 +22,16 @@ use crate::{codegen, Arg, Error, Result};
 use eagle_runtime::Element;
 use std::ops::Range;
 
-mod exec;
 mod rank;
 mod rows;
 mod tiles;
 
-use exec::Exec;
-use rank::allgather;
+use eagle_runtime::plan::{identity, Order, PlanRun, PlaneRole, Ptr};
 pub use rank::RankPartition;
 
 /// Samples per partial of a mapreduce (a "row").
-pub const ROW: usize = eagle_codegen::abi::ROW;
-
-/// What runs a share of the samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Structure {
-    /// CPU threads over the samples (the default).
-    HostTeam,
-    /// One device runs all of its samples.
-    DeviceKernel,
-    /// Ranks split the samples; `inner` runs each rank's share.
-    RankPartition,
-}
-
-impl Structure {
-    /// Name in messages and manifests.
-    pub fn name(self) -> &'static str {
-        match self {
-            Structure::HostTeam => "HostTeam",
-            Structure::DeviceKernel => "DeviceKernel",
-            Structure::RankPartition => "RankPartition",
-        }
-    }
-}
+pub use eagle_runtime::plan::ROW;
+pub use eagle_runtime::plan::{Partition, Structure};
 
 /// The named planes of one run: inputs by shared reference, outputs by mutable reference.
 /// A plane is a [`crate::Tensor`] or (feature `ndarray`) an `ndarray` array or view
@@ -128,32 +105,6 @@ fn plane_refusal(name: &str, e: &Error) -> String {
     }
 }
 
-/// A contiguous block partition of `n` items over `parts` ranks: the first `n % parts` blocks
-/// are one longer (seed rule).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Partition {
-    /// Items.
-    pub n: usize,
-    /// Ranks.
-    pub parts: usize,
-}
-
-impl Partition {
-    /// `n` items over `parts` ranks.
-    pub fn new(n: usize, parts: usize) -> Partition {
-        Partition {
-            n,
-            parts: parts.max(1),
-        }
-    }
-    /// The items of rank `r`.
-    pub fn share(&self, r: usize) -> Range<usize> {
-        let (q, rem) = (self.n / self.parts, self.n % self.parts);
-        let lo = r * q + r.min(rem);
-        lo..(lo + q + usize::from(r < rem)).min(self.n.max(lo))
-    }
-}
-
 #[derive(Debug, Clone)]
 struct PlaneParam {
     name: String,
@@ -174,7 +125,7 @@ pub struct Plan {
     rows_entry: Option<String>,
     /// The sample count's dim (the last dim of the first per-sample plane).
     n_dim: Option<ir::Dim>,
-    /// The tiles entry of a sample-local kernel (`tiles.rs`): `tiles::LANES` samples per tile.
+    /// The tiles entry of a sample-local kernel (`tiles.rs`): `TILE_LANES` samples per tile.
     tiles_entry: Option<String>,
     module: ir::Module,
     info: AccessInfo,
@@ -468,54 +419,6 @@ fn inlined_op_names(module: &ir::Module, wrapper: &str, kernel: &str) -> Vec<(St
     }
 }
 
-/// Raw plane buffer addresses, shareable across the worker threads of one run.
-#[derive(Clone, Copy)]
-struct Ptr(u64);
-// SAFETY: the addresses point into buffers that outlive the scoped threads of a run; workers
-// write disjoint samples (or disjoint partial buffers), as the access category guarantees.
-unsafe impl Send for Ptr {}
-unsafe impl Sync for Ptr {}
-
-fn identity(kind: ReduceKind, d: DType) -> Vec<u8> {
-    use eagle_ir::eval::{cast, Scalar};
-    use eagle_ir::tile::reduce_identity;
-    use eagle_ir::ReduceOp;
-    let s = match kind {
-        // A mapreduce's rows start from +0 (the tile reductions' lanes from -0.0).
-        ReduceKind::Sum => Scalar::from_bits(0, d),
-        ReduceKind::Times => reduce_identity(ReduceOp::Prod, d),
-        ReduceKind::Max => reduce_identity(ReduceOp::Max, d),
-        ReduceKind::Land => cast(Scalar::Bool(true), d),
-    };
-    s.bits().to_le_bytes()[..d.size()].to_vec()
-}
-
-/// `acc = acc <kind> x`, elementwise, in dtype `d`: the evaluator's op (`eagle_ir::eval`, the
-/// one definition compiled code also follows: wrapping integers, `max` with the canonical
-/// NaN, `f16` rounded after each op).
-fn combine(kind: ReduceKind, d: DType, acc: &mut [u8], x: &[u8]) {
-    use eagle_ir::eval::{binary, Scalar};
-    use eagle_ir::BinOp;
-    let op = match kind {
-        ReduceKind::Sum => BinOp::Add,
-        ReduceKind::Times => BinOp::Mul,
-        ReduceKind::Max => BinOp::Max,
-        ReduceKind::Land => BinOp::And,
-    };
-    let w = d.size();
-    let word = |b: &[u8]| {
-        let mut le = [0u8; 8];
-        le[..w].copy_from_slice(b);
-        Scalar::from_bits(u64::from_le_bytes(le), d)
-    };
-    for (a, b) in acc.chunks_exact_mut(w).zip(x.chunks_exact(w)) {
-        let (av, bv) = (word(a), word(b));
-        // The plan's verifier admits only ops defined on the dtype.
-        let r = binary(op, av, bv).unwrap_or(av);
-        a.copy_from_slice(&r.bits().to_le_bytes()[..w]);
-    }
-}
-
 impl Plan {
     /// Uses `n` worker threads for `HostTeam` (default: the machine's parallelism; 0 is taken as
     /// 1). Each run starts at most `n` threads, and never more than there are blocks of work.
@@ -631,7 +534,7 @@ impl Plan {
     fn module_for(&self, b: &codegen::Bindings) -> std::borrow::Cow<'_, ir::Module> {
         let small = self.n_dim.as_ref().is_some_and(|n| {
             n.eval(&|s| b.dims.get(s).copied())
-                .is_ok_and(|n| (n as usize) < tiles::LANES)
+                .is_ok_and(|n| (n as usize) < eagle_runtime::plan::TILE_LANES)
         });
         match &self.tiles_entry {
             Some(te) if small => {
@@ -988,16 +891,93 @@ impl Plan {
                 a @ Arg::Scalar(..) => (Ptr(a.slot().unwrap_or(0)), 0),
             })
             .collect();
-        let exec = Exec {
-            plan: self,
-            art: &art,
-            n,
+        // SAFETY: `bufs` are the planes' buffers, borrowed from `planes` for this call
+        // (outputs mutably), each `b.1` bytes long; uniforms pass their bits and no bytes.
+        unsafe { self.execute(&art, device, n, &bufs) }
+    }
+
+    /// Hands the run to the runtime ([`eagle_runtime::plan::run`]): the compiled `art`,
+    /// GPU `device`, samples `0..n`, the plane buffers `bufs` in parameter order.
+    ///
+    /// # Safety
+    /// As [`eagle_runtime::plan::run`]: each buffer live, `bytes` long, and untouched by
+    /// anything else during the call.
+    unsafe fn execute(
+        &self,
+        art: &codegen::Artifact,
+        device: usize,
+        n: usize,
+        bufs: &[(Ptr, usize)],
+    ) -> Result<()> {
+        let roles: Vec<PlaneRole> = self
+            .planes
+            .iter()
+            .map(|p| PlaneRole {
+                out: p.out,
+                reduction: p.reduction,
+                uniform: p.uniform,
+                dtype: p.dtype,
+            })
+            .collect();
+        let kernel_error = |e, entry: &str, running| self.kernel_error(art, e, entry, running);
+        let run = PlanRun {
+            art,
+            kernel: &self.kernel,
+            wrapper: &self.wrapper,
+            rows_entry: self.rows_entry.as_deref(),
+            tiles_entry: self.tiles_entry.as_deref(),
+            structure: self.structure,
+            inner: self.inner,
+            threads: self.threads,
+            ranks: self.ranks,
+            planes: &roles,
+            order: match self.info.category {
+                AccessCategory::Mapreduce(kind) => Order::Mapreduce(kind),
+                AccessCategory::CrossSampleWrite => Order::Sequential,
+                AccessCategory::SampleLocal | AccessCategory::CrossSampleRead => Order::Samplewise,
+            },
+            cuda: self.platform == eagle_runtime::Platform::Cuda,
             device,
-            sizes: bufs.iter().map(|b| b.1).collect(),
+            cuda_emulate: self.cuda_emulate,
+            trace: self.trace.as_ref(),
+            n,
+            kernel_error: &kernel_error,
         };
-        match self.info.category {
-            AccessCategory::Mapreduce(kind) => exec.mapreduce(kind, &bufs),
-            _ => exec.samplewise(&bufs),
+        // SAFETY: the caller's.
+        unsafe { eagle_runtime::plan::run(&run, bufs) }.map_err(from_runtime)
+    }
+
+    /// `e` from compiled entry `entry` of the plan, as the user sees it: naming the sample
+    /// kernel and its op as the kernel's own IR does, then what was `running`.
+    fn kernel_error(
+        &self,
+        art: &codegen::Artifact,
+        e: eagle_runtime::RuntimeError,
+        entry: &str,
+        running: String,
+    ) -> eagle_runtime::RuntimeError {
+        match e {
+            eagle_runtime::RuntimeError::RankFailed { rank, cause } => {
+                let cause = cause.map(|message| {
+                    let message = message.replace(
+                        &format!("function `{entry}`"),
+                        &format!("sample kernel `{}`", self.kernel),
+                    );
+                    let mut message =
+                        message.replace(&format!("`{entry}`"), &format!("`{}`", self.kernel));
+                    // Name the op as the kernel's own IR does, not as its inlined copy.
+                    for (w, k) in inlined_op_names(&art.module, entry, &self.kernel) {
+                        let w = format!("op `{w}`");
+                        if message.contains(&w) {
+                            message = message.replacen(&w, &format!("op `{k}`"), 1);
+                            break;
+                        }
+                    }
+                    format!("{message} (while running {running})")
+                });
+                eagle_runtime::RuntimeError::RankFailed { rank, cause }
+            }
+            other => other,
         }
     }
 
@@ -1033,30 +1013,15 @@ impl Plan {
     }
 }
 
-/// A GPU failure with the samples that were running appended, as on the CPU.
-#[cfg(feature = "cuda")]
-fn during_gpu(e: eagle_runtime::RuntimeError, during: &str) -> Error {
+/// A run-time error of a plan as the facade returns it: the plan's own misuse as
+/// [`Error::Plan`], everything else as [`Error::Runtime`].
+pub(crate) fn from_runtime(e: eagle_runtime::RuntimeError) -> Error {
     match e {
-        eagle_runtime::RuntimeError::RankFailed { rank, cause } => {
-            Error::Runtime(eagle_runtime::RuntimeError::RankFailed {
-                rank,
-                cause: cause.map(|m| format!("{m} ({during})")),
-            })
-        }
+        eagle_runtime::RuntimeError::Plan(m) => Error::Plan(m),
         other => Error::Runtime(other),
     }
 }
 
-#[cfg(not(feature = "cuda"))]
-fn no_cuda() -> Error {
-    Error::Runtime(eagle_runtime::RuntimeError::PlatformUnavailable {
-        platform: "cuda".into(),
-        reason: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
-    })
-}
-
 fn no_mpi(what: &str) -> Error {
-    Error::Plan(format!(
-        "{what} needs MPI, and this build has no `mpi` feature; rebuild with `cargo build --release --features mpi` (OpenMPI or MPICH and libclang installed), or simulate ranks in-process with `Plan::with_simulated_ranks(R)`"
-    ))
+    from_runtime(eagle_runtime::plan::no_mpi(what))
 }

@@ -86,6 +86,11 @@ pub enum RuntimeError {
         /// The driver's error.
         message: String,
     },
+    /// An execution plan used wrongly, or a structure this build cannot run (`eagle::plan`):
+    /// the message names the argument, what was expected and what was found. The facade
+    /// returns it as `eagle::Error::Plan`.
+    #[error("{0}")]
+    Plan(String),
     /// The CUDA C of an artifact could not be compiled or loaded (NVRTC missing or rejecting it).
     #[error("{0}")]
     CudaCompile(String),

@@ -15,6 +15,7 @@ mod fp8;
 mod host;
 mod job;
 mod options;
+pub mod plan;
 pub mod pool;
 mod tensor;
 pub mod trace;

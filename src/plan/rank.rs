@@ -3,6 +3,7 @@
 //! world size).
 
 use super::*;
+use eagle_runtime::plan::{allgather, combine, partition_facts};
 
 /// The MPI world of a rank partition. Without the `mpi` cargo feature there is none.
 pub struct RankPartition;
@@ -15,10 +16,7 @@ impl RankPartition {
     /// `(rank, size)` of this process: `(0, 1)` when not launched by `mpirun` (always, in a
     /// build without the `mpi` feature).
     pub fn world() -> (usize, usize) {
-        #[cfg(feature = "mpi")]
-        return eagle_runtime::mpi_rt::world();
-        #[cfg(not(feature = "mpi"))]
-        (0, 1)
+        eagle_runtime::plan::world()
     }
     /// The share of `partition` that this process computes: the share of rank `world().0`.
     /// Without `mpirun` (or without the `mpi` feature) that is rank 0's share, *not* the whole
@@ -69,35 +67,7 @@ impl RankPartition {
         partition: &Partition,
         out: &mut [f64],
     ) -> Result<()> {
-        let (me, size) = Self::world();
-        if !Self::available() {
-            return Err(no_mpi("RankPartition::allgather_plane"));
-        }
-        let check = if partition.parts != size
-            || local.len() != partition.share(me).len()
-            || out.len() != partition.n
-        {
-            Err(Error::Plan(format!(
-                "RankPartition::allgather_plane_into: rank {me} of {size} holds {} values (its share of {partition:?} is {}) and an output of {} values (expected {})",
-                local.len(),
-                partition.share(me).len(),
-                out.len(),
-                partition.n
-            )))
-        } else {
-            Ok(())
-        };
-        agree_before_gather(
-            "RankPartition::allgather_plane_into",
-            partition_facts(partition),
-            check,
-        )?;
-        let counts: Vec<usize> = (0..size).map(|q| partition.share(q).len()).collect();
-        #[cfg(feature = "mpi")]
-        eagle_runtime::mpi_rt::allgather_f64_into(local, &counts, out);
-        #[cfg(not(feature = "mpi"))]
-        let _ = counts;
-        Ok(())
+        eagle_runtime::plan::allgather_plane_into(local, partition, out).map_err(from_runtime)
     }
     /// Gathers every rank's row partials (`local`: `cells` values per row, for this rank's rows
     /// of `rows`, in row order) and folds all rows in row order with `op`, over MPI: every rank
@@ -135,7 +105,7 @@ impl RankPartition {
         facts.push(("op", op.name().to_string()));
         agree_before_gather("RankPartition::allgather_fold", facts, check)?;
         let counts: Vec<usize> = (0..size).map(|q| rows.share(q).len() * cells * 8).collect();
-        let all = allgather(&f64_bytes(local), &counts)?;
+        let all = allgather(&f64_bytes(local), &counts).map_err(from_runtime)?;
         let mut acc = identity(op, DType::F64).repeat(cells);
         for row in all.chunks_exact((cells * 8).max(1)) {
             combine(op, DType::F64, &mut acc, row);
@@ -144,37 +114,21 @@ impl RankPartition {
     }
 }
 
-/// The facts of a partition every rank of a gather must share.
-fn partition_facts(p: &Partition) -> Vec<(&'static str, String)> {
-    vec![(
-        "the partition",
-        format!("{} items over {} ranks", p.n, p.parts),
-    )]
-}
-
-/// Before a gather, the ranks agree on this rank's `check` of its arguments and on `facts`
-/// (the partition, and a fold's cells and op): a wrong share on one rank is an error on every
-/// rank (each names the rank that was wrong), and so is a partition, cell count or op that
-/// differs between ranks, never a rank left alone in the gather or a silently wrong result.
+/// [`eagle_runtime::plan::agree_before_gather`] on this rank's `check`.
 fn agree_before_gather(
     what: &str,
     facts: Vec<(&'static str, String)>,
     check: Result<()>,
 ) -> Result<()> {
-    #[cfg(feature = "mpi")]
-    if RankPartition::world().1 > 1 {
-        let mut stance = eagle_runtime::agree::Stance::at(format!("a call of {what}"))
-            .failed(check.as_ref().err().map(ToString::to_string));
-        for (k, v) in facts {
-            stance = stance.fact(k, v);
-        }
-        let timeout = eagle_runtime::RunOptions::from_env()?.wait_timeout;
-        let agreed = eagle_runtime::mpi_rt::agree(&stance, timeout);
-        check?;
-        return Ok(agreed?);
-    }
-    let _ = (what, facts);
-    check
+    // The check's own error is returned as it was made; the agreement's as a run-time error.
+    let mine = check.as_ref().err().map(ToString::to_string);
+    let agreed = eagle_runtime::plan::agree_before_gather(
+        what,
+        facts,
+        mine.map_or(Ok(()), |m| Err(eagle_runtime::RuntimeError::Plan(m))),
+    );
+    check?;
+    agreed.map_err(from_runtime)
 }
 
 fn f64_bytes(v: &[f64]) -> Vec<u8> {
@@ -185,15 +139,4 @@ fn bytes_f64(b: &[u8]) -> Vec<f64> {
     b.chunks_exact(8)
         .map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default()))
         .collect()
-}
-
-/// An all-gather-varcount of bytes over MPI.
-pub(super) fn allgather(mine: &[u8], counts: &[usize]) -> Result<Vec<u8>> {
-    #[cfg(feature = "mpi")]
-    return Ok(eagle_runtime::mpi_rt::allgather_bytes(mine, counts));
-    #[cfg(not(feature = "mpi"))]
-    {
-        let _ = (mine, counts);
-        Err(no_mpi("RankPartition"))
-    }
 }

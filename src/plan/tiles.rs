@@ -18,7 +18,7 @@ use crate::ir::{self, DType, Dim, Function, OpKind, Operand, Type, Value};
 use std::collections::HashSet;
 
 /// Samples per tile.
-pub(crate) const LANES: usize = 16;
+pub(crate) const LANES: usize = eagle_runtime::plan::TILE_LANES;
 
 /// Whether `f` qualifies (see the module docs).
 fn qualifies(f: &Function) -> bool {

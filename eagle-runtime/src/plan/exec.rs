@@ -1,19 +1,19 @@
 //! Running a plan's share: [`Exec`] calls the compiled wrapper for a range of samples (or rows
-//! of a mapreduce) on the CPU or a GPU, splits the samples over a team of threads, and folds
+//! of a mapreduce) on the CPU or a GPU, splits the samples over a team of workers, and folds
 //! mapreduce partials in row order.
 
-use super::*;
+use super::{
+    allgather, fold, identity, no_mpi, world, Order, Partition, PlanRun, Ptr, Structure,
+    MAX_SIMULATED_RANKS, ROW, TILE_LANES,
+};
+use crate::error::RuntimeError;
+use eagle_ir::ReduceKind;
+use std::ops::Range;
 
-/// The most ranks [`crate::plan::Plan::with_simulated_ranks`] simulates in one process.
-const MAX_SIMULATED_RANKS: usize = 1 << 16;
+type Result<T> = std::result::Result<T, RuntimeError>;
 
-pub(super) struct Exec<'p> {
-    pub(super) plan: &'p Plan,
-    pub(super) art: &'p codegen::Artifact,
-    pub(super) n: usize,
-    /// The GPU of `DeviceKernel` on platform `cuda`.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(super) device: usize,
+pub(super) struct Exec<'r> {
+    pub(super) run: &'r PlanRun<'r>,
     /// Bytes of each plane buffer, in parameter order (copies and partials have the same size).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(super) sizes: Vec<usize>,
@@ -22,24 +22,24 @@ pub(super) struct Exec<'p> {
 impl Exec<'_> {
     /// The symbol of the sample kernel's CUDA entry of `kind`, as codegen named it.
     #[cfg(feature = "cuda")]
-    pub(super) fn entry_symbol(&self, kind: codegen::cuda::EntryKind) -> Result<String> {
-        self.art
+    fn entry_symbol(&self, kind: eagle_codegen::cuda::EntryKind) -> Result<String> {
+        self.run
+            .art
             .cuda
             .as_ref()
-            .and_then(|c| c.entry(&self.plan.kernel, kind))
+            .and_then(|c| c.entry(self.run.kernel, kind))
             .map(|e| e.symbol.clone())
             .ok_or_else(|| {
-                Error::Codegen(codegen::CodegenError::Unsupported {
-                    backend: "cuda",
-                    function: self.plan.kernel.clone(),
-                    message: format!("the artifact has no {kind:?} entry for this sample kernel"),
-                })
+                RuntimeError::Plan(format!(
+                    "the artifact of `{}` has no {kind:?} CUDA entry for this sample kernel",
+                    self.run.kernel
+                ))
             })
     }
 
     /// Runs samples `lo..hi` for `rank` with the given buffer addresses. A failure names the
     /// rank, the sample kernel (not its internal wrapper) and the samples that were running.
-    pub(super) fn call(&self, rank: usize, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
+    fn call(&self, rank: usize, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
         if self.gpu(rank) {
             return self.gpu_call(rank, lo, hi, bufs);
         }
@@ -51,14 +51,13 @@ impl Exec<'_> {
         let mut rest = lo;
         let mut tiles_failed = None;
         let tiles_entry = self
-            .plan
+            .run
             .tiles_entry
-            .as_ref()
-            .filter(|te| self.art.code.entries.contains_key(te.as_str()));
+            .filter(|te| self.run.art.code.entries.contains_key(*te));
         if let Some(te) = tiles_entry {
-            let full = lo + (hi - lo) / tiles::LANES * tiles::LANES;
+            let full = lo + (hi - lo) / TILE_LANES * TILE_LANES;
             if full > lo {
-                let tiles = eagle_runtime::EntryCaller::new(self.art, te, rank)?;
+                let tiles = crate::EntryCaller::new(self.run.art, te, rank)?;
                 slots[1] = full as u64;
                 // SAFETY: as below, samples lo..full.
                 rest = match unsafe { tiles.call(&slots) } {
@@ -75,46 +74,13 @@ impl Exec<'_> {
         if rest == hi {
             return Ok(());
         }
-        let caller = eagle_runtime::EntryCaller::new(self.art, &self.plan.wrapper, rank)?;
+        let caller = crate::EntryCaller::new(self.run.art, self.run.wrapper, rank)?;
         // SAFETY: the slots are the plane buffers (or per-rank copies of the same size) in
         // parameter order; workers run disjoint samples, as the access category guarantees.
         let r = unsafe { caller.call(&slots) };
         // The tiles failed but one sample at a time did not: report what the tiles said.
         let r = r.and(tiles_failed.map_or(Ok(()), Err));
-        r.map_err(|e| self.kernel_error(e, &self.plan.wrapper, format!("samples {rest}..{hi}")))
-    }
-
-    /// `e` from compiled wrapper `wrapper`, as the user sees it: naming the sample kernel and
-    /// its op as the kernel's own IR does, then what was `running`.
-    pub(super) fn kernel_error(
-        &self,
-        e: eagle_runtime::RuntimeError,
-        wrapper: &str,
-        running: String,
-    ) -> Error {
-        match e {
-            eagle_runtime::RuntimeError::RankFailed { rank, cause } => {
-                let cause = cause.map(|message| {
-                    let message = message.replace(
-                        &format!("function `{wrapper}`"),
-                        &format!("sample kernel `{}`", self.plan.kernel),
-                    );
-                    let mut message = message
-                        .replace(&format!("`{wrapper}`"), &format!("`{}`", self.plan.kernel));
-                    // Name the op as the kernel's own IR does, not as its inlined copy.
-                    for (w, k) in inlined_op_names(&self.art.module, wrapper, &self.plan.kernel) {
-                        let w = format!("op `{w}`");
-                        if message.contains(&w) {
-                            message = message.replacen(&w, &format!("op `{k}`"), 1);
-                            break;
-                        }
-                    }
-                    format!("{message} (while running {running})")
-                });
-                Error::Runtime(eagle_runtime::RuntimeError::RankFailed { rank, cause })
-            }
-            other => Error::Runtime(other),
-        }
+        r.map_err(|e| (self.run.kernel_error)(e, self.run.wrapper, format!("samples {rest}..{hi}")))
     }
 
     /// Forms the partials of rows `rows` for `rank` on the CPU in one call of the rows entry:
@@ -122,13 +88,13 @@ impl Exec<'_> {
     /// buffer (every row at the identity). A failure names the first failing row's samples
     /// (found by running the block's rows one at a time: the partials are scratch and the
     /// inputs read-only, so nothing else changes).
-    pub(super) fn call_rows(&self, rank: usize, rows: Range<usize>, bufs: &[Ptr]) -> Result<()> {
-        let Some(entry) = &self.plan.rows_entry else {
-            return Err(Error::Plan(
+    fn call_rows(&self, rank: usize, rows: Range<usize>, bufs: &[Ptr]) -> Result<()> {
+        let Some(entry) = self.run.rows_entry else {
+            return Err(RuntimeError::Plan(
                 "a mapreduce plan without its rows entry".into(),
             ));
         };
-        let caller = eagle_runtime::EntryCaller::new(self.art, entry, rank)?;
+        let caller = crate::EntryCaller::new(self.run.art, entry, rank)?;
         let mut slots = vec![rows.start as u64, rows.end as u64];
         slots.extend(bufs.iter().map(|p| p.0));
         // SAFETY: the slots are the plane buffers and partial buffers in parameter order;
@@ -141,32 +107,37 @@ impl Exec<'_> {
             slots[1] = row as u64 + 1;
             // SAFETY: as above, one row.
             if let Err(e) = unsafe { caller.call(&slots) } {
-                let (lo, hi) = (row * ROW, ((row + 1) * ROW).min(self.n));
-                return Err(self.kernel_error(e, entry, format!("samples {lo}..{hi}")));
+                let (lo, hi) = (row * ROW, ((row + 1) * ROW).min(self.run.n));
+                return Err((self.run.kernel_error)(
+                    e,
+                    entry,
+                    format!("samples {lo}..{hi}"),
+                ));
             }
         }
-        Err(Error::Plan(format!(
+        Err(RuntimeError::Plan(format!(
             "rows {}..{} of `{}` failed together but not one at a time",
-            rows.start, rows.end, self.plan.kernel
+            rows.start, rows.end, self.run.kernel
         )))
     }
 
     /// Whether the share of `rank` runs on the GPU.
-    pub(super) fn gpu(&self, _rank: usize) -> bool {
-        match self.plan.structure {
-            Structure::RankPartition => self.plan.on_gpu(self.plan.inner),
-            s => self.plan.on_gpu(s),
-        }
+    fn gpu(&self, _rank: usize) -> bool {
+        let s = match self.run.structure {
+            Structure::RankPartition => self.run.inner,
+            s => s,
+        };
+        s == Structure::DeviceKernel && self.run.cuda
     }
 
     /// Runs samples `lo..hi` on the GPU, one thread per sample (one thread in all for a
     /// `cross_sample_write` kernel, which must run in sample order).
     #[cfg(feature = "cuda")]
-    pub(super) fn gpu_call(&self, rank: usize, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
-        use eagle_runtime::cuda::KernelArg;
+    fn gpu_call(&self, rank: usize, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()> {
+        use crate::cuda::KernelArg;
         let mut args = vec![KernelArg::Scalar(lo as u64), KernelArg::Scalar(hi as u64)];
         for (i, (p, &len)) in bufs.iter().zip(&self.sizes).enumerate() {
-            if self.plan.planes[i].uniform {
+            if self.run.planes[i].uniform {
                 // A uniform's slot holds its bits, not an address.
                 args.push(KernelArg::Scalar(p.0));
                 continue;
@@ -174,26 +145,26 @@ impl Exec<'_> {
             // SAFETY: `p` points to a live plane buffer (or a copy of the same size) of `len`
             // bytes; the GPU path runs one share at a time, so nothing else touches it.
             let bytes = unsafe { std::slice::from_raw_parts_mut(p.0 as *mut u8, len) };
-            args.push(if self.plan.planes[i].out {
+            args.push(if self.run.planes[i].out {
                 KernelArg::Out(bytes)
             } else {
                 KernelArg::In(bytes)
             });
         }
-        let threads = if self.plan.info.category == AccessCategory::CrossSampleWrite {
+        let threads = if self.run.order == Order::Sequential {
             1
         } else {
             (hi - lo) as u64
         };
-        let symbol = self.entry_symbol(codegen::cuda::EntryKind::Samples)?;
+        let symbol = self.entry_symbol(eagle_codegen::cuda::EntryKind::Samples)?;
         let during = format!("while running samples {lo}..{hi}");
-        eagle_runtime::cuda::launch_samples(
-            self.art,
+        crate::cuda::launch_samples(
+            self.run.art,
             &symbol,
-            self.device,
+            self.run.device,
             rank,
             threads,
-            self.plan.cuda_emulate,
+            self.run.cuda_emulate,
             &mut args,
         )
         .map_err(|e| during_gpu(e, &during))?;
@@ -203,7 +174,7 @@ impl Exec<'_> {
     /// Forms the partials of rows `rows` on the GPU (one thread per row, samples in order) and
     /// returns them per row, per reduction output.
     #[cfg(feature = "cuda")]
-    pub(super) fn gpu_rows(
+    fn gpu_rows(
         &self,
         rank: usize,
         rows: Range<usize>,
@@ -211,22 +182,24 @@ impl Exec<'_> {
         outs: &[usize],
         ident: &[Vec<u8>],
     ) -> Result<Vec<Vec<Vec<u8>>>> {
-        use eagle_runtime::cuda::KernelArg;
+        use crate::cuda::KernelArg;
         let count = rows.len();
         let mut partials: Vec<Vec<u8>> = ident.iter().map(|id| id.repeat(count)).collect();
         let mut args = vec![
             KernelArg::Scalar(rows.start as u64),
             KernelArg::Scalar(rows.end as u64),
-            KernelArg::Scalar(self.n as u64),
+            KernelArg::Scalar(self.run.n as u64),
         ];
         let mut parts = partials.iter_mut();
         for (i, (p, &len)) in base.iter().zip(&self.sizes).enumerate() {
-            if self.plan.planes[i].uniform {
+            if self.run.planes[i].uniform {
                 args.push(KernelArg::Scalar(p.0));
                 continue;
             }
             if outs.contains(&i) {
-                let part = parts.next().ok_or_else(|| Error::Plan("partials".into()))?;
+                let part = parts
+                    .next()
+                    .ok_or_else(|| RuntimeError::Plan("partials".into()))?;
                 args.push(KernelArg::Out(&mut part[..]));
                 continue;
             }
@@ -234,21 +207,21 @@ impl Exec<'_> {
             let bytes = unsafe { std::slice::from_raw_parts(p.0 as *const u8, len) };
             args.push(KernelArg::In(bytes));
         }
-        let symbol = self.entry_symbol(codegen::cuda::EntryKind::Rows)?;
+        let symbol = self.entry_symbol(eagle_codegen::cuda::EntryKind::Rows)?;
         let during = format!(
             "while running rows {}..{}, samples {}..{}",
             rows.start,
             rows.end,
             rows.start * ROW,
-            (rows.end * ROW).min(self.n)
+            (rows.end * ROW).min(self.run.n)
         );
-        eagle_runtime::cuda::launch_samples(
-            self.art,
+        crate::cuda::launch_samples(
+            self.run.art,
             &symbol,
-            self.device,
+            self.run.device,
             rank,
             count as u64,
-            self.plan.cuda_emulate,
+            self.run.cuda_emulate,
             &mut args,
         )
         .map_err(|e| during_gpu(e, &during))?;
@@ -265,18 +238,12 @@ impl Exec<'_> {
     }
 
     #[cfg(not(feature = "cuda"))]
-    pub(super) fn gpu_call(
-        &self,
-        _rank: usize,
-        _lo: usize,
-        _hi: usize,
-        _bufs: &[Ptr],
-    ) -> Result<()> {
+    fn gpu_call(&self, _rank: usize, _lo: usize, _hi: usize, _bufs: &[Ptr]) -> Result<()> {
         Err(no_cuda())
     }
 
     #[cfg(not(feature = "cuda"))]
-    pub(super) fn gpu_rows(
+    fn gpu_rows(
         &self,
         _rank: usize,
         _rows: Range<usize>,
@@ -289,7 +256,7 @@ impl Exec<'_> {
 
     /// Runs `units` (samples or rows) through `structure` with `threads` workers: contiguous
     /// blocks of units per worker; `work(range)` runs one block.
-    pub(super) fn team(
+    fn team(
         &self,
         structure: Structure,
         rank: usize,
@@ -298,30 +265,25 @@ impl Exec<'_> {
     ) -> Result<()> {
         // Each worker's share is a span on its own track when the plan records a timeline.
         let work = &|worker: usize, r: Range<usize>| -> Result<()> {
-            let t0 = self
-                .plan
-                .trace
-                .as_ref()
-                .map(eagle_runtime::trace::Trace::now);
+            let t0 = self.run.trace.map(crate::trace::Trace::now);
             let n = r.len();
             let res = work(r);
-            if let (Some(t), Some(t0)) = (&self.plan.trace, t0) {
-                use eagle_runtime::trace::{ArgValue, Cat, Track};
+            if let (Some(t), Some(t0)) = (self.run.trace, t0) {
+                use crate::trace::{ArgValue, Cat, Track};
                 let track = Track::Plan {
                     rank,
                     thread: worker,
                 };
                 let args = vec![("units", ArgValue::Int(n as i64))];
-                t.span(track, Cat::Plan, self.plan.kernel.as_str(), t0, args);
+                t.span(track, Cat::Plan, self.run.kernel, t0, args);
             }
             res
         };
-        let single = structure == Structure::DeviceKernel
-            || self.plan.info.category == AccessCategory::CrossSampleWrite;
+        let single = structure == Structure::DeviceKernel || self.run.order == Order::Sequential;
         let t = if single {
             1
         } else {
-            self.plan.threads.min(units.len().max(1))
+            self.run.threads.min(units.len().max(1))
         };
         if t <= 1 {
             return work(0, units);
@@ -341,11 +303,13 @@ impl Exec<'_> {
         // The caller runs the first share itself.
         let first = part.share(0);
         let first = units.start + first.start..units.start + first.end;
-        let (mine, rest) = eagle_runtime::pool::run_all_and(tasks, 16 << 20, || work(0, first));
+        let (mine, rest) = crate::pool::run_all_and(tasks, 16 << 20, || work(0, first));
         mine?;
         rest.into_iter()
             .map(|r| {
-                r.unwrap_or_else(|m| Err(Error::Plan(format!("a worker thread panicked: {m}"))))
+                r.unwrap_or_else(|m| {
+                    Err(RuntimeError::Plan(format!("a worker thread panicked: {m}")))
+                })
             })
             .collect::<Result<Vec<()>>>()
             .map(|_| ())
@@ -353,17 +317,17 @@ impl Exec<'_> {
 
     /// The ranks this process computes, the world size, and whether the world is MPI: all of
     /// `0..R` when simulating R ranks in-process, or this process's rank of the MPI world.
-    pub(super) fn ranks(&self) -> Result<(Vec<usize>, usize, bool)> {
-        match self.plan.ranks {
-            Some(r) if r > MAX_SIMULATED_RANKS => Err(Error::Plan(format!(
+    fn ranks(&self) -> Result<(Vec<usize>, usize, bool)> {
+        match self.run.ranks {
+            Some(r) if r > MAX_SIMULATED_RANKS => Err(RuntimeError::Plan(format!(
                 "argument `ranks`: simulate at most {MAX_SIMULATED_RANKS} ranks in one process (each holds its own copy of the outputs), found {r}"
             ))),
             Some(r) if r >= 1 => Ok(((0..r).collect(), r, false)),
-            Some(_) => Err(Error::Plan(
+            Some(_) => Err(RuntimeError::Plan(
                 "argument `ranks`: simulate at least one rank".into(),
             )),
-            None if RankPartition::available() => {
-                let (me, size) = RankPartition::world();
+            None if cfg!(feature = "mpi") => {
+                let (me, size) = world();
                 Ok((vec![me], size, true))
             }
             None => Err(no_mpi("RankPartition::run")),
@@ -372,17 +336,17 @@ impl Exec<'_> {
 
     pub(super) fn samplewise(&self, bufs: &[(Ptr, usize)]) -> Result<()> {
         let ptrs: Vec<Ptr> = bufs.iter().map(|b| b.0).collect();
-        if self.plan.structure != Structure::RankPartition {
-            return self.team(self.plan.structure, 0, 0..self.n, &|r| {
+        if self.run.structure != Structure::RankPartition {
+            return self.team(self.run.structure, 0, 0..self.run.n, &|r| {
                 self.call(0, r.start, r.end, &ptrs)
             });
         }
         // Each simulated rank computes its block into its own copy of the outputs (NaN
         // sentinel elsewhere); the gather assembles every rank's block.
         let (mine, r, mpi) = self.ranks()?;
-        let part = Partition::new(self.n, r);
-        let outs: Vec<usize> = (0..self.plan.planes.len())
-            .filter(|&i| self.plan.planes[i].out)
+        let part = Partition::new(self.run.n, r);
+        let outs: Vec<usize> = (0..self.run.planes.len())
+            .filter(|&i| self.run.planes[i].out)
             .collect();
         let mut gathered: Vec<Vec<f64>> = outs
             .iter()
@@ -400,9 +364,9 @@ impl Exec<'_> {
                     let orig = unsafe {
                         std::slice::from_raw_parts(bufs[i].0 .0 as *const f64, bufs[i].1 / 8)
                     };
-                    let width = c.len() / self.n.max(1);
+                    let width = c.len() / self.run.n.max(1);
                     for comp in 0..width {
-                        let row = comp * self.n;
+                        let row = comp * self.run.n;
                         c[row + share.start..row + share.end]
                             .copy_from_slice(&orig[row + share.start..row + share.end]);
                     }
@@ -413,21 +377,21 @@ impl Exec<'_> {
             for (k, &i) in outs.iter().enumerate() {
                 ptrs[i] = Ptr(copies[k].as_mut_ptr() as u64);
             }
-            self.team(self.plan.inner, rank, share.clone(), &|sub| {
+            self.team(self.run.inner, rank, share.clone(), &|sub| {
                 self.call(rank, sub.start, sub.end, &ptrs)
             })?;
             // allgather_plane: take this rank's samples of every component.
             for k in 0..outs.len() {
-                let width = copies[k].len() / self.n.max(1);
+                let width = copies[k].len() / self.run.n.max(1);
                 for c in 0..width {
-                    let row = c * self.n;
+                    let row = c * self.run.n;
                     let src = &copies[k][row + share.start..row + share.end];
                     if mpi {
                         let src = src.to_vec();
-                        RankPartition::allgather_plane_into(
+                        super::allgather_plane_into(
                             &src,
                             &part,
-                            &mut gathered[k][row..row + self.n],
+                            &mut gathered[k][row..row + self.run.n],
                         )?;
                     } else {
                         gathered[k][row + share.start..row + share.end].copy_from_slice(src);
@@ -445,15 +409,15 @@ impl Exec<'_> {
     }
 
     pub(super) fn mapreduce(&self, kind: ReduceKind, bufs: &[(Ptr, usize)]) -> Result<()> {
-        let rows = self.n.div_ceil(ROW);
-        let outs: Vec<usize> = (0..self.plan.planes.len())
-            .filter(|&i| self.plan.planes[i].reduction)
+        let rows = self.run.n.div_ceil(ROW);
+        let outs: Vec<usize> = (0..self.run.planes.len())
+            .filter(|&i| self.run.planes[i].reduction)
             .collect();
         // The identity of one partial of each reduction output.
         let ident: Vec<Vec<u8>> = outs
             .iter()
             .map(|&i| {
-                let d = self.plan.planes[i].dtype;
+                let d = self.run.planes[i].dtype;
                 identity(kind, d).repeat(bufs[i].1 / d.size())
             })
             .collect();
@@ -497,13 +461,13 @@ impl Exec<'_> {
             }
             self.call_rows(rank, rr, &ptrs)
         };
-        if self.plan.structure == Structure::RankPartition {
+        if self.run.structure == Structure::RankPartition {
             // Rows are dealt to ranks whole; each rank forms the partials of its rows through
             // `inner`; allgather_fold then collects every row's partial.
             let (mine, r, mpi) = self.ranks()?;
             let part = Partition::new(rows, r);
             for &rank in &mine {
-                self.team(self.plan.inner, rank, part.share(rank), &|rr| {
+                self.team(self.run.inner, rank, part.share(rank), &|rr| {
                     do_rows(rank, rr)
                 })?;
             }
@@ -531,17 +495,37 @@ impl Exec<'_> {
                 }
             }
         } else {
-            self.team(self.plan.structure, 0, 0..rows, &|rr| do_rows(0, rr))?;
+            self.team(self.run.structure, 0, 0..rows, &|rr| do_rows(0, rr))?;
         }
         // Fold the row partials in row order, whatever ran them.
         for (k, &i) in outs.iter().enumerate() {
-            let d = self.plan.planes[i].dtype;
+            let d = self.run.planes[i].dtype;
             let mut acc = ident[k].clone();
-            rows::fold(kind, d, &mut acc, &partials[k]);
+            fold(kind, d, &mut acc, &partials[k]);
             // SAFETY: `bufs[i]` is the output plane's storage, `bufs[i].1` bytes long.
             let dst = unsafe { std::slice::from_raw_parts_mut(bufs[i].0 .0 as *mut u8, bufs[i].1) };
             dst.copy_from_slice(&acc);
         }
         Ok(())
+    }
+}
+
+/// A GPU failure with the samples that were running appended, as on the CPU.
+#[cfg(feature = "cuda")]
+fn during_gpu(e: RuntimeError, during: &str) -> RuntimeError {
+    match e {
+        RuntimeError::RankFailed { rank, cause } => RuntimeError::RankFailed {
+            rank,
+            cause: cause.map(|m| format!("{m} ({during})")),
+        },
+        other => other,
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn no_cuda() -> RuntimeError {
+    RuntimeError::PlatformUnavailable {
+        platform: "cuda".into(),
+        reason: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
     }
 }
