@@ -2,22 +2,28 @@
 //! computed element by element inside the loop of the op that consumes them (their group's
 //! root) instead of into a tile of their own.
 
+use eagle_ir::entity::SecondaryMap;
 use eagle_ir::{Block as IrBlock, Function, Op, OpKind, Type, Value};
 use std::collections::{HashMap, HashSet};
 
 /// How many times each value is used as an operand in `b` (nested blocks included).
-pub(crate) fn use_counts(b: &IrBlock) -> HashMap<Value, usize> {
-    fn walk(b: &IrBlock, out: &mut HashMap<Value, usize>) {
+pub(crate) fn use_counts(b: &IrBlock) -> SecondaryMap<Value, usize> {
+    fn walk(b: &IrBlock, out: &mut SecondaryMap<Value, usize>) {
         for op in &b.ops {
             for v in op.kind.operands() {
-                *out.entry(v).or_default() += 1;
+                match out.get_mut(v) {
+                    Some(n) => *n += 1,
+                    None => {
+                        out.insert(v, 1);
+                    }
+                }
             }
             for b in op.kind.blocks() {
                 walk(b, out);
             }
         }
     }
-    let mut out = HashMap::new();
+    let mut out = SecondaryMap::new();
     walk(b, &mut out);
     out
 }
@@ -57,7 +63,7 @@ pub(crate) fn may_write(k: &OpKind) -> bool {
 pub(crate) fn fusion_roots(
     f: &Function,
     ops: &[Op],
-    uses: &HashMap<Value, usize>,
+    uses: &SecondaryMap<Value, usize>,
     can_fuse: impl Fn(&Op) -> bool,
 ) -> HashMap<Value, Value> {
     let mut users: HashMap<Value, Vec<usize>> = HashMap::new();
@@ -82,7 +88,7 @@ pub(crate) fn fusion_roots(
         let last = us.iter().copied().max().unwrap_or(k);
         let ok = !us.is_empty()
             && can_fuse(op)
-            && uses.get(&r) == Some(&us.len())
+            && uses.get(r) == Some(&us.len())
             && us.iter().all(|&c| is_elementwise(&ops[c].kind))
             && roots.len() == 1
             && !roots.contains(&None)

@@ -63,7 +63,7 @@ impl Lower<'_, '_> {
                         let zero: Vec<ClValue> = (0..tile.len()).map(|_| self.iconst(0)).collect();
                         let off = self.linear_with(&dst_shape, &offs, &zero, rd.size());
                         let base = self.mem(dv)?;
-                        self.stored.insert(r);
+                        self.stored.insert(r, ());
                         // A store into symmetric memory: the runtime may track it (after
                         // the loop, as the copying store does after its copy).
                         if let Ok((id, woff)) = self.win(dv) {
@@ -121,7 +121,7 @@ impl Lower<'_, '_> {
                     self.check(st);
                 }
                 // Materialised: later uses read the tile, they do not re-evaluate the tree.
-                self.lazy_ops.remove(&r);
+                self.lazy_ops.remove(r);
                 Ok(Cv::Mem(dst))
             }
             t => Err(self.err(format!("elementwise result of type `{t}`"))),
@@ -221,7 +221,7 @@ impl Lower<'_, '_> {
             if !seen.insert(v) {
                 continue;
             }
-            if let Some(op) = self.lazy_ops.get(&v) {
+            if let Some(op) = self.lazy_ops.get(v) {
                 stack.extend(op.kind.operands());
             } else if self.plan.views.contains(&v) {
                 leaves.push(v);
@@ -271,7 +271,7 @@ impl Lower<'_, '_> {
         let lane = |d: DType| -> Option<u32> {
             (d != DType::Bool && !d.is_narrow()).then_some(d.size() as u32)
         };
-        let w = match self.lazy_ops.get(&v) {
+        let w = match self.lazy_ops.get(v) {
             // A leaf: a tile in memory, or a scalar splatted to every lane.
             None => lane(d)?,
             Some(op) => {
@@ -366,7 +366,7 @@ impl Lower<'_, '_> {
         out: &mut HashMap<Value, ClValue>,
         seen: &mut HashSet<Value>,
     ) -> Result<(), CodegenError> {
-        if let Some(op) = self.lazy_ops.get(&v).cloned() {
+        if let Some(op) = self.lazy_ops.get(v).cloned() {
             let amount = if let OpKind::Binary(BinOp::Shl | BinOp::Shr, _, y) = &op.kind {
                 Some(*y)
             } else {
@@ -417,7 +417,7 @@ impl Lower<'_, '_> {
         let w = widths.get(&v).copied().unwrap_or(8);
         let vty = self.simd_type(v, w);
         let little = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
-        let Some(op) = self.lazy_ops.get(&v).cloned() else {
+        let Some(op) = self.lazy_ops.get(v).cloned() else {
             let p = self.mem(v)?;
             let off = self.b.ins().imul_imm_s(e0.base, w as i64);
             let a = self.b.ins().iadd(p, off);
@@ -565,7 +565,7 @@ impl Lower<'_, '_> {
         i: ClValue,
         memo: &mut HashMap<Value, ClValue>,
     ) -> Result<ClValue, CodegenError> {
-        let Some(op) = self.lazy_ops.get(&v).cloned() else {
+        let Some(op) = self.lazy_ops.get(v).cloned() else {
             return match (self.cv(v)?, self.f.ty(v)) {
                 (Cv::Mem(p), Type::Tile(_, d)) => {
                     let d = *d;
@@ -848,7 +848,7 @@ impl BlockPlan {
     pub(super) fn of(
         f: &Function,
         b: &IrBlock,
-        uses: &HashMap<Value, usize>,
+        uses: &SecondaryMap<Value, usize>,
         equal: &HashMap<Value, Value>,
     ) -> BlockPlan {
         let ops = &b.ops;
@@ -897,7 +897,7 @@ impl BlockPlan {
             };
             let us = users.get(&r).cloned().unwrap_or_default();
             if us.is_empty()
-                || uses.get(&r).copied().unwrap_or(0) != us.len()
+                || uses.get(r).copied().unwrap_or(0) != us.len()
                 || !contiguous(&ts, &ss)
             {
                 continue;
@@ -934,7 +934,7 @@ impl BlockPlan {
     fn direct_stores(
         f: &Function,
         ops: &[Op],
-        uses: &HashMap<Value, usize>,
+        uses: &SecondaryMap<Value, usize>,
         equal: &HashMap<Value, Value>,
         plan: &mut BlockPlan,
     ) {
@@ -970,7 +970,7 @@ impl BlockPlan {
             if !is_elementwise(&op.kind)
                 || !tile_of(r)
                 || plan.lazy.contains(&r)
-                || uses.get(&r) != Some(&1)
+                || uses.get(r) != Some(&1)
             {
                 continue;
             }

@@ -148,7 +148,7 @@ impl Lower<'_, '_> {
                 })?;
                 Some(Cv::Mem(dst))
             }
-            OpKind::Store { value, .. } if self.stored.contains(value) => {
+            OpKind::Store { value, .. } if self.stored.contains_key(*value) => {
                 // Already written in place by the elementwise op that computed `value`.
                 None
             }

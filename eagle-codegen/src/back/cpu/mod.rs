@@ -26,6 +26,7 @@ use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module as _};
+use eagle_ir::entity::SecondaryMap;
 use eagle_ir::{
     print_op, BinOp, Block as IrBlock, CmpOp, Const, DType, Function, FunctionFacts, Level, Op,
     OpKind, TileOp, Type, UnOp, Value,
@@ -373,7 +374,7 @@ fn lower_function(
         cfg,
         ptr,
         ctx: ctx_v,
-        vals: HashMap::new(),
+        vals: SecondaryMap::with_capacity(f.values.len()),
         err_block,
         hook_sigs,
         callee_refs,
@@ -384,8 +385,8 @@ fn lower_function(
         equal: crate::passes::value_numbering::equal_values(f),
         facts,
         plan: BlockPlan::default(),
-        lazy_ops: HashMap::new(),
-        stored: HashSet::new(),
+        lazy_ops: SecondaryMap::new(),
+        stored: SecondaryMap::new(),
     };
     for (i, p) in f.params.iter().enumerate() {
         let off = (i * 8) as i32;
@@ -442,7 +443,8 @@ struct Lower<'a, 'b> {
     cfg: TargetFrontendConfig,
     ptr: ClType,
     ctx: ClValue,
-    vals: HashMap<Value, Cv>,
+    /// What each value of the function lowered to, by handle.
+    vals: SecondaryMap<Value, Cv>,
     err_block: Block,
     hook_sigs: HashMap<i32, SigRef>,
     callee_refs: HashMap<String, FuncRef>,
@@ -452,7 +454,7 @@ struct Lower<'a, 'b> {
     /// Bytes of tile storage (stack slots) so far.
     stack_bytes: u64,
     /// Use counts of every value of the function.
-    uses: HashMap<Value, usize>,
+    uses: SecondaryMap<Value, usize>,
     /// Values equal to an earlier one (`passes::value_numbering`): the in-place store
     /// compares offsets through it, so it holds however the source spells them.
     equal: HashMap<Value, Value>,
@@ -461,9 +463,9 @@ struct Lower<'a, 'b> {
     /// Views, fused ops and in-place stores of the blocks lowered so far.
     plan: BlockPlan,
     /// Elementwise ops by result, for the fused-tree evaluators.
-    lazy_ops: HashMap<Value, Op>,
+    lazy_ops: SecondaryMap<Value, Op>,
     /// Elementwise results already written by their op into the store's destination.
-    stored: HashSet<Value>,
+    stored: SecondaryMap<Value, ()>,
 }
 
 impl Lower<'_, '_> {
@@ -473,7 +475,7 @@ impl Lower<'_, '_> {
 
     fn cv(&self, v: Value) -> Result<Cv, CodegenError> {
         self.vals
-            .get(&v)
+            .get(v)
             .copied()
             .ok_or_else(|| self.err(format!("value %{} used before definition", v.0)))
     }

@@ -25,7 +25,7 @@ pub(super) struct Emitter<'a> {
     /// The preorder position of the op being emitted.
     pub(super) pos: usize,
     /// How many times each value is used.
-    pub(super) uses: HashMap<Value, usize>,
+    pub(super) uses: eagle_ir::entity::SecondaryMap<Value, usize>,
     /// Fused elementwise tile results (`crate::passes::fusion`): computed per element, as
     /// `e<N>`, inside their group root's loop, with the op that computes them.
     pub(super) fused: HashMap<Value, Op>,
