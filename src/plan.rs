@@ -800,8 +800,8 @@ impl Plan {
             };
             if p.out && !is_out {
                 return Err(Error::Plan(format!(
-                    "plane `{}` is an output; pass it with `Planes::output`",
-                    p.name
+                    "plane `{}` is an output of `{}`; pass it with `Planes::output`",
+                    p.name, self.kernel
                 )));
             }
             if !p.out && is_out {

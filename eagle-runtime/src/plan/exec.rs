@@ -330,7 +330,9 @@ impl Exec<'_> {
                 let (me, size) = world();
                 Ok((vec![me], size, true))
             }
-            None => Err(no_mpi("RankPartition::run")),
+            None => Err(no_mpi(
+                "`Plan::run` of a RankPartition plan without simulated ranks",
+            )),
         }
     }
 

@@ -55,7 +55,7 @@ pub fn allgather_plane_into(
 ) -> Result<(), RuntimeError> {
     let (me, size) = world();
     if !cfg!(feature = "mpi") {
-        return Err(no_mpi("RankPartition::allgather_plane"));
+        return Err(no_mpi("RankPartition::allgather_plane_into"));
     }
     let check = if partition.parts != size
         || local.len() != partition.share(me).len()
