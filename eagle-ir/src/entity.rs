@@ -113,12 +113,41 @@ impl<K: EntityRef, V> std::ops::IndexMut<K> for PrimaryMap<K, V> {
 }
 
 /// A side table: a fact for some handles, in a vector indexed by handle (a lookup is one
-/// bounds check, not a hash).
-#[derive(Debug, Clone, PartialEq)]
+/// bounds check, not a hash). Two tables are equal when they hold the same facts, however
+/// far each has grown.
+#[derive(Debug, Clone)]
 pub struct SecondaryMap<K, V> {
     elems: Vec<Option<V>>,
     len: usize,
     key: PhantomData<K>,
+}
+
+impl<K: EntityRef, V> std::ops::Index<K> for SecondaryMap<K, V> {
+    type Output = V;
+    /// The fact of `k`.
+    ///
+    /// # Panics
+    /// If `k` has none (an internal error: use [`SecondaryMap::get`] where it may not).
+    fn index(&self, k: K) -> &V {
+        self.get(k)
+            .expect("a handle without a fact in this side table")
+    }
+}
+
+impl<K: EntityRef, V: PartialEq> PartialEq for SecondaryMap<K, V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl<K: EntityRef, V> FromIterator<(K, V)> for SecondaryMap<K, V> {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let mut m = SecondaryMap::new();
+        for (k, v) in iter {
+            m.insert(k, v);
+        }
+        m
+    }
 }
 
 impl<K, V> Default for SecondaryMap<K, V> {
@@ -227,5 +256,12 @@ mod tests {
         assert_eq!(s.len(), 1);
         assert_eq!(s.iter().collect::<Vec<_>>(), [(Value(5), &2)]);
         assert_eq!((s.remove(Value(5)), s.is_empty()), (Some(2), true));
+        // Equal facts are equal tables, however far each grew.
+        let grown: SecondaryMap<Value, u8> = [(Value(1), 7)].into_iter().collect();
+        let mut other = SecondaryMap::with_capacity(50);
+        other.insert(Value(1), 7);
+        assert_eq!(grown, other);
+        other.insert(Value(40), 1);
+        assert_ne!(grown, other);
     }
 }

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use crate::entity::SecondaryMap;
 use crate::ir::{Function, Op, OpKind, Value};
 
 /// The op that defines each value of a function (parameters and loop variables have none).
@@ -53,7 +54,7 @@ pub struct IndexRange {
 /// Proven ranges of one function's integer values, keyed by value handle.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FunctionFacts {
-    ranges: HashMap<Value, IndexRange>,
+    ranges: SecondaryMap<Value, IndexRange>,
 }
 
 impl FunctionFacts {
@@ -64,7 +65,7 @@ impl FunctionFacts {
 
     /// The proven range of `v`, if one was proven.
     pub fn range(&self, v: Value) -> Option<IndexRange> {
-        self.ranges.get(&v).copied()
+        self.ranges.get(v).copied()
     }
 
     /// The same facts with every value renamed by `rename` (for a backend that renumbers);
@@ -74,7 +75,7 @@ impl FunctionFacts {
             ranges: self
                 .ranges
                 .iter()
-                .filter_map(|(&v, &r)| Some((rename(v)?, r)))
+                .filter_map(|(v, &r)| Some((rename(v)?, r)))
                 .collect(),
         }
     }

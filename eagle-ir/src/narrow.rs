@@ -30,12 +30,12 @@
 //! and back.
 
 use crate::cursor::Cursor;
+use crate::entity::SecondaryMap;
 use crate::expand::{emit_decode, emit_encode, emit_round};
 use crate::ir::{BinOp, Block, Const, Function, Op, OpKind, UnOp, Value};
 use crate::math::narrow::{Format, BF16};
 use crate::tile::TileOp;
 use crate::types::{DType, Type};
-use std::collections::HashSet;
 
 /// Whether `t` is a scalar, tile or variable of a storage dtype (not memory).
 fn narrow_value(t: &Type) -> bool {
@@ -61,7 +61,7 @@ pub fn widen_function(f: &mut Function) {
     }
     let mut w = Widen {
         cur: Cursor::new(std::mem::take(&mut f.values), None),
-        raw: HashSet::new(),
+        raw: SecondaryMap::new(),
     };
     // The parameters' widening, at the entry (the cursor's outer block, without a location).
     for p in &mut f.params {
@@ -80,7 +80,7 @@ pub fn widen_function(f: &mut Function) {
     entry.ops.append(&mut body.ops);
     f.body = entry;
     for (v, t) in values.entries_mut() {
-        if !raw.contains(&v) {
+        if !raw.contains_key(v) {
             *t = t.widened();
         }
     }
@@ -91,14 +91,14 @@ struct Widen {
     /// Where the rewritten ops go, with the location of the op being rewritten.
     cur: Cursor,
     /// Values that keep their storage dtype: loaded and to-be-stored patterns, parameters.
-    raw: HashSet<Value>,
+    raw: SecondaryMap<Value, ()>,
 }
 
 impl Widen {
     fn fresh(&mut self, t: Type, raw: bool) -> Value {
         let v = self.cur.value(t);
         if raw {
-            self.raw.insert(v);
+            self.raw.insert(v, ());
         }
         v
     }

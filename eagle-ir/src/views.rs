@@ -17,10 +17,10 @@
 //! (specialization), before the backends.
 
 use crate::cursor::Cursor;
+use crate::entity::SecondaryMap;
 use crate::error::{IrError, Result};
 use crate::ir::{BinOp, Block, CmpOp, Const, Function, Op, OpKind, Trap, Value};
 use crate::types::{DType, Shape, Type};
-use std::collections::HashMap;
 
 /// What a view value stands for: `offsets` (one per dim of `root`) into `root`, a buffer that
 /// is not a view.
@@ -34,10 +34,10 @@ struct Lower<'a> {
     function: &'a str,
     /// Where the rewritten ops go, with the location of the op being rewritten.
     cur: Cursor,
-    views: HashMap<Value, Viewed>,
+    views: SecondaryMap<Value, Viewed>,
     /// The values known so far of index values: constants (`const`, bound `dim`) and the
     /// variables of loops with constant bounds, as inclusive ranges.
-    ranges: HashMap<Value, (i128, i128)>,
+    ranges: SecondaryMap<Value, (i128, i128)>,
     /// The function's parameters (a `ctx` parameter is the world's context).
     params: Vec<Value>,
     world_size: u64,
@@ -63,8 +63,8 @@ pub fn lower_views(f: &mut Function, world_size: u64) -> Result<()> {
     let mut l = Lower {
         function: &f.name,
         cur: Cursor::new(std::mem::take(&mut f.values), None),
-        views: HashMap::new(),
-        ranges: HashMap::new(),
+        views: SecondaryMap::new(),
+        ranges: SecondaryMap::new(),
         params,
         world_size,
     };
@@ -80,7 +80,7 @@ impl Lower<'_> {
         self.cur.open();
         for mut op in std::mem::take(&mut b.ops) {
             if let OpKind::For { var, lo, hi, .. } = &op.kind {
-                let c = |v: &Value| self.ranges.get(v).filter(|r| r.0 == r.1).map(|r| r.0);
+                let c = |v: &Value| self.ranges.get(*v).filter(|r| r.0 == r.1).map(|r| r.0);
                 if let (Some(lo), Some(hi)) = (c(lo), c(hi)) {
                     if lo < hi {
                         self.ranges.insert(*var, (lo, hi - 1));
@@ -124,10 +124,10 @@ impl Lower<'_> {
 
     /// `base + off`, folded where either is the constant 0.
     fn add(&mut self, base: Value, off: Value) -> Value {
-        if self.ranges.get(&base) == Some(&(0, 0)) {
+        if self.ranges.get(base) == Some(&(0, 0)) {
             return off;
         }
-        if self.ranges.get(&off) == Some(&(0, 0)) {
+        if self.ranges.get(off) == Some(&(0, 0)) {
             return base;
         }
         let ty = Some(Type::Scalar(DType::Index));
@@ -140,7 +140,7 @@ impl Lower<'_> {
     /// in, fails always); nothing when `off`'s values are known to fit. Specialization's first
     /// pass has refused, before anything runs, every check it knows fails where it runs.
     fn check(&mut self, off: Value, last: i128, kind: Trap) {
-        if let Some(&(lo, hi)) = self.ranges.get(&off) {
+        if let Some(&(lo, hi)) = self.ranges.get(off) {
             if lo >= 0 && hi <= last {
                 return;
             }
@@ -184,7 +184,7 @@ impl Lower<'_> {
         let Viewed {
             root,
             offsets: base,
-        } = self.views[&src].clone();
+        } = self.views[src].clone();
         let ext = self.extents(src);
         for (i, &o) in offsets.iter().enumerate() {
             let t = tile.get(i).copied().unwrap_or(1);
@@ -205,7 +205,7 @@ impl Lower<'_> {
         for (&o, (&s, &e)) in offsets.iter().zip(s.iter().zip(&e)) {
             self.check(o, i128::from(s) - i128::from(e), Trap::ViewOffset);
         }
-        let viewed = match self.views.get(&src).cloned() {
+        let viewed = match self.views.get(src).cloned() {
             Some(Viewed {
                 root,
                 offsets: base,
@@ -236,8 +236,8 @@ impl Lower<'_> {
         let zero = offsets
             .iter()
             .skip(1)
-            .all(|o| self.ranges.get(o) == Some(&(0, 0)));
-        !self.views.contains_key(&src) && t.whole_rows_of(s, zero)
+            .all(|o| self.ranges.get(*o) == Some(&(0, 0)));
+        !self.views.contains_key(src) && t.whole_rows_of(s, zero)
     }
 
     fn op(&mut self, mut op: Op) -> Result<()> {
@@ -271,7 +271,7 @@ impl Lower<'_> {
                 self.view(r, src, &offsets);
                 return Ok(());
             }
-            OpKind::Subview { src, offset } if self.views.contains_key(src) => {
+            OpKind::Subview { src, offset } if self.views.contains_key(*src) => {
                 let (src, offset) = (*src, *offset);
                 let r = result.expect("a subview defines a value");
                 let mut offsets = vec![offset];
@@ -281,7 +281,7 @@ impl Lower<'_> {
                 self.view(r, src, &offsets);
                 return Ok(());
             }
-            OpKind::Slice { src, index } if self.views.contains_key(src) => {
+            OpKind::Slice { src, index } if self.views.contains_key(*src) => {
                 let (src, index) = (*src, *index);
                 let r = result.expect("a slice defines a value");
                 let (root, at) = self.access(src, &[index], &[1]);
@@ -297,7 +297,7 @@ impl Lower<'_> {
                     },
                     Some(row),
                 );
-                let base = self.views[&src].offsets[1..].to_vec();
+                let base = self.views[src].offsets[1..].to_vec();
                 let sliced = sliced.expect("a slice defines a value");
                 self.views.insert(
                     r,
@@ -313,7 +313,7 @@ impl Lower<'_> {
             | OpKind::Elem {
                 src,
                 indices: offsets,
-            } if self.views.contains_key(src) => {
+            } if self.views.contains_key(*src) => {
                 let tile = result.map(|r| self.extents(r)).unwrap_or_default();
                 let (root, at) = self.access(*src, offsets, &tile);
                 (*src, *offsets) = (root, at);
@@ -333,13 +333,13 @@ impl Lower<'_> {
                 value,
                 dst,
                 indices: offsets,
-            } if self.views.contains_key(dst) => {
+            } if self.views.contains_key(*dst) => {
                 let tile = self.extents(*value);
                 let (root, at) = self.access(*dst, offsets, &tile);
                 (*dst, *offsets) = (root, at);
             }
             kind => {
-                if kind.operands().iter().any(|v| self.views.contains_key(v)) {
+                if kind.operands().iter().any(|v| self.views.contains_key(*v)) {
                     let name = kind.keyword();
                     return self.fail(name, format!("`{name}` takes a block view, which only tile and element accesses take; the verifier refuses this first"));
                 }

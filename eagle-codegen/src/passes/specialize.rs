@@ -2,6 +2,7 @@
 
 use super::bind::derived_dim_error;
 use crate::error::SpecializeError;
+use eagle_ir::entity::SecondaryMap;
 use eagle_ir::eval::{self, Scalar};
 use eagle_ir::{
     print_op, verify_module, BinOp, Block, CmpOp, Const, DType, Dim, Facts, Function,
@@ -260,10 +261,10 @@ struct Spec<'a> {
     /// of a storage dtype is then a bit pattern on its way to or from memory, and is not
     /// folded into a constant (the backends hold no constants of those dtypes).
     widened: bool,
-    consts: HashMap<Value, Const>,
-    ranges: HashMap<Value, Range>,
+    consts: SecondaryMap<Value, Const>,
+    ranges: SecondaryMap<Value, Range>,
     /// Tensor values that are (slices of) a parameter: (param name, dims sliced off).
-    origin: HashMap<Value, (String, usize)>,
+    origin: SecondaryMap<Value, (String, usize)>,
     /// Depth of `if` and `while` bodies around the op: there the range analysis (which is not
     /// path-sensitive) cannot prove a violation, so checks are left to run time.
     guarded: usize,
@@ -271,14 +272,14 @@ struct Spec<'a> {
     /// cannot hold): nothing there runs, nothing is checked.
     dead: usize,
     /// Defining op of scalar integer and boolean values (for narrowing at branches).
-    defs: HashMap<Value, OpKind>,
+    defs: SecondaryMap<Value, OpKind>,
     /// The value types before binding (a dim written as a constant or as a symbol).
     generic: &'a [Type],
     /// The ranges of the arguments at this function's call and dispatch sites, per callee
     /// (the hull over the sites; `None` where some site's argument has no range).
     calls: HashMap<String, Vec<Option<Range>>>,
     /// Parameters whose range comes from every call site: (parameter name, caller).
-    seeded: HashMap<Value, (String, String)>,
+    seeded: SecondaryMap<Value, (String, String)>,
 }
 
 impl Spec<'_> {
@@ -289,7 +290,7 @@ impl Spec<'_> {
     fn set_const(&mut self, v: Value, c: Const) {
         self.consts.insert(v, c);
         if let Const::Int(i) = c {
-            let world = self.ranges.get(&v).is_some_and(|r| r.world);
+            let world = self.ranges.get(v).is_some_and(|r| r.world);
             self.ranges.insert(
                 v,
                 Range {
@@ -303,7 +304,7 @@ impl Spec<'_> {
     /// The ranges recorded over the whole function, for the backends.
     fn proven(&self, f: &Function) -> FunctionFacts {
         let mut out = FunctionFacts::default();
-        for (&v, r) in &self.ranges {
+        for (v, r) in self.ranges.iter() {
             if !r.wrapped && f.ty(v).dtype().is_some_and(|d| r.representable(d)) {
                 out.set_range(v, IndexRange { lo: r.lo, hi: r.hi });
             }
@@ -316,7 +317,7 @@ impl Spec<'_> {
     /// a guarded range may include values the guard excludes; those are checked at run time).
     fn known(&self, v: Value) -> Option<Range> {
         self.ranges
-            .get(&v)
+            .get(v)
             .copied()
             .filter(|r| !r.loose && self.dead == 0 && (self.guarded == 0 || r.lo == r.hi))
     }
@@ -341,7 +342,7 @@ impl Spec<'_> {
             });
         }
         if r.hi >= self.p() as i128 {
-            let what = match self.seeded.get(&v) {
+            let what = match self.seeded.get(v) {
                 Some((param, caller)) => {
                     format!("{what} (parameter `{param}`, as `{caller}` passes it)")
                 }
@@ -419,7 +420,7 @@ impl Spec<'_> {
         if self.dead > 0 {
             return;
         }
-        let sites: Vec<Option<Range>> = args.iter().map(|a| self.ranges.get(a).copied()).collect();
+        let sites: Vec<Option<Range>> = args.iter().map(|a| self.ranges.get(*a).copied()).collect();
         let merged = match self.calls.get(callee) {
             Some(old) => hull_sites(old, &sites),
             None => sites,
@@ -443,14 +444,16 @@ impl Spec<'_> {
         };
         let saved: Vec<(Value, Option<Range>)> = narrowed
             .iter()
-            .map(|(v, _)| (*v, self.ranges.get(v).copied()))
+            .map(|(v, _)| (*v, self.ranges.get(*v).copied()))
             .collect();
-        self.ranges.extend(narrowed);
+        for (v, r) in narrowed {
+            self.ranges.insert(v, r);
+        }
         let r = self.block(f, body);
         for (v, old) in saved.into_iter().rev() {
             match old {
                 Some(o) => self.ranges.insert(v, o),
-                None => self.ranges.remove(&v),
+                None => self.ranges.remove(v),
             };
         }
         r
@@ -467,7 +470,7 @@ impl Spec<'_> {
         depth: usize,
     ) -> Option<Vec<(Value, Range)>> {
         let mut out: Vec<(Value, Range)> = vec![];
-        if let Some(Const::Bool(k)) = self.consts.get(&cond) {
+        if let Some(Const::Bool(k)) = self.consts.get(cond) {
             return (*k == truth).then_some(out);
         }
         if depth > 8 {
@@ -482,10 +485,10 @@ impl Spec<'_> {
             }
             Some(())
         };
-        match self.defs.get(&cond) {
+        match self.defs.get(cond) {
             Some(OpKind::Cmp(c, a, b)) => {
                 let d = f.ty(*a).dtype()?;
-                let (Some(&ra), Some(&rb)) = (self.ranges.get(a), self.ranges.get(b)) else {
+                let (Some(&ra), Some(&rb)) = (self.ranges.get(*a), self.ranges.get(*b)) else {
                     return Some(out);
                 };
                 if !(ra.fits(d) && rb.fits(d)) {
@@ -519,11 +522,11 @@ impl Spec<'_> {
     /// What `v` in `r` implies for the values `v` was computed from: `x + k`, `x - k` (`k` a
     /// constant) and integer casts, where the ranges fit their dtypes.
     fn back(&self, f: &Function, v: Value, r: Range, depth: usize) -> Option<Vec<(Value, Range)>> {
-        let int = |x: &Value| match self.consts.get(x) {
+        let int = |x: &Value| match self.consts.get(*x) {
             Some(Const::Int(k)) => Some(*k),
             _ => None,
         };
-        let (x, lo, hi) = match self.defs.get(&v) {
+        let (x, lo, hi) = match self.defs.get(v) {
             Some(OpKind::Binary(BinOp::Add, x, k)) if int(k).is_some() && int(x).is_none() => {
                 let k = int(k)?;
                 (*x, r.lo - k, r.hi - k)
@@ -540,11 +543,11 @@ impl Spec<'_> {
             _ => return Some(vec![]),
         };
         let (Some(&rx), Some(dx), Some(dv)) =
-            (self.ranges.get(&x), f.ty(x).dtype(), f.ty(v).dtype())
+            (self.ranges.get(x), f.ty(x).dtype(), f.ty(v).dtype())
         else {
             return Some(vec![]);
         };
-        if depth > 4 || !rx.fits(dx) || !self.ranges.get(&v).is_some_and(|rv| rv.fits(dv)) {
+        if depth > 4 || !rx.fits(dx) || !self.ranges.get(v).is_some_and(|rv| rv.fits(dv)) {
             return Some(vec![]);
         }
         let nx = rx.meet(Range {
@@ -569,7 +572,7 @@ impl Spec<'_> {
         let args = kind
             .operands()
             .into_iter()
-            .map(|v| Scalar::from_const(*self.consts.get(&v)?, f.ty(v).dtype()?))
+            .map(|v| Scalar::from_const(*self.consts.get(v)?, f.ty(v).dtype()?))
             .collect::<Option<Vec<_>>>()?;
         eval::elementwise(kind, &args, to?)
             .ok()
@@ -598,7 +601,7 @@ impl Spec<'_> {
             .shape()
             .and_then(|s| s.0.first()?.as_const())
             .unwrap_or(0);
-        let origin = self.origin.get(&src).cloned();
+        let origin = self.origin.get(src).cloned();
         // A host tensor sliced by the rank loop has one row per rank: an extent other
         // than P is a pinned (or wrongly bound) world dimension at every P, not only
         // when it is too small. (An index that is a function of the rank spanning less,
@@ -738,7 +741,7 @@ impl Spec<'_> {
     fn nested(&mut self, f: &Function, op: &mut Op) -> Result<(), SpecializeError> {
         if let OpKind::For { lo, hi, body, .. } = &mut op.kind {
             let empty = matches!(
-                (self.consts.get(lo), self.consts.get(hi)),
+                (self.consts.get(*lo), self.consts.get(*hi)),
                 (Some(Const::Int(l)), Some(Const::Int(h))) if h <= l
             );
             self.dead += usize::from(empty);
@@ -895,8 +898,8 @@ impl Spec<'_> {
                 if let (None, Some(r), Some(d)) = (fold_to, res, rdt) {
                     // min and max bound a value even when the other operand has no range.
                     let full = Range::full(d).filter(|_| matches!(bop, BinOp::Min | BinOp::Max));
-                    let x = self.ranges.get(a).copied().or(full);
-                    let y = self.ranges.get(b).copied().or(full);
+                    let x = self.ranges.get(*a).copied().or(full);
+                    let y = self.ranges.get(*b).copied().or(full);
                     if let Some(z) = x.zip(y).and_then(|(x, y)| range_bin(*bop, x, y)) {
                         let wrapped = z.wrapped || !z.representable(d);
                         self.ranges.insert(r, Range { wrapped, ..z });
@@ -907,9 +910,9 @@ impl Spec<'_> {
                 fold_to = self.fold(f, &op.kind, rdt);
             }
             OpKind::Select(c, a, b) => {
-                if let (true, Some(Const::Bool(k))) = (scalar_res, self.consts.get(c)) {
+                if let (true, Some(Const::Bool(k))) = (scalar_res, self.consts.get(*c)) {
                     let pick = if *k { *a } else { *b };
-                    if let Some(&x) = self.consts.get(&pick) {
+                    if let Some(&x) = self.consts.get(pick) {
                         fold_to = Some(x);
                     }
                 }
@@ -922,7 +925,7 @@ impl Spec<'_> {
             OpKind::Cast(a) => {
                 if let (true, Some(c)) = (scalar_res, self.fold(f, &op.kind, rdt)) {
                     fold_to = Some(c);
-                } else if let (Some(&x), Some(r), Some(d)) = (self.ranges.get(a), res, rdt) {
+                } else if let (Some(&x), Some(r), Some(d)) = (self.ranges.get(*a), res, rdt) {
                     if d.is_int() && f.ty(*a).dtype().is_some_and(DType::is_int) {
                         let wrapped = x.wrapped || !x.representable(d);
                         self.ranges.insert(r, Range { wrapped, ..x });
@@ -949,7 +952,7 @@ impl Spec<'_> {
             }
             OpKind::Call { callee, args } => self.record_call(callee, args),
             OpKind::For { var, lo, hi, .. } => {
-                if let (Some(&l), Some(&h)) = (self.ranges.get(lo), self.ranges.get(hi)) {
+                if let (Some(&l), Some(&h)) = (self.ranges.get(*lo), self.ranges.get(*hi)) {
                     self.ranges.insert(*var, Range::loop_var(l, h));
                 }
                 recurse = true;
@@ -1111,8 +1114,8 @@ pub fn specialize_for(
             let mut s = Spec {
                 b,
                 widened: pass == 1 && f.level != Level::Host,
-                consts: HashMap::new(),
-                ranges: HashMap::new(),
+                consts: SecondaryMap::with_capacity(f.values.len()),
+                ranges: SecondaryMap::with_capacity(f.values.len()),
                 origin: f
                     .params
                     .iter()
@@ -1120,10 +1123,10 @@ pub fn specialize_for(
                     .collect(),
                 guarded: 0,
                 dead: 0,
-                defs: HashMap::new(),
+                defs: SecondaryMap::new(),
                 generic: &generic,
                 calls: HashMap::new(),
-                seeded: HashMap::new(),
+                seeded: SecondaryMap::new(),
             };
             // Scalar parameters take the ranges their callers pass (a broadcast root computed
             // on the host from `world_size()`), when every call site's argument has one.

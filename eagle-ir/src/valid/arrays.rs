@@ -12,7 +12,7 @@ impl V<'_> {
     pub(super) fn array_uses(&mut self, op: &Op) -> Result<()> {
         if let OpKind::LocalArray = op.kind {
             if let Some(r) = op.result {
-                self.arrays.insert(r);
+                self.arrays.insert(r, ());
             }
             return Ok(());
         }
@@ -22,7 +22,7 @@ impl V<'_> {
             _ => None,
         };
         for (i, v) in op.kind.operands().into_iter().enumerate() {
-            if self.arrays.contains(&v) && Some(v) != allowed {
+            if self.arrays.contains_key(v) && Some(v) != allowed {
                 return self.fail(
                     op,
                     format!(

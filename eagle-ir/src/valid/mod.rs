@@ -5,6 +5,7 @@ mod collectives;
 mod remote;
 mod views;
 
+use crate::entity::SecondaryMap;
 use crate::error::{IrError, Result};
 use crate::ir::{BinOp, Block, Function, Level, Module, Op, OpKind, UnOp, Value, Want};
 use crate::text::print::print_op;
@@ -37,13 +38,13 @@ struct V<'a> {
     f: &'a Function,
     scopes: Vec<HashSet<Value>>,
     /// The parameter each tensor value views (parameters, slices and subviews of them).
-    roots: HashMap<Value, usize>,
+    roots: SecondaryMap<Value, usize>,
     /// The local arrays defined so far (`local_array` results).
-    arrays: HashSet<Value>,
+    arrays: SecondaryMap<Value, ()>,
     /// The strided values defined so far: block views, and slices and sub-views of them.
-    strided: HashSet<Value>,
+    strided: SecondaryMap<Value, ()>,
     /// The `index` constants 0 defined so far (a block view at offset 0 past dim 0).
-    zeros: HashSet<Value>,
+    zeros: SecondaryMap<Value, ()>,
 }
 
 impl V<'_> {
@@ -64,7 +65,7 @@ impl V<'_> {
     }
     /// Fails when `dst` views a tensor parameter that is not `Out`.
     fn writable(&self, op: &Op, dst: Value, what: &str) -> Result<()> {
-        if let Some(&i) = self.roots.get(&dst) {
+        if let Some(&i) = self.roots.get(dst) {
             let p = &self.f.params[i];
             if !p.out && matches!(self.ty(p.value), Type::Tensor(..)) {
                 return self.fail(op, format!("{what} writes `{}`, an input tensor; mark the parameter `Out<Tensor<...>>` to write it", p.name));
@@ -473,7 +474,7 @@ impl V<'_> {
         if let Some(r) = op.result {
             self.define(r);
             if let Slice { src, .. } | Subview { src, .. } | View { src, .. } = &op.kind {
-                if let Some(&i) = self.roots.get(src) {
+                if let Some(&i) = self.roots.get(*src) {
                     self.roots.insert(r, i);
                 }
             }
@@ -1069,9 +1070,9 @@ pub fn verify_module(m: &Module) -> Result<()> {
                 .enumerate()
                 .map(|(i, p)| (p.value, i))
                 .collect(),
-            arrays: HashSet::new(),
-            strided: HashSet::new(),
-            zeros: HashSet::new(),
+            arrays: SecondaryMap::new(),
+            strided: SecondaryMap::new(),
+            zeros: SecondaryMap::new(),
         };
         v.block(&f.body)?;
     }

@@ -62,7 +62,7 @@ impl V<'_> {
             _ => None,
         };
         for (i, v) in op.kind.operands().into_iter().enumerate() {
-            if self.strided.contains(&v) && Some(v) != allowed {
+            if self.strided.contains_key(v) && Some(v) != allowed {
                 let fix = if matches!(op.kind, OpKind::Call { .. }) {
                     "give the callee a `Tile` parameter and pass `load(view, ...)`, or have it take the tensor and return the tile (a kernel that returns a value is built in place, where views are taken), or view whole rows with `subview(x, offset, LEN)`"
                 } else {
@@ -79,18 +79,18 @@ impl V<'_> {
         }
         self.tile_fits_view(op)?;
         if let (OpKind::Const(crate::ir::Const::Int(0)), Some(r)) = (&op.kind, op.result) {
-            self.zeros.insert(r);
+            self.zeros.insert(r, ());
         }
         if let (Some(r), Some(src)) = (op.result, allowed) {
             let strided = match &op.kind {
                 OpKind::View { offsets, .. } => {
-                    self.strided.contains(&src) || !self.whole_rows(src, r, offsets)
+                    self.strided.contains_key(src) || !self.whole_rows(src, r, offsets)
                 }
-                OpKind::Slice { .. } | OpKind::Subview { .. } => self.strided.contains(&src),
+                OpKind::Slice { .. } | OpKind::Subview { .. } => self.strided.contains_key(src),
                 _ => false,
             };
             if strided {
-                self.strided.insert(r);
+                self.strided.insert(r, ());
             }
         }
         Ok(())
@@ -103,7 +103,7 @@ impl V<'_> {
         let (Some(s), Some(t)) = (self.ty(src).shape(), self.ty(r).shape()) else {
             return false;
         };
-        let zero = offsets.iter().skip(1).all(|o| self.zeros.contains(o));
+        let zero = offsets.iter().skip(1).all(|o| self.zeros.contains_key(*o));
         t.whole_rows_of(s, zero)
     }
 
@@ -117,7 +117,7 @@ impl V<'_> {
             }
             _ => return Ok(()),
         };
-        let (true, Some(t)) = (self.strided.contains(&buf), tile) else {
+        let (true, Some(t)) = (self.strided.contains_key(buf), tile) else {
             return Ok(());
         };
         let (Some(v), Some(t)) = (self.ty(buf).shape(), self.ty(t).shape()) else {
