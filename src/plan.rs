@@ -777,8 +777,8 @@ impl Plan {
             )));
         }
         let order = self.plane_order(planes)?;
-        // n from the per-sample planes.
-        let mut n = None;
+        // n from the per-sample planes, and the plane that gave it.
+        let mut n: Option<(usize, &str)> = None;
         for (p, &i) in self.planes.iter().zip(&order) {
             let arg = &planes.items[i].1;
             if p.uniform {
@@ -834,10 +834,10 @@ impl Plan {
             if !p.reduction && !sequential_out {
                 let len = *shape.last().unwrap_or(&0);
                 match n {
-                    None => n = Some(len),
-                    Some(m) if m != len => {
+                    None => n = Some((len, &p.name)),
+                    Some((m, first)) if m != len => {
                         return Err(Error::Plan(format!(
-                            "plane `{}` has {len} samples along its last dim, but an earlier plane has n = {m}; every per-sample plane has n samples",
+                            "plane `{}` has {len} samples along its last dim, but an earlier plane has n = {m} (`{first}`); every per-sample plane has n samples",
                             p.name
                         )))
                     }
@@ -845,7 +845,7 @@ impl Plan {
                 }
             }
         }
-        let Some(n) = n else {
+        let Some((n, _)) = n else {
             return Err(Error::Plan(format!(
                 "kernel `{}` has no per-sample plane, so the number of samples n is unknown; give it a plane of shape [n] or [w, n] (an input is enough)",
                 self.kernel

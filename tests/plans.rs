@@ -1135,3 +1135,36 @@ fn too_many_simulated_ranks_is_an_error() {
         "{e}"
     );
 }
+
+/// A plane of width w read with one index: an elementwise op of a row is refused when the plan
+/// is built, with the sample kernel's form of the fix.
+#[eagle::kernel(sample)]
+pub fn wide_plane_read_whole(s: usize, x: Tensor<f64, 2, N>, y: Out<Tensor<f64, N>>) {
+    y[s] = 2.0 * x[s];
+}
+
+#[test]
+fn a_plane_read_with_too_few_indices_and_a_plane_of_another_n_name_the_fix_and_the_planes() {
+    let e = plan(
+        wide_plane_read_whole,
+        Structure::HostTeam,
+        Structure::HostTeam,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("`mul` takes scalars or tiles, found `tensor<[N], f64>`; index it down to an element (`x[i]`; in a sample kernel a plane of width w is `x[c][s]`)"),
+        "{e}"
+    );
+    let st = plan(stencil, Structure::HostTeam, Structure::HostTeam).unwrap();
+    let x = Tensor::<f64>::zeros(&[5]);
+    let mut y4 = Tensor::<f64>::zeros(&[4]);
+    let e = st
+        .run(0, &mut Planes::new().input("x", &x).output("y", &mut y4))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "plane `y` has 4 samples along its last dim, but an earlier plane has n = 5 (`x`); every per-sample plane has n samples"
+    );
+}

@@ -348,7 +348,7 @@ impl FunctionBuilder<'_> {
             let t = self.ty(v);
             let Some(e) = elem(t) else {
                 return self.err(format!(
-                    "`{what}` takes scalars or tiles, found `{t}`; load a tile first with `load(x, offsets, shape)`"
+                    "`{what}` takes scalars or tiles, found `{t}`; index it down to an element (`x[i]`; in a sample kernel a plane of width w is `x[c][s]`) or load a tile first with `load(x, offsets, shape)`"
                 ));
             };
             d.get_or_insert(e);
