@@ -49,11 +49,6 @@ impl Cursor {
         &self.values[v]
     }
 
-    /// The value table.
-    pub fn values(&self) -> &Values {
-        &self.values
-    }
-
     /// A new value of type `ty`, for an op appended later (or a loop's induction variable).
     pub fn value(&mut self, ty: Type) -> Value {
         self.values.push(ty)
@@ -127,11 +122,6 @@ impl Cursor {
         }
     }
 
-    /// How many blocks are open (1: only the outer one).
-    pub fn depth(&self) -> usize {
-        self.blocks.len()
-    }
-
     /// The outer block (nested blocks still open are closed into nothing: close them first)
     /// and the value table.
     pub fn finish(mut self) -> (Block, Values) {
@@ -162,7 +152,6 @@ mod tests {
         c.set_loc(None);
         c.push_void(OpKind::Barrier(a));
         let inner = c.close();
-        assert_eq!(c.depth(), 1);
         assert_eq!(c.close(), Block::default(), "the outer block stays open");
         let (outer, values) = c.finish();
         assert_eq!((a, b), (Value(0), Value(1)));

@@ -3,7 +3,8 @@
 //! world size).
 
 use super::*;
-use eagle_runtime::plan::{allgather, combine, partition_facts};
+use eagle_runtime::plan::{agree_before_gather, allgather, combine, partition_facts};
+use eagle_runtime::RuntimeError;
 
 /// The MPI world of a rank partition. Without the `mpi` cargo feature there is none.
 pub struct RankPartition;
@@ -37,7 +38,7 @@ impl RankPartition {
             return Err(no_mpi("RankPartition::allgather_plane"));
         }
         let check = if partition.parts != size || local.len() != partition.share(me).len() {
-            Err(Error::Plan(format!(
+            Err(RuntimeError::Plan(format!(
                 "argument `local`: rank {me} of {size} holds {} values, but its share of {} items over {} ranks is {} (items {:?}); pass the values of `RankPartition::local(partition)`",
                 local.len(),
                 partition.n,
@@ -52,7 +53,8 @@ impl RankPartition {
             "RankPartition::allgather_plane",
             partition_facts(partition),
             check,
-        )?;
+        )
+        .map_err(from_runtime)?;
         let mut out = vec![0f64; partition.n];
         Self::allgather_plane_into(local, partition, &mut out)?;
         Ok(out)
@@ -88,11 +90,11 @@ impl RankPartition {
         }
         let want = rows.share(me).len().checked_mul(cells);
         let check = if op == ReduceKind::Land {
-            Err(Error::Plan(
+            Err(RuntimeError::Plan(
                 "argument `op`: `land` is a reduction of bools; the planes gathered are f64: use `sum`, `times` or `max`".into(),
             ))
         } else if rows.parts != size || want != Some(local.len()) {
-            Err(Error::Plan(format!(
+            Err(RuntimeError::Plan(format!(
                 "argument `local`: rank {me} holds {} values, expected {} rows x {cells} cells",
                 local.len(),
                 rows.share(me).len()
@@ -103,7 +105,7 @@ impl RankPartition {
         let mut facts = partition_facts(rows);
         facts.push(("cells", cells.to_string()));
         facts.push(("op", op.name().to_string()));
-        agree_before_gather("RankPartition::allgather_fold", facts, check)?;
+        agree_before_gather("RankPartition::allgather_fold", facts, check).map_err(from_runtime)?;
         let counts: Vec<usize> = (0..size).map(|q| rows.share(q).len() * cells * 8).collect();
         let all = allgather(&f64_bytes(local), &counts).map_err(from_runtime)?;
         let mut acc = identity(op, DType::F64).repeat(cells);
@@ -112,23 +114,6 @@ impl RankPartition {
         }
         Ok(bytes_f64(&acc))
     }
-}
-
-/// [`eagle_runtime::plan::agree_before_gather`] on this rank's `check`.
-fn agree_before_gather(
-    what: &str,
-    facts: Vec<(&'static str, String)>,
-    check: Result<()>,
-) -> Result<()> {
-    // The check's own error is returned as it was made; the agreement's as a run-time error.
-    let mine = check.as_ref().err().map(ToString::to_string);
-    let agreed = eagle_runtime::plan::agree_before_gather(
-        what,
-        facts,
-        mine.map_or(Ok(()), |m| Err(eagle_runtime::RuntimeError::Plan(m))),
-    );
-    check?;
-    agreed.map_err(from_runtime)
 }
 
 fn f64_bytes(v: &[f64]) -> Vec<u8> {

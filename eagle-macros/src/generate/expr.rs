@@ -155,9 +155,7 @@ impl Cx {
                 quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #x; let __a1 = #d; __f.cast(__a0, __a1)? }))
             }
             Expr::Index(ix) => {
-                if let Some((w, idx)) = self.window_index(ix)? {
-                    let w = self.val(w)?;
-                    let idx = idx.into_iter().map(|i| self.expr(i)).collect::<R<Vec<_>>>()?;
+                if let Some((w, idx)) = self.window_element(ix)? {
                     quote_spanned!(resolved_here(sp)=> ::eagle::ir::Operand::Val({ let __a0 = #w; let __a1 = vec![#(#idx),*]; __f.elem(__a0, __a1)? }))
                 } else if let Some((base, idx)) = index_chain(ix) {
                     // `v[i][j]` on a local value: one element of a window view, else slices,

@@ -488,12 +488,7 @@ impl Cx {
     /// `x[i]... = right`: an element of a window parameter, of a local value (`index_chain`),
     /// or of the value `x[i]...` names.
     fn assign_index(&mut self, ix: &syn::ExprIndex, right: &Expr) -> R<TS> {
-        if let Some((w, idx)) = self.window_index(ix)? {
-            let w = self.val(w)?;
-            let idx = idx
-                .into_iter()
-                .map(|i| self.expr(i))
-                .collect::<R<Vec<_>>>()?;
+        if let Some((w, idx)) = self.window_element(ix)? {
             let rhs = self.expr(right)?;
             return Ok(
                 quote!({ let __a0 = #w; let __a1 = vec![#(#idx),*]; let __a2 = #rhs; __f.set_elem(__a0, __a1, __a2)?; }),
@@ -519,12 +514,7 @@ impl Cx {
 
     /// `x[i]... op= right` (`b`'s left side is `ix`), as [`Self::assign_index`].
     fn update_index(&mut self, ix: &syn::ExprIndex, b: &syn::ExprBinary) -> R<TS> {
-        if let Some((w, idx)) = self.window_index(ix)? {
-            let w = self.val(w)?;
-            let idx = idx
-                .into_iter()
-                .map(|i| self.expr(i))
-                .collect::<R<Vec<_>>>()?;
+        if let Some((w, idx)) = self.window_element(ix)? {
             let op = compound_op(&b.op);
             let rhs = self.expr(&b.right)?;
             return Ok(quote!({
@@ -572,14 +562,23 @@ impl Cx {
         }))
     }
 
-    /// `dst` must not name an input tensor parameter.
+    /// [`Self::window_index`], built: the window's value and each index's, in source order.
+    pub(super) fn window_element(&mut self, ix: &syn::ExprIndex) -> R<Option<(TS, Vec<TS>)>> {
+        let Some((w, idx)) = self.window_index(ix)? else {
+            return Ok(None);
+        };
+        let w = self.val(w)?;
+        let idx = idx
+            .into_iter()
+            .map(|i| self.expr(i))
+            .collect::<R<Vec<_>>>()?;
+        Ok(Some((w, idx)))
+    }
+
     /// For `w[i][j]...` on a window parameter `w` (not shadowed by a `let`): the window and
     /// the indices, outermost first. A window element takes one index per dim; another count
     /// is a compile error at the expression, naming what windows support.
-    pub(super) fn window_index<'e>(
-        &self,
-        ix: &'e syn::ExprIndex,
-    ) -> R<Option<(&'e Expr, Vec<&'e Expr>)>> {
+    fn window_index<'e>(&self, ix: &'e syn::ExprIndex) -> R<Option<(&'e Expr, Vec<&'e Expr>)>> {
         let (base, idx) = super::expr::index_parts(ix);
         let Expr::Path(p) = base else { return Ok(None) };
         let Some(id) = p.path.get_ident() else {
@@ -700,6 +699,7 @@ impl Cx {
         crate::parse::params::dim_tokens(&syn::GenericArgument::Const(x.clone()))
     }
 
+    /// `dst` must not name an input tensor parameter.
     pub(super) fn check_writable(&self, dst: &Expr, what: &str) -> R<()> {
         if let Expr::Path(p) = dst {
             if let Some(id) = p.path.get_ident() {
