@@ -585,6 +585,31 @@ fn mixing_dtypes_names_the_fix() {
     assert!(msg.contains("as f32"), "{msg}");
 }
 
+/// The typing rule of an elementwise op (`eagle_ir::typing`) is applied as the kernel is
+/// built: the mistake is a build error at its source line, with the verifier's message.
+#[test]
+fn an_elementwise_typing_mistake_is_a_build_error_at_its_line() {
+    let IrError::Build { function, message } = mixes_types::module().unwrap_err() else {
+        panic!("expected a build error");
+    };
+    assert_eq!(function, "mixes_types");
+    let line = line_of("store(y, [0, 0], t + rank(ctx));");
+    assert_eq!(
+        message,
+        format!("operand 1 has dtype `index` but an earlier operand has `f32`; convert one with `as f32` (at tests/errors.rs:{line}:22)")
+    );
+    // The same rule, from the verifier, on IR read from text.
+    let m =
+        parse_module("compute @f(%0 a: f32, %1 b: index) {\n  %2 = add %0, %1 : f32\n}\n").unwrap();
+    let IrError::Verify { message, .. } = verify_module(&m).unwrap_err() else {
+        panic!("expected a verifier error");
+    };
+    assert_eq!(
+        message,
+        "operand 1 has dtype `index` but an earlier operand has `f32`; convert one with `as f32`"
+    );
+}
+
 /// Passes a slice of the input `x` where `dynamic_offset` writes (its `Out` parameter `y`).
 #[eagle::host]
 pub fn input_as_out(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {

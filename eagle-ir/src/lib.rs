@@ -31,6 +31,7 @@ pub mod spec;
 mod text;
 pub mod tile;
 mod types;
+pub mod typing;
 mod valid;
 pub mod views;
 

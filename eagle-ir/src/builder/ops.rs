@@ -2,6 +2,7 @@
 //! views and elements, tile loads and stores.
 
 use super::*;
+use crate::typing::Elementwise;
 
 impl FunctionBuilder<'_> {
     /// A tile intrinsic (`row_sum(t)`, `matmul(a, b)`, `zeros([M, N], f32)`, ...; the list
@@ -336,31 +337,15 @@ impl FunctionBuilder<'_> {
         )
     }
 
-    pub(super) fn elementwise_ty(
-        &self,
-        what: &str,
-        vals: &[Value],
-        dtype: Option<DType>,
-    ) -> Result<Type> {
-        let mut shape: Option<&Shape> = None;
-        let mut d = None;
-        for &v in vals {
-            let t = self.ty(v);
-            let Some(e) = elem(t) else {
-                return self.err(format!(
-                    "`{what}` takes scalars or tiles, found `{t}`; index it down to an element (`x[i]`; in a sample kernel a plane of width w is `x[c][s]`) or load a tile first with `load(x, offsets, shape)`"
-                ));
-            };
-            d.get_or_insert(e);
-            if let Type::Tile(s, _) = t {
-                shape.get_or_insert(s);
-            }
-        }
-        let d = dtype.or(d).unwrap_or(DType::Index);
-        Ok(match shape {
-            Some(s) => Type::Tile(s.clone(), d),
-            None => Type::Scalar(d),
-        })
+    /// The type elementwise op `e` defines on `vals` ([`Elementwise::result`]: the rule the
+    /// verifier applies too, so a kernel's mistake is reported here, at its source line).
+    ///
+    /// # Errors
+    /// [`IrError::Build`] with the rule's message and the source line.
+    pub(super) fn typed(&self, e: Elementwise, vals: &[Value]) -> Result<Type> {
+        let tys: Vec<&Type> = vals.iter().map(|v| self.ty(*v)).collect();
+        e.result(&tys)
+            .or_else(|m| self.err(format!("{m}{}", self.here())))
     }
 
     /// `a <op> b`.
@@ -375,7 +360,7 @@ impl FunctionBuilder<'_> {
     ) -> Result<Value> {
         let (a, b) = self.pair(a.into(), b.into())?;
         let [a, b] = self.broadcast_operands(op.name(), [a, b])?;
-        let ty = self.elementwise_ty(op.name(), &[a, b], None)?;
+        let ty = self.typed(Elementwise::Binary(op), &[a, b])?;
         Ok(self.push(OpKind::Binary(op, a, b), ty))
     }
 
@@ -443,7 +428,7 @@ impl FunctionBuilder<'_> {
     /// [`IrError::Build`] for an operand that is neither scalar nor tile.
     pub fn un(&mut self, op: UnOp, a: impl Into<Operand>) -> Result<Value> {
         let a = self.value(a, None)?;
-        let ty = self.elementwise_ty(op.name(), &[a], None)?;
+        let ty = self.typed(Elementwise::Unary(op), &[a])?;
         Ok(self.push(OpKind::Unary(op, a), ty))
     }
 
@@ -507,11 +492,7 @@ impl FunctionBuilder<'_> {
             let [a, b] = self.broadcast_operands(n, [vals[0], vals[1]])?;
             vals = vec![a, b];
         }
-        let ty = self.elementwise_ty(n, &vals[..1], Some(d0))?;
-        let ty = match (ty, vals.get(1).map(|v| self.ty(*v).clone())) {
-            (Type::Scalar(d), Some(Type::Tile(s, _))) => Type::Tile(s, d),
-            (t, _) => t,
-        };
+        let ty = self.typed(Elementwise::Math(f), &vals)?;
         Ok(self.push(OpKind::Math(f, vals), ty))
     }
 
@@ -529,7 +510,7 @@ impl FunctionBuilder<'_> {
         let h = self.hint_of(&a).or(self.hint_of(&b)).or(self.hint_of(&c));
         let (a, b, c) = (self.value(a, h)?, self.value(b, h)?, self.value(c, h)?);
         let [a, b, c] = self.broadcast_operands("fma", [a, b, c])?;
-        let ty = self.elementwise_ty("fma", &[a, b, c], None)?;
+        let ty = self.typed(Elementwise::Fma, &[a, b, c])?;
         Ok(self.push(OpKind::Fma(a, b, c), ty))
     }
 
@@ -545,7 +526,7 @@ impl FunctionBuilder<'_> {
     ) -> Result<Value> {
         let (a, b) = self.pair(a.into(), b.into())?;
         let [a, b] = self.broadcast_operands(op.name(), [a, b])?;
-        let ty = self.elementwise_ty(op.name(), &[a, b], Some(DType::Bool))?;
+        let ty = self.typed(Elementwise::Cmp(op), &[a, b])?;
         Ok(self.push(OpKind::Cmp(op, a, b), ty))
     }
 
@@ -562,8 +543,7 @@ impl FunctionBuilder<'_> {
         let c = self.value(cond, Some(DType::Bool))?;
         let (a, b) = self.pair(a.into(), b.into())?;
         let [c, a, b] = self.broadcast_operands("select", [c, a, b])?;
-        let d = self.ty(a).dtype();
-        let ty = self.elementwise_ty("select", &[c, a, b], d)?;
+        let ty = self.typed(Elementwise::Select, &[c, a, b])?;
         Ok(self.push(OpKind::Select(c, a, b), ty))
     }
 
@@ -573,7 +553,7 @@ impl FunctionBuilder<'_> {
     /// [`IrError::Build`] for an operand that is neither scalar nor tile.
     pub fn cast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
         let a = self.value(a, Some(dtype))?;
-        let ty = self.elementwise_ty("cast", &[a], Some(dtype))?;
+        let ty = self.typed(Elementwise::Cast(dtype), &[a])?;
         Ok(self.push(OpKind::Cast(a), ty))
     }
 
@@ -584,17 +564,7 @@ impl FunctionBuilder<'_> {
     /// and an integer of the same width ([`DType::bitcasts_to`]).
     pub fn bitcast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
         let a = self.value(a, dtype.bits_dtype())?;
-        let from = self.ty(a).dtype().unwrap_or(DType::Bool);
-        if !from.bitcasts_to(dtype) {
-            return self.err(format!(
-                "`{}::from_bits` / `to_bits` keeps the bits between a float and an integer of the same width (`f8e4m3`/`f8e5m2`/`e8m0` and `u8`, `f16`/`bf16` and `u16`, `f32` and `u32`, `f64` and `u64`), found `{}` to `{}`{}; convert values with `as`",
-                rust_name(dtype),
-                rust_name(from),
-                rust_name(dtype),
-                self.here()
-            ));
-        }
-        let ty = self.elementwise_ty("bitcast", &[a], Some(dtype))?;
+        let ty = self.typed(Elementwise::Bitcast(dtype), &[a])?;
         Ok(self.push(OpKind::Bitcast(a), ty))
     }
 

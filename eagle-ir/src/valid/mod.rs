@@ -7,21 +7,12 @@ mod views;
 
 use crate::entity::SecondaryMap;
 use crate::error::{IrError, Result};
-use crate::ir::{BinOp, Block, Function, Level, Module, Op, OpKind, UnOp, Value, Want};
+use crate::ir::{Block, Function, Level, Module, Op, OpKind, Value, Want};
 use crate::text::print::print_op;
-use crate::types::{DType, Dim, Shape, Type};
+use crate::types::{DType, Shape, Type};
+pub(crate) use crate::typing::shapes_compatible;
+use crate::typing::Elementwise;
 use std::collections::{HashMap, HashSet};
-
-/// Whether two shapes can be equal once symbols are bound: same rank, and every pair of dims
-/// equal or involving a symbol.
-fn shapes_compatible(a: &Shape, b: &Shape) -> bool {
-    a.rank() == b.rank()
-        && a.0.iter().zip(&b.0).all(|(x, y)| match (x, y) {
-            (Dim::Const(p), Dim::Const(q)) => p == q,
-            (Dim::Sym(p), Dim::Sym(q)) => p == q,
-            _ => true,
-        })
-}
 
 /// Whether an argument of type `a` may bind a parameter of type `p`.
 pub(crate) fn types_compatible(a: &Type, p: &Type) -> bool {
@@ -227,43 +218,30 @@ impl V<'_> {
         }
     }
 
-    fn elementwise(&self, op: &Op, vals: &[Value]) -> Result<(Option<Shape>, DType)> {
-        let mut shape: Option<Shape> = None;
-        let mut dtype = None;
-        for (i, &v) in vals.iter().enumerate() {
-            let (s, d) = match self.ty(v) {
-                Type::Scalar(d) => (None, *d),
-                Type::Tile(s, d) => (Some(s.clone()), *d),
-                t => {
-                    return self.fail(
-                        op,
-                        format!("operand {i} must be a scalar or tile, found `{t}`"),
-                    )
-                }
-            };
-            if let (Some(a), Some(b)) = (&shape, &s) {
-                if !shapes_compatible(a, b) {
-                    return self.fail(op, format!("operand {i} is a tile of shape {b} but an earlier operand has shape {a}; tiles combine only with tiles of the same shape or with scalars"));
-                }
-            }
-            if shape.is_none() {
-                shape = s;
-            }
-            match dtype {
-                None => dtype = Some(d),
-                Some(e) if e != d => {
-                    return self.fail(op, format!("operand {i} has dtype `{d}` but an earlier operand has `{e}`; convert one with `as {}`", e.rust_name()))
-                }
-                _ => {}
-            }
+    /// An elementwise op: the typing rule ([`Elementwise::result`]) on its operands, and the
+    /// result it defines.
+    fn elementwise(&self, op: &Op, e: Elementwise, vals: &[Value]) -> Result<()> {
+        let tys: Vec<&Type> = vals.iter().map(|v| self.ty(*v)).collect();
+        match e.result(&tys) {
+            Ok(t) => self.expect_result(op, &t),
+            Err(m) => self.fail(op, m),
         }
-        Ok((shape, dtype.unwrap_or(DType::Index)))
     }
 
-    fn with_shape(shape: Option<Shape>, d: DType) -> Type {
-        match shape {
-            Some(s) => Type::Tile(s, d),
-            None => Type::Scalar(d),
+    /// The dtype of the result of a conversion (`cast`, `bitcast`).
+    fn converts_to(&self, op: &Op) -> Result<DType> {
+        let Some(r) = op.result else {
+            return self.fail(
+                op,
+                format!("`{}` must define a result", op.kind.info().name),
+            );
+        };
+        match self.ty(r) {
+            Type::Scalar(d) | Type::Tile(_, d) => Ok(*d),
+            t => self.fail(
+                op,
+                format!("a conversion's result must be a scalar or tile, found `{t}`"),
+            ),
         }
     }
 
@@ -507,145 +485,26 @@ impl V<'_> {
         Ok(())
     }
 
-    /// A math-library call: its arity, its operands' dtypes and shapes.
-    fn check_math(&mut self, op: &Op, f: crate::MathFn, args: &[Value]) -> Result<()> {
-        if args.len() != f.arity() {
-            return self.fail(
-                op,
-                format!(
-                    "`{}` takes {} operand(s) ({}), found {}",
-                    f.name(),
-                    f.arity(),
-                    f.signature(),
-                    args.len()
-                ),
-            );
-        }
-        let mut shape: Option<Shape> = None;
-        let mut d0 = DType::F64;
-        for (i, &a) in args.iter().enumerate() {
-            let (s, d) = self.elementwise(op, &[a])?;
-            if i == 0 {
-                if !d.is_float() {
-                    return self.fail(op, format!("`{}` is defined on `f32` and `f64`, found `{d}`; convert with `as f64`", f.name()));
-                }
-                d0 = d;
-            } else if d != f.operand_dtype(i, d0) {
-                return self.fail(op, format!("operand {i} of `{}({})` must be `{}`, found `{d}`; convert it with `as {}`", f.name(), f.signature(), f.operand_dtype(i, d0), f.operand_dtype(i, d0).rust_name()));
-            }
-            if let (Some(a), Some(b)) = (&shape, &s) {
-                if !shapes_compatible(a, b) {
-                    return self.fail(op, format!("operand {i} is a tile of shape {b} but an earlier operand has shape {a}"));
-                }
-            }
-            if shape.is_none() {
-                shape = s;
-            }
-        }
-        self.expect_result(op, &Self::with_shape(shape, d0))?;
-        Ok(())
-    }
-
     /// Constants, dims and elementwise ops.
     fn check_scalar(&mut self, op: &Op) -> Result<()> {
         use OpKind::*;
         match &op.kind {
             Const(c) => self.check_const(op, *c)?,
             Dim(_) => self.expect_result(op, &Type::Scalar(DType::Index))?,
-            Binary(b, x, y) => {
-                let (s, d) = self.elementwise(op, &[*x, *y])?;
-                let logic = matches!(b, BinOp::And | BinOp::Or | BinOp::Xor);
-                if logic && d.is_float() {
-                    return self.fail(
-                        op,
-                        format!("`{}` needs integer or bool operands, found `{d}`", b.name()),
-                    );
-                }
-                if !logic && d == DType::Bool {
-                    return self.fail(
-                        op,
-                        format!("`{}` needs numeric operands, found `bool`", b.name()),
-                    );
-                }
-                if *b == BinOp::Rem && d.is_float() {
-                    return self.fail(op, "`%` on floats is not supported; compute `x - (x / y).floor() * y` explicitly");
-                }
-                if matches!(b, BinOp::Shl | BinOp::Shr) && !d.is_int() {
-                    return self.fail(
-                        op,
-                        format!("`{}` shifts integers, found `{d}`; shift the bits of a float with `x.to_bits()`, or multiply by a power of two", b.name()),
-                    );
-                }
-                self.expect_result(op, &Self::with_shape(s, d))?;
-            }
-            Unary(u, x) => {
-                let (s, d) = self.elementwise(op, &[*x])?;
-                let ok = match u {
-                    UnOp::Neg => d.is_float() || d.is_signed(),
-                    UnOp::Not => d == DType::Bool || d.is_int(),
-                    UnOp::Sqrt => d.is_float(),
-                    UnOp::Abs => d.is_float() || d.is_int(),
-                };
-                if !ok {
-                    return self.fail(op, format!("`{}` is not defined on `{d}`", u.name()));
-                }
-                self.expect_result(op, &Self::with_shape(s, d))?;
-            }
-            Fma(a, b, c) => {
-                let (s, d) = self.elementwise(op, &[*a, *b, *c])?;
-                if !d.is_float() {
-                    return self.fail(op, format!("`fma` needs float operands, found `{d}`"));
-                }
-                self.expect_result(op, &Self::with_shape(s, d))?;
-            }
-            Cmp(_, a, b) => {
-                let (s, _) = self.elementwise(op, &[*a, *b])?;
-                self.expect_result(op, &Self::with_shape(s, DType::Bool))?;
-            }
-            Select(c, a, b) => {
-                let (s, d) = self.elementwise(op, &[*a, *b])?;
-                match self.ty(*c) {
-                    Type::Scalar(DType::Bool) | Type::Tile(_, DType::Bool) => {}
-                    t => {
-                        return self.fail(
-                            op,
-                            format!("operand 0 (condition) must be `bool`, found `{t}`"),
-                        )
-                    }
-                }
-                self.expect_result(op, &Self::with_shape(s, d))?;
-            }
+            Binary(b, x, y) => self.elementwise(op, Elementwise::Binary(*b), &[*x, *y])?,
+            Unary(u, x) => self.elementwise(op, Elementwise::Unary(*u), &[*x])?,
+            Fma(a, b, c) => self.elementwise(op, Elementwise::Fma, &[*a, *b, *c])?,
+            Cmp(c, a, b) => self.elementwise(op, Elementwise::Cmp(*c), &[*a, *b])?,
+            Select(c, a, b) => self.elementwise(op, Elementwise::Select, &[*c, *a, *b])?,
             Cast(a) => {
-                let (s, _) = self.elementwise(op, &[*a])?;
-                let Some(r) = op.result else {
-                    return self.fail(op, "cast must define a result");
-                };
-                let d = match self.ty(r) {
-                    Type::Scalar(d) | Type::Tile(_, d) => *d,
-                    t => {
-                        return self.fail(
-                            op,
-                            format!("cast result must be a scalar or tile, found `{t}`"),
-                        )
-                    }
-                };
-                self.expect_result(op, &Self::with_shape(s, d))?;
+                let to = self.converts_to(op)?;
+                self.elementwise(op, Elementwise::Cast(to), &[*a])?
             }
             Bitcast(a) => {
-                let (s, from) = self.elementwise(op, &[*a])?;
-                let Some(r) = op.result else {
-                    return self.fail(op, "bitcast must define a result");
-                };
-                let to = self.ty(r).dtype().unwrap_or(DType::Bool);
-                if !from.bitcasts_to(to) {
-                    return self.fail(
-                        op,
-                        format!("a bitcast keeps the bits between a float and an integer of the same width (`f32` and `u32`/`i32`, `f64` and `u64`/`i64`), found `{from}` to `{to}`; use `as` to convert a value"),
-                    );
-                }
-                self.expect_result(op, &Self::with_shape(s, to))?;
+                let to = self.converts_to(op)?;
+                self.elementwise(op, Elementwise::Bitcast(to), &[*a])?
             }
-            Math(f, args) => self.check_math(op, *f, args)?,
+            Math(f, args) => self.elementwise(op, Elementwise::Math(*f), args)?,
             other => {
                 return self.fail(
                     op,

@@ -1,0 +1,291 @@
+//! The typing rules of the elementwise ops, written once: which operands each op takes and
+//! what it defines. The builder applies them as it builds an op (so a kernel's mistake is an
+//! [`crate::IrError::Build`] at its source line before the op exists) and the verifier as it
+//! checks one (IR read from text, or written by a pass); both print the same message.
+//!
+//! The rules (Rust's, for the operators a kernel writes):
+//! - every operand is a scalar or a tile; tiles have one shape (the builder broadcasts them
+//!   first), and a scalar goes with any tile;
+//! - the operands have one dtype (a `select`'s two values; a math function's operands after
+//!   the first have the dtype `MathFn::operand_dtype` gives);
+//! - `&`, `|`, `^` take integers or `bool`; the other binary ops take numbers, `%` and the
+//!   shifts only integers; `-x` a float or a signed integer, `!x` an integer or `bool`,
+//!   `sqrt` and `abs` what their names say; `fma` and the math library take floats;
+//! - `select`'s condition is `bool`; a bitcast keeps the bits between a float and an integer
+//!   of one width ([`DType::bitcasts_to`]);
+//! - the result has the operands' shape and dtype, `bool` for a comparison and the target
+//!   dtype for a conversion.
+
+use crate::ir::{BinOp, CmpOp, MathFn, UnOp};
+use crate::types::{DType, Dim, Shape, Type};
+
+/// An elementwise op as its typing sees it: the op without its operands and, for a
+/// conversion, the dtype it converts to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Elementwise {
+    /// `a <op> b` (`OpKind::Binary`).
+    Binary(BinOp),
+    /// `<op> a` (`OpKind::Unary`).
+    Unary(UnOp),
+    /// `a * b + c` with one rounding (`OpKind::Fma`).
+    Fma,
+    /// `a <cmp> b` (`OpKind::Cmp`).
+    Cmp(CmpOp),
+    /// `cond ? a : b` (`OpKind::Select`).
+    Select,
+    /// `a as to` (`OpKind::Cast`).
+    Cast(DType),
+    /// The bits of `a` as `to` (`OpKind::Bitcast`).
+    Bitcast(DType),
+    /// A math-library function (`OpKind::Math`).
+    Math(MathFn),
+}
+
+/// Whether two shapes can be equal once symbols are bound: same rank, and every pair of dims
+/// equal or involving a symbol.
+pub(crate) fn shapes_compatible(a: &Shape, b: &Shape) -> bool {
+    a.rank() == b.rank()
+        && a.0.iter().zip(&b.0).all(|(x, y)| match (x, y) {
+            (Dim::Const(p), Dim::Const(q)) => p == q,
+            (Dim::Sym(p), Dim::Sym(q)) => p == q,
+            _ => true,
+        })
+}
+
+impl Elementwise {
+    /// The op's keyword in the IR text (`add`, `lt`, `select`, `cast`, `ln`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Elementwise::Binary(b) => b.name(),
+            Elementwise::Unary(u) => u.name(),
+            Elementwise::Fma => "fma",
+            Elementwise::Cmp(c) => c.name(),
+            Elementwise::Select => "select",
+            Elementwise::Cast(_) => "cast",
+            Elementwise::Bitcast(_) => "bitcast",
+            Elementwise::Math(f) => f.name(),
+        }
+    }
+
+    /// The type the op defines on operands of types `operands`, in operand order (a
+    /// `select`'s condition first).
+    ///
+    /// # Errors
+    /// The message (without the op or its location, which the caller adds) naming the
+    /// operand, what was expected, what was found and the fix: a wrong number of operands to
+    /// a math function, an operand that is not a scalar or tile, tiles of two shapes, operands
+    /// of two dtypes, a dtype the op is not defined on, a non-`bool` condition and a bitcast
+    /// between widths.
+    pub fn result(self, operands: &[&Type]) -> Result<Type, String> {
+        if let Elementwise::Math(f) = self {
+            if operands.len() != f.arity() {
+                return Err(format!(
+                    "`{}` takes {} operand(s) ({}), found {}",
+                    f.name(),
+                    f.arity(),
+                    f.signature(),
+                    operands.len()
+                ));
+            }
+        }
+        let mut shape: Option<&Shape> = None;
+        let mut dtypes = Vec::with_capacity(operands.len());
+        for (i, t) in operands.iter().enumerate() {
+            let (s, d) = match t {
+                Type::Scalar(d) => (None, *d),
+                Type::Tile(s, d) => (Some(s), *d),
+                t => return Err(format!(
+                    "`{}` takes scalars or tiles, found `{t}`; index it down to an element (`x[i]`; in a sample kernel a plane of width w is `x[c][s]`) or load a tile first with `load(x, offsets, shape)`",
+                    self.name()
+                )),
+            };
+            if let (Some(a), Some(b)) = (shape, s) {
+                if !shapes_compatible(a, b) {
+                    return Err(format!("operand {i} is a tile of shape {b} but an earlier operand has shape {a}; tiles combine only with tiles of the same shape or with scalars"));
+                }
+            }
+            shape = shape.or(s);
+            dtypes.push(d);
+        }
+        let d = self.dtype(&dtypes)?;
+        Ok(match shape {
+            Some(s) => Type::Tile(s.clone(), d),
+            None => Type::Scalar(d),
+        })
+    }
+
+    /// The result dtype on operand dtypes `ds` (the checks of [`Elementwise::result`] past
+    /// the operands' kinds and shapes).
+    fn dtype(self, ds: &[DType]) -> Result<DType, String> {
+        match self {
+            Elementwise::Binary(b) => {
+                let d = one_dtype(ds, 0)?;
+                let logic = matches!(b, BinOp::And | BinOp::Or | BinOp::Xor);
+                if logic && d.is_float() {
+                    return Err(format!(
+                        "`{}` needs integer or bool operands, found `{d}`",
+                        b.name()
+                    ));
+                }
+                if !logic && d == DType::Bool {
+                    return Err(format!(
+                        "`{}` needs numeric operands, found `bool`",
+                        b.name()
+                    ));
+                }
+                if b == BinOp::Rem && d.is_float() {
+                    return Err("`%` on floats is not supported; compute `x - (x / y).floor() * y` explicitly".into());
+                }
+                if matches!(b, BinOp::Shl | BinOp::Shr) && !d.is_int() {
+                    return Err(format!("`{}` shifts integers, found `{d}`; shift the bits of a float with `x.to_bits()`, or multiply by a power of two", b.name()));
+                }
+                Ok(d)
+            }
+            Elementwise::Unary(u) => {
+                let d = one_dtype(ds, 0)?;
+                let ok = match u {
+                    UnOp::Neg => d.is_float() || d.is_signed(),
+                    UnOp::Not => d == DType::Bool || d.is_int(),
+                    UnOp::Sqrt => d.is_float(),
+                    UnOp::Abs => d.is_float() || d.is_int(),
+                };
+                if !ok {
+                    return Err(format!("`{}` is not defined on `{d}`", u.name()));
+                }
+                Ok(d)
+            }
+            Elementwise::Fma => {
+                let d = one_dtype(ds, 0)?;
+                if !d.is_float() {
+                    return Err(format!("`fma` needs float operands, found `{d}`"));
+                }
+                Ok(d)
+            }
+            Elementwise::Cmp(_) => one_dtype(ds, 0).map(|_| DType::Bool),
+            Elementwise::Select => {
+                if ds[0] != DType::Bool {
+                    return Err(format!(
+                        "operand 0 (condition) must be `bool`, found `{}`",
+                        ds[0]
+                    ));
+                }
+                one_dtype(&ds[1..], 1)
+            }
+            Elementwise::Cast(to) => one_dtype(ds, 0).map(|_| to),
+            Elementwise::Bitcast(to) => {
+                let from = one_dtype(ds, 0)?;
+                if !from.bitcasts_to(to) {
+                    return Err(format!(
+                        "`{}::from_bits` / `to_bits` keeps the bits between a float and an integer of the same width (`f8e4m3`/`f8e5m2`/`e8m0` and `u8`, `f16`/`bf16` and `u16`, `f32` and `u32`, `f64` and `u64`), found `{}` to `{}`; convert values with `as`",
+                        to.rust_name(),
+                        from.rust_name(),
+                        to.rust_name(),
+                    ));
+                }
+                Ok(to)
+            }
+            Elementwise::Math(f) => {
+                let d0 = ds[0];
+                if !d0.is_float() {
+                    return Err(format!(
+                        "`{}` is defined on `f32` and `f64`, found `{d0}`; convert with `as f64`",
+                        f.name()
+                    ));
+                }
+                for (i, &d) in ds.iter().enumerate().skip(1) {
+                    let want = f.operand_dtype(i, d0);
+                    if d != want {
+                        return Err(format!("operand {i} of `{}({})` must be `{want}`, found `{d}`; convert it with `as {}`", f.name(), f.signature(), want.rust_name()));
+                    }
+                }
+                Ok(d0)
+            }
+        }
+    }
+}
+
+/// The one dtype of operands `ds` (at least one), which are the op's operands from `first`
+/// on.
+///
+/// # Errors
+/// The message naming the first operand of another dtype than the first, and the fix.
+fn one_dtype(ds: &[DType], first: usize) -> Result<DType, String> {
+    let e = ds[0];
+    match ds.iter().position(|&d| d != e) {
+        None => Ok(e),
+        Some(i) => Err(format!(
+            "operand {} has dtype `{}` but an earlier operand has `{e}`; convert one with `as {}`",
+            first + i,
+            ds[i],
+            e.rust_name()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scalar(d: DType) -> Type {
+        Type::Scalar(d)
+    }
+
+    #[test]
+    fn results_follow_the_rules() {
+        let (f, i, b) = (scalar(DType::F32), scalar(DType::I32), scalar(DType::Bool));
+        let tile = Type::Tile(Shape(vec![Dim::Const(4)]), DType::F32);
+        assert_eq!(
+            Elementwise::Binary(BinOp::Add).result(&[&tile, &f]),
+            Ok(tile.clone())
+        );
+        assert_eq!(
+            Elementwise::Cmp(CmpOp::Lt).result(&[&f, &tile]),
+            Ok(Type::Tile(Shape(vec![Dim::Const(4)]), DType::Bool))
+        );
+        assert_eq!(Elementwise::Select.result(&[&b, &i, &i]), Ok(i.clone()));
+        assert_eq!(
+            Elementwise::Cast(DType::F64).result(&[&i]),
+            Ok(scalar(DType::F64))
+        );
+        assert_eq!(
+            Elementwise::Bitcast(DType::U32).result(&[&f]),
+            Ok(scalar(DType::U32))
+        );
+        assert_eq!(
+            Elementwise::Math(MathFn::Powi).result(&[&f, &i]),
+            Ok(f.clone())
+        );
+    }
+
+    #[test]
+    fn each_refusal_names_the_operand_and_the_fix() {
+        let (f, i, b) = (scalar(DType::F32), scalar(DType::I32), scalar(DType::Bool));
+        let err = |e: Elementwise, ops: &[&Type]| e.result(ops).unwrap_err();
+        assert_eq!(
+            err(Elementwise::Binary(BinOp::Add), &[&f, &i]),
+            "operand 1 has dtype `i32` but an earlier operand has `f32`; convert one with `as f32`"
+        );
+        assert_eq!(
+            err(Elementwise::Select, &[&b, &f, &i]),
+            "operand 2 has dtype `i32` but an earlier operand has `f32`; convert one with `as f32`"
+        );
+        assert_eq!(
+            err(Elementwise::Select, &[&i, &f, &f]),
+            "operand 0 (condition) must be `bool`, found `i32`"
+        );
+        assert!(
+            err(Elementwise::Binary(BinOp::Shl), &[&f, &f]).starts_with("`shl` shifts integers")
+        );
+        assert_eq!(
+            err(Elementwise::Unary(UnOp::Neg), &[&scalar(DType::U32)]),
+            "`neg` is not defined on `u32`"
+        );
+        assert!(err(Elementwise::Bitcast(DType::U64), &[&f]).contains("found `f32` to `u64`"));
+        assert!(
+            err(Elementwise::Math(MathFn::Ln), &[&f, &f]).starts_with("`ln` takes 1 operand(s)")
+        );
+        let tensor = Type::Tensor(Shape(vec![Dim::Const(4)]), DType::F32);
+        assert!(err(Elementwise::Binary(BinOp::Mul), &[&tensor, &f])
+            .starts_with("`mul` takes scalars or tiles, found `tensor<[4], f32>`"));
+    }
+}
