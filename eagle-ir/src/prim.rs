@@ -5,7 +5,9 @@
 //!   NaN);
 //! - [`arg_better`]: whether an argmax (argmin) scan takes a new element;
 //! - [`lane_tree`]: the tree that combines a reduction's 8 lane partials
-//!   ([`crate::tile::reduce_order`]).
+//!   ([`crate::tile::reduce_order`]);
+//! - [`idiv`]/[`irem`]: integer `/` and `%` past the zero check (a signed `MIN / -1` wraps to
+//!   `MIN`, `MIN % -1` is 0, as Rust's `wrapping_div`/`wrapping_rem`; no backend traps on it).
 //!
 //! `tests/eval_diff.rs` and `tests/tile_diff.rs` check that each backend's instance gives the
 //! evaluator's bits.
@@ -45,6 +47,54 @@ pub trait Emitter {
     fn select(&mut self, m: Self::M, a: Self::V, b: Self::V) -> Self::V;
     /// The canonical NaN of the dtype ([`CANONICAL_NAN_F32`]/[`CANONICAL_NAN_F64`]).
     fn canonical_nan(&mut self) -> Self::V;
+}
+
+/// The integer primitives the division rules are written in, on values of one integer dtype.
+pub trait IntEmitter: Emitter {
+    /// The dtype is signed.
+    fn signed(&self) -> bool;
+    /// The constant `k` of the dtype.
+    fn int(&mut self, k: i64) -> Self::V;
+    /// `-x`, wrapping (`0 - x` in the dtype's width).
+    fn neg(&mut self, x: &Self::V) -> Self::V;
+    /// The truncating quotient `a / b`, for a divisor that is neither 0 nor, signed, -1 (the
+    /// machine instruction, which traps or is undefined on those).
+    fn div(&mut self, a: &Self::V, b: &Self::V) -> Self::V;
+    /// The remainder `a % b` with the sign of `a`, under [`IntEmitter::div`]'s condition.
+    fn rem(&mut self, a: &Self::V, b: &Self::V) -> Self::V;
+}
+
+/// Integer `a / b` for a non-zero `b` (the zero check, a trap, is the caller's): truncating;
+/// signed `a / -1` is `-a` wrapping, so `MIN / -1` is `MIN` (Rust's `wrapping_div`).
+pub fn idiv<E: IntEmitter>(e: &mut E, a: &E::V, b: &E::V) -> E::V {
+    if !e.signed() {
+        return e.div(a, b);
+    }
+    let (m1, safe) = not_minus_one(e, b);
+    let q = e.div(a, &safe);
+    let n = e.neg(a);
+    e.select(m1, n, q)
+}
+
+/// Integer `a % b` for a non-zero `b`: the sign of `a`; signed `a % -1` is 0, so `MIN % -1`
+/// is 0 (Rust's `wrapping_rem`).
+pub fn irem<E: IntEmitter>(e: &mut E, a: &E::V, b: &E::V) -> E::V {
+    if !e.signed() {
+        return e.rem(a, b);
+    }
+    let (m1, safe) = not_minus_one(e, b);
+    let r = e.rem(a, &safe);
+    let z = e.int(0);
+    e.select(m1, z, r)
+}
+
+/// Whether `b` is -1, and `b` with -1 replaced by 1 (a divisor the instruction takes).
+fn not_minus_one<E: IntEmitter>(e: &mut E, b: &E::V) -> (E::M, E::V) {
+    let minus_one = e.int(-1);
+    let m1 = e.eq(b, &minus_one);
+    let one = e.int(1);
+    let safe = e.select(m1.clone(), one, b.clone());
+    (m1, safe)
 }
 
 /// Float `min`: the canonical NaN when either side is a NaN; otherwise the lesser, and `-0.0`
@@ -218,6 +268,80 @@ macro_rules! float_values {
         }
     };
 }
+macro_rules! int_values {
+    ($($t:ty),*) => {$(
+        impl Emitter for Values<$t> {
+            type V = $t;
+            type M = bool;
+            fn is_nan(&mut self, _: &$t) -> bool {
+                false
+            }
+            fn lt(&mut self, a: &$t, b: &$t) -> bool {
+                a < b
+            }
+            fn eq(&mut self, a: &$t, b: &$t) -> bool {
+                a == b
+            }
+            fn sign_bit(&mut self, x: &$t) -> bool {
+                x.leading_zeros() == 0
+            }
+            fn and(&mut self, a: bool, b: bool) -> bool {
+                a && b
+            }
+            fn or(&mut self, a: bool, b: bool) -> bool {
+                a || b
+            }
+            fn not(&mut self, a: bool) -> bool {
+                !a
+            }
+            fn select(&mut self, m: bool, a: $t, b: $t) -> $t {
+                if m {
+                    a
+                } else {
+                    b
+                }
+            }
+            fn canonical_nan(&mut self) -> $t {
+                0
+            }
+        }
+        impl IntEmitter for Values<$t> {
+            fn signed(&self) -> bool {
+                <$t>::MIN != 0
+            }
+            fn int(&mut self, k: i64) -> $t {
+                k as $t
+            }
+            fn neg(&mut self, x: &$t) -> $t {
+                x.wrapping_neg()
+            }
+            fn div(&mut self, a: &$t, b: &$t) -> $t {
+                a / b
+            }
+            fn rem(&mut self, a: &$t, b: &$t) -> $t {
+                a % b
+            }
+        }
+    )*};
+}
+int_values!(i8, u8, i16, u16, i32, u32, i64, u64);
+
+/// [`idiv`] on Rust integers (the evaluator's instance).
+pub fn idiv_values<T>(a: T, b: T) -> T
+where
+    Values<T>: IntEmitter<V = T>,
+{
+    idiv(&mut Values::<T>::default(), &a, &b)
+}
+
+/// [`irem`] on Rust integers (the evaluator's instance).
+pub fn irem_values<T>(a: T, b: T) -> T
+where
+    Values<T>: IntEmitter<V = T>,
+{
+    irem(&mut Values::<T>::default(), &a, &b)
+}
+
 float_values!(f32, CANONICAL_NAN_F32);
 float_values!(f64, CANONICAL_NAN_F64);
 
@@ -255,6 +379,26 @@ mod tests {
         assert!(better(&mut e, ArgOp::Min, f64::NAN, -1e300));
         assert!(!better(&mut e, ArgOp::Min, f64::NAN, f64::NAN));
         assert!(!better(&mut e, ArgOp::Max, 5.0, f64::NAN));
+    }
+
+    #[test]
+    fn integer_division_wraps_at_minus_one_as_rust_does() {
+        for (a, b) in [
+            (i32::MIN, -1),
+            (7, -1),
+            (-7, 2),
+            (7, -2),
+            (i32::MIN, 3),
+            (5, 5),
+        ] {
+            assert_eq!(idiv_values(a, b), a.wrapping_div(b), "{a} / {b}");
+            assert_eq!(irem_values(a, b), a.wrapping_rem(b), "{a} % {b}");
+        }
+        assert_eq!(idiv_values(i64::MIN, -1), i64::MIN);
+        assert_eq!(irem_values(i8::MIN, -1), 0);
+        // Unsigned: -1 is the largest value, an ordinary divisor.
+        assert_eq!(idiv_values(u32::MAX, u32::MAX), 1);
+        assert_eq!(irem_values(7u64, 3), 1);
     }
 
     #[test]

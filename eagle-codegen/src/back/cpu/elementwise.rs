@@ -617,31 +617,15 @@ impl Lower<'_, '_> {
                         BinOp::Div | BinOp::Rem => {
                             let zero = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
                             let bb = self.widen_i64(b, d);
-                            let ty = self.b.func.dfg.value_type(b);
-                            let _ = ty;
                             let lim = self.iconst(0);
                             let msg =
                                 crate::sites::division_by_zero(&self.f.name, &self.site_op(op));
                             self.fault_if(zero, msg, bb, lim);
-                            if signed {
-                                // x / -1 and x % -1 must not trap on the minimum value.
-                                let m1 = self.b.ins().icmp_imm_s(IntCC::Equal, b, -1);
-                                let ty = self.b.func.dfg.value_type(b);
-                                let one = self.b.ins().iconst(ty, 1);
-                                let safe = self.b.ins().select(m1, one, b);
-                                if *bop == BinOp::Div {
-                                    let q = self.b.ins().sdiv(a, safe);
-                                    let n = self.b.ins().ineg(a);
-                                    self.b.ins().select(m1, n, q)
-                                } else {
-                                    let r = self.b.ins().srem(a, safe);
-                                    let z = self.b.ins().iconst(ty, 0);
-                                    self.b.ins().select(m1, z, r)
-                                }
-                            } else if *bop == BinOp::Div {
-                                self.b.ins().udiv(a, b)
+                            let mut e = super::prim::ClPrim { lw: self, d };
+                            if *bop == BinOp::Div {
+                                eagle_ir::prim::idiv(&mut e, &a, &b)
                             } else {
-                                self.b.ins().urem(a, b)
+                                eagle_ir::prim::irem(&mut e, &a, &b)
                             }
                         }
                         BinOp::Min if signed => self.b.ins().smin(a, b),

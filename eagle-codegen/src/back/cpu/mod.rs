@@ -37,6 +37,7 @@ mod control;
 mod elementwise;
 mod gemm;
 mod memory;
+mod prim;
 mod tile;
 
 use elementwise::BlockPlan;

@@ -8,78 +8,14 @@
 //! `c[i][j]`, accumulated over `k` in ascending order with a separate multiply and add, as
 //! [`eagle_ir::TileOp::eval`] says); other dtypes run a scalar loop in the same order.
 
+use super::prim::ClPrim;
 use super::{cl_type, Cv, Lower};
 use crate::error::CodegenError;
-use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type as ClType, Value as ClValue};
 use cranelift_frontend::Variable;
 use eagle_ir::tile::{reduce_identity, strides, ArgOp, Axis, TileOp, REDUCE_LANES};
 use eagle_ir::{prim, BinOp, DType, Op, OpKind, ReduceOp, Type, Value};
-
-/// The Cranelift instance of [`prim::Emitter`]: SSA values of dtype `d`, truth values as `i8`.
-struct ClPrim<'l, 'a, 'b> {
-    lw: &'l mut Lower<'a, 'b>,
-    d: DType,
-}
-
-impl prim::Emitter for ClPrim<'_, '_, '_> {
-    type V = ClValue;
-    type M = ClValue;
-    fn is_nan(&mut self, x: &ClValue) -> ClValue {
-        if self.d.is_float() {
-            self.lw.b.ins().fcmp(FloatCC::Unordered, *x, *x)
-        } else {
-            self.lw.b.ins().iconst(types::I8, 0)
-        }
-    }
-    fn lt(&mut self, a: &ClValue, b: &ClValue) -> ClValue {
-        let ins = self.lw.b.ins();
-        if self.d.is_float() {
-            ins.fcmp(FloatCC::LessThan, *a, *b)
-        } else if self.d.is_signed() {
-            ins.icmp(IntCC::SignedLessThan, *a, *b)
-        } else {
-            ins.icmp(IntCC::UnsignedLessThan, *a, *b)
-        }
-    }
-    fn eq(&mut self, a: &ClValue, b: &ClValue) -> ClValue {
-        if self.d.is_float() {
-            self.lw.b.ins().fcmp(FloatCC::Equal, *a, *b)
-        } else {
-            self.lw.b.ins().icmp(IntCC::Equal, *a, *b)
-        }
-    }
-    fn sign_bit(&mut self, x: &ClValue) -> ClValue {
-        let it = if self.d == DType::F64 {
-            types::I64
-        } else {
-            types::I32
-        };
-        let bits = self.lw.b.ins().bitcast(it, MemFlagsData::new(), *x);
-        self.lw.b.ins().icmp_imm_s(IntCC::SignedLessThan, bits, 0)
-    }
-    fn and(&mut self, a: ClValue, b: ClValue) -> ClValue {
-        self.lw.b.ins().band(a, b)
-    }
-    fn or(&mut self, a: ClValue, b: ClValue) -> ClValue {
-        self.lw.b.ins().bor(a, b)
-    }
-    fn not(&mut self, a: ClValue) -> ClValue {
-        self.lw.b.ins().bxor_imm_s(a, 1)
-    }
-    fn select(&mut self, m: ClValue, a: ClValue, b: ClValue) -> ClValue {
-        self.lw.b.ins().select(m, a, b)
-    }
-    fn canonical_nan(&mut self) -> ClValue {
-        if self.d == DType::F64 {
-            let nan = f64::from_bits(prim::CANONICAL_NAN_F64);
-            self.lw.b.ins().f64const(nan)
-        } else {
-            let nan = f32::from_bits(prim::CANONICAL_NAN_F32);
-            self.lw.b.ins().f32const(nan)
-        }
-    }
-}
 
 /// The indices of a `gather` or `scatter`: their tile (address, dtype), the axis they run
 /// along, their row length `k`, the source's row length `nn` and the axis's `extent`, and the

@@ -206,19 +206,45 @@ impl prim::Emitter for CPrim {
     }
 }
 
-/// `eg_fmin` and `eg_fmax` on `float` and `double`: [`prim::fmin`] and [`prim::fmax`] written
-/// out by [`CPrim`], after the prelude.
-fn min_max_helpers() -> String {
+impl prim::IntEmitter for CPrim {
+    fn signed(&self) -> bool {
+        self.0.is_signed()
+    }
+    fn int(&mut self, k: i64) -> String {
+        literal(Const::Int(k.into()), self.0)
+    }
+    fn neg(&mut self, x: &String) -> String {
+        let (t, u) = (ctype(self.0), utype(self.0));
+        format!("({t})(({u})0 - ({u}){x})")
+    }
+    fn div(&mut self, a: &String, b: &String) -> String {
+        format!("({a} / {b})")
+    }
+    fn rem(&mut self, a: &String, b: &String) -> String {
+        format!("({a} % {b})")
+    }
+}
+
+/// The helpers after the prelude, each a rule of [`prim`] written out by [`CPrim`]:
+/// `eg_fmin` and `eg_fmax` on `float` and `double` ([`prim::fmin`], [`prim::fmax`]), and
+/// `eg_div` and `eg_rem` on `int` and `long long` ([`prim::idiv`], [`prim::irem`]).
+fn prim_helpers() -> String {
     type Rule = fn(&mut CPrim, &String, &String) -> String;
     let mut s = String::new();
-    for d in [DType::F32, DType::F64] {
-        let t = ctype(d);
-        let rules: [(&str, Rule); 2] = [("eg_fmin", prim::fmin), ("eg_fmax", prim::fmax)];
-        for (name, rule) in rules {
-            let body = rule(&mut CPrim(d), &"a".to_string(), &"b".to_string());
-            s.push_str(&format!(
-                "__device__ __forceinline__ {t} {name}({t} a, {t} b) {{ return {body}; }}\n"
-            ));
+    let float: [(&str, Rule); 2] = [("eg_fmin", prim::fmin), ("eg_fmax", prim::fmax)];
+    let int: [(&str, Rule); 2] = [("eg_div", prim::idiv), ("eg_rem", prim::irem)];
+    for (dtypes, rules) in [
+        ([DType::F32, DType::F64], float),
+        ([DType::I32, DType::I64], int),
+    ] {
+        for d in dtypes {
+            let t = ctype(d);
+            for (name, rule) in rules {
+                let body = rule(&mut CPrim(d), &"a".to_string(), &"b".to_string());
+                s.push_str(&format!(
+                    "__device__ __forceinline__ {t} {name}({t} a, {t} b) {{ return {body}; }}\n"
+                ));
+            }
         }
     }
     s
@@ -358,7 +384,7 @@ pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
     let mut out = String::new();
     out.push_str(&crate::abi::c_defines());
     out.push_str(PRELUDE);
-    out.push_str(&min_max_helpers());
+    out.push_str(&prim_helpers());
     out.push_str(&crate::abi::c_layout_checks());
     out.push_str(PRELUDE_END);
     out.push('\n');

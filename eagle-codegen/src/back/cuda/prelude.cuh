@@ -100,10 +100,6 @@ __device__ __forceinline__ unsigned long long eg_f2u64(double x) { return x != x
 #define EG_SHARED_BLOCK(n) __shared__ __align__(16) unsigned char eg_sh_block[n];
 #endif
 
-// Float min/max (eg_fmin, eg_fmax) follow the prelude: eagle_ir::prim::fmin/fmax, written out
-// as C by the emitter (eagle_codegen's cuda::CPrim).
-// Signed division as Rust's wrapping ops: x / -1 is -x (wrapping), x % -1 is 0.
-__device__ __forceinline__ int eg_div(int a, int b) { return b == -1 ? (int)(0u - (unsigned int)a) : a / b; }
-__device__ __forceinline__ long long eg_div(long long a, long long b) { return b == -1 ? (long long)(0ull - (unsigned long long)a) : a / b; }
-__device__ __forceinline__ int eg_rem(int a, int b) { return b == -1 ? 0 : a % b; }
-__device__ __forceinline__ long long eg_rem(long long a, long long b) { return b == -1 ? 0 : a % b; }
+// Float min/max (eg_fmin, eg_fmax) and signed division as Rust's wrapping ops (eg_div,
+// eg_rem: x / -1 is -x wrapping, x % -1 is 0) follow the prelude: eagle_ir::prim::fmin/fmax
+// and idiv/irem, written out as C by the emitter (eagle_codegen's cuda::CPrim).
