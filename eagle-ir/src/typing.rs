@@ -16,13 +16,46 @@
 //! - the result has the operands' shape and dtype, `bool` for a comparison and the target
 //!   dtype for a conversion.
 
-use crate::ir::{BinOp, CmpOp, MathFn, UnOp};
+use crate::ir::{BinOp, CmpOp, Elementwise, MathFn, OpKind, UnOp, Value};
 use crate::types::{DType, Dim, Shape, Type};
+
+/// The type elementwise op `kind` defines (a primitive elementwise op, [`OpKind::as_elementwise`],
+/// or a math-library call), its operands' types given by `ty`; `to` is the target dtype of a
+/// conversion (`cast`, `bitcast`: the result's dtype) and unused otherwise. `None` for an op
+/// that is not elementwise.
+///
+/// # Errors
+/// The message (without the op or its location, which the caller adds) naming the operand,
+/// what was expected, what was found and the fix: a wrong number of operands to a math
+/// function, an operand that is not a scalar or tile, tiles of two shapes, operands of two
+/// dtypes, a dtype the op is not defined on, a non-`bool` condition and a bitcast between
+/// widths.
+pub fn result_type<'t>(
+    kind: &OpKind,
+    ty: impl Fn(Value) -> &'t Type,
+    to: DType,
+) -> Option<Result<Type, String>> {
+    let (rule, vals) = if let OpKind::Math(f, args) = kind {
+        (Rule::Math(*f), args.clone())
+    } else {
+        match kind.as_elementwise()? {
+            Elementwise::Binary(b, x, y) => (Rule::Binary(b), vec![x, y]),
+            Elementwise::Unary(u, x) => (Rule::Unary(u), vec![x]),
+            Elementwise::Fma(a, b, c) => (Rule::Fma, vec![a, b, c]),
+            Elementwise::Cmp(c, a, b) => (Rule::Cmp(c), vec![a, b]),
+            Elementwise::Select(c, a, b) => (Rule::Select, vec![c, a, b]),
+            Elementwise::Cast(a) => (Rule::Cast(to), vec![a]),
+            Elementwise::Bitcast(a) => (Rule::Bitcast(to), vec![a]),
+        }
+    };
+    let tys: Vec<&Type> = vals.into_iter().map(ty).collect();
+    Some(rule.result(&tys))
+}
 
 /// An elementwise op as its typing sees it: the op without its operands and, for a
 /// conversion, the dtype it converts to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Elementwise {
+enum Rule {
     /// `a <op> b` (`OpKind::Binary`).
     Binary(BinOp),
     /// `<op> a` (`OpKind::Unary`).
@@ -52,32 +85,25 @@ pub(crate) fn shapes_compatible(a: &Shape, b: &Shape) -> bool {
         })
 }
 
-impl Elementwise {
+impl Rule {
     /// The op's keyword in the IR text (`add`, `lt`, `select`, `cast`, `ln`).
-    pub fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
-            Elementwise::Binary(b) => b.name(),
-            Elementwise::Unary(u) => u.name(),
-            Elementwise::Fma => "fma",
-            Elementwise::Cmp(c) => c.name(),
-            Elementwise::Select => "select",
-            Elementwise::Cast(_) => "cast",
-            Elementwise::Bitcast(_) => "bitcast",
-            Elementwise::Math(f) => f.name(),
+            Rule::Binary(b) => b.name(),
+            Rule::Unary(u) => u.name(),
+            Rule::Fma => "fma",
+            Rule::Cmp(c) => c.name(),
+            Rule::Select => "select",
+            Rule::Cast(_) => "cast",
+            Rule::Bitcast(_) => "bitcast",
+            Rule::Math(f) => f.name(),
         }
     }
 
     /// The type the op defines on operands of types `operands`, in operand order (a
-    /// `select`'s condition first).
-    ///
-    /// # Errors
-    /// The message (without the op or its location, which the caller adds) naming the
-    /// operand, what was expected, what was found and the fix: a wrong number of operands to
-    /// a math function, an operand that is not a scalar or tile, tiles of two shapes, operands
-    /// of two dtypes, a dtype the op is not defined on, a non-`bool` condition and a bitcast
-    /// between widths.
-    pub fn result(self, operands: &[&Type]) -> Result<Type, String> {
-        if let Elementwise::Math(f) = self {
+    /// `select`'s condition first); the errors are [`result_type`]'s.
+    fn result(self, operands: &[&Type]) -> Result<Type, String> {
+        if let Rule::Math(f) = self {
             if operands.len() != f.arity() {
                 return Err(format!(
                     "`{}` takes {} operand(s) ({}), found {}",
@@ -114,11 +140,11 @@ impl Elementwise {
         })
     }
 
-    /// The result dtype on operand dtypes `ds` (the checks of [`Elementwise::result`] past
+    /// The result dtype on operand dtypes `ds` (the checks of `Rule::result` past
     /// the operands' kinds and shapes).
     fn dtype(self, ds: &[DType]) -> Result<DType, String> {
         match self {
-            Elementwise::Binary(b) => {
+            Rule::Binary(b) => {
                 let d = one_dtype(ds, 0)?;
                 let logic = matches!(b, BinOp::And | BinOp::Or | BinOp::Xor);
                 if logic && d.is_float() {
@@ -141,7 +167,7 @@ impl Elementwise {
                 }
                 Ok(d)
             }
-            Elementwise::Unary(u) => {
+            Rule::Unary(u) => {
                 let d = one_dtype(ds, 0)?;
                 let ok = match u {
                     UnOp::Neg => d.is_float() || d.is_signed(),
@@ -154,15 +180,15 @@ impl Elementwise {
                 }
                 Ok(d)
             }
-            Elementwise::Fma => {
+            Rule::Fma => {
                 let d = one_dtype(ds, 0)?;
                 if !d.is_float() {
                     return Err(format!("`fma` needs float operands, found `{d}`"));
                 }
                 Ok(d)
             }
-            Elementwise::Cmp(_) => one_dtype(ds, 0).map(|_| DType::Bool),
-            Elementwise::Select => {
+            Rule::Cmp(_) => one_dtype(ds, 0).map(|_| DType::Bool),
+            Rule::Select => {
                 if ds[0] != DType::Bool {
                     return Err(format!(
                         "operand 0 (condition) must be `bool`, found `{}`",
@@ -171,8 +197,8 @@ impl Elementwise {
                 }
                 one_dtype(&ds[1..], 1)
             }
-            Elementwise::Cast(to) => one_dtype(ds, 0).map(|_| to),
-            Elementwise::Bitcast(to) => {
+            Rule::Cast(to) => one_dtype(ds, 0).map(|_| to),
+            Rule::Bitcast(to) => {
                 let from = one_dtype(ds, 0)?;
                 if !from.bitcasts_to(to) {
                     return Err(format!(
@@ -184,7 +210,7 @@ impl Elementwise {
                 }
                 Ok(to)
             }
-            Elementwise::Math(f) => {
+            Rule::Math(f) => {
                 let d0 = ds[0];
                 if !d0.is_float() {
                     return Err(format!(
@@ -235,57 +261,70 @@ mod tests {
         let (f, i, b) = (scalar(DType::F32), scalar(DType::I32), scalar(DType::Bool));
         let tile = Type::Tile(Shape(vec![Dim::Const(4)]), DType::F32);
         assert_eq!(
-            Elementwise::Binary(BinOp::Add).result(&[&tile, &f]),
+            Rule::Binary(BinOp::Add).result(&[&tile, &f]),
             Ok(tile.clone())
         );
         assert_eq!(
-            Elementwise::Cmp(CmpOp::Lt).result(&[&f, &tile]),
+            Rule::Cmp(CmpOp::Lt).result(&[&f, &tile]),
             Ok(Type::Tile(Shape(vec![Dim::Const(4)]), DType::Bool))
         );
-        assert_eq!(Elementwise::Select.result(&[&b, &i, &i]), Ok(i.clone()));
+        assert_eq!(Rule::Select.result(&[&b, &i, &i]), Ok(i.clone()));
+        assert_eq!(Rule::Cast(DType::F64).result(&[&i]), Ok(scalar(DType::F64)));
         assert_eq!(
-            Elementwise::Cast(DType::F64).result(&[&i]),
-            Ok(scalar(DType::F64))
-        );
-        assert_eq!(
-            Elementwise::Bitcast(DType::U32).result(&[&f]),
+            Rule::Bitcast(DType::U32).result(&[&f]),
             Ok(scalar(DType::U32))
         );
+        assert_eq!(Rule::Math(MathFn::Powi).result(&[&f, &i]), Ok(f.clone()));
+    }
+
+    #[test]
+    fn ops_are_typed_from_their_kind_and_other_ops_are_not_elementwise() {
+        let tys = [scalar(DType::F32), scalar(DType::I32)];
+        let ty = |v: Value| &tys[v.0 as usize];
+        let (a, n) = (Value(0), Value(1));
+        let add = OpKind::Binary(BinOp::Add, a, a);
         assert_eq!(
-            Elementwise::Math(MathFn::Powi).result(&[&f, &i]),
-            Ok(f.clone())
+            result_type(&add, ty, DType::Bool),
+            Some(Ok(scalar(DType::F32)))
         );
+        let cast = OpKind::Cast(n);
+        assert_eq!(
+            result_type(&cast, ty, DType::F64),
+            Some(Ok(scalar(DType::F64)))
+        );
+        let powi = OpKind::Math(MathFn::Powi, vec![a, n]);
+        assert_eq!(
+            result_type(&powi, ty, DType::Bool),
+            Some(Ok(scalar(DType::F32)))
+        );
+        assert_eq!(result_type(&OpKind::Rank(a), ty, DType::Bool), None);
     }
 
     #[test]
     fn each_refusal_names_the_operand_and_the_fix() {
         let (f, i, b) = (scalar(DType::F32), scalar(DType::I32), scalar(DType::Bool));
-        let err = |e: Elementwise, ops: &[&Type]| e.result(ops).unwrap_err();
+        let err = |e: Rule, ops: &[&Type]| e.result(ops).unwrap_err();
         assert_eq!(
-            err(Elementwise::Binary(BinOp::Add), &[&f, &i]),
+            err(Rule::Binary(BinOp::Add), &[&f, &i]),
             "operand 1 has dtype `i32` but an earlier operand has `f32`; convert one with `as f32`"
         );
         assert_eq!(
-            err(Elementwise::Select, &[&b, &f, &i]),
+            err(Rule::Select, &[&b, &f, &i]),
             "operand 2 has dtype `i32` but an earlier operand has `f32`; convert one with `as f32`"
         );
         assert_eq!(
-            err(Elementwise::Select, &[&i, &f, &f]),
+            err(Rule::Select, &[&i, &f, &f]),
             "operand 0 (condition) must be `bool`, found `i32`"
         );
-        assert!(
-            err(Elementwise::Binary(BinOp::Shl), &[&f, &f]).starts_with("`shl` shifts integers")
-        );
+        assert!(err(Rule::Binary(BinOp::Shl), &[&f, &f]).starts_with("`shl` shifts integers"));
         assert_eq!(
-            err(Elementwise::Unary(UnOp::Neg), &[&scalar(DType::U32)]),
+            err(Rule::Unary(UnOp::Neg), &[&scalar(DType::U32)]),
             "`neg` is not defined on `u32`"
         );
-        assert!(err(Elementwise::Bitcast(DType::U64), &[&f]).contains("found `f32` to `u64`"));
-        assert!(
-            err(Elementwise::Math(MathFn::Ln), &[&f, &f]).starts_with("`ln` takes 1 operand(s)")
-        );
+        assert!(err(Rule::Bitcast(DType::U64), &[&f]).contains("found `f32` to `u64`"));
+        assert!(err(Rule::Math(MathFn::Ln), &[&f, &f]).starts_with("`ln` takes 1 operand(s)"));
         let tensor = Type::Tensor(Shape(vec![Dim::Const(4)]), DType::F32);
-        assert!(err(Elementwise::Binary(BinOp::Mul), &[&tensor, &f])
+        assert!(err(Rule::Binary(BinOp::Mul), &[&tensor, &f])
             .starts_with("`mul` takes scalars or tiles, found `tensor<[4], f32>`"));
     }
 }

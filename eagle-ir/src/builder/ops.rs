@@ -2,7 +2,6 @@
 //! views and elements, tile loads and stores.
 
 use super::*;
-use crate::typing::Elementwise;
 
 impl FunctionBuilder<'_> {
     /// A tile intrinsic (`row_sum(t)`, `matmul(a, b)`, `zeros([M, N], f32)`, ...; the list
@@ -337,15 +336,22 @@ impl FunctionBuilder<'_> {
         )
     }
 
-    /// The type elementwise op `e` defines on `vals` ([`Elementwise::result`]: the rule the
-    /// verifier applies too, so a kernel's mistake is reported here, at its source line).
+    /// Appends elementwise op `kind` with the type [`crate::typing::result_type`] gives it (the
+    /// rule the verifier applies too, so a kernel's mistake is reported here, at its source
+    /// line); `to` is a conversion's target dtype.
     ///
     /// # Errors
     /// [`IrError::Build`] with the rule's message and the source line.
-    pub(super) fn typed(&self, e: Elementwise, vals: &[Value]) -> Result<Type> {
-        let tys: Vec<&Type> = vals.iter().map(|v| self.ty(*v)).collect();
-        e.result(&tys)
-            .or_else(|m| self.err(format!("{m}{}", self.here())))
+    pub(super) fn push_elementwise(&mut self, kind: OpKind, to: DType) -> Result<Value> {
+        let ty = crate::typing::result_type(&kind, |v| self.cur.ty(v), to);
+        match ty {
+            Some(Ok(t)) => Ok(self.push(kind, t)),
+            Some(Err(m)) => self.err(format!("{m}{}", self.here())),
+            None => self.err(format!(
+                "internal: `{}` is not elementwise",
+                kind.info().name
+            )),
+        }
     }
 
     /// `a <op> b`.
@@ -360,8 +366,7 @@ impl FunctionBuilder<'_> {
     ) -> Result<Value> {
         let (a, b) = self.pair(a.into(), b.into())?;
         let [a, b] = self.broadcast_operands(op.name(), [a, b])?;
-        let ty = self.typed(Elementwise::Binary(op), &[a, b])?;
-        Ok(self.push(OpKind::Binary(op, a, b), ty))
+        self.push_elementwise(OpKind::Binary(op, a, b), DType::Bool)
     }
 
     /// `a <op> b` as an operand: two unsuffixed integer literals fold to one (exactly, in
@@ -428,8 +433,7 @@ impl FunctionBuilder<'_> {
     /// [`IrError::Build`] for an operand that is neither scalar nor tile.
     pub fn un(&mut self, op: UnOp, a: impl Into<Operand>) -> Result<Value> {
         let a = self.value(a, None)?;
-        let ty = self.typed(Elementwise::Unary(op), &[a])?;
-        Ok(self.push(OpKind::Unary(op, a), ty))
+        self.push_elementwise(OpKind::Unary(op, a), DType::Bool)
     }
 
     /// A function of the math library ([`crate::math`]), elementwise: `ln(x)`, `atan2(y, x)`,
@@ -492,8 +496,7 @@ impl FunctionBuilder<'_> {
             let [a, b] = self.broadcast_operands(n, [vals[0], vals[1]])?;
             vals = vec![a, b];
         }
-        let ty = self.typed(Elementwise::Math(f), &vals)?;
-        Ok(self.push(OpKind::Math(f, vals), ty))
+        self.push_elementwise(OpKind::Math(f, vals), DType::Bool)
     }
 
     /// `a * b + c` with one rounding.
@@ -510,8 +513,7 @@ impl FunctionBuilder<'_> {
         let h = self.hint_of(&a).or(self.hint_of(&b)).or(self.hint_of(&c));
         let (a, b, c) = (self.value(a, h)?, self.value(b, h)?, self.value(c, h)?);
         let [a, b, c] = self.broadcast_operands("fma", [a, b, c])?;
-        let ty = self.typed(Elementwise::Fma, &[a, b, c])?;
-        Ok(self.push(OpKind::Fma(a, b, c), ty))
+        self.push_elementwise(OpKind::Fma(a, b, c), DType::Bool)
     }
 
     /// `a <cmp> b`, a `bool` (or a tile of `bool`).
@@ -526,8 +528,7 @@ impl FunctionBuilder<'_> {
     ) -> Result<Value> {
         let (a, b) = self.pair(a.into(), b.into())?;
         let [a, b] = self.broadcast_operands(op.name(), [a, b])?;
-        let ty = self.typed(Elementwise::Cmp(op), &[a, b])?;
-        Ok(self.push(OpKind::Cmp(op, a, b), ty))
+        self.push_elementwise(OpKind::Cmp(op, a, b), DType::Bool)
     }
 
     /// `select(cond, a, b)`.
@@ -543,8 +544,7 @@ impl FunctionBuilder<'_> {
         let c = self.value(cond, Some(DType::Bool))?;
         let (a, b) = self.pair(a.into(), b.into())?;
         let [c, a, b] = self.broadcast_operands("select", [c, a, b])?;
-        let ty = self.typed(Elementwise::Select, &[c, a, b])?;
-        Ok(self.push(OpKind::Select(c, a, b), ty))
+        self.push_elementwise(OpKind::Select(c, a, b), DType::Bool)
     }
 
     /// `a as dtype`.
@@ -553,8 +553,7 @@ impl FunctionBuilder<'_> {
     /// [`IrError::Build`] for an operand that is neither scalar nor tile.
     pub fn cast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
         let a = self.value(a, Some(dtype))?;
-        let ty = self.typed(Elementwise::Cast(dtype), &[a])?;
-        Ok(self.push(OpKind::Cast(a), ty))
+        self.push_elementwise(OpKind::Cast(a), dtype)
     }
 
     /// The same bits as `dtype` (`f32::from_bits(u)`, and [`FunctionBuilder::to_bits`]).
@@ -564,8 +563,7 @@ impl FunctionBuilder<'_> {
     /// and an integer of the same width ([`DType::bitcasts_to`]).
     pub fn bitcast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
         let a = self.value(a, dtype.bits_dtype())?;
-        let ty = self.typed(Elementwise::Bitcast(dtype), &[a])?;
-        Ok(self.push(OpKind::Bitcast(a), ty))
+        self.push_elementwise(OpKind::Bitcast(a), dtype)
     }
 
     /// `x.to_bits()`: an `f32`'s bits as `u32`, an `f64`'s as `u64`, an `f16`'s or `bf16`'s

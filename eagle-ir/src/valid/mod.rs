@@ -11,7 +11,6 @@ use crate::ir::{Block, Function, Level, Module, Op, OpKind, Value, Want};
 use crate::text::print::print_op;
 use crate::types::{DType, Shape, Type};
 pub(crate) use crate::typing::shapes_compatible;
-use crate::typing::Elementwise;
 use std::collections::{HashMap, HashSet};
 
 /// Whether an argument of type `a` may bind a parameter of type `p`.
@@ -218,13 +217,13 @@ impl V<'_> {
         }
     }
 
-    /// An elementwise op: the typing rule ([`Elementwise::result`]) on its operands, and the
-    /// result it defines.
-    fn elementwise(&self, op: &Op, e: Elementwise, vals: &[Value]) -> Result<()> {
-        let tys: Vec<&Type> = vals.iter().map(|v| self.ty(*v)).collect();
-        match e.result(&tys) {
-            Ok(t) => self.expect_result(op, &t),
-            Err(m) => self.fail(op, m),
+    /// An elementwise op: the typing rule ([`crate::typing::result_type`]) on its operands, and
+    /// the result it defines; `to` is a conversion's target dtype.
+    fn elementwise(&self, op: &Op, to: DType) -> Result<()> {
+        match crate::typing::result_type(&op.kind, |v| self.ty(v), to) {
+            Some(Ok(t)) => self.expect_result(op, &t),
+            Some(Err(m)) => self.fail(op, m),
+            None => self.fail(op, "internal: not an elementwise op"),
         }
     }
 
@@ -491,20 +490,13 @@ impl V<'_> {
         match &op.kind {
             Const(c) => self.check_const(op, *c)?,
             Dim(_) => self.expect_result(op, &Type::Scalar(DType::Index))?,
-            Binary(b, x, y) => self.elementwise(op, Elementwise::Binary(*b), &[*x, *y])?,
-            Unary(u, x) => self.elementwise(op, Elementwise::Unary(*u), &[*x])?,
-            Fma(a, b, c) => self.elementwise(op, Elementwise::Fma, &[*a, *b, *c])?,
-            Cmp(c, a, b) => self.elementwise(op, Elementwise::Cmp(*c), &[*a, *b])?,
-            Select(c, a, b) => self.elementwise(op, Elementwise::Select, &[*c, *a, *b])?,
-            Cast(a) => {
-                let to = self.converts_to(op)?;
-                self.elementwise(op, Elementwise::Cast(to), &[*a])?
+            Binary(..) | Unary(..) | Fma(..) | Cmp(..) | Select(..) | Math(..) => {
+                self.elementwise(op, DType::Bool)?
             }
-            Bitcast(a) => {
+            Cast(_) | Bitcast(_) => {
                 let to = self.converts_to(op)?;
-                self.elementwise(op, Elementwise::Bitcast(to), &[*a])?
+                self.elementwise(op, to)?
             }
-            Math(f, args) => self.elementwise(op, Elementwise::Math(*f), args)?,
             other => {
                 return self.fail(
                     op,
