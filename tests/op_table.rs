@@ -163,6 +163,11 @@ fn every_kind() -> Vec<OpKind> {
             grid: vec![v],
             axis: 0,
         },
+        OpKind::Split {
+            ctx: v,
+            color: v,
+            key: v,
+        },
         OpKind::WorldRank { group: v, rank: v },
         OpKind::TrapIf {
             cond: v,
@@ -221,6 +226,7 @@ fn every_kind() -> Vec<OpKind> {
             | OpKind::Wait { .. }
             | OpKind::Barrier(_)
             | OpKind::Group { .. }
+            | OpKind::Split { .. }
             | OpKind::WorldRank { .. }
             | OpKind::TrapIf { .. }
             | OpKind::Tile(..)
@@ -271,7 +277,7 @@ fn every_op_runs_through_both_backends_in_a_file_test() {
     );
     assert!(keywords(&["specialize"]).contains("dim"));
     // And every op kind is in the table, named.
-    assert_eq!(every_kind().len(), 49);
+    assert_eq!(every_kind().len(), 50);
 }
 
 #[test]

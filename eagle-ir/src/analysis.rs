@@ -213,6 +213,7 @@ fn walk(
             | OpKind::Rank(_)
             | OpKind::NRanks(_)
             | OpKind::Group { .. }
+            | OpKind::Split { .. }
             | OpKind::WorldRank { .. }
             | OpKind::WorldSize
             | OpKind::AllocWindowBuffer

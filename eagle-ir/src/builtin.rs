@@ -15,6 +15,9 @@ enumeration! {
         /// `group(ctx, [grid], axis)`: this rank's group along `axis` of a process grid, a
         /// context (`OpKind::Group`).
         Group => "group",
+        /// `split(ctx, color, key)`: this rank's group among the ranks of its color, numbered
+        /// by key, as `MPI_Comm_split` (`OpKind::Split`).
+        Split => "split",
         /// `world_rank(group, q)`: the world rank of rank `q` of a group, an `index`.
         WorldRank => "world_rank",
         /// `world_size()` on the host, an `index`.
@@ -152,6 +155,7 @@ impl Builtin {
             Rank | NRanks | Barrier => format!("{}(ctx)", self.name()),
             WorldSize => "world_size()".into(),
             Group => "group(ctx, [grid], axis)".into(),
+            Split => "split(ctx, color, key)".into(),
             WorldRank => "world_rank(group, rank)".into(),
             Min | Max => format!("{}(a, b)", self.name()),
             Fma | Select => format!("{}(a, b, c)", self.name()),
@@ -197,8 +201,8 @@ impl Builtin {
     pub const fn has_result(self) -> bool {
         use Builtin::*;
         match self {
-            Rank | NRanks | Group | WorldRank | WorldSize | Min | Max | Fma | Select | Load
-            | AllocWindowBuffer | Window | RemoteLoad | Subview | SaturatingCast => true,
+            Rank | NRanks | Group | Split | WorldRank | WorldSize | Min | Max | Fma | Select
+            | Load | AllocWindowBuffer | Window | RemoteLoad | Subview | SaturatingCast => true,
             Store | Put | Get | RemoteStore | Notify | Wait | Barrier | Broadcast | AllGather
             | ReduceScatter | AllReduce | AllToAll | AllToAllV | AllGatherV => false,
         }
@@ -210,7 +214,7 @@ impl Builtin {
         use Builtin::*;
         match self {
             Min | Max | Fma | Select | SaturatingCast => true,
-            Rank | NRanks | Group | WorldRank | WorldSize | Load | RemoteLoad | Subview
+            Rank | NRanks | Group | Split | WorldRank | WorldSize | Load | RemoteLoad | Subview
             | Window | AllocWindowBuffer | Store | Put | Get | RemoteStore | Notify | Wait
             | Barrier | Broadcast | AllGather | ReduceScatter | AllReduce | AllToAll
             | AllToAllV | AllGatherV => false,
@@ -225,9 +229,9 @@ impl Builtin {
             Store | Get => Some(0),
             Broadcast | AllGather | ReduceScatter | AllReduce | AllToAll => Some(2),
             AllToAllV | AllGatherV => Some(3),
-            Rank | NRanks | Group | WorldRank | WorldSize | Min | Max | Fma | Select | Load
-            | AllocWindowBuffer | Window | Put | RemoteLoad | RemoteStore | Notify | Wait
-            | Barrier | Subview | SaturatingCast => None,
+            Rank | NRanks | Group | Split | WorldRank | WorldSize | Min | Max | Fma | Select
+            | Load | AllocWindowBuffer | Window | Put | RemoteLoad | RemoteStore | Notify
+            | Wait | Barrier | Subview | SaturatingCast => None,
         }
     }
 }

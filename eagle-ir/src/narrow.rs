@@ -412,6 +412,7 @@ fn narrowing(kind: &OpKind, d: DType) -> Narrowing {
         | OpKind::Rank(_)
         | OpKind::NRanks(_)
         | OpKind::Group { .. }
+        | OpKind::Split { .. }
         | OpKind::WorldRank { .. }
         | OpKind::WorldSize
         | OpKind::AllocWindowBuffer

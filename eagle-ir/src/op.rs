@@ -51,6 +51,7 @@ impl OpKind {
             | Rank(_)
             | NRanks(_)
             | Group { .. }
+            | Split { .. }
             | WorldRank { .. }
             | WorldSize
             | AllocWindowBuffer

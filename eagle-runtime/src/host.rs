@@ -289,6 +289,7 @@ impl Interp<'_> {
                 | OpKind::Rank(_)
                 | OpKind::NRanks(_)
                 | OpKind::Group { .. }
+                | OpKind::Split { .. }
                 | OpKind::WorldRank { .. }
                 | OpKind::Put { .. }
                 | OpKind::Get { .. }

@@ -979,6 +979,7 @@ impl Spec<'_> {
             | OpKind::Window(_)
             | OpKind::Barrier(_)
             | OpKind::Group { .. }
+            | OpKind::Split { .. }
             | OpKind::WorldRank { .. }
             | OpKind::TrapIf { .. }
             | OpKind::Tile(..)

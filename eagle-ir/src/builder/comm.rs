@@ -31,6 +31,21 @@ impl FunctionBuilder<'_> {
             .collect();
         Ok(self.push(OpKind::Group { ctx, grid, axis }, Type::Ctx))
     }
+    /// `split(ctx, color, key)`: this rank's group among the ranks of its `color`, numbered
+    /// by `key` and then by world rank ([`OpKind::Split`]); `color` and `key` are `index`.
+    ///
+    /// # Errors
+    /// Only from materialising `color` and `key`.
+    pub fn split(
+        &mut self,
+        ctx: Value,
+        color: impl Into<Operand>,
+        key: impl Into<Operand>,
+    ) -> Result<Value> {
+        let color = self.value(color, Some(DType::Index))?;
+        let key = self.value(key, Some(DType::Index))?;
+        Ok(self.push(OpKind::Split { ctx, color, key }, Type::Ctx))
+    }
     /// `world_rank(group, q)`: the world rank of rank `q` of `group` ([`OpKind::WorldRank`]).
     ///
     /// # Errors

@@ -647,6 +647,20 @@ op_kinds! {
         /// The axis whose ranks form the group.
         .axis => axis: attr(u64)
     } "group $ctx, [$grid], $axis" => value(pure(info("a rank group", Levels::DEVICE)));
+    /// `split(ctx, color, key)`: this rank's group among the ranks of the same `color`,
+    /// numbered by `key` and then by world rank, as `MPI_Comm_split` numbers a communicator.
+    /// A context like a [`OpKind::Group`]'s, and lowered as one: once P is known, `color` and
+    /// `key` (computed from `rank(ctx)`, `nranks(ctx)`, dims and constants) are evaluated for
+    /// every rank, and the groups must be those of a process grid (one size, members equally
+    /// spaced, numbered in world-rank order).
+    struct Split {
+        /// The world's device context.
+        .ctx => ctx: val as ctx,
+        /// Ranks of one color form a group.
+        .color => color: val as index,
+        /// The order of the ranks within a group.
+        .key => key: val as index
+    } "split $ctx, $color, $key" => value(pure(info("a rank group", Levels::DEVICE)));
     /// `world_rank(group, q)`: the world rank of rank `q` of `group`, for `put`, `get`,
     /// `notify`, `remote_load` and `remote_store`, which address world ranks.
     struct WorldRank {
@@ -831,6 +845,7 @@ impl OpKind {
             | OpKind::Rank(..)
             | OpKind::NRanks(..)
             | OpKind::Group { .. }
+            | OpKind::Split { .. }
             | OpKind::WorldRank { .. }
             | OpKind::WorldSize
             | OpKind::AllocWindowBuffer

@@ -421,6 +421,7 @@ impl V<'_> {
             Rank(_)
             | NRanks(_)
             | Group { .. }
+            | Split { .. }
             | WorldRank { .. }
             | Barrier(_)
             | TrapIf { .. }
@@ -825,6 +826,8 @@ impl V<'_> {
                 }
                 self.expect_result(op, &Type::Ctx)?;
             }
+            // The operands are checked by the declaration (`val as ctx`, `val as index`).
+            Split { .. } => self.expect_result(op, &Type::Ctx)?,
             // The operands are checked by the declaration (`val as bool`, `val as index`).
             Barrier(_) | TrapIf { .. } => {}
             WorldSize => {

@@ -512,6 +512,13 @@ impl Cx {
                 }
                 v(quote!({ let __a0 = #cx; let __a1 = #grid; __f.#m(__a0, __a1, #axis)? }))
             }
+            B::Split => {
+                let cx = self.val(a[0])?;
+                let (color, key) = (self.expr(a[1])?, self.expr(a[2])?);
+                v(
+                    quote!({ let __a0 = #cx; let __a1 = #color; let __a2 = #key; __f.#m(__a0, __a1, __a2)? }),
+                )
+            }
             B::WorldRank => {
                 let g = self.val(a[0])?;
                 let q = self.expr(a[1])?;

@@ -824,6 +824,7 @@ impl Cx {
             B::Rank
             | B::NRanks
             | B::Group
+            | B::Split
             | B::WorldRank
             | B::WorldSize
             | B::Load

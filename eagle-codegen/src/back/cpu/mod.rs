@@ -738,6 +738,7 @@ impl Lower<'_, '_> {
             OpKind::WorldSize
             | OpKind::NRanks(_)
             | OpKind::Group { .. }
+            | OpKind::Split { .. }
             | OpKind::WorldRank { .. }
             | OpKind::Broadcast { .. }
             | OpKind::AllGather { .. }

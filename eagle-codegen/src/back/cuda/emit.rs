@@ -405,6 +405,7 @@ impl Emitter<'_> {
             OpKind::WorldSize
             | OpKind::NRanks(_)
             | OpKind::Group { .. }
+            | OpKind::Split { .. }
             | OpKind::WorldRank { .. }
             | OpKind::Broadcast { .. }
             | OpKind::AllGather { .. }

@@ -24,7 +24,9 @@
 
 use super::em::Em;
 use crate::error::SpecializeError;
-use eagle_ir::{BinOp, CmpOp, Const, DType, Function, Level, Op, OpKind, Type, Value, Want};
+use eagle_ir::eval::{self, Scalar};
+use eagle_ir::{BinOp, CmpOp, Const, DType, Defs, Function, Level, Op, OpKind, Type, Value, Want};
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 
 /// A `group` op of the function once its grid's extents are constants.
@@ -203,6 +205,7 @@ pub(super) fn group_defs(
 ) -> Result<HashMap<Value, GroupDef>, SpecializeError> {
     let mut defs: HashMap<Value, GroupDef> = HashMap::new();
     let mut err = None;
+    let facts = Defs::of(f);
     f.body.walk(&mut |op| {
         if err.is_some() {
             return;
@@ -264,6 +267,41 @@ pub(super) fn group_defs(
                     },
                 );
             }
+        } else if let OpKind::Split { ctx, color, key } = &op.kind {
+            let place = if matches!(f.level, Level::Device | Level::Compute) {
+                None
+            } else {
+                Some(format!(
+                    "a rank group in the {} function `{}`: a group lives in a per-device \
+                     program or a compute kernel it calls, whose signal window its barriers \
+                     and collectives use; create it there",
+                    f.level.name(),
+                    f.name
+                ))
+            };
+            let nested = defs.contains_key(ctx).then(|| {
+                "the context of a split is a group; split the world's context instead: give \
+                 `split(ctx, color, key)` the kernel's `ctx` and a color that tells every \
+                 group apart"
+                    .to_string()
+            });
+            let grid = place
+                .or(nested)
+                .map_or_else(|| split_grid(&facts, consts, *ctx, *color, *key, p), Err);
+            match (grid, op.result) {
+                (Err(m), _) => err = Some(fail("split", m)),
+                (Ok(grid), Some(r)) => {
+                    defs.insert(
+                        r,
+                        GroupDef {
+                            ctx: *ctx,
+                            grid,
+                            axis: 1,
+                        },
+                    );
+                }
+                (Ok(_), None) => {}
+            }
         } else if let OpKind::Call { callee, args } = &op.kind {
             if args.iter().any(|a| defs.contains_key(a)) {
                 err = Some(fail(
@@ -278,6 +316,146 @@ pub(super) fn group_defs(
         }
     });
     err.map_or(Ok(defs), Err)
+}
+
+/// The value of `v` on world rank `r` of a world of `p` ranks, from its definition: the
+/// function's constants, `rank` and `nranks` of the world's context `world`, and integer
+/// arithmetic, comparisons, selects and casts of them. `None` for anything else (a load, a
+/// loop's variable, an argument).
+fn at_rank(
+    facts: &Defs<'_>,
+    consts: &HashMap<Value, i128>,
+    world: Value,
+    v: Value,
+    (r, p): (u64, u64),
+    depth: u32,
+) -> Option<i128> {
+    if let Some(&c) = consts.get(&v) {
+        return Some(c);
+    }
+    let kind = facts.kind(v).filter(|_| depth < 256)?;
+    let at = |x: Value| at_rank(facts, consts, world, x, (r, p), depth + 1);
+    let index = |x: i128| Scalar::Index(x as i64);
+    if let OpKind::Rank(c) = kind {
+        (*c == world).then_some(i128::from(r))
+    } else if let OpKind::NRanks(c) = kind {
+        (*c == world).then_some(i128::from(p))
+    } else if let OpKind::Binary(b, x, y) = kind {
+        let z = eval::binary(*b, index(at(*x)?), index(at(*y)?)).ok()?;
+        Some(i128::from(z.bits() as i64))
+    } else if let OpKind::Cmp(c, x, y) = kind {
+        eval::cmp(*c, index(at(*x)?), index(at(*y)?))
+            .ok()
+            .map(i128::from)
+    } else if let OpKind::Select(c, x, y) = kind {
+        if at(*c)? != 0 {
+            at(*x)
+        } else {
+            at(*y)
+        }
+    } else if let OpKind::Cast(x) = kind {
+        at(*x)
+    } else {
+        None
+    }
+}
+
+/// The process grid whose axis-1 groups are those of `split(ctx, color, key)` on a world of
+/// `p` ranks: with `n` ranks per group, spaced `s` world ranks apart, `[p / (n s), n, s]`.
+///
+/// # Errors
+/// The message, naming ranks and colors, when a color or key is not computed from the rank,
+/// when the groups differ in size, when a key numbers a group against world-rank order, and
+/// when the groups are not those of a process grid.
+fn split_grid(
+    facts: &Defs<'_>,
+    consts: &HashMap<Value, i128>,
+    world: Value,
+    color: Value,
+    key: Value,
+    p: u64,
+) -> Result<Vec<u64>, String> {
+    let mut groups: BTreeMap<i128, Vec<(i128, u64)>> = BTreeMap::new();
+    for r in 0..p {
+        let (Some(c), Some(k)) = (
+            at_rank(facts, consts, world, color, (r, p), 0),
+            at_rank(facts, consts, world, key, (r, p), 0),
+        ) else {
+            return Err(
+                "the color and key of `split` are computed before anything runs, for \
+                 every rank: compute them from `rank(ctx)`, `nranks(ctx)`, dims and constants \
+                 (`split(ctx, rank(ctx) / TP, rank(ctx))`), not from data or arguments"
+                    .into(),
+            );
+        };
+        groups.entry(c).or_default().push((k, r));
+    }
+    let mut n = None;
+    let mut s = None;
+    for (c, members) in &mut groups {
+        members.sort();
+        let size = members.len() as u64;
+        let first = groups_first(members);
+        match n {
+            None => n = Some((size, *c, first)),
+            Some((m, c0, f0)) if m != size => {
+                return Err(format!(
+                    "color {c0} holds {m} ranks (from rank {f0}) but color {c} holds {size} (from \
+                     rank {first}); the groups of a split have one size: give every group the \
+                     same number of ranks (`rank(ctx) / TP` makes groups of TP)"
+                ))
+            }
+            Some(_) => {}
+        }
+        for w in members.windows(2) {
+            let (a, b) = (w[0].1, w[1].1);
+            if b < a {
+                return Err(format!(
+                    "the key numbers rank {a} before rank {b} in the group of color {c}; a \
+                     group's ranks are numbered in world-rank order here: give a key that \
+                     grows with the rank (`rank(ctx)`) or one key for all"
+                ));
+            }
+            match s {
+                None => s = Some(b - a),
+                Some(t) if t != b - a => {
+                    return Err(format!(
+                        "the ranks of color {c} are not equally spaced (ranks {a} and {b} are {} \
+                         apart, others {t}); the groups of a split are those of a process grid: \
+                         ranks `r / TP` (consecutive) or `r % TP` (strided)",
+                        b - a
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    let (n, s) = (n.map_or(1, |x| x.0), s.unwrap_or(1));
+    if !p.is_multiple_of(n * s) {
+        return Err(format!(
+            "groups of {n} ranks spaced {s} apart do not tile a world of {p} ranks; the groups \
+             of a split are those of a process grid"
+        ));
+    }
+    let grid = vec![p / (n * s), n, s];
+    // Each group is the grid's along axis 1: from `(r / (n s)) n s + r % s`, `s` apart.
+    for members in groups.values() {
+        let r = members[0].1;
+        let base = r / (n * s) * (n * s) + r % s;
+        if r != base {
+            return Err(format!(
+                "the group of rank {r} starts at rank {r}, not where a process grid [{}, {n}, \
+                 {s}] starts it ({base}); the groups of a split are those of a process grid",
+                p / (n * s)
+            ));
+        }
+    }
+    Ok(grid)
+}
+
+/// The world rank of a group's first member.
+fn groups_first(members: &[(i128, u64)]) -> u64 {
+    members.first().map_or(0, |m| m.1)
 }
 
 /// A `broadcast` within the group `def` from `root`: a constant root past the group's ranks

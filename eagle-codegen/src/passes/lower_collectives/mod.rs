@@ -63,7 +63,7 @@ fn lower_block(cx: &Lowering<'_>, cur: &mut Cursor, b: &mut Block) -> Result<(),
     cur.open();
     for mut op in std::mem::take(&mut b.ops) {
         // A group's ranks are computed where they are used.
-        if matches!(op.kind, OpKind::Group { .. }) {
+        if matches!(op.kind, OpKind::Group { .. } | OpKind::Split { .. }) {
             continue;
         }
         let group = groups::group_of(&op, &cx.groups);
@@ -750,6 +750,7 @@ fn needs_signals(b: &Block) -> bool {
                 mode: AllreduceMode::Ring | AllreduceMode::TwoPhase,
                 ..
             } | OpKind::Group { .. }
+                | OpKind::Split { .. }
         )
     });
     yes
@@ -787,7 +788,7 @@ fn has_groups(m: &Module) -> bool {
     let mut yes = false;
     for f in &m.functions {
         f.body
-            .walk(&mut |op| yes |= matches!(op.kind, OpKind::Group { .. }));
+            .walk(&mut |op| yes |= matches!(op.kind, OpKind::Group { .. } | OpKind::Split { .. }));
     }
     yes
 }
