@@ -610,6 +610,31 @@ fn an_elementwise_typing_mistake_is_a_build_error_at_its_line() {
     );
 }
 
+/// A float literal where an integer goes: the builder's error, at its source line.
+#[eagle::kernel(device)]
+pub fn float_into_int(ctx: Ctx, x: Tensor<u32, 2>, y: Out<Tensor<u32, 2>>) {
+    y[0] = x[0] + 1.5; // marker: float literal into u32
+}
+
+/// Every build error names the source line of the call being built, whether or not its
+/// message places the location itself.
+#[test]
+fn every_build_error_names_its_source_line() {
+    let IrError::Build { function, message } = float_into_int::module().unwrap_err() else {
+        panic!("expected a build error");
+    };
+    assert_eq!(function, "float_into_int");
+    let at = format!(
+        "(at tests/errors.rs:{}:",
+        line_of("marker: float literal into u32")
+    );
+    assert!(
+        message.starts_with("float literal `1.5` used where `u32` is expected; write an integer literal or cast with `as u32` (at tests/errors.rs:"),
+        "{message}"
+    );
+    assert!(message.contains(&at), "{message} lacks {at}");
+}
+
 /// Passes a slice of the input `x` where `dynamic_offset` writes (its `Out` parameter `y`).
 #[eagle::host]
 pub fn input_as_out(x: Tensor<f32, NR, 1, SIZE>, y: Out<Tensor<f32, NR, 1, SIZE>>) {

@@ -272,10 +272,18 @@ pub struct FunctionBuilder<'m> {
 }
 
 impl FunctionBuilder<'_> {
+    /// A build error of this function. Every one names the source line of the call being
+    /// built: a message that does not already give it (` (at file:line:column)`, placed by
+    /// the message where it reads best) gets it at its end.
     pub(super) fn err<T>(&self, message: impl Into<String>) -> Result<T> {
+        let mut message = message.into();
+        let here = self.here();
+        if !message.contains(here.as_str()) {
+            message.push_str(&here);
+        }
         Err(IrError::Build {
             function: self.func.name.clone(),
-            message: message.into(),
+            message,
         })
     }
 
