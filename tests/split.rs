@@ -213,7 +213,7 @@ fn a_color_read_from_data_is_refused_with_the_fix() {
         "{e}"
     );
     assert!(
-        e.contains("the color and key of `split` are computed before anything runs, for every rank: compute them from `rank(ctx)`, `nranks(ctx)`, dims and constants (`split(ctx, rank(ctx) / TP, rank(ctx))`), not from data or arguments"),
+        e.contains("the color and key of `split` are computed before anything runs, for every rank, from `rank(ctx)`, `nranks(ctx)`, dims, constants and arithmetic on them (`split(ctx, rank(ctx) / TP, rank(ctx))`); these depend on `elem`"),
         "{e}"
     );
 }
@@ -246,4 +246,66 @@ fn groups_that_are_not_equally_spaced_are_refused() {
     let mut out = Tensor::<u64>::zeros(&[2, 1]);
     spaced.launch(&s, &mut out).unwrap();
     assert_eq!(out.data(), [0, 0]);
+}
+
+/// Colors and keys computed in other dtypes than `index`: evaluated in each value's own dtype,
+/// as the program computes them (a `u32` product wraps, a cast truncates), so the groups are
+/// the ones the ranks would compute.
+#[eagle::kernel(device)]
+pub fn typed_colors_d(ctx: Ctx, out: Out<Tensor<u64, 6>>) {
+    let r = rank(ctx);
+    // 0, 2^31, 0, 2^31 as `u32` (the product wraps): {0, 2} and {1, 3}.
+    let c: u32 = (r as u32) * 2147483648;
+    let g = split(ctx, c as usize, r);
+    // `as u32` keeps the low 32 bits: r / 2, so {0, 1} and {2, 3}.
+    let h = split(ctx, (r * 4294967296 + r / 2) as u32 as usize, r);
+    out[0] = rank(g) as u64;
+    out[1] = nranks(g) as u64;
+    out[2] = world_rank(g, 1) as u64;
+    out[3] = rank(h) as u64;
+    out[4] = nranks(h) as u64;
+    out[5] = world_rank(h, 0) as u64;
+}
+
+#[eagle::host]
+pub fn typed_colors(out: Out<Tensor<u64, NR, 6>>) {
+    for r in 0..world_size() {
+        typed_colors_d(out[r], device = r);
+    }
+}
+
+/// A key that wraps in `i32`: 0, 2^30, -2^31, -2^30 at P = 4, so ranks 2 and 3 sort first.
+#[eagle::kernel(device)]
+pub fn wrapped_key_d(ctx: Ctx, out: Out<Tensor<u64, 1>>) {
+    let k: i32 = (rank(ctx) as i32) * 1073741824;
+    let g = split(ctx, 0, k as usize);
+    out[0] = rank(g) as u64;
+}
+
+#[eagle::host]
+pub fn wrapped_key(out: Out<Tensor<u64, NR, 1>>) {
+    for r in 0..world_size() {
+        wrapped_key_d(out[r], device = r);
+    }
+}
+
+#[test]
+fn colors_and_keys_are_evaluated_in_their_own_dtypes() {
+    let s = Session::sim(4).unwrap();
+    let mut out = Tensor::<u64>::zeros(&[4, 6]);
+    typed_colors.launch(&s, &mut out).unwrap();
+    #[rustfmt::skip]
+    let want = [
+        0, 2, 2, 0, 2, 0,
+        0, 2, 3, 1, 2, 0,
+        1, 2, 2, 0, 2, 2,
+        1, 2, 3, 1, 2, 2,
+    ];
+    assert_eq!(out.data(), want);
+    let mut out = Tensor::<u64>::zeros(&[4, 1]);
+    let e = wrapped_key.launch(&s, &mut out).unwrap_err().to_string();
+    assert!(
+        e.contains("the key numbers rank 3 before rank 0 in the group of color 0"),
+        "{e}"
+    );
 }

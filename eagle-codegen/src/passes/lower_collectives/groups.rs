@@ -287,7 +287,7 @@ pub(super) fn group_defs(
             });
             let grid = place
                 .or(nested)
-                .map_or_else(|| split_grid(&facts, consts, *ctx, *color, *key, p), Err);
+                .map_or_else(|| split_grid(f, &facts, consts, *ctx, *color, *key, p), Err);
             match (grid, op.result) {
                 (Err(m), _) => err = Some(fail("split", m)),
                 (Ok(grid), Some(r)) => {
@@ -318,45 +318,44 @@ pub(super) fn group_defs(
     err.map_or(Ok(defs), Err)
 }
 
-/// The value of `v` on world rank `r` of a world of `p` ranks, from its definition: the
-/// function's constants, `rank` and `nranks` of the world's context `world`, and integer
-/// arithmetic, comparisons, selects and casts of them. `None` for anything else (a load, a
-/// loop's variable, an argument).
+/// The value of `v` on world rank `r` of a world of `p` ranks, in its own dtype, from its
+/// definition: the function's constants, `rank` and `nranks` of the world's context `world`,
+/// and elementwise ops of them, evaluated as every backend computes them
+/// ([`eval::elementwise`]: integers wrap at their width, casts are Rust's `as`).
+///
+/// # Errors
+/// What the value depends on that is not known before the program runs (a load, a loop's
+/// variable, an argument, another group's rank), or the evaluator's error (a division by
+/// zero), as a phrase for the message.
 fn at_rank(
+    f: &Function,
     facts: &Defs<'_>,
     consts: &HashMap<Value, i128>,
     world: Value,
     v: Value,
     (r, p): (u64, u64),
-    depth: u32,
-) -> Option<i128> {
+) -> Result<Scalar, String> {
+    let d = f.ty(v).dtype().unwrap_or(DType::Index);
     if let Some(&c) = consts.get(&v) {
-        return Some(c);
+        return Scalar::from_const(Const::Int(c), d).ok_or_else(|| format!("the constant {c}"));
     }
-    let kind = facts.kind(v).filter(|_| depth < 256)?;
-    let at = |x: Value| at_rank(facts, consts, world, x, (r, p), depth + 1);
-    let index = |x: i128| Scalar::Index(x as i64);
-    if let OpKind::Rank(c) = kind {
-        (*c == world).then_some(i128::from(r))
-    } else if let OpKind::NRanks(c) = kind {
-        (*c == world).then_some(i128::from(p))
-    } else if let OpKind::Binary(b, x, y) = kind {
-        let z = eval::binary(*b, index(at(*x)?), index(at(*y)?)).ok()?;
-        Some(i128::from(z.bits() as i64))
-    } else if let OpKind::Cmp(c, x, y) = kind {
-        eval::cmp(*c, index(at(*x)?), index(at(*y)?))
-            .ok()
-            .map(i128::from)
-    } else if let OpKind::Select(c, x, y) = kind {
-        if at(*c)? != 0 {
-            at(*x)
-        } else {
-            at(*y)
+    let Some(op) = facts.op(v) else {
+        return Err("an argument or a loop's variable".into());
+    };
+    let index = |x: u64| Scalar::Index(x as i64);
+    match &op.kind {
+        OpKind::Rank(c) if *c == world => Ok(index(r)),
+        OpKind::NRanks(c) if *c == world => Ok(index(p)),
+        OpKind::Const(c) => Scalar::from_const(*c, d).ok_or_else(|| format!("the constant {c}")),
+        kind if kind.as_elementwise().is_some() => {
+            let args = kind
+                .operands()
+                .into_iter()
+                .map(|a| at_rank(f, facts, consts, world, a, (r, p)))
+                .collect::<Result<Vec<_>, _>>()?;
+            eval::elementwise(kind, &args, d).map_err(|e| format!("{e} on rank {r}"))
         }
-    } else if let OpKind::Cast(x) = kind {
-        at(*x)
-    } else {
-        None
+        kind => Err(format!("`{}`", kind.info().name)),
     }
 }
 
@@ -368,6 +367,7 @@ fn at_rank(
 /// when the groups differ in size, when a key numbers a group against world-rank order, and
 /// when the groups are not those of a process grid.
 fn split_grid(
+    f: &Function,
     facts: &Defs<'_>,
     consts: &HashMap<Value, i128>,
     world: Value,
@@ -377,16 +377,17 @@ fn split_grid(
 ) -> Result<Vec<u64>, String> {
     let mut groups: BTreeMap<i128, Vec<(i128, u64)>> = BTreeMap::new();
     for r in 0..p {
-        let (Some(c), Some(k)) = (
-            at_rank(facts, consts, world, color, (r, p), 0),
-            at_rank(facts, consts, world, key, (r, p), 0),
-        ) else {
-            return Err(
-                "the color and key of `split` are computed before anything runs, for \
-                 every rank: compute them from `rank(ctx)`, `nranks(ctx)`, dims and constants \
-                 (`split(ctx, rank(ctx) / TP, rank(ctx))`), not from data or arguments"
-                    .into(),
-            );
+        let at =
+            |v| at_rank(f, facts, consts, world, v, (r, p)).map(|x| i128::from(x.bits() as i64));
+        let (c, k) = match (at(color), at(key)) {
+            (Ok(c), Ok(k)) => (c, k),
+            (Err(why), _) | (_, Err(why)) => {
+                return Err(format!(
+                    "the color and key of `split` are computed before anything runs, for every \
+                     rank, from `rank(ctx)`, `nranks(ctx)`, dims, constants and arithmetic on \
+                     them (`split(ctx, rank(ctx) / TP, rank(ctx))`); these depend on {why}"
+                ));
+            }
         };
         groups.entry(c).or_default().push((k, r));
     }
