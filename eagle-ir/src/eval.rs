@@ -554,10 +554,15 @@ pub fn cast(a: Scalar, to: DType) -> Scalar {
             (F64(x), to) if to.is_narrow_float() => narrow_float(x, to),
             (a, to) if to.is_narrow_float() => narrow_float(cast(a, DType::F32).bits_f32(), to),
             // To a narrow integer: Rust's `as` (floats saturate, integers wrap).
-            (F32(x), _) => cast_float_to_narrow(x as f64, to),
-            (F64(x), _) => cast_float_to_narrow(x, to),
+            (F32(x), _) => float_to_int(x as f64, to),
+            (F64(x), _) => float_to_int(x, to),
             (a, _) => Scalar::from_bits(a.bits(), to),
         };
+    }
+    match (a, to.is_int()) {
+        (F32(x), true) => return float_to_int(f64::from(x), to),
+        (F64(x), true) => return float_to_int(x, to),
+        _ => {}
     }
     if to == DType::Bool {
         return Bool(match a {
@@ -609,14 +614,12 @@ pub fn cast(a: Scalar, to: DType) -> Scalar {
     }
 }
 
-/// A float `as` a narrow integer dtype: saturating, NaN to 0.
-fn cast_float_to_narrow(x: f64, to: DType) -> Scalar {
-    match to {
-        DType::I8 => Scalar::I8(x as i8),
-        DType::U8 => Scalar::U8(x as u8),
-        DType::I16 => Scalar::I16(x as i16),
-        _ => Scalar::U16(x as u16),
-    }
+/// A float `as` an integer dtype: [`prim::float_to_int`] (saturating, NaN to 0); `index`
+/// saturates as `usize` (a negative float is 0), as in Rust.
+fn float_to_int(x: f64, to: DType) -> Scalar {
+    let range = if to == DType::Index { DType::U64 } else { to };
+    let k = prim::float_to_int(&mut prim::Conv, &x, range);
+    Scalar::from_bits(k as u64, to)
 }
 
 impl Scalar {

@@ -285,12 +285,7 @@ impl Widen {
         if from.is_float() {
             // Saturating, as Rust's `as`: the compute-dtype cast saturates to its range (NaN to
             // 0), then the value is clamped to the storage dtype's.
-            let bits = 8 * d.size() as u32;
-            let (lo, hi) = if d.is_signed() {
-                (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
-            } else {
-                (0, (1i128 << bits) - 1)
-            };
+            let (lo, hi) = d.int_range().unwrap_or((0, 0));
             let kh = self.constant(Const::Int(hi), wide);
             if d.is_signed() {
                 let kl = self.constant(Const::Int(lo), wide);

@@ -6,6 +6,7 @@
 //! - [`arg_better`]: whether an argmax (argmin) scan takes a new element;
 //! - [`lane_tree`]: the tree that combines a reduction's 8 lane partials
 //!   ([`crate::tile::reduce_order`]);
+//! - [`float_to_int`]: a float `as` an integer dtype (Rust's saturating `as`: NaN to 0);
 //! - [`idiv`]/[`irem`]: integer `/` and `%` past the zero check (a signed `MIN / -1` wraps to
 //!   `MIN`, `MIN % -1` is 0, as Rust's `wrapping_div`/`wrapping_rem`; no backend traps on it).
 //!
@@ -95,6 +96,49 @@ fn not_minus_one<E: IntEmitter>(e: &mut E, b: &E::V) -> (E::M, E::V) {
     let one = e.int(1);
     let safe = e.select(m1.clone(), one, b.clone());
     (m1, safe)
+}
+
+/// The primitives of a float-to-integer conversion: float values `F` in, integer values `I`
+/// of the target dtype out.
+pub trait ConvEmitter {
+    /// A float value (`f32` or `f64`).
+    type F: Clone;
+    /// An integer value of the target dtype.
+    type I: Clone;
+    /// A truth value.
+    type M: Clone;
+    /// `x` is a NaN.
+    fn is_nan(&mut self, x: &Self::F) -> Self::M;
+    /// `x <= k` (`k` exact in the float dtype).
+    fn le(&mut self, x: &Self::F, k: f64) -> Self::M;
+    /// `x >= k` (`k` exact in the float dtype).
+    fn ge(&mut self, x: &Self::F, k: f64) -> Self::M;
+    /// The integer `k` of the target dtype.
+    fn int(&mut self, k: i128) -> Self::I;
+    /// `x` truncated toward zero, for an `x` whose truncation the target dtype holds (the
+    /// machine instruction, undefined or trapping otherwise).
+    fn trunc(&mut self, x: &Self::F) -> Self::I;
+    /// `m ? a : b`.
+    fn select(&mut self, m: Self::M, a: Self::I, b: Self::I) -> Self::I;
+}
+
+/// Float `x as` the integer dtype `to`, as Rust's `as`: NaN is 0; a value at or below the
+/// dtype's least is the least, at or above `2^bits` (unsigned) or `2^(bits - 1)` (signed) the
+/// greatest; anything else truncates toward zero.
+pub fn float_to_int<E: ConvEmitter>(e: &mut E, x: &E::F, to: crate::DType) -> E::I {
+    let (min, max) = to.int_range().unwrap_or((0, 0));
+    // `max + 1` as a float: a power of two, exact in `f32` and `f64`.
+    let above = (max + 1) as f64;
+    let nan = e.is_nan(x);
+    let low = e.le(x, min as f64);
+    let high = e.ge(x, above);
+    let t = e.trunc(x);
+    let greatest = e.int(max);
+    let r = e.select(high, greatest, t);
+    let least = e.int(min);
+    let r = e.select(low, least, r);
+    let zero = e.int(0);
+    e.select(nan, zero, r)
 }
 
 /// Float `min`: the canonical NaN when either side is a NaN; otherwise the lesser, and `-0.0`
@@ -342,6 +386,38 @@ where
     irem(&mut Values::<T>::default(), &a, &b)
 }
 
+/// The evaluator's instance of [`ConvEmitter`]: an `f64` (an `f32` widens exactly) to the
+/// integer value, held as `i128`.
+pub struct Conv;
+
+impl ConvEmitter for Conv {
+    type F = f64;
+    type I = i128;
+    type M = bool;
+    fn is_nan(&mut self, x: &f64) -> bool {
+        x.is_nan()
+    }
+    fn le(&mut self, x: &f64, k: f64) -> bool {
+        *x <= k
+    }
+    fn ge(&mut self, x: &f64, k: f64) -> bool {
+        *x >= k
+    }
+    fn int(&mut self, k: i128) -> i128 {
+        k
+    }
+    fn trunc(&mut self, x: &f64) -> i128 {
+        x.trunc() as i128
+    }
+    fn select(&mut self, m: bool, a: i128, b: i128) -> i128 {
+        if m {
+            a
+        } else {
+            b
+        }
+    }
+}
+
 float_values!(f32, CANONICAL_NAN_F32);
 float_values!(f64, CANONICAL_NAN_F64);
 
@@ -399,6 +475,59 @@ mod tests {
         // Unsigned: -1 is the largest value, an ordinary divisor.
         assert_eq!(idiv_values(u32::MAX, u32::MAX), 1);
         assert_eq!(irem_values(7u64, 3), 1);
+    }
+
+    #[test]
+    fn float_to_int_is_rusts_as() {
+        use crate::DType;
+        let xs = [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.9,
+            -1.9,
+            127.5,
+            -128.5,
+            255.9,
+            256.0,
+            2147483647.0,
+            2147483647.5,
+            2147483648.0,
+            -2147483648.0,
+            -2147483649.0,
+            4294967295.0,
+            4294967296.0,
+            9.3e18,
+            9223372036854775807.0,
+            -9.3e18,
+            1.9e19,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -f64::NAN,
+            1e300,
+        ];
+        let conv = |x: f64, d| float_to_int(&mut Conv, &x, d);
+        for x in xs {
+            assert_eq!(conv(x, DType::I32), i128::from(x as i32), "{x} as i32");
+            assert_eq!(conv(x, DType::U32), i128::from(x as u32), "{x} as u32");
+            assert_eq!(conv(x, DType::I64), i128::from(x as i64), "{x} as i64");
+            assert_eq!(conv(x, DType::U64), i128::from(x as u64), "{x} as u64");
+            assert_eq!(conv(x, DType::I8), i128::from(x as i8), "{x} as i8");
+            assert_eq!(conv(x, DType::U16), i128::from(x as u16), "{x} as u16");
+            let f = x as f32;
+            assert_eq!(
+                conv(f64::from(f), DType::I32),
+                i128::from(f as i32),
+                "{f} as i32"
+            );
+            assert_eq!(
+                conv(f64::from(f), DType::U64),
+                i128::from(f as u64),
+                "{f} as u64"
+            );
+        }
     }
 
     #[test]

@@ -182,6 +182,19 @@ impl DType {
                 | DType::Index
         )
     }
+    /// The least and the greatest value of an integer dtype (`index` is a signed 64-bit
+    /// integer); `None` for `bool` and the floats.
+    pub fn int_range(self) -> Option<(i128, i128)> {
+        if !self.is_int() {
+            return None;
+        }
+        let bits = 8 * self.size() as u32;
+        Some(if self.is_signed() {
+            (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+        } else {
+            (0, (1i128 << bits) - 1)
+        })
+    }
     /// Signed integers and `index`.
     pub fn is_signed(self) -> bool {
         matches!(

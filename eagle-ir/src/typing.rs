@@ -149,18 +149,18 @@ impl Rule {
                 let logic = matches!(b, BinOp::And | BinOp::Or | BinOp::Xor);
                 if logic && d.is_float() {
                     return Err(format!(
-                        "`{}` needs integer or bool operands, found `{d}`",
+                        "`{}` needs integer or bool operands, found `{d}`; `&`, `|` and `^` on a float's bits go through `x.to_bits()`",
                         b.name()
                     ));
                 }
                 if !logic && d == DType::Bool {
                     return Err(format!(
-                        "`{}` needs numeric operands, found `bool`",
+                        "`{}` needs numeric operands, found `bool`; convert with `as u32`, or combine truth values with `&`, `|` and `^`",
                         b.name()
                     ));
                 }
                 if b == BinOp::Rem && d.is_float() {
-                    return Err("`%` on floats is not supported; compute `x - (x / y).floor() * y` explicitly".into());
+                    return Err("`%` on floats is not supported; Rust's `%` is `x - (x / y).trunc() * y` (up to its rounding): compute that explicitly".into());
                 }
                 if matches!(b, BinOp::Shl | BinOp::Shr) && !d.is_int() {
                     return Err(format!("`{}` shifts integers, found `{d}`; shift the bits of a float with `x.to_bits()`, or multiply by a power of two", b.name()));
@@ -176,14 +176,22 @@ impl Rule {
                     UnOp::Abs => d.is_float() || d.is_int(),
                 };
                 if !ok {
-                    return Err(format!("`{}` is not defined on `{d}`", u.name()));
+                    let fix = match u {
+                        UnOp::Neg => "`-x` negates a signed integer or a float: convert first (`-(x as i64)`)",
+                        UnOp::Not => "`!x` takes an integer or `bool`: compare a float instead (`x == 0.0`)",
+                        UnOp::Sqrt => "convert to a float first (`(x as f64).sqrt()`)",
+                        UnOp::Abs => "`abs` takes a number: convert first (`x as i32`)",
+                    };
+                    return Err(format!("`{}` is not defined on `{d}`; {fix}", u.name()));
                 }
                 Ok(d)
             }
             Rule::Fma => {
                 let d = one_dtype(ds, 0)?;
                 if !d.is_float() {
-                    return Err(format!("`fma` needs float operands, found `{d}`"));
+                    return Err(format!(
+                        "`fma` needs float operands, found `{d}`; write `a * b + c` for integers"
+                    ));
                 }
                 Ok(d)
             }
@@ -319,7 +327,7 @@ mod tests {
         assert!(err(Rule::Binary(BinOp::Shl), &[&f, &f]).starts_with("`shl` shifts integers"));
         assert_eq!(
             err(Rule::Unary(UnOp::Neg), &[&scalar(DType::U32)]),
-            "`neg` is not defined on `u32`"
+            "`neg` is not defined on `u32`; `-x` negates a signed integer or a float: convert first (`-(x as i64)`)"
         );
         assert!(err(Rule::Bitcast(DType::U64), &[&f]).contains("found `f32` to `u64`"));
         assert!(err(Rule::Math(MathFn::Ln), &[&f, &f]).starts_with("`ln` takes 1 operand(s)"));

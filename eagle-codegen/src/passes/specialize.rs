@@ -117,13 +117,8 @@ impl Range {
     /// Every value of integer dtype `d` (`index` is a signed 64-bit integer), as a loose
     /// range (None for other dtypes).
     fn full(d: DType) -> Option<Range> {
-        let (lo, hi): (i128, i128) = match d {
-            DType::I32 => (i32::MIN.into(), i32::MAX.into()),
-            DType::U32 => (0, u32::MAX.into()),
-            DType::I64 | DType::Index => (i64::MIN.into(), i64::MAX.into()),
-            DType::U64 => (0, u64::MAX.into()),
-            _ => return None,
-        };
+        // The compute dtypes' ranges (narrow integers are widened before this pass).
+        let (lo, hi) = d.int_range().filter(|_| !d.is_narrow())?;
         Some(Range {
             lo,
             hi,

@@ -225,12 +225,53 @@ impl prim::IntEmitter for CPrim {
     }
 }
 
+/// The C emitter's instance of [`prim::ConvEmitter`]: a `double` expression to an integer
+/// of dtype `.0` (an `f32` widens to `double` exactly).
+struct CConv(DType);
+
+impl prim::ConvEmitter for CConv {
+    type F = String;
+    type I = String;
+    type M = String;
+    fn is_nan(&mut self, x: &String) -> String {
+        format!("({x} != {x})")
+    }
+    fn le(&mut self, x: &String, k: f64) -> String {
+        format!("({x} <= {k:.1})")
+    }
+    fn ge(&mut self, x: &String, k: f64) -> String {
+        format!("({x} >= {k:.1})")
+    }
+    fn int(&mut self, k: i128) -> String {
+        literal(Const::Int(k), self.0)
+    }
+    fn trunc(&mut self, x: &String) -> String {
+        format!("({}){x}", ctype(self.0))
+    }
+    fn select(&mut self, m: String, a: String, b: String) -> String {
+        format!("({m} ? {a} : {b})")
+    }
+}
+
 /// The helpers after the prelude, each a rule of [`prim`] written out by [`CPrim`]:
 /// `eg_fmin` and `eg_fmax` on `float` and `double` ([`prim::fmin`], [`prim::fmax`]), and
-/// `eg_div` and `eg_rem` on `int` and `long long` ([`prim::idiv`], [`prim::irem`]).
+/// `eg_div` and `eg_rem` on `int` and `long long` ([`prim::idiv`], [`prim::irem`]), and
+/// `eg_f2i32`, `eg_f2i64`, `eg_f2u32`, `eg_f2u64` from `double` ([`prim::float_to_int`]).
 fn prim_helpers() -> String {
     type Rule = fn(&mut CPrim, &String, &String) -> String;
     let mut s = String::new();
+    for (name, d) in [
+        ("eg_f2i32", DType::I32),
+        ("eg_f2i64", DType::I64),
+        ("eg_f2u32", DType::U32),
+        ("eg_f2u64", DType::U64),
+    ] {
+        let body = prim::float_to_int(&mut CConv(d), &"x".to_string(), d);
+        s.push_str(&format!(
+            "__device__ __forceinline__ {} {name}(double x) {{ return {body}; }}\n",
+            ctype(d)
+        ));
+    }
     let float: [(&str, Rule); 2] = [("eg_fmin", prim::fmin), ("eg_fmax", prim::fmax)];
     let int: [(&str, Rule); 2] = [("eg_div", prim::idiv), ("eg_rem", prim::irem)];
     for (dtypes, rules) in [

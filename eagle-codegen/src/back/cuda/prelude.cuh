@@ -82,11 +82,6 @@ __device__ int eg_barrier(const eg_rt* rt) {
   __threadfence_system();
   return 0;
 }
-// Rust semantics: float to int `as` saturates, NaN gives 0.
-__device__ __forceinline__ int eg_f2i32(double x) { return x != x ? 0 : x <= -2147483648.0 ? (-2147483647 - 1) : x >= 2147483647.0 ? 2147483647 : (int)x; }
-__device__ __forceinline__ long long eg_f2i64(double x) { return x != x ? 0 : x <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : x >= 9223372036854775808.0 ? 9223372036854775807LL : (long long)x; }
-__device__ __forceinline__ unsigned int eg_f2u32(double x) { return x != x || x <= 0.0 ? 0u : x >= 4294967295.0 ? 4294967295u : (unsigned int)x; }
-__device__ __forceinline__ unsigned long long eg_f2u64(double x) { return x != x || x <= 0.0 ? 0ull : x >= 18446744073709551616.0 ? 18446744073709551615ull : (unsigned long long)x; }
 // Shared scratch of the tile ops of a per-device program (eagle-codegen back/cuda/tile.rs):
 // on a GPU one static shared buffer per translation unit, `eg_sh_block` (declared after the
 // prelude, sized for the function that stages most), which a caller and its callees reuse (a
@@ -100,6 +95,8 @@ __device__ __forceinline__ unsigned long long eg_f2u64(double x) { return x != x
 #define EG_SHARED_BLOCK(n) __shared__ __align__(16) unsigned char eg_sh_block[n];
 #endif
 
-// Float min/max (eg_fmin, eg_fmax) and signed division as Rust's wrapping ops (eg_div,
+// Float-to-integer conversions as Rust's `as` (eg_f2i32, eg_f2i64, eg_f2u32, eg_f2u64:
+// saturating, NaN to 0: eagle_ir::prim::float_to_int), float min/max (eg_fmin, eg_fmax) and
+// signed division as Rust's wrapping ops (eg_div,
 // eg_rem: x / -1 is -x wrapping, x % -1 is 0) follow the prelude: eagle_ir::prim::fmin/fmax
 // and idiv/irem, written out as C by the emitter (eagle_codegen's cuda::CPrim).
