@@ -309,3 +309,42 @@ fn colors_and_keys_are_evaluated_in_their_own_dtypes() {
         "{e}"
     );
 }
+
+/// `world_rank` of a constant group rank past the group.
+#[eagle::kernel(device)]
+pub fn past_d(ctx: Ctx, out: Out<Tensor<u64, 1>>) {
+    let g = split(ctx, rank(ctx) / 2, rank(ctx));
+    out[0] = world_rank(g, 2) as u64; // marker: past the group
+}
+
+#[eagle::host]
+pub fn past(out: Out<Tensor<u64, NR, 1>>) {
+    for r in 0..world_size() {
+        past_d(out[r], device = r);
+    }
+}
+
+#[test]
+fn a_constant_group_rank_past_the_group_is_refused_before_anything_runs() {
+    let s = Session::sim(4).unwrap();
+    let mut out = Tensor::<u64>::zeros(&[4, 1]);
+    let e = past.launch(&s, &mut out).unwrap_err();
+    let eagle::Error::Codegen(CodegenError::Specialize(sp)) = &e else {
+        panic!("{e}");
+    };
+    let SpecializeError::Group {
+        op, loc, message, ..
+    } = &**sp
+    else {
+        panic!("{e}");
+    };
+    assert_eq!(op, "world_rank");
+    assert_eq!(
+        loc.as_ref().map(|l| l.line),
+        Some(line_of("marker: past the group"))
+    );
+    assert_eq!(
+        message,
+        "group rank 2 of a group whose ranks are 0 to 1; give a rank below `nranks(group)` (reduce it modulo `nranks(group)` for a ring)"
+    );
+}

@@ -494,6 +494,35 @@ pub(super) fn check_root(
     }
 }
 
+/// `world_rank(group, q)` with a constant `q` past the group's ranks is refused before
+/// anything runs; any other `q` is checked when it runs ([`Trap::GroupRank`]).
+///
+/// # Errors
+/// [`SpecializeError::Group`] for a constant `q` of the group's size or more.
+///
+/// [`Trap::GroupRank`]: eagle_ir::Trap::GroupRank
+pub(super) fn check_group_rank(
+    op: &Op,
+    q: Value,
+    def: &GroupDef,
+    cx: &super::Lowering<'_>,
+) -> Result<(), SpecializeError> {
+    let n = def.size();
+    match cx.consts.get(&q) {
+        Some(&k) if k < 0 || k >= i128::from(n) => Err(SpecializeError::Group {
+            function: cx.f_name.to_string(),
+            op: "world_rank".into(),
+            loc: op.loc.clone().map(Box::new),
+            message: format!(
+                "group rank {k} of a group whose ranks are 0 to {}; give a rank below \
+                 `nranks(group)` (reduce it modulo `nranks(group)` for a ring)",
+                n - 1
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The group whose context `op` takes (its `val as ctx` operand is a `group` result), if any.
 pub(super) fn group_of<'d>(op: &Op, defs: &'d HashMap<Value, GroupDef>) -> Option<&'d GroupDef> {
     let mut found = None;

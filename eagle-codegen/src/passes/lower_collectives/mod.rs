@@ -108,6 +108,9 @@ fn lower_team_op(
         }
         return lower_collective(em, op.kind.clone(), cx.f_name, loc, cx.p, cx.sig);
     };
+    if let OpKind::WorldRank { rank, .. } = op.kind {
+        groups::check_group_rank(op, rank, def, cx)?;
+    }
     if groups::lower_group_op(em, op, def, cx.p, cx.sig) {
         return Ok(true);
     }
