@@ -145,7 +145,9 @@ impl Rule {
     fn dtype(self, ds: &[DType]) -> Result<DType, String> {
         match self {
             Rule::Binary(b) => {
-                let d = one_dtype(ds, 0)?;
+                // The op's own rule on the first operand first: its fix is the one that
+                // helps (`1.5 << 2` is a shift of a float before it is a mix of dtypes).
+                let d = ds[0];
                 let logic = matches!(b, BinOp::And | BinOp::Or | BinOp::Xor);
                 if logic && d.is_float() {
                     return Err(format!(
@@ -165,7 +167,7 @@ impl Rule {
                 if matches!(b, BinOp::Shl | BinOp::Shr) && !d.is_int() {
                     return Err(format!("`{}` shifts integers, found `{d}`; shift the bits of a float with `x.to_bits()`, or multiply by a power of two", b.name()));
                 }
-                Ok(d)
+                one_dtype(ds, 0)
             }
             Rule::Unary(u) => {
                 let d = one_dtype(ds, 0)?;
@@ -325,6 +327,8 @@ mod tests {
             "operand 0 (condition) must be `bool`, found `i32`"
         );
         assert!(err(Rule::Binary(BinOp::Shl), &[&f, &f]).starts_with("`shl` shifts integers"));
+        let idx = scalar(DType::Index);
+        assert!(err(Rule::Binary(BinOp::Shl), &[&f, &idx]).starts_with("`shl` shifts integers"));
         assert_eq!(
             err(Rule::Unary(UnOp::Neg), &[&scalar(DType::U32)]),
             "`neg` is not defined on `u32`; `-x` negates a signed integer or a float: convert first (`-(x as i64)`)"
