@@ -180,7 +180,7 @@ fn a_split_that_is_not_a_grid_is_refused_before_anything_runs_naming_the_ranks()
         "{e}"
     );
     assert!(
-        e.contains("the key numbers rank 2 before rank 1 in the group of color 0; a group's ranks are numbered in world-rank order here: give a key that grows with the rank (`rank(ctx)`) or one key for all"),
+        e.contains("the key numbers rank 2 before rank 1 in the group of color 0; unlike `MPI_Comm_split`, eagle numbers a group's ranks in world-rank order: give a key that grows with the rank (`rank(ctx)`) or one key for all, and number the ranks yourself where you need another order (`nranks(g) - 1 - rank(g)`, with `world_rank(g, q)` for the peers)"),
         "{e}"
     );
 }

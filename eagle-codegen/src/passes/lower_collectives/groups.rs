@@ -412,9 +412,11 @@ fn split_grid(
             let (a, b) = (w[0].1, w[1].1);
             if b < a {
                 return Err(format!(
-                    "the key numbers rank {a} before rank {b} in the group of color {c}; a \
-                     group's ranks are numbered in world-rank order here: give a key that \
-                     grows with the rank (`rank(ctx)`) or one key for all"
+                    "the key numbers rank {a} before rank {b} in the group of color {c}; unlike \
+                     `MPI_Comm_split`, eagle numbers a group's ranks in world-rank order: give a \
+                     key that grows with the rank (`rank(ctx)`) or one key for all, and number \
+                     the ranks yourself where you need another order (`nranks(g) - 1 - \
+                     rank(g)`, with `world_rank(g, q)` for the peers)"
                 ));
             }
             match s {
