@@ -348,3 +348,30 @@ fn a_constant_group_rank_past_the_group_is_refused_before_anything_runs() {
         "group rank 2 of a group whose ranks are 0 to 1; give a rank below `nranks(group)` (reduce it modulo `nranks(group)` for a ring)"
     );
 }
+
+/// An allgather within the DP group into a buffer of TP rows: wrong unless DP = TP.
+#[eagle::kernel(device)]
+pub fn dp_rows_d(ctx: Ctx, shape: Tensor<u64, TP>, x: Tensor<f32, 1, W>, g: Window<f32, TP, W>) {
+    let dp = split(ctx, rank(ctx) % TP, rank(ctx));
+    allgather(dp, x, g);
+}
+
+#[eagle::host]
+pub fn dp_rows(shape: Tensor<u64, NR, TP>, x: Tensor<f32, NR, 1, W>) {
+    let g = alloc_window_buffer([TP, W], f32);
+    for r in 0..world_size() {
+        dp_rows_d(shape[r], x[r], window(g, [TP, W], f32), device = r);
+    }
+}
+
+#[test]
+fn a_buffer_of_the_wrong_row_count_names_the_groups_size() {
+    let s = Session::sim(6).unwrap();
+    let shape = Tensor::<u64>::zeros(&[6, 2]);
+    let x = Tensor::<f32>::zeros(&[6, 1, W]);
+    let e = dp_rows.launch(&s, &shape, &x).unwrap_err().to_string();
+    assert!(
+        e.contains("but the group has 3 ranks; give them shape [G, M] with `G` the group's rank count, here 3: the grid's extent at the group's axis (`TP` for `group(ctx, [{ NR / TP }, TP], 1)` or `split(ctx, rank(ctx) / TP, ..)`, `{ NR / TP }` for axis 0 or `split(ctx, rank(ctx) % TP, ..)`)"),
+        "{e}"
+    );
+}

@@ -82,9 +82,9 @@ impl Em<'_> {
     }
     /// The fix for buffers of the wrong row count (`[NR]`-shaped in the world).
     pub(super) fn team_fix(&self, shape: &str) -> String {
-        if self.group.is_some() {
+        if let Some(g) = &self.group {
             let rest = shape.trim_start_matches("[NR").trim_end_matches(']');
-            format!("give them shape [G{rest}] with `G` the group's extent in the grid (`TP` of `group(ctx, [DP, TP], 1)`)")
+            format!("give them shape [G{rest}] with `G` the group's rank count, here {}: the grid's extent at the group's axis (`TP` for `group(ctx, [{{ NR / TP }}, TP], 1)` or `split(ctx, rank(ctx) / TP, ..)`, `{{ NR / TP }}` for axis 0 or `split(ctx, rank(ctx) % TP, ..)`)", g.size())
         } else {
             format!("give them shape {shape} with `NR = dynamic!(\"NR\")`")
         }

@@ -124,6 +124,11 @@ pub(super) struct GroupAt {
 }
 
 impl GroupAt {
+    /// Ranks in the group.
+    pub(super) fn size(&self) -> u64 {
+        self.size
+    }
+
     /// The world rank of group rank `q`: `base + q * stride`.
     pub(super) fn world_of(&self, em: &mut Em<'_>, q: Value) -> Value {
         let s = em.idx(self.stride);
