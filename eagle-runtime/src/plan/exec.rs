@@ -2,10 +2,7 @@
 //! of a mapreduce) on the CPU or a GPU, splits the samples over a team of workers, and folds
 //! mapreduce partials in row order.
 
-use super::{
-    allgather, fold, identity, no_mpi, world, Order, Partition, PlanRun, Ptr, Structure,
-    MAX_SIMULATED_RANKS, ROW, TILE_LANES,
-};
+use super::{fold, identity, Order, Partition, PlanRun, Ptr, Structure, ROW, TILE_LANES};
 use crate::error::RuntimeError;
 use eagle_ir::ReduceKind;
 use std::ops::Range;
@@ -315,27 +312,6 @@ impl Exec<'_> {
             .map(|_| ())
     }
 
-    /// The ranks this process computes, the world size, and whether the world is MPI: all of
-    /// `0..R` when simulating R ranks in-process, or this process's rank of the MPI world.
-    fn ranks(&self) -> Result<(Vec<usize>, usize, bool)> {
-        match self.run.ranks {
-            Some(r) if r > MAX_SIMULATED_RANKS => Err(RuntimeError::Plan(format!(
-                "argument `ranks`: simulate at most {MAX_SIMULATED_RANKS} ranks in one process (each holds its own copy of the outputs), found {r}"
-            ))),
-            Some(r) if r >= 1 => Ok(((0..r).collect(), r, false)),
-            Some(_) => Err(RuntimeError::Plan(
-                "argument `ranks`: simulate at least one rank".into(),
-            )),
-            None if cfg!(feature = "mpi") => {
-                let (me, size) = world();
-                Ok((vec![me], size, true))
-            }
-            None => Err(no_mpi(
-                "`Plan::run` of a RankPartition plan without simulated ranks",
-            )),
-        }
-    }
-
     pub(super) fn samplewise(&self, bufs: &[(Ptr, usize)]) -> Result<()> {
         let ptrs: Vec<Ptr> = bufs.iter().map(|b| b.0).collect();
         if self.run.structure != Structure::RankPartition {
@@ -345,7 +321,8 @@ impl Exec<'_> {
         }
         // Each simulated rank computes its block into its own copy of the outputs (NaN
         // sentinel elsewhere); the gather assembles every rank's block.
-        let (mine, r, mpi) = self.ranks()?;
+        let ranks = super::ranks::of(self.run.ranks)?;
+        let (mine, r) = ranks.mine();
         let part = Partition::new(self.run.n, r);
         let outs: Vec<usize> = (0..self.run.planes.len())
             .filter(|&i| self.run.planes[i].out)
@@ -388,16 +365,8 @@ impl Exec<'_> {
                 for c in 0..width {
                     let row = c * self.run.n;
                     let src = &copies[k][row + share.start..row + share.end];
-                    if mpi {
-                        let src = src.to_vec();
-                        super::allgather_plane_into(
-                            &src,
-                            &part,
-                            &mut gathered[k][row..row + self.run.n],
-                        )?;
-                    } else {
-                        gathered[k][row + share.start..row + share.end].copy_from_slice(src);
-                    }
+                    let out = &mut gathered[k][row..row + self.run.n];
+                    ranks.gather_plane(src, share.clone(), &part, out)?;
                 }
             }
         }
@@ -466,36 +435,15 @@ impl Exec<'_> {
         if self.run.structure == Structure::RankPartition {
             // Rows are dealt to ranks whole; each rank forms the partials of its rows through
             // `inner`; allgather_fold then collects every row's partial.
-            let (mine, r, mpi) = self.ranks()?;
+            let ranks = super::ranks::of(self.run.ranks)?;
+            let (mine, r) = ranks.mine();
             let part = Partition::new(rows, r);
             for &rank in &mine {
                 self.team(self.run.inner, rank, part.share(rank), &|rr| {
                     do_rows(rank, rr)
                 })?;
             }
-            if mpi {
-                // allgather_fold: every rank contributes the partials of its rows, row-major
-                // (per row, each output's partial in turn); the fold below then runs on every
-                // rank in row order.
-                let me = mine[0];
-                let row_bytes: usize = ident.iter().map(Vec::len).sum();
-                let mut local = Vec::with_capacity(part.share(me).len() * row_bytes);
-                for row in part.share(me) {
-                    for (k, id) in ident.iter().enumerate() {
-                        local.extend_from_slice(&partials[k][row * id.len()..(row + 1) * id.len()]);
-                    }
-                }
-                let counts: Vec<usize> = (0..r).map(|q| part.share(q).len() * row_bytes).collect();
-                let all = allgather(&local, &counts)?;
-                for (row, chunk) in all.chunks_exact(row_bytes.max(1)).enumerate().take(rows) {
-                    let mut at = 0;
-                    for (k, id) in ident.iter().enumerate() {
-                        partials[k][row * id.len()..(row + 1) * id.len()]
-                            .copy_from_slice(&chunk[at..at + id.len()]);
-                        at += id.len();
-                    }
-                }
-            }
+            ranks.gather_partials(&part, &ident, &mut partials)?;
         } else {
             self.team(self.run.structure, 0, 0..rows, &|rr| do_rows(0, rr))?;
         }

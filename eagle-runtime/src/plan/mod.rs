@@ -19,6 +19,7 @@
 mod exec;
 mod fold;
 mod gather;
+mod ranks;
 
 pub use fold::{combine, fold, identity};
 pub use gather::{agree_before_gather, allgather_plane_into, partition_facts};
