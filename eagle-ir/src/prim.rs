@@ -273,13 +273,15 @@ impl<T> Default for Values<T> {
     }
 }
 
-macro_rules! float_values {
-    ($t:ty, $nan:expr) => {
+/// `Emitter` for `Values<$t>`: the comparisons, truth values and select are Rust's; `$x` names
+/// the value in the three rules that differ between floats and integers.
+macro_rules! values {
+    ($t:ty, |$x:ident| is_nan: $nan:expr, sign_bit: $sign:expr, canonical_nan: $canon:expr) => {
         impl Emitter for Values<$t> {
             type V = $t;
             type M = bool;
-            fn is_nan(&mut self, x: &$t) -> bool {
-                x.is_nan()
+            fn is_nan(&mut self, $x: &$t) -> bool {
+                $nan
             }
             fn lt(&mut self, a: &$t, b: &$t) -> bool {
                 a < b
@@ -287,8 +289,8 @@ macro_rules! float_values {
             fn eq(&mut self, a: &$t, b: &$t) -> bool {
                 a == b
             }
-            fn sign_bit(&mut self, x: &$t) -> bool {
-                x.is_sign_negative()
+            fn sign_bit(&mut self, $x: &$t) -> bool {
+                $sign
             }
             fn and(&mut self, a: bool, b: bool) -> bool {
                 a && b
@@ -307,48 +309,17 @@ macro_rules! float_values {
                 }
             }
             fn canonical_nan(&mut self) -> $t {
-                <$t>::from_bits($nan)
+                $canon
             }
         }
     };
 }
+values!(f32, |x| is_nan: x.is_nan(), sign_bit: x.is_sign_negative(), canonical_nan: f32::from_bits(CANONICAL_NAN_F32));
+values!(f64, |x| is_nan: x.is_nan(), sign_bit: x.is_sign_negative(), canonical_nan: f64::from_bits(CANONICAL_NAN_F64));
+
 macro_rules! int_values {
     ($($t:ty),*) => {$(
-        impl Emitter for Values<$t> {
-            type V = $t;
-            type M = bool;
-            fn is_nan(&mut self, _: &$t) -> bool {
-                false
-            }
-            fn lt(&mut self, a: &$t, b: &$t) -> bool {
-                a < b
-            }
-            fn eq(&mut self, a: &$t, b: &$t) -> bool {
-                a == b
-            }
-            fn sign_bit(&mut self, x: &$t) -> bool {
-                x.leading_zeros() == 0
-            }
-            fn and(&mut self, a: bool, b: bool) -> bool {
-                a && b
-            }
-            fn or(&mut self, a: bool, b: bool) -> bool {
-                a || b
-            }
-            fn not(&mut self, a: bool) -> bool {
-                !a
-            }
-            fn select(&mut self, m: bool, a: $t, b: $t) -> $t {
-                if m {
-                    a
-                } else {
-                    b
-                }
-            }
-            fn canonical_nan(&mut self) -> $t {
-                0
-            }
-        }
+        values!($t, |x| is_nan: { let _ = x; false }, sign_bit: x.leading_zeros() == 0, canonical_nan: 0);
         impl IntEmitter for Values<$t> {
             fn signed(&self) -> bool {
                 <$t>::MIN != 0
@@ -417,9 +388,6 @@ impl ConvEmitter for Conv {
         }
     }
 }
-
-float_values!(f32, CANONICAL_NAN_F32);
-float_values!(f64, CANONICAL_NAN_F64);
 
 #[cfg(test)]
 mod tests {

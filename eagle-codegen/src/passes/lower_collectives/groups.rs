@@ -482,22 +482,37 @@ pub(super) fn check_root(
 ) -> Result<(), SpecializeError> {
     let n = def.size();
     match cx.consts.get(&root) {
-        Some(&r) if r < 0 || r >= i128::from(n) => Err(SpecializeError::Group {
-            function: cx.f_name.to_string(),
-            op: "broadcast".into(),
-            loc: op.loc.clone().map(Box::new),
-            message: format!(
+        Some(&r) if r < 0 || r >= i128::from(n) => Err(past_the_group(
+            op,
+            "broadcast",
+            cx,
+            format!(
                 "the root is {r}, but the group's ranks are 0 to {}; the root of a \
                  broadcast within a group is a group rank: give one below `nranks(group)` \
                  (`world_rank(group, q)` turns a group rank into a world rank, not back)",
                 n - 1
             ),
-        }),
+        )),
         Some(_) => Ok(()),
         None => {
             em.trap_unless_below(root, n, eagle_ir::Trap::GroupRoot);
             Ok(())
         }
+    }
+}
+
+/// The error of a constant group rank past the group, at `op` (`what` names it).
+fn past_the_group(
+    op: &Op,
+    what: &str,
+    cx: &super::Lowering<'_>,
+    message: String,
+) -> SpecializeError {
+    SpecializeError::Group {
+        function: cx.f_name.to_string(),
+        op: what.into(),
+        loc: op.loc.clone().map(Box::new),
+        message,
     }
 }
 
@@ -516,16 +531,16 @@ pub(super) fn check_group_rank(
 ) -> Result<(), SpecializeError> {
     let n = def.size();
     match cx.consts.get(&q) {
-        Some(&k) if k < 0 || k >= i128::from(n) => Err(SpecializeError::Group {
-            function: cx.f_name.to_string(),
-            op: "world_rank".into(),
-            loc: op.loc.clone().map(Box::new),
-            message: format!(
+        Some(&k) if k < 0 || k >= i128::from(n) => Err(past_the_group(
+            op,
+            "world_rank",
+            cx,
+            format!(
                 "group rank {k} of a group whose ranks are 0 to {}; give a rank below \
                  `nranks(group)` (reduce it modulo `nranks(group)` for a ring)",
                 n - 1
             ),
-        }),
+        )),
         _ => Ok(()),
     }
 }
