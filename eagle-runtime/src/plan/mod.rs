@@ -16,6 +16,7 @@
 //! row order ([`fold`]): the same bits at every world size and thread count
 //! (`docs/determinism.md`).
 
+mod device;
 mod exec;
 mod fold;
 mod gather;
