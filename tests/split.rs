@@ -238,7 +238,7 @@ fn groups_that_are_not_equally_spaced_are_refused() {
     let mut out = Tensor::<u64>::zeros(&[4, 1]);
     let e = spaced.launch(&s, &mut out).unwrap_err().to_string();
     assert!(
-        e.contains("the ranks of color 1 are not equally spaced (ranks 1 and 2 are 1 apart, others 3); the groups of a split are those of a process grid: ranks `r / TP` (consecutive) or `r % TP` (strided)"),
+        e.contains("ranks 1 and 2 of color 1 are 1 apart, but the ranks of a group so far are 3 apart; the groups of a split are those of a process grid, their ranks equally spaced alike: ranks `r / TP` (consecutive) or `r % TP` (strided)"),
         "{e}"
     );
     // At P = 2 the same split is the world's rank order: {0} and {1}.
@@ -374,4 +374,68 @@ fn a_buffer_of_the_wrong_row_count_names_the_groups_size() {
         e.contains("but the group has 3 ranks; give them shape [G, M] with `G` the group's rank count, here 3: the grid's extent at the group's axis (`TP` for `group(ctx, [{ NR / TP }, TP], 1)` or `split(ctx, rank(ctx) / TP, ..)`, `{ NR / TP }` for axis 0 or `split(ctx, rank(ctx) % TP, ..)`)"),
         "{e}"
     );
+}
+
+/// A color whose definition shares subexpressions 40 levels deep (`a(i+1) = a(i) + a(i)`):
+/// evaluated once per value and rank, not once per path (2^40 of them).
+#[eagle::kernel(device)]
+pub fn deep_color_d(ctx: Ctx, out: Out<Tensor<u64, 1>>) {
+    let a0 = rank(ctx);
+    let a1 = a0 + a0;
+    let a2 = a1 + a1;
+    let a3 = a2 + a2;
+    let a4 = a3 + a3;
+    let a5 = a4 + a4;
+    let a6 = a5 + a5;
+    let a7 = a6 + a6;
+    let a8 = a7 + a7;
+    let a9 = a8 + a8;
+    let a10 = a9 + a9;
+    let a11 = a10 + a10;
+    let a12 = a11 + a11;
+    let a13 = a12 + a12;
+    let a14 = a13 + a13;
+    let a15 = a14 + a14;
+    let a16 = a15 + a15;
+    let a17 = a16 + a16;
+    let a18 = a17 + a17;
+    let a19 = a18 + a18;
+    let a20 = a19 + a19;
+    let a21 = a20 + a20;
+    let a22 = a21 + a21;
+    let a23 = a22 + a22;
+    let a24 = a23 + a23;
+    let a25 = a24 + a24;
+    let a26 = a25 + a25;
+    let a27 = a26 + a26;
+    let a28 = a27 + a27;
+    let a29 = a28 + a28;
+    let a30 = a29 + a29;
+    let a31 = a30 + a30;
+    let a32 = a31 + a31;
+    let a33 = a32 + a32;
+    let a34 = a33 + a33;
+    let a35 = a34 + a34;
+    let a36 = a35 + a35;
+    let a37 = a36 + a36;
+    let a38 = a37 + a37;
+    let a39 = a38 + a38;
+    let a40 = a39 + a39;
+    let g = split(ctx, a40 - a40 + rank(ctx) / 2, rank(ctx));
+    out[0] = nranks(g) as u64;
+}
+
+#[eagle::host]
+pub fn deep_color(out: Out<Tensor<u64, NR, 1>>) {
+    for r in 0..world_size() {
+        deep_color_d(out[r], device = r);
+    }
+}
+
+#[test]
+fn a_color_with_shared_subexpressions_is_evaluated_once_per_value() {
+    let s = Session::sim(4).unwrap();
+    let mut out = Tensor::<u64>::zeros(&[4, 1]);
+    deep_color.launch(&s, &mut out).unwrap();
+    assert_eq!(out.data(), [2, 2, 2, 2]);
 }

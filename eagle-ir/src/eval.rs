@@ -614,11 +614,10 @@ pub fn cast(a: Scalar, to: DType) -> Scalar {
     }
 }
 
-/// A float `as` an integer dtype: [`prim::float_to_int`] (saturating, NaN to 0); `index`
-/// saturates as `usize` (a negative float is 0), as in Rust.
+/// A float `as` an integer dtype: [`prim::float_to_int`] (saturating, NaN to 0; `index` as
+/// `usize`).
 fn float_to_int(x: f64, to: DType) -> Scalar {
-    let range = if to == DType::Index { DType::U64 } else { to };
-    let k = prim::float_to_int(&mut prim::Conv, &x, range);
+    let k = prim::float_to_int(&mut prim::Conv, &x, to);
     Scalar::from_bits(k as u64, to)
 }
 

@@ -118,15 +118,24 @@ pub trait ConvEmitter {
     /// `x` truncated toward zero, for an `x` whose truncation the target dtype holds (the
     /// machine instruction, undefined or trapping otherwise).
     fn trunc(&mut self, x: &Self::F) -> Self::I;
-    /// `m ? a : b`.
+    /// `m ? a : b`. [`float_to_int`] selects away [`ConvEmitter::trunc`] of a NaN or of a
+    /// value out of range, so an instance either evaluates only the side taken (C's `?:`) or
+    /// has a `trunc` that is defined everywhere (the evaluator's, Rust's `as`).
     fn select(&mut self, m: Self::M, a: Self::I, b: Self::I) -> Self::I;
 }
 
 /// Float `x as` the integer dtype `to`, as Rust's `as`: NaN is 0; a value at or below the
 /// dtype's least is the least, at or above `2^bits` (unsigned) or `2^(bits - 1)` (signed) the
-/// greatest; anything else truncates toward zero.
+/// greatest; anything else truncates toward zero. `index` converts as Rust's `usize` does
+/// (saturating at 0 and `2^64 - 1`, the bits then held as the signed 64-bit `index`), as the
+/// CPU's `fcvt_to_uint_sat` and the C `eg_f2u64` do.
 pub fn float_to_int<E: ConvEmitter>(e: &mut E, x: &E::F, to: crate::DType) -> E::I {
-    let (min, max) = to.int_range().unwrap_or((0, 0));
+    let range = if to == crate::DType::Index {
+        crate::DType::U64
+    } else {
+        to
+    };
+    let (min, max) = range.int_range().unwrap_or((0, 0));
     // `max + 1` as a float: a power of two, exact in `f32` and `f64`.
     let above = (max + 1) as f64;
     let nan = e.is_nan(x);

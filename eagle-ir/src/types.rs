@@ -183,7 +183,8 @@ impl DType {
         )
     }
     /// The least and the greatest value of an integer dtype (`index` is a signed 64-bit
-    /// integer); `None` for `bool` and the floats.
+    /// integer, though a float converts to it as to `usize`: `prim::float_to_int`); `None` for
+    /// `bool` and the floats.
     pub fn int_range(self) -> Option<(i128, i128)> {
         if !self.is_int() {
             return None;

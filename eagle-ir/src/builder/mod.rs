@@ -405,16 +405,7 @@ impl FunctionBuilder<'_> {
             (c, _) => c,
         };
         if let Const::Int(i) = c {
-            let (lo, hi): (i128, i128) = match d {
-                DType::I8 => (i8::MIN.into(), i8::MAX.into()),
-                DType::U8 => (0, u8::MAX.into()),
-                DType::I16 => (i16::MIN.into(), i16::MAX.into()),
-                DType::U16 => (0, u16::MAX.into()),
-                DType::I32 => (i32::MIN.into(), i32::MAX.into()),
-                DType::U32 => (0, u32::MAX.into()),
-                DType::U64 => (0, u64::MAX.into()),
-                _ => (i64::MIN.into(), i64::MAX.into()),
-            };
+            let (lo, hi) = d.int_range().unwrap_or((i64::MIN.into(), i64::MAX.into()));
             if i < lo || i > hi {
                 return self.err(format!(
                     "integer literal `{i}` does not fit `{d}` (range {lo}..={hi}){}; use a wider type or a smaller value",

@@ -1,6 +1,6 @@
-//! Running a plan's share: [`Exec`] calls the compiled wrapper for a range of samples (or rows
-//! of a mapreduce) on the CPU or a GPU, splits the samples over a team of workers, and folds
-//! mapreduce partials in row order.
+//! Running a plan: [`Exec`] runs the structures (a team of workers over contiguous blocks of
+//! samples or rows, `RankPartition`'s ranks through [`super::ranks`]), each share on its
+//! [`super::device`] (the CPU or a GPU), and folds mapreduce partials in row order.
 
 use super::device::{Cpu, Device, Gpu};
 use super::{fold, identity, Order, Partition, PlanRun, Ptr, Structure, ROW};

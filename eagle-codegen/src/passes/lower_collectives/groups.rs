@@ -332,6 +332,7 @@ pub(super) fn group_defs(
 /// What the value depends on that is not known before the program runs (a load, a loop's
 /// variable, an argument, another group's rank), or the evaluator's error (a division by
 /// zero), as a phrase for the message.
+/// Each value is evaluated once per rank (`memo`), so shared subexpressions cost nothing more.
 fn at_rank(
     f: &Function,
     facts: &Defs<'_>,
@@ -339,6 +340,25 @@ fn at_rank(
     world: Value,
     v: Value,
     (r, p): (u64, u64),
+    memo: &mut HashMap<Value, Scalar>,
+) -> Result<Scalar, String> {
+    if let Some(&x) = memo.get(&v) {
+        return Ok(x);
+    }
+    let x = eval_at_rank(f, facts, consts, world, v, (r, p), memo)?;
+    memo.insert(v, x);
+    Ok(x)
+}
+
+/// [`at_rank`] of a value not yet evaluated on this rank.
+fn eval_at_rank(
+    f: &Function,
+    facts: &Defs<'_>,
+    consts: &HashMap<Value, i128>,
+    world: Value,
+    v: Value,
+    (r, p): (u64, u64),
+    memo: &mut HashMap<Value, Scalar>,
 ) -> Result<Scalar, String> {
     let d = f.ty(v).dtype().unwrap_or(DType::Index);
     if let Some(&c) = consts.get(&v) {
@@ -356,7 +376,7 @@ fn at_rank(
             let args = kind
                 .operands()
                 .into_iter()
-                .map(|a| at_rank(f, facts, consts, world, a, (r, p)))
+                .map(|a| at_rank(f, facts, consts, world, a, (r, p), memo))
                 .collect::<Result<Vec<_>, _>>()?;
             eval::elementwise(kind, &args, d).map_err(|e| format!("{e} on rank {r}"))
         }
@@ -382,8 +402,11 @@ fn split_grid(
 ) -> Result<Vec<u64>, String> {
     let mut groups: BTreeMap<i128, Vec<(i128, u64)>> = BTreeMap::new();
     for r in 0..p {
-        let at =
-            |v| at_rank(f, facts, consts, world, v, (r, p)).map(|x| i128::from(x.bits() as i64));
+        let mut memo = HashMap::new();
+        let mut at = |v| {
+            at_rank(f, facts, consts, world, v, (r, p), &mut memo)
+                .map(|x| i128::from(x.bits() as i64))
+        };
         let (c, k) = match (at(color), at(key)) {
             (Ok(c), Ok(k)) => (c, k),
             (Err(why), _) | (_, Err(why)) => {
@@ -428,9 +451,10 @@ fn split_grid(
                 None => s = Some(b - a),
                 Some(t) if t != b - a => {
                     return Err(format!(
-                        "the ranks of color {c} are not equally spaced (ranks {a} and {b} are {} \
-                         apart, others {t}); the groups of a split are those of a process grid: \
-                         ranks `r / TP` (consecutive) or `r % TP` (strided)",
+                        "ranks {a} and {b} of color {c} are {} apart, but the ranks of a group \
+                         so far are {t} apart; the groups of a split are those of a process \
+                         grid, their ranks equally spaced alike: ranks `r / TP` (consecutive) or \
+                         `r % TP` (strided)",
                         b - a
                     ))
                 }
@@ -439,24 +463,18 @@ fn split_grid(
         }
     }
     let (n, s) = (n.map_or(1, |x| x.0), s.unwrap_or(1));
-    if !p.is_multiple_of(n * s) {
-        return Err(format!(
-            "groups of {n} ranks spaced {s} apart do not tile a world of {p} ranks; the groups \
-             of a split are those of a process grid"
-        ));
-    }
+    // One size, one spacing, members in world-rank order and a partition of `0..p` make the
+    // groups the grid's along axis 1 (each starts at `(r / (n s)) n s + r % s`); checked
+    // again here, an error rather than a wrong lowering should that reasoning ever fail.
     let grid = vec![p / (n * s), n, s];
-    // Each group is the grid's along axis 1: from `(r / (n s)) n s + r % s`, `s` apart.
-    for members in groups.values() {
-        let r = members[0].1;
-        let base = r / (n * s) * (n * s) + r % s;
-        if r != base {
-            return Err(format!(
-                "the group of rank {r} starts at rank {r}, not where a process grid [{}, {n}, \
-                 {s}] starts it ({base}); the groups of a split are those of a process grid",
-                p / (n * s)
-            ));
-        }
+    let starts_right = |m: &Vec<(i128, u64)>| m[0].1 == m[0].1 / (n * s) * (n * s) + m[0].1 % s;
+    if !p.is_multiple_of(n * s) || !groups.values().all(starts_right) {
+        return Err(format!(
+            "the groups of this split ({n} ranks each, {s} apart) are not those of a process \
+             grid [{}, {n}, {s}] on {p} ranks; give colors `r / TP` (consecutive) or `r % TP` \
+             (strided)",
+            p / (n * s)
+        ));
     }
     Ok(grid)
 }
