@@ -21,8 +21,8 @@ use crate::types::{DType, Dim, Shape, Type};
 
 /// The type elementwise op `kind` defines (a primitive elementwise op, [`OpKind::as_elementwise`],
 /// or a math-library call), its operands' types given by `ty`; `to` is the target dtype of a
-/// conversion (`cast`, `bitcast`: the result's dtype) and unused otherwise. `None` for an op
-/// that is not elementwise.
+/// conversion (`cast`, `bitcast`: the result's dtype), `None` for the other ops. `None` for an
+/// op that is not elementwise.
 ///
 /// # Errors
 /// The message (without the op or its location, which the caller adds) naming the operand,
@@ -33,7 +33,7 @@ use crate::types::{DType, Dim, Shape, Type};
 pub fn result_type<'t>(
     kind: &OpKind,
     ty: impl Fn(Value) -> &'t Type,
-    to: DType,
+    to: Option<DType>,
 ) -> Option<Result<Type, String>> {
     let (rule, vals) = if let OpKind::Math(f, args) = kind {
         (Rule::Math(*f), args.clone())
@@ -44,8 +44,8 @@ pub fn result_type<'t>(
             Elementwise::Fma(a, b, c) => (Rule::Fma, vec![a, b, c]),
             Elementwise::Cmp(c, a, b) => (Rule::Cmp(c), vec![a, b]),
             Elementwise::Select(c, a, b) => (Rule::Select, vec![c, a, b]),
-            Elementwise::Cast(a) => (Rule::Cast(to), vec![a]),
-            Elementwise::Bitcast(a) => (Rule::Bitcast(to), vec![a]),
+            Elementwise::Cast(a) => (Rule::Cast(to?), vec![a]),
+            Elementwise::Bitcast(a) => (Rule::Bitcast(to?), vec![a]),
         }
     };
     let tys: Vec<&Type> = vals.into_iter().map(ty).collect();
@@ -293,21 +293,15 @@ mod tests {
         let ty = |v: Value| &tys[v.0 as usize];
         let (a, n) = (Value(0), Value(1));
         let add = OpKind::Binary(BinOp::Add, a, a);
-        assert_eq!(
-            result_type(&add, ty, DType::Bool),
-            Some(Ok(scalar(DType::F32)))
-        );
+        assert_eq!(result_type(&add, ty, None), Some(Ok(scalar(DType::F32))));
         let cast = OpKind::Cast(n);
         assert_eq!(
-            result_type(&cast, ty, DType::F64),
+            result_type(&cast, ty, Some(DType::F64)),
             Some(Ok(scalar(DType::F64)))
         );
         let powi = OpKind::Math(MathFn::Powi, vec![a, n]);
-        assert_eq!(
-            result_type(&powi, ty, DType::Bool),
-            Some(Ok(scalar(DType::F32)))
-        );
-        assert_eq!(result_type(&OpKind::Rank(a), ty, DType::Bool), None);
+        assert_eq!(result_type(&powi, ty, None), Some(Ok(scalar(DType::F32))));
+        assert_eq!(result_type(&OpKind::Rank(a), ty, None), None);
     }
 
     #[test]

@@ -338,17 +338,17 @@ impl FunctionBuilder<'_> {
 
     /// Appends elementwise op `kind` with the type [`crate::typing::result_type`] gives it (the
     /// rule the verifier applies too, so a kernel's mistake is reported here, at its source
-    /// line); `to` is a conversion's target dtype.
+    /// line); `to` is a conversion's target dtype (`None` for the other ops).
     ///
     /// # Errors
     /// [`IrError::Build`] with the rule's message and the source line.
-    pub(super) fn push_elementwise(&mut self, kind: OpKind, to: DType) -> Result<Value> {
+    pub(super) fn push_elementwise(&mut self, kind: OpKind, to: Option<DType>) -> Result<Value> {
         let ty = crate::typing::result_type(&kind, |v| self.cur.ty(v), to);
         match ty {
             Some(Ok(t)) => Ok(self.push(kind, t)),
             Some(Err(m)) => self.err(format!("{m}{}", self.here())),
             None => self.err(format!(
-                "internal: `{}` is not elementwise",
+                "internal: `{}` is not elementwise, or a conversion without its target dtype",
                 kind.info().name
             )),
         }
@@ -366,7 +366,7 @@ impl FunctionBuilder<'_> {
     ) -> Result<Value> {
         let (a, b) = self.pair(a.into(), b.into())?;
         let [a, b] = self.broadcast_operands(op.name(), [a, b])?;
-        self.push_elementwise(OpKind::Binary(op, a, b), DType::Bool)
+        self.push_elementwise(OpKind::Binary(op, a, b), None)
     }
 
     /// `a <op> b` as an operand: two unsuffixed integer literals fold to one (exactly, in
@@ -433,7 +433,7 @@ impl FunctionBuilder<'_> {
     /// [`IrError::Build`] for an operand that is neither scalar nor tile.
     pub fn un(&mut self, op: UnOp, a: impl Into<Operand>) -> Result<Value> {
         let a = self.value(a, None)?;
-        self.push_elementwise(OpKind::Unary(op, a), DType::Bool)
+        self.push_elementwise(OpKind::Unary(op, a), None)
     }
 
     /// A function of the math library ([`crate::math`]), elementwise: `ln(x)`, `atan2(y, x)`,
@@ -496,7 +496,7 @@ impl FunctionBuilder<'_> {
             let [a, b] = self.broadcast_operands(n, [vals[0], vals[1]])?;
             vals = vec![a, b];
         }
-        self.push_elementwise(OpKind::Math(f, vals), DType::Bool)
+        self.push_elementwise(OpKind::Math(f, vals), None)
     }
 
     /// `a * b + c` with one rounding.
@@ -513,7 +513,7 @@ impl FunctionBuilder<'_> {
         let h = self.hint_of(&a).or(self.hint_of(&b)).or(self.hint_of(&c));
         let (a, b, c) = (self.value(a, h)?, self.value(b, h)?, self.value(c, h)?);
         let [a, b, c] = self.broadcast_operands("fma", [a, b, c])?;
-        self.push_elementwise(OpKind::Fma(a, b, c), DType::Bool)
+        self.push_elementwise(OpKind::Fma(a, b, c), None)
     }
 
     /// `a <cmp> b`, a `bool` (or a tile of `bool`).
@@ -528,7 +528,7 @@ impl FunctionBuilder<'_> {
     ) -> Result<Value> {
         let (a, b) = self.pair(a.into(), b.into())?;
         let [a, b] = self.broadcast_operands(op.name(), [a, b])?;
-        self.push_elementwise(OpKind::Cmp(op, a, b), DType::Bool)
+        self.push_elementwise(OpKind::Cmp(op, a, b), None)
     }
 
     /// `select(cond, a, b)`.
@@ -544,7 +544,7 @@ impl FunctionBuilder<'_> {
         let c = self.value(cond, Some(DType::Bool))?;
         let (a, b) = self.pair(a.into(), b.into())?;
         let [c, a, b] = self.broadcast_operands("select", [c, a, b])?;
-        self.push_elementwise(OpKind::Select(c, a, b), DType::Bool)
+        self.push_elementwise(OpKind::Select(c, a, b), None)
     }
 
     /// `a as dtype`.
@@ -553,7 +553,7 @@ impl FunctionBuilder<'_> {
     /// [`IrError::Build`] for an operand that is neither scalar nor tile.
     pub fn cast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
         let a = self.value(a, Some(dtype))?;
-        self.push_elementwise(OpKind::Cast(a), dtype)
+        self.push_elementwise(OpKind::Cast(a), Some(dtype))
     }
 
     /// The same bits as `dtype` (`f32::from_bits(u)`, and [`FunctionBuilder::to_bits`]).
@@ -563,7 +563,7 @@ impl FunctionBuilder<'_> {
     /// and an integer of the same width ([`DType::bitcasts_to`]).
     pub fn bitcast(&mut self, a: impl Into<Operand>, dtype: DType) -> Result<Value> {
         let a = self.value(a, dtype.bits_dtype())?;
-        self.push_elementwise(OpKind::Bitcast(a), dtype)
+        self.push_elementwise(OpKind::Bitcast(a), Some(dtype))
     }
 
     /// `x.to_bits()`: an `f32`'s bits as `u32`, an `f64`'s as `u64`, an `f16`'s or `bf16`'s

@@ -218,12 +218,15 @@ impl V<'_> {
     }
 
     /// An elementwise op: the typing rule ([`crate::typing::result_type`]) on its operands, and
-    /// the result it defines; `to` is a conversion's target dtype.
-    fn elementwise(&self, op: &Op, to: DType) -> Result<()> {
+    /// the result it defines; `to` is a conversion's target dtype (`None` for the other ops).
+    fn elementwise(&self, op: &Op, to: Option<DType>) -> Result<()> {
         match crate::typing::result_type(&op.kind, |v| self.ty(v), to) {
             Some(Ok(t)) => self.expect_result(op, &t),
             Some(Err(m)) => self.fail(op, m),
-            None => self.fail(op, "internal: not an elementwise op"),
+            None => self.fail(
+                op,
+                "internal: not an elementwise op, or a conversion without its target dtype",
+            ),
         }
     }
 
@@ -492,11 +495,11 @@ impl V<'_> {
             Const(c) => self.check_const(op, *c)?,
             Dim(_) => self.expect_result(op, &Type::Scalar(DType::Index))?,
             Binary(..) | Unary(..) | Fma(..) | Cmp(..) | Select(..) | Math(..) => {
-                self.elementwise(op, DType::Bool)?
+                self.elementwise(op, None)?
             }
             Cast(_) | Bitcast(_) => {
                 let to = self.converts_to(op)?;
-                self.elementwise(op, to)?
+                self.elementwise(op, Some(to))?
             }
             other => {
                 return self.fail(

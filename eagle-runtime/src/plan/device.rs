@@ -23,24 +23,26 @@ pub(super) trait Device: Sync {
     /// device's own (no `cuda` feature, a GPU failure).
     fn samples(&self, x: &Exec<'_>, rank: usize, lo: usize, hi: usize, bufs: &[Ptr]) -> Result<()>;
 
-    /// Forms the partials of rows `rows` for `rank`: output `outs[k]`'s partial of each row
-    /// goes to row-partial buffer `partials[k]` (`ident[k]` bytes a row, every row at the
-    /// identity before); `base` holds the plane buffers. A failure names the first failing
-    /// row's samples.
+    /// Forms the partials of rows `rows` for `rank` into the row-partial buffers of `b`. A
+    /// failure names the first failing row's samples.
     ///
     /// # Errors
     /// As [`Device::samples`].
-    #[allow(clippy::too_many_arguments)]
-    fn rows(
-        &self,
-        x: &Exec<'_>,
-        rank: usize,
-        rows: Range<usize>,
-        base: &[Ptr],
-        outs: &[usize],
-        ident: &[Vec<u8>],
-        partials: &[Ptr],
-    ) -> Result<()>;
+    fn rows(&self, x: &Exec<'_>, rank: usize, rows: Range<usize>, b: &RowBufs<'_>) -> Result<()>;
+}
+
+/// The buffers a mapreduce's rows are formed with: output `outs[k]`'s partial of each row
+/// goes to row-partial buffer `partials[k]` (`ident[k]` bytes a row, every row at the
+/// identity before); `base` holds the plane buffers.
+pub(super) struct RowBufs<'a> {
+    /// The plane buffers, in parameter order.
+    pub base: &'a [Ptr],
+    /// The reduction outputs' parameter indices.
+    pub outs: &'a [usize],
+    /// Each reduction output's identity: one row's partial.
+    pub ident: &'a [Vec<u8>],
+    /// Each reduction output's row-partial buffer.
+    pub partials: &'a [Ptr],
 }
 
 /// The CPU: the JIT-compiled entries of the artifact, through `EntryCaller`.
@@ -95,20 +97,10 @@ impl Device for Cpu {
     /// buffer (every row at the identity). A failure names the first failing row's samples
     /// (found by running the block's rows one at a time: the partials are scratch and the
     /// inputs read-only, so nothing else changes).
-    #[allow(clippy::too_many_arguments)]
-    fn rows(
-        &self,
-        x: &Exec<'_>,
-        rank: usize,
-        rows: Range<usize>,
-        base: &[Ptr],
-        outs: &[usize],
-        _: &[Vec<u8>],
-        partials: &[Ptr],
-    ) -> Result<()> {
-        let mut bufs = base.to_vec();
-        for (k, &i) in outs.iter().enumerate() {
-            bufs[i] = partials[k];
+    fn rows(&self, x: &Exec<'_>, rank: usize, rows: Range<usize>, b: &RowBufs<'_>) -> Result<()> {
+        let mut bufs = b.base.to_vec();
+        for (k, &i) in b.outs.iter().enumerate() {
+            bufs[i] = b.partials[k];
         }
         let Some(entry) = x.run.rows_entry else {
             return Err(RuntimeError::Plan(
@@ -194,31 +186,17 @@ impl Device for Gpu {
         Err(no_cuda())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn rows(
-        &self,
-        x: &Exec<'_>,
-        rank: usize,
-        rows: Range<usize>,
-        base: &[Ptr],
-        outs: &[usize],
-        ident: &[Vec<u8>],
-        partials: &[Ptr],
-    ) -> Result<()> {
+    fn rows(&self, x: &Exec<'_>, rank: usize, rows: Range<usize>, b: &RowBufs<'_>) -> Result<()> {
         let start = rows.start;
-        for (r, p) in self
-            .gpu_rows(x, rank, rows, base, outs, ident)?
-            .into_iter()
-            .enumerate()
-        {
+        for (r, p) in self.gpu_rows(x, rank, rows, b)?.into_iter().enumerate() {
             for (k, v) in p.iter().enumerate() {
-                let w = ident[k].len();
+                let w = b.ident[k].len();
                 // SAFETY: row `start + r` of partial buffer k, written by this worker only
                 // (rows are dealt to workers disjointly).
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         v.as_ptr(),
-                        (partials[k].0 as *mut u8).add((start + r) * w),
+                        (b.partials[k].0 as *mut u8).add((start + r) * w),
                         w,
                     )
                 };
@@ -237,11 +215,10 @@ impl Gpu {
         x: &Exec<'_>,
         rank: usize,
         rows: Range<usize>,
-        base: &[Ptr],
-        outs: &[usize],
-        ident: &[Vec<u8>],
+        b: &RowBufs<'_>,
     ) -> Result<Vec<Vec<Vec<u8>>>> {
         use crate::cuda::KernelArg;
+        let (base, outs, ident) = (b.base, b.outs, b.ident);
         let count = rows.len();
         let mut partials: Vec<Vec<u8>> = ident.iter().map(|id| id.repeat(count)).collect();
         let mut args = vec![
@@ -300,11 +277,9 @@ impl Gpu {
     fn gpu_rows(
         &self,
         _: &Exec<'_>,
-        _rank: usize,
-        _rows: Range<usize>,
-        _base: &[Ptr],
-        _outs: &[usize],
-        _ident: &[Vec<u8>],
+        _: usize,
+        _: Range<usize>,
+        _: &RowBufs<'_>,
     ) -> Result<Vec<Vec<Vec<u8>>>> {
         Err(no_cuda())
     }

@@ -2,7 +2,7 @@
 //! samples or rows, `RankPartition`'s ranks through [`super::ranks`]), each share on its
 //! [`super::device`] (the CPU or a GPU), and folds mapreduce partials in row order.
 
-use super::device::{Cpu, Device, Gpu};
+use super::device::{Cpu, Device, Gpu, RowBufs};
 use super::{fold, identity, Order, Partition, PlanRun, Ptr, Structure, ROW};
 use crate::error::RuntimeError;
 use eagle_ir::ReduceKind;
@@ -182,12 +182,17 @@ impl Exec<'_> {
             .map(|p| Ptr(p.as_mut_ptr() as u64))
             .collect();
         let base: Vec<Ptr> = bufs.iter().map(|b| b.0).collect();
+        let row_bufs = RowBufs {
+            base: &base,
+            outs: &outs,
+            ident: &ident,
+            partials: &part_ptrs,
+        };
         let do_rows = |rank: usize, rr: Range<usize>| -> Result<()> {
             if rr.is_empty() {
                 return Ok(());
             }
-            self.device(rank)
-                .rows(self, rank, rr, &base, &outs, &ident, &part_ptrs)
+            self.device(rank).rows(self, rank, rr, &row_bufs)
         };
         if self.run.structure == Structure::RankPartition {
             // Rows are dealt to ranks whole; each rank forms the partials of its rows through

@@ -499,38 +499,37 @@ pub(super) fn check_root(
     cx: &super::Lowering<'_>,
 ) -> Result<(), SpecializeError> {
     let n = def.size();
-    match cx.consts.get(&root) {
-        Some(&r) if r < 0 || r >= i128::from(n) => Err(past_the_group(
-            op,
-            "broadcast",
-            cx,
-            format!(
-                "the root is {r}, but the group's ranks are 0 to {}; the root of a \
-                 broadcast within a group is a group rank: give one below `nranks(group)` \
-                 (`world_rank(group, q)` turns a group rank into a world rank, not back)",
-                n - 1
-            ),
-        )),
-        Some(_) => Ok(()),
-        None => {
-            em.trap_unless_below(root, n, eagle_ir::Trap::GroupRoot);
-            Ok(())
-        }
+    if !cx.consts.contains_key(&root) {
+        em.trap_unless_below(root, n, eagle_ir::Trap::GroupRoot);
     }
+    refuse_constant_past(op, root, n, cx, "broadcast", |r| {
+        format!(
+            "the root is {r}, but the group's ranks are 0 to {}; the root of a broadcast \
+             within a group is a group rank: give one below `nranks(group)` \
+             (`world_rank(group, q)` turns a group rank into a world rank, not back)",
+            n - 1
+        )
+    })
 }
 
-/// The error of a constant group rank past the group, at `op` (`what` names it).
-fn past_the_group(
+/// [`SpecializeError::Group`] at `op` (`what` names it) when group rank `q` of a group of
+/// `n` ranks is a constant outside `0..n`, with `message(q)`.
+fn refuse_constant_past(
     op: &Op,
-    what: &str,
+    q: Value,
+    n: u64,
     cx: &super::Lowering<'_>,
-    message: String,
-) -> SpecializeError {
-    SpecializeError::Group {
-        function: cx.f_name.to_string(),
-        op: what.into(),
-        loc: op.loc.clone().map(Box::new),
-        message,
+    what: &str,
+    message: impl FnOnce(i128) -> String,
+) -> Result<(), SpecializeError> {
+    match cx.consts.get(&q) {
+        Some(&k) if k < 0 || k >= i128::from(n) => Err(SpecializeError::Group {
+            function: cx.f_name.to_string(),
+            op: what.into(),
+            loc: op.loc.clone().map(Box::new),
+            message: message(k),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -548,19 +547,13 @@ pub(super) fn check_group_rank(
     cx: &super::Lowering<'_>,
 ) -> Result<(), SpecializeError> {
     let n = def.size();
-    match cx.consts.get(&q) {
-        Some(&k) if k < 0 || k >= i128::from(n) => Err(past_the_group(
-            op,
-            "world_rank",
-            cx,
-            format!(
-                "group rank {k} of a group whose ranks are 0 to {}; give a rank below \
-                 `nranks(group)` (reduce it modulo `nranks(group)` for a ring)",
-                n - 1
-            ),
-        )),
-        _ => Ok(()),
-    }
+    refuse_constant_past(op, q, n, cx, "world_rank", |k| {
+        format!(
+            "group rank {k} of a group whose ranks are 0 to {}; give a rank below \
+             `nranks(group)` (reduce it modulo `nranks(group)` for a ring)",
+            n - 1
+        )
+    })
 }
 
 /// The group whose context `op` takes (its `val as ctx` operand is a `group` result), if any.
