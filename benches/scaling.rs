@@ -162,7 +162,7 @@ fn measure(step: &eagle_runner::Step, mode: Option<&str>, p: usize) -> [f64; 5] 
     let mut bytes = 0usize;
     for r in &o.reports {
         for f in &r.artifact.module.functions {
-            f.body.walk(&mut |_| ops += 1);
+            f.walk(&mut |_| ops += 1);
         }
         bytes += r.artifact.size_bytes();
     }

@@ -698,7 +698,7 @@ fn generic_of<F: ir::EagleFn + 'static>() -> Result<(std::sync::Arc<ir::Module>,
     let m = span.in_scope(|| F::module())?;
     let mut ops = 0usize;
     for f in &m.functions {
-        f.body.walk(&mut |_| ops += 1);
+        f.walk(&mut |_| ops += 1);
     }
     span.record("ops", ops);
     let m = Arc::new(m);
@@ -828,7 +828,7 @@ fn bind_from_dispatches(
     b: &mut codegen::Bindings,
     bound_by: &mut std::collections::BTreeMap<String, String>,
 ) {
-    f.body.walk(&mut |op| {
+    f.walk(&mut |op| {
         let ir::OpKind::Dispatch { callee, args, .. } = &op.kind else {
             return;
         };

@@ -352,38 +352,27 @@ fn inlined_op_names(module: &ir::Module, wrapper: &str, kernel: &str) -> Vec<(St
     }
     fn pair(
         wf: &ir::Function,
-        wb: &[ir::Op],
+        wb: &[ir::OpId],
         kf: &ir::Function,
-        kb: &[ir::Op],
+        kb: &[ir::OpId],
         out: &mut Vec<(String, String)>,
     ) -> bool {
         if wb.len() != kb.len() {
             return false;
         }
-        for (w, k) in wb.iter().zip(kb) {
+        for (&w, &k) in wb.iter().zip(kb) {
+            let (w, k) = (wf.op(w), kf.op(k));
             if std::mem::discriminant(&w.kind) != std::mem::discriminant(&k.kind) {
                 return false;
             }
             out.push((first(wf, w), first(kf, k)));
-            let ok = match (&w.kind, &k.kind) {
-                (ir::OpKind::For { body: a, .. }, ir::OpKind::For { body: b, .. }) => {
-                    pair(wf, &a.ops, kf, &b.ops, out)
-                }
-                (
-                    ir::OpKind::If {
-                        then_body: a1,
-                        else_body: a2,
-                        ..
-                    },
-                    ir::OpKind::If {
-                        then_body: b1,
-                        else_body: b2,
-                        ..
-                    },
-                ) => pair(wf, &a1.ops, kf, &b1.ops, out) && pair(wf, &a2.ops, kf, &b2.ops, out),
-                _ => true,
-            };
-            if !ok {
+            let (a, b) = (w.kind.blocks(), k.kind.blocks());
+            if a.len() != b.len()
+                || !a
+                    .iter()
+                    .zip(&b)
+                    .all(|(a, b)| pair(wf, &a.ops, kf, &b.ops, out))
+            {
                 return false;
             }
         }
@@ -392,7 +381,7 @@ fn inlined_op_names(module: &ir::Module, wrapper: &str, kernel: &str) -> Vec<(St
     let (Some(wf), Some(kf)) = (module.function(wrapper), module.function(kernel)) else {
         return vec![];
     };
-    let Some(body) = wf.body.ops.iter().find_map(|op| {
+    let Some(body) = wf.body.iter(&wf.ops).find_map(|op| {
         if let ir::OpKind::For { body, .. } = &op.kind {
             Some(body)
         } else {

@@ -730,8 +730,7 @@ fn folded(consts: &str, expr: &str, ty: DType) -> u64 {
     let text = eagle::ir::print_function(f);
     let c = f
         .body
-        .ops
-        .iter()
+        .iter(&f.ops)
         .find_map(|op| match (&op.kind, op.result) {
             (OpKind::Const(c), Some(r)) if f.ty(r).dtype() == Some(ty) => Some(*c),
             _ => None,
@@ -784,7 +783,8 @@ fn float_constants_keep_their_bits_through_the_text_form() {
     ] {
         let src = format!("compute @f() {{\n  %0 = const {text} : {d}\n}}\n");
         let m = parse_module(&src).unwrap_or_else(|e| panic!("{text}: {e}"));
-        let OpKind::Const(c) = m.functions[0].body.ops[0].kind else {
+        let g = &m.functions[0];
+        let OpKind::Const(c) = g.op(g.body.ops[0]).kind else {
             panic!()
         };
         assert_eq!(Scalar::from_const(c, d).unwrap().bits(), bits, "{text}");

@@ -206,9 +206,11 @@ fn run_on(
                     Some(v) => {
                         parse_module(&format!("compute @c() {{\n  %0 = const {v} : {d}\n}}\n"))
                             .ok()
-                            .and_then(|m| match &m.functions[0].body.ops[0].kind {
-                                eagle::ir::OpKind::Const(c) => Some(*c),
-                                _ => None,
+                            .and_then(|m| {
+                                match &m.functions[0].op(m.functions[0].body.ops[0]).kind {
+                                    eagle::ir::OpKind::Const(c) => Some(*c),
+                                    _ => None,
+                                }
                             })
                             .unwrap_or_else(|| panic!("bad argument `{}` = `{v}`", p.name))
                     }

@@ -168,15 +168,14 @@ fn the_rows_entry_bounds_its_samples_once_per_row_not_per_sample() {
     for (name, loops) in [("__plan_moments", 1), ("__plan_rows_moments", 2)] {
         let f = p.module().function(name).expect("the wrapper");
         let mut inner = 0;
-        f.body.walk(&mut |op| {
+        f.walk(&mut |op| {
             if let OpKind::For { body, .. } = &op.kind {
                 if !body
-                    .ops
-                    .iter()
+                    .iter(&f.ops)
                     .any(|o| matches!(o.kind, OpKind::For { .. }))
                 {
                     inner += 1;
-                    for o in &body.ops {
+                    for o in body.iter(&f.ops) {
                         assert!(
                             !matches!(o.kind, OpKind::Binary(BinOp::Min | BinOp::Max, ..)),
                             "{name}: a clamp per sample: {}",

@@ -1,10 +1,10 @@
 //! Analyses over the IR: the access category of a sample kernel (multi-GPU seed).
 
+use crate::entity::SecondaryMap;
 use crate::error::{IrError, Result};
 use crate::facts::Defs;
 use crate::ir::{BinOp, Block, Function, Level, OpKind, Value};
 use crate::types::{DType, Type};
-use std::collections::HashMap;
 use std::fmt;
 
 /// How a mapreduce kernel combines contributions (seed: `sum | times | max | land`).
@@ -126,7 +126,7 @@ fn walk(
     param_of: &dyn Fn(Value) -> Option<usize>,
     w: &mut Walk,
 ) {
-    for op in &b.ops {
+    for op in b.iter(&f.ops) {
         if let OpKind::Elem { src, .. } | OpKind::Load { src, .. } = &op.kind {
             if let Some(p) = param_of(*src).filter(|&p| f.params[p].out) {
                 w.out_reads.push((p, op.result));
@@ -329,10 +329,10 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
     }
     // Defining op of every value, and how many times each value is used as an operand.
     let defs = Defs::of(f);
-    let mut uses: HashMap<Value, usize> = HashMap::new();
-    f.body.walk(&mut |op| {
+    let mut uses: SecondaryMap<Value, usize> = SecondaryMap::with_capacity(f.values.len());
+    f.walk(&mut |op| {
         for v in op.kind.operands() {
-            *uses.entry(v).or_default() += 1;
+            *uses.get_or_insert_with(v, || 0) += 1;
         }
     });
     let param_of = |v: Value| -> Option<usize> {
@@ -357,7 +357,7 @@ pub fn access_category(f: &Function) -> Result<AccessInfo> {
     // contributions order-dependent: not a mapreduce.
     let order_dependent = w.out_reads.iter().any(|(p, r)| {
         w.reductions.iter().any(|(q, _)| q == p)
-            && !r.is_some_and(|r| w.consumed.contains(&r) && uses.get(&r) == Some(&1))
+            && !r.is_some_and(|r| w.consumed.contains(&r) && uses.get(r) == Some(&1))
     });
     if order_dependent {
         w.reductions.clear();

@@ -222,6 +222,112 @@ impl<K: EntityRef, V> SecondaryMap<K, V> {
             .enumerate()
             .filter_map(|(i, v)| v.as_ref().map(|v| (K::new(i), v)))
     }
+    /// Every fact, in handle order.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.iter().map(|(_, v)| v)
+    }
+    /// Every handle with a fact, in handle order.
+    pub fn keys(&self) -> impl Iterator<Item = K> + '_ {
+        self.iter().map(|(k, _)| k)
+    }
+    /// The fact of `k`, set to `make()` first when it has none.
+    pub fn get_or_insert_with(&mut self, k: K, make: impl FnOnce() -> V) -> &mut V {
+        if !self.contains_key(k) {
+            self.insert(k, make());
+        }
+        self.get_mut(k).expect("inserted above")
+    }
+}
+
+impl<K: EntityRef, V> IntoIterator for SecondaryMap<K, V> {
+    type Item = (K, V);
+    type IntoIter = std::iter::FilterMap<
+        std::iter::Enumerate<std::vec::IntoIter<Option<V>>>,
+        fn((usize, Option<V>)) -> Option<(K, V)>,
+    >;
+    /// Every handle with a fact, and the fact, in handle order.
+    fn into_iter(self) -> Self::IntoIter {
+        self.elems
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.map(|v| (K::new(i), v)))
+    }
+}
+
+impl<K: EntityRef, V> Extend<(K, V)> for SecondaryMap<K, V> {
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
+        for (k, v) in iter {
+            self.insert(k, v);
+        }
+    }
+}
+
+/// A set of handles, dense: one bit per handle below the largest inserted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntitySet<K> {
+    bits: Vec<bool>,
+    key: PhantomData<K>,
+}
+
+impl<K> Default for EntitySet<K> {
+    fn default() -> Self {
+        EntitySet {
+            bits: Vec::new(),
+            key: PhantomData,
+        }
+    }
+}
+
+impl<K: EntityRef> EntitySet<K> {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds `k`; whether it was absent.
+    pub fn insert(&mut self, k: K) -> bool {
+        let i = k.index();
+        if i >= self.bits.len() {
+            self.bits.resize(i + 1, false);
+        }
+        !std::mem::replace(&mut self.bits[i], true)
+    }
+    /// Whether `k` is in the set.
+    pub fn contains(&self, k: K) -> bool {
+        self.bits.get(k.index()).copied().unwrap_or(false)
+    }
+    /// Every handle in the set, in handle order.
+    pub fn iter(&self) -> impl Iterator<Item = K> + '_ {
+        self.bits
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b)
+            .map(|(i, _)| K::new(i))
+    }
+}
+
+impl<K: EntityRef> IntoIterator for EntitySet<K> {
+    type Item = K;
+    type IntoIter = std::vec::IntoIter<K>;
+    /// Every handle in the set, in handle order.
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter().collect::<Vec<_>>().into_iter()
+    }
+}
+
+impl<K: EntityRef> Extend<K> for EntitySet<K> {
+    fn extend<I: IntoIterator<Item = K>>(&mut self, iter: I) {
+        for k in iter {
+            self.insert(k);
+        }
+    }
+}
+
+impl<K: EntityRef> FromIterator<K> for EntitySet<K> {
+    fn from_iter<I: IntoIterator<Item = K>>(iter: I) -> Self {
+        let mut s = EntitySet::new();
+        s.extend(iter);
+        s
+    }
 }
 
 #[cfg(test)]
@@ -263,5 +369,27 @@ mod tests {
         assert_eq!(grown, other);
         other.insert(Value(40), 1);
         assert_ne!(grown, other);
+    }
+
+    #[test]
+    fn an_entity_set_holds_each_handle_once() {
+        let mut s: EntitySet<Value> = [Value(3), Value(0)].into_iter().collect();
+        assert!(!s.insert(Value(3)));
+        assert!(s.insert(Value(7)));
+        assert_eq!(
+            (
+                s.contains(Value(0)),
+                s.contains(Value(1)),
+                s.contains(Value(99))
+            ),
+            (true, false, false)
+        );
+        assert_eq!(s.iter().collect::<Vec<_>>(), [Value(0), Value(3), Value(7)]);
+        let mut m: SecondaryMap<Value, Vec<u8>> = SecondaryMap::new();
+        m.get_or_insert_with(Value(2), Vec::new).push(1);
+        m.get_or_insert_with(Value(2), Vec::new).push(2);
+        m.extend([(Value(4), vec![])]);
+        assert_eq!(m.keys().collect::<Vec<_>>(), [Value(2), Value(4)]);
+        assert_eq!(m[Value(2)], [1, 2]);
     }
 }

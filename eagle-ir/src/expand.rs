@@ -5,8 +5,7 @@
 //! [`emit_encode`].
 
 use crate::ir::{
-    Axis, BinOp, Block, CmpOp, Const, Function, Loc, MathFn, Op, OpKind, ReduceOp, TileOp, UnOp,
-    Value,
+    Axis, BinOp, Block, CmpOp, Const, Function, MathFn, Op, OpKind, ReduceOp, TileOp, UnOp, Value,
 };
 use crate::math::lanes::{Bits, Mask, Real};
 use crate::types::{DType, Type};
@@ -14,7 +13,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Neg, Not, Shl, Shr, Sub};
 
-use crate::cursor::{Cursor, Values};
+use crate::cursor::Cursor;
 
 /// The function being expanded into ([`Cursor`]) and the constants already defined in the
 /// block being written. Opaque: only an expansion of this module makes one, and the lanes it
@@ -69,20 +68,15 @@ impl Emitter {
     }
 }
 
-/// Runs `build` with a fresh emitter on `values` (its ops take `loc`) and returns what it
-/// built, the ops and the value table.
-fn run<T>(
-    values: Values,
-    loc: Option<Loc>,
-    build: impl FnOnce(Cx<'_>) -> T,
-) -> (T, Vec<Op>, Values) {
+/// Runs `build` with a fresh emitter on `cur` (its ops go to a new block of `cur`) and returns
+/// what it built and the cursor.
+fn run<T>(cur: Cursor, build: impl FnOnce(Cx<'_>) -> T) -> (T, Cursor) {
     let cell = RefCell::new(Emitter {
-        cur: Cursor::new(values, loc),
+        cur,
         consts: HashMap::new(),
     });
     let r = build(&cell);
-    let (block, values) = cell.into_inner().cur.finish();
-    (r, block.ops, values)
+    (r, cell.into_inner().cur)
 }
 
 /// An `f64` lane in the IR.
@@ -320,65 +314,51 @@ impl<'e> Real for F<'e> {
 ///
 /// Expects a verified function (operand dtypes as [`MathFn::operand_dtype`] says).
 pub fn expand_function(f: &mut Function) {
+    let is_math = |op: &Op| matches!(op.kind, OpKind::Math(..));
+    if !f.body.any(&f.ops, &mut |op| is_math(op)) {
+        return;
+    }
+    let mut body = std::mem::take(&mut f.body);
     let mut values = std::mem::take(&mut f.values);
-    expand_block(&mut f.body, &mut values);
+    body.rewrite(&mut f.ops, &mut |ops, b| {
+        if !b.iter(ops).any(is_math) {
+            return;
+        }
+        let mut cur = Cursor::new(std::mem::take(&mut values), std::mem::take(ops), None);
+        for id in std::mem::take(&mut b.ops) {
+            match (&cur.op(id).kind, cur.op(id).result) {
+                (OpKind::Math(m, args), Some(res)) => {
+                    let (m, args) = (*m, args.clone());
+                    cur.set_loc(cur.op(id).loc.clone());
+                    cur = expand_one(m, &args, res, cur);
+                }
+                _ => cur.keep(id),
+            }
+        }
+        let (out, v, o) = cur.finish();
+        (b.ops, values, *ops) = (out.ops, v, o);
+    });
+    f.body = body;
     f.values = values;
 }
 
-fn expand_block(b: &mut Block, values: &mut Values) {
-    if !b.ops.iter().any(has_math) {
-        return;
-    }
-    let mut out = Vec::with_capacity(b.ops.len());
-    for mut op in std::mem::take(&mut b.ops) {
-        for nested in op.kind.blocks_mut() {
-            expand_block(nested, values);
-        }
-        match (&op.kind, op.result) {
-            (OpKind::Math(m, args), Some(res)) => {
-                let (m, args) = (*m, args.clone());
-                let taken = std::mem::take(values);
-                let (ops, back) = expand_one(m, &args, res, taken, op.loc.clone());
-                *values = back;
-                out.extend(ops);
-            }
-            _ => out.push(op),
-        }
-    }
-    b.ops = out;
-}
-
-fn has_math(op: &Op) -> bool {
-    matches!(op.kind, OpKind::Math(..))
-        || op.kind.blocks().iter().any(|b| b.ops.iter().any(has_math))
-}
-
-fn expand_one(
-    m: MathFn,
-    args: &[Value],
-    res: Value,
-    values: Values,
-    loc: Option<Loc>,
-) -> (Vec<Op>, Values) {
-    let d = values[res].dtype().unwrap_or(DType::F64);
-    let (r, mut ops, values) = run(values, loc.clone(), |cx| {
+/// Appends the definition of `res = m(args)` to `cur`'s block, at `cur`'s location.
+fn expand_one(m: MathFn, args: &[Value], res: Value, cur: Cursor) -> Cursor {
+    let d = cur.ty(res).dtype().unwrap_or(DType::F64);
+    let before = cur.ops().len();
+    let (r, mut cur) = run(cur, |cx| {
         let wide: Vec<F> = args.iter().map(|&a| widen(cx, a)).collect();
         m.apply::<F>(&wide).0
     });
-    let last_defines_r = ops.last().and_then(|o| o.result) == Some(r);
-    if d == DType::F64 && last_defines_r {
+    let defined = cur.ops().len() > before;
+    match cur.last_mut() {
         // Rename the last op's result to the math op's: its type is the same.
-        if let Some(last) = ops.last_mut() {
+        Some(last) if d == DType::F64 && defined && last.result == Some(r) => {
             last.result = Some(res);
         }
-    } else {
-        ops.push(Op {
-            result: Some(res),
-            kind: OpKind::Cast(r),
-            loc,
-        });
+        _ => cur.append(OpKind::Cast(r), Some(res)),
     }
-    (ops, values)
+    cur
 }
 
 /// `x` (an `f32` or `f64` scalar or tile) as an `f64` lane: itself, or cast.

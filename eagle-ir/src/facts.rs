@@ -22,7 +22,7 @@ impl<'f> Defs<'f> {
     /// Walks `f` once.
     pub fn of(f: &'f Function) -> Defs<'f> {
         let mut map = crate::entity::SecondaryMap::with_capacity(f.values.len());
-        f.body.walk(&mut |op| {
+        f.walk(&mut |op| {
             if let Some(r) = op.result {
                 map.insert(r, op);
             }

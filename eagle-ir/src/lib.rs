@@ -45,7 +45,7 @@ pub use ir::MathFn;
 pub use ir::TileOp;
 pub use ir::{
     at, AllreduceMode, BinOp, Block, CmpOp, Const, Elementwise, Function, Level, Loc, Module,
-    NotifyOp, Op, OpKind, Param, ReduceOp, Trap, UnOp, Value, Want,
+    NotifyOp, Op, OpId, OpKind, Ops, Param, ReduceOp, Trap, UnOp, Value, Want,
 };
 pub use ir::{Levels, OpInfo};
 pub use text::parse::parse_module;

@@ -60,7 +60,7 @@ pub fn widen_function(f: &mut Function) {
         return;
     }
     let mut w = Widen {
-        cur: Cursor::new(std::mem::take(&mut f.values), None),
+        cur: Cursor::on(f, None),
         raw: SecondaryMap::new(),
     };
     // The parameters' widening, at the entry (the cursor's outer block, without a location).
@@ -76,9 +76,10 @@ pub fn widen_function(f: &mut Function) {
     let mut body = std::mem::take(&mut f.body);
     w.block(&mut body);
     let raw = w.raw;
-    let (mut entry, mut values) = w.cur.finish();
+    let (mut entry, mut values, ops) = w.cur.finish();
     entry.ops.append(&mut body.ops);
     f.body = entry;
+    f.ops = ops;
     for (v, t) in values.entries_mut() {
         if !raw.contains_key(v) {
             *t = t.widened();
@@ -130,7 +131,8 @@ impl Widen {
 
     fn block(&mut self, b: &mut Block) {
         self.cur.open();
-        for mut op in std::mem::take(&mut b.ops) {
+        for id in std::mem::take(&mut b.ops) {
+            let mut op = self.cur.take(id);
             for nested in op.kind.blocks_mut() {
                 self.block(nested);
             }
@@ -206,7 +208,9 @@ impl Widen {
                 self.then_narrow(op, r, d);
             }
             Narrowing::Recompute => self.then_narrow(op, r, d),
-            Narrowing::Keep => self.cur.emit(op),
+            Narrowing::Keep => {
+                self.cur.emit(op);
+            }
         }
     }
 
@@ -222,7 +226,7 @@ impl Widen {
     fn narrow_in_place(&mut self, t: Value, r: Value, d: DType) {
         if d.is_float() {
             let v = emit_round(&mut self.cur, t, format(d));
-            rename_last(self.cur.ops_mut(), v, r);
+            rename_last(&mut self.cur, v, r);
         } else if d.is_signed() {
             let k = self.constant(Const::Int(32 - 8 * d.size() as i128), DType::I32);
             let s = self.like(t, DType::I32, false);
@@ -246,7 +250,7 @@ impl Widen {
         let u64v = self.like(raw, DType::U64, false);
         self.push(u64v, OpKind::Cast(pat));
         let v = emit_decode(&mut self.cur, u64v, format(d));
-        rename_last(self.cur.ops_mut(), v, r);
+        rename_last(&mut self.cur, v, r);
     }
 
     /// The storage-dtype value of `v` (holding a value of `d` in the compute dtype).
@@ -277,7 +281,7 @@ impl Widen {
                 t
             };
             let v = emit_round(&mut self.cur, src, format(d));
-            rename_last(self.cur.ops_mut(), v, r);
+            rename_last(&mut self.cur, v, r);
             return;
         }
         let t = self.like(x, wide, false);
@@ -319,14 +323,14 @@ impl Widen {
             let h = self.like(x, DType::U64, false);
             self.push(h, OpKind::Binary(BinOp::And, u, k));
             let v = emit_decode(&mut self.cur, h, format(d));
-            rename_last(self.cur.ops_mut(), v, r);
+            rename_last(&mut self.cur, v, r);
         }
     }
 }
 
 /// Renames the definition of `v` (the last op of `out`) to `r`.
-fn rename_last(out: &mut [Op], v: Value, r: Value) {
-    if let Some(last) = out.last_mut() {
+fn rename_last(cur: &mut Cursor, v: Value, r: Value) {
+    if let Some(last) = cur.last_mut() {
         debug_assert_eq!(last.result, Some(v));
         last.result = Some(r);
     }

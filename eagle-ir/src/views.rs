@@ -50,27 +50,25 @@ struct Lower<'a> {
 /// [`IrError::Verify`] when a view reaches an op that does not take one (the verifier refuses
 /// that first, so this is an internal error).
 pub fn lower_views(f: &mut Function, world_size: u64) -> Result<()> {
-    fn has_view(b: &Block) -> bool {
-        b.ops.iter().any(|op| {
-            matches!(op.kind, OpKind::View { .. }) || op.kind.blocks().into_iter().any(has_view)
-        })
-    }
-    if !has_view(&f.body) {
+    if !f
+        .body
+        .any(&f.ops, &mut |op| matches!(op.kind, OpKind::View { .. }))
+    {
         return Ok(());
     }
     let params: Vec<Value> = f.params.iter().map(|p| p.value).collect();
     let mut body = std::mem::take(&mut f.body);
+    let name = f.name.clone();
     let mut l = Lower {
-        function: &f.name,
-        cur: Cursor::new(std::mem::take(&mut f.values), None),
+        function: &name,
+        cur: Cursor::on(f, None),
         views: SecondaryMap::new(),
         ranges: SecondaryMap::new(),
         params,
         world_size,
     };
     let r = l.block(&mut body);
-    let (_, values) = l.cur.finish();
-    f.values = values;
+    l.cur.finish_into(f);
     f.body = body;
     r
 }
@@ -78,7 +76,8 @@ pub fn lower_views(f: &mut Function, world_size: u64) -> Result<()> {
 impl Lower<'_> {
     fn block(&mut self, b: &mut Block) -> Result<()> {
         self.cur.open();
-        for mut op in std::mem::take(&mut b.ops) {
+        for id in std::mem::take(&mut b.ops) {
+            let mut op = self.cur.take(id);
             if let OpKind::For { var, lo, hi, .. } = &op.kind {
                 let c = |v: &Value| self.ranges.get(*v).filter(|r| r.0 == r.1).map(|r| r.0);
                 if let (Some(lo), Some(hi)) = (c(lo), c(hi)) {

@@ -8,9 +8,9 @@ use crate::job::{Arg, RunReport};
 use crate::job::{Job, JobArg};
 use crate::options::RunOptions;
 use eagle_codegen::Artifact;
+use eagle_ir::entity::SecondaryMap;
 use eagle_ir::eval::{self, Scalar};
 use eagle_ir::{Block, Const, DType, Function, OpKind, Type, Value};
-use std::collections::HashMap;
 use std::time::Instant;
 
 #[derive(Debug, Clone)]
@@ -28,7 +28,7 @@ enum Hv {
 struct Interp<'a> {
     f: &'a Function,
     art: &'a Artifact,
-    vals: HashMap<Value, Hv>,
+    vals: SecondaryMap<Value, Hv>,
     windows: Vec<(usize, usize, String)>,
     jobs: Vec<Vec<Job>>,
     p: usize,
@@ -43,7 +43,7 @@ impl Interp<'_> {
     }
 
     fn c(&self, v: Value) -> Result<(Const, DType), RuntimeError> {
-        match self.vals.get(&v) {
+        match self.vals.get(v) {
             Some(Hv::C(c, d)) => Ok((*c, *d)),
             _ => Err(self.bad(format!("value %{} is not a scalar", v.0))),
         }
@@ -92,7 +92,7 @@ impl Interp<'_> {
             .as_ref()
             .and_then(|t| Some(t.shape()?.numel()? as usize * t.dtype()?.size()))
             .unwrap_or(0);
-        match self.vals.get(&src) {
+        match self.vals.get(src) {
             Some(Hv::Slice { arg, off, .. }) => Ok(Hv::Slice {
                 arg: *arg,
                 off: off + i as usize * bytes,
@@ -159,7 +159,7 @@ impl Interp<'_> {
             let a = it
                 .next()
                 .ok_or_else(|| self.bad("too few dispatch arguments"))?;
-            jargs.push(match self.vals.get(a).cloned() {
+            jargs.push(match self.vals.get(*a).cloned() {
                 Some(Hv::Slice { arg, off, bytes }) => JobArg::Tensor {
                     arg,
                     off,
@@ -189,7 +189,8 @@ impl Interp<'_> {
     }
 
     fn block(&mut self, b: &Block) -> Result<(), RuntimeError> {
-        for op in &b.ops {
+        let f = self.f;
+        for op in b.iter(&f.ops) {
             let rd = op.result.and_then(|r| self.f.ty(r).dtype());
             let val = match &op.kind {
                 OpKind::Const(c) => Some(Hv::C(*c, rd.unwrap_or(DType::Index))),
@@ -256,7 +257,7 @@ impl Interp<'_> {
                 }
                 OpKind::Slice { src, index } => Some(self.slice(op, *src, *index)?),
                 OpKind::AllocWindowBuffer => Some(self.alloc_window_buffer(op)),
-                OpKind::Window(b2) => match self.vals.get(b2) {
+                OpKind::Window(b2) => match self.vals.get(*b2) {
                     Some(Hv::Buf(i)) => Some(Hv::Win(*i)),
                     _ => return Err(self.bad("window of a non-buffer")),
                 },
@@ -400,7 +401,7 @@ pub fn run_with(
     let mut it = Interp {
         f,
         art,
-        vals: HashMap::new(),
+        vals: SecondaryMap::with_capacity(f.values.len()),
         windows: vec![],
         jobs: (0..p).map(|_| vec![]).collect(),
         p,

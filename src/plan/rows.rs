@@ -51,7 +51,7 @@ fn start(kind: ReduceKind, d: DType) -> Option<Const> {
 /// promoted (empty when it stays in memory).
 fn promote(f: &Function, reductions: &[usize], kind: ReduceKind) -> (Function, Promoted) {
     let mut consts = std::collections::HashMap::new();
-    f.body.walk(&mut |op| {
+    f.walk(&mut |op| {
         if let (OpKind::Const(Const::Int(c)), Some(r)) = (&op.kind, op.result) {
             consts.insert(r, *c);
         }
@@ -95,7 +95,7 @@ fn promote(f: &Function, reductions: &[usize], kind: ReduceKind) -> (Function, P
             .then_some(v)
         };
         let mut ok = true;
-        f.body.walk(&mut |op| {
+        f.walk(&mut |op| {
             let uses = op.kind.operands().contains(&pv);
             // Only element reads and writes at constant indices may touch the private array.
             let access = if let OpKind::Elem { src, indices } = &op.kind {
@@ -136,8 +136,9 @@ fn promote(f: &Function, reductions: &[usize], kind: ReduceKind) -> (Function, P
             elems.push((ix, init));
         }
         let var_at = |ix: &[i128]| vars.iter().find(|(i, _)| i == ix).map(|(_, v)| *v);
-        g.body.walk_blocks_mut(&mut |b| {
-            for op in &mut b.ops {
+        for id in g.listed() {
+            let op = &mut g.ops[id];
+            {
                 let new = if let OpKind::Elem { src, indices } = &op.kind {
                     (*src == pv)
                         .then(|| index_of(indices).and_then(|ix| var_at(&ix)))
@@ -160,7 +161,7 @@ fn promote(f: &Function, reductions: &[usize], kind: ReduceKind) -> (Function, P
                     op.kind = k;
                 }
             }
-        });
+        }
         plan.push((pi, elems));
     }
     (g, plan)

@@ -49,7 +49,7 @@ fn qualifies(f: &Function) -> bool {
     // Values that depend on a read of a plane (they become tiles).
     let mut varies: HashSet<Value> = HashSet::new();
     let mut writes = 0;
-    for op in &f.body.ops {
+    for op in f.body.iter(&f.ops) {
         let uses = op.kind.operands();
         if let OpKind::Elem { src, indices } = &op.kind {
             if outs.contains(src) || !planes.contains(src) || indices.as_slice() != [s] {
@@ -116,7 +116,7 @@ pub(crate) fn define(mb: &mut ir::ModuleBuilder, name: &str, f: &Function) -> cr
             let m = |map: &std::collections::HashMap<Value, Value>, v: &Value| -> Operand {
                 Operand::Val(*map.get(v).unwrap_or(v))
             };
-            for op in &f.body.ops {
+            for op in f.body.iter(&f.ops) {
                 let dt = |v: Value| f.ty(v).dtype().unwrap_or(DType::F64);
                 let r = match &op.kind {
                     OpKind::Const(c) => {

@@ -5,7 +5,6 @@
 use super::specialize::{Bindings, Limits};
 use crate::error::SpecializeError;
 use eagle_ir::{Dim, Function, Shape, Type, Value};
-use std::collections::HashMap;
 
 /// Replaces every dim of every value type of `f` by its value under `b`.
 ///
@@ -18,7 +17,7 @@ pub(super) fn bind_types(
     b: &Bindings,
     limits: &Limits,
 ) -> Result<(), SpecializeError> {
-    let params: HashMap<Value, String> =
+    let params: eagle_ir::entity::SecondaryMap<Value, String> =
         f.params.iter().map(|p| (p.value, p.name.clone())).collect();
     for (v, t) in f.values.entries_mut() {
         let mut missing: Option<(usize, eagle_ir::DimError, String)> = None;
@@ -35,7 +34,7 @@ pub(super) fn bind_types(
             r
         });
         if let Some((dim, e, expr)) = missing {
-            let place = match params.get(&v) {
+            let place = match params.get(v) {
                 Some(p) => format!("argument `{p}`, dimension {dim}"),
                 None => format!("a value of type `{t}`"),
             };

@@ -3,28 +3,22 @@
 //! root) instead of into a tile of their own.
 
 use eagle_ir::entity::SecondaryMap;
-use eagle_ir::{Block as IrBlock, Function, Op, OpKind, Type, Value};
-use std::collections::{HashMap, HashSet};
+use eagle_ir::{Function, Op, OpKind, Type, Value};
+use std::collections::HashSet;
 
-/// How many times each value is used as an operand in `b` (nested blocks included).
-pub(crate) fn use_counts(b: &IrBlock) -> SecondaryMap<Value, usize> {
-    fn walk(b: &IrBlock, out: &mut SecondaryMap<Value, usize>) {
-        for op in &b.ops {
-            for v in op.kind.operands() {
-                match out.get_mut(v) {
-                    Some(n) => *n += 1,
-                    None => {
-                        out.insert(v, 1);
-                    }
+/// How many times each value is used as an operand in `f` (nested blocks included).
+pub(crate) fn use_counts(f: &Function) -> SecondaryMap<Value, usize> {
+    let mut out = SecondaryMap::with_capacity(f.values.len());
+    f.walk(&mut |op| {
+        for v in op.kind.operands() {
+            match out.get_mut(v) {
+                Some(n) => *n += 1,
+                None => {
+                    out.insert(v, 1);
                 }
             }
-            for b in op.kind.blocks() {
-                walk(b, out);
-            }
         }
-    }
-    let mut out = SecondaryMap::new();
-    walk(b, &mut out);
+    });
     out
 }
 
@@ -54,6 +48,17 @@ pub(crate) fn may_write(k: &OpKind) -> bool {
         ))
 }
 
+/// The positions in the block `ops` of the ops that use each value, in order.
+pub(crate) fn block_users(ops: &[&Op]) -> SecondaryMap<Value, Vec<usize>> {
+    let mut users: SecondaryMap<Value, Vec<usize>> = SecondaryMap::new();
+    for (k, op) in ops.iter().enumerate() {
+        for v in op.kind.operands() {
+            users.get_or_insert_with(v, Vec::new).push(k);
+        }
+    }
+    users
+}
+
 /// The fused elementwise tile results of the block `ops` and their group's root: a result is
 /// fused when every use (by `uses`, the function's use counts) is an elementwise op of this
 /// block in one group, nothing in between may write memory, and `can_fuse` accepts its op.
@@ -62,28 +67,23 @@ pub(crate) fn may_write(k: &OpKind) -> bool {
 /// know their root.
 pub(crate) fn fusion_roots(
     f: &Function,
-    ops: &[Op],
+    ops: &[&Op],
     uses: &SecondaryMap<Value, usize>,
     can_fuse: impl Fn(&Op) -> bool,
-) -> HashMap<Value, Value> {
-    let mut users: HashMap<Value, Vec<usize>> = HashMap::new();
-    for (k, op) in ops.iter().enumerate() {
-        for v in op.kind.operands() {
-            users.entry(v).or_default().push(k);
-        }
-    }
+) -> SecondaryMap<Value, Value> {
+    let users = block_users(ops);
     let writes_between = |a: usize, z: usize| (a + 1..z).any(|k| may_write(&ops[k].kind));
-    let mut root: HashMap<Value, Value> = HashMap::new();
-    let mut fused = HashMap::new();
+    let mut root: SecondaryMap<Value, Value> = SecondaryMap::new();
+    let mut fused = SecondaryMap::new();
     for (k, op) in ops.iter().enumerate().rev() {
         let Some(r) = op.result else { continue };
         if !is_elementwise(&op.kind) || !matches!(f.ty(r), Type::Tile(..)) {
             continue;
         }
-        let us = users.get(&r).map(Vec::as_slice).unwrap_or(&[]);
+        let us = users.get(r).map(Vec::as_slice).unwrap_or(&[]);
         let roots: HashSet<Option<Value>> = us
             .iter()
-            .map(|&c| ops[c].result.and_then(|x| root.get(&x).copied()))
+            .map(|&c| ops[c].result.and_then(|x| root.get(x).copied()))
             .collect();
         let last = us.iter().copied().max().unwrap_or(k);
         let ok = !us.is_empty()

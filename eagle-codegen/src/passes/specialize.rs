@@ -2,13 +2,13 @@
 
 use super::bind::derived_dim_error;
 use crate::error::SpecializeError;
-use eagle_ir::entity::SecondaryMap;
+use eagle_ir::entity::{EntitySet, SecondaryMap};
 use eagle_ir::eval::{self, Scalar};
 use eagle_ir::{
     print_op, verify_module, BinOp, Block, CmpOp, Const, DType, Dim, Facts, Function,
-    FunctionFacts, IndexRange, Level, Module, Op, OpKind, Type, UnOp, Value,
+    FunctionFacts, IndexRange, Level, Module, Op, OpKind, Ops, Type, UnOp, Value,
 };
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// Largest tensor or window (bytes) a specialization accepts: 1 TiB.
 pub const MAX_BUFFER_BYTES: u64 = 1 << 40;
@@ -252,6 +252,9 @@ fn range_bin(op: BinOp, a: Range, b: Range) -> Option<Range> {
 
 struct Spec<'a> {
     b: &'a Bindings,
+    /// The function's op arena while the analysis runs (taken out of the function, so an op
+    /// being rewritten and the function it reads stay apart).
+    ops: Ops,
     /// Storage dtypes are widened (the second pass of a device or compute function): a value
     /// of a storage dtype is then a bit pattern on its way to or from memory, and is not
     /// folded into a constant (the backends hold no constants of those dtypes).
@@ -575,8 +578,11 @@ impl Spec<'_> {
     }
 
     fn block(&mut self, f: &Function, b: &mut Block) -> Result<(), SpecializeError> {
-        for op in &mut b.ops {
-            self.op(f, op)?;
+        for &id in &b.ops {
+            let mut op = std::mem::replace(&mut self.ops[id], Op::placeholder());
+            let r = self.op(f, &mut op);
+            self.ops[id] = op;
+            r?;
         }
         Ok(())
     }
@@ -992,17 +998,19 @@ impl Spec<'_> {
     }
 }
 
-fn uses(b: &Block, out: &mut HashSet<Value>) {
-    b.walk(&mut |op| out.extend(op.kind.operands()));
+fn uses(ops: &Ops, b: &Block, out: &mut EntitySet<Value>) {
+    b.walk(ops, &mut |op| out.extend(op.kind.operands()));
 }
 
 /// Removes pure ops whose result is unused, in every block; whether anything was removed.
-fn dce(b: &mut Block, used: &HashSet<Value>) -> bool {
+fn dce(ops: &mut Ops, b: &mut Block, used: &EntitySet<Value>) -> bool {
     let mut changed = false;
-    b.walk_blocks_mut(&mut |b| {
+    b.rewrite(ops, &mut |ops, b| {
         let before = b.ops.len();
-        b.ops
-            .retain(|op| !(op.kind.is_pure() && op.result.is_some_and(|r| !used.contains(&r))));
+        b.ops.retain(|&id| {
+            let op = &ops[id];
+            !(op.kind.is_pure() && op.result.is_some_and(|r| !used.contains(r)))
+        });
         changed |= b.ops.len() != before;
     });
     changed
@@ -1123,6 +1131,7 @@ pub fn specialize_for(
                 generic: &generic,
                 calls: HashMap::new(),
                 seeded: SecondaryMap::new(),
+                ops: Ops::new(),
             };
             // Scalar parameters take the ranges their callers pass (a broadcast root computed
             // on the host from `world_size()`), when every call site's argument has one.
@@ -1143,7 +1152,10 @@ pub fn specialize_for(
             }
             let mut snapshot = f.clone();
             snapshot.body = body.clone();
-            s.block(&snapshot, &mut body)?;
+            s.ops = std::mem::take(&mut f.ops);
+            let r = s.block(&snapshot, &mut body);
+            f.ops = std::mem::take(&mut s.ops);
+            r?;
             if pass == 1 {
                 facts.set_function(&f.name, s.proven(f));
             }
@@ -1155,9 +1167,9 @@ pub fn specialize_for(
             }
         }
         loop {
-            let mut used = HashSet::new();
-            uses(&body, &mut used);
-            if !dce(&mut body, &used) {
+            let mut used = EntitySet::new();
+            uses(&f.ops, &body, &mut used);
+            if !dce(&mut f.ops, &mut body, &used) {
                 break;
             }
         }

@@ -17,14 +17,15 @@
 //! change the single-use facts the backend's fusion reads. The pass changes no result: every
 //! merged op computes the same bits from the same operands.
 
+use eagle_ir::entity::SecondaryMap;
 use eagle_ir::{Block, Const, Function, OpKind, Type, Value};
 use std::collections::HashMap;
 
 /// Every value of `f` that equals an earlier, dominating one, mapped to that one (see the
 /// module docs); values not in the map are their own representative.
-pub(crate) fn equal_values(f: &Function) -> HashMap<Value, Value> {
+pub(crate) fn equal_values(f: &Function) -> SecondaryMap<Value, Value> {
     let mut scopes: Vec<HashMap<String, Value>> = vec![];
-    let mut rename: HashMap<Value, Value> = HashMap::new();
+    let mut rename = SecondaryMap::new();
     block(f, &f.body, &mut scopes, &mut rename);
     rename
 }
@@ -54,16 +55,16 @@ fn block(
     f: &Function,
     b: &Block,
     scopes: &mut Vec<HashMap<String, Value>>,
-    rename: &mut HashMap<Value, Value>,
+    rename: &mut SecondaryMap<Value, Value>,
 ) {
     scopes.push(HashMap::new());
-    for op in &b.ops {
+    for op in b.iter(&f.ops) {
         for nested in op.kind.blocks() {
             block(f, nested, scopes, rename);
         }
         let Some(r) = op.result else { continue };
         // The key names operands by their representatives.
-        let kind = op.kind.map_values(&mut |v| *rename.get(&v).unwrap_or(&v));
+        let kind = op.kind.map_values(&mut |v| *rename.get(v).unwrap_or(&v));
         if let Some(k) = key(f, &kind, r) {
             if let Some(&same) = scopes.iter().rev().find_map(|s| s.get(&k)) {
                 rename.insert(r, same);
@@ -115,18 +116,18 @@ mod tests {
         let eq = equal_values(f);
         let v = |i: u32| Value(i);
         // The second `mul %4, %3` and the one in the loop are the first.
-        assert_eq!(eq.get(&v(6)), Some(&v(5)));
-        assert_eq!(eq.get(&v(17)), Some(&v(5)));
+        assert_eq!(eq.get(v(6)), Some(&v(5)));
+        assert_eq!(eq.get(v(17)), Some(&v(5)));
         // A repeated constant, and an op whose operands are equal through it.
-        assert_eq!(eq.get(&v(13)), Some(&v(3)));
-        assert_eq!(eq.get(&v(14)), None);
-        assert_eq!(eq.get(&v(15)), Some(&v(14)));
+        assert_eq!(eq.get(v(13)), Some(&v(3)));
+        assert_eq!(eq.get(v(14)), None);
+        assert_eq!(eq.get(v(15)), Some(&v(14)));
         // -0.0 is not 0.0; integer div may fail; tiles are not merged.
-        assert_eq!(eq.get(&v(9)), None);
-        assert_eq!(eq.get(&v(12)), None);
-        assert_eq!(eq.get(&v(21)), None);
+        assert_eq!(eq.get(v(9)), None);
+        assert_eq!(eq.get(v(12)), None);
+        assert_eq!(eq.get(v(21)), None);
         // An op in the loop body does not stand for one after the loop (the body may not run).
-        assert_eq!(eq.get(&v(20)), None);
+        assert_eq!(eq.get(v(20)), None);
         assert_eq!(eq.len(), 4, "{eq:?}");
     }
 }

@@ -224,18 +224,24 @@ impl FunctionBuilder<'_> {
                 callee.params.len()
             ));
         }
-        let mut map: std::collections::HashMap<Value, Value> = callee
+        let mut map: crate::entity::SecondaryMap<Value, Value> = callee
             .params
             .iter()
             .map(|p| p.value)
             .zip(args.iter().copied())
             .collect();
+        let mut arena = std::mem::take(self.cur.arena_mut());
         let cur = &mut self.cur;
-        let body = callee.body.map_values(&mut |v| {
-            *map.entry(v)
-                .or_insert_with(|| cur.value(callee.ty(v).clone()))
+        let body = callee.body.copy_into(&callee.ops, &mut arena, &mut |v| {
+            if let Some(&w) = map.get(v) {
+                return w;
+            }
+            let w = cur.value(callee.ty(v).clone());
+            map.insert(v, w);
+            w
         });
-        self.cur.ops_mut().extend(body.ops);
+        *self.cur.arena_mut() = arena;
+        self.cur.splice(body);
         Ok(())
     }
 

@@ -181,6 +181,7 @@ impl ModuleBuilder {
                 level,
                 params: vec![],
                 values: Default::default(),
+                ops: Default::default(),
                 body: Block::default(),
             },
             cur: Cursor::default(),
@@ -191,7 +192,7 @@ impl ModuleBuilder {
         let FunctionBuilder { mut func, cur, .. } = fb;
         self.in_progress.pop();
         r?;
-        (func.body, func.values) = cur.finish();
+        func.body = cur.finish_into(&mut func);
         self.module.functions.push(func);
         Ok(())
     }

@@ -33,6 +33,24 @@ impl crate::entity::EntityRef for Value {
     }
 }
 
+/// An op's handle: an index into its function's op arena ([`Function::ops`]). Blocks list
+/// handles; side facts about ops are [`crate::entity::SecondaryMap`]s keyed by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(pub u32);
+
+impl crate::entity::EntityRef for OpId {
+    fn new(i: usize) -> OpId {
+        OpId(i as u32)
+    }
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A function's op arena: every op it holds, by handle. An op no block lists (one a pass
+/// replaced) stays in the arena until [`Function::compact`].
+pub type Ops = crate::entity::PrimaryMap<OpId, Op>;
+
 /// The level a function runs at (design.md, "three levels").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Level {
@@ -902,11 +920,24 @@ pub struct Op {
     pub loc: Option<Loc>,
 }
 
-/// A straight-line list of ops (nested blocks hang off `for` and `if`).
+impl Op {
+    /// An op no block lists: what a pass leaves in an arena slot while it holds the op
+    /// itself ([`crate::Cursor::take`]).
+    pub fn placeholder() -> Op {
+        Op {
+            result: None,
+            kind: OpKind::Cast(Value(0)),
+            loc: None,
+        }
+    }
+}
+
+/// A straight-line list of ops (nested blocks hang off `for`, `while` and `if`): handles into
+/// the function's op arena, in program order.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Block {
     /// Ops in program order.
-    pub ops: Vec<Op>,
+    pub ops: Vec<OpId>,
 }
 
 /// A function parameter.
@@ -920,8 +951,12 @@ pub struct Param {
     pub out: bool,
 }
 
-/// A function: a level, parameters, a value table and a body.
-#[derive(Debug, Clone, PartialEq)]
+/// A function: a level, parameters, a value table, an op arena and a body.
+///
+/// Two functions are equal when their names, levels, parameters and value tables are equal
+/// and their bodies list equal ops in the same nesting (the arenas' handles and unlisted ops
+/// do not count).
+#[derive(Debug, Clone)]
 pub struct Function {
     /// Name (unique in the module).
     pub name: String,
@@ -931,11 +966,100 @@ pub struct Function {
     pub params: Vec<Param>,
     /// Type of every value, indexed by [`Value`]; `values.push(ty)` mints a value.
     pub values: crate::entity::PrimaryMap<Value, Type>,
+    /// Every op, indexed by [`OpId`]; `ops.push(op)` mints a handle.
+    pub ops: Ops,
     /// The body.
     pub body: Block,
 }
 
+impl PartialEq for Function {
+    fn eq(&self, o: &Function) -> bool {
+        self.name == o.name
+            && self.level == o.level
+            && self.params == o.params
+            && self.values == o.values
+            && same_block(&self.ops, &self.body, &o.ops, &o.body)
+    }
+}
+
+/// Whether two blocks of two arenas list equal ops in the same nesting.
+fn same_block(a_ops: &Ops, a: &Block, b_ops: &Ops, b: &Block) -> bool {
+    a.ops.len() == b.ops.len()
+        && a.ops.iter().zip(&b.ops).all(|(&x, &y)| {
+            let (x, y) = (&a_ops[x], &b_ops[y]);
+            let (xb, yb) = (x.kind.blocks(), y.kind.blocks());
+            x.result == y.result
+                && x.loc == y.loc
+                && xb.len() == yb.len()
+                && xb
+                    .iter()
+                    .zip(&yb)
+                    .all(|(p, q)| same_block(a_ops, p, b_ops, q))
+                && without_blocks(&x.kind) == without_blocks(&y.kind)
+        })
+}
+
+/// `k` with its nested blocks emptied.
+fn without_blocks(k: &OpKind) -> OpKind {
+    let mut k = k.clone();
+    for b in k.blocks_mut() {
+        *b = Block::default();
+    }
+    k
+}
+
 impl Function {
+    /// Visits every op of the body in program order (an op before the ops of its nested
+    /// blocks).
+    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Op)) {
+        self.body.walk(&self.ops, f)
+    }
+
+    /// The op of handle `id`.
+    pub fn op(&self, id: OpId) -> &Op {
+        &self.ops[id]
+    }
+
+    /// The handle of every op the body lists (nested blocks included), in program order: to
+    /// edit ops in place through [`Function::ops`].
+    pub fn listed(&self) -> Vec<OpId> {
+        fn rec(ops: &Ops, b: &Block, out: &mut Vec<OpId>) {
+            for &id in &b.ops {
+                out.push(id);
+                for nb in ops[id].kind.blocks() {
+                    rec(ops, nb, out);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(self.ops.len());
+        rec(&self.ops, &self.body, &mut out);
+        out
+    }
+
+    /// Renumbers the arena in program order and drops the ops no block lists.
+    pub fn compact(&mut self) {
+        fn copy(from: &Ops, b: &Block, to: &mut Ops) -> Block {
+            Block {
+                ops: b
+                    .ops
+                    .iter()
+                    .map(|&id| {
+                        let slot = to.push(Op::placeholder());
+                        let mut op = from[id].clone();
+                        for nb in op.kind.blocks_mut() {
+                            *nb = copy(from, nb, to);
+                        }
+                        to[slot] = op;
+                        slot
+                    })
+                    .collect(),
+            }
+        }
+        let mut ops = Ops::new();
+        self.body = copy(&self.ops, &self.body, &mut ops);
+        self.ops = ops;
+    }
+
     /// The type of `v`.
     pub fn ty(&self, v: Value) -> &Type {
         &self.values[v]
@@ -975,7 +1099,7 @@ impl Module {
                 return true;
             };
             let mut peers = false;
-            f.body.walk(&mut |op| match &op.kind {
+            f.walk(&mut |op| match &op.kind {
                 OpKind::Call { callee, .. } => todo.push(callee),
                 k => peers |= k.info().peers,
             });
@@ -990,37 +1114,68 @@ impl Module {
 impl Block {
     /// Visits every op of the block and of the blocks nested in it, in program order (an op
     /// before the ops of its nested blocks).
-    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Op)) {
-        for op in &self.ops {
+    pub fn walk<'a>(&self, ops: &'a Ops, f: &mut impl FnMut(&'a Op)) {
+        for &id in &self.ops {
+            let op = &ops[id];
             f(op);
             for b in op.kind.blocks() {
-                b.walk(f);
+                b.walk(ops, f);
             }
         }
     }
 
-    /// [`Block::walk`] over mutable blocks: `f` sees each block (this one first, then the
-    /// nested ones, in program order) and may rewrite its op list.
-    pub fn walk_blocks_mut(&mut self, f: &mut impl FnMut(&mut Block)) {
-        f(self);
-        for op in &mut self.ops {
-            for b in op.kind.blocks_mut() {
-                b.walk_blocks_mut(f);
+    /// The block's own ops (not those of nested blocks), in program order.
+    pub fn iter<'a>(&'a self, ops: &'a Ops) -> impl DoubleEndedIterator<Item = &'a Op> + 'a {
+        self.ops.iter().map(move |&id| &ops[id])
+    }
+
+    /// Whether the block or a block nested in it holds an op for which `pred` holds.
+    pub fn any(&self, ops: &Ops, pred: &mut impl FnMut(&Op) -> bool) -> bool {
+        self.ops.iter().any(|&id| {
+            let op = &ops[id];
+            pred(op) || op.kind.blocks().into_iter().any(|b| b.any(ops, pred))
+        })
+    }
+
+    /// Rewrites the block and the blocks nested in it: `f` sees each block (this one first,
+    /// then the nested ones, in program order) with the arena, and may rewrite its op list and
+    /// append ops to the arena.
+    pub fn rewrite(&mut self, ops: &mut Ops, f: &mut impl FnMut(&mut Ops, &mut Block)) {
+        f(ops, self);
+        for &id in &self.ops.clone() {
+            let mut nested: Vec<Block> = ops[id]
+                .kind
+                .blocks_mut()
+                .into_iter()
+                .map(std::mem::take)
+                .collect();
+            for b in &mut nested {
+                b.rewrite(ops, f);
+            }
+            for (slot, b) in ops[id].kind.blocks_mut().into_iter().zip(nested) {
+                *slot = b;
             }
         }
     }
 
-    /// A copy with every value (operands, results, loop variables, nested blocks) renamed by
-    /// `f`.
-    pub fn map_values(&self, f: &mut dyn FnMut(Value) -> Value) -> Block {
+    /// Copies the block's ops (and nested blocks) from arena `from` into arena `to`, every
+    /// value renamed by `f` (a callee's body inlined into its caller); returns the copy.
+    pub fn copy_into(&self, from: &Ops, to: &mut Ops, f: &mut dyn FnMut(Value) -> Value) -> Block {
         Block {
             ops: self
                 .ops
                 .iter()
-                .map(|op| Op {
-                    result: op.result.map(&mut *f),
-                    kind: op.kind.map_values(f),
-                    loc: op.loc.clone(),
+                .map(|&id| {
+                    let op = &from[id];
+                    let mut kind = op.kind.map_values(f);
+                    for nb in kind.blocks_mut() {
+                        *nb = nb.copy_into(from, to, f);
+                    }
+                    to.push(Op {
+                        result: op.result.map(&mut *f),
+                        kind,
+                        loc: op.loc.clone(),
+                    })
                 })
                 .collect(),
         }

@@ -22,7 +22,7 @@
 //! Derived: the enum (tuple, struct and unit variants as declared, with their docs),
 //! `OpKind::info`,
 //! `OpKind::operands` (every `val` and `vals` field in declaration order), `OpKind::map_values`
-//! (every `val`, `vals` and `def` renamed, nested blocks renamed, in declaration order),
+//! (every `val`, `vals` and `def` renamed in declaration order; nested blocks keep their handles),
 //! `OpKind::blocks` and `OpKind::blocks_mut`, `OpKind::keyword`, and the text form
 //! (`OpKind::write_text`, `OpKind::read_text`, which the printer and the parser call). A new op
 //! kind is one declaration; these functions need no edit.
@@ -61,7 +61,7 @@ macro_rules! op_field_map {
         $x.iter().map(|v| $f(*v)).collect()
     };
     ($f:ident, block, $x:ident) => {
-        $x.map_values($f)
+        $x.clone()
     };
     ($f:ident, attr, $x:ident) => {
         $x.clone()
@@ -268,8 +268,9 @@ macro_rules! op_kinds {
                 out
             }
 
-            /// The op with every value it names (operands, defined values, nested blocks)
-            /// renamed by `f`, in declaration order.
+            /// The op with every value it names (operands and defined values) renamed by `f`,
+            /// in declaration order. Nested blocks keep their handles: the ops they list are
+            /// renamed where they live, in the arena.
             pub fn map_values(&self, f: &mut dyn FnMut(Value) -> Value) -> OpKind {
                 match self {
                     $(OpKind::$name { $($key: $b),* } => OpKind::$name {

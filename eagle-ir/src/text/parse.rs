@@ -14,6 +14,8 @@ struct Parser {
     pos: usize,
     vals: HashMap<u32, Value>,
     types: crate::entity::PrimaryMap<Value, Type>,
+    /// The op arena of the function being read.
+    arena: crate::ir::Ops,
     /// The error a failed format read recorded ([`Reader`]).
     failure: Option<IrError>,
     /// A float constant's text, read in the result's dtype once the type is known.
@@ -310,6 +312,7 @@ impl Parser {
             level,
             params,
             values: std::mem::take(&mut self.types),
+            ops: std::mem::take(&mut self.arena),
             body,
         })
     }
@@ -327,7 +330,8 @@ impl Parser {
             if self.peek().is_none() {
                 return self.err("expected `}` before the end of input");
             }
-            ops.push(self.op()?);
+            let op = self.op()?;
+            ops.push(self.arena.push(op));
         }
         self.expect_punct("}")?;
         Ok((Block { ops }, loc))
@@ -577,6 +581,7 @@ pub fn parse_module(src: &str) -> Result<Module> {
         pos: 0,
         vals: HashMap::new(),
         types: Default::default(),
+        arena: Default::default(),
         failure: None,
         float_text: None,
         pending_defs: vec![],
@@ -587,7 +592,7 @@ pub fn parse_module(src: &str) -> Result<Module> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{parse_module, print_module, print_module_with_locs, OpKind};
+    use crate::{parse_module, print_module, print_module_with_locs, Module, OpKind};
 
     const LOCATED: &str = "device @k(%0 x: tensor<[4], f32>, out %1 y: tensor<[4], f32>) {
   %2 = const 0 : index ;@ src/heat.rs:41:9
@@ -597,6 +602,34 @@ mod tests {
   }
 }
 ";
+
+    /// Equality and printing see the ops the body lists, not the arena's layout:
+    /// an unlisted op changes neither, and [`Function::compact`] drops it and renumbers the
+    /// arena in program order.
+    #[test]
+    fn the_arena_layout_is_not_the_function() {
+        let m = parse_module(LOCATED).unwrap();
+        let mut f = m.functions[0].clone();
+        // The parser lists nested ops before the op holding them.
+        assert_eq!(f.ops.len(), 4);
+        assert_eq!(f.body.ops, [crate::ir::OpId(0), crate::ir::OpId(3)]);
+        f.ops.push(crate::ir::Op::placeholder());
+        assert_eq!(f, m.functions[0]);
+        f.compact();
+        assert_eq!(f, m.functions[0]);
+        assert_eq!(f.ops.len(), 4);
+        assert_eq!(f.listed(), (0..4).map(crate::ir::OpId).collect::<Vec<_>>());
+        assert_eq!(
+            print_module_with_locs(&Module {
+                functions: vec![f.clone()]
+            }),
+            LOCATED
+        );
+        // A listed op that differs does count.
+        let store = f.listed()[3];
+        f.ops[store].loc = None;
+        assert_ne!(f, m.functions[0]);
+    }
 
     #[test]
     fn source_locations_round_trip_and_print_only_when_asked() {
@@ -608,17 +641,18 @@ mod tests {
         let again = parse_module(&plain).unwrap();
         assert_eq!(print_module(&again), plain);
         let f = &m.functions[0];
-        let l = f.body.ops[1].loc.as_ref().unwrap();
+        let l = f.op(f.body.ops[1]).loc.as_ref().unwrap();
         assert_eq!((&*l.file, l.line, l.column), ("src/heat.rs", 42, 5));
-        let OpKind::For { body, .. } = &f.body.ops[1].kind else {
+        let OpKind::For { body, .. } = &f.op(f.body.ops[1]).kind else {
             panic!()
         };
         // A file name holding `:` keeps it.
         assert_eq!(
-            &*body.ops[0].loc.as_ref().unwrap().file,
+            &*f.op(body.ops[0]).loc.as_ref().unwrap().file,
             "C:/work/src/heat.rs"
         );
-        assert!(again.functions[0].body.ops[0].loc.is_none());
+        let g = &again.functions[0];
+        assert!(g.op(g.body.ops[0]).loc.is_none());
     }
 
     #[test]

@@ -16,22 +16,16 @@ impl Names {
             let n = m.len();
             m.insert(p.value, n);
         }
-        fn walk(b: &Block, m: &mut SecondaryMap<Value, usize>) {
-            for op in &b.ops {
-                if let Some(r) = op.result {
-                    let n = m.len();
-                    m.insert(r, n);
-                }
-                if let OpKind::For { var, .. } = &op.kind {
-                    let n = m.len();
-                    m.insert(*var, n);
-                }
-                for b in op.kind.blocks() {
-                    walk(b, m);
-                }
+        f.walk(&mut |op| {
+            if let Some(r) = op.result {
+                let n = m.len();
+                m.insert(r, n);
             }
-        }
-        walk(&f.body, &mut m);
+            if let OpKind::For { var, .. } = &op.kind {
+                let n = m.len();
+                m.insert(*var, n);
+            }
+        });
         Names(m, false)
     }
     /// The ` ;@ file:line:column` suffix of `op`'s first line, when locations are printed.
@@ -119,7 +113,7 @@ fn print_function_impl(f: &Function, locs: bool) -> String {
 }
 
 fn print_block(f: &Function, n: &Names, b: &Block, depth: usize, s: &mut String) {
-    for op in &b.ops {
+    for op in b.iter(&f.ops) {
         print_op_into(f, n, op, depth, s);
     }
 }

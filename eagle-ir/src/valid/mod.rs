@@ -75,7 +75,7 @@ impl V<'_> {
 
     fn block(&mut self, b: &Block) -> Result<()> {
         self.scopes.push(HashSet::new());
-        for op in &b.ops {
+        for op in b.iter(&self.f.ops) {
             self.op(op)?;
         }
         self.scopes.pop();
@@ -935,26 +935,13 @@ pub fn verify_module(m: &Module) -> Result<()> {
     }
     // Recursion: depth-first search over the call graph.
     let mut edges: HashMap<&str, Vec<&str>> = HashMap::new();
-    fn collect<'a>(b: &'a Block, out: &mut Vec<&'a str>) {
-        for op in &b.ops {
-            match &op.kind {
-                OpKind::Call { callee, .. } | OpKind::Dispatch { callee, .. } => out.push(callee),
-                OpKind::For { body, .. } => collect(body, out),
-                OpKind::If {
-                    then_body,
-                    else_body,
-                    ..
-                } => {
-                    collect(then_body, out);
-                    collect(else_body, out);
-                }
-                _ => {}
-            }
-        }
-    }
     for f in &m.functions {
-        let mut out = vec![];
-        collect(&f.body, &mut out);
+        let mut out: Vec<&str> = vec![];
+        f.walk(&mut |op| {
+            if let OpKind::Call { callee, .. } | OpKind::Dispatch { callee, .. } = &op.kind {
+                out.push(callee)
+            }
+        });
         edges.insert(&f.name, out);
     }
     fn dfs<'a>(

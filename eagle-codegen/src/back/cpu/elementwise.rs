@@ -4,6 +4,7 @@
 //! the canonical NaN, and casts.
 
 use super::*;
+use eagle_ir::entity::EntitySet;
 use eagle_ir::Elementwise;
 
 impl Lower<'_, '_> {
@@ -34,7 +35,7 @@ impl Lower<'_, '_> {
                 Ok(Cv::S(self.scalar_op(op, &xs, &in_dt, rd)?))
             }
             Type::Tile(shape, rd) => {
-                if self.plan.lazy.contains(&r) {
+                if self.plan.lazy.contains(r) {
                     // Evaluated inside its consumer's loop.
                     self.lazy_ops.insert(r, op.clone());
                     return Ok(Cv::Mem(self.iconst(0)));
@@ -42,7 +43,7 @@ impl Lower<'_, '_> {
                 let numel = shape.numel().unwrap_or(0);
                 let mut track = None;
                 let mut copy_back = None;
-                let dst = match self.plan.direct.get(&r).cloned() {
+                let dst = match self.plan.direct.get(r).cloned() {
                     Some(Direct {
                         store,
                         dst: dv,
@@ -223,7 +224,7 @@ impl Lower<'_, '_> {
             }
             if let Some(op) = self.lazy_ops.get(v) {
                 stack.extend(op.kind.operands());
-            } else if self.plan.views.contains(&v) {
+            } else if self.plan.views.contains(v) {
                 leaves.push(v);
             }
         }
@@ -806,9 +807,9 @@ pub(super) const FULL_UNROLL_VALUES: u64 = 256;
 ///   the same buffer at other offsets feeds them.
 #[derive(Debug, Default)]
 pub(super) struct BlockPlan {
-    pub(super) views: HashSet<Value>,
-    pub(super) lazy: HashSet<Value>,
-    pub(super) direct: HashMap<Value, Direct>,
+    pub(super) views: EntitySet<Value>,
+    pub(super) lazy: EntitySet<Value>,
+    pub(super) direct: SecondaryMap<Value, Direct>,
 }
 
 /// The store an elementwise result is computed into ([`BlockPlan::direct`]).
@@ -833,31 +834,26 @@ impl BlockPlan {
         f: &Function,
         b: &IrBlock,
         uses: &SecondaryMap<Value, usize>,
-        equal: &HashMap<Value, Value>,
+        equal: &SecondaryMap<Value, Value>,
     ) -> BlockPlan {
-        let ops = &b.ops;
-        let mut users: HashMap<Value, Vec<usize>> = HashMap::new();
-        for (k, op) in ops.iter().enumerate() {
-            for v in op.kind.operands() {
-                users.entry(v).or_default().push(k);
-            }
-        }
+        let ops: &[&Op] = &b.iter(&f.ops).collect::<Vec<_>>();
+        let users = crate::passes::fusion::block_users(ops);
         let writes_between = |a: usize, z: usize| (a + 1..z).any(|k| may_write(&ops[k].kind));
         let mut plan = BlockPlan::default();
-        for r in fusion_roots(f, ops, uses, |_| true).into_keys() {
+        for r in fusion_roots(f, ops, uses, |_| true).keys() {
             plan.lazy.insert(r);
         }
         // Where each elementwise result is materialised (its own op, or its consumer's).
-        let mut mat: HashMap<Value, usize> = HashMap::new();
+        let mut mat: SecondaryMap<Value, usize> = SecondaryMap::new();
         for (k, op) in ops.iter().enumerate().rev() {
             if let Some(r) = op.result {
                 if is_elementwise(&op.kind) {
-                    let at = if plan.lazy.contains(&r) {
+                    let at = if plan.lazy.contains(r) {
                         users
-                            .get(&r)
+                            .get(r)
                             .and_then(|u| u.first())
                             .and_then(|&c| ops[c].result)
-                            .and_then(|c| mat.get(&c).copied())
+                            .and_then(|c| mat.get(c).copied())
                             .unwrap_or(k)
                     } else {
                         k
@@ -879,7 +875,7 @@ impl BlockPlan {
             ) else {
                 continue;
             };
-            let us = users.get(&r).cloned().unwrap_or_default();
+            let us = users.get(r).cloned().unwrap_or_default();
             if us.is_empty()
                 || uses.get(r).copied().unwrap_or(0) != us.len()
                 || !contiguous(&ts, &ss)
@@ -896,7 +892,7 @@ impl BlockPlan {
                 {
                     Some(u)
                 } else if is_elementwise(k) {
-                    ops[u].result.and_then(|x| mat.get(&x).copied())
+                    ops[u].result.and_then(|x| mat.get(x).copied())
                 } else {
                     None
                 };
@@ -917,22 +913,22 @@ impl BlockPlan {
     /// into the store's destination (`BlockPlan::direct`).
     fn direct_stores(
         f: &Function,
-        ops: &[Op],
+        ops: &[&Op],
         uses: &SecondaryMap<Value, usize>,
-        equal: &HashMap<Value, Value>,
+        equal: &SecondaryMap<Value, Value>,
         plan: &mut BlockPlan,
     ) {
         let same = |a: &[Value], b: &[Value]| {
-            let rep = |v: &Value| *equal.get(v).unwrap_or(v);
+            let rep = |v: &Value| *equal.get(*v).unwrap_or(v);
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| rep(x) == rep(y))
         };
-        let def_of: HashMap<Value, &Op> = ops
+        let def_of: SecondaryMap<Value, &Op> = ops
             .iter()
-            .filter_map(|o| o.result.map(|r| (r, o)))
+            .filter_map(|&o| o.result.map(|r| (r, o)))
             .collect();
         let sources = view_sources(f);
         let root = |mut v: Value| {
-            while let Some(&s) = sources.get(&v) {
+            while let Some(&s) = sources.get(v) {
                 v = s;
             }
             v
@@ -940,11 +936,9 @@ impl BlockPlan {
         let tile_of = |v: Value| matches!(f.ty(v), Type::Tile(..));
         // In-place stores.
         let base = |mut v: Value| -> Value {
-            let defs: HashMap<Value, &OpKind> = ops
-                .iter()
-                .filter_map(|o| o.result.map(|r| (r, &o.kind)))
-                .collect();
-            while let Some(OpKind::Slice { src, .. } | OpKind::Subview { src, .. }) = defs.get(&v) {
+            while let Some(OpKind::Slice { src, .. } | OpKind::Subview { src, .. }) =
+                def_of.get(v).map(|o| &o.kind)
+            {
                 v = *src;
             }
             v
@@ -953,7 +947,7 @@ impl BlockPlan {
             let Some(r) = op.result else { continue };
             if !is_elementwise(&op.kind)
                 || !tile_of(r)
-                || plan.lazy.contains(&r)
+                || plan.lazy.contains(r)
                 || uses.get(r) != Some(&1)
             {
                 continue;
@@ -963,7 +957,7 @@ impl BlockPlan {
             let consts: Vec<Op> = ops[k + 1..]
                 .iter()
                 .take_while(|o| matches!(o.kind, OpKind::Const(_)))
-                .cloned()
+                .map(|&o| o.clone())
                 .collect();
             let Some(next) = ops.get(k + 1 + consts.len()) else {
                 continue;
@@ -1002,17 +996,17 @@ impl BlockPlan {
                 if !seen.insert(v) {
                     continue; // a DAG: each value once
                 }
-                let Some(d) = def_of.get(&v) else {
+                let Some(d) = def_of.get(v) else {
                     continue;
                 };
-                if plan.lazy.contains(&v) || v == r {
+                if plan.lazy.contains(v) || v == r {
                     stack.extend(d.kind.operands());
                 } else if let OpKind::Load { src, offsets: lo }
                 | OpKind::RemoteLoad {
                     src, offsets: lo, ..
                 } = &d.kind
                 {
-                    if !plan.views.contains(&v) {
+                    if !plan.views.contains(v) {
                         continue;
                     }
                     if base(*src) == base(*dst) && !same(lo, offsets) {
@@ -1033,7 +1027,7 @@ impl BlockPlan {
                 plan.direct.insert(
                     r,
                     Direct {
-                        store: next.clone(),
+                        store: (*next).clone(),
                         dst: *dst,
                         offsets: offsets.clone(),
                         consts,
@@ -1046,9 +1040,9 @@ impl BlockPlan {
 }
 
 /// The buffer every sub-view and slice of `f` views (through chains of them), by result.
-pub(super) fn view_sources(f: &Function) -> HashMap<Value, Value> {
-    let mut out = HashMap::new();
-    f.body.walk(&mut |op| {
+pub(super) fn view_sources(f: &Function) -> SecondaryMap<Value, Value> {
+    let mut out = SecondaryMap::new();
+    f.walk(&mut |op| {
         if let (OpKind::Slice { src, .. } | OpKind::Subview { src, .. }, Some(r)) =
             (&op.kind, op.result)
         {

@@ -107,7 +107,7 @@ impl Lower<'_, '_> {
         let res_ty = op.result.map(|r| f.ty(r).clone());
         Ok(match &op.kind {
             OpKind::Load { src, offsets }
-                if op.result.is_some_and(|r| self.plan.views.contains(&r)) =>
+                if op.result.is_some_and(|r| self.plan.views.contains(r)) =>
             {
                 // A view: the tile is read in place by the ops that use it (BlockPlan).
                 let (Some(Type::Tile(ts, d)), Some(ss)) = (res_ty, f.ty(*src).shape()) else {
@@ -290,7 +290,7 @@ impl Lower<'_, '_> {
                 let (id, woff) = self.win(*src)?;
                 let peer = self.scalar(*peer)?;
                 let site = self.sync_site(op);
-                if op.result.is_some_and(|r| self.plan.views.contains(&r)) {
+                if op.result.is_some_and(|r| self.plan.views.contains(r)) {
                     // A view: the peer's bytes are read in place where the runtime maps them
                     // (BlockPlan), else from the copy `get_view` makes into `dst`.
                     let zero: Vec<ClValue> = (0..tile.len()).map(|_| self.iconst(0)).collect();

@@ -348,7 +348,7 @@ fn lower_function(
     // Only the GEMMs this function calls (an import in every function would be noise in the
     // CLIF snapshots).
     let mut gemm_refs = HashMap::new();
-    f.body.walk(&mut |op| {
+    f.walk(&mut |op| {
         if let (OpKind::Tile(TileOp::Matmul | TileOp::MatmulAcc, _), Some(r)) =
             (&op.kind, op.result)
         {
@@ -382,7 +382,7 @@ fn lower_function(
         gemm_refs,
         sites,
         stack_bytes: 0,
-        uses: use_counts(&f.body),
+        uses: use_counts(f),
         equal: crate::passes::value_numbering::equal_values(f),
         facts,
         plan: BlockPlan::default(),
@@ -458,7 +458,7 @@ struct Lower<'a, 'b> {
     uses: SecondaryMap<Value, usize>,
     /// Values equal to an earlier one (`passes::value_numbering`): the in-place store
     /// compares offsets through it, so it holds however the source spells them.
-    equal: HashMap<Value, Value>,
+    equal: SecondaryMap<Value, Value>,
     /// What specialization proved about the function's values (ranges of offsets).
     facts: &'a FunctionFacts,
     /// Views, fused ops and in-place stores of the blocks lowered so far.
@@ -618,8 +618,8 @@ impl Lower<'_, '_> {
         self.plan.views.extend(plan.views);
         self.plan.lazy.extend(plan.lazy);
         self.plan.direct.extend(plan.direct);
-        for op in &blk.ops {
-            self.op(op)?;
+        for &id in &blk.ops {
+            self.op(&self.f.ops[id])?;
         }
         Ok(())
     }

@@ -21,14 +21,14 @@ pub(super) struct Emitter<'a> {
     /// The declared tiles still live: (last use, bytes per thread).
     pub(super) live_tiles: Vec<(usize, u64)>,
     /// Where each value is used last ([`tile_last_uses`]).
-    pub(super) last_use: HashMap<Value, usize>,
+    pub(super) last_use: SecondaryMap<Value, usize>,
     /// The preorder position of the op being emitted.
     pub(super) pos: usize,
     /// How many times each value is used.
     pub(super) uses: eagle_ir::entity::SecondaryMap<Value, usize>,
     /// Fused elementwise tile results (`crate::passes::fusion`): computed per element, as
     /// `e<N>`, inside their group root's loop, with the op that computes them.
-    pub(super) fused: HashMap<Value, Op>,
+    pub(super) fused: SecondaryMap<Value, Op>,
     /// Conditions already checked in each enclosing C scope: values are SSA, so a check that
     /// passed holds for the rest of its scope.
     pub(super) checked: Vec<std::collections::HashSet<String>>,
@@ -178,16 +178,17 @@ impl Emitter<'_> {
 
     pub(super) fn block(&mut self, b: &Block) -> Result<(), CodegenError> {
         // Integer division stays unfused: its zero check runs per tile.
-        let roots = crate::passes::fusion::fusion_roots(self.f, &b.ops, &self.uses, |op| {
+        let ops: Vec<&Op> = b.iter(&self.f.ops).collect();
+        let roots = crate::passes::fusion::fusion_roots(self.f, &ops, &self.uses, |op| {
             !matches!(&op.kind, OpKind::Binary(BinOp::Div | BinOp::Rem, ..)
                 if op.result.and_then(|r| self.f.ty(r).dtype()).is_some_and(|d| !d.is_float()))
         });
-        for op in &b.ops {
-            if let Some(r) = op.result.filter(|r| roots.contains_key(r)) {
-                self.fused.insert(r, op.clone());
+        for op in &ops {
+            if let Some(r) = op.result.filter(|r| roots.contains_key(*r)) {
+                self.fused.insert(r, (*op).clone());
             }
         }
-        for op in &b.ops {
+        for op in ops {
             self.op(op)?;
         }
         Ok(())
@@ -222,7 +223,7 @@ impl Emitter<'_> {
 
     /// The expression of operand `v` inside a tile loop (slot `k`) or as a scalar.
     pub(super) fn at(&self, v: Value) -> String {
-        if self.fused.contains_key(&v) {
+        if self.fused.contains_key(v) {
             format!("e{}", v.0)
         } else if self.is_tile(v) {
             format!("v{}[k]", v.0)
@@ -321,7 +322,7 @@ impl Emitter<'_> {
         let pos = self.pos;
         self.live_tiles.retain(|(last, _)| *last >= pos);
         self.live_tiles
-            .push((self.last_use.get(&r).copied().unwrap_or(pos), per_thread));
+            .push((self.last_use.get(r).copied().unwrap_or(pos), per_thread));
         self.tile_bytes = self.live_tiles.iter().map(|(_, b)| b).sum();
         if self.tile_bytes > limit {
             return Err(self.err(format!(
@@ -339,7 +340,7 @@ impl Emitter<'_> {
 
     pub(super) fn op(&mut self, op: &Op) -> Result<(), CodegenError> {
         self.pos += 1;
-        if op.result.is_some_and(|r| self.fused.contains_key(&r)) {
+        if op.result.is_some_and(|r| self.fused.contains_key(r)) {
             return Ok(()); // computed inside its group root's loop
         }
         let f = self.f;
@@ -915,7 +916,7 @@ impl Emitter<'_> {
         done: &mut HashSet<Value>,
     ) -> Result<(), CodegenError> {
         for o in op.kind.operands() {
-            let Some(def) = self.fused.get(&o).cloned() else {
+            let Some(def) = self.fused.get(o).cloned() else {
                 continue;
             };
             if !done.insert(o) {
@@ -1128,15 +1129,16 @@ pub(super) fn cast(x: &str, from: DType, to: DType) -> String {
 /// For every value of `f`, the preorder position (1-based, as [`Emitter::op`] counts) of
 /// its last use; a use inside a loop that does not contain the definition counts at the
 /// loop's end (the value is needed on every iteration).
-pub(super) fn tile_last_uses(f: &Function) -> HashMap<Value, usize> {
+pub(super) fn tile_last_uses(f: &Function) -> SecondaryMap<Value, usize> {
     pub(super) fn walk(
+        f: &Function,
         b: &Block,
         pos: &mut usize,
         loops: &mut Vec<(usize, usize)>,
-        def: &mut HashMap<Value, usize>,
+        def: &mut SecondaryMap<Value, usize>,
         uses: &mut Vec<(Value, usize)>,
     ) {
-        for op in &b.ops {
+        for op in b.iter(&f.ops) {
             *pos += 1;
             let here = *pos;
             for v in op.kind.operands() {
@@ -1146,25 +1148,25 @@ pub(super) fn tile_last_uses(f: &Function) -> HashMap<Value, usize> {
                 def.insert(r, here);
             }
             for nb in op.kind.blocks() {
-                walk(nb, pos, loops, def, uses);
+                walk(f, nb, pos, loops, def, uses);
             }
             if matches!(op.kind, OpKind::For { .. }) {
                 loops.push((here, *pos));
             }
         }
     }
-    let (mut pos, mut loops, mut def, mut uses) = (0, vec![], HashMap::new(), vec![]);
-    walk(&f.body, &mut pos, &mut loops, &mut def, &mut uses);
-    let mut last: HashMap<Value, usize> = HashMap::new();
+    let (mut pos, mut loops, mut def, mut uses) = (0, vec![], SecondaryMap::new(), vec![]);
+    walk(f, &f.body, &mut pos, &mut loops, &mut def, &mut uses);
+    let mut last: SecondaryMap<Value, usize> = SecondaryMap::with_capacity(f.values.len());
     for (v, u) in uses {
-        let d = def.get(&v).copied().unwrap_or(0);
+        let d = def.get(v).copied().unwrap_or(0);
         let end = loops
             .iter()
             .filter(|(s, e)| *s <= u && u <= *e && *s > d)
             .map(|(_, e)| *e)
             .max()
             .unwrap_or(u);
-        let l = last.entry(v).or_insert(0);
+        let l = last.get_or_insert_with(v, || 0);
         *l = (*l).max(end);
     }
     last

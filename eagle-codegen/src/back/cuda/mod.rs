@@ -33,12 +33,13 @@
 
 use crate::error::CodegenError;
 use crate::Specialized;
+use eagle_ir::entity::SecondaryMap;
 use eagle_ir::prim;
 use eagle_ir::{
     print_op, BinOp, Block, CmpOp, Const, DType, Defs, Function, FunctionFacts, Level, NotifyOp,
     Op, OpKind, Type, UnOp, Value,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
 
 mod checks;
@@ -412,7 +413,7 @@ pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
             continue;
         }
         if let Some(f) = m.function(&name) {
-            for c in callees(&f.body) {
+            for c in callees(f) {
                 stack.push((c, thread));
             }
         }
@@ -455,8 +456,8 @@ pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
                 tile_bytes: 0,
                 live_tiles: vec![],
                 last_use: tile_last_uses(f),
-                uses: crate::passes::fusion::use_counts(&f.body),
-                fused: HashMap::new(),
+                uses: crate::passes::fusion::use_counts(f),
+                fused: SecondaryMap::new(),
                 pos: 0,
                 checked: vec![Default::default()],
                 shared_bytes: 0,
@@ -518,7 +519,7 @@ fn canonical(f: &Function, facts: &FunctionFacts) -> (Function, FunctionFacts) {
         values[n] = f.ty(v).clone();
     }
     let facts = facts.renamed(&mut |v| nums.get(v).map(|&n| Value(n as u32)));
-    let f = Function {
+    let f2 = Function {
         name: f.name.clone(),
         level: f.level,
         params: f
@@ -531,21 +532,22 @@ fn canonical(f: &Function, facts: &FunctionFacts) -> (Function, FunctionFacts) {
             })
             .collect(),
         values: values.into(),
-        body: f.body.map_values(&mut rename),
+        ops: Default::default(),
+        body: Default::default(),
     };
+    let mut f2 = f2;
+    f2.body = f.body.copy_into(&f.ops, &mut f2.ops, &mut rename);
+    let f = f2;
     (f, facts)
 }
 
-fn callees(b: &Block) -> Vec<String> {
+fn callees(f: &Function) -> Vec<String> {
     let mut v = vec![];
-    for op in &b.ops {
+    f.walk(&mut |op| {
         if let OpKind::Call { callee, .. } = &op.kind {
             v.push(callee.clone());
         }
-        for b in op.kind.blocks() {
-            v.extend(callees(b));
-        }
-    }
+    });
     v
 }
 

@@ -24,10 +24,10 @@
 
 use super::em::Em;
 use crate::error::SpecializeError;
+use eagle_ir::entity::SecondaryMap;
 use eagle_ir::eval::{self, Scalar};
 use eagle_ir::{BinOp, CmpOp, Const, DType, Defs, Function, Level, Op, OpKind, Type, Value, Want};
 use std::collections::BTreeMap;
-use std::collections::HashMap;
 
 /// A `group` op of the function once its grid's extents are constants.
 #[derive(Clone, Debug)]
@@ -206,12 +206,12 @@ impl GroupAt {
 pub(super) fn group_defs(
     f: &Function,
     p: u64,
-    consts: &HashMap<Value, i128>,
-) -> Result<HashMap<Value, GroupDef>, SpecializeError> {
-    let mut defs: HashMap<Value, GroupDef> = HashMap::new();
+    consts: &SecondaryMap<Value, i128>,
+) -> Result<SecondaryMap<Value, GroupDef>, SpecializeError> {
+    let mut defs: SecondaryMap<Value, GroupDef> = SecondaryMap::new();
     let mut err = None;
     let facts = Defs::of(f);
-    f.body.walk(&mut |op| {
+    f.walk(&mut |op| {
         if err.is_some() {
             return;
         }
@@ -235,7 +235,7 @@ pub(super) fn group_defs(
                 ));
                 return;
             }
-            if defs.contains_key(ctx) {
+            if defs.contains_key(*ctx) {
                 err = Some(fail(
                     "group",
                     "the context of a group is a group; split the world's context instead: \
@@ -247,7 +247,7 @@ pub(super) fn group_defs(
             }
             let extents: Vec<u64> = grid
                 .iter()
-                .map(|g| consts.get(g).map_or(0, |&c| u64::try_from(c).unwrap_or(0)))
+                .map(|g| consts.get(*g).map_or(0, |&c| u64::try_from(c).unwrap_or(0)))
                 .collect();
             let n: u64 = extents.iter().product();
             if n != p || extents.contains(&0) {
@@ -284,7 +284,7 @@ pub(super) fn group_defs(
                     f.name
                 ))
             };
-            let nested = defs.contains_key(ctx).then(|| {
+            let nested = defs.contains_key(*ctx).then(|| {
                 "the context of a split is a group; split the world's context instead: give \
                  `split(ctx, color, key)` the kernel's `ctx` and a color that tells every \
                  group apart"
@@ -308,7 +308,7 @@ pub(super) fn group_defs(
                 (Ok(_), None) => {}
             }
         } else if let OpKind::Call { callee, args } = &op.kind {
-            if args.iter().any(|a| defs.contains_key(a)) {
+            if args.iter().any(|&a| defs.contains_key(a)) {
                 err = Some(fail(
                     "call",
                     format!(
@@ -336,13 +336,13 @@ pub(super) fn group_defs(
 fn at_rank(
     f: &Function,
     facts: &Defs<'_>,
-    consts: &HashMap<Value, i128>,
+    consts: &SecondaryMap<Value, i128>,
     world: Value,
     v: Value,
     (r, p): (u64, u64),
-    memo: &mut HashMap<Value, Scalar>,
+    memo: &mut SecondaryMap<Value, Scalar>,
 ) -> Result<Scalar, String> {
-    if let Some(&x) = memo.get(&v) {
+    if let Some(&x) = memo.get(v) {
         return Ok(x);
     }
     let x = eval_at_rank(f, facts, consts, world, v, (r, p), memo)?;
@@ -354,14 +354,14 @@ fn at_rank(
 fn eval_at_rank(
     f: &Function,
     facts: &Defs<'_>,
-    consts: &HashMap<Value, i128>,
+    consts: &SecondaryMap<Value, i128>,
     world: Value,
     v: Value,
     (r, p): (u64, u64),
-    memo: &mut HashMap<Value, Scalar>,
+    memo: &mut SecondaryMap<Value, Scalar>,
 ) -> Result<Scalar, String> {
     let d = f.ty(v).dtype().unwrap_or(DType::Index);
-    if let Some(&c) = consts.get(&v) {
+    if let Some(&c) = consts.get(v) {
         return Scalar::from_const(Const::Int(c), d).ok_or_else(|| format!("the constant {c}"));
     }
     let Some(op) = facts.op(v) else {
@@ -394,7 +394,7 @@ fn eval_at_rank(
 fn split_grid(
     f: &Function,
     facts: &Defs<'_>,
-    consts: &HashMap<Value, i128>,
+    consts: &SecondaryMap<Value, i128>,
     world: Value,
     color: Value,
     key: Value,
@@ -402,7 +402,7 @@ fn split_grid(
 ) -> Result<Vec<u64>, String> {
     let mut groups: BTreeMap<i128, Vec<(i128, u64)>> = BTreeMap::new();
     for r in 0..p {
-        let mut memo = HashMap::new();
+        let mut memo = SecondaryMap::new();
         let mut at = |v| {
             at_rank(f, facts, consts, world, v, (r, p), &mut memo)
                 .map(|x| i128::from(x.bits() as i64))
@@ -499,7 +499,7 @@ pub(super) fn check_root(
     cx: &super::Lowering<'_>,
 ) -> Result<(), SpecializeError> {
     let n = def.size();
-    if !cx.consts.contains_key(&root) {
+    if !cx.consts.contains_key(root) {
         em.trap_unless_below(root, n, eagle_ir::Trap::GroupRoot);
     }
     refuse_constant_past(op, root, n, cx, "broadcast", |r| {
@@ -522,7 +522,7 @@ fn refuse_constant_past(
     what: &str,
     message: impl FnOnce(i128) -> String,
 ) -> Result<(), SpecializeError> {
-    match cx.consts.get(&q) {
+    match cx.consts.get(q) {
         Some(&k) if k < 0 || k >= i128::from(n) => Err(SpecializeError::Group {
             function: cx.f_name.to_string(),
             op: what.into(),
@@ -557,11 +557,14 @@ pub(super) fn check_group_rank(
 }
 
 /// The group whose context `op` takes (its `val as ctx` operand is a `group` result), if any.
-pub(super) fn group_of<'d>(op: &Op, defs: &'d HashMap<Value, GroupDef>) -> Option<&'d GroupDef> {
+pub(super) fn group_of<'d>(
+    op: &Op,
+    defs: &'d SecondaryMap<Value, GroupDef>,
+) -> Option<&'d GroupDef> {
     let mut found = None;
     op.kind.for_each_want(&mut |_, _, want, v| {
         if want == Want::Ctx {
-            found = found.or_else(|| defs.get(&v));
+            found = found.or_else(|| defs.get(v));
         }
     });
     found

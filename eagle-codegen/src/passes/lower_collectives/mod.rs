@@ -15,6 +15,7 @@
 //! order, documented per mode in `docs/collectives.md`.
 
 use crate::error::SpecializeError;
+use eagle_ir::entity::SecondaryMap;
 use eagle_ir::Cursor;
 use eagle_ir::{
     AllreduceMode, BinOp, Block, CmpOp, DType, Dim, Function, Level, Module, Op, OpKind, Param,
@@ -53,15 +54,16 @@ struct Lowering<'a> {
     /// The function's signal window, if any.
     sig: Option<Value>,
     /// The function's rank groups ([`groups::group_defs`]).
-    groups: HashMap<Value, groups::GroupDef>,
+    groups: SecondaryMap<Value, groups::GroupDef>,
     /// The function's integer constants, by value (a broadcast root within a group is checked
     /// against the group's size before anything runs when it is one).
-    consts: HashMap<Value, i128>,
+    consts: SecondaryMap<Value, i128>,
 }
 
 fn lower_block(cx: &Lowering<'_>, cur: &mut Cursor, b: &mut Block) -> Result<(), SpecializeError> {
     cur.open();
-    for mut op in std::mem::take(&mut b.ops) {
+    for id in std::mem::take(&mut b.ops) {
+        let mut op = cur.take(id);
         // A group's ranks are computed where they are used.
         if matches!(op.kind, OpKind::Group { .. } | OpKind::Split { .. }) {
             continue;
@@ -79,7 +81,7 @@ fn lower_block(cx: &Lowering<'_>, cur: &mut Cursor, b: &mut Block) -> Result<(),
                 continue;
             }
             // Left as it is: nothing it began to write stays.
-            cur.ops_mut().truncate(before);
+            cur.truncate(before);
         }
         for b in op.kind.blocks_mut() {
             lower_block(cx, cur, b)?;
@@ -632,17 +634,21 @@ pub fn lower_collectives(
     }
     grids.sort();
     let mut body = std::mem::take(&mut f.body);
-    let mut cur = Cursor::new(std::mem::take(&mut f.values), None);
+    let mut cur = Cursor::new(
+        std::mem::take(&mut f.values),
+        std::mem::take(&mut f.ops),
+        None,
+    );
     let r = lower_block(&cx, &mut cur, &mut body);
-    (_, f.values) = cur.finish();
+    (_, f.values, f.ops) = cur.finish();
     f.body = body;
     r.map(|()| grids)
 }
 
 /// The integer constants of `f`, by their values.
-fn int_consts(f: &Function) -> HashMap<Value, i128> {
-    let mut consts = HashMap::new();
-    f.body.walk(&mut |op| {
+fn int_consts(f: &Function) -> SecondaryMap<Value, i128> {
+    let mut consts = SecondaryMap::new();
+    f.walk(&mut |op| {
         if let (OpKind::Const(eagle_ir::Const::Int(c)), Some(r)) = (&op.kind, op.result) {
             consts.insert(r, *c);
         }
@@ -662,7 +668,7 @@ fn int_consts(f: &Function) -> HashMap<Value, i128> {
 /// as declared, P and the fix.
 pub fn check_bound_buffers(f: &Function, generic: &[Type], p: u64) -> Result<(), SpecializeError> {
     let mut err = None;
-    f.body.walk(&mut |op| {
+    f.walk(&mut |op| {
         if err.is_some() {
             return;
         }
@@ -744,9 +750,9 @@ pub const SIGNALS_PARAM: &str = "collective_signals";
 
 /// Whether `b` runs an allreduce whose lowering synchronises with signals (ring, two-phase),
 /// or splits the world into groups (whose barriers are signals).
-fn needs_signals(b: &Block) -> bool {
+fn needs_signals(f: &Function) -> bool {
     let mut yes = false;
-    b.walk(&mut |op| {
+    f.walk(&mut |op| {
         yes |= matches!(
             op.kind,
             OpKind::AllReduce {
@@ -766,14 +772,14 @@ fn signal_users(m: &Module) -> std::collections::HashSet<String> {
     let mut set: std::collections::HashSet<String> = m
         .functions
         .iter()
-        .filter(|f| kernel(f) && needs_signals(&f.body))
+        .filter(|f| kernel(f) && needs_signals(f))
         .map(|f| f.name.clone())
         .collect();
     loop {
         let before = set.len();
         for f in m.functions.iter().filter(|f| kernel(f)) {
             let mut calls = false;
-            f.body.walk(&mut |op| {
+            f.walk(&mut |op| {
                 calls |= matches!(&op.kind, OpKind::Call { callee, .. } if set.contains(callee))
             });
             if calls {
@@ -790,8 +796,7 @@ fn signal_users(m: &Module) -> std::collections::HashSet<String> {
 fn has_groups(m: &Module) -> bool {
     let mut yes = false;
     for f in &m.functions {
-        f.body
-            .walk(&mut |op| yes |= matches!(op.kind, OpKind::Group { .. } | OpKind::Split { .. }));
+        f.walk(&mut |op| yes |= matches!(op.kind, OpKind::Group { .. } | OpKind::Split { .. }));
     }
     yes
 }
@@ -833,57 +838,52 @@ pub fn add_signal_windows(m: &mut Module, p: u64) -> HashMap<String, Value> {
         let Some(&own) = sig.get(&f.name) else {
             continue;
         };
-        f.body.walk_blocks_mut(&mut |b| {
-            for op in &mut b.ops {
-                if let OpKind::Call { callee, args } = &mut op.kind {
-                    if sig.contains_key(callee.as_str()) {
-                        args.push(own);
-                    }
+        for id in f.listed() {
+            if let OpKind::Call { callee, args } = &mut f.ops[id].kind {
+                if sig.contains_key(callee.as_str()) {
+                    args.push(own);
                 }
             }
-        });
-    }
-    let launches = |op: &Op| {
-        let mut yes = false;
-        let mut check = |o: &Op| {
-            yes |= matches!(&o.kind, OpKind::Dispatch { callee, .. } if sig.contains_key(callee))
-        };
-        check(op);
-        for b in op.kind.blocks() {
-            b.walk(&mut check);
         }
-        yes
-    };
+    }
+    let launches =
+        |o: &Op| matches!(&o.kind, OpKind::Dispatch { callee, .. } if sig.contains_key(callee));
     for f in m.functions.iter_mut().filter(|f| f.level == Level::Host) {
-        let Some(first) = f.body.ops.iter().position(launches) else {
+        let Some(first) = f.body.ops.iter().position(|&id| {
+            let op = &f.ops[id];
+            launches(op)
+                || op
+                    .kind
+                    .blocks()
+                    .into_iter()
+                    .any(|b| b.any(&f.ops, &mut |o| launches(o)))
+        }) else {
             continue;
         };
         let buf = f.values.push(Type::WinBuf(shape.clone(), DType::I64));
-        let loc = f.body.ops[first].loc.clone();
-        f.body.ops.insert(
-            first,
-            Op {
-                result: Some(buf),
-                kind: OpKind::AllocWindowBuffer,
-                loc,
-            },
-        );
+        let loc = f.ops[f.body.ops[first]].loc.clone();
+        let alloc = f.ops.push(Op {
+            result: Some(buf),
+            kind: OpKind::AllocWindowBuffer,
+            loc,
+        });
+        f.body.ops.insert(first, alloc);
         let values = &mut f.values;
-        f.body.walk_blocks_mut(&mut |b| {
-            let ops = std::mem::take(&mut b.ops);
-            for mut op in ops {
-                if let OpKind::Dispatch { callee, args, .. } = &mut op.kind {
+        f.body.rewrite(&mut f.ops, &mut |arena, b| {
+            for id in std::mem::take(&mut b.ops) {
+                if let OpKind::Dispatch { callee, args, .. } = &mut arena[id].kind {
                     if sig.contains_key(callee) {
                         let w = values.push(Type::Window(shape.clone(), DType::I64));
-                        b.ops.push(Op {
+                        args.push(w);
+                        let loc = arena[id].loc.clone();
+                        b.ops.push(arena.push(Op {
                             result: Some(w),
                             kind: OpKind::Window(buf),
-                            loc: op.loc.clone(),
-                        });
-                        args.push(w);
+                            loc,
+                        }));
                     }
                 }
-                b.ops.push(op);
+                b.ops.push(id);
             }
         });
     }
