@@ -47,7 +47,7 @@ macro_rules! math_library {
                 /// `x.cosh()`.
                 Cosh "cosh" (x) => expfam::cosh(x);
                 /// `x.tanh()`.
-                Tanh "tanh" (x) => expfam::tanh(x);
+                Tanh "tanh" (x) => expfam::tanh(x), f32 => expfam::tanh_f32(x);
                 /// `sigmoid(x)`: the logistic function `1 / (1 + e^-x)`.
                 Sigmoid "sigmoid" (x) => expfam::sigmoid(x);
                 /// `erf(x)`: the error function.
@@ -88,7 +88,8 @@ macro_rules! declare_math_fns {
     ($(
         $(#[$doc:meta])*
         $variant:ident $kw:literal $(method $method:literal)?
-            ($first:ident $(: $ft:ident)? $(, $rest:ident $(: $rt:ident)?)*) => $body:expr;
+            ($first:ident $(: $ft:ident)? $(, $rest:ident $(: $rt:ident)?)*) => $body:expr
+            $(, f32 => $body32:expr)?;
     )*) => {
         /// A function of the math library. Operands and result are `f32` or `f64` (one
         /// dtype), except [`MathFn::Powi`], whose exponent is `i32`.
