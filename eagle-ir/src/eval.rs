@@ -330,9 +330,8 @@ macro_rules! int_bin {
             BinOp::And => x & y,
             BinOp::Or => x | y,
             BinOp::Xor => x ^ y,
-            // The amount's low bits, as Rust's `wrapping_shl(y as u32)`.
-            BinOp::Shl => x.wrapping_shl(y as u32),
-            BinOp::Shr => x.wrapping_shr(y as u32),
+            BinOp::Shl => prim::shift_values(true, x, y),
+            BinOp::Shr => prim::shift_values(false, x, y),
         }
     }};
 }

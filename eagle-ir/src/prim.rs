@@ -89,6 +89,33 @@ pub fn irem<E: IntEmitter>(e: &mut E, a: &E::V, b: &E::V) -> E::V {
     e.select(m1, z, r)
 }
 
+/// The shift primitives, by an amount already in `0..width` (the machine's shift, which
+/// masks the amount or leaves a larger one undefined).
+pub trait ShiftEmitter: IntEmitter {
+    /// The dtype's width in bits.
+    fn width(&self) -> u32;
+    /// `a & b`.
+    fn bit_and(&mut self, a: &Self::V, b: &Self::V) -> Self::V;
+    /// `x << n` for `0 <= n < width`.
+    fn shl_in_range(&mut self, x: &Self::V, n: &Self::V) -> Self::V;
+    /// `x >> n` for `0 <= n < width`: arithmetic on a signed dtype, logical on an unsigned one.
+    fn shr_in_range(&mut self, x: &Self::V, n: &Self::V) -> Self::V;
+}
+
+/// `x << n` (`left`) or `x >> n`: the amount taken modulo the width, that is its low bits
+/// (a negative or oversized amount included: Rust's `wrapping_shl`/`wrapping_shr`); `>>` is
+/// arithmetic on a signed dtype. (A storage dtype, `i8` or `u16`, is shifted in its compute
+/// dtype after `crate::narrow` took the amount modulo the storage width.)
+pub fn shift<E: ShiftEmitter>(e: &mut E, left: bool, x: &E::V, n: &E::V) -> E::V {
+    let mask = e.int(i64::from(e.width() - 1));
+    let n = e.bit_and(n, &mask);
+    if left {
+        e.shl_in_range(x, &n)
+    } else {
+        e.shr_in_range(x, &n)
+    }
+}
+
 /// Whether `b` is -1, and `b` with -1 replaced by 1 (a divisor the instruction takes).
 fn not_minus_one<E: IntEmitter>(e: &mut E, b: &E::V) -> (E::M, E::V) {
     let minus_one = e.int(-1);
@@ -346,9 +373,31 @@ macro_rules! int_values {
                 a % b
             }
         }
+        impl ShiftEmitter for Values<$t> {
+            fn width(&self) -> u32 {
+                <$t>::BITS
+            }
+            fn bit_and(&mut self, a: &$t, b: &$t) -> $t {
+                a & b
+            }
+            fn shl_in_range(&mut self, x: &$t, n: &$t) -> $t {
+                x << n
+            }
+            fn shr_in_range(&mut self, x: &$t, n: &$t) -> $t {
+                x >> n
+            }
+        }
     )*};
 }
 int_values!(i8, u8, i16, u16, i32, u32, i64, u64);
+
+/// [`shift`] on Rust integers (the evaluator's instance).
+pub fn shift_values<T>(left: bool, x: T, n: T) -> T
+where
+    Values<T>: ShiftEmitter<V = T>,
+{
+    shift(&mut Values::<T>::default(), left, &x, &n)
+}
 
 /// [`idiv`] on Rust integers (the evaluator's instance).
 pub fn idiv_values<T>(a: T, b: T) -> T
@@ -401,6 +450,23 @@ impl ConvEmitter for Conv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The amount's low bits, as Rust's `wrapping_shl`/`wrapping_shr`, on every integer dtype.
+    #[test]
+    fn a_shift_takes_the_amount_modulo_the_width_as_rust_does() {
+        for n in [-65i64, -1, 0, 1, 7, 8, 31, 32, 33, 63, 64, 65, 200] {
+            macro_rules! check {
+                ($($t:ty),*) => {$(
+                    let (x, k) = (<$t>::MAX.wrapping_sub(5), n as $t);
+                    assert_eq!(shift_values(true, x, k), x.wrapping_shl(k as u32), "{x} << {k}");
+                    assert_eq!(shift_values(false, x, k), x.wrapping_shr(k as u32), "{x} >> {k}");
+                    let m = <$t>::MIN.wrapping_add(3);
+                    assert_eq!(shift_values(false, m, k), m.wrapping_shr(k as u32), "{m} >> {k}");
+                )*};
+            }
+            check!(i8, u8, i16, u16, i32, u32, i64, u64);
+        }
+    }
 
     #[test]
     fn min_max_take_the_signed_zero_and_the_canonical_nan() {

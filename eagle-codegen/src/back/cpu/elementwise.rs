@@ -457,16 +457,16 @@ impl Lower<'_, '_> {
         if let OpKind::Binary(b @ (BinOp::Shl | BinOp::Shr), x, y) = &op.kind {
             let xv = self.eval_vec(*x, e0, part, widths, splats, memo)?;
             let amount = self.scalar(*y)?;
-            // Cranelift masks a vector shift's amount to the lane width, as it does the
-            // scalar one; `sshr.i64x2` has no SSE instruction and lowers to a short
-            // sequence, still cheaper than leaving the whole DAG scalar.
-            return Ok(if *b == BinOp::Shl {
-                self.b.ins().ishl(xv, amount)
-            } else if d.is_signed() {
-                self.b.ins().sshr(xv, amount)
-            } else {
-                self.b.ins().ushr(xv, amount)
-            });
+            // The rule on a vector and its scalar amount (`sshr.i64x2` has no SSE
+            // instruction and lowers to a short sequence, still cheaper than leaving the
+            // whole DAG scalar).
+            let mut e = super::prim::ClPrim { lw: self, d };
+            return Ok(eagle_ir::prim::shift(
+                &mut e,
+                *b == BinOp::Shl,
+                &xv,
+                &amount,
+            ));
         }
         let xs = op
             .kind
@@ -636,10 +636,10 @@ impl Lower<'_, '_> {
                         BinOp::And => self.b.ins().band(a, b),
                         BinOp::Or => self.b.ins().bor(a, b),
                         BinOp::Xor => self.b.ins().bxor(a, b),
-                        // Cranelift takes the amount modulo the width: `wrapping_shl`.
-                        BinOp::Shl => self.b.ins().ishl(a, b),
-                        BinOp::Shr if signed => self.b.ins().sshr(a, b),
-                        BinOp::Shr => self.b.ins().ushr(a, b),
+                        BinOp::Shl | BinOp::Shr => {
+                            let mut e = super::prim::ClPrim { lw: self, d };
+                            eagle_ir::prim::shift(&mut e, *bop == BinOp::Shl, &a, &b)
+                        }
                     }
                 }
             }

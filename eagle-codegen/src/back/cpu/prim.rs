@@ -1,6 +1,6 @@
-//! The Cranelift instances of [`prim::Emitter`] and [`prim::IntEmitter`]: the rules written
-//! once in `eagle_ir::prim` (float `min`/`max`, argmax/argmin, the sort order, integer `/`
-//! and `%`) emitted as SSA values.
+//! The Cranelift instances of [`prim::Emitter`], [`prim::IntEmitter`] and
+//! [`prim::ShiftEmitter`]: the rules written once in `eagle_ir::prim` (float `min`/`max`,
+//! argmax/argmin, the sort order, integer `/` and `%`, shifts) emitted as SSA values.
 
 use super::Lower;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -95,6 +95,26 @@ impl prim::IntEmitter for ClPrim<'_, '_, '_> {
             self.lw.b.ins().srem(*a, *b)
         } else {
             self.lw.b.ins().urem(*a, *b)
+        }
+    }
+}
+
+/// The shifts: `x` a scalar or a vector of dtype `d`, the amount a scalar of `d`.
+impl prim::ShiftEmitter for ClPrim<'_, '_, '_> {
+    fn width(&self) -> u32 {
+        8 * self.d.size() as u32
+    }
+    fn bit_and(&mut self, a: &ClValue, b: &ClValue) -> ClValue {
+        self.lw.b.ins().band(*a, *b)
+    }
+    fn shl_in_range(&mut self, x: &ClValue, n: &ClValue) -> ClValue {
+        self.lw.b.ins().ishl(*x, *n)
+    }
+    fn shr_in_range(&mut self, x: &ClValue, n: &ClValue) -> ClValue {
+        if self.d.is_signed() {
+            self.lw.b.ins().sshr(*x, *n)
+        } else {
+            self.lw.b.ins().ushr(*x, *n)
         }
     }
 }

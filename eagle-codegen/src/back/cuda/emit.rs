@@ -1041,12 +1041,9 @@ impl Emitter<'_> {
                         BinOp::And => format!("({t})({a} & {c})"),
                         BinOp::Or => format!("({t})({a} | {c})"),
                         BinOp::Xor => format!("({t})({a} ^ {c})"),
-                        // `wrapping_shl` / `wrapping_shr`: the amount modulo the width; `>>`
-                        // on a signed value is arithmetic (as Rust's).
-                        BinOp::Shl => {
-                            format!("({t})(({u}){a} << (({u}){c} & {}u))", d.size() * 8 - 1)
+                        BinOp::Shl | BinOp::Shr => {
+                            prim::shift(&mut CPrim(d), *b == BinOp::Shl, a, c)
                         }
-                        BinOp::Shr => format!("({t})({a} >> (({u}){c} & {}u))", d.size() * 8 - 1),
                     }
                 }
             }

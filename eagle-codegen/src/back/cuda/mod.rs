@@ -226,6 +226,24 @@ impl prim::IntEmitter for CPrim {
     }
 }
 
+/// The shifts as C expressions (`>>` on a signed type is arithmetic in CUDA C, as in Rust).
+impl prim::ShiftEmitter for CPrim {
+    fn width(&self) -> u32 {
+        8 * self.0.size() as u32
+    }
+    fn bit_and(&mut self, a: &String, b: &String) -> String {
+        let u = utype(self.0);
+        format!("(({u}){a} & ({u}){b})")
+    }
+    fn shl_in_range(&mut self, x: &String, n: &String) -> String {
+        let (t, u) = (ctype(self.0), utype(self.0));
+        format!("({t})(({u}){x} << {n})")
+    }
+    fn shr_in_range(&mut self, x: &String, n: &String) -> String {
+        format!("({})({x} >> {n})", ctype(self.0))
+    }
+}
+
 /// The C emitter's instance of [`prim::ConvEmitter`]: a `double` expression to an integer
 /// of dtype `.0` (an `f32` widens to `double` exactly).
 struct CConv(DType);
