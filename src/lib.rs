@@ -962,9 +962,13 @@ fn check_derived_dims(
                     function: root.into(),
                     argument: arg,
                     expected: format!(
-                        "dimension {i} = {d} (with {bindings}), which has no value: {e}"
+                        "dimension {i} = {d} (with {bindings}), which has no value: {}",
+                        e.what()
                     ),
-                    found: format!("{n}"),
+                    found: match e.fix() {
+                        "" => format!("{n}"),
+                        fix => format!("{n}; {fix}"),
+                    },
                 }
                 .into())
             }

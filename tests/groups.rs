@@ -686,3 +686,46 @@ fn a_race_between_group_members_names_their_places_in_the_grid() {
         .unwrap_or_else(|| panic!("no other rank named: {message}"));
     assert!(message.contains(&at(other)), "{message}");
 }
+
+/// Per-device program of [`by_rows`]: rank `r` copies row `r / TP` of `x` (its DP row).
+#[eagle::kernel(device)]
+pub fn by_rows_d(ctx: Ctx, x: Tensor<f32, { NR / TP }, N>, y: Out<Tensor<f32, N>>) {
+    let row = rank(ctx) / TP;
+    for i in 0..N {
+        y[i] = x[row][i];
+    }
+}
+
+/// A host argument shaped by a derived dim, `{ NR / TP }` rows (one per DP row of the grid).
+#[eagle::host]
+pub fn by_rows(x: Tensor<f32, { NR / TP }, N>, shape: Tensor<u64, TP>, y: Out<Tensor<f32, NR, N>>) {
+    for r in 0..world_size() {
+        by_rows_d(x, y[r], device = r);
+    }
+}
+
+#[test]
+fn a_host_argument_of_a_derived_extent_that_does_not_divide_is_refused() {
+    let s = Session::sim(4).unwrap();
+    let x = Tensor::<f32>::zeros(&[1, N]);
+    let shape = Tensor::<u64>::zeros(&[3]);
+    let mut y = Tensor::<f32>::zeros(&[4, N]);
+    let e = by_rows
+        .launch(&s, &x, &shape, &mut y)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "host function `by_rows`, argument `x`: expected dimension 0 = (NR / TP) (with NR = 4, TP = 3), which has no value: `(NR / TP)` is 4 / 3, which is not exact, found 1; choose extents that divide"
+    );
+    // TP = 2: two rows, each rank reads its DP row.
+    let x = Tensor::from_vec(&[2, N], (0..2 * N).map(|v| v as f32).collect()).unwrap();
+    let shape = Tensor::<u64>::zeros(&[2]);
+    by_rows.launch(&s, &x, &shape, &mut y).unwrap();
+    for r in 0..4 {
+        assert_eq!(
+            y.data()[r * N..(r + 1) * N],
+            x.data()[(r / 2) * N..(r / 2 + 1) * N]
+        );
+    }
+}

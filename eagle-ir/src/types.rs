@@ -288,24 +288,39 @@ pub enum DimError {
     },
 }
 
-impl fmt::Display for DimError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl DimError {
+    /// What is wrong, without the fix: ``` `(NR / TP)` is 4 / 3, which is not exact ```.
+    pub fn what(&self) -> String {
         match self {
-            DimError::Unbound(s) => write!(f, "dim `{s}` is unbound"),
-            DimError::NotExact { expr, a, b: 0 } => write!(
-                f,
-                "`{expr}` is {a} / 0, a division by zero; bind the divisor to a positive extent"
-            ),
-            DimError::NotExact { expr, a, b } => write!(
-                f,
-                "`{expr}` is {a} / {b}, which is not exact; choose extents that divide"
-            ),
-            DimError::OutOfRange { expr, a, b } => {
-                write!(
-                    f,
-                    "`{expr}` of {a} and {b} is not an extent (below 0 or too large)"
-                )
+            DimError::Unbound(s) => format!("dim `{s}` is unbound"),
+            DimError::NotExact { expr, a, b: 0 } => {
+                format!("`{expr}` is {a} / 0, a division by zero")
             }
+            DimError::NotExact { expr, a, b } => {
+                format!("`{expr}` is {a} / {b}, which is not exact")
+            }
+            DimError::OutOfRange { expr, a, b } => {
+                format!("`{expr}` of {a} and {b} is not an extent (below 0 or too large)")
+            }
+        }
+    }
+
+    /// The fix, where one is known (empty otherwise).
+    pub fn fix(&self) -> &'static str {
+        match self {
+            DimError::NotExact { b: 0, .. } => "bind the divisor to a positive extent",
+            DimError::NotExact { .. } => "choose extents that divide",
+            DimError::Unbound(_) | DimError::OutOfRange { .. } => "",
+        }
+    }
+}
+
+impl fmt::Display for DimError {
+    /// [`DimError::what`], then `; ` and [`DimError::fix`] where there is one.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.fix() {
+            "" => write!(f, "{}", self.what()),
+            fix => write!(f, "{}; {fix}", self.what()),
         }
     }
 }
