@@ -132,6 +132,7 @@ impl Cursor {
     /// with [`Cursor::emit`]); the slot is reused by the next op emitted, so no block may list
     /// `id` any more (a pass takes a block's handles before it takes their ops).
     pub fn take(&mut self, id: OpId) -> Op {
+        debug_assert!(!self.free.contains(&id), "op {id:?} taken twice");
         self.free.push(id);
         std::mem::replace(&mut self.ops[id], Op::placeholder())
     }

@@ -23,7 +23,7 @@ macro_rules! math_library {
                 /// `x.ln_1p()` (also `log1p(x)`): `ln(1 + x)`, accurate near 0.
                 Log1p "log1p" method "ln_1p" (x) => expfam::log1p(x);
                 /// `x.exp()`.
-                Exp "exp" (x) => explog::exp(x);
+                Exp "exp" (x) => explog::exp(x), f32 => explog::exp_f32(x);
                 /// `x.exp2()`: `2^x`.
                 Exp2 "exp2" (x) => expfam::exp2(x);
                 /// `x.exp_m1()` (also `expm1(x)`): `e^x - 1`, accurate near 0.

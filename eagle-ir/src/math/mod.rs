@@ -137,12 +137,11 @@ mod tests {
         assert_eq!(MathFn::Exp.eval_f32(&[1.0]), std::f32::consts::E);
     }
 
-    /// `tanh`'s `f32` definition gives the `f64` definition's result rounded to `f32` (within
-    /// 1 ulp of the exact value by `tools/ulp`) on a sweep of every 4,099th `f32` bit pattern
-    /// (about a million, both signs, subnormals to infinities): within 1 ulp always, and the
-    /// same bits on every one of them; NaN stays NaN, -0 stays -0.
-    #[test]
-    fn tanh_f32_is_within_one_ulp_of_the_f64_definition() {
+    /// Sweeps every 4,099th `f32` bit pattern (about a million: both signs, subnormals to
+    /// infinities) through `f`'s `f32` definition and its `f64` one rounded to `f32`: asserts
+    /// they are never more than 1 ulp apart and NaN stays NaN; returns how many arguments
+    /// were compared and how many results differ.
+    fn sweep_against_the_f64_definition(f: MathFn) -> (u32, u32) {
         let key = |v: f32| {
             let b = v.to_bits() as i64;
             if b < 0x8000_0000 {
@@ -151,30 +150,55 @@ mod tests {
                 0x8000_0000 - b
             }
         };
-        let (mut n, mut off_by_one) = (0u32, 0u32);
+        let (mut n, mut differ) = (0u32, 0u32);
         for bits in (0..=u32::MAX).step_by(4099) {
             let x = f32::from_bits(bits);
-            let got = MathFn::Tanh.eval_f32(&[x]);
-            let want = MathFn::Tanh.eval_f64(&[x as f64]) as f32;
+            let got = f.eval_f32(&[x]);
+            let want = f.eval_f64(&[x as f64]) as f32;
             if x.is_nan() {
-                assert!(got.is_nan(), "tanh({x:?})");
+                assert!(got.is_nan(), "{}({x:?})", f.name());
                 continue;
             }
             n += 1;
             let d = (key(got) - key(want)).abs();
             assert!(
                 d <= 1,
-                "tanh({x:e}): {got:e} in f32, {want:e} from f64, {d} ulp apart"
+                "{}({x:e}): {got:e} in f32, {want:e} from f64",
+                f.name()
             );
-            off_by_one += d as u32;
+            differ += d as u32;
         }
-        assert!(n > 1_000_000, "{n} arguments");
-        assert_eq!(off_by_one, 0, "results 1 ulp off");
+        (n, differ)
+    }
+
+    /// `tanh`'s `f32` definition gives the `f64` definition's result rounded to `f32` (within
+    /// 1 ulp of the exact value by `tools/ulp`) on every argument of the sweep; NaN stays NaN,
+    /// -0 stays -0.
+    #[test]
+    fn tanh_f32_is_within_one_ulp_of_the_f64_definition() {
+        let (n, differ) = sweep_against_the_f64_definition(MathFn::Tanh);
+        assert_eq!((n > 1_000_000, differ), (true, 0), "{n} arguments");
         assert_eq!(
             MathFn::Tanh.eval_f32(&[-0.0]).to_bits(),
             (-0.0f32).to_bits()
         );
         assert_eq!(MathFn::Tanh.eval_f32(&[f32::NEG_INFINITY]), -1.0);
+    }
+
+    /// `exp`'s `f32` definition gives the `f64` definition's result rounded to `f32` on every
+    /// argument of the sweep; 0 and infinity past the range, `exp(0) = 1`.
+    #[test]
+    fn exp_f32_is_within_one_ulp_of_the_f64_definition() {
+        let (n, differ) = sweep_against_the_f64_definition(MathFn::Exp);
+        assert_eq!((n > 1_000_000, differ), (true, 0), "{n} arguments");
+        let e = |x: f32| MathFn::Exp.eval_f32(&[x]);
+        assert_eq!((e(0.0), e(-0.0), e(1.0)), (1.0, 1.0, std::f32::consts::E));
+        assert_eq!((e(89.0), e(-104.0)), (f32::INFINITY, 0.0));
+        assert_eq!(
+            (e(f32::INFINITY), e(f32::NEG_INFINITY)),
+            (f32::INFINITY, 0.0)
+        );
+        assert_eq!(e(-103.0), f32::from_bits(1), "the least subnormal");
     }
 
     #[test]

@@ -5,9 +5,9 @@ mod collectives;
 mod remote;
 mod views;
 
-use crate::entity::SecondaryMap;
+use crate::entity::{EntitySet, SecondaryMap};
 use crate::error::{IrError, Result};
-use crate::ir::{Block, Function, Level, Module, Op, OpKind, Value, Want};
+use crate::ir::{Block, Function, Level, Module, Op, OpId, OpKind, Value, Want};
 use crate::text::print::print_op;
 use crate::types::{DType, Shape, Type};
 pub(crate) use crate::typing::shapes_compatible;
@@ -890,6 +890,7 @@ pub fn verify_module(m: &Module) -> Result<()> {
                 message: "the function is defined twice".into(),
             });
         }
+        check_arena(f)?;
         let mut params = HashSet::new();
         for p in &f.params {
             if p.value.index() >= f.values.len() || !params.insert(p.value) {
@@ -973,4 +974,54 @@ pub fn verify_module(m: &Module) -> Result<()> {
         dfs(&f.name, &edges, &mut vec![], &mut done)?;
     }
     Ok(())
+}
+
+/// Every handle a block of `f` lists is one of `f`'s arena, listed once (a pass that emitted
+/// an op twice, or reused a slot some block still lists, would run it twice or lose one).
+fn check_arena(f: &Function) -> Result<()> {
+    fn rec(f: &Function, b: &Block, seen: &mut EntitySet<OpId>) -> Result<()> {
+        for &id in &b.ops {
+            if !f.ops.is_valid(id) || !seen.insert(id) {
+                return Err(IrError::Verify {
+                    function: f.name.clone(),
+                    op: format!("op #{}", id.0),
+                    loc: None,
+                    message: "a block lists an op handle that is not in the function's arena, \
+                              or that another block lists too (an internal error of the pass \
+                              that wrote the function)"
+                        .into(),
+                });
+            }
+            for nb in f.ops[id].kind.blocks() {
+                rec(f, nb, seen)?;
+            }
+        }
+        Ok(())
+    }
+    rec(f, &f.body, &mut EntitySet::new())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The verifier refuses a body that lists one op twice, or a handle past the arena.
+    #[test]
+    fn a_handle_listed_twice_or_past_the_arena_is_a_verify_error() {
+        let m = crate::parse_module(
+            "device @k(%0 x: tensor<[4], f32>) {\n  %1 = const 0 : index\n  %2 = load %0[%1] : tile<[4], f32>\n}\n",
+        )
+        .unwrap();
+        assert_eq!(super::verify_module(&m), Ok(()));
+        let mut twice = m.clone();
+        let first = twice.functions[0].body.ops[0];
+        twice.functions[0].body.ops.push(first);
+        let e = super::verify_module(&twice).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "verifier: in function `k`, op `op #0`: a block lists an op handle that is not in the function's arena, or that another block lists too (an internal error of the pass that wrote the function)"
+        );
+        let mut past = m;
+        past.functions[0].body.ops.push(crate::ir::OpId(99));
+        let e = super::verify_module(&past).unwrap_err().to_string();
+        assert!(e.contains("op `op #99`"), "{e}");
+    }
 }
