@@ -364,7 +364,17 @@ impl FunctionBuilder<'_> {
         a: impl Into<Operand>,
         b: impl Into<Operand>,
     ) -> Result<Value> {
-        let (a, b) = self.pair(a.into(), b.into())?;
+        let (a, mut b) = self.pair(a.into(), b.into())?;
+        if let (BinOp::Shl | BinOp::Shr, Some(da), Some(db)) =
+            (op, elem(self.ty(a)), elem(self.ty(b)))
+        {
+            // Rust shifts any integer by any integer (`i32 >> u32`); the IR's shift takes one
+            // dtype. The amount converts with `as`, which keeps its low bits: the bits the
+            // shift reads (`prim::shift` takes it modulo the width, at most 64).
+            if da != db && da.is_int() && db.is_int() {
+                b = self.cast(b, da)?;
+            }
+        }
         let [a, b] = self.broadcast_operands(op.name(), [a, b])?;
         self.push_elementwise(OpKind::Binary(op, a, b), None)
     }
