@@ -688,7 +688,7 @@ impl Cx {
         if let Expr::Path(p) = x {
             if let Some(id) = p.path.get_ident() {
                 if self.lookup(&id.to_string()).is_some() {
-                    return err(x.span(), format!("{what} are compile-time constants (literals, Rust `const`s or `dynamic!` dims), not run-time values"));
+                    return err(x.span(), format!("`{id}` is a run-time value; {what} are compile-time constants (literals, Rust `const`s or `dynamic!` dims): name the extent with a `dynamic!` dim that an argument's shape binds (`const N: Dim = dynamic!(\"N\")` and a parameter `Tensor<f32, N>`; a rank group's extents are `{{ NR / TP }}` and `TP`)"));
                 }
             }
         }
