@@ -246,6 +246,7 @@ fn main() -> ExitCode {
     }
     let mut failed = 0;
     let mut total = 0;
+    let mut skipped = 0;
     let mut out = std::io::stdout().lock();
     // The first failed write to stdout other than a closed pipe; printing stops after it.
     let mut write_error: Option<std::io::Error> = None;
@@ -271,6 +272,7 @@ fn main() -> ExitCode {
             };
             let p = session.world_size();
             if let Some(why) = st.world.refuses(p) {
+                skipped += 1;
                 if mpi.is_root() && printing {
                     if let Err(e) = writeln!(out, "step {label:<36} P={p:<2} SKIP: {why}") {
                         printing = false;
@@ -344,17 +346,50 @@ fn main() -> ExitCode {
             "error: the results could not be written to stdout: {e}"
         );
     }
-    if !ok || failed > 0 {
-        if mpi.is_root() {
-            let _ = writeln!(
-                eagle_runner::stderr_lines(),
-                "{failed} of {total} step runs failed"
-            );
+    let counts = Counts {
+        total,
+        failed,
+        skipped,
+    };
+    conclude(&counts, ok, mpi.is_root(), printing, write_error.is_some())
+}
+
+/// How the step runs of one invocation went.
+struct Counts {
+    /// Runs selected (a step once per mode).
+    total: usize,
+    /// Runs that failed on this rank.
+    failed: usize,
+    /// Runs the world size refused (printed as SKIP).
+    skipped: usize,
+}
+
+/// The exit code, with the closing count on stderr from rank 0 (`root`): the failures' when a
+/// run failed on some rank (`!ok`) or here, else the runs' when stdout took every line
+/// (`printed`; after a reader that went away, `eagle | head`, output stops quietly). A failed
+/// write to stdout (`write_failed`) fails the run, its error already reported.
+fn conclude(c: &Counts, ok: bool, root: bool, printed: bool, write_failed: bool) -> ExitCode {
+    let mut err = eagle_runner::stderr_lines();
+    if !ok || c.failed > 0 {
+        if root {
+            let _ = writeln!(err, "{} of {} step runs failed", c.failed, c.total);
         }
-        ExitCode::FAILURE
-    } else if write_error.is_some() {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
+        return ExitCode::FAILURE;
     }
+    if write_failed {
+        return ExitCode::FAILURE;
+    }
+    if root && printed {
+        let skips = match c.skipped {
+            0 => String::new(),
+            n => format!(", {n} skipped at this world size"),
+        };
+        let _ = writeln!(
+            err,
+            "{} of {} step runs OK{skips}",
+            c.total - c.skipped,
+            c.total
+        );
+    }
+    ExitCode::SUCCESS
 }

@@ -589,3 +589,16 @@ fn sim_ranks_tasks_and_threads_print_the_same_digests() {
         "{err}"
     );
 }
+
+/// A run that succeeds ends with its count on stderr (stdout keeps one line per run); steps
+/// the world size refuses are counted as skipped.
+#[test]
+fn a_successful_run_ends_with_its_count() {
+    let out = eagle(&["-d", "0,1", "--step", "07"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let runs = text(&out.stdout).lines().count();
+    assert_eq!(
+        text(&out.stderr).trim(),
+        format!("{runs} of {runs} step runs OK")
+    );
+}
