@@ -137,11 +137,6 @@ impl Cursor {
         std::mem::replace(&mut self.ops[id], Op::placeholder())
     }
 
-    /// The op of handle `id`, to edit in place.
-    pub fn op_mut(&mut self, id: OpId) -> &mut Op {
-        &mut self.ops[id]
-    }
-
     /// The arena, to copy ops into ([`Block::copy_into`]).
     pub fn arena_mut(&mut self) -> &mut Ops {
         &mut self.ops

@@ -686,10 +686,7 @@ impl crate::ir::MathFn {
                 _ => return Err(bad()),
             });
         }
-        let r = match d {
-            DType::F32 => self.apply_f32::<f64>(&wide),
-            _ => self.apply::<f64>(&wide),
-        };
+        let r = self.apply_for::<f64>(d, &wide);
         Ok(match d {
             DType::F32 => Scalar::F32(r as f32),
             _ => Scalar::F64(r),

@@ -348,10 +348,7 @@ fn expand_one(m: MathFn, args: &[Value], res: Value, cur: Cursor) -> Cursor {
     let before = cur.ops().len();
     let (r, mut cur) = run(cur, |cx| {
         let wide: Vec<F> = args.iter().map(|&a| widen(cx, a)).collect();
-        match d {
-            DType::F32 => m.apply_f32::<F>(&wide).0,
-            _ => m.apply::<F>(&wide).0,
-        }
+        m.apply_for::<F>(d, &wide).0
     });
     let defined = cur.ops().len() > before;
     match cur.last_mut() {

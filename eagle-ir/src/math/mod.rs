@@ -96,6 +96,16 @@ macro_rules! f32_body {
 crate::ir::math_library!(define_apply);
 
 impl MathFn {
+    /// The function for operands of dtype `d` (`f64` lanes either way): [`MathFn::apply_f32`]
+    /// for `f32` (and the storage dtypes, computed in `f32`), [`MathFn::apply`] for `f64`.
+    pub fn apply_for<R: Real>(self, d: crate::types::DType, args: &[R]) -> R {
+        if d == crate::types::DType::F64 {
+            self.apply(args)
+        } else {
+            self.apply_f32(args)
+        }
+    }
+
     /// The function on `f64` values.
     pub fn eval_f64(self, args: &[f64]) -> f64 {
         self.apply::<f64>(args)

@@ -537,7 +537,9 @@ fn canonical(f: &Function, facts: &FunctionFacts) -> (Function, FunctionFacts) {
         values[n] = f.ty(v).clone();
     }
     let facts = facts.renamed(&mut |v| nums.get(v).map(|&n| Value(n as u32)));
-    let f2 = Function {
+    let mut ops = eagle_ir::Ops::new();
+    let body = f.body.copy_into(&f.ops, &mut ops, &mut rename);
+    let f = Function {
         name: f.name.clone(),
         level: f.level,
         params: f
@@ -550,12 +552,9 @@ fn canonical(f: &Function, facts: &FunctionFacts) -> (Function, FunctionFacts) {
             })
             .collect(),
         values: values.into(),
-        ops: Default::default(),
-        body: Default::default(),
+        ops,
+        body,
     };
-    let mut f2 = f2;
-    f2.body = f.body.copy_into(&f.ops, &mut f2.ops, &mut rename);
-    let f = f2;
     (f, facts)
 }
 

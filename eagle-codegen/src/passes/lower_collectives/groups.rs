@@ -323,64 +323,64 @@ pub(super) fn group_defs(
     err.map_or(Ok(defs), Err)
 }
 
-/// The value of `v` on world rank `r` of a world of `p` ranks, in its own dtype, from its
-/// definition: the function's constants, `rank` and `nranks` of the world's context `world`,
-/// and elementwise ops of them, evaluated as every backend computes them
-/// ([`eval::elementwise`]: integers wrap at their width, casts are Rust's `as`).
-///
-/// # Errors
-/// What the value depends on that is not known before the program runs (a load, a loop's
-/// variable, an argument, another group's rank), or the evaluator's error (a division by
-/// zero), as a phrase for the message.
-/// Each value is evaluated once per rank (`memo`), so shared subexpressions cost nothing more.
-fn at_rank(
-    f: &Function,
-    facts: &Defs<'_>,
-    consts: &SecondaryMap<Value, i128>,
+/// The values of a function on one world rank `r` of `p`, computed before anything runs from
+/// their definitions: the function's constants (`consts`), `rank` and `nranks` of the world's
+/// context `world`, and elementwise ops of them, evaluated as every backend computes them
+/// ([`eval::elementwise`]: integers wrap at their width, casts are Rust's `as`). Each value is
+/// evaluated once (`memo`), so shared subexpressions cost nothing more.
+struct AtRank<'a, 'f> {
+    f: &'a Function,
+    facts: &'a Defs<'f>,
+    consts: &'a SecondaryMap<Value, i128>,
     world: Value,
-    v: Value,
-    (r, p): (u64, u64),
-    memo: &mut SecondaryMap<Value, Scalar>,
-) -> Result<Scalar, String> {
-    if let Some(&x) = memo.get(v) {
-        return Ok(x);
-    }
-    let x = eval_at_rank(f, facts, consts, world, v, (r, p), memo)?;
-    memo.insert(v, x);
-    Ok(x)
+    r: u64,
+    p: u64,
+    memo: SecondaryMap<Value, Scalar>,
 }
 
-/// [`at_rank`] of a value not yet evaluated on this rank.
-fn eval_at_rank(
-    f: &Function,
-    facts: &Defs<'_>,
-    consts: &SecondaryMap<Value, i128>,
-    world: Value,
-    v: Value,
-    (r, p): (u64, u64),
-    memo: &mut SecondaryMap<Value, Scalar>,
-) -> Result<Scalar, String> {
-    let d = f.ty(v).dtype().unwrap_or(DType::Index);
-    if let Some(&c) = consts.get(v) {
-        return Scalar::from_const(Const::Int(c), d).ok_or_else(|| format!("the constant {c}"));
-    }
-    let Some(op) = facts.op(v) else {
-        return Err("an argument or a loop's variable".into());
-    };
-    let index = |x: u64| Scalar::Index(x as i64);
-    match &op.kind {
-        OpKind::Rank(c) if *c == world => Ok(index(r)),
-        OpKind::NRanks(c) if *c == world => Ok(index(p)),
-        OpKind::Const(c) => Scalar::from_const(*c, d).ok_or_else(|| format!("the constant {c}")),
-        kind if kind.as_elementwise().is_some() => {
-            let args = kind
-                .operands()
-                .into_iter()
-                .map(|a| at_rank(f, facts, consts, world, a, (r, p), memo))
-                .collect::<Result<Vec<_>, _>>()?;
-            eval::elementwise(kind, &args, d).map_err(|e| format!("{e} on rank {r}"))
+impl AtRank<'_, '_> {
+    /// The value of `v` on this rank, in its own dtype.
+    ///
+    /// # Errors
+    /// What the value depends on that is not known before the program runs (a load, a
+    /// loop's variable, an argument, another group's rank), or the evaluator's error (a
+    /// division by zero), as a phrase for the message.
+    fn at(&mut self, v: Value) -> Result<Scalar, String> {
+        if let Some(&x) = self.memo.get(v) {
+            return Ok(x);
         }
-        kind => Err(format!("`{}`", kind.info().name)),
+        let x = self.eval(v)?;
+        self.memo.insert(v, x);
+        Ok(x)
+    }
+
+    /// [`AtRank::at`] of a value not yet evaluated on this rank.
+    fn eval(&mut self, v: Value) -> Result<Scalar, String> {
+        let d = self.f.ty(v).dtype().unwrap_or(DType::Index);
+        if let Some(&c) = self.consts.get(v) {
+            return Scalar::from_const(Const::Int(c), d).ok_or_else(|| format!("the constant {c}"));
+        }
+        let Some(op) = self.facts.op(v) else {
+            return Err("an argument or a loop's variable".into());
+        };
+        let (r, p) = (self.r, self.p);
+        let index = |x: u64| Scalar::Index(x as i64);
+        match &op.kind {
+            OpKind::Rank(c) if *c == self.world => Ok(index(r)),
+            OpKind::NRanks(c) if *c == self.world => Ok(index(p)),
+            OpKind::Const(c) => {
+                Scalar::from_const(*c, d).ok_or_else(|| format!("the constant {c}"))
+            }
+            kind if kind.as_elementwise().is_some() => {
+                let args = kind
+                    .operands()
+                    .into_iter()
+                    .map(|a| self.at(a))
+                    .collect::<Result<Vec<_>, _>>()?;
+                eval::elementwise(kind, &args, d).map_err(|e| format!("{e} on rank {r}"))
+            }
+            kind => Err(format!("`{}`", kind.info().name)),
+        }
     }
 }
 
@@ -402,11 +402,16 @@ fn split_grid(
 ) -> Result<Vec<u64>, String> {
     let mut groups: BTreeMap<i128, Vec<(i128, u64)>> = BTreeMap::new();
     for r in 0..p {
-        let mut memo = SecondaryMap::new();
-        let mut at = |v| {
-            at_rank(f, facts, consts, world, v, (r, p), &mut memo)
-                .map(|x| i128::from(x.bits() as i64))
+        let mut values = AtRank {
+            f,
+            facts,
+            consts,
+            world,
+            r,
+            p,
+            memo: SecondaryMap::new(),
         };
+        let mut at = |v| values.at(v).map(|x| i128::from(x.bits() as i64));
         let (c, k) = match (at(color), at(key)) {
             (Ok(c), Ok(k)) => (c, k),
             (Err(why), _) | (_, Err(why)) => {
