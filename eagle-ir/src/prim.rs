@@ -8,12 +8,20 @@
 //!   ([`crate::tile::reduce_order`]);
 //! - [`float_to_int`]: a float `as` an integer dtype (Rust's saturating `as`: NaN to 0);
 //! - [`idiv`]/[`irem`]: integer `/` and `%` past the zero check (a signed `MIN / -1` wraps to
-//!   `MIN`, `MIN % -1` is 0, as Rust's `wrapping_div`/`wrapping_rem`; no backend traps on it).
+//!   `MIN`, `MIN % -1` is 0, as Rust's `wrapping_div`/`wrapping_rem`; no backend traps on it);
+//! - [`shift`]: `<<` and `>>` (the amount modulo the width);
+//! - [`dot`]: one element of a matmul (ascending `k`, each product rounded, then each sum),
+//!   over a [`DotEmitter`].
+//!
+//! Compares and `select` need no rule here: each is one instruction on every backend (an
+//! ordered IEEE compare, or the integer compare of the dtype's signedness), which
+//! `tests/eval_diff.rs` checks against the evaluator like the rest.
 //!
 //! `tests/eval_diff.rs` and `tests/tile_diff.rs` check that each backend's instance gives the
 //! evaluator's bits.
 
 use crate::ir::ArgOp;
+use crate::DType;
 
 /// The bits of the NaN that every float `min`/`max` returns when an operand is NaN: the
 /// positive quiet NaN with an empty payload (`f32::NAN`). Every backend (the folder, the host
@@ -300,6 +308,87 @@ pub fn lane_tree<T, Err>(
     f(c03, c47, true)
 }
 
+/// A step of [`DotEmitter::ascending`]: the emitter and the index.
+pub type DotStep<'s, E> =
+    dyn FnMut(&mut E, <E as DotEmitter>::Ix) -> Result<(), <E as DotEmitter>::Err> + 's;
+/// [`dot`]'s operands at an index: `(a[i][kk], b[kk][j])`.
+pub type DotOperands<'s, E> = dyn FnMut(
+        &mut E,
+        &<E as DotEmitter>::Ix,
+    ) -> Result<(<E as DotEmitter>::V, <E as DotEmitter>::V), <E as DotEmitter>::Err>
+    + 's;
+
+/// The primitives the matmul order ([`dot`]) is written in: values of one dtype `V`, an
+/// accumulator `Acc` (a variable: a slot, an SSA variable, a C local), and a loop index `Ix`.
+pub trait DotEmitter: Sized {
+    /// A value of the element dtype.
+    type V: Clone;
+    /// A loop index over `k`.
+    type Ix;
+    /// An accumulator variable.
+    type Acc;
+    /// The emitter's error.
+    type Err;
+    /// The identity of `+` in dtype `d` ([`crate::tile::add_identity`]).
+    fn identity(&mut self, d: DType) -> Self::V;
+    /// A new accumulator holding `init`.
+    fn acc(&mut self, d: DType, init: Self::V) -> Self::Acc;
+    /// The accumulator's value.
+    fn get(&mut self, acc: &Self::Acc) -> Self::V;
+    /// Stores `v` in the accumulator.
+    fn set(&mut self, acc: &Self::Acc, v: Self::V);
+    /// `a * b` rounded to `d`, as the elementwise `*` computes it.
+    ///
+    /// # Errors
+    /// The emitter's (an unsupported dtype).
+    fn mul(&mut self, d: DType, a: &Self::V, b: &Self::V) -> Result<Self::V, Self::Err>;
+    /// `a + b` rounded to `d`, as the elementwise `+` computes it.
+    ///
+    /// # Errors
+    /// As [`DotEmitter::mul`].
+    fn add(&mut self, d: DType, a: &Self::V, b: &Self::V) -> Result<Self::V, Self::Err>;
+    /// Runs `step` for every index of `0..k` in ascending order (a loop, or the steps one
+    /// after another).
+    ///
+    /// # Errors
+    /// The first error of `step`.
+    fn ascending(&mut self, k: u64, step: &mut DotStep<'_, Self>) -> Result<(), Self::Err>;
+}
+
+/// One element of `matmul`/`matmul_acc` (the matmul order): `c0 + a0 * b0 + a1 * b1 + ...`
+/// over `k` in ascending order, each product rounded to `d`, then each sum (two roundings a
+/// step, never a fused multiply-add); `c0` is the accumulator's element, or the identity of
+/// `+` ([`crate::tile::add_identity`], so that `-0.0` products sum to `-0.0`). `operands`
+/// gives `(a[i][kk], b[kk][j])` for the element's `i` and `j`. The evaluator, the Cranelift
+/// backend's loop and the C emitter are its instances; the CPU's micro-kernels
+/// (`back/cpu/gemm.rs`) run it with `j` (and `i`) across vector lanes and registers, `k`
+/// never, and `tests/tile_diff.rs` holds them to the evaluator's bits.
+///
+/// # Errors
+/// The emitter's.
+pub fn dot<E: DotEmitter>(
+    e: &mut E,
+    d: DType,
+    k: u64,
+    c0: Option<E::V>,
+    operands: &mut DotOperands<'_, E>,
+) -> Result<E::V, E::Err> {
+    let init = match c0 {
+        Some(c) => c,
+        None => e.identity(d),
+    };
+    let acc = e.acc(d, init);
+    e.ascending(k, &mut |e, kk| {
+        let (a, b) = operands(e, &kk)?;
+        let p = e.mul(d, &a, &b)?;
+        let c = e.get(&acc);
+        let s = e.add(d, &c, &p)?;
+        e.set(&acc, s);
+        Ok(())
+    })?;
+    Ok(e.get(&acc))
+}
+
 /// The evaluator's instance: Rust values of one dtype.
 pub struct Values<T>(std::marker::PhantomData<T>);
 
@@ -466,6 +555,54 @@ mod tests {
             }
             check!(i8, u8, i16, u16, i32, u32, i64, u64);
         }
+    }
+
+    /// [`dot`]'s order, written out: the accumulator (or the identity) first, then one
+    /// rounded product and one rounded sum per `k`, ascending.
+    #[test]
+    fn dot_sums_rounded_products_in_ascending_k() {
+        struct Text(Vec<String>);
+        impl DotEmitter for Text {
+            type V = String;
+            type Ix = u64;
+            type Acc = usize;
+            type Err = ();
+            fn identity(&mut self, d: DType) -> String {
+                format!("id_{d}")
+            }
+            fn acc(&mut self, _: DType, init: String) -> usize {
+                self.0.push(init);
+                self.0.len() - 1
+            }
+            fn get(&mut self, acc: &usize) -> String {
+                self.0[*acc].clone()
+            }
+            fn set(&mut self, acc: &usize, v: String) {
+                self.0[*acc] = v;
+            }
+            fn mul(&mut self, _: DType, a: &String, b: &String) -> Result<String, ()> {
+                Ok(format!("r({a}*{b})"))
+            }
+            fn add(&mut self, _: DType, a: &String, b: &String) -> Result<String, ()> {
+                Ok(format!("r({a}+{b})"))
+            }
+            fn ascending(&mut self, k: u64, step: &mut DotStep<'_, Self>) -> Result<(), ()> {
+                (0..k).try_for_each(|kk| step(self, kk))
+            }
+        }
+        let mut ops = |_: &mut Text, kk: &u64| Ok((format!("a{kk}"), format!("b{kk}")));
+        let mut e = Text(vec![]);
+        let with_c = dot(&mut e, DType::F32, 3, Some("c".into()), &mut ops);
+        assert_eq!(
+            with_c.as_deref(),
+            Ok("r(r(r(c+r(a0*b0))+r(a1*b1))+r(a2*b2))")
+        );
+        let without = dot(&mut e, DType::F32, 2, None, &mut ops);
+        assert_eq!(without.as_deref(), Ok("r(r(id_f32+r(a0*b0))+r(a1*b1))"));
+        assert_eq!(
+            dot(&mut e, DType::I32, 0, None, &mut ops).as_deref(),
+            Ok("id_i32")
+        );
     }
 
     #[test]

@@ -319,24 +319,54 @@ impl TileOp {
                     b.shape[1] as usize,
                 );
                 let mut data = Vec::with_capacity(m * nn);
+                let mut e = ScalarDot(add_identity(rd));
                 for i in 0..m {
                     for j in 0..nn {
-                        let mut c = if acc {
-                            args[0].data[i * nn + j]
-                        } else {
-                            add_identity(rd)
-                        };
-                        for kk in 0..k {
-                            let p =
-                                eval::binary(BinOp::Mul, a.data[i * k + kk], b.data[kk * nn + j])?;
-                            c = eval::binary(BinOp::Add, c, p)?;
-                        }
-                        data.push(c);
+                        let c0 = acc.then(|| args[0].data[i * nn + j]);
+                        data.push(prim::dot(&mut e, rd, k as u64, c0, &mut |_, kk| {
+                            Ok((a.data[i * k + kk], b.data[kk * nn + j]))
+                        })?);
                     }
                 }
                 out(data)
             }
         })
+    }
+}
+
+/// The evaluator's instance of [`prim::DotEmitter`]: scalars, and one accumulator (a [`prim::dot`]
+/// holds one at a time; a new one replaces the last).
+struct ScalarDot(Scalar);
+
+impl prim::DotEmitter for ScalarDot {
+    type V = Scalar;
+    type Ix = usize;
+    type Acc = ();
+    type Err = eval::EvalError;
+    fn identity(&mut self, d: DType) -> Scalar {
+        add_identity(d)
+    }
+    fn acc(&mut self, _: DType, init: Scalar) {
+        self.0 = init;
+    }
+    fn get(&mut self, _: &()) -> Scalar {
+        self.0
+    }
+    fn set(&mut self, _: &(), v: Scalar) {
+        self.0 = v;
+    }
+    fn mul(&mut self, _: DType, a: &Scalar, b: &Scalar) -> Result<Scalar, eval::EvalError> {
+        eval::binary(BinOp::Mul, *a, *b)
+    }
+    fn add(&mut self, _: DType, a: &Scalar, b: &Scalar) -> Result<Scalar, eval::EvalError> {
+        eval::binary(BinOp::Add, *a, *b)
+    }
+    fn ascending(
+        &mut self,
+        k: u64,
+        step: &mut prim::DotStep<'_, Self>,
+    ) -> Result<(), eval::EvalError> {
+        (0..k as usize).try_for_each(|kk| step(self, kk))
     }
 }
 

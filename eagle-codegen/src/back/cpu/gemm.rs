@@ -3,8 +3,9 @@
 //! ones where the CPU has them, chosen at run time).
 //!
 //! **Order.** Every `dst[i][j]` is `c0 + a[i][0] * b[0][j] + a[i][1] * b[1][j] + ...` summed in
-//! ascending `k`, each product rounded, then each sum (no fused multiply-add): the order of
-//! [`eagle_ir::TileOp::eval`], so the bits are the evaluator's and every backend's. Rust never
+//! ascending `k`, each product rounded, then each sum (no fused multiply-add): the order
+//! [`eagle_ir::prim::dot`] defines for every backend, run here with `j` across vector lanes
+//! and `i` across registers, so the bits are the evaluator's (`tests/tile_diff.rs`). Rust never
 //! reassociates or contracts float arithmetic, so the code below keeps that order whatever the
 //! target features: the vector lanes hold different `j` (and the register block different
 //! `i`), never different `k`.

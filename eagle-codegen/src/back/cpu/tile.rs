@@ -859,7 +859,6 @@ impl Lower<'_, '_> {
                 .call(f, &[dst, c, pa, pb, dims[0], dims[1], dims[2]]);
             return Ok(());
         }
-        let id = self.scalar_const(eagle_ir::tile::add_identity(d));
         let (lo, hi) = (self.iconst(0), self.iconst(m as i64));
         self.emit_loop(lo, hi, &mut |lw, i| {
             let arow = lw.b.ins().imul_imm_s(i, k as i64);
@@ -867,31 +866,55 @@ impl Lower<'_, '_> {
             let (lo, hi) = (lw.iconst(0), lw.iconst(n as i64));
             lw.emit_loop(lo, hi, &mut |lw, j| {
                 let at = lw.b.ins().iadd(crow, j);
-                let acc = lw.b.declare_var(cl_type(d));
-                let init = match c {
-                    Some(pc) => lw.tile_load(pc, at, d),
-                    None => id,
-                };
-                lw.b.def_var(acc, init);
-                let (lo, hi) = (lw.iconst(0), lw.iconst(k as i64));
-                lw.emit_loop(lo, hi, &mut |lw, kk| {
-                    let ai = lw.b.ins().iadd(arow, kk);
+                let c0 = c.map(|pc| lw.tile_load(pc, at, d));
+                let v = prim::dot(lw, d, k, c0, &mut |lw, kk| {
+                    let ai = lw.b.ins().iadd(arow, *kk);
                     let x = lw.tile_load(pa, ai, d);
-                    let brow = lw.b.ins().imul_imm_s(kk, n as i64);
+                    let brow = lw.b.ins().imul_imm_s(*kk, n as i64);
                     let bi = lw.b.ins().iadd(brow, j);
-                    let y = lw.tile_load(pb, bi, d);
-                    let p = lw.combine(BinOp::Mul, x, y, d)?;
-                    let cur = lw.b.use_var(acc);
-                    let s = lw.combine(BinOp::Add, cur, p, d)?;
-                    lw.b.def_var(acc, s);
-                    Ok(())
+                    Ok((x, lw.tile_load(pb, bi, d)))
                 })?;
-                let v = lw.b.use_var(acc);
                 lw.tile_store(dst, at, v, d);
                 Ok(())
-            })?;
-            Ok(())
+            })
         })
+    }
+}
+
+/// The Cranelift instance of [`prim::DotEmitter`]: SSA values, an accumulator as a
+/// Cranelift variable, `k` as a loop.
+impl prim::DotEmitter for Lower<'_, '_> {
+    type V = ClValue;
+    type Ix = ClValue;
+    type Acc = Variable;
+    type Err = CodegenError;
+    fn identity(&mut self, d: DType) -> ClValue {
+        self.scalar_const(eagle_ir::tile::add_identity(d))
+    }
+    fn acc(&mut self, d: DType, init: ClValue) -> Variable {
+        let v = self.b.declare_var(cl_type(d));
+        self.b.def_var(v, init);
+        v
+    }
+    fn get(&mut self, acc: &Variable) -> ClValue {
+        self.b.use_var(*acc)
+    }
+    fn set(&mut self, acc: &Variable, v: ClValue) {
+        self.b.def_var(*acc, v);
+    }
+    fn mul(&mut self, d: DType, a: &ClValue, b: &ClValue) -> Result<ClValue, CodegenError> {
+        self.combine(BinOp::Mul, *a, *b, d)
+    }
+    fn add(&mut self, d: DType, a: &ClValue, b: &ClValue) -> Result<ClValue, CodegenError> {
+        self.combine(BinOp::Add, *a, *b, d)
+    }
+    fn ascending(
+        &mut self,
+        k: u64,
+        step: &mut prim::DotStep<'_, Self>,
+    ) -> Result<(), CodegenError> {
+        let (lo, hi) = (self.iconst(0), self.iconst(k as i64));
+        self.emit_loop(lo, hi, step)
     }
 }
 

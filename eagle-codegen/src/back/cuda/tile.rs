@@ -508,29 +508,17 @@ impl Emitter<'_> {
                     (&srcs[0], &srcs[1], &shapes[0], &shapes[1])
                 };
                 let (k, nn) = (sa[1], sb[1]);
-                let tt = ctype(rd);
-                let init = if acc {
-                    format!("{}[i]", srcs[0])
-                } else {
-                    literal(eagle_ir::tile::add_identity(rd).to_const(), rd)
-                };
                 self.line("{");
                 self.depth += 1;
                 self.line(format!("const long long ii = i / {nn}LL, jj = i % {nn}LL;"));
-                self.line(format!("{tt} c = {init};"));
-                self.line(format!("for (long long q = 0; q < {k}LL; ++q) {{"));
-                self.depth += 1;
-                let p = self.comb(
-                    BinOp::Mul,
-                    &format!("{a}[ii * {k}LL + q]"),
-                    &format!("{b}[q * {nn}LL + jj]"),
-                    rd,
-                )?;
-                self.line(format!("const {tt} p = {p};"));
-                let c = self.comb(BinOp::Add, "c", "p", rd)?;
-                self.line(format!("c = {c};"));
-                self.close();
-                self.line(format!("{dst} = c;"));
+                let c0 = acc.then(|| format!("{}[i]", srcs[0]));
+                let c = prim::dot(self, rd, k, c0, &mut |_, q| {
+                    Ok((
+                        format!("{a}[ii * {k}LL + {q}]"),
+                        format!("{b}[{q} * {nn}LL + jj]"),
+                    ))
+                })?;
+                self.line(format!("{dst} = {c};"));
                 self.depth -= 1;
                 self.line("}");
             }
@@ -538,6 +526,48 @@ impl Emitter<'_> {
                 return Err(self.err("internal: element-local tile op in emit_element"))
             }
         }
+        Ok(())
+    }
+}
+
+/// The C emitter's instance of [`prim::DotEmitter`]: C expressions, the accumulator a local
+/// `c`, each product a local `p` (so that the sum is a statement of its own), `k` a loop over
+/// `q`.
+impl prim::DotEmitter for Emitter<'_> {
+    type V = String;
+    type Ix = String;
+    type Acc = String;
+    type Err = CodegenError;
+    fn identity(&mut self, d: DType) -> String {
+        literal(eagle_ir::tile::add_identity(d).to_const(), d)
+    }
+    fn acc(&mut self, d: DType, init: String) -> String {
+        self.line(format!("{} c = {init};", ctype(d)));
+        "c".into()
+    }
+    fn get(&mut self, acc: &String) -> String {
+        acc.clone()
+    }
+    fn set(&mut self, acc: &String, v: String) {
+        self.line(format!("{acc} = {v};"));
+    }
+    fn mul(&mut self, d: DType, a: &String, b: &String) -> Result<String, CodegenError> {
+        let p = self.comb(BinOp::Mul, a, b, d)?;
+        self.line(format!("const {} p = {p};", ctype(d)));
+        Ok("p".into())
+    }
+    fn add(&mut self, d: DType, a: &String, b: &String) -> Result<String, CodegenError> {
+        self.comb(BinOp::Add, a, b, d)
+    }
+    fn ascending(
+        &mut self,
+        k: u64,
+        step: &mut prim::DotStep<'_, Self>,
+    ) -> Result<(), CodegenError> {
+        self.line(format!("for (long long q = 0; q < {k}LL; ++q) {{"));
+        self.depth += 1;
+        step(self, "q".into())?;
+        self.close();
         Ok(())
     }
 }
