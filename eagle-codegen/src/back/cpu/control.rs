@@ -14,7 +14,8 @@ impl Lower<'_, '_> {
                     return Err(self.err("var without a ref type"));
                 };
                 match *t {
-                    // A tile variable owns a stack tile; reads and writes copy.
+                    // A tile variable owns a stack tile; writes copy into it, and reads copy
+                    // out of it unless the read is in place (`reads_in_place`).
                     Type::Tile(s, d) => {
                         let n = s.numel().unwrap_or(0);
                         let slot = self.stack(n * d.size() as u64);
@@ -33,12 +34,15 @@ impl Lower<'_, '_> {
             }
             OpKind::Read(v) => match f.ty(*v) {
                 Type::Ref(t) if matches!(**t, Type::Tile(..)) => {
+                    let src = self.mem(*v)?;
+                    if op.result.is_some_and(|r| self.in_place_reads.contains(r)) {
+                        return Ok(Some(Cv::Mem(src)));
+                    }
                     let (n, d) = (
                         t.shape().and_then(|s| s.numel()).unwrap_or(0),
                         t.dtype().unwrap_or(DType::F32),
                     );
                     let slot = self.stack(n * d.size() as u64);
-                    let src = self.mem(*v)?;
                     self.copy_tile(slot, src, n, d)?;
                     Some(Cv::Mem(slot))
                 }
@@ -177,4 +181,64 @@ impl Lower<'_, '_> {
         self.b.seal_block(exit);
         Ok(())
     }
+}
+
+/// The tile reads (`read` of a tile variable) of block `b` whose value can be the variable's
+/// own stack tile instead of a copy: no write of the variable (in the block, or nested in a
+/// later op) comes at or before the last use of the value, or of a value that may share its
+/// memory or read it later (an elementwise op, which may be evaluated at its consumer, an
+/// identity `cast`, a `reshape`). Tiles are never written after they are defined, so the
+/// value then reads the bits it would have copied.
+pub(super) fn reads_in_place(f: &Function, b: &IrBlock) -> eagle_ir::entity::EntitySet<Value> {
+    let ops: Vec<&Op> = b.iter(&f.ops).collect();
+    // Whether `op` (or an op nested in it) satisfies `pred`.
+    let deep = |op: &Op, pred: &mut dyn FnMut(&Op) -> bool| {
+        pred(op)
+            || op
+                .kind
+                .blocks()
+                .into_iter()
+                .any(|b| b.any(&f.ops, &mut |o| pred(o)))
+    };
+    let mut out = eagle_ir::entity::EntitySet::new();
+    for (k, op) in ops.iter().enumerate() {
+        let (Some(r), OpKind::Read(var)) = (op.result, &op.kind) else {
+            continue;
+        };
+        if !matches!(f.ty(r), Type::Tile(..)) {
+            continue;
+        }
+        let mut shares = eagle_ir::entity::EntitySet::new();
+        shares.insert(r);
+        let mut last_use = None;
+        let mut first_write = None;
+        for (j, later) in ops.iter().enumerate().skip(k + 1) {
+            let uses = deep(later, &mut |o| {
+                o.kind.operands().iter().any(|v| shares.contains(*v))
+            });
+            if uses {
+                last_use = Some(j);
+                let carries = is_elementwise(&later.kind)
+                    || matches!(
+                        later.kind,
+                        OpKind::Cast(_) | OpKind::Tile(TileOp::Reshape, _)
+                    );
+                if let (true, Some(lr)) = (carries, later.result) {
+                    shares.insert(lr);
+                }
+            }
+            if first_write.is_none()
+                && deep(
+                    later,
+                    &mut |o| matches!(o.kind, OpKind::Write(w, _) if w == *var),
+                )
+            {
+                first_write = Some(j);
+            }
+        }
+        if first_write.is_none_or(|w| last_use.is_none_or(|u| u < w)) {
+            out.insert(r);
+        }
+    }
+    out
 }

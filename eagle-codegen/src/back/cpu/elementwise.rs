@@ -8,7 +8,24 @@ use eagle_ir::entity::EntitySet;
 use eagle_ir::Elementwise;
 
 impl Lower<'_, '_> {
-    /// Lowers an elementwise op over scalars, or over tiles with scalars broadcast.
+    /// The memory of `x` when `op` is `r = cast x` to `x`'s own type and `x` is a materialised
+    /// contiguous tile: a tile is never written after it is defined, so `r` is `x`'s memory
+    /// (the identity `as f32` of a loaded `f32` tile copies nothing). `None` otherwise, and
+    /// where `r` goes straight into a store's destination.
+    fn same_tile(&self, op: &Op, r: Value) -> Option<ClValue> {
+        let OpKind::Cast(x) = op.kind else {
+            return None;
+        };
+        let materialised = !self.plan.lazy.contains(x)
+            && !self.plan.views.contains(x)
+            && !self.lazy_ops.contains_key(x)
+            && !self.plan.direct.contains_key(r);
+        match self.vals.get(x) {
+            Some(Cv::Mem(p)) if materialised && self.f.ty(x) == self.f.ty(r) => Some(*p),
+            _ => None,
+        }
+    }
+
     /// Lowers an elementwise op: a scalar op on scalars; on tiles, one loop (SIMD where every
     /// op of the fused tree has an exact lane-wise form, then a scalar tail) that evaluates the
     /// op and every single-use elementwise op feeding it ([`BlockPlan`]), reading loaded tiles
@@ -39,6 +56,9 @@ impl Lower<'_, '_> {
                     // Evaluated inside its consumer's loop.
                     self.lazy_ops.insert(r, op.clone());
                     return Ok(Cv::Mem(self.iconst(0)));
+                }
+                if let Some(same) = self.same_tile(op, r) {
+                    return Ok(Cv::Mem(same));
                 }
                 let numel = shape.numel().unwrap_or(0);
                 let mut track = None;

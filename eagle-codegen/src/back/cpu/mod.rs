@@ -388,6 +388,7 @@ fn lower_function(
         plan: BlockPlan::default(),
         lazy_ops: SecondaryMap::new(),
         stored: SecondaryMap::new(),
+        in_place_reads: Default::default(),
     };
     for (i, p) in f.params.iter().enumerate() {
         let off = (i * 8) as i32;
@@ -467,6 +468,8 @@ struct Lower<'a, 'b> {
     lazy_ops: SecondaryMap<Value, Op>,
     /// Elementwise results already written by their op into the store's destination.
     stored: SecondaryMap<Value, ()>,
+    /// Tile reads that use the variable's own stack tile ([`control::reads_in_place`]).
+    in_place_reads: eagle_ir::entity::EntitySet<Value>,
 }
 
 impl Lower<'_, '_> {
@@ -618,6 +621,8 @@ impl Lower<'_, '_> {
         self.plan.views.extend(plan.views);
         self.plan.lazy.extend(plan.lazy);
         self.plan.direct.extend(plan.direct);
+        self.in_place_reads
+            .extend(control::reads_in_place(self.f, blk));
         for &id in &blk.ops {
             self.op(&self.f.ops[id])?;
         }

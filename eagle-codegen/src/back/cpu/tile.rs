@@ -427,7 +427,8 @@ impl Lower<'_, '_> {
         Ok((self.mem(v)?, shape, d))
     }
 
-    /// Copies the `n` elements of dtype `d` at `src` to `dst`.
+    /// Copies the `n` contiguous elements of dtype `d` at `src` to `dst`: one `memmove` (the
+    /// two may be the same tile).
     pub(super) fn copy_tile(
         &mut self,
         dst: ClValue,
@@ -435,12 +436,9 @@ impl Lower<'_, '_> {
         n: u64,
         d: DType,
     ) -> Result<(), CodegenError> {
-        let (lo, hi) = (self.iconst(0), self.iconst(n as i64));
-        self.emit_loop(lo, hi, &mut |lw, i| {
-            let x = lw.tile_load(src, i, d);
-            lw.tile_store(dst, i, x, d);
-            Ok(())
-        })
+        let bytes = self.iconst((n * d.size() as u64) as i64);
+        self.b.call_memmove(self.cfg, dst, src, bytes);
+        Ok(())
     }
 
     /// A row or column reduction, argmax or argmin of the 2-D tile `src` into `dst`.
