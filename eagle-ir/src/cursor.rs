@@ -65,6 +65,17 @@ impl Cursor {
         &self.values[v]
     }
 
+    /// The value table: every value's type.
+    pub fn values(&self) -> &Values {
+        &self.values
+    }
+
+    /// The op appended last to the innermost open block.
+    pub fn last(&self) -> Option<&Op> {
+        let id = *self.innermost().ops.last()?;
+        Some(&self.ops[id])
+    }
+
     /// A new value of type `ty`, for an op appended later (or a loop's induction variable).
     pub fn value(&mut self, ty: Type) -> Value {
         self.values.push(ty)

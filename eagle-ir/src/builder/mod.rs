@@ -187,10 +187,19 @@ impl ModuleBuilder {
             cur: Cursor::default(),
             locs: vec![],
             file: None,
+            refused: None,
         };
         let r = body(&mut fb);
-        let FunctionBuilder { mut func, cur, .. } = fb;
+        let FunctionBuilder {
+            mut func,
+            cur,
+            refused,
+            ..
+        } = fb;
         self.in_progress.pop();
+        if let Some(e) = refused {
+            return Err(e);
+        }
         r?;
         func.body = cur.finish_into(&mut func);
         self.module.functions.push(func);
@@ -270,6 +279,9 @@ pub struct FunctionBuilder<'m> {
     locs: Vec<Loc>,
     /// The file of the last location entered, shared by the locations that name it.
     file: Option<std::sync::Arc<str>>,
+    /// The first op built that its typing rule refuses ([`FunctionBuilder::check_built`]):
+    /// the function's build fails with it.
+    refused: Option<IrError>,
 }
 
 impl FunctionBuilder<'_> {
@@ -322,12 +334,39 @@ impl FunctionBuilder<'_> {
 
     /// Appends an op that defines a value of type `ty`; returns the value.
     pub(super) fn push(&mut self, kind: OpKind, ty: Type) -> Value {
-        self.cur.push(kind, ty)
+        let v = self.cur.push(kind, ty);
+        self.check_built();
+        v
     }
 
     /// Appends an op without a result.
     pub(super) fn push_void(&mut self, kind: OpKind) {
         self.cur.push_void(kind);
+        self.check_built();
+    }
+
+    /// Runs the typing rule of the op just built ([`crate::typing::check`], the verifier's
+    /// rule for it) and keeps the first refusal, naming the op and its source line, which the
+    /// function's build then returns ([`ModuleBuilder::define`]). The builder's own checks
+    /// come first, with the kernel's spelling of the mistake; this one holds every op it
+    /// builds to the op's declaration.
+    fn check_built(&mut self) {
+        if self.refused.is_some() {
+            return;
+        }
+        let Some(op) = self.cur.last() else {
+            return;
+        };
+        let module = &self.m.module;
+        let callee = |n: &str| module.function(n);
+        let typer = crate::typing::Typer::new(op, self.cur.values(), &callee);
+        if let Err(m) = crate::typing::check(&typer) {
+            let message = format!("`{}`: {m}{}", op.kind.keyword(), self.here());
+            self.refused = Some(IrError::Build {
+                function: self.func.name.clone(),
+                message,
+            });
+        }
     }
 
     /// Declares a parameter.

@@ -52,7 +52,7 @@ impl FunctionBuilder<'_> {
         let mut vals = Vec::with_capacity(args.len());
         for (a, (name, t)) in args.into_iter().zip(params) {
             let v = self.value(a, t.dtype())?;
-            if !crate::valid::types_compatible(self.ty(v), t) {
+            if !crate::typing::types_compatible(self.ty(v), t) {
                 return self.err(format!(
                     "`{callee}`'s parameter `{name}` is `{t}`, but the argument is `{}`{}; pass a value of the parameter's type",
                     self.ty(v),
@@ -85,7 +85,7 @@ impl FunctionBuilder<'_> {
         ty: &Type,
     ) -> Result<Value> {
         let v = self.value(op, ty.dtype())?;
-        if !crate::valid::types_compatible(self.ty(v), ty) {
+        if !crate::typing::types_compatible(self.ty(v), ty) {
             let which = if index == 0 {
                 String::new()
             } else {

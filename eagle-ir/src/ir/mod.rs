@@ -418,35 +418,35 @@ impl Trap {
 
 op_kinds! {
     /// A scalar constant; the result type gives the dtype.
-    tuple Const { .0 => f0: attr(Const) } "const $f0" => value(pure(info("a constant", Levels::ALL)));
+    tuple Const { .0 => f0: attr(Const) } "const $f0" => value(pure(info("a constant", Levels::ALL))), typed |t| t.constant(*f0);
     /// The extent of a dim as an `index` value (symbolic until specialization).
-    tuple Dim { .0 => f0: attr(crate::types::Dim) } "dim $f0" => value(pure(info("a dimension", Levels::ALL)));
+    tuple Dim { .0 => f0: attr(crate::types::Dim) } "dim $f0" => value(pure(info("a dimension", Levels::ALL))), typed |t| t.index_result();
     /// Elementwise binary op on scalars or tiles.
     tuple Binary { .0 => f0: attr(BinOp), .1 => f1: val, .2 => f2: val } "$f0 $f1, $f2" => OpInfo {
             // Integer `div` and `rem` fail on a zero divisor: not pure.
             pure: !matches!(f0, BinOp::Div | BinOp::Rem),
             ..elementwise()
-        };
+        }, typed |t| t.arithmetic();
     /// Elementwise unary op.
-    tuple Unary { .0 => f0: attr(UnOp), .1 => f1: val } "$f0 $f1" => elementwise();
+    tuple Unary { .0 => f0: attr(UnOp), .1 => f1: val } "$f0 $f1" => elementwise(), typed |t| t.arithmetic();
     /// Fused multiply-add `a * b + c`, one rounding.
-    tuple Fma { .0 => f0: val, .1 => f1: val, .2 => f2: val } "fma $f0, $f1, $f2" => elementwise();
+    tuple Fma { .0 => f0: val, .1 => f1: val, .2 => f2: val } "fma $f0, $f1, $f2" => elementwise(), typed |t| t.arithmetic();
     /// Comparison; the result is `bool` (or a tile of `bool`).
-    tuple Cmp { .0 => f0: attr(CmpOp), .1 => f1: val, .2 => f2: val } "cmp $f0 $f1, $f2" => elementwise();
+    tuple Cmp { .0 => f0: attr(CmpOp), .1 => f1: val, .2 => f2: val } "cmp $f0 $f1, $f2" => elementwise(), typed |t| t.arithmetic();
     /// `select(cond, a, b)`.
-    tuple Select { .0 => f0: val, .1 => f1: val, .2 => f2: val } "select $f0, $f1, $f2" => elementwise();
+    tuple Select { .0 => f0: val, .1 => f1: val, .2 => f2: val } "select $f0, $f1, $f2" => elementwise(), typed |t| t.arithmetic();
     /// Conversion to the result dtype (Rust `as` semantics; float to int saturates).
-    tuple Cast { .0 => f0: val } "cast $f0" => elementwise();
+    tuple Cast { .0 => f0: val } "cast $f0" => elementwise(), typed |t| t.conversion();
     /// The same bits as another dtype of the same width (`x.to_bits()`, `f32::from_bits(u)`):
     /// `f32` <-> `u32`/`i32`, `f64` <-> `u64`/`i64`/`index`.
-    tuple Bitcast { .0 => f0: val } "bitcast $f0" => elementwise();
+    tuple Bitcast { .0 => f0: val } "bitcast $f0" => elementwise(), typed |t| t.conversion();
     /// `x[i]`: the sub-tensor at index `i` of the leading dim.
     struct Slice {
         /// Tensor sliced.
         .src => src: val,
         /// Index into dim 0.
         .index => index: val as index
-    } "slice $src[$index]" => value(pure(info("a slice (`x[i]`)", Levels::ALL)));
+    } "slice $src[$index]" => value(pure(info("a slice (`x[i]`)", Levels::ALL))), typed |t| t.slice(*src);
     /// `x[offset..offset + len]` along dim 0 (len from the result type): a view of the same
     /// kind (tensor or window), dtype and trailing dims.
     struct Subview {
@@ -454,7 +454,7 @@ op_kinds! {
         .src => src: val,
         /// First index of dim 0.
         .offset => offset: val as index
-    } "subview $src[$offset..]" => value(pure(info("a sub-view (`x[a..b]`)", Levels::DEVICE)));
+    } "subview $src[$offset..]" => value(pure(info("a sub-view (`x[a..b]`)", Levels::DEVICE))), typed |t| t.subview(*src);
     /// A block of a tensor or window (`subview(x, [offsets], [extents])`): one offset per dim,
     /// the extents from the result type. Its rows are not contiguous where it takes part of a
     /// trailing dim, so it is read and written only by element and tile accesses (`load`,
@@ -466,7 +466,7 @@ op_kinds! {
         .src => src: val,
         /// One `index` offset per dim.
         .offsets => offsets: vals as index
-    } "view $src[$offsets]" => value(pure(info("a block view (`subview(x, [offsets], [extents])`)", Levels::DEVICE)));
+    } "view $src[$offsets]" => value(pure(info("a block view (`subview(x, [offsets], [extents])`)", Levels::DEVICE))), typed |t| t.view(*src, offsets);
     /// Built-in broadcast: `dst` = `src` of rank `root`, on every rank.
     struct Broadcast {
         /// Device context.
@@ -477,7 +477,7 @@ op_kinds! {
         .dst => dst: val,
         /// Root rank.
         .root => root: val as index
-    } "broadcast $ctx, $src, $dst, $root" => collective();
+    } "broadcast $ctx, $src, $dst, $root" => collective(), typed |t| t.broadcast(*src, *dst);
     /// Built-in allgather: chunk `q` of `dst` = chunk `q` of rank `q`'s `src` (1-D buffers of N
     /// elements in P contiguous chunks, the first `N % P` one element longer).
     struct AllGather {
@@ -487,7 +487,7 @@ op_kinds! {
         .src => src: val,
         /// Local tensor or window.
         .dst => dst: val
-    } "allgather $ctx, $src, $dst" => collective();
+    } "allgather $ctx, $src, $dst" => collective(), typed |t| t.allgather(*src, *dst);
     /// Built-in reduce-scatter: on rank `r`, chunk `r` of `dst` = the reduction over ranks
     /// (in rank order) of chunk `r` of `src`.
     struct ReduceScatter {
@@ -499,7 +499,7 @@ op_kinds! {
         .dst => dst: val,
         /// Combining op.
         .op => op: attr(ReduceOp)
-    } "reduce_scatter $ctx, $src, $dst, $op" => collective();
+    } "reduce_scatter $ctx, $src, $dst, $op" => collective(), typed |t| t.reduce_scatter(*src, *dst, *op);
     /// Built-in allreduce: `dst` = the reduction over ranks of `src`, bit-identical on every
     /// rank.
     struct AllReduce {
@@ -513,7 +513,7 @@ op_kinds! {
         .op => op: attr(ReduceOp),
         /// Algorithm.
         .mode => mode: attr(AllreduceMode)
-    } "allreduce $ctx, $src, $dst, $op, $mode" => collective();
+    } "allreduce $ctx, $src, $dst, $op, $mode" => collective(), typed |t| t.allreduce(*src, *dst, *op, *mode);
     /// Built-in all-to-all on `[P, M]` buffers: row `q` of `dst` = row `r` of rank `q`'s `src`.
     struct AllToAll {
         /// Device context.
@@ -522,7 +522,7 @@ op_kinds! {
         .src => src: val,
         /// Local tensor or window.
         .dst => dst: val
-    } "all_to_all $ctx, $src, $dst" => collective();
+    } "all_to_all $ctx, $src, $dst" => collective(), typed |t| t.all_to_all(*src, *dst);
     /// Built-in variable-size all-to-all (`all_to_all_v`, MPI's `MPI_Alltoallv`): rank `r`
     /// sends `send_counts[q]` rows of `src` to each rank `q`, the rows for `q` following those
     /// for the ranks before it; rank `q` receives them into `dst` after the rows of the ranks
@@ -539,7 +539,7 @@ op_kinds! {
         .dst => dst: val,
         /// Local tensor or window `[P]` of `u64`: the rows received from each rank.
         .recv_counts => recv_counts: val
-    } "all_to_all_v $ctx, $src, $send_counts, $dst, $recv_counts" => collective();
+    } "all_to_all_v $ctx, $src, $send_counts, $dst, $recv_counts" => collective(), typed |t| t.v_collective(*src, *send_counts, *dst, *recv_counts, false);
     /// Built-in variable-size allgather (`allgather_v`, MPI's `MPI_Allgatherv`): rank `q`
     /// contributes the first `count[0]` rows of its `src`; every rank receives them into `dst`
     /// after the rows of the ranks before `q`, and writes the count into `recv_counts[q]`.
@@ -555,14 +555,14 @@ op_kinds! {
         .dst => dst: val,
         /// Local tensor or window `[P]` of `u64`: the rows from each rank.
         .recv_counts => recv_counts: val
-    } "allgather_v $ctx, $src, $count, $dst, $recv_counts" => collective();
+    } "allgather_v $ctx, $src, $count, $dst, $recv_counts" => collective(), typed |t| t.v_collective(*src, *count, *dst, *recv_counts, true);
     /// Reads one element (`x[i, j]`) of a tensor or window: a scalar.
     struct Elem {
         /// Tensor or window.
         .src => src: val,
         /// One `index` per dim.
         .indices => indices: vals as index
-    } "elem $src[$indices]" => value(info("element access (`x[i]`)", Levels::DEVICE));
+    } "elem $src[$indices]" => value(info("element access (`x[i]`)", Levels::DEVICE)), typed |t| t.elem(*src, indices);
     /// Writes one element of a tensor or window.
     struct SetElem {
         /// The scalar written.
@@ -571,14 +571,14 @@ op_kinds! {
         .dst => dst: val,
         /// One `index` per dim.
         .indices => indices: vals as index
-    } "set_elem $value, $dst[$indices]" => writes(info("element access (`x[i]`)", Levels::DEVICE));
+    } "set_elem $value, $dst[$indices]" => writes(info("element access (`x[i]`)", Levels::DEVICE)), typed |t| t.set_elem(*value, *dst, indices);
     /// Loads a tile (shape from the result type) at `offsets` of a tensor or window.
     struct Load {
         /// Tensor or window read.
         .src => src: val,
         /// One `index` offset per dim.
         .offsets => offsets: vals as index
-    } "load $src[$offsets]" => value(info("a tile load or store", Levels::DEVICE));
+    } "load $src[$offsets]" => value(info("a tile load or store", Levels::DEVICE)), typed |t| t.load(*src, offsets, false);
     /// Stores a tile at `offsets` of a tensor or window.
     struct Store {
         /// Tile stored.
@@ -587,18 +587,18 @@ op_kinds! {
         .dst => dst: val,
         /// One `index` offset per dim.
         .offsets => offsets: vals as index
-    } "store $value, $dst[$offsets]" => writes(info("a tile load or store", Levels::DEVICE));
+    } "store $value, $dst[$offsets]" => writes(info("a tile load or store", Levels::DEVICE)), typed |t| t.store(*value, *dst, offsets, false);
     /// A local array of scalars (`let mut a = [0i32; 4]`): memory private to one run of the
     /// function, every byte zero; shape (rank 1) and dtype from the result type. Its elements
     /// are read and written with `elem`/`set_elem` (and tiles with `load`/`store`), bounds
     /// checked as a tensor's; the builder fills a non-zero initial value with `set_elem`.
-    unit LocalArray {} "local_array" => value(info("a local array", Levels::DEVICE));
+    unit LocalArray {} "local_array" => value(info("a local array", Levels::DEVICE)), typed |t| t.local_array();
     /// A mutable scalar variable initialised to `init`.
-    tuple Var { .0 => f0: val } "var $f0" => value(info("a variable", Levels::ALL));
+    tuple Var { .0 => f0: val } "var $f0" => value(info("a variable", Levels::ALL)), typed |t| t.var(*f0);
     /// Reads a variable.
-    tuple Read { .0 => f0: val } "read $f0" => value(info("a variable", Levels::ALL));
+    tuple Read { .0 => f0: val } "read $f0" => value(info("a variable", Levels::ALL)), typed |t| t.read(*f0);
     /// Writes a variable.
-    tuple Write { .0 => f0: val, .1 => f1: val } "write $f0, $f1" => writes(info("a variable", Levels::ALL));
+    tuple Write { .0 => f0: val, .1 => f1: val } "write $f0, $f1" => writes(info("a variable", Levels::ALL)), typed |t| t.write(*f0, *f1);
     /// `for var in lo..hi { body }` (step 1).
     struct For {
         /// The induction variable (`index`).
@@ -609,7 +609,7 @@ op_kinds! {
         .hi => hi: val as index,
         /// Loop body.
         .body => body: block
-    } "for $var in $lo..$hi $body" => info("a loop", Levels::ALL);
+    } "for $var in $lo..$hi $body" => info("a loop", Levels::ALL), typed |t| t.for_loop(*var);
     /// `while flag { body }`: runs `body` while the `bool` variable `flag` (a `var`) holds,
     /// testing it before each turn; `body` updates it. More than `cap` turns is a run-time
     /// error naming the loop (a runaway loop fails instead of hanging).
@@ -620,7 +620,7 @@ op_kinds! {
         .cap => cap: attr(u64),
         /// Loop body.
         .body => body: block
-    } "while $flag cap $cap $body" => info("a loop", Levels::ALL);
+    } "while $flag cap $cap $body" => info("a loop", Levels::ALL), typed |t| t.while_loop(*flag, *cap);
     /// `if cond { then } else { else }`.
     struct If {
         /// `bool` condition.
@@ -629,14 +629,14 @@ op_kinds! {
         .then_body => then_body: block,
         /// Taken otherwise.
         .else_body => else_body: block
-    } "if $cond $then_body? else $else_body" => info("a branch", Levels::ALL);
+    } "if $cond $then_body? else $else_body" => info("a branch", Levels::ALL), typed |t| t.declared();
     /// Calls a compute kernel.
     struct Call {
         /// Callee name.
         .callee => callee: attr(String),
         /// Arguments, one per callee param.
         .args => args: vals
-    } "call $callee($args)" => writes(info("a call of a compute kernel", Levels::DEVICE));
+    } "call $callee($args)" => writes(info("a call of a compute kernel", Levels::DEVICE)), typed |t| t.call(callee, args, false);
     /// Host: runs a per-device program on device `device`.
     struct Dispatch {
         /// Callee name.
@@ -645,11 +645,11 @@ op_kinds! {
         .args => args: vals,
         /// The rank that runs it.
         .device => device: val as index
-    } "dispatch $callee($args) device $device" => writes(info("a dispatch", Levels::HOST));
+    } "dispatch $callee($args) device $device" => writes(info("a dispatch", Levels::HOST)), typed |t| t.call(callee, args, true);
     /// `rank(ctx)`: this device's rank.
-    tuple Rank { .0 => f0: val as ctx } "rank $f0" => value(pure(info("a device-context operation", Levels::DEVICE)));
+    tuple Rank { .0 => f0: val as ctx } "rank $f0" => value(pure(info("a device-context operation", Levels::DEVICE))), typed |t| t.index_result();
     /// `nranks(ctx)`: the world size seen from a device.
-    tuple NRanks { .0 => f0: val as ctx } "nranks $f0" => value(pure(info("a device-context operation", Levels::DEVICE)));
+    tuple NRanks { .0 => f0: val as ctx } "nranks $f0" => value(pure(info("a device-context operation", Levels::DEVICE))), typed |t| t.index_result();
     /// `group(ctx, [d0, d1, ...], axis)`: this rank's group along `axis` of the process grid
     /// `[d0, d1, ...]` (row-major over the world ranks, the last axis fastest): the ranks whose
     /// grid coordinates differ from this rank's only at `axis`, numbered by that coordinate.
@@ -664,7 +664,7 @@ op_kinds! {
         .grid => grid: vals as index,
         /// The axis whose ranks form the group.
         .axis => axis: attr(u64)
-    } "group $ctx, [$grid], $axis" => value(pure(info("a rank group", Levels::DEVICE)));
+    } "group $ctx, [$grid], $axis" => value(pure(info("a rank group", Levels::DEVICE))), typed |t| t.group(grid, *axis);
     /// `split(ctx, color, key)`: this rank's group among the ranks of the same `color`,
     /// numbered by `key` and then by world rank, as `MPI_Comm_split` numbers a communicator.
     /// A context like a [`OpKind::Group`]'s, and lowered as one: once P is known, `color` and
@@ -678,7 +678,7 @@ op_kinds! {
         .color => color: val as index,
         /// The order of the ranks within a group.
         .key => key: val as index
-    } "split $ctx, $color, $key" => value(pure(info("a rank group", Levels::DEVICE)));
+    } "split $ctx, $color, $key" => value(pure(info("a rank group", Levels::DEVICE))), typed |t| t.context();
     /// `world_rank(group, q)`: the world rank of rank `q` of `group`, for `put`, `get`,
     /// `notify`, `remote_load` and `remote_store`, which address world ranks.
     struct WorldRank {
@@ -686,13 +686,13 @@ op_kinds! {
         .group => group: val as ctx,
         /// The rank within the group.
         .rank => rank: val as index
-    } "world_rank $group, $rank" => value(pure(info("a rank group", Levels::DEVICE)));
+    } "world_rank $group, $rank" => value(pure(info("a rank group", Levels::DEVICE))), typed |t| t.index_result();
     /// `world_size()` on the host.
-    unit WorldSize {} "world_size" => value(pure(info("`world_size()`", Levels::HOST)));
+    unit WorldSize {} "world_size" => value(pure(info("`world_size()`", Levels::HOST))), typed |t| t.index_result();
     /// Host: one symmetric buffer per rank; shape and dtype from the result type.
-    unit AllocWindowBuffer {} "alloc_window_buffer" => value(info("a window-buffer allocation", Levels::HOST));
+    unit AllocWindowBuffer {} "alloc_window_buffer" => value(info("a window-buffer allocation", Levels::HOST)), typed |t| t.window_buffer();
     /// Host: a rank-local view of a window buffer; shape and dtype from the result type.
-    tuple Window { .0 => f0: val } "window $f0" => value(pure(info("a window view", Levels::HOST)));
+    tuple Window { .0 => f0: val } "window $f0" => value(pure(info("a window view", Levels::HOST))), typed |t| t.window_view(*f0);
     /// `put(dst, peer, src)`: copies local `src` into `dst` on rank `peer` (push).
     struct Put {
         /// Destination window.
@@ -701,7 +701,7 @@ op_kinds! {
         .peer => peer: val as index,
         /// Local tensor or window.
         .src => src: val
-    } "put $dst, $peer, $src" => peers(writes(info(REMOTE, Levels::DEVICE)));
+    } "put $dst, $peer, $src" => peers(writes(info(REMOTE, Levels::DEVICE))), typed |t| t.put_get(*dst, *src, true);
     /// `get(dst, peer, src)`: copies `src` on rank `peer` into local `dst` (pull).
     struct Get {
         /// Local tensor or window.
@@ -710,7 +710,7 @@ op_kinds! {
         .peer => peer: val as index,
         /// Source window.
         .src => src: val
-    } "get $dst, $peer, $src" => peers(writes(info(REMOTE, Levels::DEVICE)));
+    } "get $dst, $peer, $src" => peers(writes(info(REMOTE, Levels::DEVICE))), typed |t| t.put_get(*dst, *src, false);
     /// Tile-level remote load from a peer's window.
     struct RemoteLoad {
         /// Window.
@@ -719,7 +719,7 @@ op_kinds! {
         .peer => peer: val as index,
         /// Offsets into the window.
         .offsets => offsets: vals as index
-    } "remote_load $src, $peer, [$offsets]" => value(peers(info(REMOTE, Levels::DEVICE)));
+    } "remote_load $src, $peer, [$offsets]" => value(peers(info(REMOTE, Levels::DEVICE))), typed |t| t.load(*src, offsets, true);
     /// Tile-level remote store into a peer's window.
     struct RemoteStore {
         /// Tile stored.
@@ -730,7 +730,7 @@ op_kinds! {
         .peer => peer: val as index,
         /// Offsets into the window.
         .offsets => offsets: vals as index
-    } "remote_store $value, $dst, $peer, [$offsets]" => peers(writes(info(REMOTE, Levels::DEVICE)));
+    } "remote_store $value, $dst, $peer, [$offsets]" => peers(writes(info(REMOTE, Levels::DEVICE))), typed |t| t.store(*value, *dst, offsets, true);
     /// Updates a signal on `peer` with release semantics.
     struct Notify {
         /// Signal window (integer dtype).
@@ -743,7 +743,7 @@ op_kinds! {
         .value => value: val,
         /// Set or atomic add.
         .op => op: attr(NotifyOp)
-    } "notify $signal, $peer, [$offsets], $value, $op" => peers(writes(info("a signal operation", Levels::DEVICE)));
+    } "notify $signal, $peer, [$offsets], $value, $op" => peers(writes(info("a signal operation", Levels::DEVICE))), typed |t| t.signal(*signal, offsets, *value);
     /// Blocks until the local signal compares true against `expected` (acquire semantics).
     struct Wait {
         /// Local signal window.
@@ -754,7 +754,7 @@ op_kinds! {
         .expected => expected: val,
         /// Predicate `signal <cmp> expected`.
         .cmp => cmp: attr(CmpOp)
-    } "wait $signal, [$offsets], $expected, $cmp" => peers(info("a signal operation", Levels::DEVICE));
+    } "wait $signal, [$offsets], $expected, $cmp" => peers(info("a signal operation", Levels::DEVICE)), typed |t| t.signal(*signal, offsets, *expected);
     /// `trap_if cond, a, b kind`: stops this rank with `kind`'s message (`a` and `b` filled in)
     /// when `cond` holds; otherwise does nothing.
     struct TrapIf {
@@ -766,15 +766,15 @@ op_kinds! {
         .b => b: val as index,
         /// Which message.
         .kind => kind: attr(Trap)
-    } "trap_if $cond, $a, $b, $kind" => info("a run-time check", Levels::DEVICE);
+    } "trap_if $cond, $a, $b, $kind" => info("a run-time check", Levels::DEVICE), typed |t| t.declared();
     /// All ranks reach the barrier before any leaves it.
-    tuple Barrier { .0 => f0: val as ctx } "barrier $f0" => peers(info("a device-context operation", Levels::DEVICE));
+    tuple Barrier { .0 => f0: val as ctx } "barrier $f0" => peers(info("a device-context operation", Levels::DEVICE)), typed |t| t.declared();
     /// A tile-algebra op (reduction, broadcast, layout, creation, matmul): what it computes,
     /// its typing and its operands are [`crate::TileOp`]'s.
-    tuple Tile { .0 => f0: attr(TileOp), .1 => f1: vals } "$f0 $f1" => value(pure(info("a tile op", Levels::DEVICE)));
+    tuple Tile { .0 => f0: attr(TileOp), .1 => f1: vals } "$f0 $f1" => value(pure(info("a tile op", Levels::DEVICE))), typed |t| t.tile(f0, f1);
     /// A function of the math library (`ln x`, `atan2 y, x`), elementwise on scalars and
     /// tiles; expanded into the ops above at specialization ([`crate::math`]).
-    tuple Math { .0 => f0: attr(MathFn), .1 => f1: vals } "$f0 $f1" => elementwise();
+    tuple Math { .0 => f0: attr(MathFn), .1 => f1: vals } "$f0 $f1" => elementwise(), typed |t| t.arithmetic();
 }
 
 /// What an operand must be, as its field's declaration states it (`val as index`); the verifier

@@ -15,9 +15,12 @@
 //! place and field.
 //!
 //! After its fields, each variant states its text format (`"load $src[$offsets]"`, see
-//! [`super::form`]) and ends with `=> facts;`, its [`super::OpInfo`] (levels, effects), an
-//! expression over the field bindings. The facts' keyword is the format's
-//! (`OpKind::keyword`).
+//! [`super::form`]), then `=> facts`, its [`super::OpInfo`] (levels, effects), an
+//! expression over the field bindings (the facts' keyword is the format's,
+//! `OpKind::keyword`), and ends with `typed |t| rule;`: its typing rule, an expression over
+//! the field bindings and `t`, a `crate::typing::Typer` (`t.load(*src, offsets, false)`).
+//! The rule is expanded in the typing layer (`crate::typing::check`, through the generated
+//! `op_typing!`), which the verifier runs on every op and the builder on every op it builds.
 //!
 //! Derived: the enum (tuple, struct and unit variants as declared, with their docs),
 //! `OpKind::info`,
@@ -210,14 +213,28 @@ macro_rules! op_kinds {
     (@enum [$($acc:tt)*] $(#[$m:meta])* unit $name:ident {} $($rest:tt)*) => {
         op_kinds!(@enum [$($acc)* $(#[$m])* $name,] $($rest)*);
     };
+    // The typing clauses, handed to a macro of the typing layer (`crate::typing`), which
+    // expands them there: `op_typing!(cb)` calls `cb!` with every op kind's fields and rule.
+    // (`$d` is a `$`, for the inner macro's own variables.)
+    (@typing ($d:tt) $( $name:ident { $($key:tt : $b:ident),* } |$tv:ident| $typing:expr; )*) => {
+        /// Calls macro `$cb` with every op kind's typing clause: `Name { field: binding, .. }
+        /// |t| rule;` in declaration order (`crate::typing::check` is made from it).
+        macro_rules! op_typing {
+            ($d cb:ident) => {
+                $d cb! { $( $name { $($key: $b),* } |$tv| $typing; )* }
+            };
+        }
+        pub(crate) use op_typing;
+    };
     ($(
         $(#[$m:meta])* $form:ident $name:ident {
             $($(#[$fm:meta])* . $key:tt => $b:ident : $k:ident $(($t:ty))? $(as $w:ident)?),*
-        } $fmt:literal => $info:expr;
+        } $fmt:literal => $info:expr, typed |$tv:ident| $typing:expr;
     )*) => {
         op_kinds!(@enum [] $(
             $(#[$m])* $form $name { $($(#[$fm])* . $key => $b : $k $(($t))?),* }
         )*);
+        op_kinds!(@typing ($) $( $name { $($key : $b),* } |$tv| $typing; )*);
 
         impl OpKind {
             /// The facts of this op (its keyword, the levels it may appear at, purity, whether

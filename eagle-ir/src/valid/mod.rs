@@ -1,27 +1,15 @@
 //! The verifier: structural and typing rules of the IR.
 
 mod arrays;
-mod collectives;
-mod remote;
 mod views;
 
 use crate::entity::{EntitySet, SecondaryMap};
 use crate::error::{IrError, Result};
 use crate::ir::{Block, Function, Level, Module, Op, OpId, OpKind, Value, Want};
 use crate::text::print::print_op;
-use crate::types::{DType, Shape, Type};
-pub(crate) use crate::typing::shapes_compatible;
+use crate::types::{DType, Type};
+use crate::typing::Typer;
 use std::collections::{HashMap, HashSet};
-
-/// Whether an argument of type `a` may bind a parameter of type `p`.
-pub(crate) fn types_compatible(a: &Type, p: &Type) -> bool {
-    match (a, p) {
-        (Type::Tensor(s, d), Type::Tensor(t, e))
-        | (Type::Window(s, d), Type::Window(t, e))
-        | (Type::Tile(s, d), Type::Tile(t, e)) => d == e && shapes_compatible(s, t),
-        _ => a == p,
-    }
-}
 
 struct V<'a> {
     m: &'a Module,
@@ -82,26 +70,12 @@ impl V<'_> {
         Ok(())
     }
 
-    fn scalar(&self, op: &Op, v: Value, what: &str, want: Option<DType>) -> Result<DType> {
-        match self.ty(v) {
-            Type::Scalar(d) if want.is_none_or(|w| w == *d) => Ok(*d),
-            t => {
-                // A number of another dtype (a loop variable is `usize`): say how to convert.
-                let fix = match (t, want) {
-                    (Type::Scalar(d), Some(w)) if *d != DType::Bool && w != DType::Bool => {
-                        format!("; convert it with `as {}`", w.rust_name())
-                    }
-                    _ => String::new(),
-                };
-                self.fail(
-                    op,
-                    format!(
-                        "operand {what} must be {}, found `{t}`{fix}",
-                        want.map(|w| format!("an `{}` scalar", w.name()))
-                            .unwrap_or_else(|| "a scalar".into())
-                    ),
-                )
-            }
+    /// Operand `what` (`v`) of `op` is a scalar of dtype `want` ([`Typer::scalar`]).
+    fn scalar(&self, op: &Op, v: Value, what: &str, want: DType) -> Result<()> {
+        let none = |_: &str| None;
+        match Typer::new(op, &self.f.values, &none).scalar(v, what, Some(want)) {
+            Ok(_) => Ok(()),
+            Err(m) => self.fail(op, m),
         }
     }
 
@@ -126,8 +100,8 @@ impl V<'_> {
             };
             res = match want {
                 Want::Ctx => self.ctx(op, &what, v),
-                Want::Index => self.scalar(op, v, &what, Some(DType::Index)).map(|_| ()),
-                Want::Bool => self.scalar(op, v, &what, Some(DType::Bool)).map(|_| ()),
+                Want::Index => self.scalar(op, v, &what, DType::Index),
+                Want::Bool => self.scalar(op, v, &what, DType::Bool),
             };
         });
         res
@@ -149,104 +123,6 @@ impl V<'_> {
         Ok(())
     }
 
-    fn offsets(&self, op: &Op, offsets: &[Value], rank: usize, what: &str) -> Result<()> {
-        if offsets.len() != rank {
-            return self.fail(
-                op,
-                format!(
-                    "{what} has rank {rank} but {} offset(s) were given; give one offset per dim",
-                    offsets.len()
-                ),
-            );
-        }
-        // Each is an `index`: the declaration says so (`vals as index`).
-        Ok(())
-    }
-
-    fn window(&self, op: &Op, v: Value, what: &str) -> Result<(Shape, DType)> {
-        match self.ty(v) {
-            Type::Window(s, d) => Ok((s.clone(), *d)),
-            t => self.fail(op, format!("{what} must be a window, found `{t}`; pass a `window(buf, shape, dtype)` view from the host")),
-        }
-    }
-
-    fn memory(&self, op: &Op, v: Value, what: &str) -> Result<(Shape, DType)> {
-        match self.ty(v) {
-            Type::Window(s, d) | Type::Tensor(s, d) => Ok((s.clone(), *d)),
-            t => self.fail(
-                op,
-                format!("{what} must be a tensor or window, found `{t}`"),
-            ),
-        }
-    }
-
-    /// Checks the send window and receive buffer of a collective; returns the dtype.
-    fn collective_buffers(&self, op: &Op, src: Value, dst: Value, rows: bool) -> Result<DType> {
-        self.not_host(op, "collective")?;
-        self.writable(op, dst, "the collective")?;
-        let (ss, sd) = self.window(op, src, "operand 1 (send buffer)")?;
-        let (ds, dd) = self.memory(op, dst, "operand 2 (receive buffer)")?;
-        let want_rank = if rows { 2 } else { 1 };
-        if ss.rank() < want_rank {
-            return self.fail(
-                op,
-                format!(
-                    "the send buffer must have rank {want_rank} or more{}, found shape {ss}",
-                    if rows {
-                        " ([P, M, ...]: one row per rank)"
-                    } else {
-                        " (chunked along dim 0)"
-                    }
-                ),
-            );
-        }
-        if sd != dd || !shapes_compatible(&ss, &ds) {
-            return self.fail(op, format!("the receive buffer is `{ds}, {dd}` but the send buffer is `{ss}, {sd}`; give both the same shape and dtype"));
-        }
-        Ok(sd)
-    }
-
-    fn expect_result(&self, op: &Op, ty: &Type) -> Result<()> {
-        match op.result {
-            Some(r) if self.ty(r) == ty => Ok(()),
-            Some(r) => self.fail(
-                op,
-                format!("result type must be `{ty}`, found `{}`", self.ty(r)),
-            ),
-            None => self.fail(op, format!("op must define a result of type `{ty}`")),
-        }
-    }
-
-    /// An elementwise op: the typing rule ([`crate::typing::result_type`]) on its operands, and
-    /// the result it defines; `to` is a conversion's target dtype (`None` for the other ops).
-    fn elementwise(&self, op: &Op, to: Option<DType>) -> Result<()> {
-        match crate::typing::result_type(&op.kind, |v| self.ty(v), to) {
-            Some(Ok(t)) => self.expect_result(op, &t),
-            Some(Err(m)) => self.fail(op, m),
-            None => self.fail(
-                op,
-                "internal: not an elementwise op, or a conversion without its target dtype",
-            ),
-        }
-    }
-
-    /// The dtype of the result of a conversion (`cast`, `bitcast`).
-    fn converts_to(&self, op: &Op) -> Result<DType> {
-        let Some(r) = op.result else {
-            return self.fail(
-                op,
-                format!("`{}` must define a result", op.kind.info().name),
-            );
-        };
-        match self.ty(r) {
-            Type::Scalar(d) | Type::Tile(_, d) => Ok(*d),
-            t => self.fail(
-                op,
-                format!("a conversion's result must be a scalar or tile, found `{t}`"),
-            ),
-        }
-    }
-
     fn callee(&self, op: &Op, name: &str, want: Level) -> Result<&Function> {
         let Some(c) = self.m.function(name) else {
             return self.fail(op, format!("callee `@{name}` is not defined in the module"));
@@ -262,46 +138,6 @@ impl V<'_> {
             );
         }
         Ok(c)
-    }
-
-    fn args(&self, op: &Op, c: &Function, args: &[Value], skip_ctx: bool) -> Result<()> {
-        let params: Vec<(&str, &Type, bool)> = c
-            .params
-            .iter()
-            .map(|p| (p.name.as_str(), c.ty(p.value), p.out))
-            .filter(|(_, t, _)| !(skip_ctx && **t == Type::Ctx))
-            .collect();
-        if params.len() != args.len() {
-            return self.fail(
-                op,
-                format!(
-                    "`@{}` takes {} argument(s), {} given",
-                    c.name,
-                    params.len(),
-                    args.len()
-                ),
-            );
-        }
-        for ((name, pt, out), &a) in params.iter().zip(args) {
-            let at = self.ty(a);
-            if !types_compatible(at, pt) {
-                return self.fail(
-                    op,
-                    format!(
-                        "argument `{name}` of `@{}` must be `{pt}`, found `{at}`",
-                        c.name
-                    ),
-                );
-            }
-            if *out {
-                self.writable(
-                    op,
-                    a,
-                    &format!("passing it as `Out` argument `{name}` of `@{}`", c.name),
-                )?;
-            }
-        }
-        Ok(())
     }
 
     fn host_only(&self, op: &Op, what: &str) -> Result<()> {
@@ -347,6 +183,137 @@ impl V<'_> {
         }
     }
 
+    /// What the verifier checks of an op before its typing rule: whether it may run at the
+    /// function's level, whether the buffers it writes may be written, and that a callee
+    /// exists at the level the op needs.
+    fn before_typing(&self, op: &Op) -> Result<()> {
+        use OpKind::*;
+        match &op.kind {
+            Broadcast { dst, .. }
+            | AllGather { dst, .. }
+            | ReduceScatter { dst, .. }
+            | AllReduce { dst, .. }
+            | AllToAll { dst, .. } => {
+                self.not_host(op, "collective")?;
+                self.writable(op, *dst, "the collective")
+            }
+            AllToAllV {
+                dst, recv_counts, ..
+            }
+            | AllGatherV {
+                dst, recv_counts, ..
+            } => {
+                self.not_host(op, "collective")?;
+                self.writable(op, *dst, "the collective")?;
+                self.writable(op, *recv_counts, "the collective")
+            }
+            SetElem { dst, .. } => self.writable(op, *dst, "the element assignment"),
+            Store { dst, .. } => self.writable(op, *dst, "the store"),
+            Put { .. } => self.not_host(op, "put"),
+            Get { dst, .. } => {
+                self.writable(op, *dst, "the get")?;
+                self.not_host(op, "get")
+            }
+            RemoteLoad { .. } => self.not_host(op, "remote_load"),
+            RemoteStore { .. } => self.not_host(op, "remote_store"),
+            Notify { .. } | Wait { .. } => self.not_host(op, "notify/wait"),
+            Call { callee, .. } => {
+                self.not_host(op, "call")?;
+                match self.m.function(callee) {
+                    Some(c) if c.level == Level::Sample => Ok(()),
+                    _ => self.callee(op, callee, Level::Compute).map(|_| ()),
+                }
+            }
+            Dispatch { callee, .. } => {
+                self.host_only(op, "dispatch")?;
+                self.callee(op, callee, Level::Device).map(|_| ())
+            }
+            WorldSize => self.host_only(op, "world_size()"),
+            AllocWindowBuffer => self.host_only(op, "alloc_window_buffer"),
+            Window(_) => self.host_only(op, "window"),
+            Const(_)
+            | Dim(_)
+            | Binary(..)
+            | Unary(..)
+            | Fma(..)
+            | Cmp(..)
+            | Select(..)
+            | Cast(_)
+            | Bitcast(_)
+            | Math(..)
+            | Slice { .. }
+            | Subview { .. }
+            | View { .. }
+            | Elem { .. }
+            | Load { .. }
+            | LocalArray
+            | Var(_)
+            | Read(_)
+            | Write(..)
+            | For { .. }
+            | While { .. }
+            | If { .. }
+            | Rank(_)
+            | NRanks(_)
+            | Group { .. }
+            | Split { .. }
+            | WorldRank { .. }
+            | Barrier(_)
+            | TrapIf { .. }
+            | Tile(..) => Ok(()),
+        }
+    }
+
+    /// What the verifier checks of an op after its typing rule: the nested blocks (a `for`
+    /// loop's variable in scope in its body), and the `Out` arguments of a call or dispatch,
+    /// which it writes.
+    fn after_typing(&mut self, op: &Op) -> Result<()> {
+        match &op.kind {
+            OpKind::For { var, body, .. } => {
+                self.scopes.push(HashSet::from([*var]));
+                self.block(body)?;
+                self.scopes.pop();
+            }
+            OpKind::While { body, .. } => self.block(body)?,
+            OpKind::If {
+                then_body,
+                else_body,
+                ..
+            } => {
+                self.block(then_body)?;
+                self.block(else_body)?;
+            }
+            OpKind::Call { callee, args } => self.out_args(op, callee, args, false)?,
+            OpKind::Dispatch { callee, args, .. } => self.out_args(op, callee, args, true)?,
+            // Every other op has no block and writes no argument: what the verifier checks
+            // of it came before its typing rule.
+            other => debug_assert!(other.blocks().is_empty()),
+        }
+        Ok(())
+    }
+
+    /// The `Out` parameters of `callee` (without `ctx` for a dispatch) take buffers that may
+    /// be written.
+    fn out_args(&self, op: &Op, callee: &str, args: &[Value], dispatch: bool) -> Result<()> {
+        let Some(c) = self.m.function(callee) else {
+            return Ok(());
+        };
+        let params = c
+            .params
+            .iter()
+            .filter(|p| !(dispatch && *c.ty(p.value) == Type::Ctx));
+        for (p, &a) in params.zip(args) {
+            if p.out {
+                self.writable(
+                    op,
+                    a,
+                    &format!("passing it as `Out` argument `{}` of `@{}`", p.name, c.name),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     fn op(&mut self, op: &Op) -> Result<()> {
         if self.f.level == Level::Host {
             self.host_level(op)?;
@@ -384,488 +351,22 @@ impl V<'_> {
                 return self.fail(op, format!("the result is a tile of shape {s}, with an empty dim; a tile has at least one element along every dim (docs/language.md): give every extent a value of 1 or more"));
             }
         }
-        use OpKind::*;
-        match &op.kind {
-            Const(_) | Dim(_) | Binary(..) | Unary(..) | Fma(..) | Cmp(..) | Select(..)
-            | Cast(_) | Bitcast(_) | Math(..) => self.check_scalar(op)?,
-            Slice { .. }
-            | Subview { .. }
-            | View { .. }
-            | Broadcast { .. }
-            | AllGather { .. }
-            | AllToAll { .. }
-            | ReduceScatter { .. }
-            | AllReduce { .. } => self.check_views_and_collectives(op)?,
-            AllToAllV {
-                src,
-                send_counts,
-                dst,
-                recv_counts,
-                ..
-            } => self.check_v_collective(op, *src, *send_counts, *dst, *recv_counts, false)?,
-            AllGatherV {
-                src,
-                count,
-                dst,
-                recv_counts,
-                ..
-            } => self.check_v_collective(op, *src, *count, *dst, *recv_counts, true)?,
-            Elem { .. } | SetElem { .. } | Load { .. } | Store { .. } | LocalArray => {
-                self.check_memory(op)?
-            }
-            Var(_)
-            | Read(_)
-            | Write(..)
-            | For { .. }
-            | While { .. }
-            | If { .. }
-            | Call { .. }
-            | Dispatch { .. } => self.check_control(op)?,
-            Rank(_)
-            | NRanks(_)
-            | Group { .. }
-            | Split { .. }
-            | WorldRank { .. }
-            | Barrier(_)
-            | TrapIf { .. }
-            | WorldSize
-            | AllocWindowBuffer
-            | Window(_) => self.check_context_and_host(op)?,
-            Put { .. }
-            | Get { .. }
-            | RemoteLoad { .. }
-            | RemoteStore { .. }
-            | Notify { .. }
-            | Wait { .. } => self.check_remote_and_signals(op)?,
-            Tile(t, args) => {
-                let tys: Vec<&Type> = args.iter().map(|&a| self.ty(a)).collect();
-                let Some(r) = op.result else {
-                    return self.fail(op, "a tile op must define a result");
-                };
-                let rt = self.ty(r);
-                match t.infer(&tys, rt.shape(), rt.dtype()) {
-                    Ok(want) if &want == rt => {}
-                    Ok(want) => {
-                        return self.fail(op, format!("result type must be `{want}`, found `{rt}`"))
-                    }
-                    Err(e) => return self.fail(op, e),
-                }
-            }
+        self.before_typing(op)?;
+        let m = self.m;
+        let callee = |n: &str| m.function(n);
+        if let Err(msg) = crate::typing::check(&Typer::new(op, &self.f.values, &callee)) {
+            return self.fail(op, msg);
         }
+        self.after_typing(op)?;
         if let Some(r) = op.result {
             self.define(r);
-            if let Slice { src, .. } | Subview { src, .. } | View { src, .. } = &op.kind {
+            if let OpKind::Slice { src, .. }
+            | OpKind::Subview { src, .. }
+            | OpKind::View { src, .. } = &op.kind
+            {
                 if let Some(&i) = self.roots.get(*src) {
                     self.roots.insert(r, i);
                 }
-            }
-        }
-        Ok(())
-    }
-
-    /// A constant: it fits its result's dtype.
-    fn check_const(&mut self, op: &Op, c: crate::ir::Const) -> Result<()> {
-        let Some(Type::Scalar(d)) = op.result.map(|r| self.ty(r).clone()) else {
-            return self.fail(op, "a constant must define a scalar result");
-        };
-        let ok = match c {
-            crate::ir::Const::Int(_) => d.is_int(),
-            // A float storage constant is the `f32` of a value of its dtype.
-            crate::ir::Const::F32(x) if d.is_narrow_float() => {
-                x.is_nan()
-                    || crate::eval::narrow_float(x as f64, d)
-                        .widen_float()
-                        .to_bits()
-                        == x.to_bits()
-            }
-            crate::ir::Const::F32(_) => d == DType::F32,
-            crate::ir::Const::F64(_) => d == DType::F64,
-            crate::ir::Const::Bool(_) => d == DType::Bool,
-        };
-        if !ok {
-            return self.fail(op, format!("constant `{c}` does not fit dtype `{d}`"));
-        }
-        Ok(())
-    }
-
-    /// Constants, dims and elementwise ops.
-    fn check_scalar(&mut self, op: &Op) -> Result<()> {
-        use OpKind::*;
-        match &op.kind {
-            Const(c) => self.check_const(op, *c)?,
-            Dim(_) => self.expect_result(op, &Type::Scalar(DType::Index))?,
-            Binary(..) | Unary(..) | Fma(..) | Cmp(..) | Select(..) | Math(..) => {
-                self.elementwise(op, None)?
-            }
-            Cast(_) | Bitcast(_) => {
-                let to = self.converts_to(op)?;
-                self.elementwise(op, Some(to))?
-            }
-            other => {
-                return self.fail(
-                    op,
-                    format!(
-                        "internal: `{}` is not checked by `check_scalar`",
-                        other.info().name
-                    ),
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// A reduce-scatter into one row: rank r's `[1, M, ...]` receive buffer gets row r of every
-    /// rank's `[NR, M, ...]` send window, reduced in rank order.
-    fn check_reduce_scatter_rows(
-        &mut self,
-        op: &Op,
-        src: Value,
-        dst: Value,
-        r: crate::ReduceOp,
-    ) -> Result<()> {
-        self.not_host(op, "collective")?;
-        self.writable(op, dst, "the collective")?;
-        let (ss, sd) = self.memory(op, src, "operand 1 (send buffer)")?;
-        let (ds, dd) = self.memory(op, dst, "operand 2 (receive buffer)")?;
-        if sd != dd {
-            return self.fail(op, format!("the receive buffer is `{ds}, {dd}` but the send buffer is `{ss}, {sd}`; give both the same dtype"));
-        }
-        if !matches!(self.ty(src), Type::Window(..)) {
-            return self.fail(op, format!("a reduce-scatter into one row (send buffer `{ss}`, receive buffer `{ds}`) reads row r of every rank's send buffer: make the send buffer a window (`window(buf, shape, dtype)` from the host)"));
-        }
-        self.reduce_op_fits(op, r, sd)
-    }
-
-    /// The reduce op `r` of a reduction collective takes buffers of dtype `d`.
-    fn reduce_op_fits(&mut self, op: &Op, r: crate::ReduceOp, d: DType) -> Result<()> {
-        if !r.accepts(d) {
-            return self.fail(op, if r.logical() {
-                format!("reduce op `{}` needs `bool` buffers, found `{d}`; compare first, or reduce numbers with `max` or `min`", r.name())
-            } else {
-                format!("reduce op `{}` does not fit dtype `bool`; reduce integers or floats (or cast the flags to `i32`)", r.name())
-            });
-        }
-        Ok(())
-    }
-
-    /// Slices, sub-views and the built-in collectives.
-    fn check_views_and_collectives(&mut self, op: &Op) -> Result<()> {
-        use OpKind::*;
-        match &op.kind {
-            Slice { src, .. } => match self.ty(*src) {
-                Type::Tensor(s, d) if s.rank() >= 1 => {
-                    self.expect_result(op, &Type::Tensor(Shape(s.0[1..].to_vec()), *d))?
-                }
-                t => {
-                    return self.fail(
-                        op,
-                        format!("operand 0 must be a tensor of rank >= 1, found `{t}`"),
-                    )
-                }
-            },
-            View { src, offsets } => self.check_view(op, *src, offsets)?,
-            Subview { src, .. } => {
-                let st = self.ty(*src).clone();
-                let rt = op.result.map(|r| self.ty(r).clone());
-                let ok = match (&st, &rt) {
-                    (Type::Tensor(s, d), Some(Type::Tensor(t, e)))
-                    | (Type::Window(s, d), Some(Type::Window(t, e))) => {
-                        d == e
-                            && s.rank() >= 1
-                            && s.rank() == t.rank()
-                            && shapes_compatible(
-                                &Shape(s.0[1..].to_vec()),
-                                &Shape(t.0[1..].to_vec()),
-                            )
-                            && match (s.0[0].as_const(), t.0[0].as_const()) {
-                                (Some(a), Some(b)) => b <= a,
-                                _ => true,
-                            }
-                    }
-                    _ => false,
-                };
-                if !ok {
-                    return self.fail(op, format!("a subview of `{st}` must be a tensor or window of the same dtype and trailing dims, no longer than the source along dim 0"));
-                }
-            }
-            Broadcast { src, dst, .. } => {
-                self.collective_buffers(op, *src, *dst, false)?;
-            }
-            AllGather { ctx, src, dst } if self.ty(*dst).holds_rows_of(self.ty(*src)) => {
-                self.not_host(op, "collective")?;
-                self.writable(op, *dst, "the collective")?;
-                let (ss, sd) = self.memory(op, *src, "operand 1 (send buffer)")?;
-                let (ds, dd) = self.memory(op, *dst, "operand 2 (receive buffer)")?;
-                if sd != dd {
-                    return self.fail(op, format!("the receive buffer is `{ds}, {dd}` but the send buffer is `{ss}, {sd}`; give both the same dtype"));
-                }
-                let window = |v: Value| matches!(self.ty(v), Type::Window(..));
-                if !window(*src) && !window(*dst) {
-                    return self.fail(op, format!("an allgather of rows (send buffer `{ss}`, receive buffer `{ds}`) needs a window on one side: the send buffer (every rank reads each peer's) or the receive buffer (every rank writes its row into each peer's); pass a `window(buf, shape, dtype)` view from the host"));
-                }
-            }
-            AllGather { src, dst, .. } | AllToAll { src, dst, .. } => {
-                let a2a = matches!(op.kind, AllToAll { .. });
-                self.collective_buffers(op, *src, *dst, a2a)?;
-                if a2a && src == dst {
-                    return self.fail(op, "an in-place all_to_all (the same window as send and receive buffer) is not supported: rank r overwrites row q while rank q still reads it; give it a separate receive window");
-                }
-            }
-            ReduceScatter {
-                ctx,
-                src,
-                dst,
-                op: r,
-            } if self.ty(*src).holds_rows_of(self.ty(*dst)) => {
-                self.check_reduce_scatter_rows(op, *src, *dst, *r)?
-            }
-            ReduceScatter {
-                src, dst, op: r, ..
-            }
-            | AllReduce {
-                src, dst, op: r, ..
-            } => {
-                let d = self.collective_buffers(op, *src, *dst, false)?;
-                self.reduce_op_fits(op, *r, d)?;
-                if let AllReduce {
-                    mode: crate::ir::AllreduceMode::Mesh,
-                    ..
-                } = op.kind
-                {
-                    if src == dst {
-                        return self.fail(op, "an in-place `mesh` allreduce (the same window as send and receive buffer) is not supported: every rank reads every rank's buffer while each writes its own; use mode `two_phase` or `ring` (both support in place), or a separate receive window");
-                    }
-                }
-                if let AllReduce { mode, .. } = op.kind {
-                    if mode != crate::ir::AllreduceMode::Mesh
-                        && !matches!(self.ty(*dst), Type::Window(..))
-                    {
-                        return self.fail(op, format!("operand 2 (destination) of a `{}` allreduce must be a window (peers read it), found `{}`", mode.name(), self.ty(*dst)));
-                    }
-                }
-            }
-            other => {
-                return self.fail(
-                    op,
-                    format!(
-                        "internal: `{}` is not checked by `check_views_and_collectives`",
-                        other.info().name
-                    ),
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// Element and tile reads and writes.
-    fn check_memory(&mut self, op: &Op) -> Result<()> {
-        use OpKind::*;
-        match &op.kind {
-            Elem { src, indices } => {
-                let (s, d) = self.memory(op, *src, "operand 0 (source)")?;
-                self.offsets(op, indices, s.rank(), "the source")?;
-                self.expect_result(op, &Type::Scalar(d))?;
-            }
-            SetElem {
-                value,
-                dst,
-                indices,
-            } => {
-                self.writable(op, *dst, "the element assignment")?;
-                let (s, d) = self.memory(op, *dst, "operand 1 (destination)")?;
-                self.offsets(op, indices, s.rank(), "the destination")?;
-                self.scalar(op, *value, "0 (value)", Some(d))?;
-            }
-            LocalArray => match op.result.map(|r| self.ty(r)) {
-                Some(Type::Tensor(s, _)) if s.rank() == 1 => {}
-                Some(t) => {
-                    return self.fail(
-                        op,
-                        format!("result must be a tensor of rank 1 (`[T; N]`), found `{t}`"),
-                    )
-                }
-                None => return self.fail(op, "local_array must define a result"),
-            },
-            Load { src, offsets } => {
-                let (s, d) = self.memory(op, *src, "operand 0 (source)")?;
-                self.offsets(op, offsets, s.rank(), "the source")?;
-                match op.result.map(|r| self.ty(r)) {
-                    Some(Type::Tile(ts, td)) if ts.rank() == s.rank() && *td == d => {}
-                    Some(t) => {
-                        return self.fail(
-                            op,
-                            format!(
-                                "result must be a tile of rank {} and dtype `{d}`, found `{t}`",
-                                s.rank()
-                            ),
-                        )
-                    }
-                    None => return self.fail(op, "load must define a result"),
-                }
-            }
-            Store {
-                value,
-                dst,
-                offsets,
-            } => {
-                self.writable(op, *dst, "the store")?;
-                let (s, d) = self.memory(op, *dst, "operand 1 (destination)")?;
-                self.offsets(op, offsets, s.rank(), "the destination")?;
-                match self.ty(*value) {
-                    Type::Tile(ts, td) if ts.rank() == s.rank() && *td == d => {}
-                    t => return self.fail(op, format!("operand 0 (value) must be a tile of rank {} and dtype `{d}`, found `{t}`", s.rank())),
-                }
-            }
-            other => {
-                return self.fail(
-                    op,
-                    format!(
-                        "internal: `{}` is not checked by `check_memory`",
-                        other.info().name
-                    ),
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// Variables, loops, branches, calls and dispatches.
-    fn check_control(&mut self, op: &Op) -> Result<()> {
-        use OpKind::*;
-        match &op.kind {
-            Var(init) => {
-                let t = self.ty(*init).clone();
-                if !matches!(t, Type::Tile(..)) {
-                    self.scalar(op, *init, "0 (initial value)", None)?;
-                }
-                self.expect_result(op, &Type::Ref(Box::new(t)))?;
-            }
-            Read(v) => match self.ty(*v).clone() {
-                Type::Ref(t) => self.expect_result(op, &t)?,
-                t => return self.fail(op, format!("operand 0 must be a variable, found `{t}`")),
-            },
-            Write(v, x) => match self.ty(*v).clone() {
-                Type::Ref(t) => match *t {
-                    Type::Scalar(d) => {
-                        self.scalar(op, *x, "1 (value)", Some(d))?;
-                    }
-                    t => {
-                        if *self.ty(*x) != t {
-                            return self.fail(op, format!("operand 1 (value) must be a `{t}` (the variable's type), found `{}`", self.ty(*x)));
-                        }
-                    }
-                },
-                t => return self.fail(op, format!("operand 0 must be a variable, found `{t}`")),
-            },
-            For { var, body, .. } => {
-                if *self.ty(*var) != Type::Scalar(DType::Index) {
-                    return self.fail(op, "the loop variable must be an `index`");
-                }
-                self.scopes.push(HashSet::from([*var]));
-                self.block(body)?;
-                self.scopes.pop();
-            }
-            While { flag, cap, body } => {
-                let bool_var = Type::Ref(Box::new(Type::Scalar(DType::Bool)));
-                if *self.ty(*flag) != bool_var {
-                    return self.fail(
-                        op,
-                        format!(
-                            "operand 0 (`flag`) must be a `bool` variable (`var`), found `{}`",
-                            self.ty(*flag)
-                        ),
-                    );
-                }
-                if *cap == 0 {
-                    return self.fail(op, "a `while` loop's cap is at least 1 turn");
-                }
-                self.block(body)?;
-            }
-            If {
-                then_body,
-                else_body,
-                ..
-            } => {
-                self.block(then_body)?;
-                self.block(else_body)?;
-            }
-            Call { callee, args } => {
-                self.not_host(op, "call")?;
-                let c = match self.m.function(callee) {
-                    Some(c) if c.level == Level::Sample => c,
-                    _ => self.callee(op, callee, Level::Compute)?,
-                };
-                self.args(op, c, args, false)?;
-            }
-            Dispatch { callee, args, .. } => {
-                self.host_only(op, "dispatch")?;
-                let c = self.callee(op, callee, Level::Device)?;
-                self.args(op, c, args, true)?;
-            }
-            other => {
-                return self.fail(
-                    op,
-                    format!(
-                        "internal: `{}` is not checked by `check_control`",
-                        other.info().name
-                    ),
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// Rank, world size, barrier and the host's window ops.
-    fn check_context_and_host(&mut self, op: &Op) -> Result<()> {
-        use OpKind::*;
-        match &op.kind {
-            // The context operand is checked by its declaration (`val as ctx`).
-            Rank(_) | NRanks(_) | WorldRank { .. } => {
-                self.expect_result(op, &Type::Scalar(DType::Index))?
-            }
-            Group { grid, axis, .. } => {
-                if *axis as usize >= grid.len() {
-                    return self.fail(op, format!("the group's axis is {axis} but its grid has {} axes; name an axis from 0 to {}", grid.len(), grid.len().saturating_sub(1)));
-                }
-                self.expect_result(op, &Type::Ctx)?;
-            }
-            // The operands are checked by the declaration (`val as ctx`, `val as index`).
-            Split { .. } => self.expect_result(op, &Type::Ctx)?,
-            // The operands are checked by the declaration (`val as bool`, `val as index`).
-            Barrier(_) | TrapIf { .. } => {}
-            WorldSize => {
-                self.host_only(op, "world_size()")?;
-                self.expect_result(op, &Type::Scalar(DType::Index))?;
-            }
-            AllocWindowBuffer => {
-                self.host_only(op, "alloc_window_buffer")?;
-                match op.result.map(|r| self.ty(r)) {
-                    Some(Type::WinBuf(..)) => {}
-                    _ => return self.fail(op, "alloc_window_buffer must define a `winbuf` result"),
-                }
-            }
-            Window(b) => {
-                self.host_only(op, "window")?;
-                let Type::WinBuf(bs, bd) = self.ty(*b).clone() else {
-                    return self.fail(op, format!("operand 0 must be a window buffer from `alloc_window_buffer`, found `{}`", self.ty(*b)));
-                };
-                match op.result.map(|r| self.ty(r)) {
-                    Some(Type::Window(s, d)) => {
-                        if *d != bd || !shapes_compatible(s, &bs) {
-                            return self.fail(op, format!("window viewed as `{s}, {d}` but the buffer was allocated as `{bs}, {bd}`; view it with the allocation's shape and dtype"));
-                        }
-                    }
-                    _ => return self.fail(op, "window must define a `window` result"),
-                }
-            }
-            other => {
-                return self.fail(
-                    op,
-                    format!(
-                        "internal: `{}` is not checked by `check_context_and_host`",
-                        other.info().name
-                    ),
-                );
             }
         }
         Ok(())
@@ -1003,6 +504,48 @@ fn check_arena(f: &Function) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    /// One rule, two users: the builder refuses an op that its typing rule refuses as it
+    /// builds it (the builder has no check of its own for a stored tile's dtype), and the
+    /// verifier refuses the same op read from text, in the same words.
+    #[test]
+    fn the_builder_and_the_verifier_apply_one_typing_rule() {
+        use crate::builder::ModuleBuilder;
+        use crate::error::IrError;
+        use crate::ir::Level;
+        use crate::types::{DType, Dim, Shape, Type};
+        let rule =
+            "operand 0 (value) must be a tile of rank 1 and dtype `f32`, found `tile<[4], f64>`";
+        let mut m = ModuleBuilder::new();
+        let built = m.define("k", Level::Device, |fb| {
+            let x = fb.param(
+                "x",
+                Type::Tensor(Shape(vec![Dim::Const(4)]), DType::F64),
+                false,
+            );
+            let y = fb.param(
+                "y",
+                Type::Tensor(Shape(vec![Dim::Const(4)]), DType::F32),
+                true,
+            );
+            let t = fb.load(x, vec![0usize.into()], vec![Dim::Const(4)])?;
+            fb.store(y, vec![0usize.into()], t)
+        });
+        match built {
+            Err(IrError::Build { function, message }) => {
+                assert_eq!(function, "k");
+                assert!(
+                    message.starts_with(&format!("`store`: {rule}")),
+                    "{message}"
+                );
+            }
+            other => panic!("expected the builder to refuse the store, got {other:?}"),
+        }
+        let text = "device @k(%0 x: tensor<[4], f64>, out %1 y: tensor<[4], f32>) {\n  %2 = const 0 : index\n  %3 = load %0[%2] : tile<[4], f64>\n  store %3, %1[%2]\n}\n";
+        let parsed = crate::parse_module(text).expect("the text parses");
+        let e = super::verify_module(&parsed).expect_err("the verifier refuses the store");
+        assert!(e.to_string().contains(rule), "{e}");
+    }
+
     /// The verifier refuses a body that lists one op twice, or a handle past the arena.
     #[test]
     fn a_handle_listed_twice_or_past_the_arena_is_a_verify_error() {

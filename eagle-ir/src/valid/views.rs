@@ -4,46 +4,8 @@
 use super::V;
 use crate::error::Result;
 use crate::ir::{Op, OpKind, Value};
-use crate::types::Type;
 
 impl V<'_> {
-    /// `view %src[%o0, ..]`: a tensor (or window) of the source's kind, dtype and rank, one
-    /// offset per dim, no longer than the source along any dim whose two extents are known.
-    pub(super) fn check_view(&mut self, op: &Op, src: Value, offsets: &[Value]) -> Result<()> {
-        let st = self.ty(src).clone();
-        let rt = op.result.map(|r| self.ty(r).clone());
-        let (s, t) = match (&st, &rt) {
-            (Type::Tensor(s, d), Some(Type::Tensor(t, e)))
-            | (Type::Window(s, d), Some(Type::Window(t, e)))
-                if d == e && s.rank() == t.rank() && s.rank() >= 1 =>
-            {
-                (s.clone(), t.clone())
-            }
-            _ => {
-                let found = rt.map_or("no result".to_string(), |t| format!("`{t}`"));
-                return self.fail(op, format!("a block view of `{st}` must be a tensor or window of the same dtype and rank, found {found}"));
-            }
-        };
-        if offsets.len() != s.rank() {
-            return self.fail(
-                op,
-                format!(
-                    "a block view of `{st}` takes {} offsets, one per dim, found {}",
-                    s.rank(),
-                    offsets.len()
-                ),
-            );
-        }
-        for (i, (a, b)) in s.0.iter().zip(&t.0).enumerate() {
-            if let (Some(a), Some(b)) = (a.as_const(), b.as_const()) {
-                if b > a || b == 0 {
-                    return self.fail(op, format!("a block view of `{st}` has extent {b} along dim {i}, where the source has {a}; give an extent from 1 to {a}"));
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// A block view, and a slice or sub-view of one, is strided: its rows are parts of the
     /// viewed buffer's rows (unless it takes whole rows of a buffer that is not strided). It is read and written by element and tile accesses and viewed
     /// further, and nothing else takes it (a collective, `put`/`get` or a call copies a

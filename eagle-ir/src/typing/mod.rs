@@ -1,9 +1,13 @@
-//! The typing rules of the elementwise ops, written once: which operands each op takes and
-//! what it defines. The builder applies them as it builds an op (so a kernel's mistake is an
-//! [`crate::IrError::Build`] at its source line before the op exists) and the verifier as it
-//! checks one (IR read from text, or written by a pass); both print the same message.
+//! The typing rules of every op, written once: which operands each op takes and what it
+//! defines. Each op's declaration (`op_kinds!` in `crate::ir`) names its rule in a
+//! `typed |t| ...` clause; [`check`] is made from those clauses (`op_typing!`) and runs the
+//! rule over a [`Typer`]. The builder applies it to every op it builds (so a kernel's mistake
+//! is an [`crate::IrError::Build`] at its source line) and the verifier to every op it checks
+//! (IR read from text, or written by a pass); both print the same message. The rules are
+//! [`Typer`]'s methods: `rules.rs` (memory, views, collectives, control flow, communication),
+//! [`crate::TileOp::infer`] (tile ops) and [`result_type`] (the elementwise ops, below).
 //!
-//! The rules (Rust's, for the operators a kernel writes):
+//! The elementwise rules (Rust's, for the operators a kernel writes):
 //! - every operand is a scalar or a tile; tiles have one shape (the builder broadcasts them
 //!   first), and a scalar goes with any tile;
 //! - the operands have one dtype (a `select`'s two values; a math function's operands after
@@ -16,7 +20,10 @@
 //! - the result has the operands' shape and dtype, `bool` for a comparison and the target
 //!   dtype for a conversion.
 
-use crate::ir::{BinOp, CmpOp, Elementwise, MathFn, OpKind, UnOp, Value};
+mod rules;
+
+use crate::entity::PrimaryMap;
+use crate::ir::{BinOp, CmpOp, Elementwise, Function, MathFn, Op, OpKind, ReduceOp, UnOp, Value};
 use crate::types::{DType, Dim, Shape, Type};
 
 /// The type elementwise op `kind` defines (a primitive elementwise op, [`OpKind::as_elementwise`],
@@ -257,6 +264,200 @@ fn one_dtype(ds: &[DType], first: usize) -> Result<DType, String> {
         )),
     }
 }
+
+/// Whether an argument of type `a` may bind a parameter of type `p`.
+pub(crate) fn types_compatible(a: &Type, p: &Type) -> bool {
+    match (a, p) {
+        (Type::Tensor(s, d), Type::Tensor(t, e))
+        | (Type::Window(s, d), Type::Window(t, e))
+        | (Type::Tile(s, d), Type::Tile(t, e)) => d == e && shapes_compatible(s, t),
+        _ => a == p,
+    }
+}
+
+/// What an op's typing rule reads: the op, the types of its function's values, and the
+/// module's functions (a call's callee). The verifier makes one per op it checks; the builder
+/// one per op it builds.
+pub struct Typer<'a> {
+    /// The op whose types are checked.
+    pub op: &'a Op,
+    values: &'a PrimaryMap<Value, Type>,
+    callee: &'a dyn Fn(&str) -> Option<&'a Function>,
+}
+
+impl<'a> Typer<'a> {
+    /// A typer of `op`, whose values (and result) have the types in `values`; `callee` finds a
+    /// function of the module by name.
+    pub fn new(
+        op: &'a Op,
+        values: &'a PrimaryMap<Value, Type>,
+        callee: &'a dyn Fn(&str) -> Option<&'a Function>,
+    ) -> Typer<'a> {
+        Typer { op, values, callee }
+    }
+
+    /// The type of value `v`.
+    pub fn ty(&self, v: Value) -> &'a Type {
+        &self.values[v]
+    }
+
+    /// The type of the op's result, if it defines one.
+    pub fn result(&self) -> Option<&'a Type> {
+        self.op.result.map(|r| self.ty(r))
+    }
+
+    /// The op defines a result of type `ty`.
+    ///
+    /// # Errors
+    /// The message naming the type wanted and found.
+    pub fn expect_result(&self, ty: &Type) -> Result<(), String> {
+        match self.result() {
+            Some(t) if t == ty => Ok(()),
+            Some(t) => Err(format!("result type must be `{ty}`, found `{t}`")),
+            None => Err(format!("op must define a result of type `{ty}`")),
+        }
+    }
+
+    /// Operand `what` (`v`) is a scalar (of dtype `want`, when given); returns its dtype.
+    ///
+    /// # Errors
+    /// The message naming the operand, what it must be, what it is, and the conversion that
+    /// fixes a number of another dtype.
+    pub fn scalar(&self, v: Value, what: &str, want: Option<DType>) -> Result<DType, String> {
+        match self.ty(v) {
+            Type::Scalar(d) if want.is_none_or(|w| w == *d) => Ok(*d),
+            t => {
+                // A number of another dtype (a loop variable is `usize`): say how to convert.
+                let fix = match (t, want) {
+                    (Type::Scalar(d), Some(w)) if *d != DType::Bool && w != DType::Bool => {
+                        format!("; convert it with `as {}`", w.rust_name())
+                    }
+                    _ => String::new(),
+                };
+                Err(format!(
+                    "operand {what} must be {}, found `{t}`{fix}",
+                    want.map(|w| format!("an `{}` scalar", w.name()))
+                        .unwrap_or_else(|| "a scalar".into())
+                ))
+            }
+        }
+    }
+
+    /// One offset (index) per dim of a buffer of rank `rank` (`what` names the buffer).
+    fn offsets(&self, offsets: &[Value], rank: usize, what: &str) -> Result<(), String> {
+        if offsets.len() != rank {
+            return Err(format!(
+                "{what} has rank {rank} but {} offset(s) were given; give one offset per dim",
+                offsets.len()
+            ));
+        }
+        // Each is an `index`: the declaration says so (`vals as index`).
+        Ok(())
+    }
+
+    /// Operand `what` (`v`) is a window; its shape and dtype.
+    fn window(&self, v: Value, what: &str) -> Result<(Shape, DType), String> {
+        match self.ty(v) {
+            Type::Window(s, d) => Ok((s.clone(), *d)),
+            t => Err(format!("{what} must be a window, found `{t}`; pass a `window(buf, shape, dtype)` view from the host")),
+        }
+    }
+
+    /// Operand `what` (`v`) is a tensor or a window; its shape and dtype.
+    fn memory(&self, v: Value, what: &str) -> Result<(Shape, DType), String> {
+        match self.ty(v) {
+            Type::Window(s, d) | Type::Tensor(s, d) => Ok((s.clone(), *d)),
+            t => Err(format!("{what} must be a tensor or window, found `{t}`")),
+        }
+    }
+
+    /// The send window and receive buffer of a collective: one shape and dtype, rank 1 or
+    /// more (2 or more for `rows`: one row per rank); returns the dtype.
+    fn collective_buffers(&self, src: Value, dst: Value, rows: bool) -> Result<DType, String> {
+        let (ss, sd) = self.window(src, "operand 1 (send buffer)")?;
+        let (ds, dd) = self.memory(dst, "operand 2 (receive buffer)")?;
+        let want_rank = if rows { 2 } else { 1 };
+        if ss.rank() < want_rank {
+            return Err(format!(
+                "the send buffer must have rank {want_rank} or more{}, found shape {ss}",
+                if rows {
+                    " ([P, M, ...]: one row per rank)"
+                } else {
+                    " (chunked along dim 0)"
+                }
+            ));
+        }
+        if sd != dd || !shapes_compatible(&ss, &ds) {
+            return Err(format!("the receive buffer is `{ds}, {dd}` but the send buffer is `{ss}, {sd}`; give both the same shape and dtype"));
+        }
+        Ok(sd)
+    }
+
+    /// The reduce op `r` of a reduction collective takes buffers of dtype `d`.
+    fn reduce_op_fits(&self, r: ReduceOp, d: DType) -> Result<(), String> {
+        if !r.accepts(d) {
+            return Err(if r.logical() {
+                format!("reduce op `{}` needs `bool` buffers, found `{d}`; compare first, or reduce numbers with `max` or `min`", r.name())
+            } else {
+                format!("reduce op `{}` does not fit dtype `bool`; reduce integers or floats (or cast the flags to `i32`)", r.name())
+            });
+        }
+        Ok(())
+    }
+
+    /// An elementwise op: the typing rule ([`result_type`]) on its operands, and the result
+    /// it defines; `to` is a conversion's target dtype (`None` for the other ops).
+    fn elementwise(&self, to: Option<DType>) -> Result<(), String> {
+        match result_type(&self.op.kind, |v| self.ty(v), to) {
+            Some(Ok(t)) => self.expect_result(&t),
+            Some(Err(m)) => Err(m),
+            None => Err(
+                "internal: not an elementwise op, or a conversion without its target dtype".into(),
+            ),
+        }
+    }
+
+    /// The dtype of the result of a conversion (`cast`, `bitcast`).
+    fn converts_to(&self) -> Result<DType, String> {
+        match self.result() {
+            None => Err(format!(
+                "`{}` must define a result",
+                self.op.kind.info().name
+            )),
+            Some(Type::Scalar(d) | Type::Tile(_, d)) => Ok(*d),
+            Some(t) => Err(format!(
+                "a conversion's result must be a scalar or tile, found `{t}`"
+            )),
+        }
+    }
+}
+
+/// Defines [`check`] from the op declarations' `typed` clauses (`crate::ir::op_typing`).
+macro_rules! typing_rules {
+    ($( $name:ident { $($key:tt : $b:ident),* } |$t:ident| $typing:expr; )*) => {
+        /// Checks `typer`'s op against the typing rule its declaration names (the
+        /// `typed |t| ...` clause of `crate::ir`'s `op_kinds!`): what each operand must be and
+        /// what the op defines. The verifier runs it on every op; the builder on every op it
+        /// builds. (What an operand's declaration says, `val as index` and the like, is
+        /// checked before, from `OpKind::for_each_want`; scopes, levels and which buffers may
+        /// be written are the verifier's.)
+        ///
+        /// # Errors
+        /// The message naming the operand at fault, what was expected, what was found and the
+        /// fix (without the op and its location, which the caller adds).
+        #[allow(unused_variables)]
+        pub fn check(typer: &Typer<'_>) -> Result<(), String> {
+            match &typer.op.kind {
+                $(OpKind::$name { $($key: $b),* } => {
+                    let $t = typer;
+                    $typing
+                })*
+            }
+        }
+    };
+}
+
+crate::ir::op_typing!(typing_rules);
 
 #[cfg(test)]
 mod tests {
