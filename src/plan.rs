@@ -885,11 +885,11 @@ impl Plan {
         unsafe { self.execute(&art, device, n, &bufs) }
     }
 
-    /// Hands the run to the runtime ([`eagle_runtime::plan::run`]): the compiled `art`,
+    /// Hands the run to the runtime ([`eagle_runtime::run_plan`]): the compiled `art`,
     /// GPU `device`, samples `0..n`, the plane buffers `bufs` in parameter order.
     ///
     /// # Safety
-    /// As [`eagle_runtime::plan::run`]: each buffer live, `bytes` long, and untouched by
+    /// As [`eagle_runtime::run_plan`]: each buffer live, `bytes` long, and untouched by
     /// anything else during the call.
     unsafe fn execute(
         &self,
@@ -933,7 +933,7 @@ impl Plan {
             kernel_error: &kernel_error,
         };
         // SAFETY: the caller's.
-        unsafe { eagle_runtime::plan::run(&run, bufs) }.map_err(from_runtime)
+        unsafe { eagle_runtime::run_plan(&run, bufs) }.map_err(from_runtime)
     }
 
     /// `e` from compiled entry `entry` of the plan, as the user sees it: naming the sample

@@ -421,7 +421,7 @@ pub fn run_with(
     it.block(&f.body)?;
     let t0 = Instant::now();
     let Interp { windows, jobs, .. } = it;
-    crate::exec::select(opts)?
+    crate::executor::select(opts)?
         .run(Launch {
             art,
             args,

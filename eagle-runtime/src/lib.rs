@@ -11,6 +11,7 @@
 pub mod agree;
 mod error;
 mod exec;
+mod executor;
 mod fp8;
 mod host;
 mod job;
@@ -30,6 +31,7 @@ pub(crate) use exec::sim::race;
 
 pub use error::{Cause, RuntimeError};
 pub use exec::sim::launch::EntryCaller;
+pub use executor::run_plan;
 pub use fp8::{to_f8, Float8, E8M0, F8E4M3, F8E5M2};
 pub use host::{run, run_with};
 pub use job::{Arg, RunReport, ScalarArg};

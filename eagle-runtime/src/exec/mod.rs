@@ -15,14 +15,13 @@ pub mod mpi;
 pub(crate) mod sim;
 pub(crate) mod traced;
 
-use crate::error::RuntimeError;
-use crate::job::{Arg, Job, RunReport};
+use crate::job::{Arg, Job};
 use crate::options::RunOptions;
 use eagle_codegen::Artifact;
 use std::time::Instant;
 
 /// One launch as the host interpreter leaves it: the dispatches of every rank, in order, and
-/// the windows to allocate, for an executor to run.
+/// the windows to allocate, for an executor (`crate::executor::Executor`) to run.
 pub(crate) struct Launch<'l, 'a> {
     /// The compiled program.
     pub art: &'l Artifact,
@@ -38,39 +37,6 @@ pub(crate) struct Launch<'l, 'a> {
     pub opts: &'l RunOptions,
     /// When the launch started (the report's run time counts from it).
     pub t0: Instant,
-}
-
-/// Where a launch runs: `sim`/`cpu` in this process ([`sim::launch::Sim`]), one rank of an MPI
-/// job (`mpi::launch::Mpi`), or NVIDIA GPUs or their emulation (`cuda::Cuda`).
-pub(crate) trait Executor {
-    /// Runs every dispatch of the launch and copies the outputs back into `launch.args`.
-    ///
-    /// # Errors
-    /// [`RuntimeError::RankFailed`] with the first failing rank's error,
-    /// [`RuntimeError::Deadlock`], and the executor's own errors (devices, MPI agreement).
-    fn run(&self, launch: Launch<'_, '_>) -> Result<RunReport, RuntimeError>;
-}
-
-/// The executor of a run with `opts` in this process: CUDA when the platform is `cuda`, MPI
-/// when this process is a rank of an MPI job, the in-process one otherwise.
-///
-/// # Errors
-/// [`RuntimeError::PlatformUnavailable`] for `cuda` in a build without the `cuda` feature.
-pub(crate) fn select(opts: &RunOptions) -> Result<&'static dyn Executor, RuntimeError> {
-    if opts.platform == crate::Platform::Cuda {
-        #[cfg(feature = "cuda")]
-        return Ok(&cuda::Cuda);
-        #[cfg(not(feature = "cuda"))]
-        return Err(RuntimeError::PlatformUnavailable {
-            platform: "cuda".into(),
-            reason: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
-        });
-    }
-    #[cfg(feature = "mpi")]
-    if mpi::active() {
-        return Ok(&mpi::launch::Mpi);
-    }
-    Ok(&sim::launch::Sim)
 }
 
 /// The one bounds rule of every transport's window hooks: `peer` is a rank of a world of `p`,

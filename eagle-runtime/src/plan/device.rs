@@ -13,7 +13,7 @@ use std::ops::Range;
 type Result<T> = std::result::Result<T, RuntimeError>;
 
 /// Where a share runs.
-pub(super) trait Device: Sync {
+pub(crate) trait Device: Sync {
     /// Runs samples `lo..hi` for `rank` with the plane buffers at `bufs` (per-rank copies of
     /// the outputs under `RankPartition`). A failure names the rank, the sample kernel (not its
     /// internal wrapper) and the samples that were running.
@@ -34,7 +34,7 @@ pub(super) trait Device: Sync {
 /// The buffers a mapreduce's rows are formed with: output `outs[k]`'s partial of each row
 /// goes to row-partial buffer `partials[k]` (`ident[k]` bytes a row, every row at the
 /// identity before); `base` holds the plane buffers.
-pub(super) struct RowBufs<'a> {
+pub(crate) struct RowBufs<'a> {
     /// The plane buffers, in parameter order.
     pub base: &'a [Ptr],
     /// The reduction outputs' parameter indices.

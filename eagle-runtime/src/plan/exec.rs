@@ -2,7 +2,7 @@
 //! samples or rows, `RankPartition`'s ranks through [`super::ranks`]), each share on its
 //! [`super::device`] (the CPU or a GPU), and folds mapreduce partials in row order.
 
-use super::device::{Cpu, Device, Gpu, RowBufs};
+use super::device::{Device, RowBufs};
 use super::{fold, identity, Order, Partition, PlanRun, Ptr, Structure, ROW};
 use crate::error::RuntimeError;
 use eagle_ir::ReduceKind;
@@ -10,26 +10,24 @@ use std::ops::Range;
 
 type Result<T> = std::result::Result<T, RuntimeError>;
 
-pub(super) struct Exec<'r> {
+pub(crate) struct Exec<'r> {
     pub(super) run: &'r PlanRun<'r>,
     /// Bytes of each plane buffer, in parameter order (copies and partials have the same size).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(super) sizes: Vec<usize>,
+    /// The executor's decisions: where each share runs, which ranks are here.
+    pub(super) roles: &'r (dyn super::Roles + Sync),
 }
 
 impl Exec<'_> {
-    /// Where the share of `rank` runs: the GPU for a `DeviceKernel` share on platform
-    /// `cuda`, the CPU otherwise.
+    /// Where the share of `rank` runs: as the executor says for the share's structure (the
+    /// plan's, or its `inner` one under `RankPartition`).
     fn device(&self, _rank: usize) -> &'static dyn Device {
         let s = match self.run.structure {
             Structure::RankPartition => self.run.inner,
             s => s,
         };
-        if s == Structure::DeviceKernel && self.run.cuda {
-            &Gpu
-        } else {
-            &Cpu
-        }
+        self.roles.share_device(s)
     }
 
     /// Runs `units` (samples or rows) through `structure` with `threads` workers: contiguous
@@ -102,7 +100,7 @@ impl Exec<'_> {
         }
         // Each simulated rank computes its block into its own copy of the outputs (NaN
         // sentinel elsewhere); the gather assembles every rank's block.
-        let ranks = super::ranks::of(self.run.ranks)?;
+        let ranks = self.roles.ranks(self.run.ranks)?;
         let (mine, r) = ranks.mine();
         let part = Partition::new(self.run.n, r);
         let outs: Vec<usize> = (0..self.run.planes.len())
@@ -197,7 +195,7 @@ impl Exec<'_> {
         if self.run.structure == Structure::RankPartition {
             // Rows are dealt to ranks whole; each rank forms the partials of its rows through
             // `inner`; allgather_fold then collects every row's partial.
-            let ranks = super::ranks::of(self.run.ranks)?;
+            let ranks = self.roles.ranks(self.run.ranks)?;
             let (mine, r) = ranks.mine();
             let part = Partition::new(rows, r);
             for &rank in &mine {

@@ -1,5 +1,6 @@
 //! Running an execution plan's samples: the runtime half of `eagle::plan` (the facade builds
-//! the plan, its wrappers and its artifact, binds the planes and hands over a [`PlanRun`]).
+//! the plan, its wrappers and its artifact, binds the planes and hands over a [`PlanRun`] to
+//! `crate::executor::run_plan`, which runs it here through its executor's [`Roles`]).
 //!
 //! A plan runs its sample kernel's wrapper (`__plan_<kernel>(lo, hi, planes...)`) over
 //! samples `0..n` through a [`Structure`]:
@@ -22,8 +23,10 @@ mod fold;
 mod gather;
 mod ranks;
 
+pub(crate) use device::Device;
 pub use fold::{combine, fold, identity};
 pub use gather::{agree_before_gather, allgather_plane_into, partition_facts};
+pub(crate) use ranks::Ranks;
 
 use crate::error::RuntimeError;
 use eagle_codegen::Artifact;
@@ -164,22 +167,55 @@ pub struct Ptr(pub u64);
 unsafe impl Send for Ptr {}
 unsafe impl Sync for Ptr {}
 
-/// Runs `run` on the plane buffers `bufs` (address and bytes, in parameter order; a
-/// uniform's address is its bits and its bytes 0): every output holds the whole result
-/// afterwards (on every rank, under `RankPartition`).
+/// What an executor ([`crate::executor::Executor`]) decides of a plan: where a share of
+/// samples (or rows) runs, and which ranks of a `RankPartition` this process computes and how
+/// their shares meet. The defaults are the CPU and [`ranks::of`] (simulated ranks in this
+/// process, else the MPI world); the CUDA executor runs `DeviceKernel` shares on the GPU.
+pub(crate) trait Roles: Sync {
+    /// Where a share of `structure` (the plan's, or its `inner` under `RankPartition`) runs.
+    fn share_device(&self, structure: Structure) -> &'static dyn Device {
+        let _ = structure;
+        cpu()
+    }
+
+    /// The ranks of a `RankPartition` plan: `simulated` ranks in this process when given,
+    /// else the MPI world.
+    ///
+    /// # Errors
+    /// As [`ranks::of`].
+    fn ranks(&self, simulated: Option<usize>) -> Result<Box<dyn Ranks>, RuntimeError> {
+        ranks::of(simulated)
+    }
+}
+
+/// The CPU device (the compiled entries).
+pub(crate) fn cpu() -> &'static dyn Device {
+    &device::Cpu
+}
+
+/// The GPU device (the CUDA entries, or the emulation).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn gpu() -> &'static dyn Device {
+    &device::Gpu
+}
+
+/// Runs `run` on the plane buffers `bufs` through the executor's `roles`
+/// ([`crate::executor::run_plan`], which picks them).
 ///
 /// # Safety
-/// Each buffer must be live, `bytes` long, and not touched by anything else for the duration
-/// of the call: outputs are written through their addresses from worker threads.
+/// As [`crate::executor::run_plan`].
 ///
 /// # Errors
-/// [`RuntimeError::Plan`] for a structure the build cannot run (no `mpi` feature, too many
-/// simulated ranks), [`RuntimeError::PlatformUnavailable`] for a GPU share without the `cuda`
-/// feature, and the run-time errors of the compiled entries (as `kernel_error` names them).
-pub unsafe fn run(run: &PlanRun<'_>, bufs: &[(Ptr, usize)]) -> Result<(), RuntimeError> {
+/// As [`crate::executor::run_plan`].
+pub(crate) unsafe fn run_with(
+    run: &PlanRun<'_>,
+    bufs: &[(Ptr, usize)],
+    roles: &dyn Roles,
+) -> Result<(), RuntimeError> {
     let exec = exec::Exec {
         run,
         sizes: bufs.iter().map(|b| b.1).collect(),
+        roles,
     };
     match run.order {
         Order::Mapreduce(kind) => exec.mapreduce(kind, bufs),

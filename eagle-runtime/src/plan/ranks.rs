@@ -11,7 +11,7 @@ type Result<T> = std::result::Result<T, RuntimeError>;
 
 /// The ranks of a `RankPartition` plan: which this process computes, and how each rank's
 /// share reaches every rank.
-pub(super) trait Ranks {
+pub(crate) trait Ranks {
     /// The ranks this process computes, and the world size.
     fn mine(&self) -> (Vec<usize>, usize);
 

@@ -670,8 +670,9 @@ fn check_atomic_signals(code: &CudaCode, devices: &[usize]) -> Result<(), Runtim
 /// The CUDA executor (GPUs, or the emulation with `cuda_emulate`): [`run`].
 pub(crate) struct Cuda;
 
-impl crate::exec::Executor for Cuda {
-    fn run(&self, l: crate::exec::Launch<'_, '_>) -> Result<RunReport, RuntimeError> {
+impl Cuda {
+    /// Runs the launch on GPUs or the emulation ([`crate::executor::Executor::run`]).
+    pub(crate) fn run(&self, l: crate::exec::Launch<'_, '_>) -> Result<RunReport, RuntimeError> {
         run(l.art, l.args, l.p, l.jobs, l.windows, l.opts)
     }
 }

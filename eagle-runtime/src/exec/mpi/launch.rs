@@ -2,7 +2,7 @@
 //! with MPI-3 RMA windows, then the ranks exchange the output slices they wrote.
 
 use crate::error::{Cause, RuntimeError};
-use crate::exec::{Executor, Launch};
+use crate::exec::Launch;
 use crate::job::{dispatch_span, forward_host, Arg, JobArg, RunReport};
 use crate::mpi_rt;
 
@@ -10,8 +10,9 @@ use crate::mpi_rt;
 /// ranks exchange the output slices they wrote so that every rank holds the whole output.
 pub(crate) struct Mpi;
 
-impl Executor for Mpi {
-    fn run(&self, launch: Launch<'_, '_>) -> Result<RunReport, RuntimeError> {
+impl Mpi {
+    /// Runs this rank's dispatches and exchanges the outputs ([`crate::executor::Executor::run`]).
+    pub(crate) fn run(&self, launch: Launch<'_, '_>) -> Result<RunReport, RuntimeError> {
         run_mpi(launch)
     }
 }

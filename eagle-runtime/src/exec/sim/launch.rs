@@ -4,7 +4,7 @@
 //! one-rank world (what an execution plan runs per share of samples).
 
 use crate::error::{Cause, RuntimeError};
-use crate::exec::{Executor, Launch};
+use crate::exec::Launch;
 use crate::job::{dispatch_span, forward_host, Arg, Job, JobArg, RunReport};
 use crate::options::RunOptions;
 use crate::sim::{self, Failure, RankEnv, WindowMem, World};
@@ -13,8 +13,9 @@ use eagle_codegen::Artifact;
 /// The in-process executor of platforms `sim` and `cpu`.
 pub(crate) struct Sim;
 
-impl Executor for Sim {
-    fn run(&self, launch: Launch<'_, '_>) -> Result<RunReport, RuntimeError> {
+impl Sim {
+    /// Runs every dispatch of the launch in this process ([`crate::executor::Executor::run`]).
+    pub(crate) fn run(&self, launch: Launch<'_, '_>) -> Result<RunReport, RuntimeError> {
         let Launch {
             art,
             args,
