@@ -562,3 +562,43 @@ fn literals_of_storage_dtypes_are_checked_at_the_line() {
         "{e}"
     );
 }
+
+/// Rows of 256 `bf16` patterns loaded as tiles and widened to `f32` (`as f32`).
+#[eagle::kernel(device)]
+pub fn widen_bf16(ctx: Ctx, x: Tensor<bf16, 256, 256>, y: Out<Tensor<f32, 256, 256>>) {
+    for i in 0..256 {
+        let t = load(x, [i, 0], [1, 256]) as f32;
+        store(y, [i, 0], t);
+    }
+}
+
+#[eagle::host]
+pub fn widen_bf16_host(x: Tensor<bf16, 256, 256>, y: Out<Tensor<f32, 256, 256>>) {
+    widen_bf16(x, y, device = 0);
+}
+
+fn check_bf16_widening(s: &Session) {
+    let pats: Vec<bf16> = (0..=u16::MAX).map(bf16::from_bits).collect();
+    let x = Tensor::from_vec(&[256, 256], pats).unwrap();
+    let mut y = Tensor::<f32>::zeros(&[256, 256]);
+    widen_bf16_host.launch(s, &x, &mut y).unwrap();
+    for (h, v) in y.data().iter().enumerate() {
+        let want = bf16::from_bits(h as u16).to_f32();
+        assert_eq!(v.to_bits(), want.to_bits(), "bf16 {h:#06x}");
+    }
+}
+
+/// A `bf16` load widens in 32-bit lane-wise ops (the pattern shifted into the top half, a NaN
+/// made quiet: `narrow.rs` `decode_bf16`); every one of the 65,536 patterns gives `half`'s
+/// `f32` (which [`decode`] equals), a signalling NaN's payload kept and made quiet.
+#[test]
+fn bf16_loads_widen_to_the_half_value_on_every_pattern() {
+    assert_eq!(bf16::from_bits(0x7f81).to_f32().to_bits(), 0x7fc1_0000);
+    check_bf16_widening(&Session::sim(1).unwrap());
+    check_bf16_widening(&Session::new(eagle::runtime::Platform::Cpu, vec![0]).unwrap());
+    #[cfg(feature = "cuda")]
+    {
+        emulation::cxx();
+        check_bf16_widening(&Session::cuda_emulated(vec![0]).unwrap());
+    }
+}
