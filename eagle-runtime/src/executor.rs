@@ -7,7 +7,8 @@
 //! and an execution plan's shares ([`crate::plan::Roles`]: where a share of samples runs,
 //! the CPU or a GPU, and which ranks of a `RankPartition` this process computes and how their
 //! shares meet). Launches ([`select`]) and plans ([`run_plan`]) pick their executor by the
-//! same rule.
+//! platform; a launch asks whether this process is an MPI rank, a plan only when it is a
+//! `RankPartition` over the MPI world.
 //!
 //! This module sits above `exec` (the executors' machinery) and `plan` (the plan's
 //! structures), which do not name it.
@@ -78,10 +79,7 @@ fn pick(platform_cuda: bool) -> Result<&'static dyn Executor, RuntimeError> {
         #[cfg(feature = "cuda")]
         return Ok(&exec::cuda::Cuda);
         #[cfg(not(feature = "cuda"))]
-        return Err(RuntimeError::PlatformUnavailable {
-            platform: "cuda".into(),
-            reason: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
-        });
+        return Err(no_cuda());
     }
     #[cfg(feature = "mpi")]
     if exec::mpi::active() {
@@ -98,9 +96,60 @@ pub(crate) fn select(opts: &RunOptions) -> Result<&'static dyn Executor, Runtime
     pick(opts.platform == crate::Platform::Cuda)
 }
 
+/// Platform `cuda` in a build without the `cuda` feature, for plans: a launch fails before it
+/// runs (`pick`), and so does a plan's `DeviceKernel` share (on the GPU device, which says
+/// so), while its `HostTeam` shares run on the CPU as on any platform.
+#[cfg(not(feature = "cuda"))]
+struct NoCuda;
+
+/// The error of platform `cuda` in a build without the `cuda` feature.
+#[cfg(not(feature = "cuda"))]
+fn no_cuda() -> RuntimeError {
+    RuntimeError::PlatformUnavailable {
+        platform: "cuda".into(),
+        reason: "this build has no `cuda` feature; rebuild with `--features cuda`".into(),
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+impl Executor for NoCuda {
+    fn run(&self, _: Launch<'_, '_>) -> Result<RunReport, RuntimeError> {
+        Err(no_cuda())
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+impl Roles for NoCuda {
+    fn share_device(&self, structure: plan::Structure) -> &'static dyn plan::Device {
+        if structure == plan::Structure::DeviceKernel {
+            plan::gpu()
+        } else {
+            plan::cpu()
+        }
+    }
+}
+
+/// The executor of plan `run`: as [`pick`] says for its platform, except that only a
+/// `RankPartition` over the MPI world (no simulated ranks) asks whether this process is an
+/// MPI rank (the question starts MPI), and that platform `cuda` without the `cuda` feature
+/// runs what the CPU runs (`NoCuda`).
+fn pick_for_plan(run: &PlanRun<'_>) -> &'static dyn Executor {
+    if run.cuda {
+        #[cfg(feature = "cuda")]
+        return &exec::cuda::Cuda;
+        #[cfg(not(feature = "cuda"))]
+        return &NoCuda;
+    }
+    #[cfg(feature = "mpi")]
+    if run.structure == plan::Structure::RankPartition && run.ranks.is_none() {
+        return &exec::mpi::launch::Mpi;
+    }
+    &exec::sim::launch::Sim
+}
+
 /// Runs `run` on the plane buffers `bufs` (address and bytes, in parameter order; a
 /// uniform's address is its bits and its bytes 0) with the executor of its platform
-/// ([`pick`]): every output holds the whole result afterwards (on every rank, under
+/// ([`pick_for_plan`]): every output holds the whole result afterwards (on every rank, under
 /// `RankPartition`).
 ///
 /// # Safety
@@ -109,11 +158,11 @@ pub(crate) fn select(opts: &RunOptions) -> Result<&'static dyn Executor, Runtime
 ///
 /// # Errors
 /// [`RuntimeError::Plan`] for a structure the build cannot run (no `mpi` feature, too many
-/// simulated ranks), [`RuntimeError::PlatformUnavailable`] for platform `cuda` without the
-/// `cuda` feature, and the run-time errors of the compiled entries (as `kernel_error` names
-/// them).
+/// simulated ranks), [`RuntimeError::PlatformUnavailable`] for a `DeviceKernel` share on
+/// platform `cuda` without the `cuda` feature, and the run-time errors of the compiled
+/// entries (as `kernel_error` names them).
 pub unsafe fn run_plan(run: &PlanRun<'_>, bufs: &[(Ptr, usize)]) -> Result<(), RuntimeError> {
-    let executor = pick(run.cuda)?;
+    let executor = pick_for_plan(run);
     // SAFETY: the caller's contract.
     unsafe { plan::run_with(run, bufs, executor) }
 }

@@ -1,6 +1,6 @@
 //! Host-side execution: argument checking and the host-function interpreter, which turns a
 //! host program into one list of dispatches per rank (a [`Launch`]) for the executor that
-//! [`crate::exec::select`] picks.
+//! [`crate::executor::select`] picks.
 
 use crate::error::{Cause, RuntimeError};
 use crate::exec::Launch;
