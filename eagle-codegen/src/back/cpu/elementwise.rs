@@ -289,8 +289,11 @@ impl Lower<'_, '_> {
             return Some(w);
         }
         let d = self.f.ty(v).dtype()?;
+        // Lanes of the value's own width; of the storage dtypes, the 16-bit ones (their
+        // patterns reach the vector ops only through bitcasts and the integer casts below:
+        // `narrow` computes their arithmetic in the compute dtype).
         let lane = |d: DType| -> Option<u32> {
-            (d != DType::Bool && !d.is_narrow()).then_some(d.size() as u32)
+            (d != DType::Bool && (!d.is_narrow() || d.size() == 2)).then_some(d.size() as u32)
         };
         let w = match self.lazy_ops.get(v) {
             // A leaf: a tile in memory, or a scalar splatted to every lane.
@@ -353,11 +356,19 @@ impl Lower<'_, '_> {
                         (lane(d)? == wx).then_some(wx)?
                     }
                     Elementwise::Cast(x) => {
-                        self.simd_width(x, seen)?;
+                        let wx = self.simd_width(x, seen)?;
                         let from = dt(x)?;
+                        if from == d {
+                            // To its own dtype: the operand's lanes.
+                            seen.insert(v, wx);
+                            return Some(wx);
+                        }
                         let ok = matches!(
                             (from, d),
-                            (DType::F32, DType::F64) | (DType::F64, DType::F32)
+                            (DType::F32, DType::F64)
+                                | (DType::F64, DType::F32)
+                                | (DType::U16, DType::U32)
+                                | (DType::I16, DType::I32)
                         );
                         ok.then_some(d.size() as u32)?
                     }
@@ -449,6 +460,21 @@ impl Lower<'_, '_> {
         // The two kinds whose vector form is not the scalar one lane by lane.
         if let OpKind::Cast(x) = &op.kind {
             let wx = widths.get(x).copied().unwrap_or(8);
+            let from = self.f.ty(*x).dtype().unwrap_or(DType::F32);
+            if from == d {
+                return self.eval_vec(*x, e0, part, widths, splats, memo);
+            }
+            if matches!(from, DType::U16 | DType::I16) {
+                // 16 -> 32 bits: part `part` holds the low or high half of a 16-bit part,
+                // each lane zero- or sign-extended (Rust's `as`).
+                let src = self.eval_vec(*x, e0, part / 2, widths, splats, memo)?;
+                return Ok(match (from == DType::I16, part % 2 == 1) {
+                    (false, false) => self.b.ins().uwiden_low(src),
+                    (false, true) => self.b.ins().uwiden_high(src),
+                    (true, false) => self.b.ins().swiden_low(src),
+                    (true, true) => self.b.ins().swiden_high(src),
+                });
+            }
             return Ok(if wx < w {
                 // f32 -> f64: part `part` holds lanes 2*part%4.. of an f32 part.
                 let src = self.eval_vec(*x, e0, part / 2, widths, splats, memo)?;
