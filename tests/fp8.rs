@@ -529,3 +529,29 @@ fn mx_and_saturation_mistakes_are_errors_at_the_line() {
         "{e}"
     );
 }
+
+/// `zeros` of the scale dtype, which has no zero.
+#[eagle::kernel(device)]
+pub fn zero_scales(ctx: Ctx, s: Out<Tensor<e8m0, 4>>) {
+    store(s, [0], zeros([4], e8m0));
+}
+
+#[eagle::host]
+pub fn zero_scales_host(s: Out<Tensor<e8m0, 4>>) {
+    zero_scales(s, device = 0);
+}
+
+/// `zeros([4], e8m0)` is refused at its line with the fix (it built `const 0` of an integer
+/// kind, which the constant's typing rule refused without saying why).
+#[test]
+fn zeros_of_e8m0_is_an_error_naming_the_fix() {
+    let mut s = Tensor::from_vec(&[4], vec![E8M0::from_bits(127); 4]).unwrap();
+    let e = zero_scales_host
+        .launch(&Session::sim(1).unwrap(), &mut s)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`zeros` of `e8m0`: the scale dtype has no zero") && e.contains("tests/fp8.rs:"),
+        "{e}"
+    );
+}

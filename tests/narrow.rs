@@ -602,3 +602,35 @@ fn bf16_loads_widen_to_the_half_value_on_every_pattern() {
         check_bf16_widening(&Session::cuda_emulated(vec![0]).unwrap());
     }
 }
+
+/// `zeros` of each float storage dtype, stored: every element `+0.0` of its dtype.
+#[eagle::kernel(device)]
+pub fn zero_tiles(ctx: Ctx, a: Out<Tensor<bf16, 4>>, b: Out<Tensor<f16, 4>>) {
+    store(a, [0], zeros([4], bf16));
+    store(b, [0], zeros([4], f16));
+}
+
+#[eagle::host]
+pub fn zero_tiles_host(a: Out<Tensor<bf16, 4>>, b: Out<Tensor<f16, 4>>) {
+    zero_tiles(a, b, device = 0);
+}
+
+/// `zeros([4], bf16)` built `const 0` of an integer kind with a float dtype, which the
+/// constant's typing rule refuses ("constant `0` does not fit dtype `bf16`"); it is the `+0.0`
+/// of the dtype, on `sim` and in the CUDA emulation.
+#[test]
+fn zeros_of_a_float_storage_dtype_are_its_positive_zero() {
+    let check = |s: &Session| {
+        let mut a = Tensor::from_vec(&[4], vec![bf16::from_f32(7.0); 4]).unwrap();
+        let mut b = Tensor::from_vec(&[4], vec![f16::from_f32(7.0); 4]).unwrap();
+        zero_tiles_host.launch(s, &mut a, &mut b).unwrap();
+        assert!(a.data().iter().all(|v| v.to_bits() == 0), "{:?}", a.data());
+        assert!(b.data().iter().all(|v| v.to_bits() == 0), "{:?}", b.data());
+    };
+    check(&Session::sim(1).unwrap());
+    #[cfg(feature = "cuda")]
+    {
+        emulation::cxx();
+        check(&Session::cuda_emulated(vec![0]).unwrap());
+    }
+}

@@ -77,10 +77,14 @@ impl FunctionBuilder<'_> {
             }
             "zeros" => {
                 let d = dtype.unwrap_or(DType::F32);
+                if d == DType::E8M0 {
+                    return self.err(format!("`zeros` of `e8m0`: the scale dtype has no zero (its values are the powers of two 2^-127 ..= 2^127){}; make the tile `full(shape, 1.0, e8m0)`, or zeros of the dtype it scales", self.here()));
+                }
                 let zero = match d {
-                    DType::F32 => Const::F32(0.0),
                     DType::F64 => Const::F64(0.0),
                     DType::Bool => Const::Bool(false),
+                    // `f32`, and a float storage dtype's constant: the `f32` of its value.
+                    d if d.is_float() => Const::F32(0.0),
                     _ => Const::Int(0),
                 };
                 vals.push(Operand::Typed(zero, d));
