@@ -247,16 +247,29 @@ impl Widen {
         }
         let pat = self.like(raw, d.bits_dtype().unwrap_or(DType::U16), true);
         self.push(pat, OpKind::Bitcast(raw));
+        self.decode(pat, r, d);
+    }
+
+    /// `r` = the compute-dtype (`f32`) value of the float storage dtype `d`'s patterns `h`
+    /// (an unsigned integer scalar or tile, the bits above `d`'s width zero): for `bf16` by a
+    /// shift ([`Self::decode_bf16`]), for the others by [`emit_decode`] on `u64` patterns.
+    fn decode(&mut self, h: Value, r: Value, d: DType) {
         if d == DType::BF16 {
-            return self.decode_bf16(pat, r);
+            return self.decode_bf16(h, r);
         }
-        let u64v = self.like(raw, DType::U64, false);
-        self.push(u64v, OpKind::Cast(pat));
-        let v = emit_decode(&mut self.cur, u64v, format(d));
+        let h64 = if self.dtype(h) == DType::U64 {
+            h
+        } else {
+            let w = self.like(h, DType::U64, false);
+            self.push(w, OpKind::Cast(h));
+            w
+        };
+        let v = emit_decode(&mut self.cur, h64, format(d));
         rename_last(&mut self.cur, v, r);
     }
 
-    /// `r` = the `f32` value of the `bf16` patterns `pat` (a `u16` scalar or tile): the pattern
+    /// `r` = the `f32` value of the `bf16` patterns `pat` (a `u16` or `u64` scalar or tile,
+    /// the bits above 16 zero): the pattern
     /// is the top half of the `f32`, a NaN made quiet (`f32::from_bits((h as u32) << 16)`, the
     /// bit `0x0040_0000` set on a NaN), which is [`crate::math::narrow::decode`]'s value for
     /// every pattern, in 32-bit lane-wise ops instead of the general decode through `f64`.
@@ -351,8 +364,7 @@ impl Widen {
             let k = self.constant(Const::Int(mask), DType::U64);
             let h = self.like(x, DType::U64, false);
             self.push(h, OpKind::Binary(BinOp::And, u, k));
-            let v = emit_decode(&mut self.cur, h, format(d));
-            rename_last(&mut self.cur, v, r);
+            self.decode(h, r, d);
         }
     }
 }

@@ -371,6 +371,16 @@ impl<'a> Typer<'a> {
         }
     }
 
+    /// Operand `what` (`v`) is a window (`window`, a peer's memory) or else a tensor or a
+    /// window; its shape and dtype.
+    fn buffer(&self, v: Value, what: &str, window: bool) -> Result<(Shape, DType), String> {
+        if window {
+            self.window(v, what)
+        } else {
+            self.memory(v, what)
+        }
+    }
+
     /// The send window and receive buffer of a collective: one shape and dtype, rank 1 or
     /// more (2 or more for `rows`: one row per rank); returns the dtype.
     fn collective_buffers(&self, src: Value, dst: Value, rows: bool) -> Result<DType, String> {

@@ -269,11 +269,7 @@ impl Typer<'_> {
     /// `load %src[%offsets]` (`remote`: `remote_load`, from a window): a tile of the source's
     /// rank and dtype, one offset per dim.
     pub fn load(&self, src: Value, offsets: &[Value], remote: bool) -> R {
-        let (s, d) = if remote {
-            self.window(src, "operand 0 (source)")?
-        } else {
-            self.memory(src, "operand 0 (source)")?
-        };
+        let (s, d) = self.buffer(src, "operand 0 (source)", remote)?;
         self.offsets(
             offsets,
             s.rank(),
@@ -296,11 +292,7 @@ impl Typer<'_> {
     /// `store %value, %dst[%offsets]` (`remote`: `remote_store`, into a window): a tile of the
     /// destination's rank and dtype, one offset per dim.
     pub fn store(&self, value: Value, dst: Value, offsets: &[Value], remote: bool) -> R {
-        let (s, d) = if remote {
-            self.window(dst, "operand 1 (destination)")?
-        } else {
-            self.memory(dst, "operand 1 (destination)")?
-        };
+        let (s, d) = self.buffer(dst, "operand 1 (destination)", remote)?;
         self.offsets(
             offsets,
             s.rank(),
@@ -455,16 +447,8 @@ impl Typer<'_> {
     /// `put %dst, %peer, %src` (into a peer's window) or `get` (from one): whole buffers of
     /// one shape and dtype.
     pub fn put_get(&self, dst: Value, src: Value, put: bool) -> R {
-        let (rs, rd) = if put {
-            self.window(dst, "operand 0 (destination)")?
-        } else {
-            self.memory(dst, "operand 0 (destination)")?
-        };
-        let (ls, ld) = if put {
-            self.memory(src, "operand 2 (source)")?
-        } else {
-            self.window(src, "operand 2 (source)")?
-        };
+        let (rs, rd) = self.buffer(dst, "operand 0 (destination)", put)?;
+        let (ls, ld) = self.buffer(src, "operand 2 (source)", !put)?;
         if rd != ld || !shapes_compatible(&rs, &ls) {
             return Err(format!("destination is `{rs}, {rd}` but source is `{ls}, {ld}`; put/get copy whole buffers of the same shape and dtype"));
         }
