@@ -3,7 +3,9 @@
 //! (`allgather_push`) or from a `[1, M]` window pulled by each rank (`allgather_pull`), and
 //! reduce-scatter of an `[NR, M]` window into each rank's `[1, M]` row (`reduce_scatter_rows`);
 //! and the variable-size all-to-all (`all_to_all_v`, issue 39 item 2): each rank sends each peer
-//! a different number of rows, counts that change every launch.
+//! a different number of rows, counts that change every launch; and a ring within the groups of
+//! a split that is no grid's (`split_ring`, issue 39 item 1: colors `r % 2`, keys numbering
+//! each group backwards, groups of different sizes at odd P).
 //! Each mode runs its collective 50 times and checks every launch bit for bit against the host
 //! golden; `.ci/run` runs every mode under `mpirun` (Open MPI and MPICH) and on `sim`.
 //!
@@ -148,12 +150,76 @@ fn run_a2av(s: &Session, p: usize, m: usize) -> eagle::Result<()> {
     Ok(())
 }
 
+/// Each rank puts its row into the window of the next rank of its group: the ranks of its
+/// parity, numbered backwards (`MPI_Comm_split` with key `P - r`); then the group's barrier.
+#[eagle::kernel(device)]
+pub fn split_ring(
+    ctx: Ctx,
+    x: Tensor<f32, 1, M>,
+    w: Window<f32, 1, M>,
+    y: Out<Tensor<f32, 1, M>>,
+    ids: Out<Tensor<u64, 2>>,
+) {
+    let g = split(ctx, rank(ctx) % 2, nranks(ctx) - rank(ctx));
+    put(w, world_rank(g, (rank(g) + 1) % nranks(g)), x);
+    barrier(g);
+    get(y, rank(ctx), w);
+    ids[0] = rank(g) as u64;
+    ids[1] = nranks(g) as u64;
+}
+
+#[eagle::host]
+pub fn split_ring_host(
+    x: Tensor<f32, NR, 1, M>,
+    y: Out<Tensor<f32, NR, 1, M>>,
+    ids: Out<Tensor<u64, NR, 2>>,
+) {
+    let w = alloc_window_buffer([1, M], f32);
+    for r in 0..world_size() {
+        split_ring(x[r], window(w, [1, M], f32), y[r], ids[r], device = r);
+    }
+}
+
+/// [`LAUNCHES`] launches of [`split_ring_host`], each checked against the groups
+/// `MPI_Comm_split` makes: rank r's group is the ranks of its parity in descending order, and
+/// it receives the row of the rank before it there.
+fn run_split_ring(s: &Session, p: usize, m: usize) -> eagle::Result<()> {
+    let x = eagle_runner::random_tensor(&[p, 1, m], 53);
+    let mut want = vec![0f32; p * m];
+    let mut want_ids = vec![0u64; p * 2];
+    for r in 0..p {
+        let members: Vec<usize> = (0..p).rev().filter(|w| w % 2 == r % 2).collect();
+        let (n, q) = (
+            members.len(),
+            members.iter().position(|&w| w == r).unwrap_or(0),
+        );
+        let prev = members[(q + n - 1) % n];
+        want[r * m..][..m].copy_from_slice(&x.data()[prev * m..][..m]);
+        want_ids[2 * r..][..2].copy_from_slice(&[q as u64, n as u64]);
+    }
+    for i in 0..LAUNCHES {
+        let mut y = Tensor::<f32>::zeros(&[p, 1, m]);
+        let mut ids = Tensor::<u64>::zeros(&[p, 2]);
+        split_ring_host.launch(s, &x, &mut y, &mut ids)?;
+        eagle_runner::check_bits(&format!("split_ring, launch {i}"), y.data(), &want)?;
+        eagle_runner::check_u64(
+            &format!("split_ring ranks, launch {i}"),
+            ids.data(),
+            &want_ids,
+        )?;
+    }
+    Ok(())
+}
+
 /// Runs the mode's collective [`LAUNCHES`] times and checks each launch.
 pub fn run(s: &Session) -> eagle::Result<()> {
     let (p, m) = (s.world_size(), 5);
     let mode = s.mode().unwrap_or("allgather_push");
     if mode == "all_to_all_v" {
         return run_a2av(s, p, m);
+    }
+    if mode == "split_ring" {
+        return run_split_ring(s, p, m);
     }
     if mode == "reduce_scatter_rows" {
         // Rank q contributes a [P, M] tensor; rank r gets the rank-order sum of row r.
@@ -192,6 +258,7 @@ pub const STEP: eagle_runner::Step = eagle_runner::Step {
         "allgather_pull",
         "reduce_scatter_rows",
         "all_to_all_v",
+        "split_ring",
     ],
     world: eagle_runner::World::Any,
     run,

@@ -78,9 +78,14 @@ pub mod plugin;
 pub mod prelude {
     pub use crate::{
         bf16, dynamic, e8m0, f16, f8e4m3, f8e5m2, host, kernel, Dim, Result, Session, SimRanks,
-        Tensor,
+        Tensor, UNDEFINED,
     };
 }
+
+/// The color of `split(ctx, color, key)` that puts a rank in no group, as `MPI_UNDEFINED` does
+/// (any negative color does): `split(ctx, select(rank(ctx) < 3, 0, UNDEFINED), rank(ctx))`.
+/// A rank in no group that uses the group stops with a run-time error (`trap_if`, `no_group`).
+pub const UNDEFINED: isize = -1;
 
 /// Every error eagle returns.
 ///

@@ -2,11 +2,15 @@
 //! numbered by key, as `MPI_Comm_split` does. Once P is known, the color and key are evaluated
 //! for every rank and the groups lowered as those of a process grid, so `split(ctx, r / TP, r)`
 //! is `group(ctx, [{ NR / TP }, TP], 1)` and `split(ctx, r % TP, 0)` is `group(.., 0)`, bit for
-//! bit (checked at every P from 1 to 8 and every TP that divides it, race detector on). A split
-//! whose groups are not a grid's (sizes that differ, a key against world-rank order, a color
-//! computed from data) is refused before anything runs, naming the ranks and colors.
+//! bit (checked at every P from 1 to 8 and every TP that divides it, race detector on). Other
+//! splits (sizes that differ, a key against world-rank order, members anywhere, ranks left out
+//! by `UNDEFINED`) are `MPI_Comm_split`'s groups, checked against a model of it; a color
+//! computed from data is refused before anything runs.
 use eagle::codegen::{CodegenError, SpecializeError};
 use eagle::prelude::*;
+
+#[cfg(feature = "cuda")]
+mod emulation;
 
 const NR: Dim = dynamic!("NR");
 const TP: Dim = dynamic!("TP");
@@ -114,23 +118,6 @@ fn a_split_by_row_or_column_is_the_grids_group_bit_for_bit_at_every_p() {
     }
 }
 
-/// A split by a color or key that the grid form cannot give: `how` picks it.
-#[eagle::kernel(device)]
-pub fn odd_split_d(ctx: Ctx, how: Tensor<u64, 1>, out: Out<Tensor<u64, 1>>) {
-    let r = rank(ctx);
-    let g = split(ctx, r / 3, r); // marker: uneven
-    let h = split(ctx, 0, nranks(ctx) - r); // marker: reversed
-    let k = split(ctx, how[0] as usize, r); // marker: from data
-    out[0] = (rank(g) + rank(h) + rank(k)) as u64;
-}
-
-#[eagle::host]
-pub fn odd_split(how: Tensor<u64, NR, 1>, out: Out<Tensor<u64, NR, 1>>) {
-    for r in 0..world_size() {
-        odd_split_d(how[r], out[r], device = r);
-    }
-}
-
 /// The 1-based line of this file that holds `needle`.
 fn line_of(needle: &str) -> u32 {
     let text = include_str!("split.rs");
@@ -138,49 +125,282 @@ fn line_of(needle: &str) -> u32 {
     i as u32 + 1
 }
 
+/// The groups `MPI_Comm_split` makes: per rank, `(color, group rank, group size, world rank
+/// of each group rank)`, or `None` for a negative color.
+fn mpi_split(colors: &[i64], keys: &[i64]) -> Vec<Option<(u64, u64, Vec<u64>)>> {
+    (0..colors.len())
+        .map(|r| {
+            if colors[r] < 0 {
+                return None;
+            }
+            let mut members: Vec<(i64, usize)> = (0..colors.len())
+                .filter(|&w| colors[w] == colors[r])
+                .map(|w| (keys[w], w))
+                .collect();
+            members.sort();
+            let q = members.iter().position(|m| m.1 == r).unwrap() as u64;
+            let world: Vec<u64> = members.iter().map(|m| m.1 as u64).collect();
+            Some((q, world.len() as u64, world))
+        })
+        .collect()
+}
+
+/// Splits that are no grid's: groups of three (the last one smaller) numbered backwards, and
+/// ranks `r % 3 == 2` left out (`UNDEFINED`) of groups by `r % 3`, numbered backwards too.
+#[eagle::kernel(device)]
+pub fn odd_split_d(ctx: Ctx, out: Out<Tensor<u64, 8>>) {
+    let r = rank(ctx);
+    let g = split(ctx, r / 3, nranks(ctx) - r); // marker: uneven
+    out[0] = rank(g) as u64;
+    out[1] = nranks(g) as u64;
+    out[2] = world_rank(g, 0) as u64;
+    out[3] = world_rank(g, nranks(g) - 1) as u64;
+    barrier(g);
+    let u = split(ctx, select(r % 3 == 2, UNDEFINED, r % 3), 100 - r);
+    if r % 3 != 2 {
+        out[4] = rank(u) as u64;
+        out[5] = nranks(u) as u64;
+        out[6] = world_rank(u, 0) as u64;
+        out[7] = world_rank(u, nranks(u) - 1) as u64;
+        barrier(u);
+    }
+}
+
+#[eagle::host]
+pub fn odd_split(out: Out<Tensor<u64, NR, 8>>) {
+    for r in 0..world_size() {
+        odd_split_d(out[r], device = r);
+    }
+}
+
+/// Runs `odd_split` on `s` (P ranks) and checks it against [`mpi_split`].
+fn check_odd_split(s: &Session, p: usize) {
+    let mut out = Tensor::<u64>::from_vec(&[p, 8], vec![99; p * 8]).unwrap();
+    odd_split
+        .launch(s, &mut out)
+        .unwrap_or_else(|e| panic!("P={p}: {e}"));
+    let ranks: Vec<i64> = (0..p as i64).collect();
+    let colors: Vec<i64> = ranks.iter().map(|r| r / 3).collect();
+    let keys: Vec<i64> = ranks.iter().map(|r| p as i64 - r).collect();
+    let g = mpi_split(&colors, &keys);
+    let colors: Vec<i64> = ranks
+        .iter()
+        .map(|r| if r % 3 == 2 { -1 } else { r % 3 })
+        .collect();
+    let keys: Vec<i64> = ranks.iter().map(|r| 100 - r).collect();
+    let u = mpi_split(&colors, &keys);
+    for r in 0..p {
+        let got = &out.data()[r * 8..][..8];
+        let (q, n, w) = g[r].clone().unwrap();
+        assert_eq!(
+            got[..4],
+            [q, n, w[0], w[n as usize - 1]],
+            "P={p} rank {r}: g"
+        );
+        let want = match &u[r] {
+            Some((q, n, w)) => [*q, *n, w[0], w[*n as usize - 1]],
+            None => [99; 4],
+        };
+        assert_eq!(got[4..], want, "P={p} rank {r}: u");
+    }
+}
+
 #[test]
-fn a_split_that_is_not_a_grid_is_refused_before_anything_runs_naming_the_ranks() {
-    let p = 4;
-    let s = Session::sim(p).unwrap();
-    let how = Tensor::<u64>::zeros(&[p, 1]);
-    let mut out = Tensor::<u64>::zeros(&[p, 1]);
-    let e = odd_split.launch(&s, &how, &mut out).unwrap_err();
+fn groups_of_any_size_order_and_ranks_left_out_are_mpi_comm_splits_at_every_p() {
+    for p in 1..=8usize {
+        check_odd_split(&Session::sim(p).unwrap(), p);
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn splits_that_are_no_grids_in_the_emulation_equal_the_model() {
+    emulation::cxx();
+    for p in [4usize, 6] {
+        let s = Session::cuda_emulated(vec![0; p]).unwrap();
+        check_odd_split(&s, p);
+        check_backwards(&s, p);
+    }
+}
+
+/// Collectives within groups of one size that are no grid's: `r % 2` numbered backwards, so
+/// group rank `q` is world rank `P - 2 - 2q + r % 2` (P even).
+#[eagle::kernel(device)]
+pub fn backwards_d(
+    ctx: Ctx,
+    x: Tensor<f32, W>,
+    xr: Tensor<f32, 1, W>,
+    rows: Out<Tensor<f32, { NR / 2 }, W>>,
+    sums: Out<Tensor<f32, 3, W>>,
+    a: Window<f32, W>,
+    b: Window<f32, W>,
+    c: Window<f32, W>,
+    d: Window<f32, W>,
+    g: Window<f32, { NR / 2 }, W>,
+) {
+    let h = split(ctx, rank(ctx) % 2, nranks(ctx) - rank(ctx));
+    put(a, rank(ctx), x);
+    barrier(h);
+    allreduce(h, a, b, Sum, Mesh);
+    allreduce(h, a, c, Sum, TwoPhase);
+    allreduce(h, a, d, Sum, Ring);
+    allgather(h, xr, g);
+    get(rows, rank(ctx), g);
+    get(sums[0], rank(ctx), b);
+    get(sums[1], rank(ctx), c);
+    get(sums[2], rank(ctx), d);
+}
+
+#[eagle::host]
+pub fn backwards(
+    x: Tensor<f32, NR, W>,
+    xr: Tensor<f32, NR, 1, W>,
+    rows: Out<Tensor<f32, NR, { NR / 2 }, W>>,
+    sums: Out<Tensor<f32, NR, 3, W>>,
+) {
+    let a = alloc_window_buffer([W], f32);
+    let b = alloc_window_buffer([W], f32);
+    let c = alloc_window_buffer([W], f32);
+    let d = alloc_window_buffer([W], f32);
+    let g = alloc_window_buffer([{ NR / 2 }, W], f32);
+    for r in 0..world_size() {
+        backwards_d(
+            x[r],
+            xr[r],
+            rows[r],
+            sums[r],
+            window(a, [W], f32),
+            window(b, [W], f32),
+            window(c, [W], f32),
+            window(d, [W], f32),
+            window(g, [{ NR / 2 }, W], f32),
+            device = r,
+        );
+    }
+}
+
+/// Runs `backwards` on `s` (P ranks, P even) and checks its rows and sums.
+fn check_backwards(s: &Session, p: usize) {
+    {
+        // Whole values: every summation order gives them exactly (the ring's too); the
+        // fractions of the mesh and two-phase rows show their order.
+        let x: Vec<f32> = (0..p * W)
+            .map(|i| {
+                if i % W == 0 {
+                    i as f32
+                } else {
+                    0.1 + i as f32 * 1.37
+                }
+            })
+            .collect();
+        let xs = Tensor::from_vec(&[p, W], x.clone()).unwrap();
+        let xr = Tensor::from_vec(&[p, 1, W], x.clone()).unwrap();
+        let mut rows = Tensor::<f32>::zeros(&[p, p / 2, W]);
+        let mut sums = Tensor::<f32>::zeros(&[p, 3, W]);
+        backwards
+            .launch(s, &xs, &xr, &mut rows, &mut sums)
+            .unwrap_or_else(|e| panic!("P={p}: {e}"));
+        for r in 0..p {
+            let members: Vec<usize> = (0..p / 2).map(|q| p - 2 - 2 * q + r % 2).collect();
+            let want_rows: Vec<f32> = members
+                .iter()
+                .flat_map(|&w| x[w * W..][..W].to_vec())
+                .collect();
+            assert_eq!(
+                &rows.data()[r * (p / 2) * W..][..(p / 2) * W],
+                &want_rows[..]
+            );
+            let sum: Vec<u32> = (0..W)
+                .map(|j| {
+                    let mut s = x[members[0] * W + j];
+                    for &w in &members[1..] {
+                        s += x[w * W + j];
+                    }
+                    s.to_bits()
+                })
+                .collect();
+            let got: Vec<u32> = sums.data()[r * 3 * W..][..3 * W]
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            assert_eq!(got[..W], sum[..], "P={p} rank {r}: mesh");
+            assert_eq!(got[W..2 * W], sum[..], "P={p} rank {r}: two-phase");
+            assert_eq!(got[2 * W], sum[0], "P={p} rank {r}: ring");
+        }
+    }
+}
+
+#[test]
+fn collectives_within_groups_numbered_backwards_run_in_group_rank_order() {
+    for p in [2usize, 4, 6, 8] {
+        check_backwards(&Session::sim(p).unwrap(), p);
+    }
+}
+
+/// Misuse of split groups: a collective within groups of different sizes (refused before
+/// anything runs) and a rank left out that uses its group (stopped when it runs).
+#[eagle::kernel(device)]
+pub fn uneven_sum_d(ctx: Ctx, a: Window<f32, W>, b: Window<f32, W>) {
+    let g = split(ctx, rank(ctx) / 3, rank(ctx));
+    allreduce(g, a, b, Sum, Mesh); // marker: uneven sum
+}
+
+#[eagle::host]
+pub fn uneven_sum() {
+    let a = alloc_window_buffer([W], f32);
+    let b = alloc_window_buffer([W], f32);
+    for r in 0..world_size() {
+        uneven_sum_d(window(a, [W], f32), window(b, [W], f32), device = r);
+    }
+}
+
+#[eagle::kernel(device)]
+pub fn left_out_d(ctx: Ctx, out: Out<Tensor<u64, 1>>) {
+    let g = split(ctx, select(rank(ctx) == 2, UNDEFINED, 0), rank(ctx));
+    out[0] = rank(g) as u64; // marker: left out
+}
+
+#[eagle::host]
+pub fn left_out(out: Out<Tensor<u64, NR, 1>>) {
+    for r in 0..world_size() {
+        left_out_d(out[r], device = r);
+    }
+}
+
+#[test]
+fn a_collective_in_groups_of_different_sizes_and_a_rank_left_out_are_errors() {
+    let s = Session::sim(4).unwrap();
+    let e = uneven_sum.launch(&s).unwrap_err();
     let eagle::Error::Codegen(CodegenError::Specialize(sp)) = &e else {
         panic!("{e}");
     };
     let SpecializeError::Group {
-        function,
-        op,
-        loc,
-        message,
+        op, loc, message, ..
     } = &**sp
     else {
         panic!("{e}");
     };
-    assert_eq!((function.as_str(), op.as_str()), ("odd_split_d", "split"));
-    // The first split met is refused: ranks 0-2 have color 0, rank 3 color 1.
+    assert_eq!(op, "allreduce");
     assert_eq!(
         loc.as_ref().map(|l| l.line),
-        Some(line_of("marker: uneven"))
+        Some(line_of("marker: uneven sum"))
     );
     assert_eq!(
         message,
-        "color 0 holds 3 ranks (from rank 0) but color 1 holds 1 (from rank 3); the groups of a split have one size: give every group the same number of ranks (`rank(ctx) / TP` makes groups of TP)"
+        "a collective within the groups of a split whose groups differ in size (color 0 holds 3, color 1 holds 1): a collective's expansion and its buffers' shapes are one for every rank; give every group the same number of ranks, or move the data with `put`/`get` to `world_rank(g, q)` for `q` below `nranks(g)` and `barrier(g)`, which take groups of any size"
     );
-    // At P = 3 the first split is one group; the second numbers the ranks backwards.
-    let s = Session::sim(3).unwrap();
-    let how = Tensor::<u64>::zeros(&[3, 1]);
-    let mut out = Tensor::<u64>::zeros(&[3, 1]);
-    let e = odd_split
-        .launch(&s, &how, &mut out)
-        .unwrap_err()
-        .to_string();
+    let mut out = Tensor::<u64>::zeros(&[4, 1]);
+    let e = left_out.launch(&s, &mut out).unwrap_err().to_string();
     assert!(
-        e.contains(&format!("tests/split.rs:{}", line_of("marker: reversed"))),
+        e.starts_with("rank 2 failed: function `left_out_d`, op `trap_if"),
         "{e}"
     );
     assert!(
-        e.contains("the key numbers rank 2 before rank 1 in the group of color 0; unlike `MPI_Comm_split`, eagle numbers a group's ranks in world-rank order: give a key that grows with the rank (`rank(ctx)`) or one key for all, and number the ranks yourself where you need another order (`nranks(g) - 1 - rank(g)`, with `world_rank(g, q)` for the peers)"),
+        e.contains(&format!("tests/split.rs:{}", line_of("marker: left out"))),
+        "{e}"
+    );
+    assert!(
+        e.ends_with("world rank 2 is in no group of this split (its color is negative: `UNDEFINED`) but uses the group; use a split's group only on the ranks it gives a color of 0 or more (rank 2 is in no group of a split (its color is negative))"),
         "{e}"
     );
 }
@@ -222,7 +442,7 @@ fn a_color_read_from_data_is_refused_with_the_fix() {
 #[eagle::kernel(device)]
 pub fn spaced_d(ctx: Ctx, out: Out<Tensor<u64, 1>>) {
     let g = split(ctx, min(rank(ctx) % 3, 1), rank(ctx));
-    out[0] = rank(g) as u64;
+    out[0] = (rank(g) * 10 + world_rank(g, 1 - rank(g))) as u64;
 }
 
 #[eagle::host]
@@ -233,19 +453,20 @@ pub fn spaced(out: Out<Tensor<u64, NR, 1>>) {
 }
 
 #[test]
-fn groups_that_are_not_equally_spaced_are_refused() {
+fn groups_that_are_not_equally_spaced_take_their_members() {
     let s = Session::sim(4).unwrap();
     let mut out = Tensor::<u64>::zeros(&[4, 1]);
-    let e = spaced.launch(&s, &mut out).unwrap_err().to_string();
-    assert!(
-        e.contains("ranks 1 and 2 of color 1 are 1 apart, but the ranks of a group so far are 3 apart; the groups of a split are those of a process grid, their ranks equally spaced alike: ranks `r / TP` (consecutive) or `r % TP` (strided)"),
-        "{e}"
-    );
+    spaced.launch(&s, &mut out).unwrap();
+    // Rank, then the world rank of the other member.
+    assert_eq!(out.data(), [3, 2, 11, 10]);
     // At P = 2 the same split is the world's rank order: {0} and {1}.
     let s = Session::sim(2).unwrap();
     let mut out = Tensor::<u64>::zeros(&[2, 1]);
-    spaced.launch(&s, &mut out).unwrap();
-    assert_eq!(out.data(), [0, 0]);
+    let e = spaced.launch(&s, &mut out).unwrap_err().to_string();
+    assert!(
+        e.contains("`world_rank` of group rank 1, but the group's ranks are 0 to 1 - 1"),
+        "{e}"
+    );
 }
 
 /// Colors and keys computed in other dtypes than `index`: evaluated in each value's own dtype,
@@ -302,12 +523,10 @@ fn colors_and_keys_are_evaluated_in_their_own_dtypes() {
         1, 2, 3, 1, 2, 2,
     ];
     assert_eq!(out.data(), want);
+    // Keys 0, 2^30, -2^31, -2^30: ranks 2, 3, 0, 1 in key order.
     let mut out = Tensor::<u64>::zeros(&[4, 1]);
-    let e = wrapped_key.launch(&s, &mut out).unwrap_err().to_string();
-    assert!(
-        e.contains("the key numbers rank 3 before rank 0 in the group of color 0"),
-        "{e}"
-    );
+    wrapped_key.launch(&s, &mut out).unwrap();
+    assert_eq!(out.data(), [2, 3, 0, 1]);
 }
 
 /// `world_rank` of a constant group rank past the group.

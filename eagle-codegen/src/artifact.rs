@@ -70,10 +70,10 @@ pub struct Artifact {
     /// ([`eagle_ir::Module::reaches_peers`]): a run whose dispatches all call these may run
     /// its ranks one after another, on one thread.
     pub isolated: std::collections::BTreeSet<String>,
-    /// The process grids the program's rank groups split the world into (extents, outermost
-    /// first, row-major over the world ranks), each once: what reports name a rank's place in
-    /// ([`Artifact::rank_place`]).
-    pub grids: Vec<Vec<u64>>,
+    /// How the program's rank groups split the world, each once: process grids (extents,
+    /// outermost first, row-major over the world ranks) and splits that are no grid's; what
+    /// reports name a rank's place in ([`Artifact::rank_place`]).
+    pub grids: Vec<crate::lower::RankLayout>,
 }
 
 impl Artifact {
@@ -93,27 +93,15 @@ impl Artifact {
         self.code.code_bytes + 2 * self.ir.len() + clif + sites + cuda
     }
 
-    /// Where world rank `rank` sits in each process grid of the program's rank groups, as
-    /// reports name it (`at [1, 2] of the rank grid [2, 4]`: its group rank in the group of
-    /// axis `a` is the coordinate at `a`); `None` when the program has no rank group.
+    /// Where world rank `rank` sits in each process grid or split of the program's rank
+    /// groups, as reports name it (`at [1, 2] of the rank grid [2, 4]`: its group rank in the
+    /// group of axis `a` is the coordinate at `a`; `rank 1 of 3 in the group of color 0 of a
+    /// split`); `None` when the program has no rank group.
     pub fn rank_place(&self, rank: usize) -> Option<String> {
         if self.grids.is_empty() {
             return None;
         }
-        let places: Vec<String> = self
-            .grids
-            .iter()
-            .map(|g| {
-                let mut rest = rank as u64;
-                let mut at = vec![0u64; g.len()];
-                for (i, e) in g.iter().enumerate().rev() {
-                    at[i] = rest % (*e).max(1);
-                    rest /= (*e).max(1);
-                }
-                let show = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
-                format!("at [{}] of the rank grid [{}]", show(&at), show(g))
-            })
-            .collect();
+        let places: Vec<String> = self.grids.iter().map(|g| g.place(rank)).collect();
         Some(places.join("; "))
     }
 

@@ -1039,9 +1039,9 @@ pub struct Specialized {
     /// The proven ranges of integer values, per function: the backends skip the run-time
     /// bounds checks these prove unneeded.
     pub facts: Facts,
-    /// The process grids the module's rank groups split the world into (extents, outermost
-    /// first; each once, sorted).
-    pub grids: Vec<Vec<u64>>,
+    /// How the module's rank groups split the world (process grids and splits; each once,
+    /// sorted).
+    pub grids: Vec<crate::lower::RankLayout>,
 }
 
 /// The sizes a target can hold, checked at specialization ([`SpecializeError::TooLarge`]).
@@ -1078,7 +1078,7 @@ pub fn specialize_for(
     let mut out = m.clone();
     let signals = crate::lower::add_signal_windows(&mut out, b.world_size);
     let mut facts = Facts::default();
-    let mut grids: Vec<Vec<u64>> = vec![];
+    let mut grids: Vec<crate::lower::RankLayout> = vec![];
     // Callers before callees (the module lists callees first), so that a callee's scalar
     // parameters can take the ranges of the arguments its callers pass.
     let mut seeds: HashMap<String, (Vec<Option<Range>>, String)> = HashMap::new();

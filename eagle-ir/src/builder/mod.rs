@@ -130,7 +130,7 @@ macro_rules! int_operand {
         }
     )*};
 }
-int_operand!(usize => DType::Index, i32 => DType::I32, i64 => DType::I64, u32 => DType::U32, u64 => DType::U64);
+int_operand!(usize => DType::Index, isize => DType::Index, i32 => DType::I32, i64 => DType::I64, u32 => DType::U32, u64 => DType::U64);
 
 /// Builds a [`Module`]; functions are added callees first.
 #[derive(Debug, Default)]

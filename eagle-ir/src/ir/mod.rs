@@ -390,6 +390,8 @@ enumeration! {
         GroupRank => "group_rank",
         /// A `broadcast` within a group whose root is past the group's ranks.
         GroupRoot => "group_root",
+        /// A rank whose `split` color is negative (in no group) uses the group.
+        NoGroup => "no_group",
         /// `world_rank(ctx, q)` of the world's context with a `q` past the world's ranks.
         WorldRank => "world_rank",
         /// A block view (`subview(x, [offsets], [extents])`) whose offset along a dim is past
@@ -409,6 +411,7 @@ impl Trap {
             Trap::SendOverrun => "a rank's send counts take {a} rows of its send buffer but it holds {b} rows; the counts must sum to at most the send buffer's rows",
             Trap::GroupRank => "`world_rank` of group rank {a}, but the group's ranks are 0 to {b} - 1; reduce the rank modulo `nranks(group)`",
             Trap::GroupRoot => "`broadcast` within a group from root {a}, but the group's ranks are 0 to {b} - 1; the root is a group rank: give one below `nranks(group)`",
+            Trap::NoGroup => "world rank {a} is in no group of this split (its color is negative: `UNDEFINED`) but uses the group; use a split's group only on the ranks it gives a color of 0 or more",
             Trap::WorldRank => "`world_rank` of rank {a}, but the world's ranks are 0 to {b} - 1; reduce the rank modulo `nranks(ctx)`",
             Trap::ViewOffset => "a block view starts at offset {a} along a dim, past {b}, the last start at which its extent fits in the buffer it views; keep each offset plus the view's extent within the buffer",
             Trap::ViewAccess => "an access through a block view starts at {a} along a dim, past {b}, the last start at which it fits in the view's extent; an access through `subview(x, [offsets], [extents])` stays within those extents",
@@ -666,11 +669,11 @@ op_kinds! {
         .axis => axis: attr(u64)
     } "group $ctx, [$grid], $axis" => value(pure(info("a rank group", Levels::DEVICE))), typed |t| t.group(grid, *axis);
     /// `split(ctx, color, key)`: this rank's group among the ranks of the same `color`,
-    /// numbered by `key` and then by world rank, as `MPI_Comm_split` numbers a communicator.
-    /// A context like a [`OpKind::Group`]'s, and lowered as one: once P is known, `color` and
-    /// `key` (computed from `rank(ctx)`, `nranks(ctx)`, dims and constants) are evaluated for
-    /// every rank, and the groups must be those of a process grid (one size, members equally
-    /// spaced, numbered in world-rank order).
+    /// numbered by `key` and then by world rank, as `MPI_Comm_split` numbers a communicator;
+    /// none for a negative color. A context like a [`OpKind::Group`]'s: once P is known,
+    /// `color` and `key` (computed from `rank(ctx)`, `nranks(ctx)`, dims and constants) are
+    /// evaluated for every rank, and the groups lowered as a grid's or through per-rank
+    /// tables (`docs/collectives.md`, "Rank groups").
     struct Split {
         /// The world's device context.
         .ctx => ctx: val as ctx,

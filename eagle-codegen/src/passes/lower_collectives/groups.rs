@@ -23,48 +23,137 @@
 //! the world's are.
 
 use super::em::Em;
+use super::split::{self, lookup, Layout, Table};
 use crate::error::SpecializeError;
 use eagle_ir::entity::SecondaryMap;
-use eagle_ir::eval::{self, Scalar};
 use eagle_ir::{BinOp, CmpOp, Const, DType, Defs, Function, Level, Op, OpKind, Type, Value, Want};
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
-/// A `group` op of the function once its grid's extents are constants.
+/// A `group` or `split` op of the function once P and the dims are bound.
 #[derive(Clone, Debug)]
 pub(super) struct GroupDef {
     /// The world's context, the op's operand.
     ctx: Value,
-    /// The grid's extents, outermost first.
-    grid: Vec<u64>,
-    /// The group's axis.
-    axis: usize,
+    /// Where its ranks sit among the world's.
+    place: Place,
+}
+
+/// A group's ranks among the world's.
+#[derive(Clone, Debug)]
+enum Place {
+    /// The ranks of a process grid whose coordinates differ only at `axis`.
+    Grid {
+        /// The grid's extents, outermost first.
+        grid: Vec<u64>,
+        /// The group's axis.
+        axis: usize,
+    },
+    /// A split's groups that are no grid's ([`split::Table`]).
+    Table(Arc<Table>),
+}
+
+/// How a program's rank groups place a world rank, for reports
+/// ([`crate::Artifact::rank_place`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RankLayout {
+    /// A process grid's extents, outermost first (row-major over the world ranks): a rank's
+    /// group rank in the group of axis `a` is its coordinate `a`.
+    Grid(Vec<u64>),
+    /// The groups of a split that are no grid's: per world rank, its color, its group rank
+    /// and its group's rank count (`None`: a negative color, in no group).
+    Split(Vec<Option<(i64, u64, u64)>>),
+}
+
+impl RankLayout {
+    /// Where world rank `rank` sits: `at [1, 2] of the rank grid [2, 4]`, `rank 1 of 3 in
+    /// the group of color 0 of a split`, `in no group of a split`.
+    pub fn place(&self, rank: usize) -> String {
+        let show = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+        match self {
+            RankLayout::Grid(g) => {
+                let mut rest = rank as u64;
+                let mut at = vec![0u64; g.len()];
+                for (i, e) in g.iter().enumerate().rev() {
+                    at[i] = rest % (*e).max(1);
+                    rest /= (*e).max(1);
+                }
+                format!("at [{}] of the rank grid [{}]", show(&at), show(g))
+            }
+            RankLayout::Split(t) => match t.get(rank).copied().flatten() {
+                Some((c, q, n)) => {
+                    format!("rank {q} of {n} in the group of color {c} of a split")
+                }
+                None => "in no group of a split (its color is negative)".into(),
+            },
+        }
+    }
 }
 
 impl GroupDef {
-    /// The grid's extents, outermost first.
-    pub(super) fn grid(&self) -> &[u64] {
-        &self.grid
+    /// How reports name a rank's place in the group's grid or split.
+    pub(super) fn layout(&self) -> RankLayout {
+        match &self.place {
+            Place::Grid { grid, .. } => RankLayout::Grid(grid.clone()),
+            Place::Table(t) => RankLayout::Split(
+                (0..t.me.len())
+                    .map(|w| {
+                        let (c, n) = (t.color[w]?, t.size[w]?);
+                        Some((c, t.me[w] as u64, n as u64))
+                    })
+                    .collect(),
+            ),
+        }
     }
 
-    /// The group's rank count: the grid's extent at its axis.
-    pub(super) fn size(&self) -> u64 {
-        self.grid[self.axis]
+    /// The group's rank count when every group of its grid or split has the same: the grid's
+    /// extent at its axis; `None` for a split whose groups differ in size.
+    pub(super) fn size(&self) -> Option<u64> {
+        match &self.place {
+            Place::Grid { grid, axis } => Some(grid[*axis]),
+            Place::Table(t) => t.uniform,
+        }
     }
 
-    /// World ranks between consecutive ranks of the group: the extents after its axis,
-    /// multiplied.
-    fn stride(&self) -> u64 {
-        self.grid[self.axis + 1..].iter().product()
+    /// The group sizes as a message names them when they differ (empty for a grid).
+    pub(super) fn sizes(&self) -> String {
+        match &self.place {
+            Place::Grid { .. } => String::new(),
+            Place::Table(t) => t.sizes(),
+        }
     }
 
-    /// Emits this rank's world rank and group rank (`(world / stride) % size`, defining `into`
-    /// when given); returns both.
+    /// Emits this rank's world rank and group rank (defining `into` when given); returns
+    /// both. In a grid the group rank is `(world / stride) % size`; in a split's tables it is
+    /// read from them, and a rank in no group stops here ([`eagle_ir::Trap::NoGroup`]).
     fn ranks(&self, em: &mut Em<'_>, into: Option<Value>) -> (Value, Value) {
         let world = em.push(OpKind::Rank(self.ctx), Type::Scalar(DType::Index));
-        let s = em.idx(self.stride());
-        let t = em.ibin(BinOp::Div, world, s);
-        let n = em.idx(self.size());
-        let kind = OpKind::Binary(BinOp::Rem, t, n);
+        let kind = match &self.place {
+            Place::Grid { grid, axis } => {
+                let s = em.idx(grid[axis + 1..].iter().product());
+                let t = em.ibin(BinOp::Div, world, s);
+                let n = em.idx(grid[*axis]);
+                OpKind::Binary(BinOp::Rem, t, n)
+            }
+            Place::Table(t) => {
+                let me = lookup(
+                    em,
+                    &t.me.iter().map(|&x| Some(x)).collect::<Vec<_>>(),
+                    world,
+                );
+                if t.excluded {
+                    let zero = em.idx(0);
+                    let cond = em.cmp(CmpOp::Lt, me, zero);
+                    em.push_void(OpKind::TrapIf {
+                        cond,
+                        a: world,
+                        b: me,
+                        kind: eagle_ir::Trap::NoGroup,
+                    });
+                }
+                let zero = em.idx(0);
+                OpKind::Binary(BinOp::Add, me, zero)
+            }
+        };
         let me = match into {
             Some(r) => {
                 em.append(kind, Some(r));
@@ -76,29 +165,65 @@ impl GroupDef {
     }
 
     /// Emits what an op within the group needs before its expansion: this rank's world and
-    /// group ranks and the world rank of the group's rank 0.
+    /// group ranks, the group's size and what turns a group rank into a world rank.
     pub(super) fn at(&self, em: &mut Em<'_>, world_size: u64, sig: Option<Value>) -> GroupAt {
         let (world, me) = self.ranks(em, None);
-        // `world - me * stride`, written so that range analysis bounds it (with `q * stride`
-        // added, `q < size`) within 0..P: the start of this rank's block of `size * stride`
-        // ranks plus its place within a stride.
-        let block = em.idx(self.size() * self.stride());
-        let b = em.ibin(BinOp::Div, world, block);
-        let start = em.ibin(BinOp::Mul, b, block);
-        let s = em.idx(self.stride());
-        let within = em.ibin(BinOp::Rem, world, s);
-        let base = em.ibin(BinOp::Add, start, within);
+        let (size, to_world) = match &self.place {
+            Place::Grid { grid, axis } => {
+                let size = grid[*axis];
+                let stride: u64 = grid[axis + 1..].iter().product();
+                // `world - me * stride`, written so that range analysis bounds it (with `q *
+                // stride` added, `q < size`) within 0..P: the start of this rank's block of
+                // `size * stride` ranks plus its place within a stride.
+                let block = em.idx(size * stride);
+                let b = em.ibin(BinOp::Div, world, block);
+                let start = em.ibin(BinOp::Mul, b, block);
+                let s = em.idx(stride);
+                let within = em.ibin(BinOp::Rem, world, s);
+                let base = em.ibin(BinOp::Add, start, within);
+                let n = em.idx(size);
+                (n, ToWorld::Grid { stride, base })
+            }
+            Place::Table(t) => {
+                let n = match t.uniform {
+                    Some(n) => em.idx(n),
+                    None => lookup(em, &t.size, world),
+                };
+                let start = lookup(em, &t.start, world);
+                let table = Arc::clone(t);
+                (n, ToWorld::Table { table, start })
+            }
+        };
         GroupAt {
             ctx: self.ctx,
             size: self.size(),
-            stride: self.stride(),
+            size_v: size,
+            to_world,
             world_size,
             world,
             me,
-            base,
             sig,
         }
     }
+}
+
+/// How [`GroupAt::world_of`] turns a group rank into a world rank.
+#[derive(Clone, Debug)]
+enum ToWorld {
+    /// `base + q * stride`.
+    Grid {
+        /// World ranks between consecutive ranks of the group.
+        stride: u64,
+        /// The world rank of the group's rank 0.
+        base: Value,
+    },
+    /// `members[start + q]`.
+    Table {
+        /// The split's tables.
+        table: Arc<Table>,
+        /// This rank's group's first index in `members`.
+        start: Value,
+    },
 }
 
 /// A group as an expansion within it uses it: its extents and the values [`GroupDef::at`]
@@ -107,33 +232,44 @@ impl GroupDef {
 pub(super) struct GroupAt {
     /// The world's context.
     ctx: Value,
-    /// Ranks in the group.
-    size: u64,
-    /// World ranks between consecutive group ranks.
-    stride: u64,
+    /// Ranks in the group when every group of its split has as many.
+    size: Option<u64>,
+    /// Ranks in the group, as a value.
+    size_v: Value,
+    /// From group ranks to world ranks.
+    to_world: ToWorld,
     /// P.
     pub(super) world_size: u64,
     /// This rank's world rank.
     world: Value,
     /// This rank's group rank.
     pub(super) me: Value,
-    /// The world rank of the group's rank 0.
-    base: Value,
     /// The function's signal window (`4P` slots), absent only in a direct call of the pass.
     sig: Option<Value>,
 }
 
 impl GroupAt {
-    /// Ranks in the group.
+    /// Ranks in the group (a collective within a group is lowered only when every group of
+    /// its split has one size: `lower_team_op`).
     pub(super) fn size(&self) -> u64 {
-        self.size
+        self.size.unwrap_or(0)
     }
 
-    /// The world rank of group rank `q`: `base + q * stride`.
+    /// The world rank of group rank `q`: `base + q * stride` in a grid, `members[start + q]`
+    /// in a split's tables.
     pub(super) fn world_of(&self, em: &mut Em<'_>, q: Value) -> Value {
-        let s = em.idx(self.stride);
-        let o = em.ibin(BinOp::Mul, q, s);
-        em.ibin(BinOp::Add, self.base, o)
+        match &self.to_world {
+            ToWorld::Grid { stride, base } => {
+                let s = em.idx(*stride);
+                let o = em.ibin(BinOp::Mul, q, s);
+                em.ibin(BinOp::Add, *base, o)
+            }
+            ToWorld::Table { table, start } => {
+                let i = em.ibin(BinOp::Add, *start, q);
+                let members: Vec<Option<i64>> = table.members.iter().map(|&w| Some(w)).collect();
+                lookup(em, &members, i)
+            }
+        }
     }
 
     /// Slot `region + w` of the signal window.
@@ -144,7 +280,7 @@ impl GroupAt {
 
     /// Runs `body(world rank)` for every other member of the group, in group-rank order.
     fn for_each_other(&self, em: &mut Em<'_>, body: impl Fn(&mut Em<'_>, Value)) {
-        em.for_(0, self.size, |em, q| {
+        let each = |em: &mut Em<'_>, q: Value| {
             let other = em.cmp(CmpOp::Ne, self.me, q);
             em.if_(
                 other,
@@ -154,7 +290,14 @@ impl GroupAt {
                 },
                 |_| {},
             );
-        });
+        };
+        match self.size {
+            Some(n) => em.for_(0, n, each),
+            None => {
+                let zero = em.idx(0);
+                em.for_v(zero, self.size_v, each);
+            }
+        }
     }
 
     /// Every rank of the group arrives before any leaves: each rank counts one more barrier
@@ -163,7 +306,7 @@ impl GroupAt {
     /// signal window (a direct call of the pass, never at specialization) it is the world's
     /// barrier, correct only when every rank of the world reaches it.
     pub(super) fn barrier(&self, em: &mut Em<'_>) {
-        if self.size == 1 {
+        if self.size == Some(1) {
             return;
         }
         let Some(sig) = self.sig else {
@@ -267,8 +410,10 @@ pub(super) fn group_defs(
                     r,
                     GroupDef {
                         ctx: *ctx,
-                        grid: extents,
-                        axis,
+                        place: Place::Grid {
+                            grid: extents,
+                            axis,
+                        },
                     },
                 );
             }
@@ -290,20 +435,18 @@ pub(super) fn group_defs(
                  group apart"
                     .to_string()
             });
-            let grid = place
-                .or(nested)
-                .map_or_else(|| split_grid(f, &facts, consts, *ctx, *color, *key, p), Err);
-            match (grid, op.result) {
+            let layout = place.or(nested).map_or_else(
+                || split::layout(f, &facts, consts, (*ctx, *color, *key), p),
+                Err,
+            );
+            match (layout, op.result) {
                 (Err(m), _) => err = Some(fail("split", m)),
-                (Ok(grid), Some(r)) => {
-                    defs.insert(
-                        r,
-                        GroupDef {
-                            ctx: *ctx,
-                            grid,
-                            axis: 1,
-                        },
-                    );
+                (Ok(layout), Some(r)) => {
+                    let place = match layout {
+                        Layout::Grid(grid) => Place::Grid { grid, axis: 1 },
+                        Layout::Table(t) => Place::Table(t),
+                    };
+                    defs.insert(r, GroupDef { ctx: *ctx, place });
                 }
                 (Ok(_), None) => {}
             }
@@ -323,187 +466,21 @@ pub(super) fn group_defs(
     err.map_or(Ok(defs), Err)
 }
 
-/// The values of a function on one world rank `r` of `p`, computed before anything runs from
-/// their definitions: the function's constants (`consts`), `rank` and `nranks` of the world's
-/// context `world`, and elementwise ops of them, evaluated as every backend computes them
-/// ([`eval::elementwise`]: integers wrap at their width, casts are Rust's `as`). Each value is
-/// evaluated once (`memo`), so shared subexpressions cost nothing more.
-struct AtRank<'a, 'f> {
-    f: &'a Function,
-    facts: &'a Defs<'f>,
-    consts: &'a SecondaryMap<Value, i128>,
-    world: Value,
-    r: u64,
-    p: u64,
-    memo: SecondaryMap<Value, Scalar>,
-}
-
-impl AtRank<'_, '_> {
-    /// The value of `v` on this rank, in its own dtype.
-    ///
-    /// # Errors
-    /// What the value depends on that is not known before the program runs (a load, a
-    /// loop's variable, an argument, another group's rank), or the evaluator's error (a
-    /// division by zero), as a phrase for the message.
-    fn at(&mut self, v: Value) -> Result<Scalar, String> {
-        if let Some(&x) = self.memo.get(v) {
-            return Ok(x);
-        }
-        let x = self.eval(v)?;
-        self.memo.insert(v, x);
-        Ok(x)
-    }
-
-    /// [`AtRank::at`] of a value not yet evaluated on this rank.
-    fn eval(&mut self, v: Value) -> Result<Scalar, String> {
-        let d = self.f.ty(v).dtype().unwrap_or(DType::Index);
-        if let Some(&c) = self.consts.get(v) {
-            return Scalar::from_const(Const::Int(c), d).ok_or_else(|| format!("the constant {c}"));
-        }
-        let Some(op) = self.facts.op(v) else {
-            return Err("an argument or a loop's variable".into());
-        };
-        let (r, p) = (self.r, self.p);
-        let index = |x: u64| Scalar::Index(x as i64);
-        match &op.kind {
-            OpKind::Rank(c) if *c == self.world => Ok(index(r)),
-            OpKind::NRanks(c) if *c == self.world => Ok(index(p)),
-            OpKind::Const(c) => {
-                Scalar::from_const(*c, d).ok_or_else(|| format!("the constant {c}"))
-            }
-            kind if kind.as_elementwise().is_some() => {
-                let args = kind
-                    .operands()
-                    .into_iter()
-                    .map(|a| self.at(a))
-                    .collect::<Result<Vec<_>, _>>()?;
-                eval::elementwise(kind, &args, d).map_err(|e| format!("{e} on rank {r}"))
-            }
-            kind => Err(format!("`{}`", kind.info().name)),
-        }
-    }
-}
-
-/// The process grid whose axis-1 groups are those of `split(ctx, color, key)` on a world of
-/// `p` ranks: with `n` ranks per group, spaced `s` world ranks apart, `[p / (n s), n, s]`.
+/// A `broadcast` within the group `def` (of `n` ranks) from `root`: a constant root past the
+/// group's ranks is refused before anything runs; any other is checked when it runs
+/// ([`Trap::GroupRoot`]).
 ///
 /// # Errors
-/// The message, naming ranks and colors, when a color or key is not computed from the rank,
-/// when the groups differ in size, when a key numbers a group against world-rank order, and
-/// when the groups are not those of a process grid.
-fn split_grid(
-    f: &Function,
-    facts: &Defs<'_>,
-    consts: &SecondaryMap<Value, i128>,
-    world: Value,
-    color: Value,
-    key: Value,
-    p: u64,
-) -> Result<Vec<u64>, String> {
-    let mut groups: BTreeMap<i128, Vec<(i128, u64)>> = BTreeMap::new();
-    for r in 0..p {
-        let mut values = AtRank {
-            f,
-            facts,
-            consts,
-            world,
-            r,
-            p,
-            memo: SecondaryMap::new(),
-        };
-        let mut at = |v| values.at(v).map(|x| i128::from(x.bits() as i64));
-        let (c, k) = match (at(color), at(key)) {
-            (Ok(c), Ok(k)) => (c, k),
-            (Err(why), _) | (_, Err(why)) => {
-                return Err(format!(
-                    "the color and key of `split` are computed before anything runs, for every \
-                     rank, from `rank(ctx)`, `nranks(ctx)`, dims, constants and arithmetic on \
-                     them (`split(ctx, rank(ctx) / TP, rank(ctx))`); these depend on {why}"
-                ));
-            }
-        };
-        groups.entry(c).or_default().push((k, r));
-    }
-    let mut n = None;
-    let mut s = None;
-    for (c, members) in &mut groups {
-        members.sort();
-        let size = members.len() as u64;
-        let first = groups_first(members);
-        match n {
-            None => n = Some((size, *c, first)),
-            Some((m, c0, f0)) if m != size => {
-                return Err(format!(
-                    "color {c0} holds {m} ranks (from rank {f0}) but color {c} holds {size} (from \
-                     rank {first}); the groups of a split have one size: give every group the \
-                     same number of ranks (`rank(ctx) / TP` makes groups of TP)"
-                ))
-            }
-            Some(_) => {}
-        }
-        for w in members.windows(2) {
-            let (a, b) = (w[0].1, w[1].1);
-            if b < a {
-                return Err(format!(
-                    "the key numbers rank {a} before rank {b} in the group of color {c}; unlike \
-                     `MPI_Comm_split`, eagle numbers a group's ranks in world-rank order: give a \
-                     key that grows with the rank (`rank(ctx)`) or one key for all, and number \
-                     the ranks yourself where you need another order (`nranks(g) - 1 - \
-                     rank(g)`, with `world_rank(g, q)` for the peers)"
-                ));
-            }
-            match s {
-                None => s = Some(b - a),
-                Some(t) if t != b - a => {
-                    return Err(format!(
-                        "ranks {a} and {b} of color {c} are {} apart, but the ranks of a group \
-                         so far are {t} apart; the groups of a split are those of a process \
-                         grid, their ranks equally spaced alike: ranks `r / TP` (consecutive) or \
-                         `r % TP` (strided)",
-                        b - a
-                    ))
-                }
-                Some(_) => {}
-            }
-        }
-    }
-    let (n, s) = (n.map_or(1, |x| x.0), s.unwrap_or(1));
-    // One size, one spacing, members in world-rank order and a partition of `0..p` make the
-    // groups the grid's along axis 1 (each starts at `(r / (n s)) n s + r % s`); checked
-    // again here, an error rather than a wrong lowering should that reasoning ever fail.
-    let grid = vec![p / (n * s), n, s];
-    let starts_right = |m: &Vec<(i128, u64)>| m[0].1 == m[0].1 / (n * s) * (n * s) + m[0].1 % s;
-    if !p.is_multiple_of(n * s) || !groups.values().all(starts_right) {
-        return Err(format!(
-            "the groups of this split ({n} ranks each, {s} apart) are not those of a process \
-             grid [{}, {n}, {s}] on {p} ranks; give colors `r / TP` (consecutive) or `r % TP` \
-             (strided)",
-            p / (n * s)
-        ));
-    }
-    Ok(grid)
-}
-
-/// The world rank of a group's first member.
-fn groups_first(members: &[(i128, u64)]) -> u64 {
-    members.first().map_or(0, |m| m.1)
-}
-
-/// A `broadcast` within the group `def` from `root`: a constant root past the group's ranks
-/// is refused before anything runs; any other is checked when it runs ([`Trap::GroupRoot`]).
-///
-/// # Errors
-/// [`SpecializeError::Group`] for a constant root of `size` or more.
+/// [`SpecializeError::Group`] for a constant root of `n` or more.
 ///
 /// [`Trap::GroupRoot`]: eagle_ir::Trap::GroupRoot
 pub(super) fn check_root(
     em: &mut Em<'_>,
     op: &Op,
     root: Value,
-    def: &GroupDef,
+    n: u64,
     cx: &super::Lowering<'_>,
 ) -> Result<(), SpecializeError> {
-    let n = def.size();
     if !cx.consts.contains_key(root) {
         em.trap_unless_below(root, n, eagle_ir::Trap::GroupRoot);
     }
@@ -514,6 +491,31 @@ pub(super) fn check_root(
              (`world_rank(group, q)` turns a group rank into a world rank, not back)",
             n - 1
         )
+    })
+}
+
+/// A collective within `def` needs one group size on every rank (its expansion and its
+/// buffers' shapes are one program's).
+///
+/// # Errors
+/// [`SpecializeError::Group`] naming the groups' sizes and the fix when they differ.
+pub(super) fn uniform_size(
+    op: &Op,
+    def: &GroupDef,
+    cx: &super::Lowering<'_>,
+) -> Result<u64, SpecializeError> {
+    def.size().ok_or_else(|| SpecializeError::Group {
+        function: cx.f_name.to_string(),
+        op: op.kind.info().name.to_string(),
+        loc: op.loc.clone().map(Box::new),
+        message: format!(
+            "a collective within the groups of a split whose groups differ in size ({}): a \
+             collective's expansion and its buffers' shapes are one for every rank; give \
+             every group the same number of ranks, or move the data with `put`/`get` to \
+             `world_rank(g, q)` for `q` below `nranks(g)` and `barrier(g)`, which take \
+             groups of any size",
+            def.sizes()
+        ),
     })
 }
 
@@ -539,7 +541,8 @@ fn refuse_constant_past(
 }
 
 /// `world_rank(group, q)` with a constant `q` past the group's ranks is refused before
-/// anything runs; any other `q` is checked when it runs ([`Trap::GroupRank`]).
+/// anything runs (when every group has one size); any other `q` is checked when it runs
+/// ([`Trap::GroupRank`]).
 ///
 /// # Errors
 /// [`SpecializeError::Group`] for a constant `q` of the group's size or more.
@@ -551,7 +554,10 @@ pub(super) fn check_group_rank(
     def: &GroupDef,
     cx: &super::Lowering<'_>,
 ) -> Result<(), SpecializeError> {
-    let n = def.size();
+    // Groups of different sizes: checked when it runs.
+    let Some(n) = def.size() else {
+        return Ok(());
+    };
     refuse_constant_past(op, q, n, cx, "world_rank", |k| {
         format!(
             "group rank {k} of a group whose ranks are 0 to {}; give a rank below \
@@ -592,16 +598,38 @@ pub(super) fn lower_group_op(
     world_size: u64,
     sig: Option<Value>,
 ) -> bool {
+    let zero = |em: &mut Em<'_>| em.idx(0);
     if let OpKind::Rank(_) = op.kind {
         def.ranks(em, op.result);
     } else if let OpKind::NRanks(_) = op.kind {
-        em.append(OpKind::Const(Const::Int(i128::from(def.size()))), op.result);
+        if let (Place::Grid { .. }, Some(n)) = (&def.place, def.size()) {
+            em.append(OpKind::Const(Const::Int(i128::from(n))), op.result);
+        } else {
+            // A split's tables: a rank in no group stops; sizes may differ by rank.
+            let g = def.at(em, world_size, sig);
+            let z = zero(em);
+            em.append(OpKind::Binary(BinOp::Add, g.size_v, z), op.result);
+        }
     } else if let OpKind::WorldRank { rank, .. } = op.kind {
-        em.trap_unless_below(rank, def.size(), eagle_ir::Trap::GroupRank);
+        if let Some(n) = def.size() {
+            em.trap_unless_below(rank, n, eagle_ir::Trap::GroupRank);
+        }
         let g = def.at(em, world_size, sig);
-        let s = em.idx(g.stride);
-        let o = em.ibin(BinOp::Mul, rank, s);
-        em.append(OpKind::Binary(BinOp::Add, g.base, o), op.result);
+        if g.size.is_none() {
+            // `rank` past this rank's group, compared as unsigned (a negative one is past).
+            let u = em.push(OpKind::Cast(rank), Type::Scalar(DType::U64));
+            let n = em.push(OpKind::Cast(g.size_v), Type::Scalar(DType::U64));
+            let cond = em.cmp(CmpOp::Ge, u, n);
+            em.push_void(OpKind::TrapIf {
+                cond,
+                a: rank,
+                b: g.size_v,
+                kind: eagle_ir::Trap::GroupRank,
+            });
+        }
+        let w = g.world_of(em, rank);
+        let z = zero(em);
+        em.append(OpKind::Binary(BinOp::Add, w, z), op.result);
     } else if let OpKind::Barrier(_) = op.kind {
         def.at(em, world_size, sig).barrier(em);
     } else {

@@ -25,7 +25,10 @@ use std::collections::HashMap;
 
 mod em;
 mod groups;
+mod split;
+
 use em::Em;
+pub use groups::RankLayout;
 
 /// Elements per tile in lowered reductions.
 pub const BLOCK: u64 = 1024;
@@ -116,11 +119,12 @@ fn lower_team_op(
     if groups::lower_group_op(em, op, def, cx.p, cx.sig) {
         return Ok(true);
     }
+    let n = groups::uniform_size(op, def, cx)?;
     if let OpKind::Broadcast { root, .. } = op.kind {
-        groups::check_root(em, op, root, def, cx)?;
+        groups::check_root(em, op, root, n, cx)?;
     }
     em.group = Some(def.at(em, cx.p, cx.sig));
-    lower_collective(em, op.kind.clone(), cx.f_name, loc, def.size(), cx.sig)
+    lower_collective(em, op.kind.clone(), cx.f_name, loc, n, cx.sig)
 }
 
 /// `all_to_all_v` and `allgather_v`: their counts' lengths checked against P, then
@@ -608,8 +612,8 @@ fn lower_ring(
 /// Replaces every built-in collective of `f` by its expansion for world size `p`. `signals` is
 /// the signal window [`add_signal_windows`] gave `f` (a `window<[P], i64>` parameter, zero on
 /// entry and left zero on return); without one, ring and two-phase allreduce synchronise
-/// their steps with barriers. Returns the process grids of `f`'s rank groups (each once,
-/// sorted), which reports use to name a rank's place in them.
+/// their steps with barriers. Returns the layouts of `f`'s rank groups (grids and splits, each
+/// once, sorted), which reports use to name a rank's place in them.
 ///
 /// # Errors
 /// [`SpecializeError::CollectiveShape`] when an all-to-all buffer does not have P rows.
@@ -617,7 +621,7 @@ pub fn lower_collectives(
     f: &mut Function,
     p: u64,
     signals: Option<Value>,
-) -> Result<Vec<Vec<u64>>, SpecializeError> {
+) -> Result<Vec<RankLayout>, SpecializeError> {
     let consts = int_consts(f);
     let cx = Lowering {
         f_name: &f.name,
@@ -626,13 +630,14 @@ pub fn lower_collectives(
         groups: groups::group_defs(f, p, &consts)?,
         consts,
     };
-    let mut grids: Vec<Vec<u64>> = vec![];
+    let mut layouts: Vec<RankLayout> = vec![];
     for g in cx.groups.values() {
-        if !grids.iter().any(|x| x == g.grid()) {
-            grids.push(g.grid().to_vec());
+        let l = g.layout();
+        if !layouts.contains(&l) {
+            layouts.push(l);
         }
     }
-    grids.sort();
+    layouts.sort();
     let mut body = std::mem::take(&mut f.body);
     let mut cur = Cursor::new(
         std::mem::take(&mut f.values),
@@ -642,7 +647,7 @@ pub fn lower_collectives(
     let r = lower_block(&cx, &mut cur, &mut body);
     (_, f.values, f.ops) = cur.finish();
     f.body = body;
-    r.map(|()| grids)
+    r.map(|()| layouts)
 }
 
 /// The integer constants of `f`, by their values.
