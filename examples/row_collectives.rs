@@ -151,19 +151,26 @@ fn run_a2av(s: &Session, p: usize, m: usize) -> eagle::Result<()> {
 }
 
 /// Each rank puts its row into the window of the next rank of its group: the ranks of its
-/// parity, numbered backwards (`MPI_Comm_split` with key `P - r`); then the group's barrier.
+/// parity, numbered backwards (`MPI_Comm_split` with key `P - r`); then the group's barrier;
+/// then a two-phase allreduce of the rows within the group.
 #[eagle::kernel(device)]
+#[allow(clippy::too_many_arguments)]
 pub fn split_ring(
     ctx: Ctx,
     x: Tensor<f32, 1, M>,
     w: Window<f32, 1, M>,
-    y: Out<Tensor<f32, 1, M>>,
+    v: Window<f32, 1, M>,
+    t: Window<f32, 1, M>,
+    y: Out<Tensor<f32, 2, 1, M>>,
     ids: Out<Tensor<u64, 2>>,
 ) {
     let g = split(ctx, rank(ctx) % 2, nranks(ctx) - rank(ctx));
     put(w, world_rank(g, (rank(g) + 1) % nranks(g)), x);
     barrier(g);
-    get(y, rank(ctx), w);
+    get(y[0], rank(ctx), w);
+    put(v, rank(ctx), x);
+    allreduce(g, v, t, Sum, TwoPhase);
+    get(y[1], rank(ctx), t);
     ids[0] = rank(g) as u64;
     ids[1] = nranks(g) as u64;
 }
@@ -171,22 +178,34 @@ pub fn split_ring(
 #[eagle::host]
 pub fn split_ring_host(
     x: Tensor<f32, NR, 1, M>,
-    y: Out<Tensor<f32, NR, 1, M>>,
+    y: Out<Tensor<f32, NR, 2, 1, M>>,
     ids: Out<Tensor<u64, NR, 2>>,
 ) {
     let w = alloc_window_buffer([1, M], f32);
+    let v = alloc_window_buffer([1, M], f32);
+    let t = alloc_window_buffer([1, M], f32);
     for r in 0..world_size() {
-        split_ring(x[r], window(w, [1, M], f32), y[r], ids[r], device = r);
+        split_ring(
+            x[r],
+            window(w, [1, M], f32),
+            window(v, [1, M], f32),
+            window(t, [1, M], f32),
+            y[r],
+            ids[r],
+            device = r,
+        );
     }
 }
 
 /// [`LAUNCHES`] launches of [`split_ring_host`], each checked against the groups
 /// `MPI_Comm_split` makes: rank r's group is the ranks of its parity in descending order, and
-/// it receives the row of the rank before it there.
+/// it receives the row of the rank before it there and the sum of the group's rows in that
+/// order.
 fn run_split_ring(s: &Session, p: usize, m: usize) -> eagle::Result<()> {
     let x = eagle_runner::random_tensor(&[p, 1, m], 53);
-    let mut want = vec![0f32; p * m];
+    let mut want = vec![0f32; p * 2 * m];
     let mut want_ids = vec![0u64; p * 2];
+    let row = |w: usize| &x.data()[w * m..][..m];
     for r in 0..p {
         let members: Vec<usize> = (0..p).rev().filter(|w| w % 2 == r % 2).collect();
         let (n, q) = (
@@ -194,11 +213,17 @@ fn run_split_ring(s: &Session, p: usize, m: usize) -> eagle::Result<()> {
             members.iter().position(|&w| w == r).unwrap_or(0),
         );
         let prev = members[(q + n - 1) % n];
-        want[r * m..][..m].copy_from_slice(&x.data()[prev * m..][..m]);
+        want[r * 2 * m..][..m].copy_from_slice(row(prev));
+        for j in 0..m {
+            let sum = members[1..]
+                .iter()
+                .fold(row(members[0])[j], |s, &w| s + row(w)[j]);
+            want[(r * 2 + 1) * m + j] = sum;
+        }
         want_ids[2 * r..][..2].copy_from_slice(&[q as u64, n as u64]);
     }
     for i in 0..LAUNCHES {
-        let mut y = Tensor::<f32>::zeros(&[p, 1, m]);
+        let mut y = Tensor::<f32>::zeros(&[p, 2, 1, m]);
         let mut ids = Tensor::<u64>::zeros(&[p, 2]);
         split_ring_host.launch(s, &x, &mut y, &mut ids)?;
         eagle_runner::check_bits(&format!("split_ring, launch {i}"), y.data(), &want)?;

@@ -216,10 +216,11 @@ fn groups_of_any_size_order_and_ranks_left_out_are_mpi_comm_splits_at_every_p() 
 #[test]
 fn splits_that_are_no_grids_in_the_emulation_equal_the_model() {
     emulation::cxx();
-    for p in [4usize, 6] {
+    for p in [4usize, 6, 8] {
         let s = Session::cuda_emulated(vec![0; p]).unwrap();
         check_odd_split(&s, p);
         check_backwards(&s, p);
+        check_uneven(&s, p);
     }
 }
 
@@ -337,20 +338,137 @@ fn collectives_within_groups_numbered_backwards_run_in_group_rank_order() {
     }
 }
 
-/// Misuse of split groups: a collective within groups of different sizes (refused before
-/// anything runs) and a rank left out that uses its group (stopped when it runs).
+/// Collectives within groups of different sizes: `r / 3` makes groups of 3 and a smaller last
+/// one (P = 4: `{0, 1, 2}` and `{3}`).
 #[eagle::kernel(device)]
-pub fn uneven_sum_d(ctx: Ctx, a: Window<f32, W>, b: Window<f32, W>) {
+#[allow(clippy::too_many_arguments)]
+pub fn uneven_d(
+    ctx: Ctx,
+    x: Tensor<f32, W>,
+    sums: Out<Tensor<f32, 5, W>>,
+    a: Window<f32, W>,
+    b: Window<f32, W>,
+    c: Window<f32, W>,
+    d: Window<f32, W>,
+    e: Window<f32, W>,
+    f: Window<f32, W>,
+) {
     let g = split(ctx, rank(ctx) / 3, rank(ctx));
-    allreduce(g, a, b, Sum, Mesh); // marker: uneven sum
+    put(a, rank(ctx), x);
+    allreduce(g, a, b, Sum, Mesh);
+    allreduce(g, a, c, Sum, TwoPhase);
+    allreduce(g, a, d, Sum, Ring);
+    broadcast(g, a, e, nranks(g) - 1);
+    put(f, rank(ctx), x);
+    allgather(g, f, f);
+    get(sums[0], rank(ctx), b);
+    get(sums[1], rank(ctx), c);
+    get(sums[2], rank(ctx), d);
+    get(sums[3], rank(ctx), e);
+    get(sums[4], rank(ctx), f);
 }
 
 #[eagle::host]
-pub fn uneven_sum() {
+pub fn uneven(x: Tensor<f32, NR, W>, sums: Out<Tensor<f32, NR, 5, W>>) {
     let a = alloc_window_buffer([W], f32);
     let b = alloc_window_buffer([W], f32);
+    let c = alloc_window_buffer([W], f32);
+    let d = alloc_window_buffer([W], f32);
+    let e = alloc_window_buffer([W], f32);
+    let f = alloc_window_buffer([W], f32);
     for r in 0..world_size() {
-        uneven_sum_d(window(a, [W], f32), window(b, [W], f32), device = r);
+        uneven_d(
+            x[r],
+            sums[r],
+            window(a, [W], f32),
+            window(b, [W], f32),
+            window(c, [W], f32),
+            window(d, [W], f32),
+            window(e, [W], f32),
+            window(f, [W], f32),
+            device = r,
+        );
+    }
+}
+
+#[test]
+fn collectives_within_groups_of_different_sizes_are_each_groups_at_every_p() {
+    for p in 1..=8usize {
+        check_uneven(&Session::sim(p).unwrap(), p);
+    }
+}
+
+/// Runs `uneven` on `s` (P ranks) and checks each group's sums, broadcast and allgather.
+fn check_uneven(s: &Session, p: usize) {
+    {
+        let x: Vec<f32> = (0..p * W)
+            .map(|i| {
+                if i % W == 0 {
+                    i as f32
+                } else {
+                    0.1 + i as f32 * 1.37
+                }
+            })
+            .collect();
+        let xs = Tensor::from_vec(&[p, W], x.clone()).unwrap();
+        let mut sums = Tensor::<f32>::zeros(&[p, 5, W]);
+        uneven
+            .launch(s, &xs, &mut sums)
+            .unwrap_or_else(|e| panic!("P={p}: {e}"));
+        for r in 0..p {
+            let members: Vec<usize> = (r / 3 * 3..(r / 3 * 3 + 3).min(p)).collect();
+            let n = members.len();
+            let sum: Vec<f32> = (0..W)
+                .map(|j| {
+                    members[1..]
+                        .iter()
+                        .fold(x[members[0] * W + j], |s, &w| s + x[w * W + j])
+                })
+                .collect();
+            // The chunk rule: chunk c starts at c * (W / n) + min(c, W % n).
+            let start = |c: usize| c * (W / n) + c.min(W % n);
+            let owner = |j: usize| (0..n).rev().find(|&c| start(c) <= j).unwrap();
+            let gathered: Vec<f32> = (0..W).map(|j| x[members[owner(j)] * W + j]).collect();
+            let root = members[n - 1];
+            let want = [
+                &sum[..],
+                &sum[..],
+                &sum[..],
+                &x[root * W..][..W],
+                &gathered[..],
+            ]
+            .concat();
+            let got = &sums.data()[r * 5 * W..][..5 * W];
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&got[..2 * W]),
+                bits(&want[..2 * W]),
+                "P={p} rank {r}: mesh, two-phase"
+            );
+            assert_eq!(got[2 * W], want[2 * W], "P={p} rank {r}: ring");
+            assert_eq!(
+                bits(&got[3 * W..]),
+                bits(&want[3 * W..]),
+                "P={p} rank {r}: broadcast, allgather"
+            );
+        }
+    }
+}
+
+/// Misuse of split groups: an allgather of one row per group rank within groups of different
+/// sizes (refused before anything runs) and a rank left out that uses its group (stopped
+/// when it runs).
+#[eagle::kernel(device)]
+pub fn uneven_rows_d(ctx: Ctx, x: Tensor<f32, 1, W>, g: Window<f32, 3, W>) {
+    let h = split(ctx, rank(ctx) / 3, rank(ctx));
+    allgather(h, x, g); // marker: uneven rows
+}
+
+#[eagle::host]
+pub fn uneven_rows(x: Tensor<f32, NR, 1, W>) {
+    let g = alloc_window_buffer([3, W], f32);
+    for r in 0..world_size() {
+        uneven_rows_d(x[r], window(g, [3, W], f32), device = r);
     }
 }
 
@@ -368,9 +486,10 @@ pub fn left_out(out: Out<Tensor<u64, NR, 1>>) {
 }
 
 #[test]
-fn a_collective_in_groups_of_different_sizes_and_a_rank_left_out_are_errors() {
+fn rows_per_group_rank_in_groups_of_different_sizes_and_a_rank_left_out_are_errors() {
     let s = Session::sim(4).unwrap();
-    let e = uneven_sum.launch(&s).unwrap_err();
+    let x = Tensor::<f32>::zeros(&[4, 1, W]);
+    let e = uneven_rows.launch(&s, &x).unwrap_err();
     let eagle::Error::Codegen(CodegenError::Specialize(sp)) = &e else {
         panic!("{e}");
     };
@@ -380,14 +499,14 @@ fn a_collective_in_groups_of_different_sizes_and_a_rank_left_out_are_errors() {
     else {
         panic!("{e}");
     };
-    assert_eq!(op, "allreduce");
+    assert_eq!(op, "allgather");
     assert_eq!(
         loc.as_ref().map(|l| l.line),
-        Some(line_of("marker: uneven sum"))
+        Some(line_of("marker: uneven rows"))
     );
     assert_eq!(
         message,
-        "a collective within the groups of a split whose groups differ in size (color 0 holds 3, color 1 holds 1): a collective's expansion and its buffers' shapes are one for every rank; give every group the same number of ranks, or move the data with `put`/`get` to `world_rank(g, q)` for `q` below `nranks(g)` and `barrier(g)`, which take groups of any size"
+        "a collective whose buffers have one row per group rank, within the groups of a split whose groups differ in size (color 0 holds 3, color 1 holds 1): one buffer shape cannot fit them; give every group the same number of ranks, or use the same-shape forms (`allreduce`, `broadcast`, `allgather` and `reduce_scatter` of equal buffers), which take groups of any size"
     );
     let mut out = Tensor::<u64>::zeros(&[4, 1]);
     let e = left_out.launch(&s, &mut out).unwrap_err().to_string();

@@ -494,29 +494,94 @@ pub(super) fn check_root(
     })
 }
 
-/// A collective within `def` needs one group size on every rank (its expansion and its
-/// buffers' shapes are one program's).
+/// Lowers collective `op` within `def`, a split whose groups differ in size: one expansion per
+/// size `n` (ascending), each the world's expansion for a world of `n` ranks, the one run
+/// chosen by this rank's group size; so each group gets the bits of the collective on a world
+/// of its size. A `broadcast` root is checked when it runs.
 ///
 /// # Errors
-/// [`SpecializeError::Group`] naming the groups' sizes and the fix when they differ.
-pub(super) fn uniform_size(
+/// [`SpecializeError::Group`] for the collectives whose buffers have one row per group rank
+/// (the row forms of `allgather` and `reduce_scatter`, `all_to_all`, `all_to_all_v`,
+/// `allgather_v`): one buffer shape cannot fit groups of different sizes; and what the
+/// expansions return.
+pub(super) fn lower_uneven(
+    em: &mut Em<'_>,
     op: &Op,
     def: &GroupDef,
     cx: &super::Lowering<'_>,
-) -> Result<u64, SpecializeError> {
-    def.size().ok_or_else(|| SpecializeError::Group {
-        function: cx.f_name.to_string(),
-        op: op.kind.info().name.to_string(),
-        loc: op.loc.clone().map(Box::new),
-        message: format!(
-            "a collective within the groups of a split whose groups differ in size ({}): a \
-             collective's expansion and its buffers' shapes are one for every rank; give \
-             every group the same number of ranks, or move the data with `put`/`get` to \
-             `world_rank(g, q)` for `q` below `nranks(g)` and `barrier(g)`, which take \
-             groups of any size",
-            def.sizes()
-        ),
-    })
+) -> Result<bool, SpecializeError> {
+    let rows = |v: Value| em.ty(v);
+    let per_rank = if let OpKind::AllGather { src, dst, .. } = &op.kind {
+        rows(*dst).holds_rows_of(&rows(*src)) || !matches!(rows(*src), Type::Window(..))
+    } else if let OpKind::ReduceScatter { src, dst, .. } = &op.kind {
+        rows(*src).holds_rows_of(&rows(*dst))
+    } else {
+        matches!(
+            op.kind,
+            OpKind::AllToAll { .. } | OpKind::AllToAllV { .. } | OpKind::AllGatherV { .. }
+        )
+    };
+    if per_rank {
+        return Err(SpecializeError::Group {
+            function: cx.f_name.to_string(),
+            op: op.kind.info().name.to_string(),
+            loc: op.loc.clone().map(Box::new),
+            message: format!(
+                "a collective whose buffers have one row per group rank, within the groups of \
+                 a split whose groups differ in size ({}): one buffer shape cannot fit them; \
+                 give every group the same number of ranks, or use the same-shape forms \
+                 (`allreduce`, `broadcast`, `allgather` and `reduce_scatter` of equal \
+                 buffers), which take groups of any size",
+                def.sizes()
+            ),
+        });
+    }
+    let mut sizes = match &def.place {
+        Place::Table(t) => t.size.iter().flatten().map(|&n| n as u64).collect(),
+        Place::Grid { .. } => vec![],
+    };
+    sizes.sort_unstable();
+    sizes.dedup();
+    let at = def.at(em, cx.p, cx.sig);
+    by_size(em, &at, &sizes, op, cx)
+}
+
+/// [`lower_uneven`]'s expansions for `sizes`: the first when this rank's group has that many
+/// ranks, else the others.
+fn by_size(
+    em: &mut Em<'_>,
+    at: &GroupAt,
+    sizes: &[u64],
+    op: &Op,
+    cx: &super::Lowering<'_>,
+) -> Result<bool, SpecializeError> {
+    let Some((&n, rest)) = sizes.split_first() else {
+        return Ok(true);
+    };
+    let expand = |em: &mut Em<'_>| {
+        let mut g = at.clone();
+        g.size = Some(n);
+        em.group = Some(g);
+        if let OpKind::Broadcast { root, .. } = op.kind {
+            em.trap_unless_below(root, n, eagle_ir::Trap::GroupRoot);
+        }
+        let r = super::lower_collective(em, op.kind.clone(), cx.f_name, op.loc.clone(), n, cx.sig);
+        em.group = None;
+        r
+    };
+    if rest.is_empty() {
+        return expand(em);
+    }
+    let (mut this, mut others) = (Ok(true), Ok(true));
+    let nv = em.idx(n);
+    let here = em.cmp(CmpOp::Eq, at.size_v, nv);
+    em.if_(
+        here,
+        |em| this = expand(em),
+        |em| others = by_size(em, at, rest, op, cx),
+    );
+    this?;
+    others
 }
 
 /// [`SpecializeError::Group`] at `op` (`what` names it) when group rank `q` of a group of

@@ -119,7 +119,9 @@ fn lower_team_op(
     if groups::lower_group_op(em, op, def, cx.p, cx.sig) {
         return Ok(true);
     }
-    let n = groups::uniform_size(op, def, cx)?;
+    let Some(n) = def.size() else {
+        return groups::lower_uneven(em, op, def, cx);
+    };
     if let OpKind::Broadcast { root, .. } = op.kind {
         groups::check_root(em, op, root, n, cx)?;
     }
