@@ -777,3 +777,51 @@ fn a_color_with_shared_subexpressions_is_evaluated_once_per_value() {
     deep_color.launch(&s, &mut out).unwrap();
     assert_eq!(out.data(), [2, 2, 2, 2]);
 }
+
+/// Each rank puts its row into the next rank of its group (`r % 2`, numbered backwards), which
+/// that rank reads with no wait: a race between two ranks of a split's group.
+#[eagle::kernel(device)]
+pub fn racy_split_d(ctx: Ctx, x: Tensor<f32, W>, y: Out<Tensor<f32, W>>, w: Window<f32, W>) {
+    let g = split(ctx, rank(ctx) % 2, nranks(ctx) - rank(ctx));
+    put(w, world_rank(g, (rank(g) + 1) % nranks(g)), x);
+    store(y, [0], load(w, [0], [W]));
+}
+
+#[eagle::host]
+pub fn racy_split(x: Tensor<f32, NR, W>, y: Out<Tensor<f32, NR, W>>) {
+    let w = alloc_window_buffer([W], f32);
+    for r in 0..world_size() {
+        racy_split_d(x[r], y[r], window(w, [W], f32), device = r);
+    }
+}
+
+#[test]
+fn a_race_between_members_of_a_splits_group_names_their_group_ranks() {
+    let p = 5;
+    let s = Session::sim(p).unwrap();
+    let x = Tensor::<f32>::zeros(&[p, W]);
+    let mut y = Tensor::<f32>::zeros(&[p, W]);
+    let e = racy_split.launch(&s, &x, &mut y).unwrap_err();
+    use eagle::runtime::{Cause, RuntimeError};
+    let eagle::Error::Runtime(RuntimeError::RankFailed {
+        rank,
+        cause: Cause::Race(message),
+    }) = &e
+    else {
+        panic!("expected a race, got {e:?}");
+    };
+    // Color r % 2, numbered backwards: {4, 2, 0} and {3, 1}.
+    let at = |r: usize| {
+        let (q, n) = [(2, 3), (1, 2), (1, 3), (0, 2), (0, 3)][r];
+        format!(
+            "rank {r} is rank {q} of {n} in the group of color {} of a split",
+            r % 2
+        )
+    };
+    assert!(message.ends_with(&format!("({})", at(*rank))), "{message}");
+    let other = (0..p)
+        .filter(|q| q != rank)
+        .find(|q| message.contains(&format!("(rank {q} is ")))
+        .unwrap_or_else(|| panic!("no other rank named: {message}"));
+    assert!(message.contains(&at(other)), "{message}");
+}
