@@ -519,7 +519,7 @@ fn rows_per_group_rank_in_groups_of_different_sizes_and_a_rank_left_out_are_erro
         "{e}"
     );
     assert!(
-        e.ends_with("world rank 2 is in no group of this split (its color is negative: `UNDEFINED`) but uses the group; use a split's group only on the ranks it gives a color of 0 or more (rank 2 is in no group of a split (its color is negative))"),
+        e.ends_with(&format!("world rank 2 is in no group of this split (its color is negative: `UNDEFINED`) but uses the group; use a split's group only on the ranks it gives a color of 0 or more, behind an `if` (both sides of a `select` are computed) (rank 2 is in no group of the split at tests/split.rs:{} (its color is negative))", line_of("let g = split(ctx, select(rank(ctx) == 2, UNDEFINED, 0)"))),
         "{e}"
     );
 }
@@ -782,7 +782,7 @@ fn a_color_with_shared_subexpressions_is_evaluated_once_per_value() {
 /// that rank reads with no wait: a race between two ranks of a split's group.
 #[eagle::kernel(device)]
 pub fn racy_split_d(ctx: Ctx, x: Tensor<f32, W>, y: Out<Tensor<f32, W>>, w: Window<f32, W>) {
-    let g = split(ctx, rank(ctx) % 2, nranks(ctx) - rank(ctx));
+    let g = split(ctx, rank(ctx) % 2, nranks(ctx) - rank(ctx)); // marker: racy split
     put(w, world_rank(g, (rank(g) + 1) % nranks(g)), x);
     store(y, [0], load(w, [0], [W]));
 }
@@ -814,8 +814,9 @@ fn a_race_between_members_of_a_splits_group_names_their_group_ranks() {
     let at = |r: usize| {
         let (q, n) = [(2, 3), (1, 2), (1, 3), (0, 2), (0, 3)][r];
         format!(
-            "rank {r} is rank {q} of {n} in the group of color {} of a split",
-            r % 2
+            "rank {r} is rank {q} of {n} in the group of color {} of the split at tests/split.rs:{}",
+            r % 2,
+            line_of("marker: racy split")
         )
     };
     assert!(message.ends_with(&format!("({})", at(*rank))), "{message}");
@@ -824,4 +825,143 @@ fn a_race_between_members_of_a_splits_group_names_their_group_ranks() {
         .find(|q| message.contains(&format!("(rank {q} is ")))
         .unwrap_or_else(|| panic!("no other rank named: {message}"));
     assert!(message.contains(&at(other)), "{message}");
+}
+
+/// A split whose colors are all negative at small P: no group at all; a rank that uses it
+/// stops, the others run.
+#[eagle::kernel(device)]
+pub fn none_d(ctx: Ctx, out: Out<Tensor<u64, 1>>) {
+    let g = split(ctx, select(rank(ctx) == 3, 0, UNDEFINED), 0);
+    out[0] = 7;
+    if rank(ctx) == 3 {
+        out[0] = nranks(g) as u64;
+    }
+}
+
+#[eagle::host]
+pub fn none(out: Out<Tensor<u64, NR, 1>>) {
+    for r in 0..world_size() {
+        none_d(out[r], device = r);
+    }
+}
+
+/// Constants past every group of a split of groups of different sizes.
+#[eagle::kernel(device)]
+pub fn past_every_d(ctx: Ctx, a: Window<f32, W>, b: Window<f32, W>, out: Out<Tensor<u64, 1>>) {
+    let g = split(ctx, rank(ctx) / 3, rank(ctx));
+    out[0] = world_rank(g, 2) as u64;
+    broadcast(g, a, b, 5); // marker: root past every group
+}
+
+#[eagle::host]
+pub fn past_every(out: Out<Tensor<u64, NR, 1>>) {
+    let a = alloc_window_buffer([W], f32);
+    let b = alloc_window_buffer([W], f32);
+    for r in 0..world_size() {
+        past_every_d(window(a, [W], f32), window(b, [W], f32), out[r], device = r);
+    }
+}
+
+/// Colors that cannot be known for every rank before anything runs, each for its own reason.
+#[eagle::kernel(device)]
+pub fn unknowable_d(ctx: Ctx, how: Tensor<u64, 1>, out: Out<Tensor<u64, 1>>) {
+    let mut c = 0;
+    if rank(ctx) > 1 {
+        c = 1;
+    }
+    let g = split(ctx, c, rank(ctx));
+    let h = split(ctx, rank(ctx) % 2, 0);
+    let k = split(ctx, rank(h), 0);
+    let z = split(ctx, 6 / (rank(ctx) - 1), 0);
+    out[0] = (rank(g) + rank(k) + rank(z) + how[0] as usize) as u64;
+}
+
+#[eagle::host]
+pub fn unknowable(how: Tensor<u64, NR, 1>, out: Out<Tensor<u64, NR, 1>>) {
+    for r in 0..world_size() {
+        unknowable_d(how[r], out[r], device = r);
+    }
+}
+
+#[test]
+fn splits_found_wanting_by_a_review_are_errors_that_name_their_cause() {
+    // No group at all: rank 3 does not exist at P = 2, so no rank uses the group.
+    let s = Session::sim(2).unwrap();
+    let mut out = Tensor::<u64>::zeros(&[2, 1]);
+    none.launch(&s, &mut out).unwrap();
+    assert_eq!(out.data(), [7, 7]);
+    let s = Session::sim(4).unwrap();
+    let mut out = Tensor::<u64>::zeros(&[4, 1]);
+    none.launch(&s, &mut out).unwrap();
+    assert_eq!(out.data(), [7, 7, 7, 1]);
+    // Constants past every group: at P = 4 the groups are {0, 1, 2} and {3}.
+    let mut out = Tensor::<u64>::zeros(&[4, 1]);
+    let e = past_every.launch(&s, &mut out).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!(
+            "tests/split.rs:{}",
+            line_of("marker: root past every group")
+        )),
+        "{e}"
+    );
+    assert!(e.ends_with("the root is 5, but the largest group's ranks are 0 to 2; the root of a broadcast within a group is a group rank: give one below `nranks(group)`"), "{e}");
+    let e = unknowable
+        .launch(&s, &Tensor::<u64>::zeros(&[4, 1]), &mut out)
+        .unwrap_err()
+        .to_string();
+    assert!(e.ends_with("these depend on a `let mut` variable, whose value is only known as the program runs (compute the color in one expression)"), "{e}");
+}
+
+/// A color from another group's rank.
+#[eagle::kernel(device)]
+pub fn of_a_group_d(ctx: Ctx, out: Out<Tensor<u64, 1>>) {
+    let h = split(ctx, rank(ctx) % 2, 0);
+    let k = split(ctx, rank(h), 0);
+    out[0] = world_rank(k, 9) as u64;
+}
+
+#[eagle::host]
+pub fn of_a_group(out: Out<Tensor<u64, NR, 1>>) {
+    for r in 0..world_size() {
+        of_a_group_d(out[r], device = r);
+    }
+}
+
+/// A color that divides by zero at P = 3, and a constant group rank past every group.
+#[eagle::kernel(device)]
+pub fn by_zero_d(ctx: Ctx, out: Out<Tensor<u64, 2>>) {
+    let g = split(ctx, rank(ctx) / 3, rank(ctx));
+    out[0] = world_rank(g, 3) as u64; // marker: past every group
+    let z = split(ctx, 6 / (nranks(ctx) - 3), 0);
+    out[1] = rank(z) as u64;
+}
+
+#[eagle::host]
+pub fn by_zero(out: Out<Tensor<u64, NR, 2>>) {
+    for r in 0..world_size() {
+        by_zero_d(out[r], device = r);
+    }
+}
+
+#[test]
+fn a_color_of_a_groups_rank_or_that_divides_by_zero_names_why() {
+    let s = Session::sim(4).unwrap();
+    let mut out = Tensor::<u64>::zeros(&[4, 1]);
+    let e = of_a_group.launch(&s, &mut out).unwrap_err().to_string();
+    assert!(e.ends_with("these depend on a group's `rank` or `nranks` (only the world's are known for every rank before anything runs)"), "{e}");
+    let mut out = Tensor::<u64>::zeros(&[4, 2]);
+    let e = by_zero.launch(&s, &mut out).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!(
+            "tests/split.rs:{}",
+            line_of("marker: past every group")
+        )),
+        "{e}"
+    );
+    assert!(e.ends_with("group rank 3 of a split whose largest group's ranks are 0 to 2; give a rank below `nranks(group)` (reduce it modulo `nranks(group)` for a ring)"), "{e}");
+    // At P = 3 every rank divides by zero (and the constant is in range).
+    let s = Session::sim(3).unwrap();
+    let mut out = Tensor::<u64>::zeros(&[3, 2]);
+    let e = by_zero.launch(&s, &mut out).unwrap_err().to_string();
+    assert!(e.contains("these cannot be computed on rank 0: "), "{e}");
 }

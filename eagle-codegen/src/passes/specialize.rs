@@ -320,6 +320,14 @@ impl Spec<'_> {
             .filter(|r| !r.loose && self.dead == 0 && (self.guarded == 0 || r.lo == r.hi))
     }
 
+    /// A world `broadcast`'s root against P; a group's is a group rank (`lower_collectives`).
+    fn check_root(&self, f: &Function, op: &Op, r: Value, c: Value) -> Result<(), SpecializeError> {
+        if !f.params.iter().any(|q| q.value == c) {
+            return Ok(());
+        }
+        self.check_rank(f, op, r, "root")
+    }
+
     fn check_rank(
         &self,
         f: &Function,
@@ -936,7 +944,7 @@ impl Spec<'_> {
             OpKind::Slice { src, index } => self.slice(f, op, *src, *index, res)?,
             OpKind::Subview { src, offset } => self.subview(f, op, *src, *offset, res)?,
             OpKind::View { src, offsets } => self.view(f, op, *src, offsets, res)?,
-            OpKind::Broadcast { root, .. } => self.check_rank(f, op, *root, "root")?,
+            OpKind::Broadcast { root, ctx, .. } => self.check_root(f, op, *root, *ctx)?,
             OpKind::Elem { .. }
             | OpKind::SetElem { .. }
             | OpKind::Load { .. }

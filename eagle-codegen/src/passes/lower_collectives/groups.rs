@@ -23,10 +23,12 @@
 //! the world's are.
 
 use super::em::Em;
-use super::split::{self, lookup, Layout, Table};
+use super::split::{self, lookup, Table};
 use crate::error::SpecializeError;
 use eagle_ir::entity::SecondaryMap;
 use eagle_ir::{BinOp, CmpOp, Const, DType, Defs, Function, Level, Op, OpKind, Type, Value, Want};
+use std::cell::OnceCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// A `group` or `split` op of the function once P and the dims are bound.
@@ -36,6 +38,8 @@ pub(super) struct GroupDef {
     ctx: Value,
     /// Where its ranks sit among the world's.
     place: Place,
+    /// For a split: its tables and its source location, which reports name a rank's place by.
+    split: Option<(Arc<Table>, String)>,
 }
 
 /// A group's ranks among the world's.
@@ -48,9 +52,30 @@ enum Place {
         /// The group's axis.
         axis: usize,
     },
-    /// A split's groups that are no grid's ([`split::Table`]).
-    Table(Arc<Table>),
+    /// A split's groups that are no grid's ([`split::Table`]), and this rank's entries of the
+    /// tables once emitted where the split is ([`GroupDef::define`]).
+    Table(Arc<Table>, Rc<OnceCell<Entries>>),
 }
+
+/// This rank's entries of a split's tables, emitted once where the split is (so that every
+/// use of the group, which the split dominates, reads them).
+#[derive(Clone, Copy, Debug)]
+struct Entries {
+    /// This rank's world rank.
+    world: Value,
+    /// Its group rank, `-1` in no group.
+    me: Value,
+    /// Its group's first index in the members.
+    start: Value,
+    /// Its group's rank count.
+    size: Value,
+    /// The members as a local `i64` array, when the table has too many runs for `select`s at
+    /// each use.
+    members: Option<Value>,
+}
+
+/// A members table of more runs than this is read from a local array.
+const MAX_RUNS: usize = 8;
 
 /// How a program's rank groups place a world rank, for reports
 /// ([`crate::Artifact::rank_place`]).
@@ -59,14 +84,19 @@ pub enum RankLayout {
     /// A process grid's extents, outermost first (row-major over the world ranks): a rank's
     /// group rank in the group of axis `a` is its coordinate `a`.
     Grid(Vec<u64>),
-    /// The groups of a split that are no grid's: per world rank, its color, its group rank
-    /// and its group's rank count (`None`: a negative color, in no group).
-    Split(Vec<Option<(i64, u64, u64)>>),
+    /// The groups of a split: where the split is (`file:line`) and per world rank its color,
+    /// its group rank and its group's rank count (`None`: a negative color, in no group).
+    Split {
+        /// The split's source location.
+        at: String,
+        /// Per world rank.
+        ranks: Vec<Option<(i64, u64, u64)>>,
+    },
 }
 
 impl RankLayout {
     /// Where world rank `rank` sits: `at [1, 2] of the rank grid [2, 4]`, `rank 1 of 3 in
-    /// the group of color 0 of a split`, `in no group of a split`.
+    /// the group of color 0 of the split at src/k.rs:12`, `in no group of the split at ...`.
     pub fn place(&self, rank: usize) -> String {
         let show = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
         match self {
@@ -79,11 +109,11 @@ impl RankLayout {
                 }
                 format!("at [{}] of the rank grid [{}]", show(&at), show(g))
             }
-            RankLayout::Split(t) => match t.get(rank).copied().flatten() {
+            RankLayout::Split { at, ranks } => match ranks.get(rank).copied().flatten() {
                 Some((c, q, n)) => {
-                    format!("rank {q} of {n} in the group of color {c} of a split")
+                    format!("rank {q} of {n} in the group of color {c} of the split at {at}")
                 }
-                None => "in no group of a split (its color is negative)".into(),
+                None => format!("in no group of the split at {at} (its color is negative)"),
             },
         }
     }
@@ -92,16 +122,37 @@ impl RankLayout {
 impl GroupDef {
     /// How reports name a rank's place in the group's grid or split.
     pub(super) fn layout(&self) -> RankLayout {
-        match &self.place {
-            Place::Grid { grid, .. } => RankLayout::Grid(grid.clone()),
-            Place::Table(t) => RankLayout::Split(
-                (0..t.me.len())
+        match (&self.split, &self.place) {
+            (Some((t, at)), _) => RankLayout::Split {
+                at: at.clone(),
+                ranks: (0..t.me.len())
                     .map(|w| {
                         let (c, n) = (t.color[w]?, t.size[w]?);
                         Some((c, t.me[w] as u64, n as u64))
                     })
                     .collect(),
-            ),
+            },
+            (None, Place::Grid { grid, .. }) => RankLayout::Grid(grid.clone()),
+            (None, Place::Table(..)) => RankLayout::Grid(vec![]),
+        }
+    }
+
+    /// The rank count of the largest group of its grid or split (a constant group rank of it
+    /// or more is past every group).
+    pub(super) fn largest(&self) -> u64 {
+        match &self.place {
+            Place::Grid { grid, axis } => grid[*axis],
+            Place::Table(t, _) => t.largest,
+        }
+    }
+
+    /// Emits, where a split is, this rank's entries of its tables (nothing for a grid's).
+    pub(super) fn define(&self, em: &mut Em<'_>) {
+        if let Place::Table(t, cell) = &self.place {
+            if cell.get().is_none() {
+                let e = entries(em, self.ctx, t);
+                let _ = cell.set(e);
+            }
         }
     }
 
@@ -110,7 +161,7 @@ impl GroupDef {
     pub(super) fn size(&self) -> Option<u64> {
         match &self.place {
             Place::Grid { grid, axis } => Some(grid[*axis]),
-            Place::Table(t) => t.uniform,
+            Place::Table(t, _) => t.uniform,
         }
     }
 
@@ -118,7 +169,7 @@ impl GroupDef {
     pub(super) fn sizes(&self) -> String {
         match &self.place {
             Place::Grid { .. } => String::new(),
-            Place::Table(t) => t.sizes(),
+            Place::Table(t, _) => t.sizes(),
         }
     }
 
@@ -126,32 +177,28 @@ impl GroupDef {
     /// both. In a grid the group rank is `(world / stride) % size`; in a split's tables it is
     /// read from them, and a rank in no group stops here ([`eagle_ir::Trap::NoGroup`]).
     fn ranks(&self, em: &mut Em<'_>, into: Option<Value>) -> (Value, Value) {
-        let world = em.push(OpKind::Rank(self.ctx), Type::Scalar(DType::Index));
-        let kind = match &self.place {
+        let (world, kind) = match &self.place {
             Place::Grid { grid, axis } => {
+                let world = em.push(OpKind::Rank(self.ctx), Type::Scalar(DType::Index));
                 let s = em.idx(grid[axis + 1..].iter().product());
                 let t = em.ibin(BinOp::Div, world, s);
                 let n = em.idx(grid[*axis]);
-                OpKind::Binary(BinOp::Rem, t, n)
+                (world, OpKind::Binary(BinOp::Rem, t, n))
             }
-            Place::Table(t) => {
-                let me = lookup(
-                    em,
-                    &t.me.iter().map(|&x| Some(x)).collect::<Vec<_>>(),
-                    world,
-                );
+            Place::Table(t, cell) => {
+                let e = *cell.get_or_init(|| entries(em, self.ctx, t));
                 if t.excluded {
                     let zero = em.idx(0);
-                    let cond = em.cmp(CmpOp::Lt, me, zero);
+                    let cond = em.cmp(CmpOp::Lt, e.me, zero);
                     em.push_void(OpKind::TrapIf {
                         cond,
-                        a: world,
-                        b: me,
+                        a: e.world,
+                        b: e.me,
                         kind: eagle_ir::Trap::NoGroup,
                     });
                 }
                 let zero = em.idx(0);
-                OpKind::Binary(BinOp::Add, me, zero)
+                (e.world, OpKind::Binary(BinOp::Add, e.me, zero))
             }
         };
         let me = match into {
@@ -184,14 +231,14 @@ impl GroupDef {
                 let n = em.idx(size);
                 (n, ToWorld::Grid { stride, base })
             }
-            Place::Table(t) => {
-                let n = match t.uniform {
-                    Some(n) => em.idx(n),
-                    None => lookup(em, &t.size, world),
+            Place::Table(t, cell) => {
+                let e = *cell.get_or_init(|| entries(em, self.ctx, t));
+                let to_world = ToWorld::Table {
+                    table: Arc::clone(t),
+                    start: e.start,
+                    members: e.members,
                 };
-                let start = lookup(em, &t.start, world);
-                let table = Arc::clone(t);
-                (n, ToWorld::Table { table, start })
+                (e.size, to_world)
             }
         };
         GroupAt {
@@ -204,6 +251,48 @@ impl GroupDef {
             me,
             sig,
         }
+    }
+}
+
+/// Emits this rank's entries of the split tables `t` (`ctx` the world's context): `select`s
+/// over the tables' runs, and the members as a local array when they have more than
+/// [`MAX_RUNS`] runs (filled here, once per run of the function).
+fn entries(em: &mut Em<'_>, ctx: Value, t: &Table) -> Entries {
+    let world = em.push(OpKind::Rank(ctx), Type::Scalar(DType::Index));
+    let me: Vec<Option<i64>> = t.me.iter().map(|&x| Some(x)).collect();
+    let me = lookup(em, &me, world);
+    let start = lookup(em, &t.start, world);
+    let size = match t.uniform {
+        Some(n) => em.idx(n),
+        None => lookup(em, &t.size, world),
+    };
+    let all: Vec<Option<i64>> = t.members.iter().map(|&w| Some(w)).collect();
+    let members = (split::runs(&all).len() > MAX_RUNS).then(|| {
+        let n = t.members.len() as u64;
+        let a = em.push(
+            OpKind::LocalArray,
+            Type::Tensor(eagle_ir::Shape(vec![eagle_ir::Dim::Const(n)]), DType::I64),
+        );
+        for (i, &w) in t.members.iter().enumerate() {
+            let v = em.push(
+                OpKind::Const(Const::Int(i128::from(w))),
+                Type::Scalar(DType::I64),
+            );
+            let i = em.idx(i as u64);
+            em.push_void(OpKind::SetElem {
+                value: v,
+                dst: a,
+                indices: vec![i],
+            });
+        }
+        a
+    });
+    Entries {
+        world,
+        me,
+        start,
+        size,
+        members,
     }
 }
 
@@ -223,6 +312,8 @@ enum ToWorld {
         table: Arc<Table>,
         /// This rank's group's first index in `members`.
         start: Value,
+        /// The members as a local array, if they are one.
+        members: Option<Value>,
     },
 }
 
@@ -264,10 +355,29 @@ impl GroupAt {
                 let o = em.ibin(BinOp::Mul, q, s);
                 em.ibin(BinOp::Add, *base, o)
             }
-            ToWorld::Table { table, start } => {
+            ToWorld::Table {
+                table,
+                start,
+                members,
+            } => {
                 let i = em.ibin(BinOp::Add, *start, q);
-                let members: Vec<Option<i64>> = table.members.iter().map(|&w| Some(w)).collect();
-                lookup(em, &members, i)
+                match members {
+                    Some(a) => {
+                        let w = em.push(
+                            OpKind::Elem {
+                                src: *a,
+                                indices: vec![i],
+                            },
+                            Type::Scalar(DType::I64),
+                        );
+                        em.push(OpKind::Cast(w), Type::Scalar(DType::Index))
+                    }
+                    None => {
+                        let all: Vec<Option<i64>> =
+                            table.members.iter().map(|&w| Some(w)).collect();
+                        lookup(em, &all, i)
+                    }
+                }
             }
         }
     }
@@ -414,6 +524,7 @@ pub(super) fn group_defs(
                             grid: extents,
                             axis,
                         },
+                        split: None,
                     },
                 );
             }
@@ -442,11 +553,23 @@ pub(super) fn group_defs(
             match (layout, op.result) {
                 (Err(m), _) => err = Some(fail("split", m)),
                 (Ok(layout), Some(r)) => {
-                    let place = match layout {
-                        Layout::Grid(grid) => Place::Grid { grid, axis: 1 },
-                        Layout::Table(t) => Place::Table(t),
+                    let place = match layout.grid {
+                        Some(grid) => Place::Grid { grid, axis: 1 },
+                        None => Place::Table(Arc::clone(&layout.table), Rc::default()),
                     };
-                    defs.insert(r, GroupDef { ctx: *ctx, place });
+                    let at = op.loc.as_ref().map_or_else(
+                        || "an unknown line".to_string(),
+                        |l| format!("{}:{}", l.file, l.line),
+                    );
+                    let split = Some((layout.table, at));
+                    defs.insert(
+                        r,
+                        GroupDef {
+                            ctx: *ctx,
+                            place,
+                            split,
+                        },
+                    );
                 }
                 (Ok(_), None) => {}
             }
@@ -521,6 +644,11 @@ pub(super) fn lower_uneven(
             OpKind::AllToAll { .. } | OpKind::AllToAllV { .. } | OpKind::AllGatherV { .. }
         )
     };
+    if def.largest() == 0 {
+        // No rank has a group: every rank that gets here stops (`no_group`).
+        def.at(em, cx.p, cx.sig);
+        return Ok(true);
+    }
     if per_rank {
         return Err(SpecializeError::Group {
             function: cx.f_name.to_string(),
@@ -537,11 +665,22 @@ pub(super) fn lower_uneven(
         });
     }
     let mut sizes = match &def.place {
-        Place::Table(t) => t.size.iter().flatten().map(|&n| n as u64).collect(),
+        Place::Table(t, _) => t.size.iter().flatten().map(|&n| n as u64).collect(),
         Place::Grid { .. } => vec![],
     };
     sizes.sort_unstable();
     sizes.dedup();
+    if let OpKind::Broadcast { root, .. } = op.kind {
+        // A constant root past every group is refused now; others are checked as they run.
+        let n = def.largest();
+        refuse_constant_past(op, root, n, cx, "broadcast", |r| {
+            format!(
+                "the root is {r}, but the largest group's ranks are 0 to {}; the root of a \
+                 broadcast within a group is a group rank: give one below `nranks(group)`",
+                n - 1
+            )
+        })?;
+    }
     let at = def.at(em, cx.p, cx.sig);
     by_size(em, &at, &sizes, op, cx)
 }
@@ -619,13 +758,17 @@ pub(super) fn check_group_rank(
     def: &GroupDef,
     cx: &super::Lowering<'_>,
 ) -> Result<(), SpecializeError> {
-    // Groups of different sizes: checked when it runs.
-    let Some(n) = def.size() else {
-        return Ok(());
+    // Groups of different sizes: a rank past the largest now, others as it runs.
+    let (n, whose) = match def.size() {
+        Some(n) => (n, "a group whose"),
+        None => (def.largest(), "a split whose largest group's"),
     };
+    if n == 0 {
+        return Ok(());
+    }
     refuse_constant_past(op, q, n, cx, "world_rank", |k| {
         format!(
-            "group rank {k} of a group whose ranks are 0 to {}; give a rank below \
+            "group rank {k} of {whose} ranks are 0 to {}; give a rank below \
              `nranks(group)` (reduce it modulo `nranks(group)` for a ring)",
             n - 1
         )

@@ -67,8 +67,16 @@ fn lower_block(cx: &Lowering<'_>, cur: &mut Cursor, b: &mut Block) -> Result<(),
     cur.open();
     for id in std::mem::take(&mut b.ops) {
         let mut op = cur.take(id);
-        // A group's ranks are computed where they are used.
+        // A group's ranks are computed where they are used; a split's tables are read where
+        // the split is.
         if matches!(op.kind, OpKind::Group { .. } | OpKind::Split { .. }) {
+            if let Some(def) = op.result.and_then(|r| cx.groups.get(r)) {
+                cur.set_loc(op.loc.clone());
+                def.define(&mut Em {
+                    cur: &mut *cur,
+                    group: None,
+                });
+            }
             continue;
         }
         let group = groups::group_of(&op, &cx.groups);

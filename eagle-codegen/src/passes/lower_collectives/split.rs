@@ -2,10 +2,10 @@
 //! evaluated for every world rank before anything runs ([`AtRank`]), and the ranks of each
 //! color are numbered by key and then by world rank, as `MPI_Comm_split` numbers a
 //! communicator's; a negative color (`UNDEFINED`, as `MPI_UNDEFINED` is negative) puts the rank
-//! in no group. Groups that are those of a process grid become the grid's group
-//! ([`Layout::Grid`], index arithmetic); any others ([`Layout::Table`]: sizes that differ, a
-//! key order against world-rank order, members anywhere, ranks left out) are per-rank tables
-//! ([`Table`]) that the lowering reads through [`lookup`].
+//! in no group. Groups that are those of a process grid become the grid's group (index
+//! arithmetic); any others (sizes that differ, a key order against world-rank order, members
+//! anywhere, ranks left out) are per-rank tables ([`Table`]) that the lowering reads through
+//! [`lookup`] and, for the members of scattered groups, a local array.
 
 use super::em::Em;
 use eagle_ir::entity::SecondaryMap;
@@ -14,13 +14,14 @@ use eagle_ir::{BinOp, CmpOp, Const, DType, Defs, Function, OpKind, Type, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// How a split's groups sit among the world's ranks.
-pub(super) enum Layout {
-    /// The groups along axis 1 of this process grid (`[P / (n s), n, s]`: `n` ranks per
-    /// group, `s` world ranks apart, in world-rank order).
-    Grid(Vec<u64>),
-    /// Any other groups.
-    Table(Arc<Table>),
+/// How a split's groups sit among the world's ranks: its tables (which reports name a rank's
+/// place by), and the process grid whose axis-1 groups they are, when they are one (`[P / (n
+/// s), n, s]`: `n` ranks per group, `s` world ranks apart, in world-rank order).
+pub(super) struct Layout {
+    /// The grid, lowered as a `group` of it is.
+    pub(super) grid: Option<Vec<u64>>,
+    /// The tables, read by the lowering when there is no grid.
+    pub(super) table: Arc<Table>,
 }
 
 /// A split's groups by world rank: what `rank`, `nranks` and `world_rank` of the group are on
@@ -38,10 +39,13 @@ pub(crate) struct Table {
     pub(super) members: Vec<i64>,
     /// Per world rank: its color, `None` for a rank in no group (for reports).
     pub(super) color: Vec<Option<i64>>,
-    /// The rank count of every group when they all have one.
+    /// The rank count of every group when they all have one (`None` also when there is no
+    /// group).
     pub(super) uniform: Option<u64>,
     /// Whether some rank is in no group.
     pub(super) excluded: bool,
+    /// The rank count of the largest group (0 when there is none).
+    pub(super) largest: u64,
 }
 
 impl Table {
@@ -83,7 +87,8 @@ impl AtRank<'_, '_> {
     /// # Errors
     /// What the value depends on that is not known before the program runs (a load, a
     /// loop's variable, an argument, another group's rank), or the evaluator's error (a
-    /// division by zero), as a phrase for the message.
+    /// division by zero), as a phrase for the message (`depend on ...`, `cannot be computed
+    /// ...`).
     fn at(&mut self, v: Value) -> Result<Scalar, String> {
         if let Some(&x) = self.memo.get(v) {
             return Ok(x);
@@ -100,7 +105,7 @@ impl AtRank<'_, '_> {
             return Scalar::from_const(Const::Int(c), d).ok_or_else(|| format!("the constant {c}"));
         }
         let Some(op) = self.facts.op(v) else {
-            return Err("an argument or a loop's variable".into());
+            return Err("depend on an argument or a loop's variable".into());
         };
         let (r, p) = (self.r, self.p);
         let index = |x: u64| Scalar::Index(x as i64);
@@ -116,19 +121,26 @@ impl AtRank<'_, '_> {
                     .into_iter()
                     .map(|a| self.at(a))
                     .collect::<Result<Vec<_>, _>>()?;
-                eval::elementwise(kind, &args, d).map_err(|e| format!("{e} on rank {r}"))
+                eval::elementwise(kind, &args, d)
+                    .map_err(|e| format!("cannot be computed on rank {r}: {e}"))
             }
-            kind => Err(format!("`{}`", kind.info().name)),
+            OpKind::Read(_) => Err("depend on a `let mut` variable, whose value is only known \
+                                    as the program runs (compute the color in one expression)"
+                .into()),
+            OpKind::Rank(_) | OpKind::NRanks(_) => Err("depend on a group's `rank` or \
+                                                        `nranks` (only the world's are known \
+                                                        for every rank before anything runs)"
+                .into()),
+            kind => Err(format!("depend on `{}`", kind.info().name)),
         }
     }
 }
 
 /// The groups of `split(world, color, key)` on a world of `p` ranks: a grid's when they are
-/// one ([`Layout::Grid`]), tables otherwise.
+/// one, and its tables ([`Layout`]).
 ///
 /// # Errors
-/// The message, naming the fix, when a color or key is not computed from the rank, and when
-/// every rank's color is negative (no group at all).
+/// The message, naming the fix, when a color or key is not computed from the rank.
 pub(super) fn layout(
     f: &Function,
     facts: &Defs<'_>,
@@ -156,7 +168,7 @@ pub(super) fn layout(
                 return Err(format!(
                     "the color and key of `split` are computed before anything runs, for every \
                      rank, from `rank(ctx)`, `nranks(ctx)`, dims, constants and arithmetic on \
-                     them (`split(ctx, rank(ctx) / TP, rank(ctx))`); these depend on {why}"
+                     them (`split(ctx, rank(ctx) / TP, rank(ctx))`); these {why}"
                 ));
             }
         };
@@ -168,20 +180,12 @@ pub(super) fn layout(
             groups.entry(c).or_default().push((k, r));
         }
     }
-    if groups.is_empty() {
-        return Err(format!(
-            "every rank's color is negative (`UNDEFINED`), so the split makes no group on \
-             {p} ranks; give at least one rank a color of 0 or more"
-        ));
-    }
     for members in groups.values_mut() {
         // By key, then by world rank, as `MPI_Comm_split` (keys compared in their dtype's
         // bits as `i64`: an unsigned key of 2^63 or more sorts before 0).
         members.sort_unstable();
     }
-    if let Some(grid) = as_grid(&groups, p) {
-        return Ok(Layout::Grid(grid));
-    }
+    let grid = as_grid(&groups, p);
     let n = p as usize;
     let mut t = Table {
         me: vec![-1; n],
@@ -191,10 +195,14 @@ pub(super) fn layout(
         color: colors,
         uniform: None,
         excluded: false,
+        largest: groups.values().map(|m| m.len() as u64).max().unwrap_or(0),
     };
     let mut sizes = groups.values().map(Vec::len);
-    let first = sizes.next().unwrap_or(0);
-    t.uniform = sizes.all(|s| s == first).then_some(first as u64);
+    // No group at all (every color negative): no size; every use of the group stops.
+    t.uniform = sizes
+        .next()
+        .filter(|&first| sizes.all(|s| s == first))
+        .map(|n| n as u64);
     for members in groups.values() {
         let start = t.members.len() as i64;
         for (q, &(_, w)) in members.iter().enumerate() {
@@ -206,13 +214,19 @@ pub(super) fn layout(
         }
     }
     t.excluded = t.me.contains(&-1);
-    Ok(Layout::Table(Arc::new(t)))
+    Ok(Layout {
+        grid,
+        table: Arc::new(t),
+    })
 }
 
 /// The process grid whose axis-1 groups are `groups` (each sorted by key), when they are one:
 /// every rank in a group, one size `n`, members in world-rank order `s` apart, each group
 /// starting at `(r / (n s)) n s + r % s`. Then a split has the bits of the equal `group`.
 fn as_grid(groups: &BTreeMap<i64, Vec<(i64, u64)>>, p: u64) -> Option<Vec<u64>> {
+    if groups.is_empty() {
+        return None;
+    }
     let n = groups.values().next()?.len() as u64;
     let total: u64 = groups.values().map(|m| m.len() as u64).sum();
     if total != p || groups.values().any(|m| m.len() as u64 != n) {
@@ -236,7 +250,7 @@ fn as_grid(groups: &BTreeMap<i64, Vec<(i64, u64)>>, p: u64) -> Option<Vec<u64>> 
 
 /// The runs of `t` on which it is affine in its index, `(start, end, b, d)` with `t[x] = b +
 /// d x` for `x` in `start..end`; `None` entries (never read) join any run.
-fn runs(t: &[Option<i64>]) -> Vec<(usize, usize, i64, i64)> {
+pub(super) fn runs(t: &[Option<i64>]) -> Vec<(usize, usize, i64, i64)> {
     let mut out = vec![];
     let mut s = 0;
     while s < t.len() {
