@@ -60,6 +60,10 @@ impl Lower<'_, '_> {
                 if let Some(same) = self.same_tile(op, r) {
                     return Ok(Cv::Mem(same));
                 }
+                if operands.iter().any(|v| self.plan.strided.contains_key(*v)) {
+                    // `BlockPlan::strided` admits only the GEMM and identity casts as users.
+                    return Err(self.err("internal: a strided block read as a contiguous tile"));
+                }
                 let numel = shape.numel().unwrap_or(0);
                 let mut track = None;
                 let mut copy_back = None;
@@ -851,11 +855,16 @@ pub(super) const FULL_UNROLL_VALUES: u64 = 256;
 /// - `direct`: elementwise results written straight into the destination of the contiguous
 ///   tensor or window store that follows them (only constants in between) when no view of
 ///   the same buffer at other offsets feeds them.
+/// - `strided`: `[r, c]` blocks of 2-D `f32`/`f64` buffers read in place by the GEMM, rows
+///   the buffer's row length apart (the value: that length in elements), when every use is as
+///   operand `a` or `b` of a `matmul`/`matmul_acc`, directly or through an identity cast
+///   (which is recorded too), before any op that may write memory.
 #[derive(Debug, Default)]
 pub(super) struct BlockPlan {
     pub(super) views: EntitySet<Value>,
     pub(super) lazy: EntitySet<Value>,
     pub(super) direct: SecondaryMap<Value, Direct>,
+    pub(super) strided: SecondaryMap<Value, u64>,
 }
 
 /// The store an elementwise result is computed into ([`BlockPlan::direct`]).
@@ -952,7 +961,75 @@ impl BlockPlan {
             }
         }
         Self::direct_stores(f, ops, uses, equal, &mut plan);
+        Self::strided_blocks(f, ops, &users, uses, &mut plan);
         plan
+    }
+
+    /// The loads of [`BlockPlan::strided`].
+    fn strided_blocks(
+        f: &Function,
+        ops: &[&Op],
+        users: &SecondaryMap<Value, Vec<usize>>,
+        uses: &SecondaryMap<Value, usize>,
+        plan: &mut BlockPlan,
+    ) {
+        // Whether every use of `v` (all in this block) is as a GEMM's `a` or `b`; the index of
+        // the last.
+        let gemm_operand = |v: Value| -> Option<usize> {
+            let us = users.get(v)?;
+            if us.is_empty() || uses.get(v).copied().unwrap_or(0) != us.len() {
+                return None;
+            }
+            let ok = us.iter().all(|&u| {
+                let OpKind::Tile(t, args) = &ops[u].kind else {
+                    return false;
+                };
+                let (ab, c) = if *t == eagle_ir::TileOp::Matmul {
+                    (&args[..2], None)
+                } else if *t == eagle_ir::TileOp::MatmulAcc {
+                    (&args[1..3], Some(args[0]))
+                } else {
+                    return false;
+                };
+                ab.contains(&v)
+                    && c != Some(v)
+                    && matches!(f.ty(v).dtype(), Some(DType::F32 | DType::F64))
+            });
+            ok.then(|| us.iter().copied().max().unwrap_or(0))
+        };
+        for (k, op) in ops.iter().enumerate() {
+            let (Some(r), OpKind::Load { src, .. }) = (op.result, &op.kind) else {
+                continue;
+            };
+            let (Some(ts), Some(ss)) = (
+                f.ty(r).shape().and_then(|s| s.consts()),
+                f.ty(*src).shape().and_then(|s| s.consts()),
+            ) else {
+                continue;
+            };
+            if plan.views.contains(r) || ts.len() != 2 || ss.len() != 2 {
+                continue;
+            }
+            // Directly, or through one identity cast (`load(w, ..) as f32` of `f32` weights).
+            let through = users.get(r).and_then(|us| {
+                let &[u] = &us[..] else { return None };
+                let c = ops[u].result?;
+                let cast = matches!(ops[u].kind, OpKind::Cast(_));
+                (cast && f.ty(c) == f.ty(r) && !plan.lazy.contains(c)).then_some((c, u))
+            });
+            let last = match through {
+                Some((c, _)) => gemm_operand(c),
+                None => gemm_operand(r),
+            };
+            let Some(last) = last else { continue };
+            if (k + 1..last).any(|j| may_write(&ops[j].kind)) {
+                continue;
+            }
+            plan.strided.insert(r, ss[1]);
+            if let Some((c, _)) = through {
+                plan.strided.insert(c, ss[1]);
+            }
+        }
     }
 
     /// The elementwise tile results stored whole right after they are computed: computed

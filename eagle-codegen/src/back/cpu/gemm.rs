@@ -105,7 +105,8 @@ elem!(f32, F32, PANEL_F32, 16);
 elem!(f64, F64, PANEL_F64, 8);
 
 /// The operands of one GEMM: `dst[m][n] = c[m][n] (or the identity) + a[m][k] x b[k][n]`, all
-/// row-major and contiguous.
+/// row-major; `dst` and `c` contiguous, the rows of `a` and `b` `lda` and `ldb` elements apart
+/// (blocks of larger matrices read in place).
 struct Gemm<'s, T> {
     dst: *mut T,
     c: Option<*const T>,
@@ -114,14 +115,19 @@ struct Gemm<'s, T> {
     m: usize,
     k: usize,
     n: usize,
+    lda: usize,
+    ldb: usize,
 }
 
 /// `dst = c + a x b` for `f32` (`c` null: no accumulator). Shapes: `a` `[m, k]`, `b` `[k, n]`,
-/// `c` and `dst` `[m, n]`, row-major and contiguous.
+/// `c` and `dst` `[m, n]`, row-major; `c` and `dst` contiguous, row `i` of `a` at `a + i lda`
+/// and row `kk` of `b` at `b + kk ldb` (elements; `lda >= k`, `ldb >= n`).
 ///
 /// # Safety
-/// The pointers are valid for those shapes (reads of `a`, `b`, `c`; writes of `dst`), `dst`
-/// does not overlap `a` or `b` (it may be `c`), and `m * k`, `k * n`, `m * n` fit in `usize`.
+/// The pointers are valid for those shapes and strides (reads of `a`, `b`, `c`; writes of
+/// `dst`), `dst` does not overlap `a` or `b` (it may be `c`), and `m * lda`, `k * ldb`, `m * n`
+/// fit in `usize`.
+#[allow(clippy::too_many_arguments)]
 pub(super) unsafe extern "C" fn gemm_f32(
     dst: *mut f32,
     c: *const f32,
@@ -130,15 +136,27 @@ pub(super) unsafe extern "C" fn gemm_f32(
     m: u64,
     k: u64,
     n: u64,
+    lda: u64,
+    ldb: u64,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { dispatch(dst, c, a, b, m, k, n, pick(f32::kernels(), m, n)) }
+    unsafe {
+        dispatch(
+            dst,
+            c,
+            (a, lda),
+            (b, ldb),
+            [m, k, n],
+            pick(f32::kernels(), m, n),
+        )
+    }
 }
 
 /// [`gemm_f32`] for `f64`.
 ///
 /// # Safety
 /// As [`gemm_f32`].
+#[allow(clippy::too_many_arguments)]
 pub(super) unsafe extern "C" fn gemm_f64(
     dst: *mut f64,
     c: *const f64,
@@ -147,9 +165,20 @@ pub(super) unsafe extern "C" fn gemm_f64(
     m: u64,
     k: u64,
     n: u64,
+    lda: u64,
+    ldb: u64,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { dispatch(dst, c, a, b, m, k, n, pick(f64::kernels(), m, n)) }
+    unsafe {
+        dispatch(
+            dst,
+            c,
+            (a, lda),
+            (b, ldb),
+            [m, k, n],
+            pick(f64::kernels(), m, n),
+        )
+    }
 }
 
 /// A micro-kernel: `acc[r][l] += rows[r][kk] * panel[kk][l]` for `kk` ascending over `0..k`,
@@ -425,27 +454,27 @@ fn pick<T>(kernels: &[Kernel<T>], m: u64, n: u64) -> &Kernel<T> {
 ///
 /// # Safety
 /// As [`gemm_f32`].
-#[allow(clippy::too_many_arguments)]
 unsafe fn dispatch<T: Elem>(
     dst: *mut T,
     c: *const T,
-    a: *const T,
-    b: *const T,
-    m: u64,
-    k: u64,
-    n: u64,
+    (a, lda): (*const T, u64),
+    (b, ldb): (*const T, u64),
+    [m, k, n]: [u64; 3],
     kern: &Kernel<T>,
 ) {
-    let (m, k, n) = (m as usize, k as usize, n as usize);
+    let [m, k, n, lda, ldb] = [m, k, n, lda, ldb].map(|x| x as usize);
     if m == 0 || n == 0 {
         return;
     }
-    // SAFETY: the caller's contract: `a` holds m * k elements and `b` k * n, neither
-    // overlapping `dst` (so no `&mut` aliases them).
+    // Elements spanned by `rows` rows of `cols`, `ld` apart.
+    let span =
+        |rows: usize, cols: usize, ld: usize| if rows == 0 { 0 } else { (rows - 1) * ld + cols };
+    // SAFETY: the caller's contract: `a` spans m rows of k elements lda apart and `b` k rows
+    // of n elements ldb apart, neither overlapping `dst` (so no `&mut` aliases them).
     let (a, b) = unsafe {
         (
-            std::slice::from_raw_parts(a, m * k),
-            std::slice::from_raw_parts(b, k * n),
+            std::slice::from_raw_parts(a, span(m, k, lda)),
+            std::slice::from_raw_parts(b, span(k, n, ldb)),
         )
     };
     let g = Gemm {
@@ -456,6 +485,8 @@ unsafe fn dispatch<T: Elem>(
         m,
         k,
         n,
+        lda,
+        ldb,
     };
     // SAFETY: the pointers as the caller said.
     unsafe { run(&g, kern) }
@@ -468,8 +499,9 @@ unsafe fn dispatch<T: Elem>(
 unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
     let (mr_max, nr_max) = (kern.mr, kern.nr);
     let id = T::identity();
-    // `b` exactly one block wide is its own panel (a matrix-vector product): no copy.
-    let packed = g.n != nr_max;
+    // `b` exactly one block wide and contiguous is its own panel (a matrix-vector product):
+    // no copy.
+    let packed = g.n != nr_max || g.ldb != g.n;
     let mut panel = T::take_panel();
     panel.clear();
     if packed {
@@ -480,7 +512,7 @@ unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
     for j0 in (0..g.n).step_by(nr_max) {
         let nr = nr_max.min(g.n - j0);
         for (kk, row) in panel.chunks_exact_mut(nr_max).enumerate() {
-            row[..nr].copy_from_slice(&g.b[kk * g.n + j0..][..nr]);
+            row[..nr].copy_from_slice(&g.b[kk * g.ldb + j0..][..nr]);
             row[nr..].fill(id);
         }
         let panel: &[T] = if packed { &panel } else { g.b };
@@ -497,7 +529,7 @@ unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
             }
             // Rows past `m` read the last row again (their results are dropped).
             let rows: [*const T; MAX_MR] =
-                std::array::from_fn(|r| g.a[(i0 + r.min(mr - 1)) * g.k..].as_ptr());
+                std::array::from_fn(|r| g.a[(i0 + r.min(mr - 1)) * g.lda..].as_ptr());
             // SAFETY: `rows` holds mr_max pointers each valid for k reads, `panel` is
             // [k][nr_max] and `acc` [mr_max][nr_max]; `kern` runs on this CPU.
             unsafe { (kern.f)(g.k, rows.as_ptr(), panel.as_ptr(), acc.as_mut_ptr()) };
@@ -601,26 +633,38 @@ mod tests {
                 let b = conv(values(k * n, 2));
                 let a = conv(a);
                 let c = conv(values(m * n, 3));
-                for acc in [false, true] {
+                // `a` and `b` also as blocks of wider matrices (NaN between the rows).
+                let widen = |v: &[T], rows: usize, cols: usize, ld: usize| {
+                    let mut w = vec![T::from_f32(f32::NAN); rows * ld];
+                    for r in 0..rows {
+                        w[r * ld..][..cols].copy_from_slice(&v[r * cols..][..cols]);
+                    }
+                    w
+                };
+                for (acc, pad) in [(false, 0), (true, 0), (false, 3), (true, 5)] {
+                    let (lda, ldb) = (k + pad, n + 2 * pad);
+                    let (wa, wb) = (widen(&a, m, k, lda), widen(&b, k, n, ldb));
                     let mut dst = vec![T::from_f32(f32::NAN); m * n];
                     let cp = if acc { c.as_ptr() } else { std::ptr::null() };
-                    // SAFETY: the shapes match the buffers; dst is separate; the kernel
-                    // is one this CPU runs.
+                    // SAFETY: the shapes and strides match the buffers; dst is separate; the
+                    // kernel is one this CPU runs.
                     unsafe {
                         dispatch(
                             dst.as_mut_ptr(),
                             cp,
-                            a.as_ptr(),
-                            b.as_ptr(),
-                            m as u64,
-                            k as u64,
-                            n as u64,
+                            (wa.as_ptr(), lda as u64),
+                            (wb.as_ptr(), ldb as u64),
+                            [m, k, n].map(|x| x as u64),
                             kern,
                         )
                     };
                     let want = reference(acc.then_some(&c[..]), &a, &b, m, k, n);
                     let bits = |v: &[T]| v.iter().map(|x| x.bits()).collect::<Vec<_>>();
-                    assert_eq!(bits(&dst), bits(&want), "{name} {m}x{k}x{n} acc={acc}");
+                    assert_eq!(
+                        bits(&dst),
+                        bits(&want),
+                        "{name} {m}x{k}x{n} acc={acc} pad={pad}"
+                    );
                 }
             }
         }
@@ -663,7 +707,19 @@ mod tests {
         let want = reference(Some(&c[..]), &a, &b, m, k, n);
         let p = c.as_mut_ptr();
         // SAFETY: dst is c (allowed); a and b are separate.
-        unsafe { gemm_f32(p, p, a.as_ptr(), b.as_ptr(), m as u64, k as u64, n as u64) };
+        unsafe {
+            gemm_f32(
+                p,
+                p,
+                a.as_ptr(),
+                b.as_ptr(),
+                m as u64,
+                k as u64,
+                n as u64,
+                k as u64,
+                n as u64,
+            )
+        };
         assert_eq!(
             c.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
             want.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
@@ -682,6 +738,8 @@ mod tests {
                 std::ptr::null(),
                 a.as_ptr(),
                 b.as_ptr(),
+                1,
+                1,
                 1,
                 1,
                 1,

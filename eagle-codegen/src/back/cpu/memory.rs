@@ -107,9 +107,12 @@ impl Lower<'_, '_> {
         let res_ty = op.result.map(|r| f.ty(r).clone());
         Ok(match &op.kind {
             OpKind::Load { src, offsets }
-                if op.result.is_some_and(|r| self.plan.views.contains(r)) =>
+                if op.result.is_some_and(|r| {
+                    self.plan.views.contains(r) || self.plan.strided.contains_key(r)
+                }) =>
             {
-                // A view: the tile is read in place by the ops that use it (BlockPlan).
+                // A view: the tile is read in place by the ops that use it (BlockPlan); a
+                // strided block by the GEMM, rows the source's row length apart.
                 let (Some(Type::Tile(ts, d)), Some(ss)) = (res_ty, f.ty(*src).shape()) else {
                     return Err(self.err("load without a tile result"));
                 };

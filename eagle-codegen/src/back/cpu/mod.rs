@@ -189,7 +189,7 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
     // the module's own functions, which keep their ids.
     let mut gemm_sig = module.make_signature();
     gemm_sig.params.extend([AbiParam::new(ptr); 4]);
-    gemm_sig.params.extend([AbiParam::new(types::I64); 3]);
+    gemm_sig.params.extend([AbiParam::new(types::I64); 5]);
     let mut gemm_ids = BTreeMap::new();
     for (_, name, _) in gemm::symbols() {
         let id = module
@@ -620,6 +620,9 @@ impl Lower<'_, '_> {
         let plan = BlockPlan::of(self.f, blk, &self.uses, &self.equal);
         self.plan.views.extend(plan.views);
         self.plan.lazy.extend(plan.lazy);
+        for (v, ld) in plan.strided.iter() {
+            self.plan.strided.insert(v, *ld);
+        }
         self.plan.direct.extend(plan.direct);
         self.in_place_reads
             .extend(control::reads_in_place(self.f, blk));

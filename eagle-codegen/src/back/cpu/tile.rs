@@ -822,7 +822,10 @@ impl Lower<'_, '_> {
                 };
                 let (pa, sa, d) = self.tile_mem(a)?;
                 let (pb, sb, _) = self.tile_mem(b)?;
-                self.matmul(dst, c, pa, pb, sa[0], sa[1], sb[1], d)?;
+                // Blocks read in place from wider matrices have their rows further apart.
+                let lda = self.plan.strided.get(a).copied().unwrap_or(sa[1]);
+                let ldb = self.plan.strided.get(b).copied().unwrap_or(sb[1]);
+                self.matmul(dst, c, (pa, lda), (pb, ldb), [sa[0], sa[1], sb[1]], d)?;
             }
             TileOp::Reshape => unreachable!("handled above"),
         }
@@ -830,19 +833,18 @@ impl Lower<'_, '_> {
     }
 
     /// `dst[i][j] = c0 + sum_k a[i][k] * b[k][j]` in ascending `k` with a separate multiply
-    /// and add; `c0` is `c[i][j]` or the identity of `+`. `f32` and `f64` call the
+    /// and add; `c0` is `c[i][j]` or the identity of `+`; the rows of `a` and `b` are `lda` and
+    /// `ldb` elements apart (wider than `k` and `n` only for the blocks of
+    /// `BlockPlan::strided`, which only `f32` and `f64` have). `f32` and `f64` call the
     /// rustc-compiled micro-kernels of [`super::gemm`] (the same order, 32- or 64-byte vectors
     /// where the CPU has them); other dtypes run the scalar loop.
-    #[allow(clippy::too_many_arguments)]
     fn matmul(
         &mut self,
         dst: ClValue,
         c: Option<ClValue>,
-        pa: ClValue,
-        pb: ClValue,
-        m: u64,
-        k: u64,
-        n: u64,
+        (pa, lda): (ClValue, u64),
+        (pb, ldb): (ClValue, u64),
+        [m, k, n]: [u64; 3],
         d: DType,
     ) -> Result<(), CodegenError> {
         if let Some(name) = super::gemm::entry(d) {
@@ -851,15 +853,14 @@ impl Lower<'_, '_> {
                 .get(name)
                 .ok_or_else(|| self.err("internal: a matmul whose GEMM was not imported"))?;
             let c = c.unwrap_or_else(|| self.b.ins().iconst(self.ptr, 0));
-            let dims = [m, k, n].map(|x| self.iconst(x as i64));
-            self.b
-                .ins()
-                .call(f, &[dst, c, pa, pb, dims[0], dims[1], dims[2]]);
+            let dims = [m, k, n, lda, ldb].map(|x| self.iconst(x as i64));
+            let [m, k, n, lda, ldb] = dims;
+            self.b.ins().call(f, &[dst, c, pa, pb, m, k, n, lda, ldb]);
             return Ok(());
         }
         let (lo, hi) = (self.iconst(0), self.iconst(m as i64));
         self.emit_loop(lo, hi, &mut |lw, i| {
-            let arow = lw.b.ins().imul_imm_s(i, k as i64);
+            let arow = lw.b.ins().imul_imm_s(i, lda as i64);
             let crow = lw.b.ins().imul_imm_s(i, n as i64);
             let (lo, hi) = (lw.iconst(0), lw.iconst(n as i64));
             lw.emit_loop(lo, hi, &mut |lw, j| {
@@ -868,7 +869,7 @@ impl Lower<'_, '_> {
                 let v = prim::dot(lw, d, k, c0, &mut |lw, kk| {
                     let ai = lw.b.ins().iadd(arow, *kk);
                     let x = lw.tile_load(pa, ai, d);
-                    let brow = lw.b.ins().imul_imm_s(*kk, n as i64);
+                    let brow = lw.b.ins().imul_imm_s(*kk, ldb as i64);
                     let bi = lw.b.ins().iadd(brow, j);
                     Ok((x, lw.tile_load(pb, bi, d)))
                 })?;

@@ -1,0 +1,117 @@
+//! Blocks of wider matrices fed to `matmul`/`matmul_acc`: the CPU backend lets the GEMM read
+//! them where they are, rows the matrix's row length apart (`BlockPlan::strided`), unless the
+//! block has another use or memory may be written before the product (then the block is
+//! copied first). Checked against a plain-Rust golden in eagle's order on `sim` and `cpu`.
+use eagle::prelude::*;
+
+const R: usize = 8;
+const C: usize = 24;
+const B: usize = 8;
+
+/// `y0 = x[:, 8..16] w[8..16, 0..8]`, `y1 = y0 + x[:, 0..8] w[0..8, 8..16]` (through an
+/// identity cast), and `y2` the product of blocks read before a store overwrites `x`'s
+/// block: the product must see the old values. `y3` uses a block in an elementwise op as
+/// well as in the product.
+#[eagle::kernel(device)]
+#[allow(clippy::too_many_arguments)]
+pub fn blocks(
+    ctx: Ctx,
+    x: Tensor<f32, R, C>,
+    w: Tensor<f32, C, C>,
+    y0: Out<Tensor<f32, R, B>>,
+    y1: Out<Tensor<f32, R, B>>,
+    y2: Out<Tensor<f32, R, B>>,
+    y3: Out<Tensor<f32, R, B>>,
+    s: Out<Tensor<f32, R, C>>,
+) {
+    let a = load(x, [0, B], [R, B]);
+    let b = load(w, [B, 0], [B, B]);
+    let p = matmul(a, b);
+    store(y0, [0, 0], p);
+    let a1 = load(x, [0, 0], [R, B]);
+    let b1 = load(w, [0, B], [B, B]) as f32;
+    store(y1, [0, 0], matmul_acc(p, a1, b1));
+    store(s, [0, 0], load(x, [0, 0], [R, C]));
+    let a2 = load(s, [0, 2 * B], [R, B]);
+    store(s, [0, 2 * B], zeros([R, B], f32));
+    store(y2, [0, 0], matmul(a2, b));
+    let a3 = load(x, [0, 2 * B], [R, B]);
+    store(y3, [0, 0], matmul(a3, b) + a3);
+}
+
+#[eagle::host]
+#[allow(clippy::too_many_arguments)]
+pub fn blocks_host(
+    x: Tensor<f32, R, C>,
+    w: Tensor<f32, C, C>,
+    y0: Out<Tensor<f32, R, B>>,
+    y1: Out<Tensor<f32, R, B>>,
+    y2: Out<Tensor<f32, R, B>>,
+    y3: Out<Tensor<f32, R, B>>,
+    s: Out<Tensor<f32, R, C>>,
+) {
+    blocks(x, w, y0, y1, y2, y3, s, device = 0);
+}
+
+/// `c + a[.., ac..ac+B] w[wr..wr+B, wc..wc+B]` in ascending `k`, one rounding per step.
+fn product(
+    c: Option<&[f32]>,
+    a: &[f32],
+    ac: usize,
+    w: &[f32],
+    (wr, wc): (usize, usize),
+) -> Vec<f32> {
+    (0..R * B)
+        .map(|e| {
+            let (i, j) = (e / B, e % B);
+            let c0 = c.map_or(-0.0, |c| c[e]);
+            (0..B).fold(c0, |acc, k| {
+                acc + a[i * C + ac + k] * w[(wr + k) * C + wc + j]
+            })
+        })
+        .collect()
+}
+
+fn check(s: &Session) {
+    let xd: Vec<f32> = (0..R * C)
+        .map(|i| ((i * 37) % 23) as f32 * 0.37 - 3.1)
+        .collect();
+    let wd: Vec<f32> = (0..C * C)
+        .map(|i| ((i * 11) % 19) as f32 * 0.21 - 1.7)
+        .collect();
+    let x = Tensor::from_vec(&[R, C], xd.clone()).unwrap();
+    let w = Tensor::from_vec(&[C, C], wd.clone()).unwrap();
+    let mut y: Vec<Tensor<f32>> = (0..4).map(|_| Tensor::<f32>::zeros(&[R, B])).collect();
+    let mut sc = Tensor::<f32>::zeros(&[R, C]);
+    let [y0, y1, y2, y3] = &mut y[..] else {
+        unreachable!()
+    };
+    blocks_host
+        .launch(s, &x, &w, y0, y1, y2, y3, &mut sc)
+        .unwrap();
+    let p = product(None, &xd, B, &wd, (B, 0));
+    let want = [
+        p.clone(),
+        product(Some(&p), &xd, 0, &wd, (0, B)),
+        product(None, &xd, 2 * B, &wd, (B, 0)),
+        product(None, &xd, 2 * B, &wd, (B, 0))
+            .iter()
+            .enumerate()
+            .map(|(e, v)| v + xd[(e / B) * C + 2 * B + e % B])
+            .collect(),
+    ];
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (k, (got, want)) in y.iter().zip(&want).enumerate() {
+        assert_eq!(bits(got.data()), bits(want), "y{k}");
+    }
+}
+
+#[test]
+fn blocks_of_wider_matrices_multiply_as_copies_do_on_sim() {
+    check(&Session::sim(1).unwrap());
+}
+
+#[test]
+fn blocks_of_wider_matrices_multiply_as_copies_do_on_cpu() {
+    check(&Session::new(eagle::runtime::Platform::Cpu, vec![0]).unwrap());
+}
