@@ -316,7 +316,7 @@ fn world_rank_past_the_group_stops_the_rank_with_the_bound() {
             "tests/groups.rs:{}:",
             line_of("out[1] = world_rank(g, k[0] as usize)")
         ))
-            && e.ends_with(&format!("`world_rank` of group rank 3, but the group's ranks are 0 to 3 - 1; reduce the rank modulo `nranks(group)` {}", place_of(&e, 2, 3))),
+            && e.ends_with(&format!("`world_rank` of group rank 3, but the group's ranks are those below 3; reduce the rank modulo `nranks(group)` {}", place_of(&e, 2, 3))),
         "{e}"
     );
 }
@@ -421,7 +421,7 @@ fn a_broadcast_within_a_group_takes_its_root_as_a_group_rank_and_checks_it() {
         let shown = root as i64;
         assert!(
             e.contains(", group_root` (at tests/groups.rs:")
-                && e.ends_with(&format!("`broadcast` within a group from root {shown}, but the group's ranks are 0 to 2 - 1; the root is a group rank: give one below `nranks(group)` {}", place_of(&e, 4, 2))),
+                && e.ends_with(&format!("`broadcast` within a group from root {shown}, but the group's ranks are those below 2; the root is a group rank: give one below `nranks(group)` {}", place_of(&e, 4, 2))),
             "root {root}: {e}"
         );
     }
@@ -432,7 +432,7 @@ fn world_rank_of_the_world_is_the_rank_checked_against_p() {
     let e = run_bcast(4, 2, 0, 4).unwrap_err().to_string();
     assert!(
         e.contains(", world_rank` (at tests/groups.rs:")
-            && e.ends_with(&format!("`world_rank` of rank 4, but the world's ranks are 0 to 4 - 1; reduce the rank modulo `nranks(ctx)` {}", place_of(&e, 2, 2))),
+            && e.ends_with(&format!("`world_rank` of rank 4, but the world's ranks are those below 4; reduce the rank modulo `nranks(ctx)` {}", place_of(&e, 2, 2))),
         "{e}"
     );
     // And a group rank of 2^63 or more is past the group (it was read as negative).

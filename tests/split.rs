@@ -583,7 +583,7 @@ fn groups_that_are_not_equally_spaced_take_their_members() {
     let mut out = Tensor::<u64>::zeros(&[2, 1]);
     let e = spaced.launch(&s, &mut out).unwrap_err().to_string();
     assert!(
-        e.contains("`world_rank` of group rank 1, but the group's ranks are 0 to 1 - 1"),
+        e.contains("`world_rank` of group rank 1, but the group's ranks are those below 1"),
         "{e}"
     );
 }

@@ -409,10 +409,10 @@ impl Trap {
         match self {
             Trap::RecvCapacity => "{a} rows arrive (the sum of the receive counts) but the receive buffer holds {b} rows; give it at least {a} rows (the most that can arrive: every rank's largest send count to this rank, summed)",
             Trap::SendOverrun => "a rank's send counts take {a} rows of its send buffer but it holds {b} rows; the counts must sum to at most the send buffer's rows",
-            Trap::GroupRank => "`world_rank` of group rank {a}, but the group's ranks are 0 to {b} - 1; reduce the rank modulo `nranks(group)`",
-            Trap::GroupRoot => "`broadcast` within a group from root {a}, but the group's ranks are 0 to {b} - 1; the root is a group rank: give one below `nranks(group)`",
+            Trap::GroupRank => "`world_rank` of group rank {a}, but the group's ranks are those below {b}; reduce the rank modulo `nranks(group)`",
+            Trap::GroupRoot => "`broadcast` within a group from root {a}, but the group's ranks are those below {b}; the root is a group rank: give one below `nranks(group)`",
             Trap::NoGroup => "world rank {a} is in no group of this split (its color is negative: `UNDEFINED`) but uses the group; use a split's group only on the ranks it gives a color of 0 or more, behind an `if` (both sides of a `select` are computed)",
-            Trap::WorldRank => "`world_rank` of rank {a}, but the world's ranks are 0 to {b} - 1; reduce the rank modulo `nranks(ctx)`",
+            Trap::WorldRank => "`world_rank` of rank {a}, but the world's ranks are those below {b}; reduce the rank modulo `nranks(ctx)`",
             Trap::ViewOffset => "a block view starts at offset {a} along a dim, past {b}, the last start at which its extent fits in the buffer it views; keep each offset plus the view's extent within the buffer",
             Trap::ViewAccess => "an access through a block view starts at {a} along a dim, past {b}, the last start at which it fits in the view's extent; an access through `subview(x, [offsets], [extents])` stays within those extents",
         }
