@@ -23,6 +23,8 @@ pub fn blocks(
     y2: Out<Tensor<f32, R, B>>,
     y3: Out<Tensor<f32, R, B>>,
     s: Out<Tensor<f32, R, C>>,
+    y4: Out<Tensor<f32, R, B>>,
+    o: Out<Tensor<f32, R, B>>,
 ) {
     let a = load(x, [0, B], [R, B]);
     let b = load(w, [B, 0], [B, B]);
@@ -37,6 +39,11 @@ pub fn blocks(
     store(y2, [0, 0], matmul(a2, b));
     let a3 = load(x, [0, 2 * B], [R, B]);
     store(y3, [0, 0], matmul(a3, b) + a3);
+    let t = load(x, [0, B], [R, B]);
+    store(y4, [0, 0], matmul(a3, t as f32));
+    if rank(ctx) == 0 {
+        store(o, [0, 0], t);
+    }
 }
 
 #[eagle::host]
@@ -49,8 +56,10 @@ pub fn blocks_host(
     y2: Out<Tensor<f32, R, B>>,
     y3: Out<Tensor<f32, R, B>>,
     s: Out<Tensor<f32, R, C>>,
+    y4: Out<Tensor<f32, R, B>>,
+    o: Out<Tensor<f32, R, B>>,
 ) {
-    blocks(x, w, y0, y1, y2, y3, s, device = 0);
+    blocks(x, w, y0, y1, y2, y3, s, y4, o, device = 0);
 }
 
 /// `c + a[.., ac..ac+B] w[wr..wr+B, wc..wc+B]` in ascending `k`, one rounding per step.
@@ -81,13 +90,13 @@ fn check(s: &Session) {
         .collect();
     let x = Tensor::from_vec(&[R, C], xd.clone()).unwrap();
     let w = Tensor::from_vec(&[C, C], wd.clone()).unwrap();
-    let mut y: Vec<Tensor<f32>> = (0..4).map(|_| Tensor::<f32>::zeros(&[R, B])).collect();
+    let mut y: Vec<Tensor<f32>> = (0..6).map(|_| Tensor::<f32>::zeros(&[R, B])).collect();
     let mut sc = Tensor::<f32>::zeros(&[R, C]);
-    let [y0, y1, y2, y3] = &mut y[..] else {
+    let [y0, y1, y2, y3, y4, o] = &mut y[..] else {
         unreachable!()
     };
     blocks_host
-        .launch(s, &x, &w, y0, y1, y2, y3, &mut sc)
+        .launch(s, &x, &w, y0, y1, y2, y3, &mut sc, y4, o)
         .unwrap();
     let p = product(None, &xd, B, &wd, (B, 0));
     let want = [
@@ -99,6 +108,15 @@ fn check(s: &Session) {
             .enumerate()
             .map(|(e, v)| v + xd[(e / B) * C + 2 * B + e % B])
             .collect(),
+        (0..R * B)
+            .map(|e| {
+                let (i, j) = (e / B, e % B);
+                (0..B).fold(-0.0, |acc, k| {
+                    acc + xd[i * C + 2 * B + k] * xd[k * C + B + j]
+                })
+            })
+            .collect(),
+        (0..R * B).map(|e| xd[(e / B) * C + B + e % B]).collect(),
     ];
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for (k, (got, want)) in y.iter().zip(&want).enumerate() {

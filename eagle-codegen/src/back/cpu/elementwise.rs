@@ -1011,8 +1011,12 @@ impl BlockPlan {
                 continue;
             }
             // Directly, or through one identity cast (`load(w, ..) as f32` of `f32` weights).
+            // (`users` holds this block's ops only: the use count says there is no other.)
             let through = users.get(r).and_then(|us| {
                 let &[u] = &us[..] else { return None };
+                if uses.get(r) != Some(&1) {
+                    return None;
+                }
                 let c = ops[u].result?;
                 let cast = matches!(ops[u].kind, OpKind::Cast(_));
                 (cast && f.ty(c) == f.ty(r) && !plan.lazy.contains(c)).then_some((c, u))

@@ -819,11 +819,11 @@ pub(super) fn lower_group_op(
             em.append(OpKind::Binary(BinOp::Add, g.size_v, z), op.result);
         }
     } else if let OpKind::WorldRank { rank, .. } = op.kind {
+        // First the group (a rank in none stops there), then the rank within it.
+        let g = def.at(em, world_size, sig);
         if let Some(n) = def.size() {
             em.trap_unless_below(rank, n, eagle_ir::Trap::GroupRank);
-        }
-        let g = def.at(em, world_size, sig);
-        if g.size.is_none() {
+        } else {
             // `rank` past this rank's group, compared as unsigned (a negative one is past).
             let u = em.push(OpKind::Cast(rank), Type::Scalar(DType::U64));
             let n = em.push(OpKind::Cast(g.size_v), Type::Scalar(DType::U64));

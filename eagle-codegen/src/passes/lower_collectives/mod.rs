@@ -130,10 +130,12 @@ fn lower_team_op(
     let Some(n) = def.size() else {
         return groups::lower_uneven(em, op, def, cx);
     };
+    // First the group (a rank in none stops there), then the root within it.
+    let at = def.at(em, cx.p, cx.sig);
     if let OpKind::Broadcast { root, .. } = op.kind {
         groups::check_root(em, op, root, n, cx)?;
     }
-    em.group = Some(def.at(em, cx.p, cx.sig));
+    em.group = Some(at);
     lower_collective(em, op.kind.clone(), cx.f_name, loc, n, cx.sig)
 }
 

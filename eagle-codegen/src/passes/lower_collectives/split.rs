@@ -102,7 +102,9 @@ impl AtRank<'_, '_> {
     fn eval(&mut self, v: Value) -> Result<Scalar, String> {
         let d = self.f.ty(v).dtype().unwrap_or(DType::Index);
         if let Some(&c) = self.consts.get(v) {
-            return Scalar::from_const(Const::Int(c), d).ok_or_else(|| format!("the constant {c}"));
+            return Scalar::from_const(Const::Int(c), d).ok_or_else(|| {
+                format!("depend on the constant {c}, which does not fit its dtype")
+            });
         }
         let Some(op) = self.facts.op(v) else {
             return Err("depend on an argument or a loop's variable".into());
@@ -112,9 +114,8 @@ impl AtRank<'_, '_> {
         match &op.kind {
             OpKind::Rank(c) if *c == self.world => Ok(index(r)),
             OpKind::NRanks(c) if *c == self.world => Ok(index(p)),
-            OpKind::Const(c) => {
-                Scalar::from_const(*c, d).ok_or_else(|| format!("the constant {c}"))
-            }
+            OpKind::Const(c) => Scalar::from_const(*c, d)
+                .ok_or_else(|| format!("depend on the constant {c}, which does not fit its dtype")),
             kind if kind.as_elementwise().is_some() => {
                 let args = kind
                     .operands()
