@@ -965,3 +965,31 @@ fn a_color_of_a_groups_rank_or_that_divides_by_zero_names_why() {
     let e = by_zero.launch(&s, &mut out).unwrap_err().to_string();
     assert!(e.contains("these cannot be computed on rank 0: "), "{e}");
 }
+
+/// A rank left out whose `world_rank` argument is also past the group: the missing group is
+/// the error (P = 3: ranks 0 and 1 form the group, rank 2 asks for group rank 5).
+#[eagle::kernel(device)]
+pub fn left_out_far_d(ctx: Ctx, out: Out<Tensor<u64, 1>>) {
+    let g = split(ctx, select(rank(ctx) == 2, UNDEFINED, 0), rank(ctx));
+    out[0] = world_rank(g, rank(ctx) / 2 * 5) as u64;
+}
+
+#[eagle::host]
+pub fn left_out_far(out: Out<Tensor<u64, NR, 1>>) {
+    for r in 0..world_size() {
+        left_out_far_d(out[r], device = r);
+    }
+}
+
+#[test]
+fn a_rank_left_out_is_told_so_before_its_rank_is_checked() {
+    let s = Session::sim(3).unwrap();
+    let mut out = Tensor::<u64>::zeros(&[3, 1]);
+    let e = left_out_far.launch(&s, &mut out).unwrap_err().to_string();
+    assert!(e.starts_with("rank 2 failed: "), "{e}");
+    assert!(e.contains(", no_group` ("), "{e}");
+    assert!(
+        e.contains("world rank 2 is in no group of this split"),
+        "{e}"
+    );
+}
