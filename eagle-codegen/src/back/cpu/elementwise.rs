@@ -815,6 +815,24 @@ pub(super) fn int_cc(c: CmpOp, signed: bool) -> IntCC {
 pub(super) type RowFn<'r, L> = dyn FnMut(&mut L, &[ClValue], u64) -> Result<(), CodegenError> + 'r;
 
 /// Whether a `tile` region of an array of `shape` is one contiguous run of memory.
+/// The constant shapes of a load's tile `r` and of its source `src`.
+fn load_shapes(f: &Function, r: Value, src: Value) -> Option<(Vec<u64>, Vec<u64>)> {
+    let consts = |v: Value| f.ty(v).shape().and_then(|s| s.consts());
+    Some((consts(r)?, consts(src)?))
+}
+
+/// The ops of this block that use `v` (indices into it), when it has some and no use
+/// elsewhere: `users` holds this block's top-level ops only, `uses` counts every use in the
+/// function, nested blocks included.
+fn block_only_users<'u>(
+    users: &'u SecondaryMap<Value, Vec<usize>>,
+    uses: &SecondaryMap<Value, usize>,
+    v: Value,
+) -> Option<&'u [usize]> {
+    let us = users.get(v)?;
+    (!us.is_empty() && uses.get(v).copied().unwrap_or(0) == us.len()).then_some(&us[..])
+}
+
 pub(super) fn contiguous(tile: &[u64], shape: &[u64]) -> bool {
     if tile.len() != shape.len() {
         return false;
@@ -924,22 +942,18 @@ impl BlockPlan {
             else {
                 continue;
             };
-            let (Some(ts), Some(ss)) = (
-                f.ty(r).shape().and_then(|s| s.consts()),
-                f.ty(*src).shape().and_then(|s| s.consts()),
-            ) else {
+            let Some((ts, ss)) = load_shapes(f, r, *src) else {
                 continue;
             };
-            let us = users.get(r).cloned().unwrap_or_default();
-            if us.is_empty()
-                || uses.get(r).copied().unwrap_or(0) != us.len()
-                || !contiguous(&ts, &ss)
-            {
+            let Some(us) = block_only_users(&users, uses, r) else {
+                continue;
+            };
+            if !contiguous(&ts, &ss) {
                 continue;
             }
             let mut last = k;
             let mut ok = true;
-            for &u in &us {
+            for &u in us {
                 // A tile op reads its operands where it stands (`reshape` passes its
                 // operand's memory on, so it takes a copy).
                 let k = &ops[u].kind;
@@ -976,24 +990,16 @@ impl BlockPlan {
         // Whether every use of `v` (all in this block) is as a GEMM's `a` or `b`; the index of
         // the last.
         let gemm_operand = |v: Value| -> Option<usize> {
-            let us = users.get(v)?;
-            if us.is_empty() || uses.get(v).copied().unwrap_or(0) != us.len() {
-                return None;
-            }
+            let us = block_only_users(users, uses, v)?;
             let ok = us.iter().all(|&u| {
                 let OpKind::Tile(t, args) = &ops[u].kind else {
                     return false;
                 };
-                let (ab, c) = if *t == eagle_ir::TileOp::Matmul {
-                    (&args[..2], None)
-                } else if *t == eagle_ir::TileOp::MatmulAcc {
-                    (&args[1..3], Some(args[0]))
+                if *t == eagle_ir::TileOp::Matmul {
+                    args[..2].contains(&v)
                 } else {
-                    return false;
-                };
-                ab.contains(&v)
-                    && c != Some(v)
-                    && matches!(f.ty(v).dtype(), Some(DType::F32 | DType::F64))
+                    *t == eagle_ir::TileOp::MatmulAcc && args[1..3].contains(&v) && args[0] != v
+                }
             });
             ok.then(|| us.iter().copied().max().unwrap_or(0))
         };
@@ -1001,36 +1007,28 @@ impl BlockPlan {
             let (Some(r), OpKind::Load { src, .. }) = (op.result, &op.kind) else {
                 continue;
             };
-            let (Some(ts), Some(ss)) = (
-                f.ty(r).shape().and_then(|s| s.consts()),
-                f.ty(*src).shape().and_then(|s| s.consts()),
-            ) else {
+            let Some((ts, ss)) = load_shapes(f, r, *src) else {
                 continue;
             };
-            if plan.views.contains(r) || ts.len() != 2 || ss.len() != 2 {
+            let gemm_dtype = matches!(f.ty(r).dtype(), Some(DType::F32 | DType::F64));
+            if !gemm_dtype || plan.views.contains(r) || ts.len() != 2 || ss.len() != 2 {
                 continue;
             }
             // Directly, or through one identity cast (`load(w, ..) as f32` of `f32` weights).
-            // (`users` holds this block's ops only: the use count says there is no other.)
-            let through = users.get(r).and_then(|us| {
-                let &[u] = &us[..] else { return None };
-                if uses.get(r) != Some(&1) {
-                    return None;
-                }
+            let through = block_only_users(users, uses, r).and_then(|us| {
+                let &[u] = us else { return None };
                 let c = ops[u].result?;
                 let cast = matches!(ops[u].kind, OpKind::Cast(_));
-                (cast && f.ty(c) == f.ty(r) && !plan.lazy.contains(c)).then_some((c, u))
+                (cast && f.ty(c) == f.ty(r) && !plan.lazy.contains(c)).then_some(c)
             });
-            let last = match through {
-                Some((c, _)) => gemm_operand(c),
-                None => gemm_operand(r),
+            let Some(last) = gemm_operand(through.unwrap_or(r)) else {
+                continue;
             };
-            let Some(last) = last else { continue };
             if (k + 1..last).any(|j| may_write(&ops[j].kind)) {
                 continue;
             }
             plan.strided.insert(r, ss[1]);
-            if let Some((c, _)) = through {
+            if let Some(c) = through {
                 plan.strided.insert(c, ss[1]);
             }
         }

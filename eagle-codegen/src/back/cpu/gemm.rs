@@ -26,17 +26,17 @@ use std::cell::RefCell;
 use std::ops::{Add, Mul};
 use std::sync::OnceLock;
 
-/// The symbol of [`gemm_f32`] in the JIT module.
+/// The symbol of `gemm::<f32>` ([`gemm`]) in the JIT module.
 pub(super) const F32: &str = "eagle_gemm_f32";
-/// The symbol of [`gemm_f64`] in the JIT module.
+/// The symbol of `gemm::<f64>` in the JIT module.
 pub(super) const F64: &str = "eagle_gemm_f64";
 
 /// The micro-kernel GEMMs: dtype, symbol in the JIT module, address (for the JIT's symbol
 /// table). Other dtypes run the backend's own loop.
 pub(super) fn symbols() -> [(DType, &'static str, *const u8); 2] {
     [
-        (DType::F32, F32, gemm_f32 as *const u8),
-        (DType::F64, F64, gemm_f64 as *const u8),
+        (DType::F32, F32, gemm::<f32> as *const u8),
+        (DType::F64, F64, gemm::<f64> as *const u8),
     ]
 }
 
@@ -119,66 +119,30 @@ struct Gemm<'s, T> {
     ldb: usize,
 }
 
-/// `dst = c + a x b` for `f32` (`c` null: no accumulator). Shapes: `a` `[m, k]`, `b` `[k, n]`,
-/// `c` and `dst` `[m, n]`, row-major; `c` and `dst` contiguous, row `i` of `a` at `a + i lda`
-/// and row `kk` of `b` at `b + kk ldb` (elements; `lda >= k`, `ldb >= n`).
+/// `dst = c + a x b` for `f32` or `f64` (`c` null: no accumulator). Shapes: `a` `[m, k]`,
+/// `b` `[k, n]`, `c` and `dst` `[m, n]`, row-major; `c` and `dst` contiguous, row `i` of `a`
+/// at `a + i lda` and row `kk` of `b` at `b + kk ldb` (elements; `lda >= k`, `ldb >= n`).
+/// The JIT calls `gemm::<f32>` and `gemm::<f64>` ([`symbols`]).
 ///
 /// # Safety
 /// The pointers are valid for those shapes and strides (reads of `a`, `b`, `c`; writes of
 /// `dst`), `dst` does not overlap `a` or `b` (it may be `c`), and `m * lda`, `k * ldb`, `m * n`
 /// fit in `usize`.
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe extern "C" fn gemm_f32(
-    dst: *mut f32,
-    c: *const f32,
-    a: *const f32,
-    b: *const f32,
+unsafe extern "C" fn gemm<T: Elem>(
+    dst: *mut T,
+    c: *const T,
+    a: *const T,
+    b: *const T,
     m: u64,
     k: u64,
     n: u64,
     lda: u64,
     ldb: u64,
 ) {
+    let kern = pick(T::kernels(), m, n);
     // SAFETY: the caller's contract.
-    unsafe {
-        dispatch(
-            dst,
-            c,
-            (a, lda),
-            (b, ldb),
-            [m, k, n],
-            pick(f32::kernels(), m, n),
-        )
-    }
-}
-
-/// [`gemm_f32`] for `f64`.
-///
-/// # Safety
-/// As [`gemm_f32`].
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe extern "C" fn gemm_f64(
-    dst: *mut f64,
-    c: *const f64,
-    a: *const f64,
-    b: *const f64,
-    m: u64,
-    k: u64,
-    n: u64,
-    lda: u64,
-    ldb: u64,
-) {
-    // SAFETY: the caller's contract.
-    unsafe {
-        dispatch(
-            dst,
-            c,
-            (a, lda),
-            (b, ldb),
-            [m, k, n],
-            pick(f64::kernels(), m, n),
-        )
-    }
+    unsafe { dispatch(dst, c, (a, lda), (b, ldb), [m, k, n], kern) }
 }
 
 /// A micro-kernel: `acc[r][l] += rows[r][kk] * panel[kk][l]` for `kk` ascending over `0..k`,
@@ -453,7 +417,7 @@ fn pick<T>(kernels: &[Kernel<T>], m: u64, n: u64) -> &Kernel<T> {
 /// Builds the [`Gemm`] and runs it with kernel `kern`.
 ///
 /// # Safety
-/// As [`gemm_f32`].
+/// As [`gemm`].
 unsafe fn dispatch<T: Elem>(
     dst: *mut T,
     c: *const T,
@@ -495,7 +459,7 @@ unsafe fn dispatch<T: Elem>(
 /// The blocked GEMM (see the module docs).
 ///
 /// # Safety
-/// The pointers of `g` as [`gemm_f32`] says; `kern` runs on this CPU.
+/// The pointers of `g` as [`gemm`] says; `kern` runs on this CPU.
 unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
     let (mr_max, nr_max) = (kern.mr, kern.nr);
     let id = T::identity();
@@ -708,7 +672,7 @@ mod tests {
         let p = c.as_mut_ptr();
         // SAFETY: dst is c (allowed); a and b are separate.
         unsafe {
-            gemm_f32(
+            gemm::<f32>(
                 p,
                 p,
                 a.as_ptr(),
@@ -733,7 +697,7 @@ mod tests {
         let mut dst = [7.0f32];
         // SAFETY: 1x1x1.
         unsafe {
-            gemm_f32(
+            gemm::<f32>(
                 dst.as_mut_ptr(),
                 std::ptr::null(),
                 a.as_ptr(),

@@ -142,7 +142,7 @@ impl GroupDef {
     pub(super) fn largest(&self) -> u64 {
         match &self.place {
             Place::Grid { grid, axis } => grid[*axis],
-            Place::Table(t, _) => t.largest,
+            Place::Table(t, _) => t.largest(),
         }
     }
 
@@ -161,7 +161,7 @@ impl GroupDef {
     pub(super) fn size(&self) -> Option<u64> {
         match &self.place {
             Place::Grid { grid, axis } => Some(grid[*axis]),
-            Place::Table(t, _) => t.uniform,
+            Place::Table(t, _) => t.uniform(),
         }
     }
 
@@ -187,7 +187,7 @@ impl GroupDef {
             }
             Place::Table(t, cell) => {
                 let e = *cell.get_or_init(|| entries(em, self.ctx, t));
-                if t.excluded {
+                if t.excluded() {
                     let zero = em.idx(0);
                     let cond = em.cmp(CmpOp::Lt, e.me, zero);
                     em.push_void(OpKind::TrapIf {
@@ -262,7 +262,7 @@ fn entries(em: &mut Em<'_>, ctx: Value, t: &Table) -> Entries {
     let me: Vec<Option<i64>> = t.me.iter().map(|&x| Some(x)).collect();
     let me = lookup(em, &me, world);
     let start = lookup(em, &t.start, world);
-    let size = match t.uniform {
+    let size = match t.uniform() {
         Some(n) => em.idx(n),
         None => lookup(em, &t.size, world),
     };
@@ -633,11 +633,11 @@ pub(super) fn lower_uneven(
     def: &GroupDef,
     cx: &super::Lowering<'_>,
 ) -> Result<bool, SpecializeError> {
-    let rows = |v: Value| em.ty(v);
+    let ty = |v: Value| em.ty(v);
     let per_rank = if let OpKind::AllGather { src, dst, .. } = &op.kind {
-        rows(*dst).holds_rows_of(&rows(*src)) || !matches!(rows(*src), Type::Window(..))
+        ty(*dst).holds_rows_of(&ty(*src)) || !matches!(ty(*src), Type::Window(..))
     } else if let OpKind::ReduceScatter { src, dst, .. } = &op.kind {
-        rows(*src).holds_rows_of(&rows(*dst))
+        ty(*src).holds_rows_of(&ty(*dst))
     } else {
         matches!(
             op.kind,

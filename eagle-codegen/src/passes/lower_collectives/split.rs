@@ -39,16 +39,27 @@ pub(crate) struct Table {
     pub(super) members: Vec<i64>,
     /// Per world rank: its color, `None` for a rank in no group (for reports).
     pub(super) color: Vec<Option<i64>>,
-    /// The rank count of every group when they all have one (`None` also when there is no
-    /// group).
-    pub(super) uniform: Option<u64>,
-    /// Whether some rank is in no group.
-    pub(super) excluded: bool,
-    /// The rank count of the largest group (0 when there is none).
-    pub(super) largest: u64,
 }
 
 impl Table {
+    /// The rank count of every group when they all have one (`None` also when there is no
+    /// group).
+    pub(super) fn uniform(&self) -> Option<u64> {
+        let mut sizes = self.size.iter().flatten();
+        let first = *sizes.next()?;
+        sizes.all(|&n| n == first).then_some(first as u64)
+    }
+
+    /// Whether some rank is in no group.
+    pub(super) fn excluded(&self) -> bool {
+        self.me.contains(&-1)
+    }
+
+    /// The rank count of the largest group (0 when there is none).
+    pub(super) fn largest(&self) -> u64 {
+        self.size.iter().flatten().max().map_or(0, |&n| n as u64)
+    }
+
     /// The groups' sizes as a message names them when they differ: `color 0 holds 3 ranks,
     /// color 1 holds 1`.
     pub(super) fn sizes(&self) -> String {
@@ -194,16 +205,7 @@ pub(super) fn layout(
         size: vec![None; n],
         members: Vec::with_capacity(n),
         color: colors,
-        uniform: None,
-        excluded: false,
-        largest: groups.values().map(|m| m.len() as u64).max().unwrap_or(0),
     };
-    let mut sizes = groups.values().map(Vec::len);
-    // No group at all (every color negative): no size; every use of the group stops.
-    t.uniform = sizes
-        .next()
-        .filter(|&first| sizes.all(|s| s == first))
-        .map(|n| n as u64);
     for members in groups.values() {
         let start = t.members.len() as i64;
         for (q, &(_, w)) in members.iter().enumerate() {
@@ -214,7 +216,6 @@ pub(super) fn layout(
             t.members.push(w as i64);
         }
     }
-    t.excluded = t.me.contains(&-1);
     Ok(Layout {
         grid,
         table: Arc::new(t),
