@@ -56,7 +56,10 @@ impl Lower<'_, '_> {
                 );
                 let dst = self.mem(*v)?;
                 let src = self.mem(*x)?;
-                self.copy_tile(dst, src, n, d)?;
+                // Computed in the variable's tile already (`results_into_vars`).
+                if src != dst {
+                    self.copy_tile(dst, src, n, d)?;
+                }
                 None
             }
             OpKind::Write(v, x) => {
@@ -238,6 +241,35 @@ pub(super) fn reads_in_place(f: &Function, b: &IrBlock) -> eagle_ir::entity::Ent
         }
         if first_write.is_none_or(|w| last_use.is_none_or(|u| u < w)) {
             out.insert(r);
+        }
+    }
+    out
+}
+
+/// The `matmul`/`matmul_acc` results of block `b` that the GEMM may compute straight into a
+/// tile variable's own stack tile, by result (the variable): `x = matmul..(..)` immediately
+/// followed by `write(var, x)`, `x`'s only use. Nothing runs between the two, so writing the
+/// variable at the matmul is writing it at the write, and no in-place read of the variable
+/// ([`reads_in_place`]) is live across it but the matmul's own operands. The GEMM's `dst` may
+/// be its `c` (`acc = matmul_acc(acc, ..)`), never its `a` or `b`: the lowering checks that
+/// those are not the variable's tile and otherwise computes into a tile of its own.
+pub(super) fn results_into_vars(
+    f: &Function,
+    b: &IrBlock,
+    uses: &SecondaryMap<Value, usize>,
+) -> SecondaryMap<Value, Value> {
+    let ops: Vec<&Op> = b.iter(&f.ops).collect();
+    let mut out = SecondaryMap::new();
+    for pair in ops.windows(2) {
+        let (OpKind::Tile(TileOp::Matmul | TileOp::MatmulAcc, _), Some(x)) =
+            (&pair[0].kind, pair[0].result)
+        else {
+            continue;
+        };
+        if let OpKind::Write(var, w) = pair[1].kind {
+            if w == x && uses.get(x).copied() == Some(1) {
+                out.insert(x, var);
+            }
         }
     }
     out

@@ -145,10 +145,21 @@ unsafe extern "C" fn gemm<T: Elem>(
     unsafe { dispatch(dst, c, (a, lda), (b, ldb), [m, k, n], kern) }
 }
 
-/// A micro-kernel: `acc[r][l] += rows[r][kk] * panel[kk][l]` for `kk` ascending over `0..k`,
-/// `r < mr`, `l < nr`, with `acc` an `[mr][nr]` block in memory (read first, written last)
-/// and `panel` a `[k][nr]` buffer.
-type MicroFn<T> = unsafe fn(k: usize, rows: *const *const T, panel: *const T, acc: *mut T);
+/// A micro-kernel: `out[r][l] = c[r][l] + rows[r][kk] * panel[kk][l]` summed for `kk`
+/// ascending over `0..k`, `r < mr`, `l < nr`: the block of `c` (rows `ldc` elements apart) is
+/// read into registers first, the block of `out` (rows `ldo` apart) written last, so `out`
+/// may be `c`; `panel` is a `[k][nr]` buffer.
+type MicroFn<T> = unsafe fn(
+    k: usize,
+    rows: *const *const T,
+    panel: *const T,
+    c: (*const T, usize),
+    out: (*mut T, usize),
+);
+
+/// Packs a panel: row `kk < k` of `panel` (`nr` elements, the kernel's width) is the `nr`
+/// elements at `src + kk ld`.
+type PackFn<T> = unsafe fn(k: usize, src: *const T, ld: usize, panel: *mut T);
 
 /// A micro-kernel, its block shape and what it runs on.
 struct Kernel<T> {
@@ -160,6 +171,8 @@ struct Kernel<T> {
     /// Columns of `c` per block: whole vectors.
     nr: usize,
     f: MicroFn<T>,
+    /// Packs whole panels (`nr` columns) of `b`.
+    pack: PackFn<T>,
 }
 
 /// The most rows any [`Kernel`] blocks.
@@ -182,15 +195,22 @@ macro_rules! micro_kernel {
             /// # Safety
             /// The CPU has the target features; the pointers are valid as [`MicroFn`](super::MicroFn) says.
             #[target_feature(enable = $feat)]
-            unsafe fn kernel(k: usize, rows: *const *const $t, panel: *const $t, acc: *mut $t) {
+            unsafe fn kernel(
+                k: usize,
+                rows: *const *const $t,
+                panel: *const $t,
+                (cin, ldc): (*const $t, usize),
+                (out, ldo): (*mut $t, usize),
+            ) {
                 const NR: usize = $nv * $lanes;
-                // SAFETY: the caller's contract: `acc` is [$mr][NR], `rows` holds $mr row
-                // pointers each valid for `k` reads, `panel` is [k][NR].
+                // SAFETY: the caller's contract: `cin` and `out` are [$mr][NR] blocks with
+                // rows `ldc` and `ldo` apart, `rows` holds $mr row pointers each valid for `k`
+                // reads, `panel` is [k][NR].
                 unsafe {
                     let mut c: [[$v; $nv]; $mr] = [[$splat(0.0); $nv]; $mr];
                     for (r, cr) in c.iter_mut().enumerate() {
                         for (v, cv) in cr.iter_mut().enumerate() {
-                            *cv = $load(acc.add(r * NR + v * $lanes));
+                            *cv = $load(cin.add(r * ldc + v * $lanes));
                         }
                     }
                     let rows: [*const $t; $mr] = std::array::from_fn(|r| *rows.add(r));
@@ -206,7 +226,25 @@ macro_rules! micro_kernel {
                     }
                     for (r, cr) in c.iter().enumerate() {
                         for (v, cv) in cr.iter().enumerate() {
-                            $store(acc.add(r * NR + v * $lanes), *cv);
+                            $store(out.add(r * ldo + v * $lanes), *cv);
+                        }
+                    }
+                }
+            }
+            /// The [`PackFn`](super::PackFn): whole vectors, no library call.
+            ///
+            /// # Safety
+            /// The CPU has the target features; `src` holds `k` rows of NR elements `ld` apart
+            /// and `panel` is [k][NR].
+            #[target_feature(enable = $feat)]
+            unsafe fn pack(k: usize, src: *const $t, ld: usize, panel: *mut $t) {
+                const NR: usize = $nv * $lanes;
+                // SAFETY: the caller's contract.
+                unsafe {
+                    for kk in 0..k {
+                        for v in 0..$nv {
+                            let x = $load(src.add(kk * ld + v * $lanes));
+                            $store(panel.add(kk * NR + v * $lanes), x);
                         }
                     }
                 }
@@ -216,6 +254,7 @@ macro_rules! micro_kernel {
                 mr: $mr,
                 nr: $nv * $lanes,
                 f: kernel,
+                pack,
             }
         }
     };
@@ -361,6 +400,25 @@ fn portable<T: Elem, const MR: usize, const NR: usize>() -> Kernel<T> {
         mr: MR,
         nr: NR,
         f: portable_kernel::<T, MR, NR>,
+        pack: portable_pack::<T, NR>,
+    }
+}
+
+/// The [`PackFn`] of [`portable`].
+///
+/// # Safety
+/// As [`PackFn`], with `NR` columns.
+unsafe fn portable_pack<T: Elem, const NR: usize>(
+    k: usize,
+    src: *const T,
+    ld: usize,
+    panel: *mut T,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        for kk in 0..k {
+            *panel.add(kk * NR).cast::<[T; NR]>() = *src.add(kk * ld).cast::<[T; NR]>();
+        }
     }
 }
 
@@ -372,14 +430,15 @@ unsafe fn portable_kernel<T: Elem, const MR: usize, const NR: usize>(
     k: usize,
     rows: *const *const T,
     panel: *const T,
-    acc: *mut T,
+    (cin, ldc): (*const T, usize),
+    (out, ldo): (*mut T, usize),
 ) {
     // SAFETY: the caller's contract, as in `micro_kernel!`.
     unsafe {
         let mut c = [[T::identity(); NR]; MR];
         for (r, cr) in c.iter_mut().enumerate() {
             for (l, x) in cr.iter_mut().enumerate() {
-                *x = *acc.add(r * NR + l);
+                *x = *cin.add(r * ldc + l);
             }
         }
         for kk in 0..k {
@@ -393,7 +452,7 @@ unsafe fn portable_kernel<T: Elem, const MR: usize, const NR: usize>(
         }
         for (r, cr) in c.iter().enumerate() {
             for (l, x) in cr.iter().enumerate() {
-                *acc.add(r * NR + l) = *x;
+                *out.add(r * ldo + l) = *x;
             }
         }
     }
@@ -471,17 +530,48 @@ unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
     if packed {
         panel.resize(g.k * nr_max, id);
     }
+    // `c` of a whole block when there is none: the identity, rows `nr_max` apart.
+    let identity = [id; MAX_BLOCK];
+    // A block cut by the edge of `dst`: computed here, then its kept part copied.
     let mut acc = [id; MAX_BLOCK];
-    let acc = &mut acc[..mr_max * nr_max];
     for j0 in (0..g.n).step_by(nr_max) {
         let nr = nr_max.min(g.n - j0);
-        for (kk, row) in panel.chunks_exact_mut(nr_max).enumerate() {
-            row[..nr].copy_from_slice(&g.b[kk * g.ldb + j0..][..nr]);
-            row[nr..].fill(id);
+        if packed && nr == nr_max {
+            // SAFETY: rows kk < k of `b` hold columns j0..j0 + nr_max (j0 + nr_max <= n, so
+            // within `g.b`; with k = 0 nothing is read); `panel` is [k][nr_max]; `kern` runs
+            // on this CPU.
+            unsafe {
+                let src = g.b.as_ptr().wrapping_add(j0);
+                (kern.pack)(g.k, src, g.ldb, panel.as_mut_ptr())
+            };
+        } else if packed {
+            for (kk, row) in panel.chunks_exact_mut(nr_max).enumerate() {
+                row[..nr].copy_from_slice(&g.b[kk * g.ldb + j0..][..nr]);
+                row[nr..].fill(id);
+            }
         }
         let panel: &[T] = if packed { &panel } else { g.b };
         for i0 in (0..g.m).step_by(mr_max) {
             let mr = mr_max.min(g.m - i0);
+            // Rows past `m` read the last row again (their results are dropped).
+            let rows: [*const T; MAX_MR] =
+                std::array::from_fn(|r| g.a[(i0 + r.min(mr - 1)) * g.lda..].as_ptr());
+            if mr == mr_max && nr == nr_max {
+                // A whole block: `c` read and `dst` written in place, rows `n` apart.
+                // SAFETY: rows i0..i0 + mr_max < m and columns j0..j0 + nr_max <= n of the
+                // [m, n] `c` and `dst`; `dst` overlaps neither `a` nor `b`, and `c` only in
+                // this block, which the kernel reads before it writes; `rows` holds mr_max
+                // pointers each valid for k reads, `panel` is [k][nr_max].
+                unsafe {
+                    let cin = match g.c {
+                        Some(c) => (c.add(i0 * g.n + j0), g.n),
+                        None => (identity.as_ptr(), nr_max),
+                    };
+                    let out = (g.dst.add(i0 * g.n + j0), g.n);
+                    (kern.f)(g.k, rows.as_ptr(), panel.as_ptr(), cin, out);
+                }
+                continue;
+            }
             for (r, row) in acc.chunks_exact_mut(nr_max).enumerate().take(mr) {
                 match g.c {
                     // SAFETY: row i0 + r < m and columns j0..j0 + nr <= n of the [m, n] `c`.
@@ -491,12 +581,17 @@ unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
                     None => row[..nr].fill(id),
                 }
             }
-            // Rows past `m` read the last row again (their results are dropped).
-            let rows: [*const T; MAX_MR] =
-                std::array::from_fn(|r| g.a[(i0 + r.min(mr - 1)) * g.lda..].as_ptr());
-            // SAFETY: `rows` holds mr_max pointers each valid for k reads, `panel` is
-            // [k][nr_max] and `acc` [mr_max][nr_max]; `kern` runs on this CPU.
-            unsafe { (kern.f)(g.k, rows.as_ptr(), panel.as_ptr(), acc.as_mut_ptr()) };
+            let p = acc.as_mut_ptr();
+            // SAFETY: as above, with `acc` [mr_max][nr_max] as both `c` and `dst`.
+            unsafe {
+                (kern.f)(
+                    g.k,
+                    rows.as_ptr(),
+                    panel.as_ptr(),
+                    (p.cast_const(), nr_max),
+                    (p, nr_max),
+                )
+            };
             for (r, row) in acc.chunks_exact(nr_max).enumerate().take(mr) {
                 // SAFETY: as for `c` above; `dst` overlaps neither `a` nor `b`, and `c` only
                 // in this block, which was read above.
@@ -629,6 +724,24 @@ mod tests {
                         bits(&want),
                         "{name} {m}x{k}x{n} acc={acc} pad={pad}"
                     );
+                    if acc {
+                        // `dst` = `c` (`acc = matmul_acc(acc, ..)` computed into the
+                        // variable's own tile): the same bits.
+                        let mut same = c.clone();
+                        let p = same.as_mut_ptr();
+                        // SAFETY: as above, with `dst` exactly `c`, which the contract allows.
+                        unsafe {
+                            dispatch(
+                                p,
+                                p.cast_const(),
+                                (wa.as_ptr(), lda as u64),
+                                (wb.as_ptr(), ldb as u64),
+                                [m, k, n].map(|x| x as u64),
+                                kern,
+                            )
+                        };
+                        assert_eq!(bits(&same), bits(&want), "{name} {m}x{k}x{n} in place");
+                    }
                 }
             }
         }

@@ -389,6 +389,7 @@ fn lower_function(
         lazy_ops: SecondaryMap::new(),
         stored: SecondaryMap::new(),
         in_place_reads: Default::default(),
+        into_vars: Default::default(),
     };
     for (i, p) in f.params.iter().enumerate() {
         let off = (i * 8) as i32;
@@ -470,6 +471,9 @@ struct Lower<'a, 'b> {
     stored: SecondaryMap<Value, ()>,
     /// Tile reads that use the variable's own stack tile ([`control::reads_in_place`]).
     in_place_reads: eagle_ir::entity::EntitySet<Value>,
+    /// Matmul results the GEMM may compute into a variable's tile, by result: the variable
+    /// ([`control::results_into_vars`]).
+    into_vars: SecondaryMap<Value, Value>,
 }
 
 impl Lower<'_, '_> {
@@ -626,6 +630,8 @@ impl Lower<'_, '_> {
         self.plan.direct.extend(plan.direct);
         self.in_place_reads
             .extend(control::reads_in_place(self.f, blk));
+        self.into_vars
+            .extend(control::results_into_vars(self.f, blk, &self.uses));
         for &id in &blk.ops {
             self.op(&self.f.ops[id])?;
         }

@@ -691,6 +691,35 @@ impl Lower<'_, '_> {
         })
     }
 
+    /// The variable's stack tile when matmul result `r` is computed straight into it
+    /// ([`control::results_into_vars`]) and neither `a` nor `b` is that tile (the GEMM's `dst`
+    /// may be `c` only); `None` otherwise (the result gets a tile of its own, which the
+    /// write copies).
+    fn var_tile_for(
+        &mut self,
+        t: &TileOp,
+        args: &[Value],
+        r: Value,
+    ) -> Result<Option<ClValue>, CodegenError> {
+        let ab = if *t == TileOp::Matmul {
+            &args[..2]
+        } else if *t == TileOp::MatmulAcc {
+            &args[1..3]
+        } else {
+            return Ok(None);
+        };
+        let Some(&var) = self.into_vars.get(r) else {
+            return Ok(None);
+        };
+        let slot = self.mem(var)?;
+        for &v in ab {
+            if self.mem(v)? == slot {
+                return Ok(None);
+            }
+        }
+        Ok(Some(slot))
+    }
+
     /// Lowers a tile op (see the module docs).
     pub(super) fn lower_tile(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
         let OpKind::Tile(t, args) = &op.kind else {
@@ -718,7 +747,10 @@ impl Lower<'_, '_> {
             let x = self.reduce_seq(*rop, p, zero, 1, s.iter().product(), d)?;
             return Ok(Some(Cv::S(x)));
         }
-        let dst = self.stack(n * rd.size() as u64);
+        let dst = match self.var_tile_for(t, args, r)? {
+            Some(slot) => slot,
+            None => self.stack(n * rd.size() as u64),
+        };
         let rstr = strides(&rshape);
         match t {
             TileOp::Reduce(rop, axis) => {
