@@ -720,6 +720,86 @@ impl Lower<'_, '_> {
         Ok(Some(slot))
     }
 
+    /// Stores scalar `x` of dtype `d` into the `len` contiguous elements at `dst`: 16-byte
+    /// vector stores, then the elements left one by one (the bits of `len` scalar stores).
+    fn fill_run(
+        &mut self,
+        dst: ClValue,
+        len: u64,
+        x: ClValue,
+        d: DType,
+    ) -> Result<(), CodegenError> {
+        let size = d.size() as u64;
+        let vty = (size > 0 && 16 % size == 0)
+            .then(|| cl_type(d).by((16 / size) as u32))
+            .flatten()
+            .filter(|v| u64::from(v.lane_bits()) == size * 8);
+        let lanes = vty.map_or(1, |_| 16 / size);
+        let nvec = vty.map_or(0, |_| len / lanes);
+        if let (Some(vty), true) = (vty, nvec > 0) {
+            let sp = self.b.ins().splat(vty, x);
+            self.emit_counted(nvec, &mut |lw, i| {
+                let off = lw.b.ins().imul_imm_s(i, 16);
+                let a = lw.b.ins().iadd(dst, off);
+                lw.b.ins()
+                    .store(MemFlagsData::new().with_notrap(), sp, a, 0);
+                Ok(())
+            })?;
+        }
+        for t in nvec * lanes..len {
+            let i = self.iconst(t as i64);
+            self.tile_store(dst, i, x, d);
+        }
+        Ok(())
+    }
+
+    /// `expand` of tile `src` to `shape` into `dst` by whole rows (the last axis), where the
+    /// broadcast allows: `src` one element (every row filled with it), broadcast along the
+    /// last axis only (`[.., 1]`: row `i` filled with element `i`), or one row broadcast
+    /// along the others (`[1, .., c]`: the row copied into each). `false` (nothing emitted)
+    /// for any other broadcast, which the caller runs element by element.
+    fn expand_rows(
+        &mut self,
+        src: Value,
+        shape: &[u64],
+        dst: ClValue,
+    ) -> Result<bool, CodegenError> {
+        let (p, s, d) = self.tile_mem(src)?;
+        let Some((&cols, lead)) = shape.split_last() else {
+            return Ok(false);
+        };
+        let (Some((&scols, slead)), true) = (s.split_last(), s.len() == shape.len()) else {
+            return Ok(false);
+        };
+        let rows: u64 = lead.iter().product();
+        let row_bytes = cols * d.size() as u64;
+        let numel: u64 = s.iter().product();
+        if numel == 1 {
+            let zero = self.iconst(0);
+            let x = self.tile_load(p, zero, d);
+            return self.fill_run(dst, rows * cols, x, d).map(|()| true);
+        }
+        let by_row = scols == 1 && slead == lead;
+        let one_row = scols == cols && numel == cols;
+        if !by_row && !one_row {
+            return Ok(false);
+        }
+        let (lo, hi) = (self.iconst(0), self.iconst(rows as i64));
+        self.emit_loop(lo, hi, &mut |lw, i| {
+            let off = lw.b.ins().imul_imm_s(i, row_bytes as i64);
+            let row = lw.b.ins().iadd(dst, off);
+            if by_row {
+                let x = lw.tile_load(p, i, d);
+                lw.fill_run(row, cols, x, d)
+            } else {
+                let bytes = lw.iconst(row_bytes as i64);
+                lw.b.call_memcpy(lw.cfg, row, p, bytes);
+                Ok(())
+            }
+        })?;
+        Ok(true)
+    }
+
     /// Lowers a tile op (see the module docs).
     pub(super) fn lower_tile(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
         let OpKind::Tile(t, args) = &op.kind else {
@@ -767,11 +847,9 @@ impl Lower<'_, '_> {
             TileOp::Expand | TileOp::Full => {
                 if let Type::Scalar(_) = self.f.ty(args[0]) {
                     let x = self.scalar(args[0])?;
-                    let (lo, hi) = (self.iconst(0), self.iconst(n as i64));
-                    self.emit_loop(lo, hi, &mut |lw, i| {
-                        lw.tile_store(dst, i, x, rd);
-                        Ok(())
-                    })?;
+                    self.fill_run(dst, n, x, rd)?;
+                } else if self.expand_rows(args[0], &rshape, dst)? {
+                    // Whole rows filled or copied.
                 } else {
                     let (p, s, d) = self.tile_mem(args[0])?;
                     let sst: Vec<u64> = strides(&s)
