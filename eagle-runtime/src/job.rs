@@ -204,6 +204,124 @@ pub(crate) struct Job {
     pub(crate) host: Vec<u64>,
 }
 
+impl Drop for Job {
+    /// The device buffers go back to [`spare`] for the next launch.
+    fn drop(&mut self) {
+        spare::give_back(std::mem::take(&mut self.buffers));
+    }
+}
+
+/// Device buffers kept between launches: a launch on `sim` (and each rank under MPI) copies its
+/// tensor arguments into buffers of its own, and a fresh allocation of a large buffer is
+/// fresh pages from the kernel, each faulted in and zeroed on first touch (more than half of
+/// a `tp_ffn` launch on `sim` went there). Buffers of at least [`MIN_BYTES`] come back here
+/// when their job is dropped and are reused by a later launch's arguments of a size they can
+/// hold, up to [`MAX_BYTES`] in all; smaller ones are malloc's business.
+mod spare {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    /// The most bytes of buffers kept (more are freed).
+    pub(super) const MAX_BYTES: usize = 256 << 20;
+    /// The smallest buffer kept, in bytes.
+    pub(super) const MIN_BYTES: usize = 16 << 10;
+
+    /// Kept buffers by capacity in words, and the bytes they hold.
+    struct Spare {
+        by_words: BTreeMap<usize, Vec<Vec<u64>>>,
+        held: usize,
+    }
+
+    static SPARE: Mutex<Spare> = Mutex::new(Spare {
+        by_words: BTreeMap::new(),
+        held: 0,
+    });
+
+    /// A buffer of `src.len().div_ceil(8)` (at least 1) words holding `src`'s bytes, the rest
+    /// of its last word zero: the smallest kept buffer that holds it (and at most twice the
+    /// words), else a new one.
+    pub(super) fn filled(src: &[u8]) -> Vec<u64> {
+        let words = src.len().div_ceil(8).max(1);
+        let kept = if words * 8 >= MIN_BYTES {
+            let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+            let fit = spare
+                .by_words
+                .range(words..=2 * words)
+                .next()
+                .map(|(&w, _)| w);
+            fit.and_then(|w| {
+                let list = spare.by_words.get_mut(&w)?;
+                let b = list.pop()?;
+                if list.is_empty() {
+                    spare.by_words.remove(&w);
+                }
+                spare.held -= w * 8;
+                Some(b)
+            })
+        } else {
+            None
+        };
+        let mut buf = kept.unwrap_or_default();
+        buf.clear();
+        buf.reserve_exact(words);
+        // SAFETY: `buf` has capacity for `words` words; the last is zeroed, then `src`'s bytes
+        // (at most `words * 8`) written from the start, so all `words` are initialised before
+        // the length is set.
+        unsafe {
+            buf.as_mut_ptr().add(words - 1).write(0);
+            std::ptr::copy_nonoverlapping(src.as_ptr(), buf.as_mut_ptr().cast::<u8>(), src.len());
+            buf.set_len(words);
+        }
+        buf
+    }
+
+    /// Keeps `bufs` of at least [`MIN_BYTES`] for later launches while [`MAX_BYTES`] allows;
+    /// frees the rest.
+    pub(super) fn give_back(bufs: Vec<Vec<u64>>) {
+        let mut spare = None;
+        for b in bufs {
+            let words = b.capacity();
+            if words * 8 < MIN_BYTES {
+                continue;
+            }
+            let spare =
+                spare.get_or_insert_with(|| SPARE.lock().unwrap_or_else(|e| e.into_inner()));
+            if spare.held + words * 8 <= MAX_BYTES {
+                spare.held += words * 8;
+                spare.by_words.entry(words).or_default().push(b);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_kept_buffer_is_reused_with_the_new_bytes_and_a_zero_tail() {
+            // Sizes no other test uses, so that the process-wide list holds only these.
+            let first: Vec<u8> = (0..MIN_BYTES + 13).map(|i| (i * 7) as u8).collect();
+            let b = filled(&first);
+            assert_eq!(b.len(), (MIN_BYTES + 13).div_ceil(8));
+            let at = b.as_ptr();
+            give_back(vec![b]);
+            // Three bytes fewer: the same words, so the kept buffer, holding the new bytes and
+            // zeros after them in its last word.
+            let second: Vec<u8> = (0..MIN_BYTES + 10).map(|i| (i * 3 + 1) as u8).collect();
+            let c = filled(&second);
+            assert_eq!(c.as_ptr(), at, "the kept buffer is reused");
+            let bytes: Vec<u8> = c.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            assert_eq!(&bytes[..second.len()], &second[..]);
+            assert!(bytes[second.len()..].iter().all(|&x| x == 0), "{bytes:?}");
+            // Below `MIN_BYTES`: never from the list.
+            give_back(vec![c]);
+            let small = filled(&[5u8; MIN_BYTES / 4]);
+            assert_ne!(small.as_ptr(), at);
+            assert_eq!(small[0], u64::from_ne_bytes([5; 8]));
+        }
+    }
+}
+
 impl Job {
     /// Copies the job's output tensors from its device buffers into the caller's outputs;
     /// returns the bytes copied.
@@ -266,21 +384,12 @@ impl Job {
                 arg, off, bytes, ..
             } = a
             {
-                let mut buf = vec![0u64; bytes.div_ceil(8).max(1)];
                 let src = match &args[*arg] {
                     Arg::In(_, _, b) => &b[*off..off + bytes],
                     Arg::Out(_, _, b) => &b[*off..off + bytes],
                     Arg::Scalar(..) => &[][..],
                 };
-                // SAFETY: `buf` holds at least `bytes` bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        src.as_ptr(),
-                        buf.as_mut_ptr().cast::<u8>(),
-                        src.len(),
-                    )
-                };
-                self.buffers.push(buf);
+                self.buffers.push(spare::filled(src));
                 copied += bytes;
             }
         }
