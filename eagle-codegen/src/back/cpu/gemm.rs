@@ -10,15 +10,19 @@
 //! target features: the vector lanes hold different `j` (and the register block different
 //! `i`), never different `k`.
 //!
-//! **Blocking.** `b` is packed one panel of `NR` columns (the kernel's width) at a time into a
-//! contiguous `[k][NR]` buffer (columns past `n` padded with the additive identity); each panel is then
-//! swept by `MR x NR` blocks of `c` held in registers, reading `MR` rows of `a` in place (rows
-//! past `m` repeat the last row; their results are dropped). A padded lane or row never feeds
-//! a kept element: `dst[i][j]` reads only row `i` of `a` and column `j` of `b`.
+//! **Blocking.** `b` is taken one panel of `NR` columns (the kernel's width) at a time: read
+//! in place when the panel is whole and `b`'s rows are at most [`IN_PLACE_ROW_BYTES`] apart,
+//! else packed into a contiguous `[k][NR]` buffer (columns past `n` padded with the additive
+//! identity). Each panel is then swept by `MR x NR` blocks of `c` held in registers, reading
+//! `MR` rows of `a` in place (rows past `m` repeat the last row; their results are dropped). A
+//! padded lane or row never feeds a kept element: `dst[i][j]` reads only row `i` of `a` and
+//! column `j` of `b`. A whole block reads `c` and writes `dst` where they are; a block cut by
+//! the edge of `dst` goes through a buffer.
 //!
 //! **Aliasing.** `dst` may be `c` (each block of `c` is read into registers before the same
 //! block of `dst` is written, and blocks are disjoint); `dst` must not overlap `a` or `b`. The
-//! backend passes a fresh stack tile as `dst`.
+//! backend passes a fresh stack tile as `dst`, or the tile of the variable the product is
+//! assigned to (`acc = matmul_acc(acc, ..)`, where `c` is that tile).
 
 use eagle_ir::eval::Scalar;
 use eagle_ir::DType;
@@ -148,11 +152,11 @@ unsafe extern "C" fn gemm<T: Elem>(
 /// A micro-kernel: `out[r][l] = c[r][l] + rows[r][kk] * panel[kk][l]` summed for `kk`
 /// ascending over `0..k`, `r < mr`, `l < nr`: the block of `c` (rows `ldc` elements apart) is
 /// read into registers first, the block of `out` (rows `ldo` apart) written last, so `out`
-/// may be `c`; `panel` is a `[k][nr]` buffer.
+/// may be `c`; `panel` holds `k` rows of `nr` elements, `ldp` apart (a packed panel: `nr`).
 type MicroFn<T> = unsafe fn(
     k: usize,
     rows: *const *const T,
-    panel: *const T,
+    panel: (*const T, usize),
     c: (*const T, usize),
     out: (*mut T, usize),
 );
@@ -179,6 +183,10 @@ struct Kernel<T> {
 const MAX_MR: usize = 8;
 /// The most elements of `c` any [`Kernel`] blocks (`mr * nr`).
 const MAX_BLOCK: usize = 256;
+/// The widest row stride of `b`, in bytes, at which whole panels are read in place rather than
+/// packed: up to 512 bytes, the `k` rows of a panel start at 8 or more different cache sets
+/// (64-byte lines, 64 sets), so they do not evict each other.
+const IN_PLACE_ROW_BYTES: usize = 512;
 
 /// Defines a micro-kernel for one instruction set and dtype: `$mr` rows of `$nv` vectors of
 /// `$lanes` elements, compiled with target features `$feat`, from the intrinsics named. The
@@ -198,14 +206,14 @@ macro_rules! micro_kernel {
             unsafe fn kernel(
                 k: usize,
                 rows: *const *const $t,
-                panel: *const $t,
+                (panel, ldp): (*const $t, usize),
                 (cin, ldc): (*const $t, usize),
                 (out, ldo): (*mut $t, usize),
             ) {
-                const NR: usize = $nv * $lanes;
-                // SAFETY: the caller's contract: `cin` and `out` are [$mr][NR] blocks with
-                // rows `ldc` and `ldo` apart, `rows` holds $mr row pointers each valid for `k`
-                // reads, `panel` is [k][NR].
+                // SAFETY: the caller's contract: `cin` and `out` are blocks of $mr rows of
+                // $nv * $lanes elements, rows `ldc` and `ldo` apart; `rows` holds $mr row
+                // pointers each valid for `k` reads; `panel` holds k rows of $nv * $lanes
+                // elements `ldp` apart.
                 unsafe {
                     let mut c: [[$v; $nv]; $mr] = [[$splat(0.0); $nv]; $mr];
                     for (r, cr) in c.iter_mut().enumerate() {
@@ -215,7 +223,7 @@ macro_rules! micro_kernel {
                     }
                     let rows: [*const $t; $mr] = std::array::from_fn(|r| *rows.add(r));
                     for kk in 0..k {
-                        let p = panel.add(kk * NR);
+                        let p = panel.add(kk * ldp);
                         let b: [$v; $nv] = std::array::from_fn(|v| $load(p.add(v * $lanes)));
                         for (cr, row) in c.iter_mut().zip(&rows) {
                             let x = $splat(*row.add(kk));
@@ -429,7 +437,7 @@ unsafe fn portable_pack<T: Elem, const NR: usize>(
 unsafe fn portable_kernel<T: Elem, const MR: usize, const NR: usize>(
     k: usize,
     rows: *const *const T,
-    panel: *const T,
+    (panel, ldp): (*const T, usize),
     (cin, ldc): (*const T, usize),
     (out, ldo): (*mut T, usize),
 ) {
@@ -442,7 +450,7 @@ unsafe fn portable_kernel<T: Elem, const MR: usize, const NR: usize>(
             }
         }
         for kk in 0..k {
-            let p = panel.add(kk * NR);
+            let p = panel.add(kk * ldp);
             for (r, cr) in c.iter_mut().enumerate() {
                 let x = *(*rows.add(r)).add(kk);
                 for (l, cv) in cr.iter_mut().enumerate() {
@@ -522,12 +530,12 @@ unsafe fn dispatch<T: Elem>(
 unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
     let (mr_max, nr_max) = (kern.mr, kern.nr);
     let id = T::identity();
-    // `b` exactly one block wide and contiguous is its own panel (a matrix-vector product):
-    // no copy.
-    let packed = g.n != nr_max || g.ldb != g.n;
+    // Whole panels of a `b` whose rows are close together are read where they are; others are
+    // packed (rows far apart would share the few cache sets a power-of-two stride maps to).
+    let in_place = g.ldb * std::mem::size_of::<T>() <= IN_PLACE_ROW_BYTES;
     let mut panel = T::take_panel();
     panel.clear();
-    if packed {
+    if !in_place || !g.n.is_multiple_of(nr_max) {
         panel.resize(g.k * nr_max, id);
     }
     // `c` of a whole block when there is none: the identity, rows `nr_max` apart.
@@ -536,21 +544,22 @@ unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
     let mut acc = [id; MAX_BLOCK];
     for j0 in (0..g.n).step_by(nr_max) {
         let nr = nr_max.min(g.n - j0);
-        if packed && nr == nr_max {
+        let src = g.b.as_ptr().wrapping_add(j0);
+        let (pp, ldp) = if in_place && nr == nr_max {
+            (src, g.ldb)
+        } else if nr == nr_max {
             // SAFETY: rows kk < k of `b` hold columns j0..j0 + nr_max (j0 + nr_max <= n, so
             // within `g.b`; with k = 0 nothing is read); `panel` is [k][nr_max]; `kern` runs
             // on this CPU.
-            unsafe {
-                let src = g.b.as_ptr().wrapping_add(j0);
-                (kern.pack)(g.k, src, g.ldb, panel.as_mut_ptr())
-            };
-        } else if packed {
+            unsafe { (kern.pack)(g.k, src, g.ldb, panel.as_mut_ptr()) };
+            (panel.as_ptr(), nr_max)
+        } else {
             for (kk, row) in panel.chunks_exact_mut(nr_max).enumerate() {
                 row[..nr].copy_from_slice(&g.b[kk * g.ldb + j0..][..nr]);
                 row[nr..].fill(id);
             }
-        }
-        let panel: &[T] = if packed { &panel } else { g.b };
+            (panel.as_ptr(), nr_max)
+        };
         for i0 in (0..g.m).step_by(mr_max) {
             let mr = mr_max.min(g.m - i0);
             // Rows past `m` read the last row again (their results are dropped).
@@ -568,7 +577,7 @@ unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
                         None => (identity.as_ptr(), nr_max),
                     };
                     let out = (g.dst.add(i0 * g.n + j0), g.n);
-                    (kern.f)(g.k, rows.as_ptr(), panel.as_ptr(), cin, out);
+                    (kern.f)(g.k, rows.as_ptr(), (pp, ldp), cin, out);
                 }
                 continue;
             }
@@ -587,7 +596,7 @@ unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
                 (kern.f)(
                     g.k,
                     rows.as_ptr(),
-                    panel.as_ptr(),
+                    (pp, ldp),
                     (p.cast_const(), nr_max),
                     (p, nr_max),
                 )
