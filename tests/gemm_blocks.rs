@@ -1,7 +1,9 @@
 //! Blocks of wider matrices fed to `matmul`/`matmul_acc`: the CPU backend lets the GEMM read
 //! them where they are, rows the matrix's row length apart (`BlockPlan::strided`), unless the
 //! block has another use or memory may be written before the product (then the block is
-//! copied first). Checked against a plain-Rust golden in eagle's order on `sim` and `cpu`.
+//! copied first). `matmul(a, transpose(x))` lets the GEMM read `x` as `b`'s transpose
+//! (`tile::transposed_operands`) when the product follows the transpose and is its only use.
+//! Checked against a plain-Rust golden in eagle's order on `sim` and `cpu`.
 use eagle::prelude::*;
 
 const R: usize = 8;
@@ -132,4 +134,122 @@ fn blocks_of_wider_matrices_multiply_as_copies_do_on_sim() {
 #[test]
 fn blocks_of_wider_matrices_multiply_as_copies_do_on_cpu() {
     check(&Session::new(eagle::runtime::Platform::Cpu, vec![0]).unwrap());
+}
+
+/// Rows of `a`, the shared `k`, and `n`: one whole 64-column panel of the widest GEMM kernel
+/// and a cut one.
+const TM: usize = 12;
+const TK: usize = 48;
+const TN: usize = 80;
+
+/// `p0 = x w^T` and `p1 = c + x w^T` read `w` as `b`'s transpose; `p2` multiplies by a
+/// transpose that is also stored (two uses: copied); `p3 = v^T x2` has the transpose as `a`
+/// (copied).
+#[eagle::kernel(device)]
+#[allow(clippy::too_many_arguments)]
+pub fn transposed(
+    ctx: Ctx,
+    x: Tensor<f32, TM, TK>,
+    w: Tensor<f32, TN, TK>,
+    c: Tensor<f32, TM, TN>,
+    p0: Out<Tensor<f32, TM, TN>>,
+    p1: Out<Tensor<f32, TM, TN>>,
+    p2: Out<Tensor<f32, TM, TN>>,
+    wt: Out<Tensor<f32, TK, TN>>,
+    p3: Out<Tensor<f32, TK, TN>>,
+) {
+    let a = load(x, [0, 0], [TM, TK]);
+    store(p0, [0, 0], matmul(a, transpose(load(w, [0, 0], [TN, TK]))));
+    store(
+        p1,
+        [0, 0],
+        matmul_acc(
+            load(c, [0, 0], [TM, TN]),
+            a,
+            transpose(load(w, [0, 0], [TN, TK])),
+        ),
+    );
+    let t = transpose(load(w, [0, 0], [TN, TK]));
+    store(p2, [0, 0], matmul(a, t));
+    store(wt, [0, 0], t);
+    store(p3, [0, 0], matmul(transpose(a), load(c, [0, 0], [TM, TN])));
+}
+
+#[eagle::host]
+#[allow(clippy::too_many_arguments)]
+pub fn transposed_host(
+    x: Tensor<f32, TM, TK>,
+    w: Tensor<f32, TN, TK>,
+    c: Tensor<f32, TM, TN>,
+    p0: Out<Tensor<f32, TM, TN>>,
+    p1: Out<Tensor<f32, TM, TN>>,
+    p2: Out<Tensor<f32, TM, TN>>,
+    wt: Out<Tensor<f32, TK, TN>>,
+    p3: Out<Tensor<f32, TK, TN>>,
+) {
+    transposed(x, w, c, p0, p1, p2, wt, p3, device = 0);
+}
+
+/// `c0 + a b` for `a` `[m, k]` at `a(i, kk)`, `b` `[k, n]` at `b(kk, j)`, ascending `k`.
+fn mm(
+    c: Option<&[f32]>,
+    [m, k, n]: [usize; 3],
+    a: &dyn Fn(usize, usize) -> f32,
+    b: &dyn Fn(usize, usize) -> f32,
+) -> Vec<f32> {
+    (0..m * n)
+        .map(|e| {
+            let (i, j) = (e / n, e % n);
+            let c0 = c.map_or(-0.0, |c| c[e]);
+            (0..k).fold(c0, |acc, kk| acc + a(i, kk) * b(kk, j))
+        })
+        .collect()
+}
+
+fn check_transposed(s: &Session) {
+    let data = |n: usize, m: usize, d: f32| -> Vec<f32> {
+        (0..n).map(|i| ((i * m) % 29) as f32 * 0.19 - d).collect()
+    };
+    let (xd, wd, cd) = (
+        data(TM * TK, 13, 2.3),
+        data(TN * TK, 7, 1.9),
+        data(TM * TN, 5, 2.7),
+    );
+    let x = Tensor::from_vec(&[TM, TK], xd.clone()).unwrap();
+    let w = Tensor::from_vec(&[TN, TK], wd.clone()).unwrap();
+    let c = Tensor::from_vec(&[TM, TN], cd.clone()).unwrap();
+    let mut p: Vec<Tensor<f32>> = (0..3).map(|_| Tensor::zeros(&[TM, TN])).collect();
+    let mut q: Vec<Tensor<f32>> = (0..2).map(|_| Tensor::zeros(&[TK, TN])).collect();
+    let ([p0, p1, p2], [wt, p3]) = (&mut p[..], &mut q[..]) else {
+        unreachable!()
+    };
+    transposed_host
+        .launch(s, &x, &w, &c, p0, p1, p2, wt, p3)
+        .unwrap();
+    let xa = |i: usize, kk: usize| xd[i * TK + kk];
+    let wb = |kk: usize, j: usize| wd[j * TK + kk];
+    let p0w = mm(None, [TM, TK, TN], &xa, &wb);
+    let want = [
+        p0w.clone(),
+        mm(Some(&cd), [TM, TK, TN], &xa, &wb),
+        p0w,
+        (0..TK * TN).map(|e| wd[(e % TN) * TK + e / TN]).collect(),
+        mm(None, [TK, TM, TN], &|i, kk| xd[kk * TK + i], &|kk, j| {
+            cd[kk * TN + j]
+        }),
+    ];
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (k, (got, want)) in p.iter().chain(&q).zip(&want).enumerate() {
+        assert_eq!(bits(got.data()), bits(want), "output {k}");
+    }
+}
+
+#[test]
+fn products_with_a_transposed_operand_equal_the_copied_transposes_on_sim() {
+    check_transposed(&Session::sim(1).unwrap());
+}
+
+#[test]
+fn products_with_a_transposed_operand_equal_the_copied_transposes_on_cpu() {
+    check_transposed(&Session::new(eagle::runtime::Platform::Cpu, vec![0]).unwrap());
 }

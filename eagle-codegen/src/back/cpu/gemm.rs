@@ -110,7 +110,8 @@ elem!(f64, F64, PANEL_F64, 8);
 
 /// The operands of one GEMM: `dst[m][n] = c[m][n] (or the identity) + a[m][k] x b[k][n]`, all
 /// row-major; `dst` and `c` contiguous, the rows of `a` and `b` `lda` and `ldb` elements apart
-/// (blocks of larger matrices read in place).
+/// (blocks of larger matrices read in place); with `bt`, `b` is given as its transpose (`[n][k]`,
+/// rows `ldb` apart: `b[kk][j]` at `j ldb + kk`).
 struct Gemm<'s, T> {
     dst: *mut T,
     c: Option<*const T>,
@@ -121,12 +122,15 @@ struct Gemm<'s, T> {
     n: usize,
     lda: usize,
     ldb: usize,
+    bt: bool,
 }
 
 /// `dst = c + a x b` for `f32` or `f64` (`c` null: no accumulator). Shapes: `a` `[m, k]`,
 /// `b` `[k, n]`, `c` and `dst` `[m, n]`, row-major; `c` and `dst` contiguous, row `i` of `a`
-/// at `a + i lda` and row `kk` of `b` at `b + kk ldb` (elements; `lda >= k`, `ldb >= n`).
-/// The JIT calls `gemm::<f32>` and `gemm::<f64>` ([`symbols`]).
+/// at `a + i lda` and row `kk` of `b` at `b + kk ldb` (elements; `lda >= k`, `ldb >= n`); with
+/// `bt` non-zero, `b` points at `b`'s transpose (`[n, k]`): `b[kk][j]` at `b + j ldb` (`ldb >=
+/// k`), so that `matmul(a, transpose(x))` reads `x` where it is. The JIT calls `gemm::<f32>` and
+/// `gemm::<f64>` ([`symbols`]).
 ///
 /// # Safety
 /// The pointers are valid for those shapes and strides (reads of `a`, `b`, `c`; writes of
@@ -143,10 +147,11 @@ unsafe extern "C" fn gemm<T: Elem>(
     n: u64,
     lda: u64,
     ldb: u64,
+    bt: u64,
 ) {
     let kern = pick(T::kernels(), m, n);
     // SAFETY: the caller's contract.
-    unsafe { dispatch(dst, c, (a, lda), (b, ldb), [m, k, n], kern) }
+    unsafe { dispatch(dst, c, (a, lda), (b, ldb, bt != 0), [m, k, n], kern) }
 }
 
 /// A micro-kernel: `out[r][l] = c[r][l] + rows[r][kk] * panel[kk][l]` summed for `kk`
@@ -489,7 +494,7 @@ unsafe fn dispatch<T: Elem>(
     dst: *mut T,
     c: *const T,
     (a, lda): (*const T, u64),
-    (b, ldb): (*const T, u64),
+    (b, ldb, bt): (*const T, u64, bool),
     [m, k, n]: [u64; 3],
     kern: &Kernel<T>,
 ) {
@@ -500,12 +505,14 @@ unsafe fn dispatch<T: Elem>(
     // Elements spanned by `rows` rows of `cols`, `ld` apart.
     let span =
         |rows: usize, cols: usize, ld: usize| if rows == 0 { 0 } else { (rows - 1) * ld + cols };
+    let b_span = if bt { span(n, k, ldb) } else { span(k, n, ldb) };
     // SAFETY: the caller's contract: `a` spans m rows of k elements lda apart and `b` k rows
-    // of n elements ldb apart, neither overlapping `dst` (so no `&mut` aliases them).
+    // of n elements ldb apart (n rows of k with `bt`), neither overlapping `dst` (so no `&mut`
+    // aliases them).
     let (a, b) = unsafe {
         (
             std::slice::from_raw_parts(a, span(m, k, lda)),
-            std::slice::from_raw_parts(b, span(k, n, ldb)),
+            std::slice::from_raw_parts(b, b_span),
         )
     };
     let g = Gemm {
@@ -518,6 +525,7 @@ unsafe fn dispatch<T: Elem>(
         n,
         lda,
         ldb,
+        bt,
     };
     // SAFETY: the pointers as the caller said.
     unsafe { run(&g, kern) }
@@ -532,7 +540,7 @@ unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
     let id = T::identity();
     // Whole panels of a `b` whose rows are close together are read where they are; others are
     // packed (rows far apart would share the few cache sets a power-of-two stride maps to).
-    let in_place = g.ldb * std::mem::size_of::<T>() <= IN_PLACE_ROW_BYTES;
+    let in_place = !g.bt && g.ldb * std::mem::size_of::<T>() <= IN_PLACE_ROW_BYTES;
     let mut panel = T::take_panel();
     panel.clear();
     if !in_place || !g.n.is_multiple_of(nr_max) {
@@ -547,6 +555,17 @@ unsafe fn run<T: Elem>(g: &Gemm<'_, T>, kern: &Kernel<T>) {
         let src = g.b.as_ptr().wrapping_add(j0);
         let (pp, ldp) = if in_place && nr == nr_max {
             (src, g.ldb)
+        } else if g.bt {
+            // Column `j0 + l` of `b` is row `j0 + l` of the transpose given (none when k = 0).
+            for (l, col) in g.b.chunks(g.ldb.max(1)).skip(j0).take(nr).enumerate() {
+                for (kk, &x) in col[..g.k].iter().enumerate() {
+                    panel[kk * nr_max + l] = x;
+                }
+            }
+            for row in panel.chunks_exact_mut(nr_max) {
+                row[nr..].fill(id);
+            }
+            (panel.as_ptr(), nr_max)
         } else if nr == nr_max {
             // SAFETY: rows kk < k of `b` hold columns j0..j0 + nr_max (j0 + nr_max <= n, so
             // within `g.b`; with k = 0 nothing is read); `panel` is [k][nr_max]; `kern` runs
@@ -721,7 +740,7 @@ mod tests {
                             dst.as_mut_ptr(),
                             cp,
                             (wa.as_ptr(), lda as u64),
-                            (wb.as_ptr(), ldb as u64),
+                            (wb.as_ptr(), ldb as u64, false),
                             [m, k, n].map(|x| x as u64),
                             kern,
                         )
@@ -744,13 +763,31 @@ mod tests {
                                 p,
                                 p.cast_const(),
                                 (wa.as_ptr(), lda as u64),
-                                (wb.as_ptr(), ldb as u64),
+                                (wb.as_ptr(), ldb as u64, false),
                                 [m, k, n].map(|x| x as u64),
                                 kern,
                             )
                         };
                         assert_eq!(bits(&same), bits(&want), "{name} {m}x{k}x{n} in place");
                     }
+                    // `b` given as its transpose (`matmul(a, transpose(x))` reading `x`), its
+                    // rows `k + pad` apart: the same bits.
+                    let bt: Vec<T> = (0..n * k).map(|e| b[(e % k) * n + e / k]).collect();
+                    let ldt = k + pad;
+                    let wt = widen(&bt, n, k, ldt);
+                    let mut tdst = vec![T::from_f32(f32::NAN); m * n];
+                    // SAFETY: as above, with `b` `[n, k]` rows `ldt` apart.
+                    unsafe {
+                        dispatch(
+                            tdst.as_mut_ptr(),
+                            cp,
+                            (wa.as_ptr(), lda as u64),
+                            (wt.as_ptr(), ldt as u64, true),
+                            [m, k, n].map(|x| x as u64),
+                            kern,
+                        )
+                    };
+                    assert_eq!(bits(&tdst), bits(&want), "{name} {m}x{k}x{n} b transposed");
                 }
             }
         }
@@ -804,6 +841,7 @@ mod tests {
                 n as u64,
                 k as u64,
                 n as u64,
+                0,
             )
         };
         assert_eq!(
@@ -829,6 +867,7 @@ mod tests {
                 1,
                 1,
                 1,
+                0,
             )
         };
         assert_eq!(dst[0].to_bits(), (-0.0f32).to_bits());

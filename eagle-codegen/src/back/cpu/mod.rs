@@ -189,7 +189,7 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
     // the module's own functions, which keep their ids.
     let mut gemm_sig = module.make_signature();
     gemm_sig.params.extend([AbiParam::new(ptr); 4]);
-    gemm_sig.params.extend([AbiParam::new(types::I64); 5]);
+    gemm_sig.params.extend([AbiParam::new(types::I64); 6]);
     let mut gemm_ids = BTreeMap::new();
     for (_, name, _) in gemm::symbols() {
         let id = module
@@ -390,6 +390,7 @@ fn lower_function(
         stored: SecondaryMap::new(),
         in_place_reads: Default::default(),
         into_vars: Default::default(),
+        transposed_b: Default::default(),
     };
     for (i, p) in f.params.iter().enumerate() {
         let off = (i * 8) as i32;
@@ -474,6 +475,8 @@ struct Lower<'a, 'b> {
     /// Matmul results the GEMM may compute into a variable's tile, by result: the variable
     /// ([`control::results_into_vars`]).
     into_vars: SecondaryMap<Value, Value>,
+    /// Transposes the GEMM reads as `b` where their operand is ([`tile::transposed_operands`]).
+    transposed_b: eagle_ir::entity::EntitySet<Value>,
 }
 
 impl Lower<'_, '_> {
@@ -632,6 +635,8 @@ impl Lower<'_, '_> {
             .extend(control::reads_in_place(self.f, blk));
         self.into_vars
             .extend(control::results_into_vars(self.f, blk, &self.uses));
+        self.transposed_b
+            .extend(tile::transposed_operands(self.f, blk, &self.uses));
         for &id in &blk.ops {
             self.op(&self.f.ops[id])?;
         }

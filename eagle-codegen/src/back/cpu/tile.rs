@@ -14,8 +14,9 @@ use crate::error::CodegenError;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type as ClType, Value as ClValue};
 use cranelift_frontend::Variable;
+use eagle_ir::entity::{EntitySet, SecondaryMap};
 use eagle_ir::tile::{reduce_identity, strides, ArgOp, Axis, TileOp, REDUCE_LANES};
-use eagle_ir::{prim, BinOp, DType, Op, OpKind, ReduceOp, Type, Value};
+use eagle_ir::{prim, BinOp, Block as IrBlock, DType, Function, Op, OpKind, ReduceOp, Type, Value};
 
 /// The indices of a `gather` or `scatter`: their tile (address, dtype), the axis they run
 /// along, their row length `k`, the source's row length `nn` and the axis's `extent`, and the
@@ -821,6 +822,11 @@ impl Lower<'_, '_> {
             let (p, _, _) = self.tile_mem(args[0])?;
             return Ok(Some(Cv::Mem(p)));
         }
+        if let (TileOp::Transpose, true) = (t, self.transposed_b.contains(r)) {
+            // Read by the GEMM that follows as its `b`, where the operand is.
+            let (p, _, _) = self.tile_mem(args[0])?;
+            return Ok(Some(Cv::Mem(p)));
+        }
         if let TileOp::Reduce(rop, Axis::All) = t {
             let (p, s, d) = self.tile_mem(args[0])?;
             let zero = self.iconst(0);
@@ -918,42 +924,60 @@ impl Lower<'_, '_> {
                     Ok(())
                 })?;
             }
-            TileOp::Matmul | TileOp::MatmulAcc => {
-                let acc = *t == TileOp::MatmulAcc;
-                let (a, b) = if acc {
-                    (args[1], args[2])
-                } else {
-                    (args[0], args[1])
-                };
-                let c = if acc {
-                    Some(self.tile_mem(args[0])?.0)
-                } else {
-                    None
-                };
-                let (pa, sa, d) = self.tile_mem(a)?;
-                let (pb, sb, _) = self.tile_mem(b)?;
-                // Blocks read in place from wider matrices have their rows further apart.
-                let lda = self.plan.strided.get(a).copied().unwrap_or(sa[1]);
-                let ldb = self.plan.strided.get(b).copied().unwrap_or(sb[1]);
-                self.matmul(dst, c, (pa, lda), (pb, ldb), [sa[0], sa[1], sb[1]], d)?;
-            }
+            TileOp::Matmul | TileOp::MatmulAcc => self.lower_matmul(t, args, dst)?,
             TileOp::Reshape => unreachable!("handled above"),
         }
         Ok(Some(Cv::Mem(dst)))
     }
 
+    /// `matmul`/`matmul_acc` of `args` into `dst`: the GEMM reads blocks of wider matrices
+    /// (`BlockPlan::strided`) and transposed `b` operands ([`transposed_operands`]) where they
+    /// are.
+    fn lower_matmul(
+        &mut self,
+        t: &TileOp,
+        args: &[Value],
+        dst: ClValue,
+    ) -> Result<(), CodegenError> {
+        let acc = *t == TileOp::MatmulAcc;
+        let (a, b) = if acc {
+            (args[1], args[2])
+        } else {
+            (args[0], args[1])
+        };
+        let c = if acc {
+            Some(self.tile_mem(args[0])?.0)
+        } else {
+            None
+        };
+        let (pa, sa, d) = self.tile_mem(a)?;
+        let (pb, sb, _) = self.tile_mem(b)?;
+        // Blocks read in place from wider matrices have their rows further apart; a
+        // transposed `b` is its operand, `[n, k]`, rows `k` apart.
+        let lda = self.plan.strided.get(a).copied().unwrap_or(sa[1]);
+        let bt = self.transposed_b.contains(b);
+        let ldb = match self.plan.strided.get(b) {
+            Some(&ld) => ld,
+            None if bt => sb[0],
+            None => sb[1],
+        };
+        self.matmul(dst, c, (pa, lda), (pb, ldb, bt), [sa[0], sa[1], sb[1]], d)
+    }
+
     /// `dst[i][j] = c0 + sum_k a[i][k] * b[k][j]` in ascending `k` with a separate multiply
     /// and add; `c0` is `c[i][j]` or the identity of `+`; the rows of `a` and `b` are `lda` and
     /// `ldb` elements apart (wider than `k` and `n` only for the blocks of
-    /// `BlockPlan::strided`, which only `f32` and `f64` have). `f32` and `f64` call the
-    /// rustc-compiled micro-kernels of [`super::gemm`] (the same order, 32- or 64-byte vectors
-    /// where the CPU has them); other dtypes run the scalar loop.
+    /// `BlockPlan::strided`, which only `f32` and `f64` have); with `bt`, `pb` is `b`'s
+    /// transpose (`[n, k]`, rows `ldb` apart: [`transposed_operands`], also only `f32` and
+    /// `f64`). `f32` and `f64` call the rustc-compiled micro-kernels of [`super::gemm`] (the
+    /// same order, 32- or 64-byte vectors where the CPU has them); other dtypes run the scalar
+    /// loop.
     fn matmul(
         &mut self,
         dst: ClValue,
         c: Option<ClValue>,
         (pa, lda): (ClValue, u64),
-        (pb, ldb): (ClValue, u64),
+        (pb, ldb, bt): (ClValue, u64, bool),
         [m, k, n]: [u64; 3],
         d: DType,
     ) -> Result<(), CodegenError> {
@@ -963,10 +987,15 @@ impl Lower<'_, '_> {
                 .get(name)
                 .ok_or_else(|| self.err("internal: a matmul whose GEMM was not imported"))?;
             let c = c.unwrap_or_else(|| self.b.ins().iconst(self.ptr, 0));
-            let dims = [m, k, n, lda, ldb].map(|x| self.iconst(x as i64));
-            let [m, k, n, lda, ldb] = dims;
-            self.b.ins().call(f, &[dst, c, pa, pb, m, k, n, lda, ldb]);
+            let dims = [m, k, n, lda, ldb, u64::from(bt)].map(|x| self.iconst(x as i64));
+            let [m, k, n, lda, ldb, bt] = dims;
+            self.b
+                .ins()
+                .call(f, &[dst, c, pa, pb, m, k, n, lda, ldb, bt]);
             return Ok(());
+        }
+        if bt {
+            return Err(self.err("internal: a transposed GEMM operand without a micro-kernel"));
         }
         let (lo, hi) = (self.iconst(0), self.iconst(m as i64));
         self.emit_loop(lo, hi, &mut |lw, i| {
@@ -1029,3 +1058,34 @@ impl prim::DotEmitter for Lower<'_, '_> {
 
 /// Rows whose float reductions run interleaved ([`Lower::reduce_rows`]).
 const ROW_GROUP: u64 = 4;
+
+/// The transposes of block `b` that the GEMM reads as its `b` operand where their operand is,
+/// by result: `t = transpose(x)` of a 2-D tile whose dtype has a micro-kernel GEMM
+/// ([`super::gemm::entry`]), immediately followed by the `matmul`/`matmul_acc` that takes `t` as
+/// `b` and nowhere else, `t`'s only use. Nothing runs between the two, so `x` holds at the GEMM
+/// what the transpose would have read; the GEMM packs `b`'s panels from `x`'s rows (the bits of
+/// the copied transpose: a transpose moves elements, it computes nothing).
+pub(super) fn transposed_operands(
+    f: &Function,
+    b: &IrBlock,
+    uses: &SecondaryMap<Value, usize>,
+) -> EntitySet<Value> {
+    let ops: Vec<&Op> = b.iter(&f.ops).collect();
+    let mut out = EntitySet::new();
+    for pair in ops.windows(2) {
+        let (OpKind::Tile(TileOp::Transpose, x), Some(t)) = (&pair[0].kind, pair[0].result) else {
+            continue;
+        };
+        let fits = matches!(f.ty(x[0]), Type::Tile(s, d) if s.rank() == 2 && super::gemm::entry(*d).is_some());
+        // `b` is the last operand of both; `t` must be no other.
+        let as_b = if let OpKind::Tile(TileOp::Matmul | TileOp::MatmulAcc, args) = &pair[1].kind {
+            args.last() == Some(&t) && args.iter().filter(|&&v| v == t).count() == 1
+        } else {
+            false
+        };
+        if fits && as_b && uses.get(t).copied() == Some(1) {
+            out.insert(t);
+        }
+    }
+    out
+}
