@@ -136,15 +136,14 @@ fn blocks_of_wider_matrices_multiply_as_copies_do_on_cpu() {
     check(&Session::new(eagle::runtime::Platform::Cpu, vec![0]).unwrap());
 }
 
-/// Rows of `a`, the shared `k`, and `n`: one whole 64-column panel of the widest GEMM kernel
-/// and a cut one.
+/// Rows of `a`, the shared `k`, and `n` (on AVX-512, one whole 64-column panel and a cut one).
 const TM: usize = 12;
 const TK: usize = 48;
 const TN: usize = 80;
 
-/// `p0 = x w^T` and `p1 = c + x w^T` read `w` as `b`'s transpose; `p2` multiplies by a
-/// transpose that is also stored (two uses: copied); `p3 = v^T x2` has the transpose as `a`
-/// (copied).
+/// `p0 = x w^T` and `p1 = c + x w^T` read `w` as `b`'s transpose, and so does `p4 = c + x w^T`
+/// with the transpose taken before the loads of `c` and `x`; `p2` multiplies by a transpose
+/// that is also stored (two uses: copied); `p3 = x^T c` has the transpose as `a` (copied).
 #[eagle::kernel(device)]
 #[allow(clippy::too_many_arguments)]
 pub fn transposed(
@@ -157,6 +156,7 @@ pub fn transposed(
     p2: Out<Tensor<f32, TM, TN>>,
     wt: Out<Tensor<f32, TK, TN>>,
     p3: Out<Tensor<f32, TK, TN>>,
+    p4: Out<Tensor<f32, TM, TN>>,
 ) {
     let a = load(x, [0, 0], [TM, TK]);
     store(p0, [0, 0], matmul(a, transpose(load(w, [0, 0], [TN, TK]))));
@@ -173,6 +173,9 @@ pub fn transposed(
     store(p2, [0, 0], matmul(a, t));
     store(wt, [0, 0], t);
     store(p3, [0, 0], matmul(transpose(a), load(c, [0, 0], [TM, TN])));
+    let later = transpose(load(w, [0, 0], [TN, TK]));
+    let c0 = load(c, [0, 0], [TM, TN]) * 1.0;
+    store(p4, [0, 0], matmul_acc(c0, load(x, [0, 0], [TM, TK]), later));
 }
 
 #[eagle::host]
@@ -186,8 +189,9 @@ pub fn transposed_host(
     p2: Out<Tensor<f32, TM, TN>>,
     wt: Out<Tensor<f32, TK, TN>>,
     p3: Out<Tensor<f32, TK, TN>>,
+    p4: Out<Tensor<f32, TM, TN>>,
 ) {
-    transposed(x, w, c, p0, p1, p2, wt, p3, device = 0);
+    transposed(x, w, c, p0, p1, p2, wt, p3, p4, device = 0);
 }
 
 /// `c0 + a b` for `a` `[m, k]` at `a(i, kk)`, `b` `[k, n]` at `b(kk, j)`, ascending `k`.
@@ -220,18 +224,20 @@ fn check_transposed(s: &Session) {
     let c = Tensor::from_vec(&[TM, TN], cd.clone()).unwrap();
     let mut p: Vec<Tensor<f32>> = (0..3).map(|_| Tensor::zeros(&[TM, TN])).collect();
     let mut q: Vec<Tensor<f32>> = (0..2).map(|_| Tensor::zeros(&[TK, TN])).collect();
+    let mut p4 = Tensor::zeros(&[TM, TN]);
     let ([p0, p1, p2], [wt, p3]) = (&mut p[..], &mut q[..]) else {
         unreachable!()
     };
     transposed_host
-        .launch(s, &x, &w, &c, p0, p1, p2, wt, p3)
+        .launch(s, &x, &w, &c, p0, p1, p2, wt, p3, &mut p4)
         .unwrap();
     let xa = |i: usize, kk: usize| xd[i * TK + kk];
     let wb = |kk: usize, j: usize| wd[j * TK + kk];
     let p0w = mm(None, [TM, TK, TN], &xa, &wb);
+    let p1w = mm(Some(&cd), [TM, TK, TN], &xa, &wb);
     let want = [
         p0w.clone(),
-        mm(Some(&cd), [TM, TK, TN], &xa, &wb),
+        p1w.clone(),
         p0w,
         (0..TK * TN).map(|e| wd[(e % TN) * TK + e / TN]).collect(),
         mm(None, [TK, TM, TN], &|i, kk| xd[kk * TK + i], &|kk, j| {
@@ -242,6 +248,7 @@ fn check_transposed(s: &Session) {
     for (k, (got, want)) in p.iter().chain(&q).zip(&want).enumerate() {
         assert_eq!(bits(got.data()), bits(want), "output {k}");
     }
+    assert_eq!(bits(p4.data()), bits(&p1w), "p4");
 }
 
 #[test]
@@ -252,4 +259,33 @@ fn products_with_a_transposed_operand_equal_the_copied_transposes_on_sim() {
 #[test]
 fn products_with_a_transposed_operand_equal_the_copied_transposes_on_cpu() {
     check_transposed(&Session::new(eagle::runtime::Platform::Cpu, vec![0]).unwrap());
+}
+
+/// The GEMM calls of `transposed`'s CLIF (the only calls with ten arguments; the last is `bt`):
+/// `p0` and `p1` pass `w` as `b`'s transpose, `p2` and `p3` copied transposes; of the
+/// transposes of `w`, only `p2`'s (stored too) has a tile of its own.
+#[test]
+fn products_with_a_transposed_b_read_its_operand_without_a_copy() {
+    let clif = eagle::cranelift_ir::<transposed_host>(1, &[]).unwrap();
+    let bts: Vec<&str> = clif
+        .lines()
+        .filter_map(|l| {
+            let args = l
+                .split_once("call ")?
+                .1
+                .split_once('(')?
+                .1
+                .split_once(')')?
+                .0;
+            let last = args.split(", ").nth(9)?;
+            // The constant's value, from the comment after the call.
+            l.split(&format!("{last} = ")).nth(1)?.split(',').next()
+        })
+        .collect();
+    assert_eq!(bts, ["1", "1", "0", "0", "1"], "{clif}");
+    // Two `TK x TN` tiles: `p2`'s transpose and `p3`'s product.
+    let slots = clif
+        .matches(&format!("explicit_slot {},", TK * TN * 4))
+        .count();
+    assert_eq!(slots, 2, "{clif}");
 }

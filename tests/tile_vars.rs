@@ -83,8 +83,9 @@ fn a_tile_read_keeps_its_value_across_later_writes_on_cpu() {
     check(&Session::new(eagle::runtime::Platform::Cpu, vec![0]).unwrap());
 }
 
-/// Blocks as wide as the widest GEMM micro-kernel's (64 x 64), so that its whole blocks are
-/// computed straight into the variable (`back/cpu/control.rs` `results_into_vars`).
+/// Tiles as wide as the widest GEMM micro-kernel's blocks (4 x 64 on AVX-512 `f32`), so that its
+/// whole blocks are computed straight into the variable (`back/cpu/control.rs`
+/// `results_into_vars`).
 const M: usize = 64;
 
 /// `acc = matmul_acc(acc, t, u)` computed into `acc`'s own tile (its `c`), beside products
@@ -185,4 +186,29 @@ fn products_computed_into_a_variable_equal_the_evaluators_on_sim() {
 #[test]
 fn products_computed_into_a_variable_equal_the_evaluators_on_cpu() {
     check_products(&Session::new(eagle::runtime::Platform::Cpu, vec![0]).unwrap());
+}
+
+/// The GEMM calls of `products`' CLIF (the only calls with ten arguments: `dst`, `c`, `a`, `b`,
+/// then the sizes): `acc = matmul_acc(acc, t, u)` and `k = matmul_acc(k, t, u)` pass the
+/// variable's tile as both `dst` and `c`; the products whose `a` or `b` is the variable's tile
+/// get a tile of their own.
+#[test]
+fn products_into_a_variable_pass_its_tile_as_dst_and_c() {
+    let clif = eagle::cranelift_ir::<products_host>(1, &[]).unwrap();
+    let calls: Vec<Vec<&str>> = clif
+        .lines()
+        .filter_map(|l| {
+            let args = l
+                .split_once("call ")?
+                .1
+                .split_once('(')?
+                .1
+                .split_once(')')?
+                .0;
+            let args: Vec<&str> = args.split(", ").collect();
+            (args.len() == 10).then_some(args)
+        })
+        .collect();
+    let into = calls.iter().filter(|a| a[0] == a[1]).count();
+    assert_eq!((calls.len(), into), (4, 2), "{clif}");
 }

@@ -214,54 +214,86 @@ impl Drop for Job {
 /// Device buffers kept between launches: a launch on `sim` (and each rank under MPI) copies its
 /// tensor arguments into buffers of its own, and a fresh allocation of a large buffer is
 /// fresh pages from the kernel, each faulted in and zeroed on first touch (more than half of
-/// a `tp_ffn` launch on `sim` went there). Buffers of at least [`MIN_BYTES`] come back here
-/// when their job is dropped and are reused by a later launch's arguments of a size they can
-/// hold, up to [`MAX_BYTES`] in all; smaller ones are malloc's business.
+/// a `tp_ffn` launch on `sim` went there). Buffers of at least [`MIN_BYTES`](spare::MIN_BYTES)
+/// come back to the process's [`Spare`](spare::Spare) when their job is dropped and are reused
+/// by a later launch's arguments of a size they can hold, up to
+/// [`MAX_BYTES`](spare::MAX_BYTES) in all (the largest kept ones make room for a newer one).
 mod spare {
     use std::collections::BTreeMap;
     use std::sync::Mutex;
 
-    /// The most bytes of buffers kept (more are freed).
+    /// The most bytes of buffers kept.
     pub(super) const MAX_BYTES: usize = 256 << 20;
     /// The smallest buffer kept, in bytes.
     pub(super) const MIN_BYTES: usize = 16 << 10;
 
     /// Kept buffers by capacity in words, and the bytes they hold.
-    struct Spare {
+    pub(super) struct Spare {
         by_words: BTreeMap<usize, Vec<Vec<u64>>>,
         held: usize,
     }
 
-    static SPARE: Mutex<Spare> = Mutex::new(Spare {
-        by_words: BTreeMap::new(),
-        held: 0,
-    });
+    /// The process's buffers.
+    static SPARE: Mutex<Spare> = Mutex::new(Spare::new());
 
-    /// A buffer of `src.len().div_ceil(8)` (at least 1) words holding `src`'s bytes, the rest
-    /// of its last word zero: the smallest kept buffer that holds it (and at most twice the
-    /// words), else a new one.
-    pub(super) fn filled(src: &[u8]) -> Vec<u64> {
-        let words = src.len().div_ceil(8).max(1);
-        let kept = if words * 8 >= MIN_BYTES {
-            let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
-            let fit = spare
-                .by_words
-                .range(words..=2 * words)
-                .next()
-                .map(|(&w, _)| w);
-            fit.and_then(|w| {
-                let list = spare.by_words.get_mut(&w)?;
-                let b = list.pop()?;
-                if list.is_empty() {
-                    spare.by_words.remove(&w);
+    impl Spare {
+        pub(super) const fn new() -> Spare {
+            Spare {
+                by_words: BTreeMap::new(),
+                held: 0,
+            }
+        }
+
+        /// The smallest kept buffer of `words` to `2 * words` words, taken out.
+        fn take(&mut self, words: usize) -> Option<Vec<u64>> {
+            let (&w, list) = self.by_words.range_mut(words..=2 * words).next()?;
+            let b = list.pop()?;
+            if list.is_empty() {
+                self.by_words.remove(&w);
+            }
+            self.held -= w * 8;
+            Some(b)
+        }
+
+        /// Keeps `b` if it is at least [`MIN_BYTES`] and at most [`MAX_BYTES`], dropping the
+        /// largest kept buffers while it would not fit.
+        pub(super) fn keep(&mut self, b: Vec<u64>) {
+            let bytes = b.capacity() * 8;
+            if !(MIN_BYTES..=MAX_BYTES).contains(&bytes) {
+                return;
+            }
+            while self.held + bytes > MAX_BYTES {
+                let Some(mut last) = self.by_words.last_entry() else {
+                    break;
+                };
+                let w = *last.key();
+                last.get_mut().pop();
+                if last.get().is_empty() {
+                    last.remove();
                 }
-                spare.held -= w * 8;
-                Some(b)
-            })
-        } else {
-            None
-        };
-        let mut buf = kept.unwrap_or_default();
+                self.held -= w * 8;
+            }
+            self.held += bytes;
+            self.by_words.entry(b.capacity()).or_default().push(b);
+        }
+
+        /// A buffer of `src.len().div_ceil(8)` (at least 1) words holding `src`'s bytes, the
+        /// rest of its last word zero: the smallest kept buffer that holds it (at most twice
+        /// the words, and only for [`MIN_BYTES`] or more), else a new one.
+        pub(super) fn filled_from(&mut self, src: &[u8]) -> Vec<u64> {
+            let words = src.len().div_ceil(8).max(1);
+            let kept = if words * 8 >= MIN_BYTES {
+                self.take(words)
+            } else {
+                None
+            };
+            fill(kept.unwrap_or_default(), words, src)
+        }
+    }
+
+    /// `buf` made `words` words long holding `src` (at most `words * 8` bytes) from its start,
+    /// the rest zero-padded to the end of the last word.
+    fn fill(mut buf: Vec<u64>, words: usize, src: &[u8]) -> Vec<u64> {
         buf.clear();
         buf.reserve_exact(words);
         // SAFETY: `buf` has capacity for `words` words; the last is zeroed, then `src`'s bytes
@@ -275,21 +307,22 @@ mod spare {
         buf
     }
 
-    /// Keeps `bufs` of at least [`MIN_BYTES`] for later launches while [`MAX_BYTES`] allows;
-    /// frees the rest.
+    /// [`Spare::filled_from`] on the process's buffers.
+    pub(super) fn filled(src: &[u8]) -> Vec<u64> {
+        SPARE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .filled_from(src)
+    }
+
+    /// [`Spare::keep`] of each of `bufs` on the process's buffers.
     pub(super) fn give_back(bufs: Vec<Vec<u64>>) {
-        let mut spare = None;
+        if bufs.iter().all(|b| b.capacity() * 8 < MIN_BYTES) {
+            return;
+        }
+        let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
         for b in bufs {
-            let words = b.capacity();
-            if words * 8 < MIN_BYTES {
-                continue;
-            }
-            let spare =
-                spare.get_or_insert_with(|| SPARE.lock().unwrap_or_else(|e| e.into_inner()));
-            if spare.held + words * 8 <= MAX_BYTES {
-                spare.held += words * 8;
-                spare.by_words.entry(words).or_default().push(b);
-            }
+            spare.keep(b);
         }
     }
 
@@ -299,25 +332,50 @@ mod spare {
 
         #[test]
         fn a_kept_buffer_is_reused_with_the_new_bytes_and_a_zero_tail() {
-            // Sizes no other test uses, so that the process-wide list holds only these.
+            let mut spare = Spare::new();
             let first: Vec<u8> = (0..MIN_BYTES + 13).map(|i| (i * 7) as u8).collect();
-            let b = filled(&first);
+            let b = spare.filled_from(&first);
             assert_eq!(b.len(), (MIN_BYTES + 13).div_ceil(8));
             let at = b.as_ptr();
-            give_back(vec![b]);
+            spare.keep(b);
             // Three bytes fewer: the same words, so the kept buffer, holding the new bytes and
             // zeros after them in its last word.
             let second: Vec<u8> = (0..MIN_BYTES + 10).map(|i| (i * 3 + 1) as u8).collect();
-            let c = filled(&second);
+            let c = spare.filled_from(&second);
             assert_eq!(c.as_ptr(), at, "the kept buffer is reused");
             let bytes: Vec<u8> = c.iter().flat_map(|w| w.to_ne_bytes()).collect();
             assert_eq!(&bytes[..second.len()], &second[..]);
             assert!(bytes[second.len()..].iter().all(|&x| x == 0), "{bytes:?}");
-            // Below `MIN_BYTES`: never from the list.
-            give_back(vec![c]);
-            let small = filled(&[5u8; MIN_BYTES / 4]);
-            assert_ne!(small.as_ptr(), at);
-            assert_eq!(small[0], u64::from_ne_bytes([5; 8]));
+            // Less than half its words: a new buffer; below `MIN_BYTES`: never kept.
+            spare.keep(c);
+            let half = spare.filled_from(&vec![5u8; MIN_BYTES / 2]);
+            assert_ne!(half.as_ptr(), at);
+            assert_eq!(half[0], u64::from_ne_bytes([5; 8]));
+            spare.keep(half);
+            assert_eq!(spare.held, (MIN_BYTES + 16) / 8 * 8);
+        }
+
+        #[test]
+        fn the_largest_kept_buffers_make_room_for_a_newer_one() {
+            let mut spare = Spare::new();
+            let big = MAX_BYTES / 8 / 2;
+            spare.keep(Vec::with_capacity(big));
+            spare.keep(Vec::with_capacity(big / 2));
+            assert_eq!(spare.held, (big + big / 2) * 8);
+            // Another half of `MAX_BYTES` does not fit: the largest goes.
+            spare.keep(Vec::with_capacity(big));
+            assert_eq!(spare.held, (big + big / 2) * 8);
+            assert_eq!(
+                spare
+                    .by_words
+                    .iter()
+                    .map(|(&w, l)| (w, l.len()))
+                    .collect::<Vec<_>>(),
+                vec![(big / 2, 1), (big, 1)]
+            );
+            // Larger than `MAX_BYTES`: not kept, nothing dropped.
+            spare.keep(Vec::with_capacity(MAX_BYTES / 8 + 1));
+            assert_eq!(spare.held, (big + big / 2) * 8);
         }
     }
 }
@@ -375,8 +433,8 @@ impl Job {
         slots
     }
 
-    /// Copies the tensor arguments of the job from the host into fresh device buffers;
-    /// returns the bytes copied.
+    /// Copies the tensor arguments of the job from the host into device buffers of its own
+    /// (kept ones of earlier launches where they fit, [`spare`]); returns the bytes copied.
     pub(crate) fn copy_in(&mut self, args: &[Arg<'_>]) -> usize {
         let mut copied = 0;
         for a in &self.args {

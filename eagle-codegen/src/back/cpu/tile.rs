@@ -11,6 +11,7 @@
 use super::prim::ClPrim;
 use super::{cl_type, Cv, Lower};
 use crate::error::CodegenError;
+use crate::passes::fusion::may_write;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type as ClType, Value as ClValue};
 use cranelift_frontend::Variable;
@@ -1061,10 +1062,13 @@ const ROW_GROUP: u64 = 4;
 
 /// The transposes of block `b` that the GEMM reads as its `b` operand where their operand is,
 /// by result: `t = transpose(x)` of a 2-D tile whose dtype has a micro-kernel GEMM
-/// ([`super::gemm::entry`]), immediately followed by the `matmul`/`matmul_acc` that takes `t` as
-/// `b` and nowhere else, `t`'s only use. Nothing runs between the two, so `x` holds at the GEMM
-/// what the transpose would have read; the GEMM packs `b`'s panels from `x`'s rows (the bits of
-/// the copied transpose: a transpose moves elements, it computes nothing).
+/// ([`super::gemm::entry`]), whose only use is as `b` (and nothing else) of a later
+/// `matmul`/`matmul_acc` of the block, with only ops between that write no memory and no
+/// variable ([`may_write`], `write`; `acc = matmul_acc(acc, a, transpose(w))` puts the reads and
+/// loads of its other operands there). So `x` holds at the GEMM what the transpose would have
+/// read (a tile changes only through a variable's writes); the GEMM packs `b`'s panels from
+/// `x`'s rows, the bits of the copied transpose (a transpose moves elements, it computes
+/// nothing).
 pub(super) fn transposed_operands(
     f: &Function,
     b: &IrBlock,
@@ -1072,18 +1076,29 @@ pub(super) fn transposed_operands(
 ) -> EntitySet<Value> {
     let ops: Vec<&Op> = b.iter(&f.ops).collect();
     let mut out = EntitySet::new();
-    for pair in ops.windows(2) {
-        let (OpKind::Tile(TileOp::Transpose, x), Some(t)) = (&pair[0].kind, pair[0].result) else {
+    for (i, op) in ops.iter().enumerate() {
+        let (OpKind::Tile(TileOp::Transpose, x), Some(t)) = (&op.kind, op.result) else {
             continue;
         };
         let fits = matches!(f.ty(x[0]), Type::Tile(s, d) if s.rank() == 2 && super::gemm::entry(*d).is_some());
-        // `b` is the last operand of both; `t` must be no other.
-        let as_b = if let OpKind::Tile(TileOp::Matmul | TileOp::MatmulAcc, args) = &pair[1].kind {
-            args.last() == Some(&t) && args.iter().filter(|&&v| v == t).count() == 1
-        } else {
-            false
-        };
-        if fits && as_b && uses.get(t).copied() == Some(1) {
+        if !fits || uses.get(t).copied() != Some(1) {
+            continue;
+        }
+        // The first later op that uses `t` or may change memory.
+        let next = ops[i + 1..].iter().find(|o| {
+            o.kind.operands().contains(&t)
+                || may_write(&o.kind)
+                || matches!(o.kind, OpKind::Write(..))
+        });
+        // `b` is the last operand of both products; `t` must be no other.
+        let as_b = next.is_some_and(|o| {
+            if let OpKind::Tile(TileOp::Matmul | TileOp::MatmulAcc, args) = &o.kind {
+                args.last() == Some(&t) && args.iter().filter(|&&v| v == t).count() == 1
+            } else {
+                false
+            }
+        });
+        if as_b {
             out.insert(t);
         }
     }
