@@ -199,6 +199,76 @@ impl Latch {
     }
 }
 
+/// Bytes of stack left free, beyond the tiles of the device code, for a task run on the
+/// caller's thread ([`run_one`]): the executor's, the hooks' and the GEMM's Rust frames.
+pub const INLINE_MARGIN: u64 = 1 << 20;
+
+/// Runs `task` on the calling thread when that thread's stack has `need` bytes (the device
+/// code's tiles, `eagle_codegen::cpu::CpuCode::stack`) and [`INLINE_MARGIN`] left below this
+/// call, else on a worker of `stack` bytes of stack ([`run_all`]): a launch whose ranks run on
+/// one thread needs no hand-off (about half of an empty launch's time on a 2-core VM). A panic
+/// is caught and returned as `Err`, as on a worker.
+///
+/// # Errors
+/// `Err(message)` when the task panicked or no thread could be started for it.
+pub fn run_one<'a, T: Send + 'a>(
+    task: Box<dyn FnOnce() -> T + Send + 'a>,
+    stack: usize,
+    need: u64,
+) -> Result<T, String> {
+    let room = need.saturating_add(INLINE_MARGIN);
+    if stack_left().is_some_and(|left| left as u64 >= room) {
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(task)).map_err(panic_message);
+    }
+    run_all(vec![task], stack)
+        .pop()
+        .unwrap_or_else(|| Err("a device task did not report".into()))
+}
+
+std::thread_local! {
+    /// The lowest address of this thread's stack, once asked for (`None`: unknown).
+    static STACK_LOW: std::cell::OnceCell<Option<usize>> = const { std::cell::OnceCell::new() };
+}
+
+/// Bytes of stack below the caller's frame on this thread, where the platform says
+/// (`pthread_getattr_np` on Linux, once per thread).
+fn stack_left() -> Option<usize> {
+    let here = std::hint::black_box(0u8);
+    let at = std::ptr::addr_of!(here) as usize;
+    let low = STACK_LOW.with(|c| *c.get_or_init(stack_low))?;
+    at.checked_sub(low)
+}
+
+#[cfg(target_os = "linux")]
+fn stack_low() -> Option<usize> {
+    let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+    // SAFETY: `attr` is initialised by a successful `pthread_getattr_np` before it is read,
+    // and destroyed once.
+    unsafe {
+        if libc::pthread_getattr_np(libc::pthread_self(), attr.as_mut_ptr()) != 0 {
+            return None;
+        }
+        let mut attr = attr.assume_init();
+        let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
+        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        ok.then_some(addr as usize)
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn stack_low() -> Option<usize> {
+    None
+}
+
+/// The message of a caught panic.
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a device thread panicked".into())
+}
+
 /// Runs every task on its own worker thread (of `stack` bytes of stack, for a thread this
 /// call starts), all at once, and returns when all are done, the results in task order. A
 /// task that panics yields `Err` with its message; the others still run to completion. Used
@@ -259,12 +329,8 @@ pub fn run_all_and<'a, T: Send + 'a, R>(
         };
         let (res, done) = (Arc::clone(&results), Arc::clone(&latch));
         let job = move || {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(task)).map_err(|p| {
-                p.downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a device thread panicked".into())
-            });
+            let r =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(task)).map_err(panic_message);
             *res[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
             done.count_down();
         };
@@ -328,6 +394,27 @@ mod tests {
         );
         // A smaller request may take the larger workers.
         assert_eq!(ids(64 << 10).len(), 3);
+    }
+
+    #[test]
+    fn one_task_runs_on_the_callers_thread_when_its_stack_has_room() {
+        let me = std::thread::current().id();
+        let id = || -> Box<dyn FnOnce() -> std::thread::ThreadId + Send> {
+            Box::new(|| std::thread::current().id())
+        };
+        // A test thread has 2 MiB of stack (or more): room for 64 KiB of tiles and the margin.
+        assert!(
+            stack_left().is_some_and(|l| l as u64 > 64 << 10),
+            "{:?}",
+            stack_left()
+        );
+        assert_eq!(run_one(id(), 64 << 10, 64 << 10), Ok(me));
+        // More tiles than any thread's stack holds: a worker (whose stack is asked for).
+        let far = run_one(id(), 64 << 10, 1 << 40);
+        assert!(far.is_ok_and(|t| t != me));
+        // A panic on the caller's thread is the task's error, as on a worker.
+        let boom: Box<dyn FnOnce() -> u8 + Send> = Box::new(|| panic!("tile out of range"));
+        assert_eq!(run_one(boom, 64 << 10, 0), Err("tile out of range".into()));
     }
 
     #[test]

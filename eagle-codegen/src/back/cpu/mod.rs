@@ -55,6 +55,10 @@ pub struct CpuCode {
     pub sites: Vec<String>,
     /// Bytes of machine code emitted for all functions.
     pub code_bytes: usize,
+    /// The most bytes of tiles a call of each function keeps on its thread's stack, the
+    /// compute functions it calls included (`u64::MAX` where calls form a cycle), by name: the
+    /// stack a thread must have left to run it.
+    pub stack: HashMap<String, u64>,
 }
 
 impl std::fmt::Debug for CpuCode {
@@ -206,9 +210,10 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
     let mut code_bytes = 0usize;
     let mut ctx = module.make_context();
     let mut fctx = FunctionBuilderContext::new();
+    let mut own = HashMap::new();
     for f in &funcs {
         ctx.func.signature = entry_sig.clone();
-        lower_function(
+        let tiles = lower_function(
             &mut module,
             &mut ctx,
             &mut fctx,
@@ -219,6 +224,7 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
             &mut sites,
             ptr,
         )?;
+        own.insert(f.name.clone(), tiles);
         clif.insert(f.name.clone(), ctx.func.display().to_string());
         module
             .define_function(ids[&f.name], &mut ctx)
@@ -246,13 +252,48 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
         let e: abi::EntryFn = unsafe { std::mem::transmute::<*const u8, abi::EntryFn>(p) };
         entries.insert(f.name.clone(), e);
     }
+    let stack = own
+        .keys()
+        .map(|n| (n.clone(), chain_stack(m, &own, n, &mut vec![])))
+        .collect();
     Ok(CpuCode {
         _module: JitHolder(Some(module)),
         entries,
         clif,
         sites,
         code_bytes,
+        stack,
     })
+}
+
+/// [`CpuCode::stack`] of function `name`: its own tiles (`own`) and the most of any function it
+/// calls; `u64::MAX` on a cycle of calls (`path` holds the calls being followed).
+fn chain_stack<'m>(
+    m: &'m eagle_ir::Module,
+    own: &HashMap<String, u64>,
+    name: &'m str,
+    path: &mut Vec<&'m str>,
+) -> u64 {
+    if path.contains(&name) {
+        return u64::MAX;
+    }
+    let Some(f) = m.function(name) else {
+        return 0;
+    };
+    path.push(name);
+    let mut callees = vec![];
+    f.walk(&mut |op| {
+        if let OpKind::Call { callee, .. } = &op.kind {
+            callees.push(callee.as_str());
+        }
+    });
+    let deepest = callees
+        .into_iter()
+        .map(|c| chain_stack(m, own, c, path))
+        .max()
+        .unwrap_or(0);
+    path.pop();
+    own.get(name).copied().unwrap_or(0).saturating_add(deepest)
 }
 
 /// The signatures of the runtime hooks (`eagle_codegen::abi::Hooks`), imported into `b`.
@@ -322,7 +363,7 @@ fn lower_function(
     gemm_ids: &BTreeMap<&'static str, FuncId>,
     sites: &mut Vec<String>,
     ptr: ClType,
-) -> Result<(), CodegenError> {
+) -> Result<u64, CodegenError> {
     for t in &f.values {
         if t.shape()
             .is_some_and(|s| s.consts().is_some() && s.numel().is_none())
@@ -437,8 +478,9 @@ fn lower_function(
     let st = lw.b.block_params(err_block)[0];
     lw.b.ins().return_(&[st]);
     lw.b.seal_all_blocks();
+    let tiles = lw.stack_bytes;
     lw.b.finalize(cfg);
-    Ok(())
+    Ok(tiles)
 }
 
 struct Lower<'a, 'b> {

@@ -166,7 +166,22 @@ fn run_on_threads(
             .collect()
     };
     let per_task = if isolated { ranks.len() } else { 1 };
-    crate::pool::run_all(tasks, 16 << 20)
+    let results = if let (true, [_]) = (isolated, &tasks[..]) {
+        // One thread for every rank: the caller's, if its stack has room for the tiles.
+        let need = world
+            .artifact
+            .code
+            .stack
+            .values()
+            .copied()
+            .max()
+            .unwrap_or(0);
+        let task = tasks.into_iter().next().expect("one task");
+        vec![crate::pool::run_one(task, 16 << 20, need)]
+    } else {
+        crate::pool::run_all(tasks, 16 << 20)
+    };
+    results
         .into_iter()
         .flat_map(|r| match r {
             Ok(v) => v,
