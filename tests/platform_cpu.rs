@@ -246,3 +246,48 @@ fn an_empty_tensor_does_not_force_copies() {
     assert_eq!(bits(&a), bits(&b));
     assert_eq!(r.run.copied_bytes, 0);
 }
+
+/// Rows of the big-tile kernel: 3 MiB of `f32` tiles (three `[ROWS_BIG, W]` tiles of 1 MiB).
+const ROWS_BIG: usize = 4096;
+
+/// `y = (x * 2 + 1) * x` with every step a tile of its own (1 MiB each).
+#[eagle::kernel(device)]
+pub fn big_tiles_d(ctx: Ctx, x: Tensor<f32, ROWS_BIG, W>, y: Out<Tensor<f32, ROWS_BIG, W>>) {
+    let t = load(x, [0, 0], [ROWS_BIG, W]);
+    let u = transpose(transpose(t * 2.0 + 1.0));
+    store(y, [0, 0], u * t);
+}
+
+#[eagle::host]
+pub fn big_tiles(x: Tensor<f32, ROWS_BIG, W>, y: Out<Tensor<f32, ROWS_BIG, W>>) {
+    big_tiles_d(x, y, device = 0);
+}
+
+/// A launch whose ranks run on one thread runs on the caller's thread only when its stack has
+/// room for the tiles (`pool::run_one`): from a thread of 1 MiB of stack, megabytes of tiles
+/// go to a device worker (running them here would overflow and kill the process), and the
+/// results are the same from a thread with room and from the main test thread.
+#[test]
+fn a_launch_from_a_small_stack_runs_its_big_tiles_on_a_device_thread() {
+    let x: Tensor<f32> = eagle_runner::random_tensor(&[ROWS_BIG, W], 31);
+    let want: Vec<u32> = x
+        .data()
+        .iter()
+        .map(|&v| ((v * 2.0 + 1.0) * v).to_bits())
+        .collect();
+    for stack in [1 << 20, 64 << 20] {
+        let x = x.clone();
+        let got = std::thread::Builder::new()
+            .stack_size(stack)
+            .spawn(move || {
+                let s = Session::new(Platform::Cpu, vec![0]).unwrap();
+                let mut y = Tensor::<f32>::zeros(&[ROWS_BIG, W]);
+                big_tiles.launch(&s, &x, &mut y).unwrap();
+                bits(&y)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(got, want, "from a thread of {stack} bytes of stack");
+    }
+}

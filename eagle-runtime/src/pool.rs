@@ -226,21 +226,22 @@ pub fn run_one<'a, T: Send + 'a>(
 }
 
 std::thread_local! {
-    /// The lowest address of this thread's stack, once asked for (`None`: unknown).
-    static STACK_LOW: std::cell::OnceCell<Option<usize>> = const { std::cell::OnceCell::new() };
+    /// This thread's stack, lowest address and end, once asked for (`None`: unknown).
+    static STACK: std::cell::OnceCell<Option<(usize, usize)>> = const { std::cell::OnceCell::new() };
 }
 
 /// Bytes of stack below the caller's frame on this thread, where the platform says
-/// (`pthread_getattr_np` on Linux, once per thread).
+/// (`pthread_getattr_np` on Linux, once per thread); `None` also when the frame is not on the
+/// thread's own stack (code running on a stack of its own, such as a coroutine's).
 fn stack_left() -> Option<usize> {
     let here = std::hint::black_box(0u8);
     let at = std::ptr::addr_of!(here) as usize;
-    let low = STACK_LOW.with(|c| *c.get_or_init(stack_low))?;
-    at.checked_sub(low)
+    let (low, end) = STACK.with(|c| *c.get_or_init(thread_stack))?;
+    (low..end).contains(&at).then(|| at - low)
 }
 
 #[cfg(target_os = "linux")]
-fn stack_low() -> Option<usize> {
+fn thread_stack() -> Option<(usize, usize)> {
     let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
     // SAFETY: `attr` is initialised by a successful `pthread_getattr_np` before it is read,
     // and destroyed once.
@@ -252,12 +253,12 @@ fn stack_low() -> Option<usize> {
         let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
         let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
         libc::pthread_attr_destroy(&mut attr);
-        ok.then_some(addr as usize)
+        ok.then(|| (addr as usize, addr as usize + size))
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn stack_low() -> Option<usize> {
+fn thread_stack() -> Option<(usize, usize)> {
     None
 }
 
