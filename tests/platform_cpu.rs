@@ -264,9 +264,9 @@ pub fn big_tiles(x: Tensor<f32, ROWS_BIG, W>, y: Out<Tensor<f32, ROWS_BIG, W>>) 
 }
 
 /// A launch whose ranks run on one thread runs on the caller's thread only when its stack has
-/// room for the tiles (`pool::run_one`): from a thread of 1 MiB of stack, megabytes of tiles
-/// go to a device worker (running them here would overflow and kill the process), and the
-/// results are the same from a thread with room and from the main test thread.
+/// room for the tiles (`pool::run_one`): from a thread of 2 MiB of stack, 3 MiB of tiles go
+/// to a device worker (running them there would overflow and kill the process: taking the
+/// check out does), and the results are the same from a thread with room.
 #[test]
 fn a_launch_from_a_small_stack_runs_its_big_tiles_on_a_device_thread() {
     let x: Tensor<f32> = eagle_runner::random_tensor(&[ROWS_BIG, W], 31);
@@ -275,14 +275,17 @@ fn a_launch_from_a_small_stack_runs_its_big_tiles_on_a_device_thread() {
         .iter()
         .map(|&v| ((v * 2.0 + 1.0) * v).to_bits())
         .collect();
-    for stack in [1 << 20, 64 << 20] {
+    for stack in [2 << 20, 64 << 20] {
         let x = x.clone();
         let got = std::thread::Builder::new()
             .stack_size(stack)
             .spawn(move || {
                 let s = Session::new(Platform::Cpu, vec![0]).unwrap();
                 let mut y = Tensor::<f32>::zeros(&[ROWS_BIG, W]);
-                big_tiles.launch(&s, &x, &mut y).unwrap();
+                let report = big_tiles.launch(&s, &x, &mut y).unwrap();
+                // The tiles the stack check weighs: the three 1 MiB steps.
+                let tiles = report.artifact.code.stack.get("big_tiles_d").copied();
+                assert!(tiles.is_some_and(|t| t >= 3 << 20), "{tiles:?}");
                 bits(&y)
             })
             .unwrap()

@@ -205,9 +205,12 @@ pub const INLINE_MARGIN: u64 = 1 << 20;
 
 /// Runs `task` on the calling thread when that thread's stack has `need` bytes (the device
 /// code's tiles, `eagle_codegen::cpu::CpuCode::stack`) and [`INLINE_MARGIN`] left below this
-/// call, else on a worker of `stack` bytes of stack ([`run_all`]): a launch whose ranks run on
-/// one thread needs no hand-off (about half of an empty launch's time on a 2-core VM). A panic
-/// is caught and returned as `Err`, as on a worker.
+/// call, else on a worker with `stack` bytes of stack, or `need` and the margin where that is
+/// more ([`run_all`]): a launch whose ranks run on one thread needs no hand-off (about half of
+/// an empty launch's time on a 2-core VM). A panic is caught and returned as `Err`, as on a
+/// worker. The task runs with the caller's floating-point environment (rounding mode,
+/// flush-to-zero) where a worker has the one it started with: eagle never changes it, and its
+/// bits assume the default one.
 ///
 /// # Errors
 /// `Err(message)` when the task panicked or no thread could be started for it.
@@ -220,6 +223,7 @@ pub fn run_one<'a, T: Send + 'a>(
     if stack_left().is_some_and(|left| left as u64 >= room) {
         return std::panic::catch_unwind(std::panic::AssertUnwindSafe(task)).map_err(panic_message);
     }
+    let stack = stack.max(usize::try_from(room).unwrap_or(usize::MAX));
     run_all(vec![task], stack)
         .pop()
         .unwrap_or_else(|| Err("a device task did not report".into()))
@@ -398,21 +402,39 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn one_task_runs_on_the_callers_thread_when_its_stack_has_room() {
-        let me = std::thread::current().id();
         let id = || -> Box<dyn FnOnce() -> std::thread::ThreadId + Send> {
             Box::new(|| std::thread::current().id())
         };
-        // A test thread has 2 MiB of stack (or more): room for 64 KiB of tiles and the margin.
-        assert!(
-            stack_left().is_some_and(|l| l as u64 > 64 << 10),
-            "{:?}",
-            stack_left()
-        );
-        assert_eq!(run_one(id(), 64 << 10, 64 << 10), Ok(me));
-        // More tiles than any thread's stack holds: a worker (whose stack is asked for).
-        let far = run_one(id(), 64 << 10, 1 << 40);
-        assert!(far.is_ok_and(|t| t != me));
+        // A thread of 8 MiB of stack: room for 64 KiB of tiles and the margin.
+        let roomy = std::thread::Builder::new()
+            .stack_size(8 << 20)
+            .spawn(move || {
+                let left = stack_left();
+                assert!(
+                    left.is_some_and(|l| l as u64 > (64 << 10) + INLINE_MARGIN),
+                    "{left:?}"
+                );
+                (
+                    std::thread::current().id(),
+                    run_one(id(), 64 << 10, 64 << 10),
+                )
+            });
+        let (it, ran) = roomy.unwrap().join().unwrap();
+        assert_eq!(ran, Ok(it));
+        // More tiles than the margin leaves on a thread of 1 MiB: a worker, started with the
+        // stack the tiles need.
+        let small = std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || {
+                (
+                    std::thread::current().id(),
+                    run_one(id(), 64 << 10, 2 << 20),
+                )
+            });
+        let (it, ran) = small.unwrap().join().unwrap();
+        assert!(ran.is_ok_and(|t| t != it));
         // A panic on the caller's thread is the task's error, as on a worker.
         let boom: Box<dyn FnOnce() -> u8 + Send> = Box::new(|| panic!("tile out of range"));
         assert_eq!(run_one(boom, 64 << 10, 0), Err("tile out of range".into()));

@@ -153,6 +153,10 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
     set(&mut flags, "opt_level", "speed")?;
     set(&mut flags, "use_colocated_libcalls", "false")?;
     set(&mut flags, "is_pic", "false")?;
+    // Frames larger than a page touch each page on the way down, so that a thread whose stack
+    // is too short for a function's tiles stops at its guard page instead of writing past it.
+    set(&mut flags, "enable_probestack", "true")?;
+    set(&mut flags, "probestack_strategy", "inline")?;
     let isa_builder = cranelift_native::builder().map_err(|e| CodegenError::Cranelift {
         function: String::new(),
         message: format!("host machine is not supported: {e}"),
@@ -252,10 +256,10 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
         let e: abi::EntryFn = unsafe { std::mem::transmute::<*const u8, abi::EntryFn>(p) };
         entries.insert(f.name.clone(), e);
     }
-    let stack = own
-        .keys()
-        .map(|n| (n.clone(), chain_stack(m, &own, n, &mut vec![])))
-        .collect();
+    let mut stack = HashMap::new();
+    for n in own.keys() {
+        chain_stack(m, &own, n, &mut vec![], &mut stack);
+    }
     Ok(CpuCode {
         _module: JitHolder(Some(module)),
         entries,
@@ -266,14 +270,19 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
     })
 }
 
-/// [`CpuCode::stack`] of function `name`: its own tiles (`own`) and the most of any function it
-/// calls; `u64::MAX` on a cycle of calls (`path` holds the calls being followed).
+/// [`CpuCode::stack`] of function `name` (memoised in `done`): its own tiles (`own`) and the
+/// most of any function it calls; `u64::MAX` on a cycle of calls (`path` holds the calls
+/// being followed; verification rejects recursion, so this is a guard).
 fn chain_stack<'m>(
     m: &'m eagle_ir::Module,
     own: &HashMap<String, u64>,
     name: &'m str,
     path: &mut Vec<&'m str>,
+    done: &mut HashMap<String, u64>,
 ) -> u64 {
+    if let Some(&d) = done.get(name) {
+        return d;
+    }
     if path.contains(&name) {
         return u64::MAX;
     }
@@ -289,11 +298,13 @@ fn chain_stack<'m>(
     });
     let deepest = callees
         .into_iter()
-        .map(|c| chain_stack(m, own, c, path))
+        .map(|c| chain_stack(m, own, c, path, done))
         .max()
         .unwrap_or(0);
     path.pop();
-    own.get(name).copied().unwrap_or(0).saturating_add(deepest)
+    let total = own.get(name).copied().unwrap_or(0).saturating_add(deepest);
+    done.insert(name.to_string(), total);
+    total
 }
 
 /// The signatures of the runtime hooks (`eagle_codegen::abi::Hooks`), imported into `b`.

@@ -1,5 +1,6 @@
 //! The `sim` and `cpu` executor: every rank of the launch in this process, one pool task per
-//! rank that reaches peers (all ranks on one task, in rank order, when none does), with window
+//! rank that reaches peers (all ranks on one task, in rank order, when none does: on the
+//! caller's thread when its stack has room, `crate::pool::run_one`), with window
 //! memory per rank ([`World`]); and [`EntryCaller`], one compiled function called on a
 //! one-rank world (what an execution plan runs per share of samples).
 
@@ -135,8 +136,9 @@ impl Sim {
 pub(crate) type Outcome = (Vec<Job>, Option<Failure>);
 
 /// Runs the ranks on the pool's threads: each rank on its own, or, when no rank reaches
-/// another (`isolated`), all of them on one thread in rank order. Returns each rank's outcome,
-/// in rank order.
+/// another (`isolated`), all of them on one thread in rank order (the caller's when its stack
+/// has room for the tiles, [`crate::pool::run_one`]). Returns each rank's outcome, in rank
+/// order.
 fn run_on_threads(
     world: &World<'_>,
     ranks: &[usize],
