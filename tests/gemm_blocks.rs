@@ -64,7 +64,23 @@ pub fn blocks_host(
     blocks(x, w, y0, y1, y2, y3, s, y4, o, device = 0);
 }
 
-/// `c + a[.., ac..ac+B] w[wr..wr+B, wc..wc+B]` in ascending `k`, one rounding per step.
+/// `c0 + a b` for `a` `[m, k]` at `a(i, kk)`, `b` `[k, n]` at `b(kk, j)`, ascending `k`.
+fn mm(
+    c: Option<&[f32]>,
+    [m, k, n]: [usize; 3],
+    a: &dyn Fn(usize, usize) -> f32,
+    b: &dyn Fn(usize, usize) -> f32,
+) -> Vec<f32> {
+    (0..m * n)
+        .map(|e| {
+            let (i, j) = (e / n, e % n);
+            let c0 = c.map_or(-0.0, |c| c[e]);
+            (0..k).fold(c0, |acc, kk| acc + a(i, kk) * b(kk, j))
+        })
+        .collect()
+}
+
+/// `c + a[.., ac..ac+B] w[wr..wr+B, wc..wc+B]` (`a` and `w` `C` wide) by [`mm`].
 fn product(
     c: Option<&[f32]>,
     a: &[f32],
@@ -72,15 +88,9 @@ fn product(
     w: &[f32],
     (wr, wc): (usize, usize),
 ) -> Vec<f32> {
-    (0..R * B)
-        .map(|e| {
-            let (i, j) = (e / B, e % B);
-            let c0 = c.map_or(-0.0, |c| c[e]);
-            (0..B).fold(c0, |acc, k| {
-                acc + a[i * C + ac + k] * w[(wr + k) * C + wc + j]
-            })
-        })
-        .collect()
+    mm(c, [R, B, B], &|i, k| a[i * C + ac + k], &|k, j| {
+        w[(wr + k) * C + wc + j]
+    })
 }
 
 fn check(s: &Session) {
@@ -110,14 +120,7 @@ fn check(s: &Session) {
             .enumerate()
             .map(|(e, v)| v + xd[(e / B) * C + 2 * B + e % B])
             .collect(),
-        (0..R * B)
-            .map(|e| {
-                let (i, j) = (e / B, e % B);
-                (0..B).fold(-0.0, |acc, k| {
-                    acc + xd[i * C + 2 * B + k] * xd[k * C + B + j]
-                })
-            })
-            .collect(),
+        product(None, &xd, 2 * B, &xd, (0, B)),
         (0..R * B).map(|e| xd[(e / B) * C + B + e % B]).collect(),
     ];
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -192,22 +195,6 @@ pub fn transposed_host(
     p4: Out<Tensor<f32, TM, TN>>,
 ) {
     transposed(x, w, c, p0, p1, p2, wt, p3, p4, device = 0);
-}
-
-/// `c0 + a b` for `a` `[m, k]` at `a(i, kk)`, `b` `[k, n]` at `b(kk, j)`, ascending `k`.
-fn mm(
-    c: Option<&[f32]>,
-    [m, k, n]: [usize; 3],
-    a: &dyn Fn(usize, usize) -> f32,
-    b: &dyn Fn(usize, usize) -> f32,
-) -> Vec<f32> {
-    (0..m * n)
-        .map(|e| {
-            let (i, j) = (e / n, e % n);
-            let c0 = c.map_or(-0.0, |c| c[e]);
-            (0..k).fold(c0, |acc, kk| acc + a(i, kk) * b(kk, j))
-        })
-        .collect()
 }
 
 fn check_transposed(s: &Session) {

@@ -307,11 +307,10 @@ impl TileOp {
                 .map(|e| eval::cast(Scalar::I64(unravel(e, &rshape)[*axis] as i64), rd))
                 .collect()),
             TileOp::Matmul | TileOp::MatmulAcc => {
-                let acc = *self == TileOp::MatmulAcc;
-                let (a, b) = if acc {
-                    (&args[1], &args[2])
-                } else {
-                    (&args[0], &args[1])
+                // The operand count is the op's arity, as everywhere in `eval` (checked by the
+                // verifier and by `result_type`).
+                let Some((c, a, b)) = self.gemm_operands(args) else {
+                    unreachable!("`{}` with {} operands", self.name(), args.len())
                 };
                 let (m, k, nn) = (
                     a.shape[0] as usize,
@@ -322,7 +321,7 @@ impl TileOp {
                 let mut e = ScalarDot(add_identity(rd));
                 for i in 0..m {
                     for j in 0..nn {
-                        let c0 = acc.then(|| args[0].data[i * nn + j]);
+                        let c0 = c.map(|c| c.data[i * nn + j]);
                         data.push(prim::dot(&mut e, rd, k as u64, c0, &mut |_, kk| {
                             Ok((a.data[i * k + kk], b.data[kk * nn + j]))
                         })?);

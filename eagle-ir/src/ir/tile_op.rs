@@ -366,6 +366,18 @@ impl TileOp {
         }
     }
 
+    /// The operands of a product, `(c, a, b)`, from its operands `args` (of any kind: values,
+    /// tiles, shapes): `matmul a, b` has no accumulator, `matmul_acc c, a, b` has `c`. `None`
+    /// for any other op or a wrong operand count. Every stage that reads a product's operands
+    /// takes them from here.
+    pub fn gemm_operands<'a, T>(&self, args: &'a [T]) -> Option<(Option<&'a T>, &'a T, &'a T)> {
+        match (self, args) {
+            (TileOp::Matmul, [a, b]) => Some((None, a, b)),
+            (TileOp::MatmulAcc, [c, a, b]) => Some((Some(c), a, b)),
+            _ => None,
+        }
+    }
+
     /// The op a keyword names (`extract` with empty offsets, filled in by the parser).
     pub fn from_name(s: &str) -> Option<TileOp> {
         if s == "extract" {

@@ -814,7 +814,6 @@ pub(super) fn int_cc(c: CmpOp, signed: bool) -> IntCC {
 /// Emits the copy of one row: (lowering, row index per dim, row bytes).
 pub(super) type RowFn<'r, L> = dyn FnMut(&mut L, &[ClValue], u64) -> Result<(), CodegenError> + 'r;
 
-/// Whether a `tile` region of an array of `shape` is one contiguous run of memory.
 /// The constant shapes of a load's tile `r` and of its source `src`.
 fn load_shapes(f: &Function, r: Value, src: Value) -> Option<(Vec<u64>, Vec<u64>)> {
     let consts = |v: Value| f.ty(v).shape().and_then(|s| s.consts());
@@ -833,6 +832,7 @@ fn block_only_users<'u>(
     (!us.is_empty() && uses.get(v).copied().unwrap_or(0) == us.len()).then_some(&us[..])
 }
 
+/// Whether a `tile` region of an array of `shape` is one contiguous run of memory.
 pub(super) fn contiguous(tile: &[u64], shape: &[u64]) -> bool {
     if tile.len() != shape.len() {
         return false;
@@ -995,11 +995,8 @@ impl BlockPlan {
                 let OpKind::Tile(t, args) = &ops[u].kind else {
                     return false;
                 };
-                if *t == eagle_ir::TileOp::Matmul {
-                    args[..2].contains(&v)
-                } else {
-                    *t == eagle_ir::TileOp::MatmulAcc && args[1..3].contains(&v) && args[0] != v
-                }
+                t.gemm_operands(args)
+                    .is_some_and(|(c, &a, &b)| (a == v || b == v) && c != Some(&v))
             });
             ok.then(|| us.iter().copied().max().unwrap_or(0))
         };

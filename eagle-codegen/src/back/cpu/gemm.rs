@@ -731,63 +731,49 @@ mod tests {
                 for (acc, pad) in [(false, 0), (true, 0), (false, 3), (true, 5)] {
                     let (lda, ldb) = (k + pad, n + 2 * pad);
                     let (wa, wb) = (widen(&a, m, k, lda), widen(&b, k, n, ldb));
-                    let mut dst = vec![T::from_f32(f32::NAN); m * n];
-                    let cp = if acc { c.as_ptr() } else { std::ptr::null() };
-                    // SAFETY: the shapes and strides match the buffers; dst is separate; the
-                    // kernel is one this CPU runs.
-                    unsafe {
-                        dispatch(
-                            dst.as_mut_ptr(),
-                            cp,
-                            (wa.as_ptr(), lda as u64),
-                            (wb.as_ptr(), ldb as u64, false),
-                            [m, k, n].map(|x| x as u64),
-                            kern,
-                        )
-                    };
-                    let want = reference(acc.then_some(&c[..]), &a, &b, m, k, n);
-                    let bits = |v: &[T]| v.iter().map(|x| x.bits()).collect::<Vec<_>>();
-                    assert_eq!(
-                        bits(&dst),
-                        bits(&want),
-                        "{name} {m}x{k}x{n} acc={acc} pad={pad}"
-                    );
-                    if acc {
-                        // `dst` = `c` (`acc = matmul_acc(acc, ..)` computed into the
-                        // variable's own tile): the same bits.
-                        let mut same = c.clone();
-                        let p = same.as_mut_ptr();
-                        // SAFETY: as above, with `dst` exactly `c`, which the contract allows.
+                    // `b` also given as its transpose (`matmul(a, transpose(x))` reading `x`),
+                    // its rows `k + pad` apart.
+                    let bt: Vec<T> = (0..n * k).map(|e| b[(e % k) * n + e / k]).collect();
+                    let ldt = k + pad;
+                    let wt = widen(&bt, n, k, ldt);
+                    // `dst` starts as `init`; `c` is `dst` itself when `in_place` (`acc =
+                    // matmul_acc(acc, ..)` computed into the variable's own tile), else `c`
+                    // or none.
+                    let run = |init: &[T], in_place: bool, (pb, ld, t): (&[T], usize, bool)| {
+                        let mut dst = init.to_vec();
+                        let p = dst.as_mut_ptr();
+                        let cp = match (in_place, acc) {
+                            (true, _) => p.cast_const(),
+                            (false, true) => c.as_ptr(),
+                            (false, false) => std::ptr::null(),
+                        };
+                        // SAFETY: the shapes and strides match the buffers; `dst` overlaps
+                        // neither `a` nor `b`, and `c` only exactly, which the contract
+                        // allows; the kernel is one this CPU runs.
                         unsafe {
                             dispatch(
                                 p,
-                                p.cast_const(),
+                                cp,
                                 (wa.as_ptr(), lda as u64),
-                                (wb.as_ptr(), ldb as u64, false),
+                                (pb.as_ptr(), ld as u64, t),
                                 [m, k, n].map(|x| x as u64),
                                 kern,
                             )
                         };
-                        assert_eq!(bits(&same), bits(&want), "{name} {m}x{k}x{n} in place");
-                    }
-                    // `b` given as its transpose (`matmul(a, transpose(x))` reading `x`), its
-                    // rows `k + pad` apart: the same bits.
-                    let bt: Vec<T> = (0..n * k).map(|e| b[(e % k) * n + e / k]).collect();
-                    let ldt = k + pad;
-                    let wt = widen(&bt, n, k, ldt);
-                    let mut tdst = vec![T::from_f32(f32::NAN); m * n];
-                    // SAFETY: as above, with `b` `[n, k]` rows `ldt` apart.
-                    unsafe {
-                        dispatch(
-                            tdst.as_mut_ptr(),
-                            cp,
-                            (wa.as_ptr(), lda as u64),
-                            (wt.as_ptr(), ldt as u64, true),
-                            [m, k, n].map(|x| x as u64),
-                            kern,
-                        )
+                        dst
                     };
-                    assert_eq!(bits(&tdst), bits(&want), "{name} {m}x{k}x{n} b transposed");
+                    let want = reference(acc.then_some(&c[..]), &a, &b, m, k, n);
+                    let bits = |v: &[T]| v.iter().map(|x| x.bits()).collect::<Vec<_>>();
+                    let nan = vec![T::from_f32(f32::NAN); m * n];
+                    let got = run(&nan, false, (&wb, ldb, false));
+                    let at = format!("{name} {m}x{k}x{n} acc={acc} pad={pad}");
+                    assert_eq!(bits(&got), bits(&want), "{at}");
+                    let got = run(&nan, false, (&wt, ldt, true));
+                    assert_eq!(bits(&got), bits(&want), "{at} b transposed");
+                    if acc {
+                        let got = run(&c, true, (&wb, ldb, false));
+                        assert_eq!(bits(&got), bits(&want), "{at} dst = c");
+                    }
                 }
             }
         }

@@ -703,23 +703,12 @@ impl Lower<'_, '_> {
         args: &[Value],
         r: Value,
     ) -> Result<Option<ClValue>, CodegenError> {
-        let ab = if *t == TileOp::Matmul {
-            &args[..2]
-        } else if *t == TileOp::MatmulAcc {
-            &args[1..3]
-        } else {
-            return Ok(None);
-        };
-        let Some(&var) = self.into_vars.get(r) else {
+        let (Some((_, &a, &b)), Some(&var)) = (t.gemm_operands(args), self.into_vars.get(r)) else {
             return Ok(None);
         };
         let slot = self.mem(var)?;
-        for &v in ab {
-            if self.mem(v)? == slot {
-                return Ok(None);
-            }
-        }
-        Ok(Some(slot))
+        let reads_slot = self.mem(a)? == slot || self.mem(b)? == slot;
+        Ok((!reads_slot).then_some(slot))
     }
 
     /// Stores scalar `x` of dtype `d` into the `len` contiguous elements at `dst`: 16-byte
@@ -731,14 +720,13 @@ impl Lower<'_, '_> {
         x: ClValue,
         d: DType,
     ) -> Result<(), CodegenError> {
-        let size = d.size() as u64;
-        let vty = (size > 0 && 16 % size == 0)
-            .then(|| cl_type(d).by((16 / size) as u32))
-            .flatten()
-            .filter(|v| u64::from(v.lane_bits()) == size * 8);
-        let lanes = vty.map_or(1, |_| 16 / size);
-        let nvec = vty.map_or(0, |_| len / lanes);
-        if let (Some(vty), true) = (vty, nvec > 0) {
+        // Every dtype is stored in a 1-, 2-, 4- or 8-byte lane (`cl_type`).
+        let lanes = 16 / d.size() as u64;
+        let nvec = len / lanes;
+        if nvec > 0 {
+            let vty = cl_type(d)
+                .by(lanes as u32)
+                .ok_or_else(|| self.err(format!("internal: no 16-byte vector of `{d}`")))?;
             let sp = self.b.ins().splat(vty, x);
             self.emit_counted(nvec, &mut |lw, i| {
                 let off = lw.b.ins().imul_imm_s(i, 16);
@@ -940,17 +928,10 @@ impl Lower<'_, '_> {
         args: &[Value],
         dst: ClValue,
     ) -> Result<(), CodegenError> {
-        let acc = *t == TileOp::MatmulAcc;
-        let (a, b) = if acc {
-            (args[1], args[2])
-        } else {
-            (args[0], args[1])
+        let Some((c, &a, &b)) = t.gemm_operands(args) else {
+            return Err(self.err("internal: a product without its operands"));
         };
-        let c = if acc {
-            Some(self.tile_mem(args[0])?.0)
-        } else {
-            None
-        };
+        let c = c.map(|&c| self.tile_mem(c)).transpose()?.map(|(p, _, _)| p);
         let (pa, sa, d) = self.tile_mem(a)?;
         let (pb, sb, _) = self.tile_mem(b)?;
         // Blocks read in place from wider matrices have their rows further apart; a
@@ -1090,13 +1071,13 @@ pub(super) fn transposed_operands(
                 || may_write(&o.kind)
                 || matches!(o.kind, OpKind::Write(..))
         });
-        // `b` is the last operand of both products; `t` must be no other.
+        // `t` must be the product's `b` and no other operand.
         let as_b = next.is_some_and(|o| {
-            if let OpKind::Tile(TileOp::Matmul | TileOp::MatmulAcc, args) = &o.kind {
-                args.last() == Some(&t) && args.iter().filter(|&&v| v == t).count() == 1
-            } else {
-                false
-            }
+            let OpKind::Tile(op, args) = &o.kind else {
+                return false;
+            };
+            op.gemm_operands(args).is_some_and(|(_, _, &b)| b == t)
+                && args.iter().filter(|&&v| v == t).count() == 1
         });
         if as_b {
             out.insert(t);

@@ -501,24 +501,22 @@ impl Emitter<'_> {
                 self.line(format!("{dst} = {}[{}];", srcs[0], Self::ravel(&idx, s0)));
             }
             TileOp::Matmul | TileOp::MatmulAcc => {
-                let acc = *t == TileOp::MatmulAcc;
-                let (a, b, sa, sb) = if acc {
-                    (&srcs[1], &srcs[2], &shapes[1], &shapes[2])
-                } else {
-                    (&srcs[0], &srcs[1], &shapes[0], &shapes[1])
+                let (ops, dims) = (t.gemm_operands(srcs), t.gemm_operands(shapes));
+                let (Some((c, a, b)), Some((_, sa, sb))) = (ops, dims) else {
+                    return Err(self.err("internal: a product without its operands"));
                 };
                 let (k, nn) = (sa[1], sb[1]);
                 self.line("{");
                 self.depth += 1;
                 self.line(format!("const long long ii = i / {nn}LL, jj = i % {nn}LL;"));
-                let c0 = acc.then(|| format!("{}[i]", srcs[0]));
-                let c = prim::dot(self, rd, k, c0, &mut |_, q| {
+                let c0 = c.map(|c| format!("{c}[i]"));
+                let v = prim::dot(self, rd, k, c0, &mut |_, q| {
                     Ok((
                         format!("{a}[ii * {k}LL + {q}]"),
                         format!("{b}[{q} * {nn}LL + jj]"),
                     ))
                 })?;
-                self.line(format!("{dst} = {c};"));
+                self.line(format!("{dst} = {v};"));
                 self.depth -= 1;
                 self.line("}");
             }
