@@ -686,7 +686,7 @@ impl crate::ir::MathFn {
                 _ => return Err(bad()),
             });
         }
-        let r = self.apply_for::<f64>(d, &wide);
+        let r = self.eval_wide(d, &wide);
         Ok(match d {
             DType::F32 => Scalar::F32(r as f32),
             _ => Scalar::F64(r),

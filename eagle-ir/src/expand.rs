@@ -7,7 +7,7 @@
 use crate::ir::{
     Axis, BinOp, Block, CmpOp, Const, Function, MathFn, Op, OpKind, ReduceOp, TileOp, UnOp, Value,
 };
-use crate::math::lanes::{Bits, Mask, Real};
+use crate::math::lanes::{Bits, Float, Mask, Real, Single};
 use crate::types::{DType, Type};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -79,56 +79,103 @@ fn run<T>(cur: Cursor, build: impl FnOnce(Cx<'_>) -> T) -> (T, Cursor) {
     (r, cell.into_inner().cur)
 }
 
-/// An `f64` lane in the IR.
+/// A float lane in the IR: `f64` (`W = 64`, the default) or `f32` (`W = 32`).
 #[derive(Debug, Clone, Copy)]
-pub struct F<'e>(Value, Cx<'e>);
-/// A `u64` lane in the IR.
+pub struct F<'e, const W: u32 = 64>(Value, Cx<'e>);
+/// The bits of a float lane in the IR: `u64` (`W = 64`) or `u32` (`W = 32`).
 #[derive(Debug, Clone, Copy)]
-pub struct U<'e>(Value, Cx<'e>);
+pub struct U<'e, const W: u32 = 64>(Value, Cx<'e>);
 /// A `bool` lane in the IR.
 #[derive(Debug, Clone, Copy)]
 pub struct M<'e>(Value, Cx<'e>);
 
+/// The float dtype of lanes of width `w`.
+const fn float_dtype(w: u32) -> DType {
+    if w == 64 {
+        DType::F64
+    } else {
+        DType::F32
+    }
+}
+
+/// The bits dtype of lanes of width `w`.
+const fn bits_dtype(w: u32) -> DType {
+    if w == 64 {
+        DType::U64
+    } else {
+        DType::U32
+    }
+}
+
 macro_rules! bin {
-    ($t:ident, $tr:ident, $m:ident, $op:expr, $d:expr) => {
-        impl<'e> $tr for $t<'e> {
-            type Output = $t<'e>;
-            fn $m(self, o: $t<'e>) -> $t<'e> {
+    ($t:ident, $tr:ident, $m:ident, $op:expr, $d:ident) => {
+        impl<'e, const W: u32> $tr for $t<'e, W> {
+            type Output = $t<'e, W>;
+            fn $m(self, o: $t<'e, W>) -> $t<'e, W> {
                 let v = self
                     .1
                     .borrow_mut()
-                    .push(OpKind::Binary($op, self.0, o.0), $d);
+                    .push(OpKind::Binary($op, self.0, o.0), $d(W));
                 $t(v, self.1)
             }
         }
     };
 }
-bin!(F, Add, add, BinOp::Add, DType::F64);
-bin!(F, Sub, sub, BinOp::Sub, DType::F64);
-bin!(F, Mul, mul, BinOp::Mul, DType::F64);
-bin!(F, Div, div, BinOp::Div, DType::F64);
-bin!(U, Add, add, BinOp::Add, DType::U64);
-bin!(U, Sub, sub, BinOp::Sub, DType::U64);
-bin!(U, BitAnd, bitand, BinOp::And, DType::U64);
-bin!(U, BitOr, bitor, BinOp::Or, DType::U64);
-bin!(U, BitXor, bitxor, BinOp::Xor, DType::U64);
-bin!(M, BitAnd, bitand, BinOp::And, DType::Bool);
-bin!(M, BitOr, bitor, BinOp::Or, DType::Bool);
+bin!(F, Add, add, BinOp::Add, float_dtype);
+bin!(F, Sub, sub, BinOp::Sub, float_dtype);
+bin!(F, Mul, mul, BinOp::Mul, float_dtype);
+bin!(F, Div, div, BinOp::Div, float_dtype);
+bin!(U, Add, add, BinOp::Add, bits_dtype);
+bin!(U, Sub, sub, BinOp::Sub, bits_dtype);
+bin!(U, BitAnd, bitand, BinOp::And, bits_dtype);
+bin!(U, BitOr, bitor, BinOp::Or, bits_dtype);
+bin!(U, BitXor, bitxor, BinOp::Xor, bits_dtype);
 
-impl<'e> F<'e> {
+impl<'e> BitAnd for M<'e> {
+    type Output = M<'e>;
+    fn bitand(self, o: M<'e>) -> M<'e> {
+        M(
+            self.1
+                .borrow_mut()
+                .push(OpKind::Binary(BinOp::And, self.0, o.0), DType::Bool),
+            self.1,
+        )
+    }
+}
+
+impl<'e> BitOr for M<'e> {
+    type Output = M<'e>;
+    fn bitor(self, o: M<'e>) -> M<'e> {
+        M(
+            self.1
+                .borrow_mut()
+                .push(OpKind::Binary(BinOp::Or, self.0, o.0), DType::Bool),
+            self.1,
+        )
+    }
+}
+
+impl<'e, const W: u32> F<'e, W> {
     /// Appends `kind` (an op on this lane's function) with a result of dtype `d`.
     fn push(self, kind: OpKind, d: DType) -> Value {
         self.1.borrow_mut().push(kind, d)
     }
+
+    /// Appends `kind`, a float of this lane's width.
+    fn float(self, kind: OpKind) -> F<'e, W> {
+        F(self.push(kind, float_dtype(W)), self.1)
+    }
+
+    /// Appends `kind`, a mask.
+    fn mask(self, kind: OpKind) -> M<'e> {
+        M(self.push(kind, DType::Bool), self.1)
+    }
 }
 
-impl<'e> Neg for F<'e> {
-    type Output = F<'e>;
-    fn neg(self) -> F<'e> {
-        F(
-            self.push(OpKind::Unary(UnOp::Neg, self.0), DType::F64),
-            self.1,
-        )
+impl<'e, const W: u32> Neg for F<'e, W> {
+    type Output = F<'e, W>;
+    fn neg(self) -> F<'e, W> {
+        self.float(OpKind::Unary(UnOp::Neg, self.0))
     }
 }
 
@@ -150,131 +197,126 @@ impl<'e> Mask for M<'e> {
     }
 }
 
-impl<'e> U<'e> {
+impl<'e, const W: u32> U<'e, W> {
     /// `self op k` for a constant shift `k`.
-    fn shift(self, op: BinOp, n: u32) -> U<'e> {
-        let k = U::lit(self.1, n as u64);
+    fn shift(self, op: BinOp, n: u32) -> U<'e, W> {
+        let k = U::<W>::lit(self.1, n as u64);
         let v = self
             .1
             .borrow_mut()
-            .push(OpKind::Binary(op, self.0, k.0), DType::U64);
+            .push(OpKind::Binary(op, self.0, k.0), bits_dtype(W));
         U(v, self.1)
     }
 }
 
-impl<'e> Shl<u32> for U<'e> {
-    type Output = U<'e>;
-    fn shl(self, n: u32) -> U<'e> {
+impl<'e, const W: u32> Shl<u32> for U<'e, W> {
+    type Output = U<'e, W>;
+    fn shl(self, n: u32) -> U<'e, W> {
         self.shift(BinOp::Shl, n)
     }
 }
 
-impl<'e> Shr<u32> for U<'e> {
-    type Output = U<'e>;
-    fn shr(self, n: u32) -> U<'e> {
+impl<'e, const W: u32> Shr<u32> for U<'e, W> {
+    type Output = U<'e, W>;
+    fn shr(self, n: u32) -> U<'e, W> {
         self.shift(BinOp::Shr, n)
     }
 }
 
-impl<'e> Bits for U<'e> {
+impl<'e, const W: u32> Bits for U<'e, W> {
     type Mask = M<'e>;
     type Cx = Cx<'e>;
     fn cx(self) -> Cx<'e> {
         self.1
     }
-    fn lit(cx: Cx<'e>, v: u64) -> U<'e> {
+    fn lit(cx: Cx<'e>, v: u64) -> U<'e, W> {
+        let v = if W == 64 { v } else { v as u32 as u64 };
         let c = cx
             .borrow_mut()
-            .constant(Const::Int(v as i128), DType::U64, v);
+            .constant(Const::Int(v as i128), bits_dtype(W), v);
         U(c, cx)
     }
-    fn eq(self, o: U<'e>) -> M<'e> {
+    fn eq(self, o: U<'e, W>) -> M<'e> {
         let v = self
             .1
             .borrow_mut()
             .push(OpKind::Cmp(CmpOp::Eq, self.0, o.0), DType::Bool);
         M(v, self.1)
     }
-    fn ult(self, o: U<'e>) -> M<'e> {
+    fn ult(self, o: U<'e, W>) -> M<'e> {
         let v = self
             .1
             .borrow_mut()
             .push(OpKind::Cmp(CmpOp::Lt, self.0, o.0), DType::Bool);
         M(v, self.1)
     }
-    fn select(m: M<'e>, a: U<'e>, b: U<'e>) -> U<'e> {
-        U(m.1.borrow_mut().select(m.0, a.0, b.0, DType::U64), m.1)
+    fn select(m: M<'e>, a: U<'e, W>, b: U<'e, W>) -> U<'e, W> {
+        U(m.1.borrow_mut().select(m.0, a.0, b.0, bits_dtype(W)), m.1)
     }
 }
 
-impl<'e> Real for F<'e> {
+impl<'e, const W: u32> Float for F<'e, W> {
+    const MANT: u32 = if W == 64 { 52 } else { 23 };
+    const WIDTH: u32 = W;
     type Mask = M<'e>;
-    type Bits = U<'e>;
+    type Bits = U<'e, W>;
     type Cx = Cx<'e>;
     fn cx(self) -> Cx<'e> {
         self.1
     }
-    fn lit(cx: Cx<'e>, v: f64) -> F<'e> {
-        let c = cx
-            .borrow_mut()
-            .constant(Const::F64(v), DType::F64, v.to_bits());
+    fn lit(cx: Cx<'e>, v: f64) -> F<'e, W> {
+        let (c, bits) = if W == 64 {
+            (Const::F64(v), v.to_bits())
+        } else {
+            (Const::F32(v as f32), (v as f32).to_bits() as u64)
+        };
+        let c = cx.borrow_mut().constant(c, float_dtype(W), bits);
         F(c, cx)
     }
-    fn sqrt(self) -> F<'e> {
+    fn sqrt(self) -> F<'e, W> {
+        self.float(OpKind::Unary(UnOp::Sqrt, self.0))
+    }
+    fn abs(self) -> F<'e, W> {
+        self.float(OpKind::Unary(UnOp::Abs, self.0))
+    }
+    fn lt(self, o: F<'e, W>) -> M<'e> {
+        self.mask(OpKind::Cmp(CmpOp::Lt, self.0, o.0))
+    }
+    fn le(self, o: F<'e, W>) -> M<'e> {
+        self.mask(OpKind::Cmp(CmpOp::Le, self.0, o.0))
+    }
+    fn eq(self, o: F<'e, W>) -> M<'e> {
+        self.mask(OpKind::Cmp(CmpOp::Eq, self.0, o.0))
+    }
+    fn select(m: M<'e>, a: F<'e, W>, b: F<'e, W>) -> F<'e, W> {
+        F(m.1.borrow_mut().select(m.0, a.0, b.0, float_dtype(W)), m.1)
+    }
+    fn to_bits(self) -> U<'e, W> {
+        U(self.push(OpKind::Bitcast(self.0), bits_dtype(W)), self.1)
+    }
+    fn from_bits(b: U<'e, W>) -> F<'e, W> {
         F(
-            self.push(OpKind::Unary(UnOp::Sqrt, self.0), DType::F64),
-            self.1,
+            b.1.borrow_mut().push(OpKind::Bitcast(b.0), float_dtype(W)),
+            b.1,
         )
-    }
-    fn abs(self) -> F<'e> {
-        F(
-            self.push(OpKind::Unary(UnOp::Abs, self.0), DType::F64),
-            self.1,
-        )
-    }
-    fn lt(self, o: F<'e>) -> M<'e> {
-        M(
-            self.push(OpKind::Cmp(CmpOp::Lt, self.0, o.0), DType::Bool),
-            self.1,
-        )
-    }
-    fn le(self, o: F<'e>) -> M<'e> {
-        M(
-            self.push(OpKind::Cmp(CmpOp::Le, self.0, o.0), DType::Bool),
-            self.1,
-        )
-    }
-    fn eq(self, o: F<'e>) -> M<'e> {
-        M(
-            self.push(OpKind::Cmp(CmpOp::Eq, self.0, o.0), DType::Bool),
-            self.1,
-        )
-    }
-    fn select(m: M<'e>, a: F<'e>, b: F<'e>) -> F<'e> {
-        F(m.1.borrow_mut().select(m.0, a.0, b.0, DType::F64), m.1)
-    }
-    fn to_bits(self) -> U<'e> {
-        U(self.push(OpKind::Bitcast(self.0), DType::U64), self.1)
-    }
-    fn from_bits(b: U<'e>) -> F<'e> {
-        F(b.1.borrow_mut().push(OpKind::Bitcast(b.0), DType::F64), b.1)
     }
     /// `if any(m) { v = f() }`: `f`'s ops in the then-block of one `if` on a scalar, with a
     /// variable carrying the result out (initialised to `otherwise`). `f` builds one value, so
     /// the block is one fused tree.
-    fn if_any(m: M<'e>, f: impl FnOnce() -> F<'e>, otherwise: F<'e>) -> F<'e> {
+    fn if_any(m: M<'e>, f: impl FnOnce() -> F<'e, W>, otherwise: F<'e, W>) -> F<'e, W> {
         let cx = m.1;
         let ty = |v: Value| cx.borrow().cur.ty(v).clone();
         let any = match ty(m.0) {
             Type::Tile(..) => {
-                // Whether some lane holds: the maximum of select(m, 1, 0) over the tile.
-                let (one, zero) = (F::lit(cx, 1.0).0, F::lit(cx, 0.0).0);
+                // Whether some lane holds: the maximum of select(m, 1, 0) over the tile, in
+                // the lanes' own dtype (so the select has the mask's lane width).
+                let (one, zero) = (F::<W>::lit(cx, 1.0).0, F::<W>::lit(cx, 0.0).0);
                 let mut e = cx.borrow_mut();
-                let s = e.select(m.0, one, zero, DType::F64);
+                let s = e.select(m.0, one, zero, float_dtype(W));
                 let top = OpKind::Tile(TileOp::Reduce(ReduceOp::Max, Axis::All), vec![s]);
-                let top = e.cur.push(top, Type::Scalar(DType::F64));
+                let top = e.cur.push(top, Type::Scalar(float_dtype(W)));
                 drop(e);
-                let half = F::lit(cx, 0.5).0;
+                let half = F::<W>::lit(cx, 0.5).0;
                 let lt = OpKind::Cmp(CmpOp::Lt, half, top);
                 cx.borrow_mut().cur.push(lt, Type::Scalar(DType::Bool))
             }
@@ -304,6 +346,18 @@ impl<'e> Real for F<'e> {
         let mut e = cx.borrow_mut();
         e.cur.push_void(then_block);
         F(e.cur.push(OpKind::Read(var), read_ty), cx)
+    }
+}
+
+impl<'e> Real for F<'e, 64> {}
+
+impl<'e> Single for F<'e, 32> {
+    type Wide = F<'e, 64>;
+    fn widen(self) -> F<'e, 64> {
+        F(self.push(OpKind::Cast(self.0), DType::F64), self.1)
+    }
+    fn narrow(w: F<'e, 64>) -> F<'e, 32> {
+        F(w.push(OpKind::Cast(w.0), DType::F32), w.1)
     }
 }
 
@@ -342,18 +396,29 @@ pub fn expand_function(f: &mut Function) {
     f.values = values;
 }
 
-/// Appends the definition of `res = m(args)` to `cur`'s block, at `cur`'s location.
+/// Appends the definition of `res = m(args)` to `cur`'s block, at `cur`'s location: for an
+/// `f32` result, the function's `f32` definition on `f32` lanes where it has one
+/// ([`MathFn::apply_f32`]); else the `f64` one on the operands cast to `f64`, the result cast
+/// back.
 fn expand_one(m: MathFn, args: &[Value], res: Value, cur: Cursor) -> Cursor {
     let d = cur.ty(res).dtype().unwrap_or(DType::F64);
+    let single = d != DType::F64 && m.has_f32();
     let before = cur.ops().len();
     let (r, mut cur) = run(cur, |cx| {
-        let wide: Vec<F> = args.iter().map(|&a| widen(cx, a)).collect();
-        m.apply_for::<F>(d, &wide).0
+        if single {
+            let xs: Vec<F<32>> = args.iter().map(|&a| lane::<32>(cx, a)).collect();
+            if let Some(r) = m.apply_f32::<F<32>>(&xs) {
+                return r.0;
+            }
+        }
+        let wide: Vec<F> = args.iter().map(|&a| lane::<64>(cx, a)).collect();
+        m.apply::<F>(&wide).0
     });
+    let lane_dtype = if single { DType::F32 } else { DType::F64 };
     let defined = cur.ops().len() > before;
     match cur.last_mut() {
         // Rename the last op's result to the math op's: its type is the same.
-        Some(last) if d == DType::F64 && defined && last.result == Some(r) => {
+        Some(last) if d == lane_dtype && defined && last.result == Some(r) => {
             last.result = Some(res);
         }
         _ => cur.append(OpKind::Cast(r), Some(res)),
@@ -361,13 +426,19 @@ fn expand_one(m: MathFn, args: &[Value], res: Value, cur: Cursor) -> Cursor {
     cur
 }
 
-/// `x` (an `f32` or `f64` scalar or tile) as an `f64` lane: itself, or cast.
-fn widen(cx: Cx<'_>, x: Value) -> F<'_> {
+/// `x` (a float or `i32` scalar or tile) as a float lane of width `W`: itself, or cast.
+fn lane<const W: u32>(cx: Cx<'_>, x: Value) -> F<'_, W> {
     let mut e = cx.borrow_mut();
     match e.cur.ty(x).dtype() {
-        Some(DType::F64) | None => F(x, cx),
-        _ => F(e.push(OpKind::Cast(x), DType::F64), cx),
+        Some(d) if d == float_dtype(W) => F(x, cx),
+        None => F(x, cx),
+        _ => F(e.push(OpKind::Cast(x), float_dtype(W)), cx),
     }
+}
+
+/// `x` (an `f32` or `f64` scalar or tile) as an `f64` lane: itself, or cast.
+fn widen(cx: Cx<'_>, x: Value) -> F<'_> {
+    lane::<64>(cx, x)
 }
 
 /// Runs `build` with the IR instance of the lanes writing at `cur` (its innermost block, at

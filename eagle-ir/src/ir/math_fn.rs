@@ -15,7 +15,7 @@ macro_rules! math_library {
     ($callback:ident) => {
         $callback! {
                 /// `x.ln()`: natural logarithm.
-                Ln "ln" (x) => explog::ln(x);
+                Ln "ln" (x) => explog::ln(x), f32 => single::ln(x);
                 /// `x.log2()`.
                 Log2 "log2" (x) => expfam::log2(x);
                 /// `x.log10()`.
@@ -23,15 +23,15 @@ macro_rules! math_library {
                 /// `x.ln_1p()` (also `log1p(x)`): `ln(1 + x)`, accurate near 0.
                 Log1p "log1p" method "ln_1p" (x) => expfam::log1p(x);
                 /// `x.exp()`.
-                Exp "exp" (x) => explog::exp(x), f32 => explog::exp_f32(x);
+                Exp "exp" (x) => explog::exp(x), f32 => single::exp(x);
                 /// `x.exp2()`: `2^x`.
                 Exp2 "exp2" (x) => expfam::exp2(x);
                 /// `x.exp_m1()` (also `expm1(x)`): `e^x - 1`, accurate near 0.
                 Expm1 "expm1" method "exp_m1" (x) => expfam::expm1(x);
                 /// `x.sin()` (radians).
-                Sin "sin" (x) => trig::sin(x);
+                Sin "sin" (x) => trig::sin(x), f32 => single::sin(x);
                 /// `x.cos()` (radians).
-                Cos "cos" (x) => trig::cos(x);
+                Cos "cos" (x) => trig::cos(x), f32 => single::cos(x);
                 /// `x.tan()` (radians).
                 Tan "tan" (x) => trig::tan(x);
                 /// `x.asin()`, in `[-pi/2, pi/2]`.
@@ -47,7 +47,7 @@ macro_rules! math_library {
                 /// `x.cosh()`.
                 Cosh "cosh" (x) => expfam::cosh(x);
                 /// `x.tanh()`.
-                Tanh "tanh" (x) => expfam::tanh(x), f32 => expfam::tanh_f32(x);
+                Tanh "tanh" (x) => expfam::tanh(x), f32 => single::tanh(x);
                 /// `sigmoid(x)`: the logistic function `1 / (1 + e^-x)`.
                 Sigmoid "sigmoid" (x) => expfam::sigmoid(x);
                 /// `erf(x)`: the error function.
@@ -135,6 +135,17 @@ macro_rules! declare_math_fns {
                         stringify!($first) $(, ": ", stringify!($ft))?
                         $(, ", ", stringify!($rest) $(, ": ", stringify!($rt))?)*
                     ),)*
+                }
+            }
+
+            /// Whether the function has its own `f32` definition, on `f32` lanes
+            /// (`crate::math`'s `MathFn::apply_f32`); the others compute `f32` through `f64`.
+            pub const fn has_f32(self) -> bool {
+                match self {
+                    $(MathFn::$variant => {
+                        let defs: &[&str] = &[$(stringify!($body32))?];
+                        defs.len() == 1
+                    })*
                 }
             }
 

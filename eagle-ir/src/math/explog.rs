@@ -45,36 +45,6 @@ pub fn exp<R: Real>(x: R) -> R {
     R::select(x.is_nan(), x + x, r)
 }
 
-/// `e^x` for an `f32` argument, computed in `f64` to well under half an `f32` ulp, so that the
-/// caller's one rounding to `f32` is within 1 ulp of the exact value (`MathFn::apply_f32`):
-/// `x` clamped to `[-104, 89]` (beyond, the `f32` result is 0 or infinity already), reduced
-/// as [`exp_reduced`] does (`x = k ln2 + r`, `|r| <= ln2 / 2`), `e^r` by its Taylor
-/// polynomial of degree 9 (truncation below `r^10 / 10!`, relative `2^-37`; Estrin's scheme,
-/// so that the lanes' dependent chain is short), then scaled by
-/// `2^k` in one exact multiplication (`-150 <= k <= 128`: a normal `f64`). No division and
-/// one scaling step: about two thirds of [`exp`]'s operations.
-pub fn exp_f32<R: Real>(x: R) -> R {
-    let cx = x.cx();
-    let xc = R::select(x.gt(R::lit(cx, 89.0)), R::lit(cx, 89.0), x);
-    let xc = R::select(xc.lt(R::lit(cx, -104.0)), R::lit(cx, -104.0), xc);
-    let (kf, k) = round_int(xc * R::lit(cx, INV_LN2));
-    let r = (xc - kf * R::lit(cx, LN2_HI)) - kf * R::lit(cx, LN2_LO);
-    // c[n] = 1/n!, evaluated by Estrin's scheme (pairs, then powers r^2, r^4, r^8): a chain
-    // of 7 dependent operations where Horner's has 18.
-    let mut c = [1.0f64; 10];
-    for n in 1..10 {
-        c[n] = c[n - 1] / n as f64;
-    }
-    let pair = |i: usize| R::lit(cx, c[i]) + R::lit(cx, c[i + 1]) * r;
-    let (r2, p01, p23, p45, p67, p89) = (r * r, pair(0), pair(2), pair(4), pair(6), pair(8));
-    let r4 = r2 * r2;
-    let q0 = p01 + p23 * r2;
-    let q1 = p45 + p67 * r2;
-    let p = (q0 + q1 * r4) + p89 * (r4 * r4);
-    let y = p * pow2::<R>(k);
-    R::select(x.is_nan(), x + x, y)
-}
-
 const LG: [f64; 7] = [
     6.666_666_666_666_735_130e-01,
     3.999_999_999_940_941_908e-01,

@@ -1,13 +1,15 @@
 //! The primitive arithmetic the math library is written in.
 //!
-//! Every function of [`crate::math`] is one generic Rust function over [`Real`]. The traits
-//! offer exactly the IR's elementwise ops on `f64`, `u64` and `bool` (add, sub, mul, div,
-//! sqrt, abs, neg, comparisons, select, bit casts, wrapping integer add/sub, and/or/xor,
-//! logical shifts): nothing else, and no `fma`. Two instances exist:
-//! - `f64` itself ([`W`] for the bits, `bool` for masks): the reference, used by
-//!   [`crate::eval`], the constant folder and the host interpreter;
-//! - the IR instance of `crate::expand`, whose lanes carry the function being written ([`Real::Cx`]) and whose
-//!   steps append IR ops.
+//! Every function of [`crate::math`] is one generic Rust function over a lane: [`Real`] (an
+//! `f64` lane) or [`Single`] (an `f32` lane, which can widen to its `f64` lane and narrow
+//! back), both [`Float`]s. The traits offer exactly the IR's elementwise ops on the float, its
+//! bits (`u64` or `u32`) and `bool` (add, sub, mul, div, sqrt, abs, neg, comparisons, select,
+//! bit casts, wrapping integer add/sub, and/or/xor, logical shifts, `f32 <-> f64` casts):
+//! nothing else, and no `fma`. Two instances of each exist:
+//! - `f64` and `f32` themselves ([`W`], [`W32`] for the bits, `bool` for masks): the
+//!   reference, used by [`crate::eval`], the constant folder and the host interpreter;
+//! - the IR instance of `crate::expand`, whose lanes carry the function being written
+//!   ([`Float::Cx`]) and whose steps append IR ops.
 //!
 //! Because each step is one IR op with one IEEE-defined result, the two instances compute the
 //! same bits, and so do the CPU JIT and the CUDA C (held to the evaluator op by op by
@@ -23,8 +25,8 @@ pub trait Mask: Copy + BitAnd<Output = Self> + BitOr<Output = Self> + Not<Output
     fn cx(self) -> Self::Cx;
 }
 
-/// The 64 bits of a lane, as `u64` with wrapping `+`/`-` (two's complement), and/or/xor and
-/// logical shifts by a constant.
+/// The bits of a lane (`u64` for `f64`, `u32` for `f32`) with wrapping `+`/`-` (two's
+/// complement), and/or/xor and logical shifts by a constant.
 pub trait Bits:
     Copy
     + Add<Output = Self>
@@ -41,7 +43,8 @@ pub trait Bits:
     type Cx: Copy;
     /// The lane's context.
     fn cx(self) -> Self::Cx;
-    /// A constant, in context `cx`.
+    /// A constant, in context `cx`: the low bits of `v` (all of them for `u64` lanes, 32 for
+    /// `u32` lanes).
     fn lit(cx: Self::Cx, v: u64) -> Self;
     /// `self == o`.
     fn eq(self, o: Self) -> Self::Mask;
@@ -51,8 +54,9 @@ pub trait Bits:
     fn select(m: Self::Mask, a: Self, b: Self) -> Self;
 }
 
-/// An `f64` lane: IEEE binary64, round to nearest even, no contraction.
-pub trait Real:
+/// A float lane: IEEE binary64 ([`Real`]) or binary32 ([`Single`]), round to nearest even,
+/// no contraction, subnormals kept.
+pub trait Float:
     Copy
     + Add<Output = Self>
     + Sub<Output = Self>
@@ -60,6 +64,10 @@ pub trait Real:
     + Div<Output = Self>
     + Neg<Output = Self>
 {
+    /// The significand's stored bits: 52 (`f64`), 23 (`f32`).
+    const MANT: u32;
+    /// The width of the format in bits: 64, 32.
+    const WIDTH: u32;
     /// The mask type.
     type Mask: Mask<Cx = Self::Cx>;
     /// The bits type.
@@ -70,7 +78,8 @@ pub trait Real:
     type Cx: Copy;
     /// The lane's context.
     fn cx(self) -> Self::Cx;
-    /// A constant, in context `cx`.
+    /// A constant, in context `cx`: `v` rounded to the lane's format (the library writes only
+    /// constants the format holds exactly).
     fn lit(cx: Self::Cx, v: f64) -> Self;
     /// Correctly rounded square root.
     fn sqrt(self) -> Self;
@@ -84,9 +93,9 @@ pub trait Real:
     fn eq(self, o: Self) -> Self::Mask;
     /// `m ? a : b`, lane by lane.
     fn select(m: Self::Mask, a: Self, b: Self) -> Self;
-    /// The bits (`f64::to_bits`).
+    /// The bits (`f64::to_bits`, `f32::to_bits`).
     fn to_bits(self) -> Self::Bits;
-    /// The float with these bits (`f64::from_bits`).
+    /// The float with these bits (`f64::from_bits`, `f32::from_bits`).
     fn from_bits(b: Self::Bits) -> Self;
     /// `f()` where some lane of `m` holds, else `otherwise`, for an `f` that equals
     /// `otherwise` in every lane where `m` does not hold: an instance may skip `f` when no lane
@@ -109,110 +118,169 @@ pub trait Real:
     }
 }
 
+/// An `f64` lane.
+pub trait Real: Float {}
+
+/// An `f32` lane, which converts exactly to its `f64` lane ([`Single::widen`]) and back with
+/// one rounding ([`Single::narrow`]): an `f32` function may compute a rare case through the
+/// `f64` definition.
+pub trait Single: Float {
+    /// The `f64` lane of the same instance.
+    type Wide: Real<Cx = Self::Cx, Mask = Self::Mask>;
+    /// The value as `f64` (exact).
+    fn widen(self) -> Self::Wide;
+    /// `w` rounded to `f32` (to nearest even; overflow to infinity).
+    fn narrow(w: Self::Wide) -> Self;
+}
+
 /// The `u64` lane of the reference instance: wrapping arithmetic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct W(pub u64);
+
+/// The `u32` lane of the reference instance: wrapping arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct W32(pub u32);
 
 impl Mask for bool {
     type Cx = ();
     fn cx(self) {}
 }
 
-macro_rules! w_op {
-    ($tr:ident, $m:ident, $e:expr) => {
-        impl $tr for W {
-            type Output = W;
-            fn $m(self, o: W) -> W {
-                let f: fn(u64, u64) -> u64 = $e;
-                W(f(self.0, o.0))
+/// The reference instance's bits lane `$w` over `$u`, with wrapping arithmetic.
+macro_rules! reference_bits {
+    ($w:ident, $u:ty) => {
+        impl Add for $w {
+            type Output = $w;
+            fn add(self, o: $w) -> $w {
+                $w(self.0.wrapping_add(o.0))
+            }
+        }
+        impl Sub for $w {
+            type Output = $w;
+            fn sub(self, o: $w) -> $w {
+                $w(self.0.wrapping_sub(o.0))
+            }
+        }
+        impl BitAnd for $w {
+            type Output = $w;
+            fn bitand(self, o: $w) -> $w {
+                $w(self.0 & o.0)
+            }
+        }
+        impl BitOr for $w {
+            type Output = $w;
+            fn bitor(self, o: $w) -> $w {
+                $w(self.0 | o.0)
+            }
+        }
+        impl BitXor for $w {
+            type Output = $w;
+            fn bitxor(self, o: $w) -> $w {
+                $w(self.0 ^ o.0)
+            }
+        }
+        impl Shl<u32> for $w {
+            type Output = $w;
+            fn shl(self, n: u32) -> $w {
+                $w(self.0.wrapping_shl(n))
+            }
+        }
+        impl Shr<u32> for $w {
+            type Output = $w;
+            fn shr(self, n: u32) -> $w {
+                $w(self.0.wrapping_shr(n))
+            }
+        }
+        impl Bits for $w {
+            type Mask = bool;
+            type Cx = ();
+            fn cx(self) {}
+            fn lit(_: (), v: u64) -> $w {
+                $w(v as $u)
+            }
+            fn eq(self, o: $w) -> bool {
+                self.0 == o.0
+            }
+            fn ult(self, o: $w) -> bool {
+                self.0 < o.0
+            }
+            fn select(m: bool, a: $w, b: $w) -> $w {
+                if m {
+                    a
+                } else {
+                    b
+                }
             }
         }
     };
 }
-w_op!(Add, add, |a, b| a.wrapping_add(b));
-w_op!(Sub, sub, |a, b| a.wrapping_sub(b));
-w_op!(BitAnd, bitand, |a, b| a & b);
-w_op!(BitOr, bitor, |a, b| a | b);
-w_op!(BitXor, bitxor, |a, b| a ^ b);
+reference_bits!(W, u64);
+reference_bits!(W32, u32);
 
-impl Shl<u32> for W {
-    type Output = W;
-    fn shl(self, n: u32) -> W {
-        W(self.0.wrapping_shl(n))
-    }
+/// The reference instance's float lane `$f` (bits `$w`), Rust's own IEEE arithmetic.
+macro_rules! reference_float {
+    ($f:ident, $w:ident, $mant:expr, $width:expr) => {
+        impl Float for $f {
+            const MANT: u32 = $mant;
+            const WIDTH: u32 = $width;
+            type Mask = bool;
+            type Bits = $w;
+            type Cx = ();
+            fn cx(self) {}
+            fn lit(_: (), v: f64) -> $f {
+                v as $f
+            }
+            fn sqrt(self) -> $f {
+                $f::sqrt(self)
+            }
+            fn abs(self) -> $f {
+                $f::abs(self)
+            }
+            fn lt(self, o: $f) -> bool {
+                self < o
+            }
+            fn le(self, o: $f) -> bool {
+                self <= o
+            }
+            fn eq(self, o: $f) -> bool {
+                self == o
+            }
+            fn select(m: bool, a: $f, b: $f) -> $f {
+                if m {
+                    a
+                } else {
+                    b
+                }
+            }
+            fn to_bits(self) -> $w {
+                $w($f::to_bits(self))
+            }
+            fn from_bits(b: $w) -> $f {
+                $f::from_bits(b.0)
+            }
+            fn if_any(m: bool, f: impl FnOnce() -> $f, otherwise: $f) -> $f {
+                if m {
+                    f()
+                } else {
+                    otherwise
+                }
+            }
+        }
+    };
 }
 
-impl Shr<u32> for W {
-    type Output = W;
-    fn shr(self, n: u32) -> W {
-        W(self.0.wrapping_shr(n))
-    }
-}
+reference_float!(f64, W, 52, 64);
+reference_float!(f32, W32, 23, 32);
 
-impl Bits for W {
-    type Mask = bool;
-    type Cx = ();
-    fn cx(self) {}
-    fn lit(_: (), v: u64) -> W {
-        W(v)
-    }
-    fn eq(self, o: W) -> bool {
-        self.0 == o.0
-    }
-    fn ult(self, o: W) -> bool {
-        self.0 < o.0
-    }
-    fn select(m: bool, a: W, b: W) -> W {
-        if m {
-            a
-        } else {
-            b
-        }
-    }
-}
+impl Real for f64 {}
 
-impl Real for f64 {
-    type Mask = bool;
-    type Bits = W;
-    type Cx = ();
-    fn cx(self) {}
-    fn lit(_: (), v: f64) -> f64 {
-        v
+impl Single for f32 {
+    type Wide = f64;
+    fn widen(self) -> f64 {
+        self as f64
     }
-    fn sqrt(self) -> f64 {
-        f64::sqrt(self)
-    }
-    fn abs(self) -> f64 {
-        f64::abs(self)
-    }
-    fn lt(self, o: f64) -> bool {
-        self < o
-    }
-    fn le(self, o: f64) -> bool {
-        self <= o
-    }
-    fn eq(self, o: f64) -> bool {
-        self == o
-    }
-    fn select(m: bool, a: f64, b: f64) -> f64 {
-        if m {
-            a
-        } else {
-            b
-        }
-    }
-    fn to_bits(self) -> W {
-        W(f64::to_bits(self))
-    }
-    fn from_bits(b: W) -> f64 {
-        f64::from_bits(b.0)
-    }
-    fn if_any(m: bool, f: impl FnOnce() -> f64, otherwise: f64) -> f64 {
-        if m {
-            f()
-        } else {
-            otherwise
-        }
+    fn narrow(w: f64) -> f32 {
+        w as f32
     }
 }
 
@@ -221,8 +289,18 @@ impl Real for f64 {
 /// The sign bit of an `f64`.
 pub const SIGN: u64 = 1 << 63;
 
+/// The sign bit of the lane's format.
+fn sign_bit<R: Float>() -> u64 {
+    1 << (R::WIDTH - 1)
+}
+
+/// `2^n` as an `f64` (exact for `-1074 <= n <= 1023`).
+fn two_to(n: i32) -> f64 {
+    f64::powi(2.0, n)
+}
+
 /// `c[0] + x * (c[1] + x * (c[2] + ...))`: Horner's scheme, each step rounded.
-pub fn poly<R: Real>(x: R, c: &[f64]) -> R {
+pub fn poly<R: Float>(x: R, c: &[f64]) -> R {
     let cx = x.cx();
     let mut acc = R::lit(cx, c[c.len() - 1]);
     for &k in c[..c.len() - 1].iter().rev() {
@@ -232,56 +310,62 @@ pub fn poly<R: Real>(x: R, c: &[f64]) -> R {
 }
 
 /// `|x|` with the sign of `s` (`f64::copysign`).
-pub fn copysign<R: Real>(x: R, s: R) -> R {
+pub fn copysign<R: Float>(x: R, s: R) -> R {
     let cx = x.cx();
-    let m = R::Bits::lit(cx, SIGN);
-    R::from_bits((x.to_bits() & R::Bits::lit(cx, !SIGN)) | (s.to_bits() & m))
+    let m = R::Bits::lit(cx, sign_bit::<R>());
+    R::from_bits((x.to_bits() & R::Bits::lit(cx, !sign_bit::<R>())) | (s.to_bits() & m))
 }
 
 /// The sign bit of `x` alone, as bits.
-pub fn sign_bits<R: Real>(x: R) -> R::Bits {
+pub fn sign_bits<R: Float>(x: R) -> R::Bits {
     let cx = x.cx();
-    x.to_bits() & R::Bits::lit(cx, SIGN)
+    x.to_bits() & R::Bits::lit(cx, sign_bit::<R>())
 }
 
 /// `x` with its sign flipped where `s` has the sign bit set (`s` from [`sign_bits`]).
-pub fn xor_sign<R: Real>(x: R, s: R::Bits) -> R {
+pub fn xor_sign<R: Float>(x: R, s: R::Bits) -> R {
     R::from_bits(x.to_bits() ^ s)
 }
 
-/// The float of an integer `0 <= b < 2^52` (exact).
-pub fn from_small<R: Real>(b: R::Bits) -> R {
+/// The float of an integer `0 <= b < 2^MANT` (exact; `2^52` for `f64`).
+pub fn from_small<R: Float>(b: R::Bits) -> R {
     let cx = b.cx();
-    const TWO52: u64 = 0x4330_0000_0000_0000;
-    R::from_bits(b | R::Bits::lit(cx, TWO52)) - R::lit(cx, 4503599627370496.0)
+    let big = R::lit(cx, two_to(R::MANT as i32));
+    R::from_bits(b | big.to_bits()) - big
 }
 
 /// `1.5 * 2^52`: adding it to `|x| < 2^51` rounds `x` to the nearest integer (ties to even),
 /// and the integer is the low bits of the sum: `sum.to_bits() - SHIFT.to_bits()`.
 pub const SHIFT: f64 = 6755399441055744.0;
 
-/// `x` rounded to the nearest integer (ties to even), for `|x| < 2^51`, with the integer's
-/// two's-complement bits.
-pub fn round_int<R: Real>(x: R) -> (R, R::Bits) {
+/// `x` rounded to the nearest integer (ties to even), for `|x| < 2^(MANT - 1)`, with the
+/// integer's two's-complement bits (the format's [`SHIFT`], `1.5 * 2^MANT`).
+pub fn round_int<R: Float>(x: R) -> (R, R::Bits) {
     let cx = x.cx();
-    let t = x + R::lit(cx, SHIFT);
-    (
-        t - R::lit(cx, SHIFT),
-        t.to_bits() - R::Bits::lit(cx, SHIFT.to_bits()),
-    )
+    let shift = R::lit(cx, 1.5 * two_to(R::MANT as i32));
+    let t = x + shift;
+    (t - shift, t.to_bits() - shift.to_bits())
 }
 
-/// `2^k` for a two's-complement integer `-1022 <= k <= 1023` (bits of `k`).
-pub fn pow2<R: Real>(k: R::Bits) -> R {
+/// The exponent bias: 1023 (`f64`), 127 (`f32`).
+fn bias<R: Float>() -> u64 {
+    (1 << (R::WIDTH - R::MANT - 2)) - 1
+}
+
+/// `2^k` for a two's-complement integer `k` in the normal range (`-1022 <= k <= 1023` for
+/// `f64`, `-126 <= k <= 127` for `f32`; bits of `k`).
+pub fn pow2<R: Float>(k: R::Bits) -> R {
     let cx = k.cx();
-    R::from_bits((k + R::Bits::lit(cx, 1023)) << 52)
+    R::from_bits((k + R::Bits::lit(cx, bias::<R>())) << R::MANT)
 }
 
-/// `y * 2^k` for `-2000 <= k <= 2000` (bits of `k`), rounded once: `y * 2^k1` is exact for a
-/// `y` near 1 and `2^k2` finishes, so subnormal and overflowing results round correctly.
-pub fn scale<R: Real>(y: R, k: R::Bits) -> R {
+/// `y * 2^k` rounded once, for `y` near 1 and `|k|` up to twice the exponent range
+/// (`-2000 <= k <= 2000` for `f64`, `-250 <= k <= 250` for `f32`; bits of `k`): `y * 2^k1` is
+/// exact and `2^k2` finishes, so subnormal and overflowing results round correctly.
+pub fn scale<R: Float>(y: R, k: R::Bits) -> R {
     let cx = y.cx();
-    let k1 = ((k + R::Bits::lit(cx, 2048)) >> 1) - R::Bits::lit(cx, 1024);
+    let half = bias::<R>() + 1; // 1024, 128
+    let k1 = ((k + R::Bits::lit(cx, 2 * half)) >> 1) - R::Bits::lit(cx, half);
     let k2 = k - k1;
     y * pow2::<R>(k1) * pow2::<R>(k2)
 }
@@ -293,21 +377,22 @@ pub fn high_half<R: Real>(x: R) -> R {
 }
 
 /// Whether `x` is `+inf` or `-inf`.
-pub fn is_inf<R: Real>(x: R) -> R::Mask {
+pub fn is_inf<R: Float>(x: R) -> R::Mask {
     let cx = x.cx();
     x.abs().eq(R::lit(cx, f64::INFINITY))
 }
 
-/// Veltkamp's split: `x = hi + lo` with `hi` holding the top 26 bits (for `|x| < 2^996`).
-pub fn split<R: Real>(x: R) -> (R, R) {
+/// Veltkamp's split: `x = hi + lo` with `hi` holding the top half of the significand (26 bits
+/// of `f64`, 12 of `f32`; for `|x|` well below the overflow threshold).
+pub fn split<R: Float>(x: R) -> (R, R) {
     let cx = x.cx();
-    let c = R::lit(cx, 134217729.0) * x;
+    let c = R::lit(cx, two_to((R::MANT + 1).div_ceil(2) as i32) + 1.0) * x;
     let hi = c - (c - x);
     (hi, x - hi)
 }
 
 /// Dekker's exact product: `a * b = p + e` exactly (no overflow or underflow assumed).
-pub fn two_prod<R: Real>(a: R, b: R) -> (R, R) {
+pub fn two_prod<R: Float>(a: R, b: R) -> (R, R) {
     let p = a * b;
     let (ah, al) = split(a);
     let (bh, bl) = split(b);
@@ -316,7 +401,7 @@ pub fn two_prod<R: Real>(a: R, b: R) -> (R, R) {
 }
 
 /// Knuth's exact sum: `a + b = s + e` exactly.
-pub fn two_sum<R: Real>(a: R, b: R) -> (R, R) {
+pub fn two_sum<R: Float>(a: R, b: R) -> (R, R) {
     let s = a + b;
     let bb = s - a;
     let e = (a - (s - bb)) + (b - bb);
@@ -324,7 +409,7 @@ pub fn two_sum<R: Real>(a: R, b: R) -> (R, R) {
 }
 
 /// Dekker's fast two-sum: `a + b = s + e` exactly when `|a| >= |b|` (or `a = 0`).
-pub fn fast_two_sum<R: Real>(a: R, b: R) -> (R, R) {
+pub fn fast_two_sum<R: Float>(a: R, b: R) -> (R, R) {
     let s = a + b;
     (s, b - (s - a))
 }

@@ -1,0 +1,178 @@
+//! The `f32` definitions: `exp`, `ln`, `sin`, `cos` on `f32` lanes (twice the lanes of the
+//! `f64` ones in a vector), each within 1 ulp of the exact value, and `tanh` through its
+//! `f64` kernel.
+//!
+//! The reductions are the classic ones (fdlibm's `e_expf.c`, `e_logf.c`, `k_sinf.c`,
+//! `k_cosf.c`; SLEEF's polynomial for `exp`), written so that no step loses more than a small
+//! fraction of an ulp: the reduced argument is carried as an exact `hi + lo` pair where it
+//! matters (Cody-Waite with parts short enough for exact products, error-free sums), the sum
+//! the result is rounded in is the last operation. Where a reduction would need more than
+//! `f32` holds (`sin`/`cos` of `|x| >= 256`), the lanes take the `f64` definition, narrowed
+//! once ([`Float::if_any`]: a tile pays for it only when one of its lanes needs it).
+//! Measured errors (`tools/ulp`, every `f32`) are in `docs/language.md`.
+
+use super::lanes::*;
+
+/// `ln 2` as `L2U + L2L`, `L2U` with 15 significant bits (so `k * L2U` is exact for
+/// `|k| <= 255`).
+const L2U: f64 = 0.693145751953125;
+const L2L: f64 = 1.428606765330187e-6;
+
+/// `x` clamped to `[lo, hi]` (NaN passes: comparisons with it are false).
+fn clamp<S: Single>(x: S, lo: f64, hi: f64) -> S {
+    let cx = x.cx();
+    let x = S::select(x.gt(S::lit(cx, hi)), S::lit(cx, hi), x);
+    S::select(x.lt(S::lit(cx, lo)), S::lit(cx, lo), x)
+}
+
+/// `e^x`: `x = q ln2 + r` (`|r| <= ln2 / 2`, `r` with its rounding error), `e^r = 1 + r +
+/// r^2 P(r)` (SLEEF's minimax `P`, degree 5) summed from `1 + r` exactly, and `2^q` applied in
+/// two exact steps ([`scale`]), so that a subnormal result rounds once.
+pub fn exp<S: Single>(x: S) -> S {
+    let cx = x.cx();
+    let xc = clamp(x, -104.0, 89.0); // beyond, 0 and infinity already
+    let (q, k) = round_int(xc * S::lit(cx, std::f64::consts::LOG2_E));
+    let hi = xc - q * S::lit(cx, L2U); // exact
+    let (r, re) = fast_two_sum(hi, -(q * S::lit(cx, L2L)));
+    let p = poly(
+        r,
+        &[
+            0.5,
+            0.166666671633720397949219,
+            0.0416664853692054748535156,
+            0.00833336077630519866943359,
+            0.00139304355252534151077271,
+            0.000198527617612853646278381,
+        ],
+    );
+    let (s, e) = fast_two_sum(S::lit(cx, 1.0), r);
+    let y = s + (e + (r * r * p + re));
+    let y = scale(y, k);
+    S::select(x.is_nan(), x + x, y)
+}
+
+/// `ln x`: `x = 2^k (1 + f)` with `1 + f` in `[sqrt(2)/2, sqrt(2))`, `ln(1 + f) = f - f^2/2 +
+/// s (f^2/2 + R(s^2))` with `s = f / (2 + f)` (fdlibm's `e_logf.c`, its polynomial `R`), the
+/// rounding error of `f^2/2` carried, and `k ln 2` added last as an exact high part.
+pub fn ln<S: Single>(x: S) -> S {
+    let cx = x.cx();
+    let sub = x.lt(S::lit(cx, f64::from(f32::MIN_POSITIVE)));
+    let xs = S::select(sub, x * S::lit(cx, 33554432.0), x); // 2^25
+    let kadj = S::select(sub, S::lit(cx, -25.0), S::lit(cx, 0.0));
+    let ix = xs.to_bits() + S::Bits::lit(cx, 0x3f80_0000 - 0x3f35_04f3);
+    let k = from_small::<S>(ix >> 23) - S::lit(cx, 127.0) + kadj;
+    let m = S::from_bits((ix & S::Bits::lit(cx, 0x007f_ffff)) + S::Bits::lit(cx, 0x3f35_04f3));
+    let f = m - S::lit(cx, 1.0); // exact
+    let s = f / (S::lit(cx, 2.0) + f);
+    let z = s * s;
+    let w = z * z;
+    let t1 = w * (S::lit(cx, 0.40000972152) + w * S::lit(cx, 0.24279078841));
+    let t2 = z * (S::lit(cx, 0.66666662693) + w * S::lit(cx, 0.28498786688));
+    let (hfsq, he) = {
+        let (p, e) = two_prod(f, f);
+        (S::lit(cx, 0.5) * p, S::lit(cx, 0.5) * e)
+    };
+    // ln(1 + f) = f - hfsq - he + s (hfsq + R), with f - hfsq summed error-free.
+    let (a, ae) = two_sum(f, -hfsq);
+    let tail = s * (hfsq + (t2 + t1)) - he + ae;
+    let kh = k * S::lit(cx, 0.693145751953125); // exact: |k| <= 150, 15 bits
+    let kl = k * S::lit(cx, 1.428606765330187e-6);
+    let (b, be) = fast_two_sum(kh, a); // |kh| >= |a| where k != 0
+    let r = b + ((tail + kl) + be);
+    log_specials(x, r)
+}
+
+/// The special values of a logarithm: NaN for `x < 0` or NaN, `-inf` at `±0`, `+inf` at
+/// `+inf`; `r` elsewhere.
+fn log_specials<S: Single>(x: S, r: S) -> S {
+    let cx = x.cx();
+    let r = S::select(x.eq(S::lit(cx, f64::INFINITY)), x, r);
+    let r = S::select(x.eq(S::lit(cx, 0.0)), S::lit(cx, f64::NEG_INFINITY), r);
+    S::select(x.lt(S::lit(cx, 0.0)) | x.is_nan(), S::lit(cx, f64::NAN), r)
+}
+
+/// Below this `|x|`, `sin` and `cos` reduce in `f32` (`n <= 163`: `n` times a 16-bit part of
+/// `pi/2` is exact); above, the lanes take the `f64` definition.
+const TRIG_LIMIT: f64 = 256.0;
+
+/// `x = n pi/2 + (rh + rl)`, `|rh + rl| <~ pi/4`, for `|x| < 256`: `pi/2` in three 16-bit
+/// parts and a rounded fourth, the first product subtracted exactly (Sterbenz), the next two
+/// by error-free sums, so that `rh + rl` is `x - n pi/2` to about `2^-60` absolute. Returns
+/// `(rh, rl, n's bits)`.
+fn trig_reduce<S: Single>(x: S) -> (S, S, S::Bits) {
+    let cx = x.cx();
+    let (n, nb) = round_int(x * S::lit(cx, std::f64::consts::FRAC_2_PI));
+    let r1 = x - n * S::lit(cx, 1.570770263671875); // exact
+    let (s1, e1) = two_sum(r1, -(n * S::lit(cx, 2.6063062250614166e-5)));
+    let (s2, e2) = two_sum(s1, -(n * S::lit(cx, 6.077094383272197e-11)));
+    let low = (e1 + e2) - n * S::lit(cx, 6.123234262925839e-17);
+    let (rh, rl) = fast_two_sum(s2, low);
+    (rh, rl, nb)
+}
+
+/// `sin(rh + rl)` for `|rh| <~ pi/4`: `rh + (rl (1 - rh^2/2) + rh^3 S(rh^2))` (Taylor to
+/// `r^9`; truncation below `2^-30` relative).
+fn sin_kernel<S: Single>(rh: S, rl: S) -> S {
+    let cx = rh.cx();
+    let z = rh * rh;
+    let p = poly(z, &[-1.0 / 6.0, 1.0 / 120.0, -1.0 / 5040.0, 1.0 / 362880.0]);
+    let corr = rl - rl * (S::lit(cx, 0.5) * z);
+    rh + (corr + rh * z * p)
+}
+
+/// `cos(rh + rl)` for `|rh| <~ pi/4`: `1 - rh^2/2 + rh^4 C(rh^2) - rh rl`, with `rh^2` exact
+/// (Dekker) and `1 - rh^2/2` summed error-free (Taylor to `r^10`; truncation below `2^-32`).
+fn cos_kernel<S: Single>(rh: S, rl: S) -> S {
+    let cx = rh.cx();
+    let (z, ze) = two_prod(rh, rh);
+    let hz = S::lit(cx, 0.5) * z;
+    let c = poly(
+        z,
+        &[1.0 / 24.0, -1.0 / 720.0, 1.0 / 40320.0, -1.0 / 3628800.0],
+    );
+    let (w, we) = fast_two_sum(S::lit(cx, 1.0), -hz);
+    w + (we + ((z * z * c - S::lit(cx, 0.5) * ze) - rh * rl))
+}
+
+/// `sin x` or `cos x` (`cos` when `cos` is set): the kernel of quadrant `n + (cos ? 1 : 0)`,
+/// `sin` for even quadrants, `cos` for odd, negated in quadrants 2 and 3; the `f64` definition
+/// for `|x| >= 256`, infinities and NaN.
+fn sin_cos<S: Single>(x: S, cos: bool) -> S {
+    let cx = x.cx();
+    let (rh, rl, n) = trig_reduce(x);
+    let q = if cos { n + S::Bits::lit(cx, 1) } else { n };
+    let odd = (q & S::Bits::lit(cx, 1)).eq(S::Bits::lit(cx, 1));
+    let v = S::select(odd, cos_kernel(rh, rl), sin_kernel(rh, rl));
+    let v = xor_sign(v, (q & S::Bits::lit(cx, 2)) << 30);
+    // sin x = x (rounded) for |x| < 2^-12: keeps -0 and the subnormals exact.
+    let v = if cos {
+        v
+    } else {
+        S::select(x.abs().lt(S::lit(cx, 2.44140625e-4)), x, v)
+    };
+    let far = !x.abs().lt(S::lit(cx, TRIG_LIMIT)) & !x.is_nan();
+    let wide = move || {
+        let w = x.widen();
+        S::narrow(if cos {
+            super::trig::cos(w)
+        } else {
+            super::trig::sin(w)
+        })
+    };
+    S::if_any(far, || S::select(far, wide(), v), v)
+}
+
+/// `sin x` (radians).
+pub fn sin<S: Single>(x: S) -> S {
+    sin_cos(x, false)
+}
+
+/// `cos x` (radians).
+pub fn cos<S: Single>(x: S) -> S {
+    sin_cos(x, true)
+}
+
+/// `tanh x`: the `f64` kernel [`super::expfam::tanh_f32`] on the widened argument, rounded once.
+pub fn tanh<S: Single>(x: S) -> S {
+    S::narrow(super::expfam::tanh_f32(x.widen()))
+}
