@@ -263,28 +263,6 @@ pub fn tanh<R: Real>(x: R) -> R {
     R::select(x.is_nan(), x + x, r)
 }
 
-/// `tanh x` for an `f32` argument, computed in `f64` to well under half an `f32` ulp, so that
-/// the caller's one rounding to `f32` is within 1 ulp of the exact value (`MathFn::apply_f32`):
-/// `sign(x) (1 - E) / (1 + E)` with `E = e^-2|x|` (the kernel of [`exp`]; `2^k` is exact here,
-/// `-58 <= k <= 0`) for `|x| >= 2^-7`, where `1 - E >= 0.0155` keeps the relative error below
-/// `2^-46`; below, the odd Taylor polynomial `x - x^3/3 + 2x^5/15` (truncation below
-/// `17 x^7 / 315`, relative `2^-46`). No double-length parts: about a third of [`tanh`]'s
-/// operations.
-pub fn tanh_f32<R: Real>(x: R) -> R {
-    let cx = x.cx();
-    let one = R::lit(cx, 1.0);
-    let a = x.abs();
-    let m = clamp(a + a, 0.0, 40.0); // e^-40 < 2^-57: 1 in f32 long before
-    let (y, k) = exp_reduced(-m);
-    let e = y * pow2::<R>(k);
-    let big = (one - e) / (one + e);
-    let z = a * a;
-    let small = a + a * (z * (R::lit(cx, -1.0 / 3.0) + z * R::lit(cx, 2.0 / 15.0)));
-    let r = R::select(a.lt(R::lit(cx, 0.0078125)), small, big);
-    let r = copysign(r, x);
-    R::select(x.is_nan(), x + x, r)
-}
-
 /// The logistic function `1 / (1 + e^-x)`: with `E = e^-|x| = 2^k (1 + q)` ([`exp_parts`]),
 /// `1 / (1 + E)` for `x >= 0` and `E / (1 + E)` for `x < 0`, as a compensated division of
 /// exact double-length parts.

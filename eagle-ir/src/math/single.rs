@@ -1,6 +1,5 @@
-//! The `f32` definitions: `exp`, `ln`, `sin`, `cos` on `f32` lanes (twice the lanes of the
-//! `f64` ones in a vector), each within 1 ulp of the exact value, and `tanh` through its
-//! `f64` kernel.
+//! The `f32` definitions: `exp`, `ln`, `sin`, `cos`, `tanh` on `f32` lanes (twice the lanes
+//! of the `f64` ones in a vector), each within 1 ulp of the exact value.
 //!
 //! The reductions are the classic ones (fdlibm's `e_expf.c`, `e_logf.c`, `k_sinf.c`,
 //! `k_cosf.c`; SLEEF's polynomial for `exp`), written so that no step loses more than a small
@@ -26,27 +25,16 @@ fn clamp<S: Single>(x: S, lo: f64, hi: f64) -> S {
 }
 
 /// `e^x`: `x = q ln2 + r` (`|r| <= ln2 / 2`, `r` with its rounding error), `e^r = 1 + r +
-/// r^2 P(r)` (SLEEF's minimax `P`, degree 5) summed from `1 + r` exactly, and `2^q` applied in
-/// two exact steps ([`scale`]), so that a subnormal result rounds once.
+/// r^2 P(r)` ([`exp_pair`]) summed from `1 + r` exactly, and `2^q` applied in two exact steps
+/// ([`scale`]), so that a subnormal result rounds once.
 pub fn exp<S: Single>(x: S) -> S {
     let cx = x.cx();
     let xc = clamp(x, -104.0, 89.0); // beyond, 0 and infinity already
     let (q, k) = round_int(xc * S::lit(cx, std::f64::consts::LOG2_E));
     let hi = xc - q * S::lit(cx, L2U); // exact
     let (r, re) = fast_two_sum(hi, -(q * S::lit(cx, L2L)));
-    let p = poly(
-        r,
-        &[
-            0.5,
-            0.166666671633720397949219,
-            0.0416664853692054748535156,
-            0.00833336077630519866943359,
-            0.00139304355252534151077271,
-            0.000198527617612853646278381,
-        ],
-    );
-    let (s, e) = fast_two_sum(S::lit(cx, 1.0), r);
-    let y = s + (e + (r * r * p + re));
+    let (s, t) = exp_pair(r, re);
+    let y = s + t;
     let y = scale(y, k);
     S::select(x.is_nan(), x + x, y)
 }
@@ -150,7 +138,9 @@ fn sin_cos<S: Single>(x: S, cos: bool) -> S {
     } else {
         S::select(x.abs().lt(S::lit(cx, 2.44140625e-4)), x, v)
     };
-    let far = !x.abs().lt(S::lit(cx, TRIG_LIMIT)) & !x.is_nan();
+    // The mask is built twice, once for each use, so that no mask is kept in memory (a
+    // backend may compute each inside its consumer's loop).
+    let far = move || !x.abs().lt(S::lit(cx, TRIG_LIMIT)) & !x.is_nan();
     let wide = move || {
         let w = x.widen();
         S::narrow(if cos {
@@ -159,7 +149,7 @@ fn sin_cos<S: Single>(x: S, cos: bool) -> S {
             super::trig::sin(w)
         })
     };
-    S::if_any(far, || S::select(far, wide(), v), v)
+    S::if_any(far(), || S::select(far(), wide(), v), v)
 }
 
 /// `sin x` (radians).
@@ -172,7 +162,70 @@ pub fn cos<S: Single>(x: S) -> S {
     sin_cos(x, true)
 }
 
-/// `tanh x`: the `f64` kernel [`super::expfam::tanh_f32`] on the widened argument, rounded once.
+/// `e^r`'s pieces for [`exp`]'s reduced argument (`|r| <= ln2 / 2`, `re` its rounding
+/// error): `e^r = s + t`, `s = fl(1 + r)`, `t` the rest (`|t| < 0.06`; SLEEF's minimax `P`,
+/// degree 5), relative error about `2^-28`.
+fn exp_pair<S: Single>(r: S, re: S) -> (S, S) {
+    let cx = r.cx();
+    let p = poly(
+        r,
+        &[
+            0.5,
+            0.166666671633720397949219,
+            0.0416664853692054748535156,
+            0.00833336077630519866943359,
+            0.00139304355252534151077271,
+            0.000198527617612853646278381,
+        ],
+    );
+    let (s, e) = fast_two_sum(S::lit(cx, 1.0), r);
+    (s, e + (r * r * p + re))
+}
+
+/// `tanh x`, `a = |x|`: below `0.55` (`tanh a < 1/2`), `a + a z Q(z)` with `z = a^2` and `Q`
+/// a weighted least-squares fit of degree 5 (`0.09` ulp with its coefficients in `f32`);
+/// above, `1 - w` with `w = 2E / (1 + E)`, `E = e^-2a` as an exact pair `Eh + El`
+/// ([`exp_pair`], `2^q` exact), `w`'s quotient corrected by its exact remainder, `El` and the
+/// rounding of `1 + Eh`, so that the last subtraction (into `[1/2, 1]`) is the one rounding
+/// that counts.
+/// `a` is clamped to `10` (`tanh` is `1` in `f32` from `9.01`).
 pub fn tanh<S: Single>(x: S) -> S {
-    S::narrow(super::expfam::tanh_f32(x.widen()))
+    let cx = x.cx();
+    let a = x.abs();
+    let z = a * a;
+    let q = poly(
+        z,
+        &[
+            -0.3333333134651184,
+            0.13333295285701752,
+            -0.053959790617227554,
+            0.021783767268061638,
+            -0.008416793309152126,
+            0.002398998010903597,
+        ],
+    );
+    let small = a + a * (z * q);
+    // E = e^-2a = 2^k (s + t).
+    let m = -(clamp(a, 0.0, 10.0) * S::lit(cx, 2.0));
+    let (kf, k) = round_int(m * S::lit(cx, std::f64::consts::LOG2_E));
+    let hi = m - kf * S::lit(cx, L2U); // exact
+    let (r, re) = fast_two_sum(hi, -(kf * S::lit(cx, L2L)));
+    let (s, t) = exp_pair(r, re);
+    let (s, t) = fast_two_sum(s, t); // |t| < 0.06 <= s
+    let p = pow2::<S>(k); // -29 <= k <= 0
+    let (eh, el) = (s * p, t * p);
+    let one = S::lit(cx, 1.0);
+    let (dh, dl) = fast_two_sum(one, eh);
+    let dl = dl + el;
+    let two = S::lit(cx, 2.0);
+    let n = two * eh;
+    let w0 = n / dh;
+    let (ph, pl) = two_prod(w0, dh); // n - ph is exact (Sterbenz)
+                                     // The correction's division by 1 + E is a product: 1 / (1 + E) = 1 - w / 2.
+    let inv = one - S::lit(cx, 0.5) * w0;
+    let w = w0 + ((((n - ph) - pl) + two * el) - w0 * dl) * inv;
+    let big = one - w;
+    let v = S::select(a.lt(S::lit(cx, 0.55)), small, big);
+    let v = copysign(v, x);
+    S::select(x.is_nan(), x + x, v)
 }
