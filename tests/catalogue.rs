@@ -531,7 +531,7 @@ fn no_value_is_minted_by_hand() {
 }
 
 /// Issue 36 item 2: every emitter writes through a context it owns or borrows
-/// (`eagle_ir::Cursor`, the math lanes' `Real::Cx`), never through global or thread-local state:
+/// (`eagle_ir::Cursor`, the math lanes' `Float::Cx`), never through global or thread-local state:
 /// no `thread_local!` and no `static mut` in the IR crate or the compiler's passes.
 #[test]
 fn no_emitter_state_is_global_or_thread_local() {

@@ -1,16 +1,18 @@
-//! Expanding the math library into primitive ops (a transform): the IR instance of
-//! [`Real`], where each primitive appends one IR op. [`expand_function`] replaces every
+//! Expanding the math library into primitive ops (a transform): the IR instance of the lanes
+//! ([`Float`]: [`Real`] for `f64`, [`Single`] for `f32`), where each primitive appends one IR
+//! op. [`expand_function`] replaces every
 //! `OpKind::Math` op by the ops of its one definition (`crate::math`), and `crate::narrow`
 //! emits the 16-bit float formats' conversions through [`emit_round`], [`emit_decode`] and
 //! [`emit_encode`].
 
 use crate::ir::{
-    Axis, BinOp, Block, CmpOp, Const, Function, MathFn, Op, OpKind, ReduceOp, TileOp, UnOp, Value,
+    Axis, BinOp, Block, CmpOp, Const, Function, MathFn, Op, OpId, OpKind, ReduceOp, TileOp, UnOp,
+    Value,
 };
 use crate::math::lanes::{Bits, Float, Mask, Real, Single};
 use crate::types::{DType, Type};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Neg, Not, Shl, Shr, Sub};
 
 use crate::cursor::Cursor;
@@ -24,7 +26,7 @@ pub struct Emitter {
     consts: HashMap<(DType, u64), Value>,
 }
 
-/// The context every IR lane carries ([`Real::Cx`]): the emitter it appends to. One exists
+/// The context every IR lane carries ([`Float::Cx`]): the emitter it appends to. One exists
 /// per expansion ([`run`]); lanes borrow it, so no state outlives an expansion.
 pub type Cx<'e> = &'e RefCell<Emitter>;
 
@@ -362,8 +364,10 @@ impl<'e> Single for F<'e, 32> {
 }
 
 /// Replaces every math op of `f` (nested blocks included) by the IR ops of its definition
-/// ([`MathFn::apply`]): `f32` operands are cast to `f64` first and the result cast back,
-/// `powi`'s `i32` exponent is cast to `f64`. The ops keep the math op's source location; the
+/// ([`expand_one`]: an `f32` op on `f32` lanes where the function has an `f32` definition,
+/// else [`MathFn::apply`] on operands cast to `f64`, `powi`'s `i32` exponent too, the result
+/// cast back); a `sin` and a `cos` of one `f32` value in one block share one expansion
+/// ([`expand_sin_cos`]). The ops keep the math op's source location; the
 /// last one defines the math op's result value, so its uses are unchanged.
 ///
 /// Expects a verified function (operand dtypes as [`MathFn::operand_dtype`] says).
@@ -379,12 +383,29 @@ pub fn expand_function(f: &mut Function) {
             return;
         }
         let mut cur = Cursor::new(std::mem::take(&mut values), std::mem::take(ops), None);
-        for id in std::mem::take(&mut b.ops) {
+        let ids = std::mem::take(&mut b.ops);
+        let pairs = sin_cos_pairs(&cur, &ids);
+        let mut later: HashSet<OpId> = HashSet::new();
+        for id in ids {
+            if later.remove(&id) {
+                continue; // expanded with its pair
+            }
             match (&cur.op(id).kind, cur.op(id).result) {
                 (OpKind::Math(m, args), Some(res)) => {
                     let (m, args) = (*m, args.clone());
                     cur.set_loc(cur.op(id).loc.clone());
-                    cur = expand_one(m, &args, res, cur);
+                    cur = match pairs.get(&id) {
+                        Some(&(other, other_res)) => {
+                            later.insert(other);
+                            let (sin, cos) = if m == MathFn::Sin {
+                                (res, other_res)
+                            } else {
+                                (other_res, res)
+                            };
+                            expand_sin_cos(args[0], sin, cos, cur)
+                        }
+                        None => expand_one(m, &args, res, cur),
+                    };
                 }
                 _ => cur.keep(id),
             }
@@ -396,25 +417,71 @@ pub fn expand_function(f: &mut Function) {
     f.values = values;
 }
 
+/// The `sin` and `cos` ops of one `f32` operand among `ids` (a block's ops, in order), as the
+/// earlier op of each pair mapped to the later one and its result (one pair per operand).
+fn sin_cos_pairs(cur: &Cursor, ids: &[OpId]) -> HashMap<OpId, (OpId, Value)> {
+    let mut first: HashMap<(Value, MathFn), OpId> = HashMap::new();
+    let mut pairs = HashMap::new();
+    for &id in ids {
+        let op = cur.op(id);
+        let (OpKind::Math(m @ (MathFn::Sin | MathFn::Cos), args), Some(r)) = (&op.kind, op.result)
+        else {
+            continue;
+        };
+        if cur.ty(r).dtype() != Some(DType::F32) || !m.has_f32() {
+            continue;
+        }
+        let other = if *m == MathFn::Sin {
+            MathFn::Cos
+        } else {
+            MathFn::Sin
+        };
+        match first.remove(&(args[0], other)) {
+            Some(earlier) => {
+                pairs.insert(earlier, (id, r));
+            }
+            None => {
+                first.entry((args[0], *m)).or_insert(id);
+            }
+        }
+    }
+    pairs
+}
+
+/// Appends `sin = sin(x)` and `cos = cos(x)` (`f32`) to `cur`'s block as one expansion
+/// ([`crate::math::single::sin_and_cos`]: one reduction, one pair of kernels; the same bits
+/// as each function's own definition, which `tests/math.rs` holds the backends to).
+fn expand_sin_cos(x: Value, sin: Value, cos: Value, cur: Cursor) -> Cursor {
+    let ((s, c), mut cur) = run(cur, |cx| {
+        let (s, c) = crate::math::single::sin_and_cos(lane::<32>(cx, x));
+        (s.0, c.0)
+    });
+    cur.append(OpKind::Cast(s), Some(sin));
+    cur.append(OpKind::Cast(c), Some(cos));
+    cur
+}
+
 /// Appends the definition of `res = m(args)` to `cur`'s block, at `cur`'s location: for an
 /// `f32` result, the function's `f32` definition on `f32` lanes where it has one
 /// ([`MathFn::apply_f32`]); else the `f64` one on the operands cast to `f64`, the result cast
 /// back.
 fn expand_one(m: MathFn, args: &[Value], res: Value, cur: Cursor) -> Cursor {
     let d = cur.ty(res).dtype().unwrap_or(DType::F64);
+    // `d` is `f32` or `f64`: the storage floats are widened to `f32` before this runs
+    // (`crate::narrow::widen_function`). `MathFn::eval_wide` makes the same choice.
     let single = d != DType::F64 && m.has_f32();
     let before = cur.ops().len();
-    let (r, mut cur) = run(cur, |cx| {
+    // The result and its lanes' dtype (the branch that ran).
+    let ((r, lane_dtype), mut cur) = run(cur, |cx| {
         if single {
             let xs: Vec<F<32>> = args.iter().map(|&a| lane::<32>(cx, a)).collect();
             if let Some(r) = m.apply_f32::<F<32>>(&xs) {
-                return r.0;
+                return (r.0, DType::F32);
             }
         }
         let wide: Vec<F> = args.iter().map(|&a| lane::<64>(cx, a)).collect();
-        m.apply::<F>(&wide).0
+        (m.apply::<F>(&wide).0, DType::F64)
     });
-    let lane_dtype = if single { DType::F32 } else { DType::F64 };
     let defined = cur.ops().len() > before;
     match cur.last_mut() {
         // Rename the last op's result to the math op's: its type is the same.

@@ -19,7 +19,7 @@ use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Neg, Not, Shl, Shr, Sub};
 
 /// A lane mask: the result of a comparison.
 pub trait Mask: Copy + BitAnd<Output = Self> + BitOr<Output = Self> + Not<Output = Self> {
-    /// The context the lane's instance computes in (see [`Real::Cx`]).
+    /// The context the lane's instance computes in (see [`Float::Cx`]).
     type Cx: Copy;
     /// The lane's context.
     fn cx(self) -> Self::Cx;
@@ -39,7 +39,7 @@ pub trait Bits:
 {
     /// The mask type.
     type Mask: Mask<Cx = Self::Cx>;
-    /// The context the lane's instance computes in (see [`Real::Cx`]).
+    /// The context the lane's instance computes in (see [`Float::Cx`]).
     type Cx: Copy;
     /// The lane's context.
     fn cx(self) -> Self::Cx;
@@ -73,13 +73,13 @@ pub trait Float:
     /// The bits type.
     type Bits: Bits<Mask = Self::Mask, Cx = Self::Cx>;
     /// What a constant is made in: `()` for the reference instance, the function being
-    /// written for the IR instance. Every lane carries its context ([`Real::cx`]), so a
+    /// written for the IR instance. Every lane carries its context ([`Float::cx`]), so a
     /// library function takes the context of its operand: `R::lit(x.cx(), 0.5)`.
     type Cx: Copy;
     /// The lane's context.
     fn cx(self) -> Self::Cx;
-    /// A constant, in context `cx`: `v` rounded to the lane's format (the library writes only
-    /// constants the format holds exactly).
+    /// A constant, in context `cx`: `v` rounded to the lane's format (to nearest, as `as f32`
+    /// does; both instances round it alike).
     fn lit(cx: Self::Cx, v: f64) -> Self;
     /// Correctly rounded square root.
     fn sqrt(self) -> Self;
@@ -285,9 +285,6 @@ impl Single for f32 {
 }
 
 // ---- helpers every function may use (all built from the primitives above) ----
-
-/// The sign bit of an `f64`.
-pub const SIGN: u64 = 1 << 63;
 
 /// The sign bit of the lane's format.
 fn sign_bit<R: Float>() -> u64 {

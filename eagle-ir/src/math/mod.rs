@@ -1,7 +1,8 @@
 //! eagle's math library: `ln`, `exp`, `sin`, `tanh`, `powf`, ... with the same bits on every
 //! backend and at every world size.
 //!
-//! Each function is written once, as generic Rust over the primitives of [`lanes::Float`]
+//! Each function is written once per format (`f64`, and `f32` for five of them), as generic
+//! Rust over the primitives of [`lanes::Float`]
 //! (the IR's own elementwise ops on `f64`/`f32`, their bits and `bool`; no `fma`, no library
 //! calls):
 //! - [`MathFn::eval`] runs it on `f64` values: the reference, which the constant folder, the
@@ -47,7 +48,7 @@ macro_rules! define_apply {
             $(, f32 => $body32:expr)?;
     )*) => {
         impl MathFn {
-            /// The function on any [`Real`] instance (the one definition). `args` are `f64`
+            /// The function on any [`Real`] instance (its `f64` definition). `args` are `f64`
             /// lanes, as many as [`MathFn::arity`] says (the verifier and [`MathFn::eval`]
             /// check that); `powi`'s exponent arrives already converted to `f64` (exactly).
             ///
@@ -153,7 +154,7 @@ mod tests {
         assert_eq!(f(MathFn::Sigmoid, &[f64::NEG_INFINITY]), 0.0);
         assert!(f(MathFn::Ln, &[-1.0]).is_nan());
         assert_eq!(f(MathFn::Erf, &[f64::INFINITY]), 1.0);
-        // f32: computed in f64, rounded once.
+        // f32: its own definition (`exp`'s), rounded once at the end.
         assert_eq!(MathFn::Exp.eval_f32(&[1.0]), std::f32::consts::E);
     }
 
@@ -212,7 +213,7 @@ mod tests {
         }
     }
 
-    /// Every `f32` argument (`sin` and `cos`: `|x| < 512`, beyond which they are the `f64`
+    /// Every `f32` argument (`sin` and `cos`: `|x| < 512`; from 256 they are the `f64`
     /// definition rounded) of `exp`, `ln`, `sin`, `cos` and `tanh` against the `f64` definitions:
     /// within 1 ulp, NaN where the `f64` one is. Minutes on two cores in release; run by hand
     /// (`cargo test --release -p eagle-ir -- --ignored every_f32`), its maxima are in

@@ -24,9 +24,11 @@ fn clamp<S: Single>(x: S, lo: f64, hi: f64) -> S {
     S::select(x.lt(S::lit(cx, lo)), S::lit(cx, lo), x)
 }
 
-/// `e^x`: `x = q ln2 + r` (`|r| <= ln2 / 2`, `r` with its rounding error), `e^r = 1 + r +
-/// r^2 P(r)` ([`exp_pair`]) summed from `1 + r` exactly, and `2^q` applied in two exact steps
-/// ([`scale`]), so that a subnormal result rounds once.
+/// `e^x`: `x = q ln2 + r` (`|r| <= ln2 / 2`, `r` with its rounding error: a fast two-sum,
+/// exact unless `|hi| < |q L2L|`, where `|r| < 2^-12` and the error is below `2^-37`), `e^r =
+/// 1 + r + r^2 P(r)` ([`exp_pair`]) summed from `1 + r` exactly and rounded, then `2^q` in
+/// two exact steps ([`scale`]): a subnormal result is that rounded `e^r` rounded once more
+/// (still within 1 ulp: 0.765 at worst, near `x = -87.7`).
 pub fn exp<S: Single>(x: S) -> S {
     let cx = x.cx();
     let xc = clamp(x, -104.0, 89.0); // beyond, 0 and infinity already
@@ -85,8 +87,8 @@ const TRIG_LIMIT: f64 = 256.0;
 
 /// `x = n pi/2 + (rh + rl)`, `|rh + rl| <~ pi/4`, for `|x| < 256`: `pi/2` in three 16-bit
 /// parts and a rounded fourth, the first product subtracted exactly (Sterbenz), the next two
-/// by error-free sums, so that `rh + rl` is `x - n pi/2` to about `2^-60` absolute. Returns
-/// `(rh, rl, n's bits)`.
+/// by error-free sums, so that `rh + rl` is `x - n pi/2` to about `2^-48` relative (the
+/// rounding of the low parts' sum). Returns `(rh, rl, n's bits)`.
 fn trig_reduce<S: Single>(x: S) -> (S, S, S::Bits) {
     let cx = x.cx();
     let (n, nb) = round_int(x * S::lit(cx, std::f64::consts::FRAC_2_PI));
@@ -99,7 +101,7 @@ fn trig_reduce<S: Single>(x: S) -> (S, S, S::Bits) {
 }
 
 /// `sin(rh + rl)` for `|rh| <~ pi/4`: `rh + (rl (1 - rh^2/2) + rh^3 S(rh^2))` (Taylor to
-/// `r^9`; truncation below `2^-30` relative).
+/// `r^9`; truncation below `2^-28` relative).
 fn sin_kernel<S: Single>(rh: S, rl: S) -> S {
     let cx = rh.cx();
     let z = rh * rh;
@@ -122,15 +124,20 @@ fn cos_kernel<S: Single>(rh: S, rl: S) -> S {
     w + (we + ((z * z * c - S::lit(cx, 0.5) * ze) - rh * rl))
 }
 
-/// `sin x` or `cos x` (`cos` when `cos` is set): the kernel of quadrant `n + (cos ? 1 : 0)`,
-/// `sin` for even quadrants, `cos` for odd, negated in quadrants 2 and 3; the `f64` definition
-/// for `|x| >= 256`, infinities and NaN.
-fn sin_cos<S: Single>(x: S, cos: bool) -> S {
-    let cx = x.cx();
+/// The reduction of `x` and both kernels of its reduced argument: `(n, sin, cos)`.
+fn kernels<S: Single>(x: S) -> (S::Bits, S, S) {
     let (rh, rl, n) = trig_reduce(x);
+    (n, sin_kernel(rh, rl), cos_kernel(rh, rl))
+}
+
+/// `sin x` or `cos x` (`cos` when `cos` is set) from [`kernels`]`(x)`: the kernel of quadrant
+/// `n + (cos ? 1 : 0)`, `sin` for even quadrants, `cos` for odd, negated in quadrants 2 and 3;
+/// the `f64` definition for `|x| >= 256`, infinities and NaN.
+fn finish<S: Single>(x: S, (n, sk, ck): (S::Bits, S, S), cos: bool) -> S {
+    let cx = x.cx();
     let q = if cos { n + S::Bits::lit(cx, 1) } else { n };
     let odd = (q & S::Bits::lit(cx, 1)).eq(S::Bits::lit(cx, 1));
-    let v = S::select(odd, cos_kernel(rh, rl), sin_kernel(rh, rl));
+    let v = S::select(odd, ck, sk);
     let v = xor_sign(v, (q & S::Bits::lit(cx, 2)) << 30);
     // sin x = x (rounded) for |x| < 2^-12: keeps -0 and the subnormals exact.
     let v = if cos {
@@ -154,12 +161,20 @@ fn sin_cos<S: Single>(x: S, cos: bool) -> S {
 
 /// `sin x` (radians).
 pub fn sin<S: Single>(x: S) -> S {
-    sin_cos(x, false)
+    finish(x, kernels(x), false)
 }
 
 /// `cos x` (radians).
 pub fn cos<S: Single>(x: S) -> S {
-    sin_cos(x, true)
+    finish(x, kernels(x), true)
+}
+
+/// `(sin x, cos x)` with one reduction and one pair of kernels: the same operations, so the
+/// same bits, as [`sin`] and [`cos`] each (the expansion computes a `sin` and a `cos` of one
+/// `f32` value in one block this way).
+pub fn sin_and_cos<S: Single>(x: S) -> (S, S) {
+    let k = kernels(x);
+    (finish(x, k, false), finish(x, k, true))
 }
 
 /// `e^r`'s pieces for [`exp`]'s reduced argument (`|r| <= ln2 / 2`, `re` its rounding
@@ -182,9 +197,9 @@ fn exp_pair<S: Single>(r: S, re: S) -> (S, S) {
     (s, e + (r * r * p + re))
 }
 
-/// `tanh x`, `a = |x|`: below `0.55` (`tanh a < 1/2`), `a + a z Q(z)` with `z = a^2` and `Q`
+/// `tanh x`, `a = |x|`: below `0.55` (`tanh a < 0.5005`), `a + a z Q(z)` with `z = a^2` and `Q`
 /// a weighted least-squares fit of degree 5 (`0.09` ulp with its coefficients in `f32`);
-/// above, `1 - w` with `w = 2E / (1 + E)`, `E = e^-2a` as an exact pair `Eh + El`
+/// above, `1 - w` with `w = 2E / (1 + E) < 1/2`, `E = e^-2a` as an exact pair `Eh + El`
 /// ([`exp_pair`], `2^q` exact), `w`'s quotient corrected by its exact remainder, `El` and the
 /// rounding of `1 + Eh`, so that the last subtraction (into `[1/2, 1]`) is the one rounding
 /// that counts.
@@ -220,8 +235,9 @@ pub fn tanh<S: Single>(x: S) -> S {
     let two = S::lit(cx, 2.0);
     let n = two * eh;
     let w0 = n / dh;
-    let (ph, pl) = two_prod(w0, dh); // n - ph is exact (Sterbenz)
-                                     // The correction's division by 1 + E is a product: 1 / (1 + E) = 1 - w / 2.
+    // The remainder n - w0 dh exactly (n - ph is exact by Sterbenz); the correction's division
+    // by 1 + E is a product: 1 / (1 + E) = 1 - w / 2.
+    let (ph, pl) = two_prod(w0, dh);
     let inv = one - S::lit(cx, 0.5) * w0;
     let w = w0 + ((((n - ph) - pl) + two * el) - w0 * dl) * inv;
     let big = one - w;
