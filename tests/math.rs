@@ -520,3 +520,69 @@ fn trig_skips_payne_hanek_per_tile_with_the_same_bits() {
         check_trig_tiles(&Session::cuda_emulated(vec![0]).unwrap());
     }
 }
+
+/// The `f32` definitions on scalars: a device kernel's `exp`, `ln`, `sin`, `cos` (one value:
+/// the paired expansion, its `f64` path taken by a scalar branch) and `tanh` of a scalar
+/// argument.
+#[eagle::kernel(device)]
+pub fn scalar_f32(ctx: Ctx, y: Out<Tensor<f32, 5>>, a: f32) {
+    y[0] = a.exp();
+    y[1] = a.ln();
+    y[2] = a.sin();
+    y[3] = a.cos();
+    y[4] = a.tanh();
+}
+#[eagle::host]
+pub fn scalar_f32_host(y: Out<Tensor<f32, 5>>, a: f32) {
+    scalar_f32(y, a, device = 0);
+}
+
+/// Special and ordinary scalars through the scalar path equal `MathFn::eval_f32` bit for bit
+/// (NaN as NaN), on `sim` and in place on `cpu`.
+#[test]
+fn f32_definitions_on_scalars_equal_the_definition_bit_for_bit() {
+    let fs = [
+        MathFn::Exp,
+        MathFn::Ln,
+        MathFn::Sin,
+        MathFn::Cos,
+        MathFn::Tanh,
+    ];
+    let args = [
+        0.0f32,
+        -0.0,
+        1.0,
+        -2.5,
+        0.55,
+        3.0e-39,
+        1.0e-7,
+        88.7,
+        -87.5,
+        -104.0,
+        255.9,
+        256.0,
+        -1.0e30,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    let sessions = [
+        Session::sim(1).unwrap(),
+        Session::new(eagle::runtime::Platform::Cpu, vec![0]).unwrap(),
+    ];
+    for s in &sessions {
+        for &a in &args {
+            let mut y = Tensor::<f32>::zeros(&[5]);
+            scalar_f32_host.launch(s, &mut y, a).unwrap();
+            for (f, got) in fs.iter().zip(y.data()) {
+                let want = f.eval_f32(&[a]);
+                let same = got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
+                assert!(
+                    same,
+                    "{}({a:e}): {got:e}, the definition {want:e}",
+                    f.name()
+                );
+            }
+        }
+    }
+}
