@@ -405,6 +405,13 @@ pub fn two_sum<R: Float>(a: R, b: R) -> (R, R) {
     (s, e)
 }
 
+/// Dekker's fast two-sum of `a - b`: `a - b = s + e` exactly when `|a| >= |b|` (or `a = 0`);
+/// the same bits as [`fast_two_sum`]`(a, -b)` with one operation fewer.
+pub fn fast_two_diff<R: Float>(a: R, b: R) -> (R, R) {
+    let s = a - b;
+    (s, (a - s) - b)
+}
+
 /// Dekker's fast two-sum: `a + b = s + e` exactly when `|a| >= |b|` (or `a = 0`).
 pub fn fast_two_sum<R: Float>(a: R, b: R) -> (R, R) {
     let s = a + b;

@@ -293,6 +293,7 @@ mod tests {
         // Past the f32 reduction, the f64 definition rounded once.
         assert_eq!(s(1e30), MathFn::Sin.eval_f64(&[1e30f32 as f64]) as f32);
         let t = |x: f32| MathFn::Tanh.eval_f32(&[x]);
+        assert!(e(f32::NAN).is_nan() && t(f32::NAN).is_nan() && t(-f32::NAN).is_nan());
         assert_eq!(t(-0.0).to_bits(), (-0.0f32).to_bits());
         assert_eq!(t(f32::NEG_INFINITY), -1.0);
     }

@@ -24,21 +24,43 @@ fn clamp<S: Single>(x: S, lo: f64, hi: f64) -> S {
     S::select(x.lt(S::lit(cx, lo)), S::lit(cx, lo), x)
 }
 
-/// `e^x`: `x = q ln2 + r` (`|r| <= ln2 / 2`, `r` with its rounding error: a fast two-sum,
-/// exact unless `|hi| < |q L2L|`, where `|r| < 2^-12` and the error is below `2^-37`), `e^r =
-/// 1 + r + r^2 P(r)` ([`exp_pair`]) summed from `1 + r` exactly and rounded, then `2^q` in
-/// two exact steps ([`scale`]): a subnormal result is that rounded `e^r` rounded once more
-/// (still within 1 ulp: 0.764 at worst, near `x = -87.7`).
+/// `1.5 * 2^23`: added to `|v| < 2^22`, it rounds `v` to an integer `q` (ties to even) whose
+/// two's complement is the low bits of the sum's bits minus its own (`lanes::round_int`).
+const SHIFT32: f64 = 12582912.0;
+
+/// The bits of [`SHIFT32`].
+const SHIFT32_BITS: u64 = 0x4b40_0000;
+
+/// `x = q ln2 + r` for `|x| <= 150`: `r` with its rounding error `re` (a fast two-sum, exact
+/// unless `|hi| < |q L2L|`, where `|r| < 2^-12` and the error is below `2^-37`), and the bits
+/// of `x log2(e) + SHIFT32`, which are `q + SHIFT32_BITS` (wrapping): the exponent of `2^q`
+/// is read off them without forming `q`'s bits (as [`round_int`] does, one operation fewer).
+fn exp_reduce<S: Single>(x: S) -> (S, S, S::Bits) {
+    let cx = x.cx();
+    let shift = S::lit(cx, SHIFT32);
+    let t = x * S::lit(cx, std::f64::consts::LOG2_E) + shift;
+    let q = t - shift;
+    let hi = x - q * S::lit(cx, L2U); // exact
+    let (r, re) = fast_two_diff(hi, q * S::lit(cx, L2L));
+    (r, re, t.to_bits())
+}
+
+/// `e^x`: `x = q ln2 + r` ([`exp_reduce`]), `e^r = 1 + r + r^2 P(r)` ([`exp_pair`]) summed
+/// from `1 + r` exactly and rounded, then `2^q` in two exact steps as [`scale`] takes them
+/// (`q = k1 + k2`, `k1 = floor((q + 256) / 2) - 128`): a subnormal result is that rounded
+/// `e^r` rounded once more (still within 1 ulp: 0.764 at worst, near `x = -87.7`). NaN gives
+/// NaN (through the arithmetic; its payload is unspecified).
 pub fn exp<S: Single>(x: S) -> S {
     let cx = x.cx();
     let xc = clamp(x, -104.0, 89.0); // beyond, 0 and infinity already
-    let (q, k) = round_int(xc * S::lit(cx, std::f64::consts::LOG2_E));
-    let hi = xc - q * S::lit(cx, L2U); // exact
-    let (r, re) = fast_two_sum(hi, -(q * S::lit(cx, L2L)));
+    let (r, re, tb) = exp_reduce(xc);
     let (s, t) = exp_pair(r, re);
     let y = s + t;
-    let y = scale(y, k);
-    S::select(x.is_nan(), x + x, y)
+    // h = (q + 256) >> 1; 2^k1 has exponent field k1 + 127 = h - 1, 2^k2 has q + 255 - h.
+    let h = (tb + S::Bits::lit(cx, 256u64.wrapping_sub(SHIFT32_BITS))) >> 1;
+    let p1 = S::from_bits((h - S::Bits::lit(cx, 1)) << 23);
+    let p2 = S::from_bits(((tb + S::Bits::lit(cx, 255u64.wrapping_sub(SHIFT32_BITS))) - h) << 23);
+    y * p1 * p2
 }
 
 /// `ln x`: `x = 2^k (1 + f)` with `1 + f` in `[sqrt(2)/2, sqrt(2))`, `ln(1 + f) = f - f^2/2 +
@@ -203,7 +225,7 @@ fn exp_pair<S: Single>(r: S, re: S) -> (S, S) {
 /// ([`exp_pair`], `2^q` exact), `w`'s quotient corrected by its exact remainder, `El` and the
 /// rounding of `1 + Eh`, so that the last subtraction (into `[1/2, 1]`) is the one rounding
 /// that counts.
-/// `a` is clamped to `10` (`tanh` is `1` in `f32` from `9.01`).
+/// `a` is clamped to `10` (`tanh` is `1` in `f32` from `9.01`). NaN gives NaN.
 pub fn tanh<S: Single>(x: S) -> S {
     let cx = x.cx();
     let a = x.abs();
@@ -220,14 +242,13 @@ pub fn tanh<S: Single>(x: S) -> S {
         ],
     );
     let small = a + a * (z * q);
-    // E = e^-2a = 2^k (s + t).
-    let m = -(clamp(a, 0.0, 10.0) * S::lit(cx, 2.0));
-    let (kf, k) = round_int(m * S::lit(cx, std::f64::consts::LOG2_E));
-    let hi = m - kf * S::lit(cx, L2U); // exact
-    let (r, re) = fast_two_sum(hi, -(kf * S::lit(cx, L2L)));
+    // E = e^-2a = 2^q (s + t), -29 <= q <= 0 (a clamped to 10; NaN passes).
+    let ten = S::lit(cx, 10.0);
+    let m = -(S::select(a.gt(ten), ten, a) * S::lit(cx, 2.0));
+    let (r, re, tb) = exp_reduce(m);
     let (s, t) = exp_pair(r, re);
     let (s, t) = fast_two_sum(s, t); // |t| < 0.06 <= s
-    let p = pow2::<S>(k); // -29 <= k <= 0
+    let p = S::from_bits((tb + S::Bits::lit(cx, 127u64.wrapping_sub(SHIFT32_BITS))) << 23);
     let (eh, el) = (s * p, t * p);
     let one = S::lit(cx, 1.0);
     let (dh, dl) = fast_two_sum(one, eh);
@@ -242,6 +263,6 @@ pub fn tanh<S: Single>(x: S) -> S {
     let w = w0 + ((((n - ph) - pl) + two * el) - w0 * dl) * inv;
     let big = one - w;
     let v = S::select(a.lt(S::lit(cx, 0.55)), small, big);
-    let v = copysign(v, x);
-    S::select(x.is_nan(), x + x, v)
+    // NaN gives NaN through the arithmetic (its payload is unspecified).
+    copysign(v, x)
 }
