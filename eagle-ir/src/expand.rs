@@ -364,10 +364,10 @@ impl<'e> Single for F<'e, 32> {
 }
 
 /// Replaces every math op of `f` (nested blocks included) by the IR ops of its definition
-/// ([`expand_one`]: an `f32` op on `f32` lanes where the function has an `f32` definition,
+/// (`expand_one`: an `f32` op on `f32` lanes where the function has an `f32` definition,
 /// else [`MathFn::apply`] on operands cast to `f64`, `powi`'s `i32` exponent too, the result
 /// cast back); a `sin` and a `cos` of one `f32` value in one block share one expansion
-/// ([`expand_sin_cos`]). The ops keep the math op's source location; the
+/// (`expand_sin_cos`). The ops keep the math op's source location; the
 /// last one defines the math op's result value, so its uses are unchanged.
 ///
 /// Expects a verified function (operand dtypes as [`MathFn::operand_dtype`] says).

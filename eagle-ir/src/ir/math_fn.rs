@@ -1,14 +1,16 @@
 //! The math library's functions as data: [`MathFn`] (what `OpKind::Math` holds), their
 //! keywords, method spellings, operands and operand dtypes, all derived from one declaration,
 //! `math_library!`. Each line of it also names the function's definition over
-//! `crate::math::lanes::Real`, which `crate::math` instantiates (`MathFn::apply`): the list is
-//! written once and read by both layers.
+//! `crate::math::lanes::Real` and, where it has one, its `f32` definition over
+//! `crate::math::lanes::Single`, which `crate::math` instantiates (`MathFn::apply`,
+//! `MathFn::apply_f32`): the list is written once and read by both layers.
 
 use crate::types::DType;
 
 /// The math library, one line per function: its docs, IR keyword, the Rust method spelling
 /// where it differs, its operands (a typed operand has that dtype, the others the float dtype
-/// of the first) and its definition over `Real` (paths relative to `crate::math`). Invoked
+/// of the first), its definition over `Real` and optionally (`f32 =>`) its `f32` definition over
+/// `Single` (paths relative to `crate::math`). Invoked
 /// with a callback macro that receives the lines: `declare_math_fns!` here (the enum and its
 /// facts), `define_apply!` in `crate::math` (the definitions).
 macro_rules! math_library {
