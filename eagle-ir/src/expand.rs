@@ -133,29 +133,23 @@ bin!(U, BitAnd, bitand, BinOp::And, bits_dtype);
 bin!(U, BitOr, bitor, BinOp::Or, bits_dtype);
 bin!(U, BitXor, bitxor, BinOp::Xor, bits_dtype);
 
-impl<'e> BitAnd for M<'e> {
-    type Output = M<'e>;
-    fn bitand(self, o: M<'e>) -> M<'e> {
-        M(
-            self.1
-                .borrow_mut()
-                .push(OpKind::Binary(BinOp::And, self.0, o.0), DType::Bool),
-            self.1,
-        )
-    }
+/// A mask op of the IR lanes (`bool` results).
+macro_rules! mask_bin {
+    ($tr:ident, $m:ident, $op:expr) => {
+        impl<'e> $tr for M<'e> {
+            type Output = M<'e>;
+            fn $m(self, o: M<'e>) -> M<'e> {
+                let v = self
+                    .1
+                    .borrow_mut()
+                    .push(OpKind::Binary($op, self.0, o.0), DType::Bool);
+                M(v, self.1)
+            }
+        }
+    };
 }
-
-impl<'e> BitOr for M<'e> {
-    type Output = M<'e>;
-    fn bitor(self, o: M<'e>) -> M<'e> {
-        M(
-            self.1
-                .borrow_mut()
-                .push(OpKind::Binary(BinOp::Or, self.0, o.0), DType::Bool),
-            self.1,
-        )
-    }
-}
+mask_bin!(BitAnd, bitand, BinOp::And);
+mask_bin!(BitOr, bitor, BinOp::Or);
 
 impl<'e, const W: u32> F<'e, W> {
     /// Appends `kind` (an op on this lane's function) with a result of dtype `d`.

@@ -14,12 +14,6 @@ const TINY54: f64 = 5.551115123125783e-17; // 2^-54
 const TINY53: f64 = 1.1102230246251565e-16; // 2^-53
 const TINY27: f64 = 7.450580596923828e-9; // 2^-27
 
-fn clamp<R: Real>(x: R, lo: f64, hi: f64) -> R {
-    let cx = x.cx();
-    let x = R::select(x.gt(R::lit(cx, hi)), R::lit(cx, hi), x);
-    R::select(x.lt(R::lit(cx, lo)), R::lit(cx, lo), x)
-}
-
 /// `fl(1 + qh + ql)`, rounded once (up to a negligible error).
 fn one_plus<R: Real>(qh: R, ql: R) -> R {
     let cx = qh.cx();

@@ -66,7 +66,7 @@ pub fn ln_parts<R: Real>(x: R) -> (R, R, R, R) {
 
 /// The special values every logarithm shares: NaN for `x < 0` or NaN, `-inf` at `±0`, `+inf`
 /// at `+inf`; `r` elsewhere.
-pub fn log_specials<R: Real>(x: R, r: R) -> R {
+pub fn log_specials<R: Float>(x: R, r: R) -> R {
     let cx = x.cx();
     let r = R::select(x.eq(R::lit(cx, f64::INFINITY)), x, r);
     let r = R::select(x.eq(R::lit(cx, 0.0)), R::lit(cx, f64::NEG_INFINITY), r);

@@ -373,6 +373,13 @@ pub fn high_half<R: Real>(x: R) -> R {
     R::from_bits(x.to_bits() & R::Bits::lit(cx, 0xffff_ffff_0000_0000))
 }
 
+/// `x` clamped to `[lo, hi]` (NaN passes: comparisons with it are false).
+pub fn clamp<R: Float>(x: R, lo: f64, hi: f64) -> R {
+    let cx = x.cx();
+    let x = R::select(x.gt(R::lit(cx, hi)), R::lit(cx, hi), x);
+    R::select(x.lt(R::lit(cx, lo)), R::lit(cx, lo), x)
+}
+
 /// Whether `x` is `+inf` or `-inf`.
 pub fn is_inf<R: Float>(x: R) -> R::Mask {
     let cx = x.cx();

@@ -10,19 +10,13 @@
 //! once ([`Float::if_any`]: a tile pays for it only when one of its lanes needs it).
 //! Measured errors (`tools/ulp`, every `f32`) are in `docs/language.md`.
 
+use super::explog::log_specials;
 use super::lanes::*;
 
 /// `ln 2` as `L2U + L2L`, `L2U` with 15 significant bits (so `k * L2U` is exact for
 /// `|k| <= 255`).
 const L2U: f64 = 0.693145751953125;
 const L2L: f64 = 1.428606765330187e-6;
-
-/// `x` clamped to `[lo, hi]` (NaN passes: comparisons with it are false).
-fn clamp<S: Single>(x: S, lo: f64, hi: f64) -> S {
-    let cx = x.cx();
-    let x = S::select(x.gt(S::lit(cx, hi)), S::lit(cx, hi), x);
-    S::select(x.lt(S::lit(cx, lo)), S::lit(cx, lo), x)
-}
 
 /// `1.5 * 2^23`: added to `|v| < 2^22`, it rounds `v` to an integer `q` (ties to even) whose
 /// two's complement is the low bits of the sum's bits minus its own (`lanes::round_int`).
@@ -87,20 +81,11 @@ pub fn ln<S: Single>(x: S) -> S {
     // ln(1 + f) = f - hfsq - he + s (hfsq + R), with f - hfsq summed error-free.
     let (a, ae) = two_sum(f, -hfsq);
     let tail = s * (hfsq + (t2 + t1)) - he + ae;
-    let kh = k * S::lit(cx, 0.693145751953125); // exact: |k| <= 150, 15 bits
-    let kl = k * S::lit(cx, 1.428606765330187e-6);
+    let kh = k * S::lit(cx, L2U); // exact: |k| <= 150, 15 bits
+    let kl = k * S::lit(cx, L2L);
     let (b, be) = fast_two_sum(kh, a); // |kh| >= |a| where k != 0
     let r = b + ((tail + kl) + be);
     log_specials(x, r)
-}
-
-/// The special values of a logarithm: NaN for `x < 0` or NaN, `-inf` at `±0`, `+inf` at
-/// `+inf`; `r` elsewhere.
-fn log_specials<S: Single>(x: S, r: S) -> S {
-    let cx = x.cx();
-    let r = S::select(x.eq(S::lit(cx, f64::INFINITY)), x, r);
-    let r = S::select(x.eq(S::lit(cx, 0.0)), S::lit(cx, f64::NEG_INFINITY), r);
-    S::select(x.lt(S::lit(cx, 0.0)) | x.is_nan(), S::lit(cx, f64::NAN), r)
 }
 
 /// Below this `|x|`, `sin` and `cos` reduce in `f32` (`n <= 163`: `n` times a 16-bit part of
