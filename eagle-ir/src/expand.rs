@@ -272,6 +272,9 @@ impl<'e, const W: u32> Float for F<'e, W> {
     fn sqrt(self) -> F<'e, W> {
         self.float(OpKind::Unary(UnOp::Sqrt, self.0))
     }
+    fn mul_add(self, b: F<'e, W>, c: F<'e, W>) -> F<'e, W> {
+        self.float(OpKind::Fma(self.0, b.0, c.0))
+    }
     fn abs(self) -> F<'e, W> {
         self.float(OpKind::Unary(UnOp::Abs, self.0))
     }

@@ -4,8 +4,10 @@
 //! `f64` lane) or [`Single`] (an `f32` lane, which can widen to its `f64` lane and narrow
 //! back), both [`Float`]s. The traits offer exactly the IR's elementwise ops on the float, its
 //! bits (`u64` or `u32`) and `bool` (add, sub, mul, div, sqrt, abs, neg, comparisons, select,
-//! bit casts, wrapping integer add/sub, and/or/xor, logical shifts, `f32 <-> f64` casts):
-//! nothing else, and no `fma`. Two instances of each exist:
+//! bit casts, wrapping integer add/sub, and/or/xor, logical shifts, `f32 <-> f64` casts,
+//! `fma`): nothing else. `fma` serves the exact error of a product ([`two_prod`]) and the
+//! exact remainder of a quotient, never a contraction of a rounded `a * b + c`. Two instances
+//! of each exist:
 //! - `f64` and `f32` themselves ([`W`], [`W32`] for the bits, `bool` for masks): the
 //!   reference, used by [`crate::eval`], the constant folder and the host interpreter;
 //! - the IR instance of `crate::expand`, whose lanes carry the function being written
@@ -83,6 +85,8 @@ pub trait Float:
     fn lit(cx: Self::Cx, v: f64) -> Self;
     /// Correctly rounded square root.
     fn sqrt(self) -> Self;
+    /// `self * b + c` rounded once (IEEE `fusedMultiplyAdd`; the IR's `fma`).
+    fn mul_add(self, b: Self, c: Self) -> Self;
     /// `|self|` (clears the sign bit).
     fn abs(self) -> Self;
     /// `self < o` (false when either is NaN).
@@ -233,6 +237,9 @@ macro_rules! reference_float {
             fn sqrt(self) -> $f {
                 $f::sqrt(self)
             }
+            fn mul_add(self, b: $f, c: $f) -> $f {
+                $f::mul_add(self, b, c)
+            }
             fn abs(self) -> $f {
                 $f::abs(self)
             }
@@ -294,6 +301,24 @@ fn sign_bit<R: Float>() -> u64 {
 /// `2^n` as an `f64` (exact for `-1074 <= n <= 1023`).
 fn two_to(n: i32) -> f64 {
     f64::powi(2.0, n)
+}
+
+/// `c[0] + x c[1] + x^2 c[2] + ...` by Estrin's scheme: the pairs `c[2i] + x c[2i+1]`
+/// (independent of each other) combined by Horner's scheme in `x2`, which the caller passes
+/// as `x * x` (it usually needs it too). Half the dependent steps of [`poly`] (so a vector loop
+/// runs more of it at once), each rounded; not the same bits as [`poly`].
+pub fn estrin<R: Float>(x: R, x2: R, c: &[f64]) -> R {
+    let cx = x.cx();
+    let pair = |i: usize| match c.get(2 * i + 1) {
+        Some(&k) => R::lit(cx, c[2 * i]) + x * R::lit(cx, k),
+        None => R::lit(cx, c[2 * i]),
+    };
+    let n = c.len().div_ceil(2);
+    let mut acc = pair(n - 1);
+    for i in (0..n - 1).rev() {
+        acc = pair(i) + x2 * acc;
+    }
+    acc
 }
 
 /// `c[0] + x * (c[1] + x * (c[2] + ...))`: Horner's scheme, each step rounded.
@@ -395,13 +420,13 @@ pub fn split<R: Float>(x: R) -> (R, R) {
     (hi, x - hi)
 }
 
-/// Dekker's exact product: `a * b = p + e` exactly (no overflow or underflow assumed).
+/// The exact product: `a * b = p + e`, `p` rounded and `e = fma(a, b, -p)` its error, exact
+/// whenever it is representable (no overflow of `p`, `e` not below the subnormals): the same
+/// `e` as Dekker's product from Veltkamp splits ([`split`]) wherever that one is exact, in two
+/// operations instead of seventeen.
 pub fn two_prod<R: Float>(a: R, b: R) -> (R, R) {
     let p = a * b;
-    let (ah, al) = split(a);
-    let (bh, bl) = split(b);
-    let e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
-    (p, e)
+    (p, a.mul_add(b, -p))
 }
 
 /// Knuth's exact sum: `a + b = s + e` exactly.
@@ -423,4 +448,63 @@ pub fn fast_two_diff<R: Float>(a: R, b: R) -> (R, R) {
 pub fn fast_two_sum<R: Float>(a: R, b: R) -> (R, R) {
     let s = a + b;
     (s, b - (s - a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Dekker's product from Veltkamp splits, the form [`two_prod`] had before it used `fma`.
+    fn dekker<R: Float>(a: R, b: R) -> (R, R) {
+        let p = a * b;
+        let (ah, al) = split(a);
+        let (bh, bl) = split(b);
+        (p, ((ah * bh - p) + ah * bl + al * bh) + al * bl)
+    }
+
+    /// `two_prod`'s error is exact (`f32` products are exact in `f64`) and equals Dekker's
+    /// wherever that one is exact: on `f32` pairs of magnitudes 2^-40..2^40 and on `f64`
+    /// pairs, bit for bit (products down to 2^-80, whose errors are normal numbers).
+    #[test]
+    fn two_prod_is_exact_and_equals_dekkers_product() {
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for _ in 0..100_000 {
+            let r = next();
+            let e = |k: u64| ((k % 81) as i32 - 40) as f64;
+            let a = ((r >> 40) as f64 / (1u64 << 24) as f64 + 1.0) * e(r).exp2();
+            let b =
+                -(((r >> 16) & 0xff_ffff) as f64 / (1u64 << 24) as f64 + 1.0) * e(r >> 8).exp2();
+            let (a, b) = (a as f32, b as f32);
+            let (p, q) = two_prod(a, b);
+            assert_eq!(p as f64 + q as f64, a as f64 * b as f64, "{a:e} * {b:e}");
+            let (dp, dq) = dekker(a, b);
+            assert_eq!((p.to_bits(), q.to_bits()), (dp.to_bits(), dq.to_bits()));
+            let (a, b) = (a as f64 * (1.0 + 1e-9), b as f64 * (1.0 - 3e-10));
+            let (p, q) = two_prod(a, b);
+            let (dp, dq) = dekker(a, b);
+            assert_eq!((p.to_bits(), q.to_bits()), (dp.to_bits(), dq.to_bits()));
+        }
+        // Below the subnormals the error is not representable: fma rounds it once.
+        let (p, q) = two_prod(1e-30f32, 1e-30f32);
+        assert_eq!((p, q), (0.0, 0.0));
+    }
+
+    /// Estrin's scheme computes the polynomial: exact on small integers, and the same as
+    /// Horner's there; an odd and an even number of coefficients.
+    #[test]
+    fn estrin_evaluates_the_polynomial() {
+        let c = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        for x in [-3.0f64, -1.0, 0.0, 0.5, 2.0] {
+            assert_eq!(estrin(x, x * x, &c), poly(x, &c));
+            assert_eq!(estrin(x, x * x, &c[..5]), poly(x, &c[..5]));
+            assert_eq!(estrin(x as f32, (x * x) as f32, &c[..1]), 1.0);
+        }
+        assert_eq!(estrin(2.0f64, 4.0, &c[..5]), 129.0);
+    }
 }

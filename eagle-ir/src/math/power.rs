@@ -1,7 +1,7 @@
 //! `pow`, `cbrt` and `hypot`.
 //!
-//! Branch-free on [`Real`], no `fma`: exact products come from Veltkamp splitting
-//! (`2^27 + 1`) and Dekker's product, sums from Knuth's / Dekker's two-sum. `pow` follows
+//! Branch-free on [`Real`]: exact products come from [`two_prod`] (`fma` gives a product's
+//! exact error), sums from Knuth's / Dekker's two-sum. `pow` follows
 //! the plan of fdlibm's `e_pow.c` (an extended-precision logarithm, multiplied by `y` in
 //! double-double, then an exponential of a hi/lo argument) with its own reductions and
 //! polynomials; `cbrt` is fdlibm's (FreeBSD) `s_cbrt.c`; `hypot` scales like `e_hypot.c` but
@@ -10,15 +10,6 @@
 #[allow(unused_imports)]
 use super::explog::*;
 use super::lanes::*;
-
-// ---- double-double building blocks ----
-
-/// Dekker's exact product `a * b = p + e` from the splits of `a` and `b`.
-fn two_prod_split<R: Real>(a: R, (ah, al): (R, R), b: R, (bh, bl): (R, R)) -> (R, R) {
-    let p = a * b;
-    let e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
-    (p, e)
-}
 
 // ---- ln in double-double ----
 
@@ -89,12 +80,10 @@ pub fn ln_dd<R: Real>(x: R) -> (R, R) {
     let dh = c2 + f;
     let dl = f - (dh - c2);
     let sh = f / dh;
-    let ss = split(sh);
-    let (p, e) = two_prod_split(sh, ss, dh, split(dh));
+    let (p, e) = two_prod(sh, dh);
     let sl = (((f - p) - e) - sh * dl) / dh;
     // sh^2 = a + b exactly.
-    let a = sh * sh;
-    let b = ((ss.0 * ss.0 - a) + (ss.0 * ss.1 + ss.0 * ss.1)) + ss.1 * ss.1;
+    let (a, b) = two_prod(sh, sh);
     // (2/3) a = 2q + (2/3) rem exactly, with q = a/3 and rem = a - 3q (Sterbenz twice).
     let q = a / R::lit(cx, 3.0);
     let q2 = q + q;
@@ -105,7 +94,7 @@ pub fn ln_dd<R: Real>(x: R) -> (R, R) {
     let rp = (a * a) * poly(a, &AT);
     let tl = e1 + ((rem + (b + R::lit(cx, 2.0) * sh * sl)) * R::lit(cx, 2.0 / 3.0) + rp);
     // 2 atanh(s) = s t = lp + lml.
-    let (lp, le) = two_prod_split(sh, ss, th, split(th));
+    let (lp, le) = two_prod(sh, th);
     let lml = le + (sh * tl + sl * th);
     // k ln2 + ln c + s t; k ln2_hi + lch is exact and no smaller than |lp| unless zero.
     let k1 = k * R::lit(cx, LN2_HI) + lch;
@@ -148,9 +137,7 @@ pub fn exp_dd<R: Real>(zh: R, zl: R) -> R {
     let (r, re) = two_sum(t, -u);
     let rl = re + zl;
     // r^2 = a2 + b2 exactly.
-    let (r1, r2) = split(r);
-    let a2 = r * r;
-    let b2 = ((r1 * r1 - a2) + (r1 * r2 + r1 * r2)) + r2 * r2;
+    let (a2, b2) = two_prod(r, r);
     // 1 + r + a2/2 in double-double.
     let h1 = R::lit(cx, 1.0) + r;
     let l1 = r - (h1 - R::lit(cx, 1.0));
@@ -193,7 +180,7 @@ pub fn pow<R: Real>(x: R, y: R) -> R {
     let lim = R::lit(cx, 18446744073709551616.0);
     let yc = R::select(y.gt(lim), lim, y);
     let yc = R::select(yc.lt(-lim), -lim, yc);
-    let (zh, ze) = two_prod_split(yc, split(yc), lh, split(lh));
+    let (zh, ze) = two_prod(yc, lh);
     let zl = ze + yc * ll;
     let r = exp_dd(zh, zl);
     // Specials.
@@ -255,14 +242,12 @@ pub fn cbrt<R: Real>(x: R) -> R {
     let t = t
         * ((R::lit(cx, CP[0]) + r * (R::lit(cx, CP[1]) + r * R::lit(cx, CP[2])))
             + ((r * r) * r) * (R::lit(cx, CP[3]) + r * R::lit(cx, CP[4])));
-    // Round to 22 bits: t^2 is exact and t^3 = p + e exactly (t2 split, t short).
+    // Round to 22 bits: t^2 is exact and t^3 = p + e exactly (`two_prod`).
     let t = R::from_bits(
         (t.to_bits() + R::Bits::lit(cx, 0x8000_0000)) & R::Bits::lit(cx, 0xffff_ffff_c000_0000),
     );
     let t2 = t * t;
-    let (h, l) = split(t2);
-    let p = t2 * t;
-    let e = (h * t - p) + l * t;
+    let (p, e) = two_prod(t2, t);
     // Halley (cubic): the step's own error is ~2^-66, so the sum rounds once.
     let d = (x - p) - e;
     let t = t + t * (d / ((p + p) + x));
@@ -310,15 +295,12 @@ pub fn hypot<R: Real>(x: R, y: R) -> R {
     );
     let a = a * sc;
     let b = b * sc;
-    let sa = split(a);
-    let sb = split(b);
-    let (pa, ea) = two_prod_split(a, sa, a, sa);
-    let (pb, eb) = two_prod_split(b, sb, b, sb);
+    let (pa, ea) = two_prod(a, a);
+    let (pb, eb) = two_prod(b, b);
     let (sh, e) = fast_two_sum(pa, pb);
     let sl = e + (ea + eb);
     let r0 = sh.sqrt();
-    let sr = split(r0);
-    let (p, pe) = two_prod_split(r0, sr, r0, sr);
+    let (p, pe) = two_prod(r0, r0);
     let num = ((sh - p) - pe) + sl;
     let corr = num / (r0 + r0);
     let r = (r0 + corr) * inv;
