@@ -523,17 +523,19 @@ fn trig_skips_payne_hanek_per_tile_with_the_same_bits() {
 
 /// The `f32` definitions on scalars: a device kernel's `exp`, `ln`, `sin`, `cos` (one value:
 /// the paired expansion, its `f64` path taken by a scalar branch) and `tanh` of a scalar
-/// argument.
+/// argument, and `powf` of it with `-1.5` and with `a` itself.
 #[eagle::kernel(device)]
-pub fn scalar_f32(ctx: Ctx, y: Out<Tensor<f32, 5>>, a: f32) {
+pub fn scalar_f32(ctx: Ctx, y: Out<Tensor<f32, 7>>, a: f32) {
     y[0] = a.exp();
     y[1] = a.ln();
     y[2] = a.sin();
     y[3] = a.cos();
     y[4] = a.tanh();
+    y[5] = a.powf(-1.5);
+    y[6] = a.powf(a);
 }
 #[eagle::host]
-pub fn scalar_f32_host(y: Out<Tensor<f32, 5>>, a: f32) {
+pub fn scalar_f32_host(y: Out<Tensor<f32, 7>>, a: f32) {
     scalar_f32(y, a, device = 0);
 }
 
@@ -572,10 +574,15 @@ fn f32_definitions_on_scalars_equal_the_definition_bit_for_bit() {
     ];
     for s in &sessions {
         for &a in &args {
-            let mut y = Tensor::<f32>::zeros(&[5]);
+            let mut y = Tensor::<f32>::zeros(&[7]);
             scalar_f32_host.launch(s, &mut y, a).unwrap();
-            for (f, got) in fs.iter().zip(y.data()) {
-                let want = f.eval_f32(&[a]);
+            let pows = [MathFn::Powf, MathFn::Powf];
+            for (k, (f, got)) in fs.iter().chain(&pows).zip(y.data()).enumerate() {
+                let want = match k {
+                    5 => f.eval_f32(&[a, -1.5]),
+                    6 => f.eval_f32(&[a, a]),
+                    _ => f.eval_f32(&[a]),
+                };
                 let same = got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
                 assert!(
                     same,

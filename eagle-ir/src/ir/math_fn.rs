@@ -55,7 +55,7 @@ macro_rules! math_library {
                 /// `erf(x)`: the error function.
                 Erf "erf" (x) => erf::erf(x);
                 /// `x.powf(y)`: `x^y` (C99 / Rust special cases).
-                Powf "powf" (x, y) => power::pow(x, y);
+                Powf "powf" (x, y) => power::pow(x, y), f32 => single::powf(x, y);
                 /// `x.powi(n)` with `n: i32`: `x^n`, computed as `x.powf(n as f64)` (so within 1 ulp,
                 /// unlike Rust's repeated multiplication).
                 Powi "powi" (x, n: i32) => power::pow(x, n);

@@ -182,8 +182,16 @@ pub fn pow<R: Real>(x: R, y: R) -> R {
     let yc = R::select(yc.lt(-lim), -lim, yc);
     let (zh, ze) = two_prod(yc, lh);
     let zl = ze + yc * ll;
-    let r = exp_dd(zh, zl);
-    // Specials.
+    pow_specials(x, y, exp_dd(zh, zl))
+}
+
+/// C99 `pow`'s special cases around `r`, the value of `|x|^y` for finite nonzero `x`: the
+/// sign for negative `x` and odd integer `y`, zeros and infinities of `x`, NaN for negative
+/// `x` with non-integer `y` and for NaN operands, 1 for `y = 0` and `x = 1`. Shared by
+/// [`pow`] and the `f32` `powf` (`super::single::powf`), which differ only in `r`.
+pub fn pow_specials<R: Real>(x: R, y: R, r: R) -> R {
+    let cx = x.cx();
+    let ax = x.abs();
     let ay = y.abs();
     let y_int = is_int(ay);
     let y_odd = y_int & !is_int(ay * R::lit(cx, 0.5));

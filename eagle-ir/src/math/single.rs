@@ -1,5 +1,6 @@
 //! The `f32` definitions: `exp`, `ln`, `sin`, `cos`, `tanh` on `f32` lanes (twice the lanes
-//! of the `f64` ones in a vector), each within 1 ulp of the exact value.
+//! of the `f64` ones in a vector), each within 1 ulp of the exact value; and `powf`, in the
+//! `f64` lanes but with a plain `log2`/`exp2` where the `f64` `powf` needs double-double.
 //!
 //! The reductions are the classic ones (fdlibm's `e_expf.c`, `e_logf.c`, `k_sinf.c`,
 //! `k_cosf.c`; SLEEF's polynomial for `exp`), written so that no step loses more than a small
@@ -254,4 +255,72 @@ pub fn tanh<S: Single>(x: S) -> S {
     // v >= +0 (NaN aside: NaN gives NaN through the arithmetic, its payload unspecified), so
     // x's sign is v's by one xor.
     xor_sign(v, sign_bits(x))
+}
+
+/// `(2 / ln 2) / (2i + 1)`, `i = 0..8`: `log2(m) = s * sum(c_i s^2i)` for `s = (m - 1) / (m + 1)`
+/// (the series of `2 atanh(s) / ln 2`; the first term left out is below `2^-44` relative for
+/// `|s| <= 0.1716`).
+const LOG2_ATANH: [f64; 8] = [
+    2.8853900817779268,
+    0.9617966939259756,
+    0.5770780163555853,
+    0.4121985831111324,
+    0.3205988979753252,
+    0.2623081892525388,
+    0.22195308321368667,
+    0.19235933878519512,
+];
+
+/// `(ln 2)^i / i!`, `i = 0..12`: `2^f = sum(c_i f^i)` (Taylor; the first term left out is
+/// below `2^-47` for `|f| <= 1/2`).
+const EXP2_T: [f64; 12] = [
+    1.0,
+    0.6931471805599453,
+    0.24022650695910072,
+    0.05550410866482158,
+    0.009618129107628477,
+    0.0013333558146428443,
+    0.0001540353039338161,
+    1.5252733804059841e-05,
+    1.321548679014431e-06,
+    1.01780860092397e-07,
+    7.054911620801123e-09,
+    4.4455382718708116e-10,
+];
+
+/// `log2 a` for a positive normal `f64` lane `a`, to about `2^-44` relative: `a = 2^k m`
+/// with `m` in `[sqrt(2)/2, sqrt(2))` (musl's bit trick, as in [`ln`]) and [`LOG2_ATANH`].
+fn log2_wide<R: Real>(a: R) -> R {
+    let cx = a.cx();
+    let ix = a.to_bits() + R::Bits::lit(cx, 0x3ff0_0000_0000_0000 - 0x3fe6_a09e_667f_3bcd);
+    let k = from_small::<R>(ix >> 52) - R::lit(cx, 1023.0);
+    let m = R::from_bits(
+        (ix & R::Bits::lit(cx, 0x000f_ffff_ffff_ffff)) + R::Bits::lit(cx, 0x3fe6_a09e_667f_3bcd),
+    );
+    let f = m - R::lit(cx, 1.0); // exact
+    let s = f / (R::lit(cx, 2.0) + f);
+    let z = s * s;
+    k + s * estrin(z, z * z, &LOG2_ATANH)
+}
+
+/// `2^z` for an `f64` lane, to about `2^-46` relative where the result is an `f32` or near
+/// (`z` is clamped to `[-300, 300]`, where `f32` has long overflowed or underflowed; NaN
+/// passes): `z = n + f`, `|f| <= 1/2`, [`EXP2_T`], times `2^n` (exact).
+fn exp2_wide<R: Real>(z: R) -> R {
+    let zc = clamp(z, -300.0, 300.0);
+    let (n, nb) = round_int(zc);
+    let f = zc - n; // exact
+    estrin(f, f * f, &EXP2_T) * pow2::<R>(nb)
+}
+
+/// `x^y` (C99 / IEEE `pow`) for `f32` lanes: `2^(y log2|x|)` in the `f64` lanes with a plain
+/// `log2` and `exp2` ([`log2_wide`], [`exp2_wide`]), rounded once to `f32`. Where the result
+/// is finite and nonzero `|y log2|x|| < 150`, so the exponent's absolute error is below
+/// `2^-36` and the `f64` value's relative error below `2^-36`: within 1 ulp after the
+/// rounding (the double-double `f64` `pow` is what `f64` needs, not `f32`). The special cases
+/// are `pow`'s ([`super::power::pow_specials`]).
+pub fn powf<S: Single>(x: S, y: S) -> S {
+    let (xw, yw) = (x.widen(), y.widen());
+    let r = exp2_wide(yw * log2_wide(xw.abs()));
+    S::narrow(super::power::pow_specials(xw, yw, r))
 }
