@@ -140,8 +140,9 @@ macro_rules! declare_math_fns {
                 }
             }
 
-            /// Whether the function has its own `f32` definition, on `f32` lanes
-            /// (`crate::math`'s `MathFn::apply_f32`); the others compute `f32` through `f64`.
+            /// Whether the function has its own `f32` definition (`crate::math`'s
+            /// `MathFn::apply_f32`: on `f32` lanes, or for `powf` a cheaper `f64` computation);
+            /// the others compute `f32` through their `f64` definition.
             pub const fn has_f32(self) -> bool {
                 match self {
                     $(MathFn::$variant => {

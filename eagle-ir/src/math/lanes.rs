@@ -5,8 +5,9 @@
 //! back), both [`Float`]s. The traits offer exactly the IR's elementwise ops on the float, its
 //! bits (`u64` or `u32`) and `bool` (add, sub, mul, div, sqrt, abs, neg, comparisons, select,
 //! bit casts, wrapping integer add/sub, and/or/xor, logical shifts, `f32 <-> f64` casts,
-//! `fma`): nothing else. `fma` serves the exact error of a product ([`two_prod`]) and the
-//! exact remainder of a quotient, never a contraction of a rounded `a * b + c`. Two instances
+//! `fma`): nothing else. `fma` serves only where its result is exact: the error of a product
+//! ([`two_prod`]), the remainder of a quotient, a Cody-Waite step `x - n C` whose product is
+//! exact; never a contraction of a rounded `a * b + c`. Two instances
 //! of each exist:
 //! - `f64` and `f32` themselves ([`W`], [`W32`] for the bits, `bool` for masks): the
 //!   reference, used by [`crate::eval`], the constant folder and the host interpreter;

@@ -54,7 +54,7 @@ const AT: [f64; 5] = [2.0 / 5.0, 2.0 / 7.0, 2.0 / 9.0, 2.0 / 11.0, 2.0 / 13.0];
 /// `ln x` as a double-double `hi + lo` (relative error about 2^-70) for finite `x > 0`:
 /// `x = 2^k m`, `m` in `[sqrt(2)/2, sqrt(2))`, `m = c (1+s)/(1-s)` with `c` one of five
 /// constants chosen by selects (`|s| < 0.035`), `ln x = k ln2 + ln c + 2 atanh(s)`, the
-/// leading terms `2s + 2s^3/3` carried in double-double (Dekker).
+/// leading terms `2s + 2s^3/3` carried in double-double (exact products and sums).
 pub fn ln_dd<R: Real>(x: R) -> (R, R) {
     let cx = x.cx();
     // x = 2^k m, as in explog::ln_parts.
@@ -170,7 +170,7 @@ fn is_int<R: Real>(v: R) -> R::Mask {
 }
 
 /// `x^y` (C99 / IEEE `pow`): `e^(y ln|x|)` with `ln|x|` in double-double ([`ln_dd`]), the
-/// product by `y` exact (Dekker), and [`exp_dd`]; the plan of fdlibm `e_pow.c` (own code).
+/// product by `y` exact ([`two_prod`]), and [`exp_dd`]; the plan of fdlibm `e_pow.c` (own code).
 /// Odd/even integer `y` by rounding `|y|` and `|y|/2` at `2^52`; specials by selects.
 pub fn pow<R: Real>(x: R, y: R) -> R {
     let cx = x.cx();
@@ -229,11 +229,11 @@ const CP: [f64; 5] = [
 
 /// `cbrt x`: fdlibm (FreeBSD) `s_cbrt.c`'s start (high word / 3 for 5 bits, a polynomial in
 /// `t^3/x` to 23 bits, rounded to 22 bits), then one Halley step `t + t (x - t^3)/(2t^3 + x)`
-/// on the exact residual (`t^2` exact, `t^3` by Dekker); tiny and huge `x` scaled by `2^(+-600)`.
+/// on the exact residual (`t^2` exact, `t^3` by [`two_prod`]); tiny and huge `x` scaled by `2^(+-600)`.
 pub fn cbrt<R: Real>(x: R) -> R {
     let cx = x.cx();
     let ax = x.abs();
-    // Work on x 2^(-+600) beyond 2^(+-900), so that t^3 and its Dekker tail stay normal.
+    // Work on x 2^(-+600) beyond 2^(+-900), so that t^3 and its exact tail stay normal.
     let up = ax.lt(R::lit(cx, TWO_M900));
     let dn = ax.gt(R::lit(cx, TWO_900));
     let x = x * R::select(
@@ -280,7 +280,7 @@ const TWO_M600: f64 = f64::from_bits((1023 - 600) << 52);
 const TWO_M422: f64 = f64::from_bits((1023 - 422) << 52);
 
 /// `hypot(x, y) = sqrt(x^2 + y^2)`: scale by `2^-+600` when the larger is beyond
-/// `2^+-500` (as fdlibm `e_hypot.c` does), `x^2 + y^2` exactly in double-double (Dekker),
+/// `2^+-500` (as fdlibm `e_hypot.c` does), `x^2 + y^2` exactly in double-double ([`two_prod`]),
 /// `sqrt` of the high part and one Newton correction from the exact residual.
 pub fn hypot<R: Real>(x: R, y: R) -> R {
     let cx = x.cx();

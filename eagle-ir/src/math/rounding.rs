@@ -45,7 +45,7 @@ pub fn recip<R: Real>(x: R) -> R {
 }
 
 /// `1 / x.sqrt()`: the quotient of the correctly rounded square root, then one Newton step
-/// whose residual `1 - m y^2` is exact (Dekker products), on the significand `m` in
+/// whose residual `1 - m y^2` is exact ([`two_prod`]), on the significand `m` in
 /// `[0.5, 2)`; the exponent is halved exactly. `rsqrt(±0) = ±inf`, `rsqrt(inf) = 0`, NaN for
 /// `x < 0`.
 pub fn rsqrt<R: Real>(x: R) -> R {

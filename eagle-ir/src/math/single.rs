@@ -119,7 +119,7 @@ fn sin_kernel<S: Single>(rh: S, rl: S) -> S {
 }
 
 /// `cos(rh + rl)` for `|rh| <~ pi/4`: `1 - rh^2/2 + rh^4 C(rh^2) - rh rl`, with `rh^2` exact
-/// (Dekker) and `1 - rh^2/2` summed error-free (Taylor to `r^10`; truncation below `2^-32`).
+/// ([`two_prod`]) and `1 - rh^2/2` summed error-free (Taylor to `r^10`; truncation below `2^-32`).
 fn cos_kernel<S: Single>(rh: S, rl: S) -> S {
     let cx = rh.cx();
     let (z, ze) = two_prod(rh, rh);
@@ -187,7 +187,7 @@ pub fn sin_and_cos<S: Single>(x: S) -> (S, S) {
 
 /// `e^r`'s pieces for [`exp`]'s reduced argument (`|r| <= ln2 / 2`, `re` its rounding
 /// error): `e^r = s + t`, `s = fl(1 + r)`, `t` the rest (`|t| < 0.06`; SLEEF's minimax `P`,
-/// degree 5, by Estrin's scheme: 4 dependent steps where Horner's takes 10), relative error
+/// degree 5, by Estrin's scheme: 6 dependent steps where Horner's takes 10), relative error
 /// about `2^-28`.
 fn exp_pair<S: Single>(r: S, re: S) -> (S, S) {
     let cx = r.cx();
@@ -321,6 +321,9 @@ fn exp2_wide<R: Real>(z: R) -> R {
 /// are `pow`'s ([`super::power::pow_specials`]).
 pub fn powf<S: Single>(x: S, y: S) -> S {
     let (xw, yw) = (x.widen(), y.widen());
-    let r = exp2_wide(yw * log2_wide(xw.abs()));
+    // `y` clamped as `pow` clamps it: `|y| = inf` gives `2^64 * 0 = 0` (not NaN) at `|x| = 1`,
+    // and `|y log2|x|| > 2^40` (beyond the clamp of `exp2_wide`) anywhere else.
+    let yc = clamp(yw, -18446744073709551616.0, 18446744073709551616.0);
+    let r = exp2_wide(yc * log2_wide(xw.abs()));
     S::narrow(super::power::pow_specials(xw, yw, r))
 }
