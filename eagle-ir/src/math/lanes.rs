@@ -452,8 +452,18 @@ pub fn fast_two_sum<R: Float>(a: R, b: R) -> (R, R) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// Marsaglia's xorshift64 from `seed` (nonzero): the tests' reproducible sample stream.
+    pub(in crate::math) fn xorshift(mut s: u64) -> impl FnMut() -> u64 {
+        move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        }
+    }
 
     /// Dekker's product from Veltkamp splits, the form [`two_prod`] had before it used `fma`.
     fn dekker<R: Float>(a: R, b: R) -> (R, R) {
@@ -468,13 +478,7 @@ mod tests {
     /// pairs, bit for bit (products down to 2^-80, whose errors are normal numbers).
     #[test]
     fn two_prod_is_exact_and_equals_dekkers_product() {
-        let mut s = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for _ in 0..100_000 {
             let r = next();
             let e = |k: u64| ((k % 81) as i32 - 40) as f64;

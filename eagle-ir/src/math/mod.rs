@@ -280,13 +280,7 @@ mod tests {
     /// `f64` one's sign, and the special cases' bits.
     #[test]
     fn powf_f32_is_within_one_ulp() {
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut next = lanes::tests::xorshift(0x9e37_79b9_7f4a_7c15);
         let (mut worst, mut n) = (0.0f64, 0u32);
         for bits in (0..=u32::MAX).step_by(2003) {
             let x = f32::from_bits(bits);

@@ -169,17 +169,18 @@ fn is_int<R: Real>(v: R) -> R::Mask {
     v.ge(t) | ((v + t) - t).eq(v)
 }
 
+/// The bound `pow` and the `f32` `powf` clamp `y` to: `|y| > 2^64` gives `|y ln x| > 2048`
+/// for any `x != 1` (the same 0 or inf as `2^64`), and `|y| = inf` at `|x| = 1` gives
+/// `2^64 * 0 = 0`, not NaN.
+pub const Y_LIM: f64 = 18446744073709551616.0;
+
 /// `x^y` (C99 / IEEE `pow`): `e^(y ln|x|)` with `ln|x|` in double-double ([`ln_dd`]), the
 /// product by `y` exact ([`two_prod`]), and [`exp_dd`]; the plan of fdlibm `e_pow.c` (own code).
 /// Odd/even integer `y` by rounding `|y|` and `|y|/2` at `2^52`; specials by selects.
 pub fn pow<R: Real>(x: R, y: R) -> R {
-    let cx = x.cx();
     let ax = x.abs();
     let (lh, ll) = ln_dd(ax);
-    // |y| > 2^64 gives |y ln x| > 2048 for any x != 1: the same 0 or inf as 2^64.
-    let lim = R::lit(cx, 18446744073709551616.0);
-    let yc = R::select(y.gt(lim), lim, y);
-    let yc = R::select(yc.lt(-lim), -lim, yc);
+    let yc = clamp(y, -Y_LIM, Y_LIM);
     let (zh, ze) = two_prod(yc, lh);
     let zl = ze + yc * ll;
     pow_specials(x, y, exp_dd(zh, zl))

@@ -321,9 +321,7 @@ fn exp2_wide<R: Real>(z: R) -> R {
 /// are `pow`'s ([`super::power::pow_specials`]).
 pub fn powf<S: Single>(x: S, y: S) -> S {
     let (xw, yw) = (x.widen(), y.widen());
-    // `y` clamped as `pow` clamps it: `|y| = inf` gives `2^64 * 0 = 0` (not NaN) at `|x| = 1`,
-    // and `|y log2|x|| > 2^40` (beyond the clamp of `exp2_wide`) anywhere else.
-    let yc = clamp(yw, -18446744073709551616.0, 18446744073709551616.0);
+    let yc = clamp(yw, -super::power::Y_LIM, super::power::Y_LIM);
     let r = exp2_wide(yc * log2_wide(xw.abs()));
     S::narrow(super::power::pow_specials(xw, yw, r))
 }
