@@ -369,6 +369,29 @@ impl<'e> Single for F<'e, 32> {
 ///
 /// Expects a verified function (operand dtypes as [`MathFn::operand_dtype`] says).
 pub fn expand_function(f: &mut Function) {
+    expand_math(f, false);
+}
+
+/// Whether `op` is a math op on `f32` or `f64` tiles whose operands are tiles of its result's
+/// type (everything but `powi`'s `i32` exponent, scalar operands and scalar results): what
+/// the CPU backend runs as one call of a compiled kernel over the tile, the same
+/// definition on [`crate::math::packed`] lanes (`eagle-codegen`'s `back/cpu/math.rs`).
+pub fn packed_kernel_op(op: &Op, ty: impl Fn(Value) -> Type) -> bool {
+    let (OpKind::Math(_, args), Some(r)) = (&op.kind, op.result) else {
+        return false;
+    };
+    let t = ty(r);
+    matches!(&t, Type::Tile(_, DType::F32 | DType::F64)) && args.iter().all(|&a| ty(a) == t)
+}
+
+/// [`expand_function`], except the ops of [`packed_kernel_op`], which stay math ops: what
+/// specialization does (the CPU backend calls its kernels for them; the CUDA backend expands
+/// them with [`expand_function`]).
+pub fn expand_function_but_packed(f: &mut Function) {
+    expand_math(f, true);
+}
+
+fn expand_math(f: &mut Function, keep_packed: bool) {
     let is_math = |op: &Op| matches!(op.kind, OpKind::Math(..));
     if !f.body.any(&f.ops, &mut |op| is_math(op)) {
         return;
@@ -386,6 +409,10 @@ pub fn expand_function(f: &mut Function) {
         for id in ids {
             if later.remove(&id) {
                 continue; // expanded with its pair
+            }
+            if keep_packed && packed_kernel_op(cur.op(id), |v| cur.ty(v).clone()) {
+                cur.keep(id);
+                continue;
             }
             match (&cur.op(id).kind, cur.op(id).result) {
                 (OpKind::Math(m, args), Some(res)) => {

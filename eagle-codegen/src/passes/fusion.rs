@@ -45,6 +45,7 @@ pub(crate) fn may_write(k: &OpKind) -> bool {
                 | OpKind::Read(_)
                 | OpKind::Write(..)
                 | OpKind::Tile(..)
+                | OpKind::Math(..)
         ))
 }
 

@@ -1115,10 +1115,11 @@ pub fn specialize_for(
                 if f.level != Level::Host {
                     // Storage dtypes (`i8`, `f16`, ...) are computed in their compute dtypes
                     // (the lowered collectives' arithmetic too); then math-library ops become
-                    // their primitive ops. The host interpreter evaluates both directly with
+                    // their primitive ops, but those on f32/f64 tiles, which the CPU backend
+                    // runs as compiled kernels (and the CUDA backend expands). The host interpreter evaluates both directly with
                     // the same definitions (`eagle_ir::eval`).
                     eagle_ir::narrow::widen_function(f);
-                    eagle_ir::expand::expand_function(f);
+                    eagle_ir::expand::expand_function_but_packed(f);
                 }
                 body = std::mem::take(&mut f.body);
                 drop(_lower);

@@ -88,6 +88,7 @@ const SB: [f64; 9] = [
 ];
 
 /// Horner's scheme on coefficients chosen lane by lane: `m ? a : b`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn poly_sel<R: Real>(x: R, m: R::Mask, a: &[f64], b: &[f64]) -> R {
     let cx = x.cx();
     let n = a.len();
@@ -101,6 +102,7 @@ fn poly_sel<R: Real>(x: R, m: R::Mask, a: &[f64], b: &[f64]) -> R {
 
 /// `erf(x)`: fdlibm `s_erf.c` method (rational approximations on `[0, 0.84375)`,
 /// `[0.84375, 1.25)`, `[1.25, 1/0.35)`, `[1/0.35, 6)`; `1` beyond), branch-free.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn erf<R: Real>(x: R) -> R {
     let cx = x.cx();
     let one = R::lit(cx, 1.0);

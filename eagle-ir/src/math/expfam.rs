@@ -15,6 +15,7 @@ const TINY53: f64 = 1.1102230246251565e-16; // 2^-53
 const TINY27: f64 = 7.450580596923828e-9; // 2^-27
 
 /// `fl(1 + qh + ql)`, rounded once (up to a negligible error).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn one_plus<R: Real>(qh: R, ql: R) -> R {
     let cx = qh.cx();
     let (s, e) = fast_two_sum(R::lit(cx, 1.0), qh);
@@ -23,6 +24,7 @@ fn one_plus<R: Real>(qh: R, ql: R) -> R {
 
 /// `(nh + nl) / (dh + dl)` as `s0 + corr` (`s0 = fl(nh / dh)`, `|corr| <~ ulp(s0)`, exact to
 /// ~2^-70 relative): a quotient corrected by its exact remainder.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn div_dd<R: Real>(nh: R, nl: R, dh: R, dl: R) -> (R, R) {
     let s0 = nh / dh;
     let (ph, pl) = two_prod_hh(s0, dh);
@@ -36,6 +38,7 @@ const TWO52: f64 = 4503599627370496.0;
 /// `(yh + yl) * 2^k` rounded once, also where the result is subnormal (`yh` near 1,
 /// `|yl| <~ ulp(yh)`, `-2000 <= k <= 2000`): there the significand `(yh + yl) 2^(k + 1074)`
 /// (below `2^52`) is rounded to an integer by an exact two-sum with `2^52`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn scale_dd<R: Real>(yh: R, yl: R, k: R::Bits) -> R {
     let cx = yh.cx();
     let normal = scale(yh + yl, k);
@@ -50,6 +53,7 @@ fn scale_dd<R: Real>(yh: R, yl: R, k: R::Bits) -> R {
 
 /// `2^x`: `x = k + f` with `k = round(x)`, `|f| <= 1/2`, `f ln2` as an exact high product
 /// plus a low part, the double-length `e^r - 1` kernel ([`exp_kernel`]), one final rounding (subnormals too).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn exp2<R: Real>(x: R) -> R {
     let cx = x.cx();
     let (ln2_hi, ln2_lo) = LN2_SPLIT;
@@ -68,6 +72,7 @@ pub fn exp2<R: Real>(x: R) -> R {
 
 /// `e^x - 1`: `e^x = 2^k (1 + qh + ql)` ([`exp_parts`]), then `(2^k - 1) + 2^k qh + 2^k ql`
 /// summed error-free for `-53 <= k <= 53`, `2^k (1 + qh + ql - 2^-k)` beyond; `x` for `|x| < 2^-54`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn expm1<R: Real>(x: R) -> R {
     let cx = x.cx();
     let xc = clamp(x, -60.0, 1000.0);
@@ -94,6 +99,7 @@ pub fn expm1<R: Real>(x: R) -> R {
 }
 
 /// The rounding error of `hfsq = 0.5 * f * f`: `f^2 / 2 = hfsq + half_sq_err(f)` (to ~2^-72).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn half_sq_err<R: Real>(f: R) -> R {
     let cx = f.cx();
     let (_, e) = two_prod_hh(f, f);
@@ -103,6 +109,7 @@ fn half_sq_err<R: Real>(f: R) -> R {
 /// `log2 x`: fdlibm's `ln` reduction ([`ln_parts`]) and musl's `e_log2.c` recombination
 /// (`f - hfsq` split into a 21-bit high part times a split `1/ln2`, plus `k` added exactly),
 /// with the rounding error of `hfsq` carried.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn log2<R: Real>(x: R) -> R {
     let cx = x.cx();
     const IVLN2HI: f64 = 1.44269504072144627571e+00; // 0x3ff71547_65200000
@@ -121,6 +128,7 @@ pub fn log2<R: Real>(x: R) -> R {
 /// `log10 x`: fdlibm's `ln` reduction ([`ln_parts`]) and musl's `e_log10.c` recombination
 /// (split `1/ln10` and `log10(2)`, `k log10(2)` high part added exactly), with the rounding
 /// error of `hfsq` carried.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn log10<R: Real>(x: R) -> R {
     let cx = x.cx();
     const IVLN10HI: f64 = 4.34294481878168880939e-01; // 0x3fdbcb7b_15200000
@@ -143,6 +151,7 @@ pub fn log10<R: Real>(x: R) -> R {
 /// `ln(1 + x)`: musl's `log1p.c` (fdlibm `s_log1p.c`): `f = x` where `1 + x` is in
 /// `[sqrt(2)/2, sqrt(2))`, else `u = 1 + x` reduced with the rounding correction `c / u`;
 /// then fdlibm's `ln` polynomial ([`ln_tail`]), summed with `f - f^2/2` and `k ln2_hi` exact.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn log1p<R: Real>(x: R) -> R {
     let cx = x.cx();
     let (ln2_hi, ln2_lo) = LN2_SPLIT;
@@ -190,6 +199,7 @@ const COSH_P: [f64; 7] = [
 
 /// For `a >= 0` (clamped): `e^a = 2^k (yh + yl)` and `e^-a = 2^-k (dh + dl)`, both in double
 /// length (`dh + dl = 2^-2k / (yh + yl)` by a compensated division; 0 once `k > 30`).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn exp_pm<R: Real>(a: R) -> (R, R, R, R, R, R::Bits) {
     let cx = a.cx();
     let (qh, ql, kf, k) = exp_parts(a);
@@ -209,6 +219,7 @@ fn exp_pm<R: Real>(a: R) -> (R, R, R, R, R, R::Bits) {
 /// `sinh x`: the Taylor polynomial for `|x| < ln2 / 2` (`k = 0`), else
 /// `2^(k-1) ((1 + q) - 2^-2k / (1 + q))` from `e^|x| = 2^k (1 + q)` ([`exp_parts`]), all in
 /// double length, rounded once and scaled (no overflow before the halving).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn sinh<R: Real>(x: R) -> R {
     let cx = x.cx();
     let a = clamp(x.abs(), 0.0, 1000.0);
@@ -224,6 +235,7 @@ pub fn sinh<R: Real>(x: R) -> R {
 /// `cosh x`: the Taylor polynomial for `|x| < ln2 / 2` (`k = 0`), else
 /// `2^(k-1) ((1 + q) + 2^-2k / (1 + q))` from `e^|x| = 2^k (1 + q)` ([`exp_parts`]), all in
 /// double length, rounded once and scaled.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn cosh<R: Real>(x: R) -> R {
     let cx = x.cx();
     let a = clamp(x.abs(), 0.0, 1000.0);
@@ -238,6 +250,7 @@ pub fn cosh<R: Real>(x: R) -> R {
 
 /// `tanh x = sign(x) (1 - E) / (1 + E)`, `E = e^-2|x| = 2^k (1 + q)` ([`exp_parts`]), with
 /// both sides as exact double-length sums and a compensated division; `x` for `|x| < 2^-27`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn tanh<R: Real>(x: R) -> R {
     let cx = x.cx();
     let one = R::lit(cx, 1.0);
@@ -260,6 +273,7 @@ pub fn tanh<R: Real>(x: R) -> R {
 /// The logistic function `1 / (1 + e^-x)`: with `E = e^-|x| = 2^k (1 + q)` ([`exp_parts`]),
 /// `1 / (1 + E)` for `x >= 0` and `E / (1 + E)` for `x < 0`, as a compensated division of
 /// exact double-length parts.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn sigmoid<R: Real>(x: R) -> R {
     let cx = x.cx();
     let one = R::lit(cx, 1.0);

@@ -21,6 +21,7 @@ const P: [f64; 5] = [
 
 /// `e^x` as `2^k * e^r`, with `x = k ln2 + hi - lo` and `|r| <= ln2 / 2`.
 /// Returns `(e^r, k)` so that callers may scale as they need.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn exp_reduced<R: Real>(x: R) -> (R, R::Bits) {
     let cx = x.cx();
     let (kf, k) = round_int(x * R::lit(cx, INV_LN2));
@@ -34,6 +35,7 @@ pub fn exp_reduced<R: Real>(x: R) -> (R, R::Bits) {
 }
 
 /// `e^x`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn exp<R: Real>(x: R) -> R {
     let cx = x.cx();
     // Outside [-1000, 1000] the result is 0 or inf already; the clamp keeps the reduction
@@ -58,6 +60,7 @@ const LG: [f64; 7] = [
 /// The pieces of `ln x` for a finite `x > 0`: `ln x = k ln2 + f - hfsq + s (hfsq + R)`,
 /// returned as `(k, f, hfsq, tail)` with `tail = s (hfsq + R)`, `1 + f` in
 /// `[sqrt(2)/2, sqrt(2))`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn ln_parts<R: Real>(x: R) -> (R, R, R, R) {
     let (k, f) = ln_reduce(x);
     let (hfsq, tail, _) = ln_tail(f);
@@ -66,6 +69,7 @@ pub fn ln_parts<R: Real>(x: R) -> (R, R, R, R) {
 
 /// The special values every logarithm shares: NaN for `x < 0` or NaN, `-inf` at `±0`, `+inf`
 /// at `+inf`; `r` elsewhere.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn log_specials<R: Float>(x: R, r: R) -> R {
     let cx = x.cx();
     let r = R::select(x.eq(R::lit(cx, f64::INFINITY)), x, r);
@@ -74,6 +78,7 @@ pub fn log_specials<R: Float>(x: R, r: R) -> R {
 }
 
 /// `ln x`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn ln<R: Real>(x: R) -> R {
     let cx = x.cx();
     let (k, f, hfsq, tail) = ln_parts(x);
@@ -85,6 +90,7 @@ pub fn ln<R: Real>(x: R) -> R {
 
 /// Dekker's product: `a * b = p + e`, split by [`high_half`] (21 + 32 bits; `e` is exact
 /// up to ~2^-72 `|p|`).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn two_prod_hh<R: Real>(a: R, b: R) -> (R, R) {
     let p = a * b;
     let ah = high_half(a);
@@ -110,6 +116,7 @@ const EXPM1_T: [f64; 10] = [
 ];
 
 /// `r * r = p + e` (Dekker's square, split by [`high_half`]).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn two_sq<R: Real>(r: R) -> (R, R) {
     let cx = r.cx();
     let p = r * r;
@@ -122,6 +129,7 @@ pub fn two_sq<R: Real>(r: R) -> (R, R) {
 /// against `|hi|`, or `hi == 0`): `r + r^2/2 + r^3 P(r)` ([`EXPM1_T`]) with `r + r^2/2` summed
 /// error-free (Dekker product for `r^2`) and the rounding error of `r = hi - lo` carried.
 /// Absolute error ~2^-60; relative ~2^-60 near 0.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn exp_kernel<R: Real>(hi: R, lo: R) -> (R, R) {
     let cx = hi.cx();
     let (r, dr) = fast_two_sum(hi, -lo);
@@ -136,6 +144,7 @@ pub fn exp_kernel<R: Real>(hi: R, lo: R) -> (R, R) {
 
 /// `e^x = 2^k (1 + qh + ql)` with fdlibm's reduction by `ln 2` (`|x| < 2^40`); returns
 /// `(qh, ql, k as a float, k as bits)`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn exp_parts<R: Real>(x: R) -> (R, R, R, R::Bits) {
     let cx = x.cx();
     let (kf, k) = round_int(x * R::lit(cx, INV_LN2));
@@ -150,6 +159,7 @@ pub const LN2_SPLIT: (f64, f64) = (LN2_HI, LN2_LO);
 
 /// The reduction of [`ln_parts`] alone: `x = 2^k (1 + f)`, `1 + f` in `[sqrt(2)/2, sqrt(2))`,
 /// for a finite `x > 0`; returns `(k, f)`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn ln_reduce<R: Real>(x: R) -> (R, R) {
     let cx = x.cx();
     let sub = x.lt(R::lit(cx, f64::MIN_POSITIVE));
@@ -165,6 +175,7 @@ pub fn ln_reduce<R: Real>(x: R) -> (R, R) {
 
 /// The polynomial part of [`ln_parts`]: `ln(1 + f) = f - hfsq + tail`; returns
 /// `(hfsq, tail, s)` with `s = f / (2 + f)`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn ln_tail<R: Real>(f: R) -> (R, R, R) {
     let cx = f.cx();
     let hfsq = R::lit(cx, 0.5) * f * f;

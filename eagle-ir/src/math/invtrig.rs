@@ -34,6 +34,7 @@ const QS: [f64; 5] = [
 ];
 
 /// `t P(t) / Q(t)`, the part of `asin(sqrt t)/sqrt t - 1` fdlibm approximates.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn asin_r<R: Real>(t: R) -> R {
     let p = t * poly(t, &PS);
     let q = poly(t, &QS);
@@ -42,6 +43,7 @@ fn asin_r<R: Real>(t: R) -> R {
 
 /// `asin(x)`: fdlibm `e_asin.c` method (rational `x + x^3 R(x^2)` for `|x| < 0.5`,
 /// `pi/2 - 2 asin(sqrt((1-|x|)/2))` with a split square root above), branch-free.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn asin<R: Real>(x: R) -> R {
     let cx = x.cx();
     let one = R::lit(cx, 1.0);
@@ -73,6 +75,7 @@ pub fn asin<R: Real>(x: R) -> R {
 
 /// `acos(x)`: fdlibm `e_acos.c` method (`pi/2 - (x + x^3 R(x^2))` for `|x| < 0.5`,
 /// `2 asin(sqrt((1-x)/2))` and `pi - 2 asin(sqrt((1+x)/2))` beyond), branch-free.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn acos<R: Real>(x: R) -> R {
     let cx = x.cx();
     let one = R::lit(cx, 1.0);
@@ -125,6 +128,7 @@ const PI_M_ONE: (f64, f64) = (2.356194490192345e0, 9.184850993605148e-17);
 const PI_M_TWO: (f64, f64) = (2.0344439357957027e0, 2.841996617907152e-17);
 
 /// `(hi, lo)` of `a` and `b` by `m`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn sel2<R: Real>(m: R::Mask, a: (f64, f64), b: (R, R)) -> (R, R) {
     let cx = m.cx();
     (
@@ -138,6 +142,7 @@ fn sel2<R: Real>(m: R::Mask, a: (f64, f64), b: (R, R)) -> (R, R) {
 /// `PAIR = false` is `atan(ay)` (`ax = 1`, `neg` false): the special pairs, the scaling, the
 /// `x < 0` constants and the normalization before the quotient correction are left out (a
 /// compile-time choice).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn atan_core<R: Real, const PAIR: bool>(ay: R, ax: R, neg: R::Mask) -> R {
     let cx = ay.cx();
     let one = R::lit(cx, 1.0);
@@ -250,6 +255,7 @@ fn atan_core<R: Real, const PAIR: bool>(ay: R, ax: R, neg: R::Mask) -> R {
 
 /// `rl` with `num / (den + dlo) = r + rl` to about 2^-100 relative, for the rounded quotient
 /// `r = num / den` (`0` where `|r| < 2^-897`, where it does not matter).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn quotient_error<R: Real>(num: R, den: R, dlo: R, r: R) -> R {
     let cx = num.cx();
     let one = R::lit(cx, 1.0);
@@ -272,6 +278,7 @@ fn quotient_error<R: Real>(num: R, den: R, dlo: R, r: R) -> R {
 
 /// `(num - r den - r dlo) / den`, the exact remainder of `r = num / den` by Dekker's product
 /// (valid while `r`, `den` and the partial products neither underflow nor overflow).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn dekker_rl<R: Real>(num: R, den: R, dlo: R, r: R) -> R {
     let (rh, rt) = split(r);
     let (dh, dt) = split(den);
@@ -281,6 +288,7 @@ fn dekker_rl<R: Real>(num: R, den: R, dlo: R, r: R) -> R {
 
 /// `atan(x)`: fdlibm `s_atan.c` method (reduction to `|r| <= 7/16` about `atan(1/2)`,
 /// `pi/4`, `atan(2)`, `pi/2`, degree-21 odd polynomial), branch-free.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn atan<R: Real>(x: R) -> R {
     let cx = x.cx();
     let sx = sign_bits(x);
@@ -295,6 +303,7 @@ pub fn atan<R: Real>(x: R) -> R {
 /// `atan2(y, x)`: fdlibm `e_atan2.c` special cases, with `s_atan.c`'s reduction applied to
 /// the pair `(|y|, |x|)` (quotient error recovered, `pi - angle` folded into the breakpoint
 /// constants for `x < 0`), branch-free.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn atan2<R: Real>(y: R, x: R) -> R {
     let cx = y.cx();
     let sy = sign_bits(y);

@@ -295,11 +295,13 @@ impl Single for f32 {
 // ---- helpers every function may use (all built from the primitives above) ----
 
 /// The sign bit of the lane's format.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn sign_bit<R: Float>() -> u64 {
     1 << (R::WIDTH - 1)
 }
 
 /// `2^n` as an `f64` (exact for `-1074 <= n <= 1023`).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn two_to(n: i32) -> f64 {
     f64::powi(2.0, n)
 }
@@ -308,6 +310,7 @@ fn two_to(n: i32) -> f64 {
 /// (independent of each other) combined by Horner's scheme in `x2`, which the caller passes
 /// as `x * x` (it usually needs it too). Half the dependent steps of [`poly`] (so a vector loop
 /// runs more of it at once), each rounded; not the same bits as [`poly`].
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn estrin<R: Float>(x: R, x2: R, c: &[f64]) -> R {
     let cx = x.cx();
     let pair = |i: usize| match c.get(2 * i + 1) {
@@ -323,6 +326,7 @@ pub fn estrin<R: Float>(x: R, x2: R, c: &[f64]) -> R {
 }
 
 /// `c[0] + x * (c[1] + x * (c[2] + ...))`: Horner's scheme, each step rounded.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn poly<R: Float>(x: R, c: &[f64]) -> R {
     let cx = x.cx();
     let mut acc = R::lit(cx, c[c.len() - 1]);
@@ -333,6 +337,7 @@ pub fn poly<R: Float>(x: R, c: &[f64]) -> R {
 }
 
 /// `|x|` with the sign of `s` (`f64::copysign`).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn copysign<R: Float>(x: R, s: R) -> R {
     let cx = x.cx();
     let m = R::Bits::lit(cx, sign_bit::<R>());
@@ -340,17 +345,20 @@ pub fn copysign<R: Float>(x: R, s: R) -> R {
 }
 
 /// The sign bit of `x` alone, as bits.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn sign_bits<R: Float>(x: R) -> R::Bits {
     let cx = x.cx();
     x.to_bits() & R::Bits::lit(cx, sign_bit::<R>())
 }
 
 /// `x` with its sign flipped where `s` has the sign bit set (`s` from [`sign_bits`]).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn xor_sign<R: Float>(x: R, s: R::Bits) -> R {
     R::from_bits(x.to_bits() ^ s)
 }
 
 /// The float of an integer `0 <= b < 2^MANT` (exact; `2^52` for `f64`).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn from_small<R: Float>(b: R::Bits) -> R {
     let cx = b.cx();
     let big = R::lit(cx, two_to(R::MANT as i32));
@@ -363,6 +371,7 @@ pub const SHIFT: f64 = 6755399441055744.0;
 
 /// `x` rounded to the nearest integer (ties to even), for `|x| < 2^(MANT - 1)`, with the
 /// integer's two's-complement bits (the format's [`SHIFT`], `1.5 * 2^MANT`).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn round_int<R: Float>(x: R) -> (R, R::Bits) {
     let cx = x.cx();
     let shift = R::lit(cx, 1.5 * two_to(R::MANT as i32));
@@ -371,12 +380,14 @@ pub fn round_int<R: Float>(x: R) -> (R, R::Bits) {
 }
 
 /// The exponent bias: 1023 (`f64`), 127 (`f32`).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn bias<R: Float>() -> u64 {
     (1 << (R::WIDTH - R::MANT - 2)) - 1
 }
 
 /// `2^k` for a two's-complement integer `k` in the normal range (`-1022 <= k <= 1023` for
 /// `f64`, `-126 <= k <= 127` for `f32`; bits of `k`).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn pow2<R: Float>(k: R::Bits) -> R {
     let cx = k.cx();
     R::from_bits((k + R::Bits::lit(cx, bias::<R>())) << R::MANT)
@@ -385,6 +396,7 @@ pub fn pow2<R: Float>(k: R::Bits) -> R {
 /// `y * 2^k` rounded once, for `y` near 1 and `|k|` up to twice the exponent range
 /// (`-2000 <= k <= 2000` for `f64`, `-250 <= k <= 250` for `f32`; bits of `k`): `y * 2^k1` is
 /// exact and `2^k2` finishes, so subnormal and overflowing results round correctly.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn scale<R: Float>(y: R, k: R::Bits) -> R {
     let cx = y.cx();
     let half = bias::<R>() + 1; // 1024, 128
@@ -394,12 +406,14 @@ pub fn scale<R: Float>(y: R, k: R::Bits) -> R {
 }
 
 /// `x` with the low 32 bits of its significand cleared (a "high part" for splitting).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn high_half<R: Real>(x: R) -> R {
     let cx = x.cx();
     R::from_bits(x.to_bits() & R::Bits::lit(cx, 0xffff_ffff_0000_0000))
 }
 
 /// `x` clamped to `[lo, hi]` (NaN passes: comparisons with it are false).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn clamp<R: Float>(x: R, lo: f64, hi: f64) -> R {
     let cx = x.cx();
     let x = R::select(x.gt(R::lit(cx, hi)), R::lit(cx, hi), x);
@@ -407,6 +421,7 @@ pub fn clamp<R: Float>(x: R, lo: f64, hi: f64) -> R {
 }
 
 /// Whether `x` is `+inf` or `-inf`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn is_inf<R: Float>(x: R) -> R::Mask {
     let cx = x.cx();
     x.abs().eq(R::lit(cx, f64::INFINITY))
@@ -414,6 +429,7 @@ pub fn is_inf<R: Float>(x: R) -> R::Mask {
 
 /// Veltkamp's split: `x = hi + lo` with `hi` holding the top half of the significand (26 bits
 /// of `f64`, 12 of `f32`; for `|x|` well below the overflow threshold).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn split<R: Float>(x: R) -> (R, R) {
     let cx = x.cx();
     let c = R::lit(cx, two_to((R::MANT + 1).div_ceil(2) as i32) + 1.0) * x;
@@ -425,12 +441,14 @@ pub fn split<R: Float>(x: R) -> (R, R) {
 /// whenever it is representable (no overflow of `p`, `e` not below the subnormals): the same
 /// `e` as Dekker's product from Veltkamp splits ([`split`]) wherever that one is exact, in two
 /// operations instead of seventeen.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn two_prod<R: Float>(a: R, b: R) -> (R, R) {
     let p = a * b;
     (p, a.mul_add(b, -p))
 }
 
 /// Knuth's exact sum: `a + b = s + e` exactly.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn two_sum<R: Float>(a: R, b: R) -> (R, R) {
     let s = a + b;
     let bb = s - a;
@@ -440,12 +458,14 @@ pub fn two_sum<R: Float>(a: R, b: R) -> (R, R) {
 
 /// Dekker's fast two-sum of `a - b`: `a - b = s + e` exactly when `|a| >= |b|` (or `a = 0`);
 /// the same bits as [`fast_two_sum`]`(a, -b)` with one operation fewer.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn fast_two_diff<R: Float>(a: R, b: R) -> (R, R) {
     let s = a - b;
     (s, (a - s) - b)
 }
 
 /// Dekker's fast two-sum: `a + b = s + e` exactly when `|a| >= |b|` (or `a = 0`).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn fast_two_sum<R: Float>(a: R, b: R) -> (R, R) {
     let s = a + b;
     (s, b - (s - a))

@@ -8,9 +8,12 @@
 //! library calls):
 //! - [`MathFn::eval`] runs it on `f64` values: the reference, which the constant folder, the
 //!   host interpreter and the goldens use;
-//! - [`expand_function`] writes the same steps as IR ops at specialization, so the backends
-//!   never see a math op: the CPU JIT and the CUDA C compute each primitive exactly as the
-//!   evaluator does (`tests/eval_diff.rs`), hence the same bits.
+//! - [`expand_function`] writes the same steps as IR ops (at specialization, and in the CUDA
+//!   backend for tiles): the CPU JIT and the CUDA C compute each primitive exactly as the
+//!   evaluator does (`tests/eval_diff.rs`), hence the same bits;
+//! - [`packed`] runs it on 16 lanes of plain arrays: the CPU backend's kernels for `f32`/`f64`
+//!   tiles, compiled with wide vectors ([`MathFn::with_f32_definition`]), the same bits again.
+//!   Every function here is `#[inline(always)]` so that those kernels inline it whole.
 //!
 //! An `f32` argument runs the function's `f32` definition where `math_library!` gives one
 //! ([`single`]: `exp`, `ln`, `sin`, `cos`, `tanh` on `f32` lanes, within 1 ulp of the exact
@@ -32,6 +35,7 @@ pub mod explog;
 pub mod invtrig;
 pub mod lanes;
 pub mod narrow;
+pub mod packed;
 pub mod power;
 pub mod rounding;
 pub mod single;
@@ -86,8 +90,76 @@ macro_rules! define_apply {
                     })*
                 }
             }
+
+            /// Hands `k` the function's `f64` definition over lanes `R`, as a closure of its
+            /// own (one function body, no dispatch inside): `k.run` monomorphises a loop per
+            /// function. The CPU backend's math kernels run it on [`packed::P64`].
+            #[inline(always)]
+            pub fn with_f64_definition<R: Real, K: RunDefinition<R>>(self, k: K) -> K::Out {
+                match self {
+                    $(MathFn::$variant => k.run(
+                        #[inline(always)]
+                        |args: &[R]| -> R {
+                            let &[$first $(, $rest)*] = args else {
+                                panic!("`{}` takes {} operand(s), given {}", self.name(), self.arity(), args.len())
+                            };
+                            $body
+                        },
+                    ),)*
+                }
+            }
+
+            /// As [`MathFn::with_f64_definition`], with what an `f32` argument computes over
+            /// lanes `S`: the function's own `f32` definition, else the `f64` one on the
+            /// widened lanes, rounded once ([`MathFn::eval_f32`]'s result lane by lane).
+            #[inline(always)]
+            pub fn with_f32_definition<S: lanes::Single, K: RunDefinition<S>>(self, k: K) -> K::Out {
+                match self {
+                    $(MathFn::$variant => k.run(
+                        #[inline(always)]
+                        |args: &[S]| -> S {
+                            let &[$first $(, $rest)*] = args else {
+                                panic!("`{}` takes {} operand(s), given {}", self.name(), self.arity(), args.len())
+                            };
+                            f32_or_narrowed!(($first $(, $rest)*) $body $(, $body32)?)
+                        },
+                    ),)*
+                }
+            }
         }
     };
+}
+
+/// The `f32` result of a `math_library!` line: its own `f32` definition, else its `f64` one on
+/// the widened operands, rounded once.
+macro_rules! f32_or_narrowed {
+    (($($a:ident),*) $body:expr) => {{
+        $(let $a = $a.widen();)*
+        S::narrow($body)
+    }};
+    (($($a:ident),*) $body:expr, $body32:expr) => {
+        $body32
+    };
+}
+
+/// What [`MathFn::with_f64_definition`] and [`MathFn::with_f32_definition`] hand a
+/// function's definition to: `run` gets it as a closure over lanes `L` taking
+/// [`MathFn::arity`] operands.
+pub trait RunDefinition<L> {
+    /// What `run` returns.
+    type Out;
+    /// Runs `def`.
+    fn run(self, def: impl Fn(&[L]) -> L) -> Self::Out;
+}
+
+/// The definition applied once to its operands.
+struct ApplyTo<'a, L>(&'a [L]);
+
+impl<L> RunDefinition<L> for ApplyTo<'_, L> {
+    type Out = L;
+    fn run(self, def: impl Fn(&[L]) -> L) -> L {
+        def(self.0)
+    }
 }
 
 /// The `f32` definition of a `math_library!` line: its own, else none.
@@ -123,6 +195,16 @@ impl MathFn {
             }
         }
         self.apply::<f64>(args) as f32 as f64
+    }
+
+    /// What an `f32` argument computes, on `f32` lanes of any instance: the function's own
+    /// `f32` definition, else the `f64` one widened and rounded once ([`MathFn::eval_f32`]'s
+    /// result lane by lane).
+    ///
+    /// # Panics
+    /// On a wrong number of operands, as [`MathFn::apply`].
+    pub fn apply_packed_f32<S: lanes::Single>(self, args: &[S]) -> S {
+        self.with_f32_definition(ApplyTo(args))
     }
 
     /// The function on `f32` values ([`MathFn::eval_wide`]).

@@ -55,6 +55,7 @@ const AT: [f64; 5] = [2.0 / 5.0, 2.0 / 7.0, 2.0 / 9.0, 2.0 / 11.0, 2.0 / 13.0];
 /// `x = 2^k m`, `m` in `[sqrt(2)/2, sqrt(2))`, `m = c (1+s)/(1-s)` with `c` one of five
 /// constants chosen by selects (`|s| < 0.035`), `ln x = k ln2 + ln c + 2 atanh(s)`, the
 /// leading terms `2s + 2s^3/3` carried in double-double (exact products and sums).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn ln_dd<R: Real>(x: R) -> (R, R) {
     let cx = x.cx();
     // x = 2^k m, as in explog::ln_parts.
@@ -125,6 +126,7 @@ const EQ: [f64; 11] = [
 /// `z = k ln2 + r`, `e^r = 1 + r + r^2/2 + r^3 Q(r)` summed in double-double, times
 /// `(1 + rl)` for the low part; subnormal results are rounded in `1 + y` (as in ARM's
 /// optimized-routines `exp`) so that they round only once.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn exp_dd<R: Real>(zh: R, zl: R) -> R {
     let cx = zh.cx();
     // Beyond +-1000 the result is inf or 0 already.
@@ -163,6 +165,7 @@ pub fn exp_dd<R: Real>(zh: R, zl: R) -> R {
 // ---- pow ----
 
 /// Whether `v >= 0` is an integer (inf counts; NaN does not): `v + 2^52 - 2^52 == v`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn is_int<R: Real>(v: R) -> R::Mask {
     let cx = v.cx();
     let t = R::lit(cx, 4503599627370496.0);
@@ -177,6 +180,7 @@ pub const Y_LIM: f64 = 18446744073709551616.0;
 /// `x^y` (C99 / IEEE `pow`): `e^(y ln|x|)` with `ln|x|` in double-double ([`ln_dd`]), the
 /// product by `y` exact ([`two_prod`]), and [`exp_dd`]; the plan of fdlibm `e_pow.c` (own code).
 /// Odd/even integer `y` by rounding `|y|` and `|y|/2` at `2^52`; specials by selects.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn pow<R: Real>(x: R, y: R) -> R {
     let ax = x.abs();
     let (lh, ll) = ln_dd(ax);
@@ -190,6 +194,7 @@ pub fn pow<R: Real>(x: R, y: R) -> R {
 /// sign for negative `x` and odd integer `y`, zeros and infinities of `x`, NaN for negative
 /// `x` with non-integer `y` and for NaN operands, 1 for `y = 0` and `x = 1`. Shared by
 /// [`pow`] and the `f32` `powf` (`super::single::powf`), which differ only in `r`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn pow_specials<R: Real>(x: R, y: R, r: R) -> R {
     let cx = x.cx();
     let ax = x.abs();
@@ -231,6 +236,7 @@ const CP: [f64; 5] = [
 /// `cbrt x`: fdlibm (FreeBSD) `s_cbrt.c`'s start (high word / 3 for 5 bits, a polynomial in
 /// `t^3/x` to 23 bits, rounded to 22 bits), then one Halley step `t + t (x - t^3)/(2t^3 + x)`
 /// on the exact residual (`t^2` exact, `t^3` by [`two_prod`]); tiny and huge `x` scaled by `2^(+-600)`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn cbrt<R: Real>(x: R) -> R {
     let cx = x.cx();
     let ax = x.abs();
@@ -283,6 +289,7 @@ const TWO_M422: f64 = f64::from_bits((1023 - 422) << 52);
 /// `hypot(x, y) = sqrt(x^2 + y^2)`: scale by `2^-+600` when the larger is beyond
 /// `2^+-500` (as fdlibm `e_hypot.c` does), `x^2 + y^2` exactly in double-double ([`two_prod`]),
 /// `sqrt` of the high part and one Newton correction from the exact residual.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn hypot<R: Real>(x: R, y: R) -> R {
     let cx = x.cx();
     let ax = x.abs();

@@ -7,6 +7,7 @@ const TWO52: f64 = 4503599627370496.0;
 /// `x.trunc()`: `|x| + 2^52 - 2^52` rounds `|x| < 2^52` to the nearest integer exactly; one
 /// step back where that rounded up, then `x`'s sign. Larger values, infinities and NaN are
 /// already integers (or NaN) and pass through.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn trunc<R: Real>(x: R) -> R {
     let cx = x.cx();
     let a = x.abs();
@@ -16,6 +17,7 @@ pub fn trunc<R: Real>(x: R) -> R {
 }
 
 /// `x.floor()`: `trunc(x)`, one less where that is above `x`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn floor<R: Real>(x: R) -> R {
     let cx = x.cx();
     let t = trunc(x);
@@ -23,6 +25,7 @@ pub fn floor<R: Real>(x: R) -> R {
 }
 
 /// `x.ceil()`: `trunc(x)`, one more where that is below `x` (keeping `-0` for `-1 < x <= -0`).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn ceil<R: Real>(x: R) -> R {
     let cx = x.cx();
     let t = trunc(x);
@@ -30,6 +33,7 @@ pub fn ceil<R: Real>(x: R) -> R {
 }
 
 /// `x.round()`: to the nearest integer, halfway cases away from zero, `x`'s sign kept.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn round<R: Real>(x: R) -> R {
     let cx = x.cx();
     let a = x.abs();
@@ -39,6 +43,7 @@ pub fn round<R: Real>(x: R) -> R {
 }
 
 /// `x.recip()`: `1 / x`, correctly rounded.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn recip<R: Real>(x: R) -> R {
     let cx = x.cx();
     R::lit(cx, 1.0) / x
@@ -48,6 +53,7 @@ pub fn recip<R: Real>(x: R) -> R {
 /// whose residual `1 - m y^2` is exact ([`two_prod`]), on the significand `m` in
 /// `[0.5, 2)`; the exponent is halved exactly. `rsqrt(±0) = ±inf`, `rsqrt(inf) = 0`, NaN for
 /// `x < 0`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn rsqrt<R: Real>(x: R) -> R {
     let cx = x.cx();
     let naive = R::lit(cx, 1.0) / x.sqrt();

@@ -30,6 +30,7 @@ const SHIFT32_BITS: u64 = 0x4b40_0000;
 /// unless `|hi| < |q L2L|`, where `|r| < 2^-12` and the error is below `2^-37`), and the bits
 /// of `x log2(e) + SHIFT32`, which are `q + SHIFT32_BITS` (wrapping): the exponent of `2^q`
 /// is read off them without forming `q`'s bits (as [`round_int`] does, one operation fewer).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn exp_reduce<S: Single>(x: S) -> (S, S, S::Bits) {
     let cx = x.cx();
     let shift = S::lit(cx, SHIFT32);
@@ -45,6 +46,7 @@ fn exp_reduce<S: Single>(x: S) -> (S, S, S::Bits) {
 /// (`q = k1 + k2`, `k1 = floor((q + 256) / 2) - 128`): a subnormal result is that rounded
 /// `e^r` rounded once more (still within 1 ulp: 0.773 at worst over every `f32`). NaN gives
 /// NaN (through the arithmetic; its payload is unspecified).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn exp<S: Single>(x: S) -> S {
     let cx = x.cx();
     let xc = clamp(x, -104.0, 89.0); // beyond, 0 and infinity already
@@ -61,6 +63,7 @@ pub fn exp<S: Single>(x: S) -> S {
 /// `ln x`: `x = 2^k (1 + f)` with `1 + f` in `[sqrt(2)/2, sqrt(2))`, `ln(1 + f) = f - f^2/2 +
 /// s (f^2/2 + R(s^2))` with `s = f / (2 + f)` (fdlibm's `e_logf.c`, its polynomial `R`), the
 /// rounding error of `f^2/2` carried, and `k ln 2` added last as an exact high part.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn ln<S: Single>(x: S) -> S {
     let cx = x.cx();
     let sub = x.lt(S::lit(cx, f64::from(f32::MIN_POSITIVE)));
@@ -97,6 +100,7 @@ const TRIG_LIMIT: f64 = 256.0;
 /// parts and a rounded fourth, the first product subtracted exactly (Sterbenz), the next two
 /// by error-free sums, so that `rh + rl` is `x - n pi/2` to about `2^-48` relative (the
 /// rounding of the low parts' sum). Returns `(rh, rl, n's bits)`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn trig_reduce<S: Single>(x: S) -> (S, S, S::Bits) {
     let cx = x.cx();
     let (n, nb) = round_int(x * S::lit(cx, std::f64::consts::FRAC_2_PI));
@@ -110,6 +114,7 @@ fn trig_reduce<S: Single>(x: S) -> (S, S, S::Bits) {
 
 /// `sin(rh + rl)` for `|rh| <~ pi/4`: `rh + (rl (1 - rh^2/2) + rh^3 S(rh^2))` (Taylor to
 /// `r^9`; truncation below `2^-28` relative).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn sin_kernel<S: Single>(rh: S, rl: S) -> S {
     let cx = rh.cx();
     let z = rh * rh;
@@ -120,6 +125,7 @@ fn sin_kernel<S: Single>(rh: S, rl: S) -> S {
 
 /// `cos(rh + rl)` for `|rh| <~ pi/4`: `1 - rh^2/2 + rh^4 C(rh^2) - rh rl`, with `rh^2` exact
 /// ([`two_prod`]) and `1 - rh^2/2` summed error-free (Taylor to `r^10`; truncation below `2^-32`).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn cos_kernel<S: Single>(rh: S, rl: S) -> S {
     let cx = rh.cx();
     let (z, ze) = two_prod(rh, rh);
@@ -133,6 +139,7 @@ fn cos_kernel<S: Single>(rh: S, rl: S) -> S {
 }
 
 /// The reduction of `x` and both kernels of its reduced argument: `(n, sin, cos)`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn kernels<S: Single>(x: S) -> (S::Bits, S, S) {
     let (rh, rl, n) = trig_reduce(x);
     (n, sin_kernel(rh, rl), cos_kernel(rh, rl))
@@ -141,6 +148,7 @@ fn kernels<S: Single>(x: S) -> (S::Bits, S, S) {
 /// `sin x` or `cos x` (`cos` when `cos` is set) from [`kernels`]`(x)`: the kernel of quadrant
 /// `n + (cos ? 1 : 0)`, `sin` for even quadrants, `cos` for odd, negated in quadrants 2 and 3;
 /// the `f64` definition for `|x| >= 256`, infinities and NaN.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn finish<S: Single>(x: S, (n, sk, ck): (S::Bits, S, S), cos: bool) -> S {
     let cx = x.cx();
     let q = if cos { n + S::Bits::lit(cx, 1) } else { n };
@@ -168,11 +176,13 @@ fn finish<S: Single>(x: S, (n, sk, ck): (S::Bits, S, S), cos: bool) -> S {
 }
 
 /// `sin x` (radians).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn sin<S: Single>(x: S) -> S {
     finish(x, kernels(x), false)
 }
 
 /// `cos x` (radians).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn cos<S: Single>(x: S) -> S {
     finish(x, kernels(x), true)
 }
@@ -180,6 +190,7 @@ pub fn cos<S: Single>(x: S) -> S {
 /// `(sin x, cos x)` with one reduction and one pair of kernels: the same operations, so the
 /// same bits, as [`sin`] and [`cos`] each (the expansion computes a `sin` and a `cos` of one
 /// `f32` value in one block this way).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn sin_and_cos<S: Single>(x: S) -> (S, S) {
     let k = kernels(x);
     (finish(x, k, false), finish(x, k, true))
@@ -189,6 +200,7 @@ pub fn sin_and_cos<S: Single>(x: S) -> (S, S) {
 /// error): `e^r = s + t`, `s = fl(1 + r)`, `t` the rest (`|t| < 0.06`; SLEEF's minimax `P`,
 /// degree 5, by Estrin's scheme: 6 dependent steps where Horner's takes 10), relative error
 /// about `2^-28`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn exp_pair<S: Single>(r: S, re: S) -> (S, S) {
     let cx = r.cx();
     let r2 = r * r;
@@ -215,6 +227,7 @@ fn exp_pair<S: Single>(r: S, re: S) -> (S, S) {
 /// rounding of `1 + Eh`, so that the last subtraction (into `[1/2, 1]`) is the one rounding
 /// that counts.
 /// `a` is clamped to `10` (`tanh` is `1` in `f32` from `9.01`). NaN gives NaN.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn tanh<S: Single>(x: S) -> S {
     let cx = x.cx();
     let a = x.abs();
@@ -290,6 +303,7 @@ const EXP2_T: [f64; 12] = [
 
 /// `log2 a` for a positive normal `f64` lane `a`, to about `2^-44` relative: `a = 2^k m`
 /// with `m` in `[sqrt(2)/2, sqrt(2))` (musl's bit trick, as in [`ln`]) and [`LOG2_ATANH`].
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn log2_wide<R: Real>(a: R) -> R {
     let cx = a.cx();
     let ix = a.to_bits() + R::Bits::lit(cx, 0x3ff0_0000_0000_0000 - 0x3fe6_a09e_667f_3bcd);
@@ -306,6 +320,7 @@ fn log2_wide<R: Real>(a: R) -> R {
 /// `2^z` for an `f64` lane, to about `2^-46` relative where the result is an `f32` or near
 /// (`z` is clamped to `[-300, 300]`, where `f32` has long overflowed or underflowed; NaN
 /// passes): `z = n + f`, `|f| <= 1/2`, [`EXP2_T`], times `2^n` (exact).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn exp2_wide<R: Real>(z: R) -> R {
     let zc = clamp(z, -300.0, 300.0);
     let (n, nb) = round_int(zc);
@@ -319,6 +334,7 @@ fn exp2_wide<R: Real>(z: R) -> R {
 /// `2^-36` and the `f64` value's relative error below `2^-36`: within 1 ulp after the
 /// rounding (the double-double `f64` `pow` is what `f64` needs, not `f32`). The special cases
 /// are `pow`'s ([`super::power::pow_specials`]).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn powf<S: Single>(x: S, y: S) -> S {
     let (xw, yw) = (x.widen(), y.widen());
     let yc = clamp(yw, -super::power::Y_LIM, super::power::Y_LIM);

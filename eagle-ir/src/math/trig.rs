@@ -50,12 +50,14 @@ const LEVELS: usize = 8;
 const LEVELS_I: i32 = 8;
 
 /// `x` rounded to a multiple of `2^k`, for `c = 1.5 * 2^(52 + k)` and `|x| < 2^(51 + k)`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn round_to<R: Real>(x: R, c: f64) -> R {
     let cx = x.cx();
     (x + R::lit(cx, c)) - R::lit(cx, c)
 }
 
 /// `2^e` for a constant integer `e` (any f64 exponent).
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn p2(e: i32) -> f64 {
     let mut v = 1.0f64;
     let (f, n) = if e >= 0 { (2.0, e) } else { (0.5, -e) };
@@ -68,6 +70,7 @@ fn p2(e: i32) -> f64 {
 /// Payne-Hanek reduction (fdlibm `__kernel_rem_pio2`, branch-free): for finite
 /// `|x| >= 2^20`, `x = n pi/2 + hi + lo` with `|hi + lo| <= pi/4 (1 + 2^-24)`; returns the
 /// bits of `n` (only `n mod 4` is meaningful), `hi`, `lo`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn rem_pio2_large<R: Real>(x: R) -> (R::Bits, R, R) {
     let cx = x.cx();
     // x = M 2^E with M a 53-bit integer, E = biased exponent - 1075. Digits c_i with
@@ -156,6 +159,7 @@ pub fn rem_pio2_large<R: Real>(x: R) -> (R::Bits, R, R) {
 
 /// Cody-Waite reduction (musl `__rem_pio2` medium path, all three rounds): for
 /// `|x| < 1.5 * 2^20`, `x = n pi/2 + hi + lo`; returns the bits of `n`, `hi`, `lo`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn rem_pio2_medium<R: Real>(x: R) -> (R::Bits, R, R) {
     let cx = x.cx();
     // pi/2 = PIO2_1 + PIO2_2 + PIO2_3 + PIO2_3T; f * PIO2_{1,2,3} are exact (f < 2^20).
@@ -170,6 +174,7 @@ pub fn rem_pio2_medium<R: Real>(x: R) -> (R::Bits, R, R) {
 
 /// `x = n pi/2 + hi + lo`, `|hi + lo| <~ pi/4`, for finite `x`: Cody-Waite below
 /// `1.5 * 2^20`, Payne-Hanek above (both computed, one selected). Returns (`n` bits, hi, lo).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn rem_pio2<R: Real>(x: R) -> (R::Bits, R, R) {
     let cx = x.cx();
     let (nm, hm, lm) = rem_pio2_medium(x);
@@ -190,6 +195,7 @@ const S5: f64 = -2.50507602534068634195e-08;
 const S6: f64 = 1.58969099521155010221e-10;
 
 /// fdlibm `__kernel_sin(x, y, 1)`: `sin(x + y)` for `|x| <~ pi/4`, `|y| <= ulp(x)/2`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn kernel_sin<R: Real>(x: R, y: R) -> R {
     let cx = x.cx();
     let z = x * x;
@@ -206,6 +212,7 @@ const C5: f64 = 2.08757232129817482790e-09;
 const C6: f64 = -1.13596475577881948265e-11;
 
 /// fdlibm/musl `__kernel_cos(x, y)`: `cos(x + y)` for `|x| <~ pi/4`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn kernel_cos<R: Real>(x: R, y: R) -> R {
     let cx = x.cx();
     let z = x * x;
@@ -237,6 +244,7 @@ const PIO4_LO: f64 = 3.06161699786838301793e-17;
 /// fdlibm/musl `__kernel_tan(x, y, odd)`: `tan(x + y)` (or `-1/tan(x + y)` where `odd`),
 /// `|x| <~ pi/4`; both of fdlibm's branches (`|x| >= 0.6744` via `pi/4 - x`) computed and
 /// selected.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn kernel_tan<R: Real>(x: R, y: R, odd: R::Mask) -> R {
     let cx = x.cx();
     let big = x
@@ -269,6 +277,7 @@ pub fn kernel_tan<R: Real>(x: R, y: R, odd: R::Mask) -> R {
 }
 
 /// NaN for infinite or NaN `x`, `x` itself at `±0`, else `r`.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn specials<R: Real>(x: R, r: R, keep_zero: bool) -> R {
     let cx = x.cx();
     let r = if keep_zero {
@@ -281,6 +290,7 @@ fn specials<R: Real>(x: R, r: R, keep_zero: bool) -> R {
 
 /// `sin x`: fdlibm/musl `sin` (reduction by `rem_pio2`: Cody-Waite, Payne-Hanek for huge
 /// `x`; `__kernel_sin`/`__kernel_cos` by quadrant).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn sin<R: Real>(x: R) -> R {
     with_reduction(x, sin_reduced)
 }
@@ -288,6 +298,7 @@ pub fn sin<R: Real>(x: R) -> R {
 /// `f(x, rem_pio2(x))`, computing the Payne-Hanek reduction only when some lane needs it:
 /// `f` of the Cody-Waite reduction alone is the result wherever `|x| < 1.5 * 2^20`, so where
 /// no lane is that large (a whole tile, one branch) it is the result.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn with_reduction<R: Real>(x: R, f: fn(R, (R::Bits, R, R)) -> R) -> R {
     let cx = x.cx();
     let big = x.abs().ge(R::lit(cx, MEDIUM_LIMIT));
@@ -295,6 +306,7 @@ fn with_reduction<R: Real>(x: R, f: fn(R, (R::Bits, R, R)) -> R) -> R {
     R::if_any(big, || f(x, rem_pio2(x)), medium)
 }
 
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn sin_reduced<R: Real>(x: R, (n, y0, y1): (R::Bits, R, R)) -> R {
     let cx = x.cx();
     let s = kernel_sin(y0, y1);
@@ -307,10 +319,12 @@ fn sin_reduced<R: Real>(x: R, (n, y0, y1): (R::Bits, R, R)) -> R {
 
 /// `cos x`: fdlibm/musl `cos` (reduction by `rem_pio2`: Cody-Waite, Payne-Hanek for huge
 /// `x`; `__kernel_cos`/`__kernel_sin` by quadrant).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn cos<R: Real>(x: R) -> R {
     with_reduction(x, cos_reduced)
 }
 
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn cos_reduced<R: Real>(x: R, (n, y0, y1): (R::Bits, R, R)) -> R {
     let cx = x.cx();
     let s = kernel_sin(y0, y1);
@@ -323,10 +337,12 @@ fn cos_reduced<R: Real>(x: R, (n, y0, y1): (R::Bits, R, R)) -> R {
 
 /// `tan x`: fdlibm/musl `tan` (reduction by `rem_pio2`: Cody-Waite, Payne-Hanek for huge
 /// `x`; `__kernel_tan` with the parity of `n`).
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn tan<R: Real>(x: R) -> R {
     with_reduction(x, tan_reduced)
 }
 
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn tan_reduced<R: Real>(x: R, (n, y0, y1): (R::Bits, R, R)) -> R {
     let cx = x.cx();
     let odd = (n & R::Bits::lit(cx, 1)).eq(R::Bits::lit(cx, 1));

@@ -954,10 +954,11 @@ impl BlockPlan {
             let mut last = k;
             let mut ok = true;
             for &u in us {
-                // A tile op reads its operands where it stands (`reshape` passes its
-                // operand's memory on, so it takes a copy).
+                // A tile op or a math kernel reads its operands where it stands (`reshape`
+                // passes its operand's memory on, so it takes a copy).
                 let k = &ops[u].kind;
                 let read_at = if matches!(k, OpKind::Tile(t, _) if *t != eagle_ir::TileOp::Reshape)
+                    || matches!(k, OpKind::Math(..))
                 {
                     Some(u)
                 } else if is_elementwise(k) {

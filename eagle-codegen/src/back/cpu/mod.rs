@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 mod control;
 mod elementwise;
 mod gemm;
+mod math;
 mod memory;
 mod prim;
 mod tile;
@@ -168,7 +169,7 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
             message: e.to_string(),
         })?;
     let mut jb = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    for (_, name, addr) in gemm::symbols() {
+    for (_, name, addr) in gemm::symbols().into_iter().chain(math::symbols()) {
         jb.symbol(name, addr);
     }
     let mut module = JITModule::new(jb);
@@ -193,20 +194,29 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
             })?;
         ids.insert(f.name.clone(), id);
     }
-    // The rustc-compiled GEMMs (`gemm.rs`): (dst, c or null, a, b, m, k, n); declared after
-    // the module's own functions, which keep their ids.
+    // The rustc-compiled kernels, declared after the module's own functions, which keep their
+    // ids: the GEMMs (`gemm.rs`: dst, c or null, a, b, m, k, n, lda, ldb, bt) and the math
+    // library on tiles (`math.rs`: function code, dst, a, b or null, n).
     let mut gemm_sig = module.make_signature();
     gemm_sig.params.extend([AbiParam::new(ptr); 4]);
     gemm_sig.params.extend([AbiParam::new(types::I64); 6]);
-    let mut gemm_ids = BTreeMap::new();
-    for (_, name, _) in gemm::symbols() {
+    let mut math_sig = module.make_signature();
+    math_sig.params.push(AbiParam::new(types::I64));
+    math_sig.params.extend([AbiParam::new(ptr); 3]);
+    math_sig.params.push(AbiParam::new(types::I64));
+    let mut kernel_ids = BTreeMap::new();
+    let kernels = gemm::symbols()
+        .map(|(_, name, _)| (name, &gemm_sig))
+        .into_iter()
+        .chain(math::symbols().map(|(_, name, _)| (name, &math_sig)));
+    for (name, sig) in kernels {
         let id = module
-            .declare_function(name, Linkage::Import, &gemm_sig)
+            .declare_function(name, Linkage::Import, sig)
             .map_err(|e| CodegenError::Cranelift {
                 function: String::new(),
                 message: e.to_string(),
             })?;
-        gemm_ids.insert(name, id);
+        kernel_ids.insert(name, id);
     }
 
     let mut clif = BTreeMap::new();
@@ -224,7 +234,7 @@ pub fn compile_module(spec: &Specialized) -> Result<CpuCode, CodegenError> {
             f,
             spec.facts.function(&f.name),
             &ids,
-            &gemm_ids,
+            &kernel_ids,
             &mut sites,
             ptr,
         )?;
@@ -371,7 +381,7 @@ fn lower_function(
     f: &Function,
     facts: &FunctionFacts,
     ids: &BTreeMap<String, FuncId>,
-    gemm_ids: &BTreeMap<&'static str, FuncId>,
+    kernel_ids: &BTreeMap<&'static str, FuncId>,
     sites: &mut Vec<String>,
     ptr: ClType,
 ) -> Result<u64, CodegenError> {
@@ -397,18 +407,21 @@ fn lower_function(
     for (name, id) in ids {
         callee_refs.insert(name.clone(), module.declare_func_in_func(*id, b.func));
     }
-    // Only the GEMMs this function calls (an import in every function would be noise in the
-    // CLIF snapshots).
-    let mut gemm_refs = HashMap::new();
+    // Only the kernels this function calls (an import in every function would be noise in
+    // the CLIF snapshots).
+    let mut kernel_refs = HashMap::new();
     f.walk(&mut |op| {
-        if let (OpKind::Tile(TileOp::Matmul | TileOp::MatmulAcc, _), Some(r)) =
-            (&op.kind, op.result)
-        {
-            if let Some(name) = f.ty(r).dtype().and_then(gemm::entry) {
-                gemm_refs
-                    .entry(name)
-                    .or_insert_with(|| module.declare_func_in_func(gemm_ids[name], b.func));
+        let name = match (&op.kind, op.result) {
+            (OpKind::Tile(TileOp::Matmul | TileOp::MatmulAcc, _), Some(r)) => {
+                f.ty(r).dtype().and_then(gemm::entry)
             }
+            (OpKind::Math(..), Some(r)) => f.ty(r).dtype().and_then(math::entry),
+            _ => None,
+        };
+        if let Some(name) = name {
+            kernel_refs
+                .entry(name)
+                .or_insert_with(|| module.declare_func_in_func(kernel_ids[name], b.func));
         }
     });
     let entry = b.create_block();
@@ -431,7 +444,7 @@ fn lower_function(
         err_block,
         hook_sigs,
         callee_refs,
-        gemm_refs,
+        kernel_refs,
         sites,
         stack_bytes: 0,
         uses: use_counts(f),
@@ -505,8 +518,8 @@ struct Lower<'a, 'b> {
     err_block: Block,
     hook_sigs: HashMap<i32, SigRef>,
     callee_refs: HashMap<String, FuncRef>,
-    /// The rustc-compiled float GEMMs ([`gemm`]), by symbol.
-    gemm_refs: HashMap<&'static str, FuncRef>,
+    /// The rustc-compiled kernels this function calls ([`gemm`], [`math`]), by symbol.
+    kernel_refs: HashMap<&'static str, FuncRef>,
     sites: &'a mut Vec<String>,
     /// Bytes of tile storage (stack slots) so far.
     stack_bytes: u64,
@@ -777,11 +790,7 @@ impl Lower<'_, '_> {
             OpKind::Elem { .. } | OpKind::SetElem { .. } => self.lower_element(op)?,
             OpKind::LocalArray => self.lower_local_array(op)?,
             OpKind::Tile(..) => self.lower_tile(op)?,
-            OpKind::Math(..) => {
-                return Err(self.err(
-                    "a math-library op reached the backend; specialize first (it expands math ops)",
-                ))
-            }
+            OpKind::Math(..) => self.lower_math(op)?,
             OpKind::View { .. } => {
                 return Err(self
                     .err("a block view reached the backend; specialize first (it lowers views)"))

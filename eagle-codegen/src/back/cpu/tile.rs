@@ -919,6 +919,35 @@ impl Lower<'_, '_> {
         Ok(Some(Cv::Mem(dst)))
     }
 
+    /// A math-library op on `f32`/`f64` tiles (what specialization leaves unexpanded,
+    /// [`eagle_ir::expand::packed_kernel_op`]): one call of the kernel of [`super::math`] from
+    /// the operands' tiles into a fresh one.
+    pub(super) fn lower_math(&mut self, op: &Op) -> Result<Option<Cv>, CodegenError> {
+        let (OpKind::Math(m, args), Some(r)) = (&op.kind, op.result) else {
+            return Err(self.err("internal: not a math op"));
+        };
+        let name = self.f.ty(r).dtype().and_then(super::math::entry);
+        let Some(&f) = name.and_then(|n| self.kernel_refs.get(n)) else {
+            return Err(self.err(format!(
+                "a math-library op (`{}`) on `{}` reached the backend; specialize first (it \
+                 expands every math op but those on f32/f64 tiles)",
+                m.name(),
+                self.f.ty(r)
+            )));
+        };
+        let (pa, shape, d) = self.tile_mem(args[0])?;
+        let pb = match args.get(1) {
+            Some(&b) => self.tile_mem(b)?.0,
+            None => self.b.ins().iconst(self.ptr, 0),
+        };
+        let n: u64 = shape.iter().product();
+        let dst = self.stack(n * d.size() as u64);
+        let code = self.iconst(super::math::code(*m));
+        let n = self.iconst(n as i64);
+        self.b.ins().call(f, &[code, dst, pa, pb, n]);
+        Ok(Some(Cv::Mem(dst)))
+    }
+
     /// `matmul`/`matmul_acc` of `args` into `dst`: the GEMM reads blocks of wider matrices
     /// (`BlockPlan::strided`) and transposed `b` operands ([`transposed_operands`]) where they
     /// are.
@@ -965,7 +994,7 @@ impl Lower<'_, '_> {
     ) -> Result<(), CodegenError> {
         if let Some(name) = super::gemm::entry(d) {
             let f = *self
-                .gemm_refs
+                .kernel_refs
                 .get(name)
                 .ok_or_else(|| self.err("internal: a matmul whose GEMM was not imported"))?;
             let c = c.unwrap_or_else(|| self.b.ins().iconst(self.ptr, 0));

@@ -411,11 +411,17 @@ pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
     let m = &spec.module;
     // Values are renumbered as the IR text numbers them, so `v7` in the CUDA C is `%7` in the
     // specialized IR.
+    // Math ops on f32/f64 tiles, which specialization leaves for the CPU backend's kernels,
+    // become their primitive ops here (the same definition, so the same bits).
     let canon: Vec<(Function, FunctionFacts)> = m
         .functions
         .iter()
         .filter(|f| f.level != Level::Host && !f.name.starts_with("__plan_"))
-        .map(|f| canonical(f, spec.facts.function(&f.name)))
+        .map(|f| {
+            let mut f = f.clone();
+            eagle_ir::expand::expand_function(&mut f);
+            canonical(&f, spec.facts.function(&f.name))
+        })
         .collect();
     let funcs: Vec<&Function> = canon.iter().map(|(f, _)| f).collect();
     // Which compute functions each mode needs: block mode from per-device programs, thread
