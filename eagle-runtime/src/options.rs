@@ -20,7 +20,8 @@ pub struct RunOptions {
     pub cuda_emulate: bool,
     /// Check every `get` / `remote_load` of a peer window against the notify -> wait and barrier
     /// ordering of the writes it reads (default: on; `EAGLE_RACE_CHECK=0`, `false`, `no` or
-    /// `off` turns it off, `1`, `true`, `yes` or `on` leaves it on).
+    /// `off` turns it off, `1`, `true`, `yes` or `on` leaves it on). A run of one rank has no
+    /// peer to race with and skips it.
     pub race_check: bool,
     /// How long a rank may wait on one signal or barrier before the run fails (default 60 s,
     /// or `EAGLE_WAIT_TIMEOUT_S`, a whole number of seconds). True deadlocks are reported at

@@ -248,9 +248,9 @@ impl<'a> World<'a> {
         opts: &crate::options::RunOptions,
     ) -> Self {
         let timeout = opts.wait_timeout;
-        let race = opts
-            .race_check
-            .then(|| crate::race::Race::new(p, windows.len()));
+        // One rank cannot race: the detector orders a rank's own accesses by program order
+        // (`race.rs`), and there is no other rank, so at P = 1 it is not built.
+        let race = (opts.race_check && p > 1).then(|| crate::race::Race::new(p, windows.len()));
         World {
             race,
             p,
