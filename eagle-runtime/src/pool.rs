@@ -229,6 +229,32 @@ pub fn run_one<'a, T: Send + 'a>(
         .unwrap_or_else(|| Err("a device task did not report".into()))
 }
 
+/// [`run_all`], with the first task on the calling thread when that thread's stack has `need`
+/// bytes and [`INLINE_MARGIN`] left below this call ([`run_one`]'s rule; a worker this call
+/// starts gets at least that much stack): one hand-off fewer,
+/// and no caller spinning beside the workers while it waits (on a machine with as many cores
+/// as tasks, a waiting caller takes time from them). A panic is caught as on a worker.
+///
+/// # Errors
+/// As [`run_all`], per task.
+pub fn run_all_here<'a, T: Send + 'a>(
+    mut tasks: Vec<Box<dyn FnOnce() -> T + Send + 'a>>,
+    stack: usize,
+    need: u64,
+) -> Vec<Result<T, String>> {
+    let room = need.saturating_add(INLINE_MARGIN);
+    let stack = stack.max(usize::try_from(room).unwrap_or(usize::MAX));
+    if tasks.is_empty() || stack_left().is_none_or(|left| (left as u64) < room) {
+        return run_all(tasks, stack);
+    }
+    let first = tasks.remove(0);
+    let (mine, mut rest) = run_all_and(tasks, stack, || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(first)).map_err(panic_message)
+    });
+    rest.insert(0, mine);
+    rest
+}
+
 std::thread_local! {
     /// This thread's stack, lowest address and end, once asked for (`None`: unknown).
     static STACK: std::cell::OnceCell<Option<(usize, usize)>> = const { std::cell::OnceCell::new() };
@@ -438,6 +464,40 @@ mod tests {
         // A panic on the caller's thread is the task's error, as on a worker.
         let boom: Box<dyn FnOnce() -> u8 + Send> = Box::new(|| panic!("tile out of range"));
         assert_eq!(run_one(boom, 64 << 10, 0), Err("tile out of range".into()));
+    }
+
+    #[test]
+    fn run_all_here_runs_the_first_task_on_the_caller_and_all_at_once() {
+        // Three tasks that each wait for all three to have started, and report their thread.
+        let started = AtomicUsize::new(0);
+        let tasks: Vec<Box<dyn FnOnce() -> std::thread::ThreadId + Send + '_>> = (0..3)
+            .map(|i| {
+                let s = &started;
+                let t: Box<dyn FnOnce() -> std::thread::ThreadId + Send + '_> =
+                    Box::new(move || {
+                        s.fetch_add(1, Ordering::SeqCst);
+                        while s.load(Ordering::SeqCst) < 3 {
+                            std::thread::yield_now();
+                        }
+                        if i == 1 {
+                            panic!("task one fails");
+                        }
+                        std::thread::current().id()
+                    });
+                t
+            })
+            .collect();
+        let me = std::thread::current().id();
+        let r = run_all_here(tasks, 1 << 20, 64 << 10);
+        assert_eq!(r[0], Ok(me));
+        assert_eq!(r[1], Err("task one fails".to_string()));
+        assert!(r[2].as_ref().is_ok_and(|t| *t != me));
+        // Without room for `need` (64 MiB; a test thread has 2) on the caller's stack, every
+        // task goes to a worker.
+        let one: Vec<Box<dyn FnOnce() -> std::thread::ThreadId + Send>> =
+            vec![Box::new(|| std::thread::current().id())];
+        let r = run_all_here(one, 1 << 20, 64 << 20);
+        assert!(r[0].as_ref().is_ok_and(|t| *t != me));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The `sim` and `cpu` executor: every rank of the launch in this process, one pool task per
-//! rank that reaches peers (all ranks on one task, in rank order, when none does: on the
-//! caller's thread when its stack has room, `crate::pool::run_one`), with window
+//! rank that reaches peers (all ranks on one task, in rank order, when none does), the first
+//! task on the caller's thread when its stack has room (`crate::pool::run_all_here`), with window
 //! memory per rank ([`World`]); and [`EntryCaller`], one compiled function called on a
 //! one-rank world (what an execution plan runs per share of samples).
 
@@ -136,9 +136,9 @@ impl Sim {
 pub(crate) type Outcome = (Vec<Job>, Option<Failure>);
 
 /// Runs the ranks on the pool's threads: each rank on its own, or, when no rank reaches
-/// another (`isolated`), all of them on one thread in rank order (the caller's when its stack
-/// has room for the tiles, [`crate::pool::run_one`]). Returns each rank's outcome, in rank
-/// order.
+/// another (`isolated`), all of them on one thread in rank order; the first of those threads
+/// is the caller's when its stack has room for the tiles ([`crate::pool::run_all_here`]).
+/// Returns each rank's outcome, in rank order.
 fn run_on_threads(
     world: &World<'_>,
     ranks: &[usize],
@@ -168,21 +168,17 @@ fn run_on_threads(
             .collect()
     };
     let per_task = if isolated { ranks.len() } else { 1 };
-    let results = if let (true, [_]) = (isolated, &tasks[..]) {
-        // One thread for every rank: the caller's, if its stack has room for the tiles.
-        let need = world
-            .artifact
-            .code
-            .stack
-            .values()
-            .copied()
-            .max()
-            .unwrap_or(0);
-        let task = tasks.into_iter().next().expect("one task");
-        vec![crate::pool::run_one(task, 16 << 20, need)]
-    } else {
-        crate::pool::run_all(tasks, 16 << 20)
-    };
+    // The first task on the caller's thread, if its stack has room for the tiles (all the
+    // ranks, when they are isolated or there is one), the others on workers.
+    let need = world
+        .artifact
+        .code
+        .stack
+        .values()
+        .copied()
+        .max()
+        .unwrap_or(0);
+    let results = crate::pool::run_all_here(tasks, 16 << 20, need);
     results
         .into_iter()
         .flat_map(|r| match r {
