@@ -471,8 +471,8 @@ fn float_literal_arithmetic_is_computed_in_the_dtype_it_takes() {
 }
 
 /// `sin`, `cos` and `tan` of a tile with no argument beyond the Cody-Waite range skip the
-/// Payne-Hanek reduction (one branch for the tile); with one huge argument they take it. Both
-/// equal the definition bit for bit.
+/// Payne-Hanek reduction (one branch for the tile, or for each group of 16 lanes in the CPU's
+/// kernels); with one huge argument they take it. Both equal the definition bit for bit.
 #[eagle::kernel(device)]
 pub fn trig_tiles(ctx: Ctx, x: Tensor<f64, 2, 64>, y: Out<Tensor<f64, 6, 64>>) {
     let small = load(x, [0, 0], [1, 64]);

@@ -264,7 +264,7 @@ pub fn big_tiles(x: Tensor<f32, ROWS_BIG, W>, y: Out<Tensor<f32, ROWS_BIG, W>>) 
 }
 
 /// A launch whose ranks run on one thread runs on the caller's thread only when its stack has
-/// room for the tiles (`pool::run_one`): from a thread of 2 MiB of stack, 3 MiB of tiles go
+/// room for the tiles (`pool::run_all_here`): from a thread of 2 MiB of stack, 3 MiB of tiles go
 /// to a device worker (running them there would overflow and kill the process: taking the
 /// check out does), and the results are the same from a thread with room.
 #[test]

@@ -200,7 +200,8 @@ impl Latch {
 }
 
 /// Bytes of stack left free, beyond the tiles of the device code, for a task run on the
-/// caller's thread ([`run_one`]): the executor's, the hooks' and the GEMM's Rust frames.
+/// caller's thread ([`run_one`], [`run_all_here`]): the executor's, the hooks', the GEMM's and
+/// the math kernels' Rust frames.
 pub const INLINE_MARGIN: u64 = 1 << 20;
 
 /// Runs `task` on the calling thread when that thread's stack has `need` bytes (the device
@@ -233,7 +234,8 @@ pub fn run_one<'a, T: Send + 'a>(
 /// bytes and [`INLINE_MARGIN`] left below this call ([`run_one`]'s rule; a worker this call
 /// starts gets at least that much stack): one hand-off fewer,
 /// and no caller spinning beside the workers while it waits (on a machine with as many cores
-/// as tasks, a waiting caller takes time from them). A panic is caught as on a worker.
+/// as tasks, a waiting caller takes time from them). A panic is caught as on a worker. The
+/// first task runs with the caller's floating-point environment, as [`run_one`]'s does.
 ///
 /// # Errors
 /// As [`run_all`], per task.
@@ -467,6 +469,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn run_all_here_runs_the_first_task_on_the_caller_and_all_at_once() {
         // Three tasks that each wait for all three to have started, and report their thread.
         let started = AtomicUsize::new(0);

@@ -992,7 +992,8 @@ impl Spec<'_> {
             | OpKind::WorldRank { .. }
             | OpKind::TrapIf { .. }
             | OpKind::Tile(..)
-            // Expanded into primitive ops after the first pass (`eagle_ir::expand::expand_function`).
+            // Expanded into primitive ops after the first pass, but on f32/f64 tiles
+            // (`eagle_ir::expand::expand_function_but_packed`).
             | OpKind::Math(..) => {}
         }
         if recurse {
@@ -1091,8 +1092,9 @@ pub fn specialize_for(
     // parameters can take the ranges of the arguments its callers pass.
     let mut seeds: HashMap<String, (Vec<Option<Range>>, String)> = HashMap::new();
     for f in out.functions.iter_mut().rev() {
-        // Math-library ops become their primitive ops (one definition for every backend);
-        // the host interpreter evaluates them directly with the same definition.
+        // Math-library ops become their primitive ops (one definition for every backend), but
+        // those on f32/f64 tiles (the CPU backend's kernels run the same definition); the host
+        // interpreter evaluates them directly with the same definition.
 
         let generic = f.values.clone();
         super::bind::bind_types(f, b, limits)?;

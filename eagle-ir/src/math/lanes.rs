@@ -7,12 +7,14 @@
 //! bit casts, wrapping integer add/sub, and/or/xor, logical shifts, `f32 <-> f64` casts,
 //! `fma`): nothing else. `fma` serves only where its result is exact: the error of a product
 //! ([`two_prod`]), the remainder of a quotient, a Cody-Waite step `x - n C` whose product is
-//! exact; never a contraction of a rounded `a * b + c`. Two instances
+//! exact; never a contraction of a rounded `a * b + c`. Three instances
 //! of each exist:
 //! - `f64` and `f32` themselves ([`W`], [`W32`] for the bits, `bool` for masks): the
 //!   reference, used by [`crate::eval`], the constant folder and the host interpreter;
 //! - the IR instance of `crate::expand`, whose lanes carry the function being written
-//!   ([`Float::Cx`]) and whose steps append IR ops.
+//!   ([`Float::Cx`]) and whose steps append IR ops;
+//! - [`super::packed`], 16 lanes in arrays, each primitive the reference's lane by lane: the
+//!   CPU backend's kernels on tiles.
 //!
 //! Because each step is one IR op with one IEEE-defined result, the two instances compute the
 //! same bits, and so do the CPU JIT and the CUDA C (held to the evaluator op by op by
@@ -104,7 +106,8 @@ pub trait Float:
     fn from_bits(b: Self::Bits) -> Self;
     /// `f()` where some lane of `m` holds, else `otherwise`, for an `f` that equals
     /// `otherwise` in every lane where `m` does not hold: an instance may skip `f` when no lane
-    /// of `m` holds (the IR instance does, with one branch for a whole tile), and the result
+    /// of `m` holds (the IR instance does, with one branch for a whole tile; the packed one
+    /// with one for each group of 16 lanes), and the result
     /// never depends on the skipping. The only control flow in the library: the rare slow path
     /// of a reduction.
     fn if_any(m: Self::Mask, f: impl FnOnce() -> Self, otherwise: Self) -> Self;

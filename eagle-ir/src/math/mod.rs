@@ -13,7 +13,8 @@
 //!   evaluator does (`tests/eval_diff.rs`), hence the same bits;
 //! - [`packed`] runs it on 16 lanes of plain arrays: the CPU backend's kernels for `f32`/`f64`
 //!   tiles, compiled with wide vectors ([`MathFn::with_f32_definition`]), the same bits again.
-//!   Every function here is `#[inline(always)]` so that those kernels inline it whole.
+//!   Every function here is `#[inline(always)]` in optimized builds (not in debug ones, whose
+//!   frames would grow past a test thread's stack) so that those kernels inline it whole.
 //!
 //! An `f32` argument runs the function's `f32` definition where `math_library!` gives one
 //! ([`single`]: `exp`, `ln`, `sin`, `cos`, `tanh` on `f32` lanes, within 1 ulp of the exact

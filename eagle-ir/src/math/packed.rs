@@ -2,7 +2,7 @@
 //! ([`P32`], [`P64`]), each primitive a loop over the lanes of the scalar IEEE operation
 //! (Rust's own, no contraction, `mul_add` one rounding), so it computes the reference
 //! instance's bits lane by lane. Every method is `#[inline(always)]` (so are the library's
-//! functions): a caller compiled with wider vector instructions enabled
+//! functions in optimized builds): a caller compiled with wider vector instructions enabled
 //! (`#[target_feature(enable = "avx2,fma")]`, the CPU backend's math kernels in
 //! `eagle-codegen`'s `back/cpu/math.rs`) gets the whole definition as straight-line vector code.
 

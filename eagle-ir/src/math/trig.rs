@@ -297,7 +297,8 @@ pub fn sin<R: Real>(x: R) -> R {
 
 /// `f(x, rem_pio2(x))`, computing the Payne-Hanek reduction only when some lane needs it:
 /// `f` of the Cody-Waite reduction alone is the result wherever `|x| < 1.5 * 2^20`, so where
-/// no lane is that large (a whole tile, one branch) it is the result.
+/// no lane is that large (a whole tile, or a group of 16 lanes in the CPU's kernels: one
+/// branch) it is the result.
 #[cfg_attr(not(debug_assertions), inline(always))]
 fn with_reduction<R: Real>(x: R, f: fn(R, (R::Bits, R, R)) -> R) -> R {
     let cx = x.cx();

@@ -199,65 +199,150 @@ fn avx2_fma() -> bool {
 mod tests {
     use super::*;
 
-    /// Every function, both dtypes, on lengths around the group size (tails through the padded
-    /// buffer, `dst` the operand itself): the evaluator's bits, element by element.
+    /// The operands: special values, subnormals, huge arguments (Payne-Hanek for `sin`) and
+    /// moderate ones, 70 of each.
+    fn operands() -> (Vec<f64>, Vec<f64>) {
+        let special = [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1e-40,
+            -5e-324,
+            1e30,
+            -3e38,
+            1e22,
+            1.6e6,
+            -0.5,
+            1.0,
+            2.0,
+        ];
+        let xs: Vec<f64> = special
+            .iter()
+            .copied()
+            .chain((0..56).map(|i| (i as f64 - 27.5) * 0.37))
+            .collect();
+        let ys: Vec<f64> = (0..70)
+            .map(|i| {
+                if i % 5 == 0 {
+                    special[(i / 5) % special.len()]
+                } else {
+                    2.0 - i as f64 * 0.05
+                }
+            })
+            .collect();
+        (xs, ys)
+    }
+
+    /// Both variants this CPU runs (the portable one always), by name.
+    #[allow(clippy::type_complexity)]
+    fn variants() -> Vec<(&'static str, fn(MathFn, Run<f32>), fn(MathFn, Run<f64>))> {
+        let mut v: Vec<(&'static str, fn(MathFn, Run<f32>), fn(MathFn, Run<f64>))> =
+            vec![("portable", math_f32_portable, math_f64_portable)];
+        #[cfg(target_arch = "x86_64")]
+        if avx2_fma() {
+            // SAFETY (of the calls below): the CPU has AVX2 and FMA, checked here.
+            v.push((
+                "avx2",
+                |m, r| unsafe { math_f32_avx2(m, r) },
+                |m, r| unsafe { math_f64_avx2(m, r) },
+            ));
+        }
+        v
+    }
+
+    /// Every function, both dtypes, both variants, on lengths around the group size (tails
+    /// through the padded buffer), special values among the operands, `dst` the operand itself:
+    /// the evaluator's bits, element by element (NaN where it gives NaN).
     #[test]
     fn kernels_give_the_evaluators_bits_with_tails_and_in_place() {
-        let xs: Vec<f64> = (0..70).map(|i| (i as f64 - 31.5) * 0.37).collect();
-        let ys: Vec<f64> = (0..70).map(|i| 2.0 - i as f64 * 0.05).collect();
-        for f in MathFn::ALL {
-            for n in [1usize, 15, 16, 17, 33, 70] {
-                let (a32, b32): (Vec<f32>, Vec<f32>) = (
-                    xs[..n].iter().map(|&v| v as f32).collect(),
-                    ys[..n].iter().map(|&v| v as f32).collect(),
-                );
-                let mut d32 = vec![0f32; n];
-                // SAFETY: every buffer holds `n` elements.
-                unsafe {
-                    math_f32(
-                        code(f) as u64,
-                        d32.as_mut_ptr(),
-                        a32.as_ptr(),
-                        b32.as_ptr(),
-                        n as u64,
-                    )
-                };
-                let mut d64 = xs[..n].to_vec();
-                // In place: `dst` is `a`.
-                unsafe {
-                    math_f64(
-                        code(f) as u64,
-                        d64.as_mut_ptr(),
-                        d64.as_ptr(),
-                        ys.as_ptr(),
-                        n as u64,
-                    )
-                };
-                for i in 0..n {
-                    let args: Vec<f64> = if f.arity() > 1 {
-                        vec![xs[i], ys[i]]
-                    } else {
-                        vec![xs[i]]
-                    };
-                    let w64 = f.eval_f64(&args);
-                    assert!(
-                        d64[i].to_bits() == w64.to_bits() || (d64[i].is_nan() && w64.is_nan()),
-                        "{}({args:?}) f64",
-                        f.name()
+        let (xs, ys) = operands();
+        let same32 = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        let same64 = |a: f64, b: f64| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for (name, k32, k64) in variants() {
+            for f in MathFn::ALL {
+                let arity = f.arity();
+                for n in [1usize, 15, 16, 17, 33, 70] {
+                    // In place: `dst` is `a`, in both dtypes.
+                    let mut d32: Vec<f32> = xs[..n].iter().map(|&v| v as f32).collect();
+                    let b32: Vec<f32> = ys[..n].iter().map(|&v| v as f32).collect();
+                    let p = d32.as_mut_ptr();
+                    k32(
+                        f,
+                        Run {
+                            dst: p,
+                            args: [p.cast_const(), b32.as_ptr()],
+                            arity,
+                            n,
+                        },
                     );
-                    let a: Vec<f32> = if f.arity() > 1 {
-                        vec![a32[i], b32[i]]
-                    } else {
-                        vec![a32[i]]
-                    };
-                    let w32 = f.eval_f32(&a);
-                    assert!(
-                        d32[i].to_bits() == w32.to_bits() || (d32[i].is_nan() && w32.is_nan()),
-                        "{}({a:?}) f32",
-                        f.name()
+                    let mut d64 = xs[..n].to_vec();
+                    let p = d64.as_mut_ptr();
+                    k64(
+                        f,
+                        Run {
+                            dst: p,
+                            args: [p.cast_const(), ys.as_ptr()],
+                            arity,
+                            n,
+                        },
                     );
+                    for i in 0..n {
+                        let a64 = [xs[i], ys[i]];
+                        let w64 = f.eval_f64(&a64[..arity]);
+                        assert!(
+                            same64(d64[i], w64),
+                            "{name} {}({:?}) f64: {} vs {w64}",
+                            f.name(),
+                            &a64[..arity],
+                            d64[i]
+                        );
+                        let a32 = [xs[i] as f32, ys[i] as f32];
+                        let w32 = f.eval_f32(&a32[..arity]);
+                        assert!(
+                            same32(d32[i], w32),
+                            "{name} {}({:?}) f32: {} vs {w32}",
+                            f.name(),
+                            &a32[..arity],
+                            d32[i]
+                        );
+                    }
                 }
             }
         }
+    }
+
+    /// The symbols the JIT calls run the same kernels (one call each way, with a null `b`).
+    #[test]
+    fn the_exported_symbols_dispatch_by_code() {
+        let x = [0.5f32, -2.0, 3.0];
+        let mut y = [0f32; 3];
+        // SAFETY: three elements each; a unary function leaves `b` unread.
+        unsafe {
+            math_f32(
+                code(MathFn::Tanh) as u64,
+                y.as_mut_ptr(),
+                x.as_ptr(),
+                std::ptr::null(),
+                3,
+            )
+        };
+        for (v, w) in x.iter().zip(y) {
+            assert_eq!(w.to_bits(), MathFn::Tanh.eval_f32(&[*v]).to_bits());
+        }
+        let (a, b) = ([2.0f64, 9.0], [10.0f64, 0.5]);
+        let mut z = [0f64; 2];
+        // SAFETY: two elements each.
+        unsafe {
+            math_f64(
+                code(MathFn::Powf) as u64,
+                z.as_mut_ptr(),
+                a.as_ptr(),
+                b.as_ptr(),
+                2,
+            )
+        };
+        assert_eq!(z, [1024.0, 3.0]);
     }
 }

@@ -935,6 +935,14 @@ impl Lower<'_, '_> {
                 self.f.ty(r)
             )));
         };
+        // The block plan reads no strided block and fuses no operand into a math op (its
+        // operands are whole tiles in memory): checked, as the elementwise lowering does.
+        if args
+            .iter()
+            .any(|&v| self.plan.strided.contains_key(v) || self.plan.lazy.contains(v))
+        {
+            return Err(self.err("internal: a math op's operand is not a contiguous tile"));
+        }
         let (pa, shape, d) = self.tile_mem(args[0])?;
         let pb = match args.get(1) {
             Some(&b) => self.tile_mem(b)?.0,

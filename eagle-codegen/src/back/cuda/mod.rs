@@ -410,7 +410,7 @@ impl Mode {
 pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
     let m = &spec.module;
     // Values are renumbered as the IR text numbers them, so `v7` in the CUDA C is `%7` in the
-    // specialized IR.
+    // specialized IR (after the expansion below, for a function with math on tiles).
     // Math ops on f32/f64 tiles, which specialization leaves for the CPU backend's kernels,
     // become their primitive ops here (the same definition, so the same bits).
     let canon: Vec<(Function, FunctionFacts)> = m
