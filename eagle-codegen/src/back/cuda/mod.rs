@@ -418,9 +418,16 @@ pub fn emit_module(spec: &Specialized) -> Result<CudaCode, CodegenError> {
         .iter()
         .filter(|f| f.level != Level::Host && !f.name.starts_with("__plan_"))
         .map(|f| {
+            let facts = spec.facts.function(&f.name);
+            if !f
+                .body
+                .any(&f.ops, &mut |op| matches!(op.kind, OpKind::Math(..)))
+            {
+                return canonical(f, facts);
+            }
             let mut f = f.clone();
             eagle_ir::expand::expand_function(&mut f);
-            canonical(&f, spec.facts.function(&f.name))
+            canonical(&f, facts)
         })
         .collect();
     let funcs: Vec<&Function> = canon.iter().map(|(f, _)| f).collect();
